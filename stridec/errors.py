@@ -1,0 +1,50 @@
+"""The error hierarchy (SPEC §8).
+
+Every message names the op or argument, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StridecError",
+    "LayoutError",
+    "ShapeError",
+    "VerificationError",
+    "ParseError",
+    "CallError",
+    "UnsupportedError",
+]
+
+
+class StridecError(Exception):
+    """Base class of every error stridec raises on bad input."""
+
+
+class LayoutError(StridecError, ValueError):
+    """A view rule cannot apply to a layout (bad dims, sizes out of range, ...)."""
+
+
+class ShapeError(StridecError, ValueError):
+    """Operand sizes or dtypes do not fit an op (cat of mismatched sizes, ...)."""
+
+
+class VerificationError(StridecError):
+    """The IR breaks an invariant; the message names the op and operand."""
+
+
+class ParseError(StridecError):
+    """Malformed text IR; carries the 1-based line and column of the fault."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"{line}:{column}: {message}")
+        self.line = line
+        self.column = column
+        self.reason = message
+
+
+class CallError(StridecError, TypeError):
+    """A compiled graph was called with arguments that do not match it."""
+
+
+class UnsupportedError(StridecError, NotImplementedError):
+    """A well-formed request stridec does not support (rank above 8, unknown dtype, ...)."""
