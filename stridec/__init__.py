@@ -1,0 +1,56 @@
+"""stridec: a compiler for tensor layout programs.
+
+Build a graph of views, materializations and Philox random generation, let the compiler
+fold what is free into stride rewrites, and run the rest as Triton kernels.
+"""
+
+from stridec import errors
+from stridec.errors import (
+    CallError,
+    LayoutError,
+    ParseError,
+    ShapeError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
+from stridec.ir import builder as _builder  # attaches the builder methods
+from stridec.ir.builder import cat, pad
+from stridec.ir.dtypes import DTYPES, DType, as_dtype
+from stridec.ir.formats import FORMATS, Format, MaskBound, Packing, PitchedRows, get_format
+from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.layout import Layout
+from stridec.ir.reference import run_reference
+from stridec.ir.types import TensorType
+
+del _builder
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CallError",
+    "DTYPES",
+    "DType",
+    "FORMATS",
+    "Format",
+    "Graph",
+    "Layout",
+    "LayoutError",
+    "MaskBound",
+    "Op",
+    "Packing",
+    "ParseError",
+    "PitchedRows",
+    "ShapeError",
+    "StridecError",
+    "TensorType",
+    "UnsupportedError",
+    "Value",
+    "VerificationError",
+    "as_dtype",
+    "cat",
+    "errors",
+    "get_format",
+    "pad",
+    "run_reference",
+]

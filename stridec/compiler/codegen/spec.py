@@ -1,0 +1,340 @@
+"""The input of copy code generation, and the pure rewrites that simplify it.
+
+A `CopySpec` describes one strided copy over an iteration space `sizes`:
+
+    dst[dst_offset + Σ i_k·dst_strides_k] = cast(src[src_offset + Σ i_k·src_strides_k])
+
+for every coordinate `i` with `0 <= i_k < sizes_k`, except where a `MaskBound` fails; there
+`fill` is stored and `src` is not read. Example: NCHW (C = 3) packed into NCHW4 runs over
+the split space (N, C/4 = 1, 4, H, W) with the mask `0 <= 0·n + 4·co + 1·ci + 0·h + 0·w < 3`,
+so channel 3 of every block is `fill`.
+
+The rewrites below never change which value lands at which destination address; they only
+re-express the loop nest so that code generation sees the fewest, best-ordered dims:
+`drop_unit_dims`, `simplify_masks`, `orient_for_writes` (flip dims so destination strides
+are >= 0), `order_for_writes` (smallest |dst stride| innermost) and `coalesce_copy_dims`
+(merge neighbouring dims `k, k+1` when `x_k == x_{k+1}·size_{k+1}` holds for the source
+strides, the destination strides and every mask's coefficients). `canonicalize_copy` runs
+them in that order. They work on plain int tuples and know nothing of `stridec.ir.layout`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stridec.errors import LayoutError, UnsupportedError
+from stridec.ir.dtypes import DType, as_dtype
+
+__all__ = [
+    "MAX_RANK",
+    "MaskBound",
+    "CopySpec",
+    "mask_range",
+    "drop_unit_dims",
+    "simplify_masks",
+    "orient_for_writes",
+    "write_order",
+    "order_for_writes",
+    "coalesce_copy_dims",
+    "canonicalize_copy",
+    "is_fill_only",
+    "address_range",
+]
+
+MAX_RANK = 8
+
+
+@dataclass(frozen=True, slots=True)
+class MaskBound:
+    """Valid where `lo <= Σ coeffs[k]·i_k < hi` over the iteration coordinates `i`."""
+
+    coeffs: tuple[int, ...]
+    lo: int
+    hi: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "coeffs", _int_tuple(self.coeffs, "MaskBound.coeffs"))
+        object.__setattr__(self, "lo", _int(self.lo, "MaskBound.lo"))
+        object.__setattr__(self, "hi", _int(self.hi, "MaskBound.hi"))
+
+
+@dataclass(frozen=True, slots=True)
+class CopySpec:
+    """One strided copy between two flat storages (see the module docstring).
+
+    Strides and offsets are in elements and may be negative (flip) or zero (broadcast);
+    `masks` may hold any objects with `.coeffs`, `.lo` and `.hi` (they are converted to
+    `MaskBound`, so equal specs compare and hash equal).
+    """
+
+    sizes: tuple[int, ...]
+    src_strides: tuple[int, ...]
+    src_offset: int
+    dst_strides: tuple[int, ...]
+    dst_offset: int
+    src_dtype: DType
+    dst_dtype: DType
+    masks: tuple[MaskBound, ...] = ()
+    fill: float | int | bool = 0
+
+    def __post_init__(self) -> None:
+        sizes = _int_tuple(self.sizes, "sizes")
+        rank = len(sizes)
+        if rank > MAX_RANK:
+            raise UnsupportedError(
+                f"copy: rank above {MAX_RANK} is not supported; got sizes {sizes} (rank {rank})"
+            )
+        if any(n < 0 for n in sizes):
+            raise LayoutError(f"copy: sizes must be >= 0; got {sizes}")
+        src_strides = _int_tuple(self.src_strides, "src_strides")
+        dst_strides = _int_tuple(self.dst_strides, "dst_strides")
+        for what, strides in (("src_strides", src_strides), ("dst_strides", dst_strides)):
+            if len(strides) != rank:
+                raise LayoutError(
+                    f"copy: {what} must have one entry per dim of sizes {sizes}; got {strides}"
+                )
+        masks = tuple(_as_mask(m) for m in self.masks)
+        for m in masks:
+            if len(m.coeffs) != rank:
+                raise LayoutError(
+                    f"copy: mask coeffs must have one entry per dim of sizes {sizes}; "
+                    f"got {m.coeffs}"
+                )
+        fill = self.fill
+        if not isinstance(fill, (bool, int, float)):
+            raise UnsupportedError(f"copy: fill must be a bool, int or float; got {fill!r}")
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "src_strides", src_strides)
+        object.__setattr__(self, "dst_strides", dst_strides)
+        object.__setattr__(self, "src_offset", _int(self.src_offset, "src_offset"))
+        object.__setattr__(self, "dst_offset", _int(self.dst_offset, "dst_offset"))
+        object.__setattr__(self, "src_dtype", as_dtype(self.src_dtype, "copy src_dtype"))
+        object.__setattr__(self, "dst_dtype", as_dtype(self.dst_dtype, "copy dst_dtype"))
+        object.__setattr__(self, "masks", masks)
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise LayoutError(f"copy: {what} must be an int; got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise LayoutError(f"copy: {what} must be an int; got {value!r}") from None
+
+
+def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise LayoutError(f"copy: {what} must be a sequence of ints; got {values!r}") from None
+    return tuple(_int(v, what) for v in items)
+
+
+def _as_mask(m: Any) -> MaskBound:
+    if isinstance(m, MaskBound):
+        return m
+    try:
+        return MaskBound(tuple(m.coeffs), m.lo, m.hi)
+    except AttributeError:
+        raise LayoutError(f"copy: a mask needs .coeffs, .lo and .hi; got {m!r}") from None
+
+
+def _replace(spec: CopySpec, **changes: Any) -> CopySpec:
+    fields = {
+        "sizes": spec.sizes,
+        "src_strides": spec.src_strides,
+        "src_offset": spec.src_offset,
+        "dst_strides": spec.dst_strides,
+        "dst_offset": spec.dst_offset,
+        "src_dtype": spec.src_dtype,
+        "dst_dtype": spec.dst_dtype,
+        "masks": spec.masks,
+        "fill": spec.fill,
+    }
+    fields.update(changes)
+    return CopySpec(**fields)
+
+
+def mask_range(sizes: Sequence[int], coeffs: Sequence[int]) -> tuple[int, int]:
+    """Smallest and largest `Σ coeffs[k]·i_k` over the box `0 <= i_k < sizes_k` (non-empty).
+
+    E.g. sizes (2, 4), coeffs (3, -1): min 0·3 + 3·(-1) = -3, max 1·3 + 0·(-1) = 3.
+    """
+    low = sum(min(0, c * (n - 1)) for n, c in zip(sizes, coeffs))
+    high = sum(max(0, c * (n - 1)) for n, c in zip(sizes, coeffs))
+    return low, high
+
+
+def address_range(sizes: Sequence[int], strides: Sequence[int], offset: int) -> tuple[int, int]:
+    """Smallest and largest `offset + Σ i_k·strides_k` over a non-empty box."""
+    low, high = mask_range(sizes, strides)
+    return offset + low, offset + high
+
+
+def drop_unit_dims(spec: CopySpec) -> CopySpec:
+    """Remove size-1 dims: their coordinate is always 0, so strides and coeffs vanish.
+
+    An empty spec (some size 0) is returned unchanged.
+    """
+    if spec.numel == 0:
+        return spec
+    keep = [k for k, n in enumerate(spec.sizes) if n != 1]
+    if len(keep) == spec.rank:
+        return spec
+    return _permute_dims(spec, keep)
+
+
+def _permute_dims(spec: CopySpec, dims: Sequence[int]) -> CopySpec:
+    """The spec whose dim j is `spec`'s dim `dims[j]` (a subset when dropping unit dims)."""
+    return _replace(
+        spec,
+        sizes=tuple(spec.sizes[k] for k in dims),
+        src_strides=tuple(spec.src_strides[k] for k in dims),
+        dst_strides=tuple(spec.dst_strides[k] for k in dims),
+        masks=tuple(
+            MaskBound(tuple(m.coeffs[k] for k in dims), m.lo, m.hi) for m in spec.masks
+        ),
+    )
+
+
+def simplify_masks(spec: CopySpec) -> CopySpec:
+    """Drop masks that hold on the whole box; collapse to one empty mask if one never holds.
+
+    The empty mask `MaskBound((0,)*rank, 0, 0)` means "every element is `fill`" (see
+    `is_fill_only`). Duplicate masks are removed; the order of the rest is kept.
+    """
+    if spec.numel == 0 or not spec.masks:
+        return spec
+    kept: list[MaskBound] = []
+    for m in spec.masks:
+        low, high = mask_range(spec.sizes, m.coeffs)
+        if high < m.lo or low >= m.hi:
+            return _replace(spec, masks=(MaskBound((0,) * spec.rank, 0, 0),))
+        if m.lo <= low and high < m.hi:
+            continue
+        if m not in kept:
+            kept.append(m)
+    return _replace(spec, masks=tuple(kept))
+
+
+def is_fill_only(spec: CopySpec) -> bool:
+    """True when some mask can never hold, so no element is read (after `simplify_masks`)."""
+    return any(not any(m.coeffs) and not (m.lo <= 0 < m.hi) for m in spec.masks)
+
+
+def orient_for_writes(spec: CopySpec) -> CopySpec:
+    """Reverse the loop over every dim whose destination stride is negative.
+
+    Running dim k backwards (`i_k = n-1-j`) moves each address's offset to the dim's last
+    element and negates the stride: `off + i·s == (off + (n-1)·s) + j·(-s)`; a mask's
+    bounds shift the same way. Dims with destination stride 0 are oriented by the source
+    stride instead. Afterwards every destination stride is >= 0, so writes run forwards.
+    """
+    if spec.numel == 0:
+        return spec
+    flip = [
+        d < 0 or (d == 0 and s < 0)
+        for d, s in zip(spec.dst_strides, spec.src_strides)
+    ]
+    if not any(flip):
+        return spec
+    src_offset, dst_offset = spec.src_offset, spec.dst_offset
+    src_strides, dst_strides = list(spec.src_strides), list(spec.dst_strides)
+    for k, n in enumerate(spec.sizes):
+        if flip[k]:
+            src_offset += (n - 1) * src_strides[k]
+            dst_offset += (n - 1) * dst_strides[k]
+            src_strides[k] = -src_strides[k]
+            dst_strides[k] = -dst_strides[k]
+    masks = []
+    for m in spec.masks:
+        shift = sum((n - 1) * c for n, c, f in zip(spec.sizes, m.coeffs, flip) if f)
+        coeffs = tuple(-c if f else c for c, f in zip(m.coeffs, flip))
+        masks.append(MaskBound(coeffs, m.lo - shift, m.hi - shift))
+    return _replace(
+        spec,
+        src_strides=tuple(src_strides),
+        src_offset=src_offset,
+        dst_strides=tuple(dst_strides),
+        dst_offset=dst_offset,
+        masks=tuple(masks),
+    )
+
+
+def write_order(spec: CopySpec) -> tuple[int, ...]:
+    """Dims from outermost to innermost so that the smallest |dst stride| is innermost.
+
+    Ties go to the larger |src stride| outside, then to the original order. Dims with
+    destination stride 0 (several coordinates writing one address) go outermost.
+    """
+    def key(k: int) -> tuple[bool, int, int, int]:
+        d, s = spec.dst_strides[k], spec.src_strides[k]
+        return (d != 0, -abs(d), -abs(s), k)
+
+    return tuple(sorted(range(spec.rank), key=key))
+
+
+def order_for_writes(spec: CopySpec) -> CopySpec:
+    """Permute the dims into `write_order`, so the innermost loop writes consecutively."""
+    order = write_order(spec)
+    if order == tuple(range(spec.rank)):
+        return spec
+    return _permute_dims(spec, order)
+
+
+def _mergeable(sizes: Sequence[int], strides: Sequence[int], k: int) -> bool:
+    return strides[k] == strides[k + 1] * sizes[k + 1]
+
+
+def coalesce_copy_dims(spec: CopySpec) -> CopySpec:
+    """Merge neighbouring dims `k, k+1` where it holds jointly on every side.
+
+    With `j = i_k·n_{k+1} + i_{k+1}`, `x_k·i_k + x_{k+1}·i_{k+1} == x_{k+1}·j` exactly when
+    `x_k == x_{k+1}·n_{k+1}`; this must hold for the source strides, the destination strides
+    and every mask's coeffs. E.g. sizes (4, 8) with src (8, 1) and dst (16, 2) merge into
+    sizes (32,) with src (1,) and dst (2,). An empty spec is returned unchanged.
+    """
+    if spec.numel == 0 or spec.rank < 2:
+        return spec
+    sizes = list(spec.sizes)
+    vectors = [list(spec.src_strides), list(spec.dst_strides)] + [
+        list(m.coeffs) for m in spec.masks
+    ]
+    k = len(sizes) - 2
+    while k >= 0:
+        if all(_mergeable(sizes, v, k) for v in vectors):
+            for v in vectors:
+                del v[k]
+            sizes[k : k + 2] = [sizes[k] * sizes[k + 1]]
+        k -= 1
+    if len(sizes) == spec.rank:
+        return spec
+    src_strides, dst_strides, *coeffs = vectors
+    return _replace(
+        spec,
+        sizes=tuple(sizes),
+        src_strides=tuple(src_strides),
+        dst_strides=tuple(dst_strides),
+        masks=tuple(MaskBound(tuple(c), m.lo, m.hi) for c, m in zip(coeffs, spec.masks)),
+    )
+
+
+def canonicalize_copy(spec: CopySpec) -> CopySpec:
+    """All rewrites, in order: unit dims, masks, orientation, write order, coalescing."""
+    spec = drop_unit_dims(spec)
+    spec = simplify_masks(spec)
+    spec = orient_for_writes(spec)
+    spec = order_for_writes(spec)
+    return coalesce_copy_dims(spec)

@@ -1,0 +1,152 @@
+"""Named passes, pipelines as strings, verification and printing after every pass, timing.
+
+    pm = PassManager.parse("canonicalize,fold-views,dce", print_ir_after_all=True)
+    pm.run(graph)
+
+A pass is a dataclass whose fields are its options and whose `name` is the kebab-case
+pipeline name (xDSL's `ModulePass`); options are written `name{key=value key2=value}`,
+as in MLIR's pass pipeline syntax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TextIO
+
+from stridec.errors import StridecError, UnsupportedError, VerificationError
+from stridec.ir.graph import Graph
+
+__all__ = ["Pass", "PassManager", "PASS_REGISTRY", "register_pass", "DEFAULT_PIPELINE"]
+
+DEFAULT_PIPELINE = (
+    "canonicalize,fold-views,lower-formats,fuse-copies,eliminate-copies,dce,cse,plan-memory"
+)
+
+PASS_REGISTRY: dict[str, type[Pass]] = {}
+
+
+class Pass:
+    """Base of every pass: subclasses are dataclasses with a `name` and `run(graph)`."""
+
+    name: ClassVar[str] = "pass"
+
+    def run(self, graph: Graph) -> None:
+        raise NotImplementedError(self.name)
+
+
+def register_pass(cls: type[Pass]) -> type[Pass]:
+    PASS_REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_passes() -> None:
+    # Importing the package registers every pass module.
+    import stridec.compiler.passes  # noqa: F401
+
+
+def _convert_option(pass_name: str, f: dataclasses.Field, text: str) -> Any:
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    try:
+        if "bool" in kind:
+            if text not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return text in ("true", "1")
+        if "int" in kind:
+            return int(text)
+        if "float" in kind:
+            return float(text)
+    except ValueError:
+        raise UnsupportedError(
+            f"pass '{pass_name}': option '{f.name}' expects {kind}; got {text!r}"
+        ) from None
+    return text
+
+
+_PIPELINE_ITEM = re.compile(r"\s*([A-Za-z0-9_-]+)\s*(?:\{([^}]*)\})?\s*(?:,|$)")
+
+
+def parse_pipeline(text: str) -> list[Pass]:
+    """`"canonicalize,fold-views{max-iterations=4}"` → pass instances, unknown names rejected."""
+    _load_passes()
+    passes: list[Pass] = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _PIPELINE_ITEM.match(text, pos)
+        if m is None or m.end() == pos:
+            raise UnsupportedError(f"pass pipeline: cannot read {text[pos:]!r} in {text!r}")
+        name, options = m.group(1), m.group(2)
+        cls = PASS_REGISTRY.get(name)
+        if cls is None:
+            known = ", ".join(sorted(PASS_REGISTRY))
+            raise UnsupportedError(f"pass pipeline: unknown pass '{name}' (known: {known})")
+        fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        kwargs = {}
+        for item in (options or "").split():
+            key, _, value = item.partition("=")
+            f = fields.get(key)
+            if f is None:
+                raise UnsupportedError(
+                    f"pass '{name}': unknown option '{key}' (options: {', '.join(fields) or 'none'})"
+                )
+            kwargs[f.name] = _convert_option(name, f, value)
+        passes.append(cls(**kwargs))
+        pos = m.end()
+    return passes
+
+
+@dataclass
+class PassTiming:
+    name: str
+    seconds: float
+
+
+@dataclass
+class PassManager:
+    """Runs passes in order; verifies after each; optionally prints the IR after each."""
+
+    passes: list[Pass] = field(default_factory=list)
+    verify_each: bool = True
+    print_ir_after_all: bool = False
+    print_ir_after: tuple[str, ...] = ()
+    stream: TextIO | None = None
+    timings: list[PassTiming] = field(default_factory=list)
+    on_pass: Callable[[Pass, Graph], None] | None = None
+
+    @classmethod
+    def parse(cls, pipeline: str = DEFAULT_PIPELINE, **options: Any) -> PassManager:
+        return cls(passes=parse_pipeline(pipeline), **options)
+
+    def run(self, graph: Graph) -> Graph:
+        out = self.stream or sys.stdout
+        for p in self.passes:
+            start = time.perf_counter()
+            try:
+                p.run(graph)
+            except StridecError:
+                raise
+            except Exception as e:  # a bug in a pass: say which one
+                raise VerificationError(f"pass '{p.name}' failed: {type(e).__name__}: {e}") from e
+            self.timings.append(PassTiming(p.name, time.perf_counter() - start))
+            if self.verify_each:
+                try:
+                    graph.verify()
+                except VerificationError as e:
+                    raise VerificationError(f"after pass '{p.name}': {e}") from e
+            if self.print_ir_after_all or p.name in self.print_ir_after:
+                out.write(f"// -----// IR Dump After {p.name} //----- //\n{graph}")
+            if self.on_pass is not None:
+                self.on_pass(p, graph)
+        return graph
+
+    def timing_report(self) -> str:
+        total = sum(t.seconds for t in self.timings) or 1e-12
+        lines = ["pass                 ms      %"]
+        for t in self.timings:
+            lines.append(f"{t.name:<18} {t.seconds * 1e3:7.2f} {100 * t.seconds / total:6.1f}")
+        return "\n".join(lines)

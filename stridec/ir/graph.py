@@ -1,0 +1,298 @@
+"""The SSA graph: `Graph` owns an ordered list of `Op`s; each op has operand and result `Value`s.
+
+Op classes live in `stridec.ir.ops`; this module holds the structure they share:
+use lists (so replacing a value is proportional to its uses), the op registry used by
+the parser, and two-stage verification (structural checks here, then each op's
+`verify_` hook).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from stridec.errors import VerificationError
+from stridec.ir.types import TensorType
+
+__all__ = ["Value", "Op", "Graph", "OP_REGISTRY", "register_op"]
+
+OP_REGISTRY: dict[str, type[Op]] = {}
+
+
+def register_op(cls: type[Op]) -> type[Op]:
+    """Class decorator: make an op known to the parser by its text name."""
+    OP_REGISTRY[cls.name] = cls
+    return cls
+
+
+class Value:
+    """An SSA value: result `index` of op `owner`, with a `TensorType`.
+
+    The builder methods that mirror `torch.Tensor` (`permute`, `__getitem__`, `to`, …)
+    are attached by `stridec.ir.builder`.
+    """
+
+    __slots__ = ("type", "owner", "index", "uses", "__weakref__")
+
+    def __init__(self, type: TensorType, owner: Op, index: int) -> None:
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.uses: list[tuple[Op, int]] = []
+
+    @property
+    def graph(self) -> Graph | None:
+        return self.owner.graph
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.sizes
+
+    @property
+    def dtype(self) -> Any:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.type.rank
+
+    def dim(self) -> int:
+        return self.type.rank
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self.type.sizes
+        return self.type.sizes[dim]
+
+    def numel(self) -> int:
+        return self.type.numel
+
+    @property
+    def users(self) -> list[Op]:
+        seen: dict[int, Op] = {}
+        for op, _ in self.uses:
+            seen.setdefault(id(op), op)
+        return list(seen.values())
+
+    def root(self) -> Value:
+        """The value whose storage this one addresses: walk back through view ops."""
+        v = self
+        while v.owner.aliases_operand():
+            v = v.owner.operands[0]
+        return v
+
+    def replace_all_uses_with(self, new: Value) -> None:
+        for op, i in list(self.uses):
+            op.set_operand(i, new)
+
+    def __repr__(self) -> str:
+        return f"<Value {self.owner.name}#{self.index} : {self.type}>"
+
+
+class Op:
+    """Base of every op. Subclasses set `name`, `attr_names` and the hooks below.
+
+    Hooks (classmethods or methods a subclass overrides):
+    - `normalize(attrs, operand_types)` validates attributes and returns them in
+      canonical form (tuples of ints, `DType`s, `Layout`s), raising a `StridecError`
+      naming the op and attribute;
+    - `infer_types(operand_types)` returns the result types;
+    - `verify_()` checks what normalization cannot (operand counts, dtypes);
+    - `reference(*tensors)` gives the op's meaning in plain torch on logical tensors.
+    """
+
+    name: ClassVar[str] = "op"
+    attr_names: ClassVar[tuple[str, ...]] = ()
+    #: True when every result is a view of operand 0 (zero-copy, no new storage).
+    is_view: ClassVar[bool] = False
+    #: Operand count: an int, or None for variadic.
+    num_operands: ClassVar[int | None] = 1
+
+    __slots__ = ("operands", "attrs", "results", "graph", "__weakref__")
+
+    def __init__(
+        self,
+        operands: Sequence[Value] = (),
+        attrs: Mapping[str, Any] | None = None,
+        result_types: Sequence[TensorType] | None = None,
+    ) -> None:
+        self.graph: Graph | None = None
+        self.operands: list[Value] = []
+        for v in operands:
+            if not isinstance(v, Value):
+                raise VerificationError(
+                    f"{self.name}: expected stridec Values as operands; got {type(v).__name__}"
+                )
+        if self.num_operands is not None and len(operands) != self.num_operands:
+            raise VerificationError(
+                f"{self.name}: expected {self.num_operands} operand(s); got {len(operands)}"
+            )
+        operand_types = [v.type for v in operands]
+        normalized = self.normalize(dict(attrs or {}), operand_types)
+        unknown = set(normalized) - set(self.attr_names)
+        if unknown:
+            raise VerificationError(f"{self.name}: unknown attribute(s) {sorted(unknown)}")
+        self.attrs: Mapping[str, Any] = MappingProxyType(normalized)
+        if result_types is None:
+            result_types = self.infer_types(operand_types)
+        self.results: list[Value] = [Value(t, self, i) for i, t in enumerate(result_types)]
+        for v in operands:
+            self.operands.append(v)
+            v.uses.append((self, len(self.operands) - 1))
+
+    # -- hooks ---------------------------------------------------------------------------
+    @classmethod
+    def normalize(cls, attrs: dict[str, Any], operand_types: Sequence[TensorType]) -> dict:
+        return attrs
+
+    def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
+        raise NotImplementedError(self.name)
+
+    def verify_(self) -> None:
+        """Per-op checks beyond attribute normalization; raise VerificationError."""
+
+    def reference(self, *tensors: Any) -> tuple[Any, ...]:
+        raise NotImplementedError(self.name)
+
+    def aliases_operand(self) -> bool:
+        """Whether the results address the storage of operand 0 (a view)."""
+        return self.is_view
+
+    def printed_attrs(self) -> dict[str, Any]:
+        """Attributes as the text form shows them, in declaration order, None left out."""
+        return {k: self.attrs[k] for k in self.attr_names if self.attrs.get(k) is not None}
+
+    @classmethod
+    def from_text(
+        cls,
+        operands: Sequence[Value],
+        attrs: Mapping[str, Any],
+        result_types: Sequence[TensorType],
+    ) -> Op:
+        """Build from parsed text; the printed result types must equal the inferred ones."""
+        op = cls(operands, attrs)
+        got = [v.type for v in op.results]
+        if list(result_types) != got:
+            shown = ", ".join(str(t) for t in got)
+            given = ", ".join(str(t) for t in result_types)
+            op.drop_uses()
+            raise VerificationError(f"{cls.name}: result type(s) should be {shown}; got {given}")
+        return op
+
+    # -- structure -------------------------------------------------------------------------
+    @property
+    def result(self) -> Value:
+        if len(self.results) != 1:
+            raise VerificationError(f"{self.name}: has {len(self.results)} results, not one")
+        return self.results[0]
+
+    def set_operand(self, i: int, new: Value) -> None:
+        old = self.operands[i]
+        old.uses.remove((self, i))
+        self.operands[i] = new
+        new.uses.append((self, i))
+
+    def drop_uses(self) -> None:
+        for i, v in enumerate(self.operands):
+            try:
+                v.uses.remove((self, i))
+            except ValueError:
+                pass
+
+    def with_attrs(self, **changes: Any) -> dict[str, Any]:
+        merged = dict(self.attrs)
+        merged.update(changes)
+        return merged
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name} {dict(self.attrs)}>"
+
+
+class Graph:
+    """An ordered list of ops with one `output` op at the end once the graph is complete."""
+
+    def __init__(self, name: str = "main") -> None:
+        self.name = name
+        self.ops: list[Op] = []
+
+    # -- building ----------------------------------------------------------------------
+    def append(self, op: Op) -> Op:
+        if op.graph is not None:
+            raise VerificationError(f"{op.name}: op already belongs to graph {op.graph.name!r}")
+        for v in op.operands:
+            if v.owner.graph is not self:
+                raise VerificationError(
+                    f"{op.name}: operand {v!r} belongs to another graph, not {self.name!r}"
+                )
+        op.graph = self
+        self.ops.append(op)
+        return op
+
+    def insert(self, index: int, op: Op) -> Op:
+        op.graph = self
+        self.ops.insert(index, op)
+        return op
+
+    def erase(self, op: Op) -> None:
+        """Remove an op whose results are unused."""
+        for r in op.results:
+            if r.uses:
+                raise VerificationError(f"{op.name}: cannot erase, result {r.index} still used")
+        op.drop_uses()
+        self.ops.remove(op)
+        op.graph = None
+
+    def set_ops(self, ops: Iterable[Op]) -> None:
+        """Replace the op order wholesale (passes that rebuild the list in one sweep)."""
+        self.ops = list(ops)
+        for op in self.ops:
+            op.graph = self
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    # -- queries -----------------------------------------------------------------------
+    @property
+    def inputs(self) -> list[Value]:
+        return [op.result for op in self.ops if op.name == "input"]
+
+    @property
+    def output_op(self) -> Op | None:
+        if self.ops and self.ops[-1].name == "output":
+            return self.ops[-1]
+        return None
+
+    @property
+    def outputs(self) -> list[Value]:
+        out = self.output_op
+        return list(out.operands) if out is not None else []
+
+    def verify(self) -> None:
+        """Structural checks, then each op's `verify_` hook. Raises VerificationError."""
+        from stridec.ir.verifier import verify_graph
+
+        verify_graph(self)
+
+    def __str__(self) -> str:
+        from stridec.ir.printer import print_graph
+
+        return print_graph(self)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name!r}: {len(self.ops)} ops>"
+
+    def clone(self) -> Graph:
+        """A deep copy: same ops, attributes and types, fresh values."""
+        new = Graph(self.name)
+        mapping: dict[int, Value] = {}
+        for op in self.ops:
+            operands = [mapping[id(v)] for v in op.operands]
+            copy = type(op)(operands, dict(op.attrs), [v.type for v in op.results])
+            new.append(copy)
+            for a, b in zip(op.results, copy.results):
+                mapping[id(a)] = b
+        return new

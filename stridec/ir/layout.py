@@ -1,0 +1,781 @@
+"""Strided layouts and their view algebra (SPEC §1).
+
+A `Layout` is ``(sizes, strides, offset)``, all counted in elements. The element at the
+logical coordinate ``(i0, ..., i[r-1])`` lives at storage index
+
+    offset + i0*stride0 + ... + i[r-1]*stride[r-1]
+
+the dot product of DirectML's text: a packed D,H,W tensor of sizes (2, 2, 3) has strides
+(6, 3, 1), and its element (d=1, h=0, w=1) is at {1,0,1}·{6,3,1} = 1*6 + 0*3 + 1*1 = 7.
+
+Every view rule is a pure function from a layout to a new layout. The rules follow ATen
+exactly (``inferExpandGeometry``, ``slice``, ``unfold``, ``computeStride``), so the result
+of a chain of view ops equals ``(t.size(), t.stride(), t.storage_offset())`` of the same
+chain applied to a torch tensor. Bad arguments raise `LayoutError` naming the sizes;
+`view` returns ``None`` where torch's ``view`` would refuse and a copy is needed.
+
+Negative strides (from `Layout.flip`) are allowed; torch cannot express them, so there the
+oracle is the element read through the layout rather than the strides.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from stridec.errors import LayoutError, ShapeError, UnsupportedError
+from stridec.ir.dtypes import as_dtype
+
+__all__ = [
+    "MAX_RANK",
+    "Layout",
+    "broadcast_shapes",
+    "coalesce_jointly",
+    "contiguous_strides",
+    "same_addresses",
+]
+
+MAX_RANK = 8
+"""The highest rank stridec supports (DirectML supports 1 to 8 dims; stridec adds 0)."""
+
+
+def _as_int(value: object, what: str) -> int:
+    if isinstance(value, bool):
+        raise LayoutError(f"{what}: expected an int; got {value!r}")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise LayoutError(f"{what}: expected an int; got {value!r}") from None
+
+
+def _as_int_tuple(values: object, what: str) -> tuple[int, ...]:
+    """`values` as a tuple of Python ints (accepts lists, tuples, torch.Size, numpy ints)."""
+    if isinstance(values, tuple) and all(type(v) is int for v in values):
+        return values
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool):
+            raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
+        try:
+            out.append(operator.index(v))
+        except TypeError:
+            raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}") from None
+    return tuple(out)
+
+
+def _wrap_dim(dim: object, rank: int, what: str, sizes: tuple[int, ...], scalar_ok: bool) -> int:
+    """Wrap a possibly negative dim into ``[0, rank)``, as torch's ``maybe_wrap_dim``.
+
+    With `scalar_ok`, a rank-0 layout accepts dim 0 and -1 (torch treats a scalar as rank 1
+    for ``squeeze``, ``unfold``, ``transpose``...); the caller decides what that means.
+    """
+    d = _as_int(dim, what)
+    bound = 1 if (scalar_ok and rank == 0) else rank
+    if not -bound <= d < bound:
+        raise LayoutError(f"{what} {d} out of range for rank {rank} (sizes {sizes})")
+    return d + bound if d < 0 else d
+
+
+def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides of `sizes`, as torch computes them (a size-0 dim counts as 1).
+
+    For (2, 3, 4): (3*4, 4, 1) = (12, 4, 1). For (2, 0, 3): (3, 3, 1), like torch.empty.
+    """
+    sizes = _as_int_tuple(sizes, "sizes")
+    strides = [1] * len(sizes)
+    running = 1
+    for k in range(len(sizes) - 1, -1, -1):
+        strides[k] = running
+        running *= max(sizes[k], 1)
+    return tuple(strides)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The broadcast of `shapes` by torch's rules (aligned on the right; 1 stretches).
+
+    ``broadcast_shapes((3, 1), (1, 4)) == (3, 4)``; a size 0 only meets 0 or 1. Raises
+    `ShapeError` naming both shapes when two sizes of one dim differ and neither is 1.
+    """
+    tuples = []
+    for shape in shapes:
+        try:
+            t = _as_int_tuple(shape, "broadcast_shapes")
+        except LayoutError as e:
+            raise ShapeError(str(e)) from None
+        if any(n < 0 for n in t):
+            raise ShapeError(f"broadcast_shapes: sizes must be >= 0; got {t}")
+        tuples.append(t)
+    rank = max((len(t) for t in tuples), default=0)
+    if rank > MAX_RANK:
+        raise UnsupportedError(
+            f"broadcast_shapes: rank {rank} is above the supported maximum of {MAX_RANK}"
+        )
+    out = [1] * rank
+    owner: list[tuple[int, ...] | None] = [None] * rank
+    for t in tuples:
+        for k, n in enumerate(t):
+            i = rank - len(t) + k
+            if n == 1:
+                continue
+            if out[i] == 1:
+                out[i], owner[i] = n, t
+            elif out[i] != n:
+                raise ShapeError(
+                    f"broadcast_shapes: size {n} of shape {t} does not match size {out[i]} of "
+                    f"shape {owner[i]} at dim {i} of the result (rank {rank})"
+                )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Sizes, strides and offset of a strided tensor, in elements.
+
+    Immutable and hashable: equal layouts hash equal and serve as cache keys. Any int
+    sequence is accepted and stored as a tuple of Python ints. ``str(layout)`` is the MLIR
+    memref spelling used by the text IR: ``strided<[60, 5, 1, 20], offset: 0>``.
+    """
+
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        sizes = _as_int_tuple(self.sizes, "layout sizes")
+        strides = _as_int_tuple(self.strides, "layout strides")
+        offset = _as_int(self.offset, "layout offset")
+        if len(sizes) != len(strides):
+            raise LayoutError(
+                f"layout: sizes {sizes} (rank {len(sizes)}) and strides {strides} "
+                f"(rank {len(strides)}) must have the same rank"
+            )
+        if len(sizes) > MAX_RANK:
+            raise UnsupportedError(
+                f"layout: rank {len(sizes)} is above the supported maximum of {MAX_RANK} "
+                f"(sizes {sizes})"
+            )
+        if any(n < 0 for n in sizes):
+            raise LayoutError(f"layout: sizes must be >= 0; got {sizes}")
+        if offset < 0:
+            raise LayoutError(f"layout: offset must be >= 0; got {offset} (sizes {sizes})")
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "strides", strides)
+        object.__setattr__(self, "offset", offset)
+        low = self.min_index()
+        if low is not None and low < 0:
+            raise LayoutError(
+                f"layout: sizes {sizes}, strides {strides}, offset {offset} address index "
+                f"{low}, before the start of storage"
+            )
+
+    def __str__(self) -> str:
+        return f"strided<[{', '.join(map(str, self.strides))}], offset: {self.offset}>"
+
+    # -- derived quantities -------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+    def max_index(self) -> int | None:
+        """The highest storage index addressed; ``None`` for an empty layout."""
+        if self.numel == 0:
+            return None
+        return self.offset + sum(
+            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True) if s > 0
+        )
+
+    def min_index(self) -> int | None:
+        """The lowest storage index addressed; ``None`` for an empty layout."""
+        if self.numel == 0:
+            return None
+        return self.offset + sum(
+            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True) if s < 0
+        )
+
+    def min_storage_size(self) -> int:
+        """Elements of the smallest storage holding every addressed index (0 if empty).
+
+        The offset counts: ``strided<[5, 1], offset: 0>`` over sizes (3, 3), DirectML's
+        padding example, needs (3-1)*5 + (3-1)*1 + 1 = 13 elements.
+        """
+        high = self.max_index()
+        return 0 if high is None else high + 1
+
+    def buffer_bytes(self, dtype: object, align: int = 4) -> int:
+        """Bytes of the smallest buffer for this layout, rounded up to `align`.
+
+        The analogue of DirectML's ``DMLCalcBufferTensorSize``: (index of the last element
+        + 1) * itemsize, rounded up to a multiple of 4 bytes by default. Unlike DirectML the
+        offset counts, as it is part of the layout. `dtype` is a DType, a name or a
+        torch.dtype.
+        """
+        itemsize = as_dtype(dtype).itemsize
+        align = _as_int(align, "buffer_bytes align")
+        if align < 1:
+            raise LayoutError(f"buffer_bytes: align must be >= 1; got {align}")
+        nbytes = self.min_storage_size() * itemsize
+        return -(-nbytes // align) * align
+
+    def fits(self, storage_elements: int) -> bool:
+        """Whether every addressed index lies in ``[0, storage_elements)``."""
+        high = self.max_index()
+        return high is None or high < storage_elements
+
+    def check_fits(self, storage_elements: int, what: str = "layout") -> None:
+        """Raise `LayoutError` naming `what` unless the layout `fits` the storage."""
+        if not self.fits(storage_elements):
+            raise LayoutError(
+                f"{what}: sizes {self.sizes}, strides {self.strides}, offset {self.offset} "
+                f"address indices up to {self.max_index()}, outside a storage of "
+                f"{storage_elements} elements"
+            )
+
+    def index_of(self, coords: Sequence[int]) -> int:
+        """Storage index of the element at `coords`: offset + dot(coords, strides)."""
+        coords = _as_int_tuple(coords, "index_of coords")
+        if len(coords) != self.rank:
+            raise LayoutError(
+                f"index_of: coords {coords} have rank {len(coords)}, sizes {self.sizes} "
+                f"have rank {self.rank}"
+            )
+        for k, (i, n) in enumerate(zip(coords, self.sizes, strict=True)):
+            if not 0 <= i < n:
+                raise LayoutError(
+                    f"index_of: coordinate {i} out of range for dim {k} of sizes {self.sizes}"
+                )
+        return self.offset + sum(i * s for i, s in zip(coords, self.strides, strict=True))
+
+    def dim_index(self, dim: int) -> int:
+        """`dim` wrapped into ``[0, rank)`` (negative dims count from the end)."""
+        return _wrap_dim(dim, self.rank, "dim", self.sizes, scalar_ok=False)
+
+    # -- predicates (named as in DirectML's text) ---------------------------------------
+
+    def _significant(self) -> list[tuple[int, int]]:
+        """(size, |stride|) of the dims that move, innermost (smallest stride) first."""
+        dims = [(n, abs(s)) for n, s in zip(self.sizes, self.strides, strict=True) if n != 1]
+        dims.sort(key=lambda d: d[1])
+        return dims
+
+    def is_contiguous(self) -> bool:
+        """Row-major packed, as torch's ``is_contiguous``: size-1 strides and the offset
+        do not matter, and an empty layout is contiguous."""
+        if self.numel == 0:
+            return True
+        expected = 1
+        for n, s in zip(reversed(self.sizes), reversed(self.strides), strict=True):
+            if n != 1:
+                if s != expected:
+                    return False
+                expected *= n
+        return True
+
+    def is_packed(self) -> bool:
+        """Some order of the dims is row-major packed (NHWC is packed, not contiguous).
+
+        Every element has its own address and the addresses leave no gap: sorted by stride,
+        each stride is the product of the sizes inside it. A flipped dim is still packed.
+        """
+        if self.numel == 0:
+            return True
+        expected = 1
+        for n, s in self._significant():
+            if s != expected:
+                return False
+            expected *= n
+        return True
+
+    def is_broadcast(self) -> bool:
+        """Some dim of size > 1 has stride 0, so elements repeat (an empty layout never)."""
+        return self.numel > 0 and any(
+            n > 1 and s == 0 for n, s in zip(self.sizes, self.strides, strict=True)
+        )
+
+    def may_overlap(self) -> bool:
+        """Conservative: ``False`` only where each element provably has its own address.
+
+        The proof: sorted by |stride|, every stride exceeds the span of the dims inside it.
+        ``(3, 2)`` with strides ``(2, 3)`` addresses 0, 3, 2, 5, 4, 7 -- all distinct -- yet
+        3 does not exceed the span (3-1)*2 = 4, so it answers ``True``.
+        """
+        if self.numel <= 1:
+            return False
+        reach = 0
+        for n, s in self._significant():
+            if s <= reach or s == 0:
+                return True
+            reach += (n - 1) * s
+        return False
+
+    def is_padded(self) -> bool:
+        """No overlap, but the addressed span is larger than `numel` (row pitch, slices).
+
+        The span is max_index - min_index + 1: an offset alone is not padding. Uses
+        `may_overlap`, so a layout it cannot prove overlap-free is not called padded.
+        """
+        low, high = self.min_index(), self.max_index()
+        if low is None or high is None or self.may_overlap():
+            return False
+        return high - low + 1 > self.numel
+
+    def same_addresses(self, other: Layout) -> bool:
+        """The same coordinate -> index map: equal sizes and, unless the layouts are empty,
+        equal offsets and equal strides on every dim of size > 1."""
+        return same_addresses(self, other)
+
+    # -- constructors -------------------------------------------------------------------
+
+    @classmethod
+    def contiguous(cls, sizes: Sequence[int]) -> Layout:
+        """The row-major layout of `sizes`: (2, 2, 3) gets strides (2*3, 3, 1) = (6, 3, 1)."""
+        sizes = _as_int_tuple(sizes, "contiguous sizes")
+        return cls(sizes, contiguous_strides(sizes))
+
+    @classmethod
+    def for_order(cls, sizes: Sequence[int], order: Sequence[int]) -> Layout:
+        """Packed layout whose dims nest as `order`, outermost first.
+
+        NHWC storage of NCHW sizes is order (0, 2, 3, 1): for sizes {1, 1, 3, 5} the C stride
+        is 1, W stride C = 1, H stride W*C = 5 and N stride H*W*C = 15, giving DirectML's
+        {15, 1, 5, 1}. A size-0 dim counts as 1, as in `contiguous_strides`.
+        """
+        sizes = _as_int_tuple(sizes, "for_order sizes")
+        order = _as_int_tuple(order, "for_order order")
+        if sorted(order) != list(range(len(sizes))):
+            raise LayoutError(
+                f"for_order: order {order} is not a permutation of range({len(sizes)}) "
+                f"(sizes {sizes})"
+            )
+        strides = [0] * len(sizes)
+        running = 1
+        for d in reversed(order):
+            strides[d] = running
+            running *= max(sizes[d], 1)
+        return cls(sizes, tuple(strides))
+
+    @classmethod
+    def padded(cls, sizes: Sequence[int], pitch: int) -> Layout:
+        """Rows of `pitch` elements holding ``sizes[-1]`` real ones, as in DirectML's padding
+        example: sizes (3, 3), pitch 5 -> strides (5, 1). Outer strides multiply up from the
+        pitched row: (2, 3, 3), pitch 5 -> strides (3*5, 5, 1) = (15, 5, 1)."""
+        sizes = _as_int_tuple(sizes, "padded sizes")
+        pitch = _as_int(pitch, "padded pitch")
+        if not sizes:
+            raise LayoutError("padded: a pitched layout needs rank >= 1; got sizes ()")
+        if pitch < sizes[-1]:
+            raise LayoutError(
+                f"padded: pitch {pitch} is smaller than the row of {sizes[-1]} elements "
+                f"(sizes {sizes})"
+            )
+        strides = [1] * len(sizes)
+        running = pitch
+        for k in range(len(sizes) - 2, -1, -1):
+            strides[k] = running
+            running *= max(sizes[k], 1)
+        return cls(sizes, tuple(strides))
+
+    # -- view algebra -------------------------------------------------------------------
+
+    def permute(self, dims: Sequence[int]) -> Layout:
+        """Reorder the dims: result dim k is input dim ``dims[k]`` (strides permute too)."""
+        dims = _as_int_tuple(dims, "permute dims")
+        if len(dims) != self.rank:
+            raise LayoutError(
+                f"permute: dims {dims} has {len(dims)} entries; sizes {self.sizes} have "
+                f"rank {self.rank}"
+            )
+        wrapped = [_wrap_dim(d, self.rank, "permute: dim", self.sizes, False) for d in dims]
+        if sorted(wrapped) != list(range(self.rank)):
+            raise LayoutError(
+                f"permute: dims {dims} is not a permutation of range({self.rank}) "
+                f"(sizes {self.sizes})"
+            )
+        return Layout(
+            tuple(self.sizes[d] for d in wrapped),
+            tuple(self.strides[d] for d in wrapped),
+            self.offset,
+        )
+
+    def transpose(self, d0: int, d1: int) -> Layout:
+        """Swap dims `d0` and `d1`."""
+        a = _wrap_dim(d0, self.rank, "transpose: dim", self.sizes, True)
+        b = _wrap_dim(d1, self.rank, "transpose: dim", self.sizes, True)
+        if self.rank == 0 or a == b:
+            return self
+        order = list(range(self.rank))
+        order[a], order[b] = b, a
+        return self.permute(order)
+
+    def expand(self, sizes: Sequence[int]) -> Layout:
+        """Broadcast to `sizes` without copying (ATen's ``inferExpandGeometry``).
+
+        -1 keeps a size; new leading dims may be added; only a size-1 dim may change size
+        and then gets stride 0. ``arange(3).expand(2, 3)`` has strides (0, 1).
+        """
+        target = _as_int_tuple(sizes, "expand sizes")
+        ndim = len(target)
+        if ndim < self.rank:
+            raise LayoutError(
+                f"expand: target sizes {target} have rank {ndim}, below the rank "
+                f"{self.rank} of sizes {self.sizes}"
+            )
+        new_sizes = [0] * ndim
+        new_strides = [0] * ndim
+        for i in range(ndim - 1, -1, -1):
+            d = self.rank - (ndim - i)
+            if d >= 0:
+                size, stride = self.sizes[d], self.strides[d]
+            else:
+                # A new leading dim; torch strides it as if contiguous over what follows
+                # (a scalar has nothing to follow, and torch gives 0).
+                size = 1
+                stride = new_sizes[i + 1] * new_strides[i + 1] if i + 1 < ndim else 0
+            want = target[i]
+            if want == -1:
+                if d < 0:
+                    raise LayoutError(
+                        f"expand: -1 is not allowed for the new leading dim {i} "
+                        f"(target sizes {target}, sizes {self.sizes})"
+                    )
+                want = size
+            elif want < 0:
+                raise LayoutError(
+                    f"expand: size {want} at dim {i} must be >= 0 or -1 "
+                    f"(target sizes {target}, sizes {self.sizes})"
+                )
+            if size != want:
+                if size != 1:
+                    raise LayoutError(
+                        f"expand: the expanded size {want} must match the existing size "
+                        f"{size} at non-singleton dim {i} (target sizes {target}, "
+                        f"sizes {self.sizes})"
+                    )
+                size, stride = want, 0
+            new_sizes[i], new_strides[i] = size, stride
+        return Layout(tuple(new_sizes), tuple(new_strides), self.offset)
+
+    def slice(
+        self, dim: int, start: int | None = None, stop: int | None = None, step: int = 1
+    ) -> Layout:
+        """``t[..., start:stop:step, ...]`` on `dim` (ATen's ``slice``).
+
+        Negative start/stop count from the end, out-of-range bounds clamp, step >= 1.
+        ``arange(5)[5:]`` is empty with offset 5, as in torch.
+        """
+        if self.rank == 0:
+            raise LayoutError("slice: cannot slice a rank-0 layout (sizes ())")
+        d = _wrap_dim(dim, self.rank, "slice: dim", self.sizes, False)
+        step = _as_int(step, "slice step")
+        if step < 1:
+            raise LayoutError(
+                f"slice: step must be >= 1; got {step} (dim {dim}, sizes {self.sizes})"
+            )
+        n, s = self.sizes[d], self.strides[d]
+        lo = 0 if start is None else _as_int(start, "slice start")
+        hi = n if stop is None else _as_int(stop, "slice stop")
+        if lo < 0:
+            lo += n
+        if hi < 0:
+            hi += n
+        lo = min(max(lo, 0), n)
+        hi = min(max(hi, lo), n)
+        length = (hi - lo + step - 1) // step
+        offset = self.offset + lo * s
+        if offset < 0:
+            # Only an empty result with a negative stride gets here (torch has none): a
+            # non-empty slice starts at an addressed element. Empty layouts address
+            # nothing, so any offset >= 0 is right; keep the old one.
+            offset = self.offset
+        sizes = list(self.sizes)
+        strides = list(self.strides)
+        sizes[d], strides[d] = length, s * step
+        return Layout(tuple(sizes), tuple(strides), offset)
+
+    def select(self, dim: int, index: int) -> Layout:
+        """``t.select(dim, index)``: drop `dim`, moving the offset to element `index`.
+
+        ``arange(24).reshape(1, 2, 3, 4)[:, :, :, 2]`` is offset 0 + 2*1 = 2, strides
+        (24, 12, 4).
+        """
+        if self.rank == 0:
+            raise LayoutError("select: cannot select from a rank-0 layout (sizes ())")
+        d = _wrap_dim(dim, self.rank, "select: dim", self.sizes, False)
+        i = _as_int(index, "select index")
+        n = self.sizes[d]
+        if not -n <= i < n:
+            raise LayoutError(
+                f"select: index {i} out of range for dim {dim} of size {n} (sizes {self.sizes})"
+            )
+        if i < 0:
+            i += n
+        offset = self.offset + i * self.strides[d]
+        if offset < 0:
+            # Only an empty layout with a negative stride gets here; see `slice`.
+            offset = self.offset
+        return Layout(
+            self.sizes[:d] + self.sizes[d + 1 :], self.strides[:d] + self.strides[d + 1 :], offset
+        )
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Layout:
+        """Drop size-1 dims: all of them, or those of `dim` (an int or a tuple) that have
+        size 1; squeezing a dim of another size is a no-op, as in torch."""
+        if dim is None:
+            chosen = set(range(self.rank))
+        else:
+            dims = (dim,) if not isinstance(dim, Iterable) else tuple(dim)
+            chosen = {_wrap_dim(d, self.rank, "squeeze: dim", self.sizes, True) for d in dims}
+        keep = [k for k in range(self.rank) if not (k in chosen and self.sizes[k] == 1)]
+        return Layout(
+            tuple(self.sizes[k] for k in keep),
+            tuple(self.strides[k] for k in keep),
+            self.offset,
+        )
+
+    def unsqueeze(self, dim: int) -> Layout:
+        """Insert a size-1 dim before `dim` (``-rank-1 <= dim <= rank``), strided as torch
+        does: ``sizes[dim] * strides[dim]``, or 1 at the end."""
+        d = _wrap_dim(dim, self.rank + 1, "unsqueeze: dim", self.sizes, False)
+        stride = 1 if d >= self.rank else self.sizes[d] * self.strides[d]
+        return Layout(
+            self.sizes[:d] + (1,) + self.sizes[d:],
+            self.strides[:d] + (stride,) + self.strides[d:],
+            self.offset,
+        )
+
+    def flip(self, dims: int | Sequence[int]) -> Layout:
+        """Reverse `dims` without copying: negate their strides and move the offset to
+        what was their last element (offset + (size-1)*stride). An empty layout only
+        negates the strides."""
+        raw = (dims,) if not isinstance(dims, Iterable) else tuple(dims)
+        wrapped = [_wrap_dim(d, self.rank, "flip: dim", self.sizes, False) for d in raw]
+        if len(set(wrapped)) != len(wrapped):
+            raise LayoutError(
+                f"flip: dims {tuple(raw)} name a dim more than once (sizes {self.sizes})"
+            )
+        strides = list(self.strides)
+        offset = self.offset
+        empty = self.numel == 0
+        for d in wrapped:
+            if not empty:
+                offset += (self.sizes[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+        return Layout(self.sizes, tuple(strides), offset)
+
+    def unfold(self, dim: int, size: int, step: int) -> Layout:
+        """Sliding windows of `size` every `step` along `dim`, as a new last dim (torch
+        ``Tensor.unfold``). (7,) stride (1,) unfold(0, 3, 2) -> sizes (3, 3), strides (2, 1)."""
+        d = _wrap_dim(dim, self.rank, "unfold: dim", self.sizes, True)
+        size = _as_int(size, "unfold size")
+        step = _as_int(step, "unfold step")
+        max_size = 1 if self.rank == 0 else self.sizes[d]
+        if size < 0 or size > max_size:
+            raise LayoutError(
+                f"unfold: size {size} must be in [0, {max_size}] for dim {dim} (sizes {self.sizes})"
+            )
+        if step < 1:
+            raise LayoutError(
+                f"unfold: step must be >= 1; got {step} (dim {dim}, sizes {self.sizes})"
+            )
+        if self.rank == 0:
+            return Layout((size,), (1,), self.offset)
+        sizes = list(self.sizes)
+        strides = list(self.strides)
+        sizes[d] = (self.sizes[d] - size) // step + 1
+        strides[d] = step * self.strides[d]
+        return Layout(tuple(sizes) + (size,), tuple(strides) + (self.strides[d],), self.offset)
+
+    def as_strided(
+        self,
+        sizes: Sequence[int],
+        strides: Sequence[int],
+        offset: int | None = None,
+        *,
+        storage_size: int | None = None,
+    ) -> Layout:
+        """A new layout over the same storage (the offset is kept when not given).
+
+        With `storage_size` (in elements) the result must fit that storage, else
+        `LayoutError`.
+        """
+        result = Layout(
+            _as_int_tuple(sizes, "as_strided sizes"),
+            _as_int_tuple(strides, "as_strided strides"),
+            self.offset if offset is None else offset,
+        )
+        if storage_size is not None:
+            result.check_fits(storage_size, "as_strided")
+        return result
+
+    def view(self, sizes: Sequence[int]) -> Layout | None:
+        """Reshape without copying, or ``None`` where a copy is needed (torch ``view``).
+
+        One -1 is inferred. The rule is ATen's ``computeStride``: the old dims split into
+        chunks that are contiguous among themselves (size-1 dims never break a chunk); the
+        new sizes must group evenly into the same chunks. ``arange(24).reshape(1, 2, 3,
+        4)[:, :, :, 2]`` (sizes (1, 2, 3), strides (24, 12, 4), one chunk as 12 == 3*4)
+        views as (3, 2) with strides (2*4, 4) = (8, 4). An empty layout always views.
+        """
+        shape = self._infer_view_sizes(sizes)
+        strides = _view_strides(self.sizes, self.strides, shape)
+        return None if strides is None else Layout(shape, strides, self.offset)
+
+    def _infer_view_sizes(self, sizes: Sequence[int]) -> tuple[int, ...]:
+        shape = list(_as_int_tuple(sizes, "view sizes"))
+        numel = self.numel
+        known = 1
+        infer: int | None = None
+        for k, n in enumerate(shape):
+            if n == -1:
+                if infer is not None:
+                    raise LayoutError(
+                        f"view: only one dim can be -1; got sizes {tuple(shape)} "
+                        f"(layout sizes {self.sizes})"
+                    )
+                infer = k
+            elif n < 0:
+                raise LayoutError(
+                    f"view: size {n} at dim {k} must be >= 0 or -1; got sizes {tuple(shape)}"
+                )
+            else:
+                known *= n
+        if infer is None:
+            if known != numel:
+                raise LayoutError(
+                    f"view: sizes {tuple(shape)} ({known} elements) do not match the "
+                    f"{numel} elements of sizes {self.sizes}"
+                )
+        else:
+            if known == 0:
+                raise LayoutError(
+                    f"view: cannot infer the -1 in sizes {tuple(shape)}: with 0 elements "
+                    f"(sizes {self.sizes}) it could be any value"
+                )
+            if numel % known != 0:
+                raise LayoutError(
+                    f"view: sizes {tuple(shape)} do not fit the {numel} elements of sizes "
+                    f"{self.sizes}"
+                )
+            shape[infer] = numel // known
+        return tuple(shape)
+
+    @overload
+    def coalesce(self) -> Layout: ...
+
+    @overload
+    def coalesce(self, other: Layout) -> tuple[Layout, Layout]: ...
+
+    def coalesce(self, other: Layout | None = None) -> Layout | tuple[Layout, Layout]:
+        """The fewest dims that address the same elements in the same (row-major) order.
+
+        Size-1 dims are dropped, then dims k, k+1 merge when stride_k == size_{k+1} *
+        stride_{k+1}: sizes (2, 3, 4) strides (12, 4, 1) becomes (24,) stride (1,). With
+        `other` (same sizes), both are coalesced jointly -- see `coalesce_jointly`. An
+        empty layout becomes sizes (0,), strides (1,).
+        """
+        if other is not None:
+            return coalesce_jointly(self, other)
+        return _coalesce((self,))[0]
+
+
+def _view_strides(
+    old_sizes: tuple[int, ...], old_strides: tuple[int, ...], new_sizes: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """ATen's ``computeStride``, line for line (aten/src/ATen/TensorUtils.cpp)."""
+    if not old_sizes:
+        return (1,) * len(new_sizes)
+    numel = math.prod(old_sizes)
+    if numel == 0 and old_sizes == new_sizes:
+        return old_strides
+    if numel == 0:
+        # An empty tensor views as anything; torch strides it as if freshly allocated.
+        return contiguous_strides(new_sizes)
+    new_strides = [0] * len(new_sizes)
+    view_d = len(new_sizes) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for tensor_d in range(len(old_sizes) - 1, -1, -1):
+        tensor_numel *= old_sizes[tensor_d]
+        end_of_chunk = tensor_d == 0 or (
+            old_sizes[tensor_d - 1] != 1
+            and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+        )
+        if end_of_chunk:
+            while view_d >= 0 and (view_numel < tensor_numel or new_sizes[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_sizes[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_strides[tensor_d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(new_strides)
+
+
+def _coalesce(layouts: tuple[Layout, ...]) -> tuple[Layout, ...]:
+    """Coalesce layouts of equal sizes together: a merge happens only where all allow it."""
+    sizes = layouts[0].sizes
+    if math.prod(sizes) == 0:
+        return tuple(Layout((0,), (1,), lay.offset) for lay in layouts)
+    keep = [k for k, n in enumerate(sizes) if n != 1]
+    out_sizes: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in layouts]
+    for k in keep:
+        n = sizes[k]
+        mergeable = bool(out_sizes) and all(
+            st[-1] == n * lay.strides[k] for st, lay in zip(out_strides, layouts, strict=True)
+        )
+        if mergeable:
+            out_sizes[-1] *= n
+            for st, lay in zip(out_strides, layouts, strict=True):
+                st[-1] = lay.strides[k]
+        else:
+            out_sizes.append(n)
+            for st, lay in zip(out_strides, layouts, strict=True):
+                st.append(lay.strides[k])
+    return tuple(
+        Layout(tuple(out_sizes), tuple(st), lay.offset)
+        for st, lay in zip(out_strides, layouts, strict=True)
+    )
+
+
+def coalesce_jointly(a: Layout, b: Layout) -> tuple[Layout, Layout]:
+    """Coalesce two layouts of the same sizes for a copy ``b[i] = a[i]``.
+
+    Dims merge only where the merge holds on both sides, so the k-th element of the
+    coalesced `a` still pairs with the k-th element of the coalesced `b`. A contiguous
+    (2, 3, 4) against its NHWC-like permutation strides (12, 1, 3) merges nothing but the
+    dims that are adjacent in both.
+    """
+    if a.sizes != b.sizes:
+        raise LayoutError(f"coalesce_jointly: sizes {a.sizes} and {b.sizes} must be equal")
+    ca, cb = _coalesce((a, b))
+    return ca, cb
+
+
+def same_addresses(a: Layout, b: Layout) -> bool:
+    """Whether `a` and `b` map every coordinate to the same storage index.
+
+    Strides of size-1 dims never move; for empty layouts equal sizes suffice.
+    """
+    if a.sizes != b.sizes:
+        return False
+    if a.numel == 0:
+        return True
+    if a.offset != b.offset:
+        return False
+    return all(n == 1 or sa == sb for n, sa, sb in zip(a.sizes, a.strides, b.strides, strict=True))

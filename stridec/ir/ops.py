@@ -1,0 +1,963 @@
+"""The op catalogue (SPEC §3): sources, views, materializations and `output`.
+
+Each op validates its attributes (`normalize`), infers its result types — including the
+layout over the root storage, so every view is visibly a stride rewrite — verifies what
+normalization cannot, and states its meaning in plain torch (`reference`), which the
+reference executor and the tests use as the oracle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.formats import get_format
+from stridec.ir.graph import Op, Value, register_op
+from stridec.ir.layout import Layout
+from stridec.ir.types import TensorType
+
+MAX_RANK = 8
+
+
+# -- attribute helpers -------------------------------------------------------------------
+def _int(op: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}")
+    return int(value)
+
+
+def _opt_int(op: str, key: str, value: Any) -> int | None:
+    return None if value is None else _int(op, key, value)
+
+
+def _ints(op: str, key: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (int(value),)
+    if not isinstance(value, (list, tuple, torch.Size)):
+        raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
+    return tuple(_int(op, key, v) for v in value)
+
+
+def _number(op: str, key: str, value: Any) -> int | float | bool:
+    if not isinstance(value, (int, float)):
+        raise VerificationError(f"{op}: attribute '{key}' must be a number; got {value!r}")
+    return value
+
+
+def _require(attrs: dict, op: str, *keys: str) -> None:
+    for k in keys:
+        if attrs.get(k) is None:
+            raise VerificationError(f"{op}: missing attribute '{k}'")
+
+
+def _sizes(op: str, key: str, value: Any) -> tuple[int, ...]:
+    sizes = _ints(op, key, value)
+    if len(sizes) > MAX_RANK:
+        from stridec.errors import UnsupportedError
+
+        raise UnsupportedError(f"{op}: rank {len(sizes)} is above the maximum {MAX_RANK}")
+    for s in sizes:
+        if s < 0:
+            raise ShapeError(f"{op}: '{key}' must be >= 0; got {list(sizes)}")
+    return sizes
+
+
+def _prefixed(op: str, fn: Any, *args: Any) -> Any:
+    """Call a layout rule; re-raise its error with the op name in front."""
+    try:
+        return fn(*args)
+    except StridecError as e:
+        if str(e).startswith(f"{op}:"):
+            raise
+        raise type(e)(f"{op}: {e}") from e
+
+
+# -- sources -----------------------------------------------------------------------------
+@register_op
+class InputOp(Op):
+    """A graph argument. Its layout is the caller's, specialized at call time."""
+
+    name = "input"
+    attr_names = ("name", "sizes", "dtype", "layout")
+    num_operands = 0
+
+    @classmethod
+    def normalize(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
+        _require(attrs, cls.name, "name", "sizes", "dtype")
+        if not isinstance(attrs["name"], str) or not attrs["name"]:
+            raise VerificationError(f"input: 'name' must be a non-empty string; got {attrs['name']!r}")
+        sizes = _sizes(cls.name, "sizes", attrs["sizes"])
+        layout = attrs.get("layout")
+        if layout is not None:
+            if not isinstance(layout, Layout):
+                raise VerificationError(f"input: 'layout' must be a Layout; got {layout!r}")
+            if layout.sizes != sizes:
+                raise ShapeError(f"input '{attrs['name']}': layout sizes {layout.sizes} != {sizes}")
+        return {
+            "name": attrs["name"],
+            "sizes": sizes,
+            "dtype": as_dtype(attrs["dtype"], "input: dtype"),
+            "layout": layout,
+        }
+
+    def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
+        return [TensorType(self.attrs["sizes"], self.attrs["dtype"], self.attrs["layout"])]
+
+    def printed_attrs(self) -> dict[str, Any]:
+        return {"name": self.attrs["name"]}
+
+    @classmethod
+    def from_text(cls, operands, attrs, result_types) -> Op:  # type: ignore[override]
+        if len(result_types) != 1:
+            raise VerificationError("input: expected one result type")
+        t = result_types[0]
+        layout = None if t.has_default_layout() else t.layout
+        return cls((), {**attrs, "sizes": t.sizes, "dtype": t.dtype, "layout": layout})
+
+
+@register_op
+class FullOp(Op):
+    """A tensor of `sizes` filled with `value` (torch.full)."""
+
+    name = "full"
+    attr_names = ("sizes", "value", "dtype")
+    num_operands = 0
+
+    @classmethod
+    def normalize(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
+        _require(attrs, cls.name, "sizes", "value", "dtype")
+        return {
+            "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
+            "value": _number(cls.name, "value", attrs["value"]),
+            "dtype": as_dtype(attrs["dtype"], "full: dtype"),
+        }
+
+    def infer_types(self, operand_types):
+        return [TensorType(self.attrs["sizes"], self.attrs["dtype"])]
+
+    def reference(self, *tensors, device: Any = "cpu"):
+        a = self.attrs
+        return (torch.full(a["sizes"], a["value"], dtype=a["dtype"].torch, device=device),)
+
+
+def _check_state(op: str, t: TensorType) -> None:
+    if t.dtype.name not in ("uint32", "int32"):
+        raise VerificationError(f"{op}: state must be uint32 or int32; got {t.dtype.name}")
+    if t.sizes not in ((6,), (1, 1, 1, 6)):
+        raise VerificationError(f"{op}: state must have shape (6,) or (1, 1, 1, 6); got {t.sizes}")
+
+
+def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
+    """Six uint32 words as a tensor of `like`'s dtype (bit pattern), shape and device."""
+    t = torch.from_numpy(words.astype("uint32").reshape(-1)).view(like.dtype)
+    return t.reshape(like.shape).to(like.device)
+
+
+@register_op
+class PhiloxOp(Op):
+    """Philox4x32-10 bits (SPEC §6): `bits, new_state = philox(state, sizes)`."""
+
+    name = "philox"
+    attr_names = ("sizes",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes")
+        return {"sizes": _sizes(cls.name, "sizes", attrs["sizes"])}
+
+    def infer_types(self, operand_types):
+        _check_state(self.name, operand_types[0])
+        state = operand_types[0]
+        return [TensorType(self.attrs["sizes"], "uint32"), TensorType(state.sizes, state.dtype)]
+
+    def reference(self, state):
+        from stridec.ir.philox import philox_bits
+
+        bits, new_state = philox_bits(state.cpu().numpy(), self.attrs["sizes"])
+        bits_t = torch.from_numpy(bits.astype("uint32")).to(state.device)
+        return bits_t, _state_tensor(new_state, state)
+
+
+@register_op
+class PhiloxUniformOp(Op):
+    """Uniform floats from Philox bits, `low + (bits >> 8)·2^-24·(high - low)` (SPEC §6)."""
+
+    name = "philox_uniform"
+    attr_names = ("sizes", "dtype", "low", "high")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes")
+        dtype = as_dtype(attrs.get("dtype", "float32"), "philox_uniform: dtype")
+        if dtype.name not in ("float32", "float16", "bfloat16"):
+            raise VerificationError(
+                f"philox_uniform: dtype must be float32, float16 or bfloat16; got {dtype.name}"
+            )
+        return {
+            "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
+            "dtype": dtype,
+            "low": float(_number(cls.name, "low", attrs.get("low", 0.0))),
+            "high": float(_number(cls.name, "high", attrs.get("high", 1.0))),
+        }
+
+    def infer_types(self, operand_types):
+        _check_state(self.name, operand_types[0])
+        state = operand_types[0]
+        return [
+            TensorType(self.attrs["sizes"], self.attrs["dtype"]),
+            TensorType(state.sizes, state.dtype),
+        ]
+
+    def reference(self, state):
+        from stridec.ir.philox import philox_bits, uniform_from_bits
+
+        a = self.attrs
+        bits, new_state = philox_bits(state.cpu().numpy(), a["sizes"])
+        values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
+        out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
+        return out.to(a["dtype"].torch).to(state.device), _state_tensor(new_state, state)
+
+
+# -- views -------------------------------------------------------------------------------
+class ViewOp(Op):
+    """A zero-copy op: the result layout is a rule applied to the operand's layout."""
+
+    is_view = True
+
+    def result_layout(self, layout: Layout) -> Layout:
+        raise NotImplementedError(self.name)
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        layout = _prefixed(self.name, self.result_layout, t.layout)
+        return [TensorType(layout.sizes, t.dtype, layout)]
+
+
+@register_op
+class PermuteOp(ViewOp):
+    name = "permute"
+    attr_names = ("dims",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dims")
+        return {"dims": _ints(cls.name, "dims", attrs["dims"])}
+
+    def result_layout(self, layout):
+        return layout.permute(self.attrs["dims"])
+
+    def reference(self, t):
+        return (t.permute(self.attrs["dims"]),)
+
+
+@register_op
+class TransposeOp(ViewOp):
+    name = "transpose"
+    attr_names = ("dim0", "dim1")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dim0", "dim1")
+        return {k: _int(cls.name, k, attrs[k]) for k in cls.attr_names}
+
+    def result_layout(self, layout):
+        return layout.transpose(self.attrs["dim0"], self.attrs["dim1"])
+
+    def reference(self, t):
+        return (t.transpose(self.attrs["dim0"], self.attrs["dim1"]),)
+
+
+@register_op
+class ExpandOp(ViewOp):
+    name = "expand"
+    attr_names = ("sizes",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes")
+        sizes = _ints(cls.name, "sizes", attrs["sizes"])
+        if len(sizes) > MAX_RANK:
+            _sizes(cls.name, "sizes", sizes)
+        return {"sizes": sizes}
+
+    def result_layout(self, layout):
+        return layout.expand(self.attrs["sizes"])
+
+    def reference(self, t):
+        return (t.expand(self.attrs["sizes"]),)
+
+
+@register_op
+class SliceOp(ViewOp):
+    """`t[..., start:stop:step, ...]` along `dim` (torch semantics: wrap, clamp, step ≥ 1)."""
+
+    name = "slice"
+    attr_names = ("dim", "start", "stop", "step")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dim")
+        return {
+            "dim": _int(cls.name, "dim", attrs["dim"]),
+            "start": _opt_int(cls.name, "start", attrs.get("start")),
+            "stop": _opt_int(cls.name, "stop", attrs.get("stop")),
+            "step": _int(cls.name, "step", attrs.get("step", 1)),
+        }
+
+    def result_layout(self, layout):
+        a = self.attrs
+        return layout.slice(a["dim"], a["start"], a["stop"], a["step"])
+
+    def reference(self, t):
+        a = self.attrs
+        dim = a["dim"] % t.dim()
+        index = (slice(None),) * dim + (slice(a["start"], a["stop"], a["step"]),)
+        return (t[index],)
+
+
+@register_op
+class SelectOp(ViewOp):
+    name = "select"
+    attr_names = ("dim", "index")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dim", "index")
+        return {k: _int(cls.name, k, attrs[k]) for k in cls.attr_names}
+
+    def result_layout(self, layout):
+        return layout.select(self.attrs["dim"], self.attrs["index"])
+
+    def reference(self, t):
+        return (t.select(self.attrs["dim"], self.attrs["index"]),)
+
+
+@register_op
+class SqueezeOp(ViewOp):
+    name = "squeeze"
+    attr_names = ("dims",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        dims = attrs.get("dims")
+        return {"dims": None if dims is None else _ints(cls.name, "dims", dims)}
+
+    def result_layout(self, layout):
+        dims = self.attrs["dims"]
+        return layout.squeeze(None if dims is None else tuple(dims))
+
+    def reference(self, t):
+        dims = self.attrs["dims"]
+        return (t.squeeze() if dims is None else t.squeeze(tuple(dims)),)
+
+
+@register_op
+class UnsqueezeOp(ViewOp):
+    name = "unsqueeze"
+    attr_names = ("dim",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dim")
+        return {"dim": _int(cls.name, "dim", attrs["dim"])}
+
+    def result_layout(self, layout):
+        return layout.unsqueeze(self.attrs["dim"])
+
+    def reference(self, t):
+        return (t.unsqueeze(self.attrs["dim"]),)
+
+
+@register_op
+class FlipOp(ViewOp):
+    """Reverse `dims`: negative strides, offset moved to the last element (zero-copy here)."""
+
+    name = "flip"
+    attr_names = ("dims",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dims")
+        return {"dims": _ints(cls.name, "dims", attrs["dims"])}
+
+    def result_layout(self, layout):
+        return layout.flip(self.attrs["dims"])
+
+    def reference(self, t):
+        return (torch.flip(t, self.attrs["dims"]),)
+
+
+@register_op
+class UnfoldOp(ViewOp):
+    name = "unfold"
+    attr_names = ("dim", "size", "step")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dim", "size", "step")
+        return {k: _int(cls.name, k, attrs[k]) for k in cls.attr_names}
+
+    def result_layout(self, layout):
+        a = self.attrs
+        return layout.unfold(a["dim"], a["size"], a["step"])
+
+    def reference(self, t):
+        a = self.attrs
+        return (t.unfold(a["dim"], a["size"], a["step"]),)
+
+
+@register_op
+class AsStridedOp(ViewOp):
+    """An explicit stride rewrite over the operand's root storage (absolute offset)."""
+
+    name = "as_strided"
+    attr_names = ("sizes", "strides", "offset")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes", "strides")
+        sizes = _sizes(cls.name, "sizes", attrs["sizes"])
+        strides = _ints(cls.name, "strides", attrs["strides"])
+        if len(strides) != len(sizes):
+            raise LayoutError(f"as_strided: sizes {list(sizes)} and strides {list(strides)} differ in rank")
+        offset = _opt_int(cls.name, "offset", attrs.get("offset"))
+        if offset is not None and offset < 0:
+            raise LayoutError(f"as_strided: offset must be >= 0; got {offset}")
+        return {"sizes": sizes, "strides": strides, "offset": offset}
+
+    def result_layout(self, layout):
+        a = self.attrs
+        offset = layout.offset if a["offset"] is None else a["offset"]
+        return Layout(a["sizes"], a["strides"], offset)
+
+    def reference(self, t):
+        raise VerificationError("as_strided: needs the root storage; run it through the executor")
+
+
+def _resolve_sizes(op: str, sizes: tuple[int, ...], numel: int) -> tuple[int, ...]:
+    """Infer a single -1 as torch does; check the element count."""
+    if sizes.count(-1) > 1:
+        raise ShapeError(f"{op}: only one dimension can be -1; got {list(sizes)}")
+    known = math.prod(s for s in sizes if s != -1)
+    if any(s < -1 for s in sizes):
+        raise ShapeError(f"{op}: invalid size in {list(sizes)}")
+    if -1 in sizes:
+        if known == 0 or numel % known:
+            raise ShapeError(f"{op}: shape {list(sizes)} is invalid for input of size {numel}")
+        sizes = tuple(numel // known if s == -1 else s for s in sizes)
+    if math.prod(sizes) != numel:
+        raise ShapeError(f"{op}: shape {list(sizes)} is invalid for input of size {numel}")
+    return sizes
+
+
+class _ReshapeBase(ViewOp):
+    attr_names = ("sizes",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes")
+        sizes = _ints(cls.name, "sizes", attrs["sizes"])
+        if len(sizes) > MAX_RANK:
+            _sizes(cls.name, "sizes", sizes)
+        if operand_types:
+            sizes = _resolve_sizes(cls.name, sizes, operand_types[0].numel)
+        return {"sizes": sizes}
+
+    def viewed(self, layout: Layout) -> Layout | None:
+        return layout.view(self.attrs["sizes"])
+
+    def aliases_operand(self) -> bool:
+        return self.viewed(self.operands[0].type.layout) is not None
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        layout = self.viewed(t.layout)
+        return [TensorType(self.attrs["sizes"], t.dtype, layout)]
+
+    def reference(self, t):
+        return (t.reshape(self.attrs["sizes"]),)
+
+
+@register_op
+class ReshapeOp(_ReshapeBase):
+    """torch's reshape contract: a view when `Layout.view` allows, else a contiguous copy."""
+
+    name = "reshape"
+
+
+@register_op
+class ViewShapeOp(_ReshapeBase):
+    """torch's view: a stride rewrite, or an error when the layout does not allow one."""
+
+    name = "view"
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        layout = self.viewed(t.layout)
+        if layout is None:
+            raise LayoutError(
+                f"view: sizes {list(self.attrs['sizes'])} are not viewable from layout "
+                f"{t.layout} (use reshape, which copies)"
+            )
+        return [TensorType(layout.sizes, t.dtype, layout)]
+
+    def aliases_operand(self) -> bool:
+        return True
+
+
+@register_op
+class FlattenOp(_ReshapeBase):
+    """torch.flatten(start_dim, end_dim): a reshape (view when possible, else a copy)."""
+
+    name = "flatten"
+    attr_names = ("start_dim", "end_dim")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        start = _int(cls.name, "start_dim", attrs.get("start_dim", 0))
+        end = _int(cls.name, "end_dim", attrs.get("end_dim", -1))
+        return {"start_dim": start, "end_dim": end}
+
+    def _sizes_for(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        rank = len(sizes)
+        if rank == 0:
+            return (1,)
+        start = self.attrs["start_dim"]
+        end = self.attrs["end_dim"]
+        for d in (start, end):
+            if not -rank <= d < rank:
+                raise LayoutError(f"flatten: dim {d} out of range for rank {rank}")
+        start, end = start % rank, end % rank
+        if start > end:
+            raise LayoutError(f"flatten: start_dim {start} comes after end_dim {end}")
+        return sizes[:start] + (math.prod(sizes[start : end + 1]),) + sizes[end + 1 :]
+
+    def viewed(self, layout):
+        return layout.view(self._sizes_for(layout.sizes))
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(self._sizes_for(t.sizes), t.dtype, self.viewed(t.layout))]
+
+    def reference(self, t):
+        return (t.flatten(self.attrs["start_dim"], self.attrs["end_dim"]),)
+
+
+@register_op
+class SplitOp(ViewOp):
+    """torch.split: `sizes` (a chunk size or a list of section sizes) along `dim`."""
+
+    name = "split"
+    attr_names = ("sizes", "dim")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes")
+        return {
+            "sizes": _ints(cls.name, "sizes", attrs["sizes"]),
+            "dim": _int(cls.name, "dim", attrs.get("dim", 0)),
+        }
+
+    def sections(self, layout: Layout) -> list[tuple[int, int]]:
+        rank = layout.rank
+        dim = self.attrs["dim"]
+        if not -rank <= dim < rank:
+            raise LayoutError(f"split: dim {dim} out of range for rank {rank}")
+        length = layout.sizes[dim % rank]
+        sizes = self.attrs["sizes"]
+        if len(sizes) == 1:
+            chunk = sizes[0]
+            if chunk <= 0 and length > 0:
+                raise LayoutError(f"split: split size must be positive; got {chunk}")
+            count = max(1, math.ceil(length / chunk)) if chunk > 0 else 1
+            parts = [min(chunk, length - k * chunk) for k in range(count)]
+        else:
+            if sum(sizes) != length or any(s < 0 for s in sizes):
+                raise LayoutError(
+                    f"split: sections {list(sizes)} must be >= 0 and sum to {length} (dim {dim})"
+                )
+            parts = list(sizes)
+        out, start = [], 0
+        for p in parts:
+            out.append((start, start + p))
+            start += p
+        return out
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        dim = self.attrs["dim"]
+        results = []
+        for start, stop in _prefixed(self.name, self.sections, t.layout):
+            layout = t.layout.slice(dim, start, stop, 1)
+            results.append(TensorType(layout.sizes, t.dtype, layout))
+        return results
+
+    def reference(self, t):
+        s = self.attrs["sizes"]
+        return tuple(t.split(s[0] if len(s) == 1 else list(s), self.attrs["dim"]))
+
+
+# -- materializations --------------------------------------------------------------------
+@register_op
+class ContiguousOp(Op):
+    """A row-major copy (a no-op view when the operand already is; see eliminate-copies)."""
+
+    name = "contiguous"
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(t.sizes, t.dtype)]
+
+    def reference(self, t):
+        return (t.clone(memory_format=torch.contiguous_format),)
+
+
+def _masks(op: str, value: Any) -> tuple[tuple[tuple[int, ...], int, int], ...] | None:
+    """Masks as `((coeffs...), lo, hi)` triples: valid iff lo <= Σ coeffs_k·i_k < hi."""
+    if value is None:
+        return None
+    out = []
+    for m in value:
+        if hasattr(m, "coeffs"):
+            m = (m.coeffs, m.lo, m.hi)
+        if not isinstance(m, (list, tuple)) or len(m) != 3:
+            raise VerificationError(f"{op}: each mask must be [coeffs, lo, hi]; got {m!r}")
+        out.append((_ints(op, "masks", m[0]), _int(op, "masks", m[1]), _int(op, "masks", m[2])))
+    return tuple(out)
+
+
+@register_op
+class CopyOp(Op):
+    """A materialization into a new buffer with result `layout` (and `dtype`: a fused cast).
+
+    Two forms:
+    - natural: result element `c` = operand element `c` (sizes equal);
+    - explicit (after `lower-formats` / `fuse-copies`): iterate over `space`; for each
+      coordinate `i`, `dst` storage index `dst.offset + Σ i_k·dst.strides_k` gets operand
+      root storage index `src.offset + Σ i_k·src.strides_k`, or `fill` where a mask fails.
+    An optional second operand `into` is a buffer written in place (cat writes several
+    inputs into one buffer); the result then has the buffer's type.
+    """
+
+    name = "copy"
+    attr_names = ("layout", "dtype", "space", "src", "dst", "masks", "fill")
+    num_operands = None
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        if not 1 <= len(operand_types) <= 2:
+            raise VerificationError(f"copy: expected 1 or 2 operands; got {len(operand_types)}")
+        src_t = operand_types[0]
+        layout = attrs.get("layout")
+        if layout is None:
+            layout = operand_types[1].layout if len(operand_types) == 2 else Layout.contiguous(src_t.sizes)
+        if not isinstance(layout, Layout):
+            raise VerificationError(f"copy: 'layout' must be a Layout; got {layout!r}")
+        if any(s < 0 for s in layout.strides):
+            raise LayoutError(f"copy: result strides must be >= 0; got {list(layout.strides)}")
+        if layout.may_overlap() and not layout.is_broadcast() and len(operand_types) == 1:
+            pass
+        dtype = as_dtype(attrs["dtype"], "copy: dtype") if attrs.get("dtype") is not None else src_t.dtype
+        space = attrs.get("space")
+        out = {"layout": layout, "dtype": dtype, "space": None, "src": None, "dst": None,
+               "masks": None, "fill": None}
+        if space is None:
+            if layout.sizes != src_t.sizes:
+                raise ShapeError(
+                    f"copy: layout sizes {list(layout.sizes)} differ from operand sizes {list(src_t.sizes)}"
+                )
+            return out
+        space = _sizes("copy", "space", space)
+        for key in ("src", "dst"):
+            lay = attrs.get(key)
+            if not isinstance(lay, Layout) or lay.sizes != space:
+                raise VerificationError(f"copy: '{key}' must be a Layout over space {list(space)}; got {lay}")
+        masks = _masks("copy", attrs.get("masks"))
+        for coeffs, _, _ in masks or ():
+            if len(coeffs) != len(space):
+                raise VerificationError(f"copy: mask coeffs {list(coeffs)} must have rank {len(space)}")
+        out.update(space=space, src=attrs["src"], dst=attrs["dst"], masks=masks or None,
+                   fill=attrs.get("fill"))
+        return out
+
+    def infer_types(self, operand_types):
+        a = self.attrs
+        if len(operand_types) == 2:
+            into = operand_types[1]
+            if into.layout != a["layout"] or into.dtype != a["dtype"]:
+                raise VerificationError(
+                    f"copy: buffer operand {into} does not match layout {a['layout']} / dtype {a['dtype']}"
+                )
+        return [TensorType(a["layout"].sizes, a["dtype"], a["layout"])]
+
+    @property
+    def is_explicit(self) -> bool:
+        return self.attrs["space"] is not None
+
+    def printed_attrs(self):
+        shown = super().printed_attrs()
+        if self.attrs["layout"] == Layout.contiguous(self.attrs["layout"].sizes):
+            shown.pop("layout", None)
+        if self.operands and self.attrs["dtype"] == self.operands[0].type.dtype:
+            shown.pop("dtype", None)
+        return shown
+
+    def reference(self, t, into=None):
+        if self.is_explicit:
+            raise VerificationError("copy: the explicit form needs root storage; use the executor")
+        return (t.to(self.attrs["dtype"].torch).clone(),)
+
+
+def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
+    """Bool tensor over `space`: where every bound `lo <= Σ coeffs_k·i_k < hi` holds."""
+    from stridec.ir.reference import layout_indices
+
+    valid = torch.ones(tuple(space), dtype=torch.bool, device=device)
+    for m in masks:
+        linear = layout_indices(Layout(tuple(space), m.coeffs, 0), device)
+        valid &= (linear >= m.lo) & (linear < m.hi)
+    return valid
+
+
+def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
+    """Pack a logical tensor through the format's `Packing` description, in plain torch."""
+    p = fmt.packing(tuple(t.shape), as_dtype(t.dtype), fill)
+    from stridec.ir.reference import layout_indices
+
+    out = torch.full(p.physical_sizes, fill, dtype=t.dtype, device=t.device)
+    if out.numel() == 0:
+        return out
+    valid = _valid_points(p.space, p.mask, t.device)
+    src = layout_indices(p.logical, t.device).clamp(0, max(t.numel() - 1, 0))
+    values = t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
+    dst = layout_indices(p.physical, t.device)
+    out.view(-1)[dst[valid]] = values[valid]
+    return out
+
+
+def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) -> torch.Tensor:
+    """Unpack a physical tensor to `logical_sizes` through the format's `Packing`, in torch."""
+    p = fmt.unpacking(tuple(logical_sizes), as_dtype(t.dtype))
+    from stridec.ir.reference import layout_indices
+
+    out = torch.empty(tuple(logical_sizes), dtype=t.dtype, device=t.device)
+    if out.numel() == 0:
+        return out
+    valid = _valid_points(p.space, p.mask, t.device)
+    src = layout_indices(p.physical, t.device)[valid]
+    dst = layout_indices(p.logical, t.device)[valid]
+    out.view(-1)[dst] = t.contiguous().reshape(-1)[src]
+    return out
+
+
+@register_op
+class PackOp(Op):
+    """Pack a logical NCHW (or NC…) tensor into a format's physical layout (SPEC §2)."""
+
+    name = "pack"
+    attr_names = ("format", "fill")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "format")
+        fmt = get_format(attrs["format"])
+        fill = attrs.get("fill", 0)
+        return {"format": fmt.name, "fill": _number(cls.name, "fill", fill)}
+
+    def packing(self, sizes: Sequence[int], dtype: DType) -> Any:
+        fmt = get_format(self.attrs["format"])
+        return _prefixed(self.name, fmt.packing, tuple(sizes), dtype, self.attrs["fill"])
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(self.packing(t.sizes, t.dtype).physical_sizes, t.dtype)]
+
+    def printed_attrs(self):
+        shown = super().printed_attrs()
+        if shown.get("fill") == 0 and not isinstance(shown.get("fill"), float):
+            shown.pop("fill")
+        return shown
+
+    def reference(self, t):
+        return (pack_reference(get_format(self.attrs["format"]), t, self.attrs["fill"]),)
+
+
+def logical_sizes_of(fmt: Any, physical: Sequence[int], channels: int, dtype: Any) -> tuple[int, ...]:
+    """Invert `physical_sizes`: the logical sizes whose packing has these physical sizes.
+
+    `channels` is the logical size of the blocked dim (C for NCHWx / CHWN4, the row length
+    for pitched rows); it is checked by packing the candidate and comparing.
+    """
+    physical = tuple(physical)
+    order = getattr(fmt, "split_order", None)
+    if order is None:  # pitched rows: same rank, the last dim is the pitch
+        candidate = physical[:-1] + (channels,) if physical else physical
+    elif not fmt.is_blocked:
+        split = order(len(physical))
+        candidate = tuple(physical[split.index(d)] for d in range(len(physical)))
+    else:
+        split = order(len(physical) - 1)
+        space = [physical[split.index(d)] for d in range(len(physical))]
+        candidate = tuple([space[0], channels] + space[3:])
+    try:
+        expected = fmt.physical_sizes(candidate, dtype)
+    except StridecError:
+        expected = None
+    if expected != physical:
+        raise ShapeError(
+            f"unpack: a {fmt.name} tensor of sizes {list(physical)} cannot hold {channels} "
+            f"channels (packing {list(candidate)} gives {expected})"
+        )
+    return candidate
+
+
+@register_op
+class UnpackOp(Op):
+    """Unpack a format's physical tensor back to logical form with `channels` channels."""
+
+    name = "unpack"
+    attr_names = ("format", "channels")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "format", "channels")
+        fmt = get_format(attrs["format"])
+        return {"format": fmt.name, "channels": _int(cls.name, "channels", attrs["channels"])}
+
+    def logical_sizes(self, physical: Sequence[int], dtype: DType) -> tuple[int, ...]:
+        fmt = get_format(self.attrs["format"])
+        return logical_sizes_of(fmt, physical, self.attrs["channels"], dtype)
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(self.logical_sizes(t.sizes, t.dtype), t.dtype)]
+
+    def reference(self, t):
+        fmt = get_format(self.attrs["format"])
+        sizes = self.logical_sizes(tuple(t.shape), as_dtype(t.dtype))
+        return (unpack_reference(fmt, t, sizes),)
+
+
+@register_op
+class PadOp(Op):
+    """torch.nn.functional.pad, constant mode: `pad` pairs from the last dim backwards."""
+
+    name = "pad"
+    attr_names = ("pad", "value")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "pad")
+        pad = _ints(cls.name, "pad", attrs["pad"])
+        rank = operand_types[0].rank if operand_types else 0
+        if len(pad) % 2 or len(pad) // 2 > rank:
+            raise ShapeError(
+                f"pad: 'pad' must hold pairs for at most {rank} dims; got {list(pad)}"
+            )
+        return {"pad": pad, "value": _number(cls.name, "value", attrs.get("value", 0))}
+
+    def padded_sizes(self, sizes: Sequence[int]) -> tuple[int, ...]:
+        out = list(sizes)
+        pad = self.attrs["pad"]
+        for k in range(len(pad) // 2):
+            d = len(out) - 1 - k
+            out[d] = out[d] + pad[2 * k] + pad[2 * k + 1]
+            if out[d] < 0:
+                raise ShapeError(f"pad: dim {d} of size {sizes[d]} padded by {pad[2*k:2*k+2]} is negative")
+        return tuple(out)
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(self.padded_sizes(t.sizes), t.dtype)]
+
+    def reference(self, t):
+        a = self.attrs
+        return (F.pad(t, list(a["pad"]), mode="constant", value=a["value"]),)
+
+
+@register_op
+class CastOp(Op):
+    """Element type conversion with torch's `.to(dtype)` rules."""
+
+    name = "cast"
+    attr_names = ("dtype",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dtype")
+        return {"dtype": as_dtype(attrs["dtype"], "cast: dtype")}
+
+    def infer_types(self, operand_types):
+        return [TensorType(operand_types[0].sizes, self.attrs["dtype"])]
+
+    def reference(self, t):
+        return (t.to(self.attrs["dtype"].torch),)
+
+
+@register_op
+class CatOp(Op):
+    """torch.cat along `dim`: one output buffer, each input written into a slice of it."""
+
+    name = "cat"
+    attr_names = ("dim",)
+    num_operands = None
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        if not operand_types:
+            raise ShapeError("cat: expected at least one tensor; got none")
+        return {"dim": _int(cls.name, "dim", attrs.get("dim", 0))}
+
+    def infer_types(self, operand_types):
+        first = operand_types[0]
+        rank = first.rank
+        dim = self.attrs["dim"]
+        if rank == 0 or not -rank <= dim < rank:
+            raise LayoutError(f"cat: dim {dim} out of range for rank {rank}")
+        dim %= rank
+        total = 0
+        for i, t in enumerate(operand_types):
+            if t.dtype != first.dtype:
+                raise ShapeError(f"cat: operand {i} has dtype {t.dtype}; expected {first.dtype}")
+            if t.rank != rank or any(
+                a != b for k, (a, b) in enumerate(zip(t.sizes, first.sizes)) if k != dim
+            ):
+                raise ShapeError(
+                    f"cat: operand {i} has sizes {list(t.sizes)}; expected {list(first.sizes)} "
+                    f"except in dim {dim}"
+                )
+            total += t.sizes[dim]
+        sizes = first.sizes[:dim] + (total,) + first.sizes[dim + 1 :]
+        return [TensorType(sizes, first.dtype)]
+
+    def reference(self, *ts):
+        return (torch.cat(ts, self.attrs["dim"]),)
+
+
+@register_op
+class OutputOp(Op):
+    """The graph results, in order."""
+
+    name = "output"
+    num_operands = None
+
+    def infer_types(self, operand_types):
+        return []
+
+
+def is_materialization(op: Op) -> bool:
+    """Whether `op` writes a new buffer (rather than being a view or a source)."""
+    return op.name not in ("input", "output") and not op.aliases_operand()
+
+
+__all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Op)] + [
+    "is_materialization",
+    "DType",
+    "Value",
+]

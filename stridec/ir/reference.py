@@ -1,0 +1,140 @@
+"""The reference executor: runs any graph op by op with plain torch (numpy for Philox).
+
+It is the oracle every compiled backend is compared against. Each value is kept as a
+logical torch tensor; ops that address raw storage (`as_strided`, the explicit form of
+`copy`) read the root value's storage as a flat 1-D tensor and gather through the
+layout's index map `offset + Σ i_k·stride_k` — which also covers negative strides, which
+torch tensors cannot express.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from stridec.errors import CallError
+from stridec.ir.graph import Graph, Value
+from stridec.ir.layout import Layout
+
+__all__ = ["run_reference", "layout_indices", "gather", "scatter", "flat_storage"]
+
+
+def layout_indices(layout: Layout, device: Any = "cpu") -> torch.Tensor:
+    """Storage index of every element, shaped like the layout: `offset + Σ i_k·stride_k`."""
+    index = torch.full((), layout.offset, dtype=torch.int64, device=device)
+    for k, (size, stride) in enumerate(zip(layout.sizes, layout.strides)):
+        shape = [1] * layout.rank
+        shape[k] = size
+        index = index + (torch.arange(size, device=device, dtype=torch.int64) * stride).view(shape)
+    return index.expand(layout.sizes) if layout.rank else index
+
+
+def gather(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """The logical tensor a layout reads from a flat storage."""
+    if layout.numel == 0:
+        return storage.new_empty(layout.sizes)
+    return storage[layout_indices(layout, storage.device)]
+
+
+def scatter(storage: torch.Tensor, layout: Layout, values: torch.Tensor) -> None:
+    """Write `values` (logical, shaped like the layout) into `storage` through the layout."""
+    if layout.numel == 0:
+        return
+    storage[layout_indices(layout, storage.device)] = values.to(storage.dtype)
+
+
+def flat_storage(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D tensor over the whole storage of `t`, starting at storage element 0."""
+    elements = t.untyped_storage().nbytes() // t.element_size()
+    return torch.as_strided(t, (elements,), (1,), 0)
+
+
+def _masked(values: torch.Tensor, space: Layout, masks: Any, fill: Any) -> torch.Tensor:
+    if not masks:
+        return values
+    valid = torch.ones(space.sizes, dtype=torch.bool, device=values.device)
+    for coeffs, lo, hi in masks:
+        linear = layout_indices(Layout(space.sizes, coeffs, 0), values.device)
+        valid &= (linear >= lo) & (linear < hi)
+    fill_t = torch.full((), 0 if fill is None else fill, dtype=values.dtype, device=values.device)
+    return torch.where(valid, values, fill_t)
+
+
+class _Executor:
+    def __init__(self, graph: Graph, device: Any) -> None:
+        self.graph = graph
+        self.device = device
+        self.values: dict[int, torch.Tensor] = {}
+        self.storages: dict[int, torch.Tensor] = {}
+
+    def storage_of(self, value: Value) -> torch.Tensor:
+        root = value.root()
+        found = self.storages.get(id(root))
+        if found is None:
+            logical = self.values[id(root)]
+            if root.owner.name == "input":
+                found = flat_storage(logical)
+            else:
+                layout = root.type.layout
+                found = torch.zeros(layout.min_storage_size(), dtype=logical.dtype, device=logical.device)
+                scatter(found, layout, logical)
+            self.storages[id(root)] = found
+        return found
+
+    def run_copy(self, op: Any, args: list[torch.Tensor]) -> torch.Tensor:
+        a = op.attrs
+        layout: Layout = a["layout"]
+        dtype = a["dtype"].torch
+        if len(op.operands) == 2:
+            buffer = self.storage_of(op.operands[1]).clone()
+        else:
+            buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=args[0].device)
+        if a["space"] is None:
+            scatter(buffer, layout, args[0].to(dtype))
+        else:
+            space = Layout.contiguous(a["space"])
+            values = gather(self.storage_of(op.operands[0]), a["src"])
+            values = _masked(values.to(dtype), space, a["masks"], a["fill"])
+            scatter(buffer, a["dst"], values)
+        self.storages[id(op.result)] = buffer
+        return gather(buffer, layout)
+
+    def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        inputs = self.graph.inputs
+        if len(tensors) != len(inputs):
+            raise CallError(f"{self.graph.name}: expected {len(inputs)} tensor(s); got {len(tensors)}")
+        by_input = {id(v): t for v, t in zip(inputs, tensors)}
+        for op in self.graph.ops:
+            args = [self.values[id(v)] for v in op.operands]
+            if op.name == "input":
+                t = by_input[id(op.result)]
+                name = op.attrs["name"]
+                if not isinstance(t, torch.Tensor):
+                    raise CallError(f"input '{name}': expected a torch.Tensor; got {type(t).__name__}")
+                if tuple(t.shape) != op.result.type.sizes or t.dtype != op.result.type.dtype.torch:
+                    raise CallError(
+                        f"input '{name}': expected sizes {list(op.result.type.sizes)} and dtype "
+                        f"{op.result.type.dtype}; got {list(t.shape)} {t.dtype}"
+                    )
+                results: tuple = (t,)
+            elif op.name == "output":
+                return tuple(args)
+            elif op.name == "as_strided":
+                results = (gather(self.storage_of(op.operands[0]), op.result.type.layout),)
+            elif op.name == "copy":
+                results = (self.run_copy(op, args),)
+            elif op.name == "full":
+                results = op.reference(device=self.device)
+            else:
+                results = op.reference(*args)
+            for r, t in zip(op.results, results):
+                self.values[id(r)] = t
+        return ()
+
+
+def run_reference(graph: Graph, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Run `graph` on `tensors` with plain torch; returns the outputs as a tuple."""
+    device = tensors[0].device if tensors and isinstance(tensors[0], torch.Tensor) else "cpu"
+    return _Executor(graph, device).run(tensors)

@@ -1,0 +1,59 @@
+"""`TensorType`: logical sizes, element type, and the layout over the value's root storage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.layout import Layout
+
+__all__ = ["TensorType"]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """The type of an SSA value.
+
+    `layout` addresses the value's *root storage* (the storage of the input or of the
+    materializing op it is a view of). It defaults to the contiguous layout at offset 0,
+    which the text form leaves out, as MLIR does for the identity memref layout:
+    `tensor<2x3xf32>` versus `tensor<3x2xf32, strided<[1, 3], offset: 0>>`.
+    """
+
+    sizes: tuple[int, ...]
+    dtype: DType
+    layout: Layout = None  # type: ignore[assignment]
+
+    def __init__(self, sizes: Sequence[int], dtype: object, layout: Layout | None = None) -> None:
+        sizes = tuple(int(s) for s in sizes)
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "dtype", as_dtype(dtype))
+        if layout is None:
+            layout = Layout.contiguous(sizes)
+        elif tuple(layout.sizes) != sizes:
+            raise ValueError(f"layout sizes {layout.sizes} differ from type sizes {sizes}")
+        object.__setattr__(self, "layout", layout)
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+    def with_layout(self, layout: Layout | None) -> TensorType:
+        return TensorType(self.sizes, self.dtype, layout)
+
+    def has_default_layout(self) -> bool:
+        return self.layout == Layout.contiguous(self.sizes)
+
+    def __str__(self) -> str:
+        dims = "".join(f"{s}x" for s in self.sizes)
+        if self.has_default_layout():
+            return f"tensor<{dims}{self.dtype.short}>"
+        return f"tensor<{dims}{self.dtype.short}, {self.layout}>"
