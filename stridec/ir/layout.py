@@ -53,7 +53,7 @@ def _as_int(value: object, what: str) -> int:
 
 def _as_int_tuple(values: object, what: str) -> tuple[int, ...]:
     """`values` as a tuple of Python ints (accepts lists, tuples, torch.Size, numpy ints)."""
-    if isinstance(values, tuple) and all(type(v) is int for v in values):
+    if type(values) is tuple and all(type(v) is int for v in values):
         return values
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
@@ -439,7 +439,7 @@ class Layout:
                 # A new leading dim; torch strides it as if contiguous over what follows
                 # (a scalar has nothing to follow, and torch gives 0).
                 size = 1
-                stride = new_sizes[i + 1] * new_strides[i + 1] if i + 1 < ndim else 0
+                stride = 0
             want = target[i]
             if want == -1:
                 if d < 0:

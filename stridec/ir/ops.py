@@ -651,39 +651,60 @@ class CopyOp(Op):
 
     @classmethod
     def normalize(cls, attrs, operand_types):
-        if not 1 <= len(operand_types) <= 2:
+        if len(operand_types) > 2:
             raise VerificationError(f"copy: expected 1 or 2 operands; got {len(operand_types)}")
-        src_t = operand_types[0]
+        src_t = operand_types[0] if operand_types else None
         layout = attrs.get("layout")
         if layout is None:
-            layout = operand_types[1].layout if len(operand_types) == 2 else Layout.contiguous(src_t.sizes)
+            if len(operand_types) == 2:
+                layout = operand_types[1].layout
+            elif src_t is not None:
+                layout = Layout.contiguous(src_t.sizes)
+            else:
+                raise VerificationError("copy: a fill without operands needs a 'layout'")
         if not isinstance(layout, Layout):
             raise VerificationError(f"copy: 'layout' must be a Layout; got {layout!r}")
         if any(s < 0 for s in layout.strides):
             raise LayoutError(f"copy: result strides must be >= 0; got {list(layout.strides)}")
-        if layout.may_overlap() and not layout.is_broadcast() and len(operand_types) == 1:
-            pass
-        dtype = as_dtype(attrs["dtype"], "copy: dtype") if attrs.get("dtype") is not None else src_t.dtype
+        if attrs.get("dtype") is not None:
+            dtype = as_dtype(attrs["dtype"], "copy: dtype")
+        elif src_t is not None:
+            dtype = src_t.dtype
+        else:
+            raise VerificationError("copy: a fill without operands needs a 'dtype'")
         space = attrs.get("space")
         out = {"layout": layout, "dtype": dtype, "space": None, "src": None, "dst": None,
                "masks": None, "fill": None}
         if space is None:
+            if src_t is None:
+                raise VerificationError("copy: a fill without operands needs 'space' and 'dst'")
             if layout.sizes != src_t.sizes:
                 raise ShapeError(
-                    f"copy: layout sizes {list(layout.sizes)} differ from operand sizes {list(src_t.sizes)}"
+                    f"copy: layout sizes {list(layout.sizes)} differ from operand sizes "
+                    f"{list(src_t.sizes)}"
                 )
             return out
         space = _sizes("copy", "space", space)
-        for key in ("src", "dst"):
+        keys = ("src", "dst") if src_t is not None else ("dst",)
+        for key in keys:
             lay = attrs.get(key)
             if not isinstance(lay, Layout) or lay.sizes != space:
-                raise VerificationError(f"copy: '{key}' must be a Layout over space {list(space)}; got {lay}")
+                raise VerificationError(
+                    f"copy: '{key}' must be a Layout over space {list(space)}; got {lay}"
+                )
+        if src_t is None and (attrs.get("src") is not None or attrs.get("fill") is None):
+            raise VerificationError("copy: a fill without operands takes 'fill' and no 'src'")
         masks = _masks("copy", attrs.get("masks"))
         for coeffs, _, _ in masks or ():
             if len(coeffs) != len(space):
-                raise VerificationError(f"copy: mask coeffs {list(coeffs)} must have rank {len(space)}")
-        out.update(space=space, src=attrs["src"], dst=attrs["dst"], masks=masks or None,
-                   fill=attrs.get("fill"))
+                raise VerificationError(
+                    f"copy: mask coeffs {list(coeffs)} must have rank {len(space)}"
+                )
+        fill = attrs.get("fill")
+        if fill is not None:
+            fill = _number("copy", "fill", fill)
+        out.update(space=space, src=attrs.get("src"), dst=attrs["dst"], masks=masks or None,
+                   fill=fill)
         return out
 
     def infer_types(self, operand_types):
@@ -706,7 +727,20 @@ class CopyOp(Op):
             shown.pop("layout", None)
         if self.operands and self.attrs["dtype"] == self.operands[0].type.dtype:
             shown.pop("dtype", None)
+        if self.attrs["space"] is not None and self.attrs["dst"] == self.attrs["layout"]:
+            shown.pop("layout", None)
+        if "layout" not in shown and self.attrs["layout"] != self._implied_layout():
+            # The parser can only leave `layout` out where `normalize` infers it back.
+            shown = {"layout": self.attrs["layout"], **shown}
         return shown
+
+    def _implied_layout(self) -> Layout | None:
+        """The layout `normalize` picks when the text leaves it out (None: it cannot)."""
+        attrs = {k: v for k, v in self.attrs.items() if k != "layout"}
+        try:
+            return self.normalize(attrs, [v.type for v in self.operands])["layout"]
+        except StridecError:
+            return None
 
     def reference(self, t, into=None):
         if self.is_explicit:
@@ -716,11 +750,11 @@ class CopyOp(Op):
 
 def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
     """Bool tensor over `space`: where every bound `lo <= Σ coeffs_k·i_k < hi` holds."""
-    from stridec.ir.reference import layout_indices
+    from stridec.ir.reference import linear_form
 
     valid = torch.ones(tuple(space), dtype=torch.bool, device=device)
     for m in masks:
-        linear = layout_indices(Layout(tuple(space), m.coeffs, 0), device)
+        linear = linear_form(tuple(space), m.coeffs, 0, device)
         valid &= (linear >= m.lo) & (linear < m.hi)
     return valid
 

@@ -18,17 +18,24 @@ from stridec.errors import CallError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 
-__all__ = ["run_reference", "layout_indices", "gather", "scatter", "flat_storage"]
+__all__ = ["run_reference", "layout_indices", "linear_form", "gather", "scatter", "flat_storage"]
+
+
+def linear_form(sizes: Sequence[int], coeffs: Sequence[int], base: int = 0,
+                device: Any = "cpu") -> torch.Tensor:
+    """`base + Σ i_k·coeffs_k` at every point `i` of `sizes` (any signs), as int64."""
+    rank = len(sizes)
+    index = torch.full((), base, dtype=torch.int64, device=device)
+    for k, (size, c) in enumerate(zip(sizes, coeffs)):
+        shape = [1] * rank
+        shape[k] = size
+        index = index + (torch.arange(size, device=device, dtype=torch.int64) * c).view(shape)
+    return index.expand(tuple(sizes)) if rank else index
 
 
 def layout_indices(layout: Layout, device: Any = "cpu") -> torch.Tensor:
     """Storage index of every element, shaped like the layout: `offset + Σ i_k·stride_k`."""
-    index = torch.full((), layout.offset, dtype=torch.int64, device=device)
-    for k, (size, stride) in enumerate(zip(layout.sizes, layout.strides)):
-        shape = [1] * layout.rank
-        shape[k] = size
-        index = index + (torch.arange(size, device=device, dtype=torch.int64) * stride).view(shape)
-    return index.expand(layout.sizes) if layout.rank else index
+    return linear_form(layout.sizes, layout.strides, layout.offset, device)
 
 
 def gather(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
@@ -51,13 +58,19 @@ def flat_storage(t: torch.Tensor) -> torch.Tensor:
     return torch.as_strided(t, (elements,), (1,), 0)
 
 
+def _valid(space: Layout, masks: Any, device: Any) -> torch.Tensor:
+    """Where every bound `lo <= Σ coeffs_k·i_k < hi` holds over the space."""
+    valid = torch.ones(space.sizes, dtype=torch.bool, device=device)
+    for coeffs, lo, hi in masks:
+        linear = linear_form(space.sizes, coeffs, 0, device)
+        valid &= (linear >= lo) & (linear < hi)
+    return valid
+
+
 def _masked(values: torch.Tensor, space: Layout, masks: Any, fill: Any) -> torch.Tensor:
     if not masks:
         return values
-    valid = torch.ones(space.sizes, dtype=torch.bool, device=values.device)
-    for coeffs, lo, hi in masks:
-        linear = layout_indices(Layout(space.sizes, coeffs, 0), values.device)
-        valid &= (linear >= lo) & (linear < hi)
+    valid = _valid(space, masks, values.device)
     fill_t = torch.full((), 0 if fill is None else fill, dtype=values.dtype, device=values.device)
     return torch.where(valid, values, fill_t)
 
@@ -90,14 +103,29 @@ class _Executor:
         if len(op.operands) == 2:
             buffer = self.storage_of(op.operands[1]).clone()
         else:
-            buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=args[0].device)
+            buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=self.device)
         if a["space"] is None:
             scatter(buffer, layout, args[0].to(dtype))
+            self.storages[id(op.result)] = buffer
+            return gather(buffer, layout)
+        space = Layout.contiguous(a["space"])
+        if op.operands and space.numel:
+            storage = self.storage_of(op.operands[0])
+            indices = layout_indices(a["src"], storage.device)
+            if a["masks"]:  # masked points are never read: point them at element 0
+                indices = torch.where(_valid(space, a["masks"], storage.device), indices, 0)
+            values = storage[indices].to(dtype)
+        elif op.operands:
+            values = torch.empty(a["space"], dtype=dtype, device=self.device)
         else:
-            space = Layout.contiguous(a["space"])
-            values = gather(self.storage_of(op.operands[0]), a["src"])
-            values = _masked(values.to(dtype), space, a["masks"], a["fill"])
-            scatter(buffer, a["dst"], values)
+            values = torch.full(a["space"], a["fill"], dtype=dtype, device=self.device)
+        if a["masks"] and a["fill"] is None:
+            # A domain restriction: only the points where every bound holds are written.
+            valid = _valid(space, a["masks"], values.device)
+            indices = layout_indices(a["dst"], values.device)
+            buffer[indices[valid]] = values[valid]
+        else:
+            scatter(buffer, a["dst"], _masked(values, space, a["masks"], a["fill"]))
         self.storages[id(op.result)] = buffer
         return gather(buffer, layout)
 

@@ -24,9 +24,15 @@ _lock = threading.Lock()
 _loaded: dict[tuple[str, str], "KernelHandle"] = {}
 
 
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "stridec")
+
+
 def kernel_dir() -> str:
-    """Folder holding generated kernel modules: `$STRIDEC_CACHE_DIR/kernels` or a temp dir."""
-    root = os.environ.get("STRIDEC_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "stridec")
+    """Folder holding generated kernel modules: `$STRIDEC_CACHE_DIR/kernels`, by default
+    under the user's cache dir (`$XDG_CACHE_HOME/stridec` or `~/.cache/stridec`)."""
+    root = os.environ.get("STRIDEC_CACHE_DIR") or default_cache_dir()
     path = os.path.join(root, "kernels")
     os.makedirs(path, exist_ok=True)
     return path

@@ -1,0 +1,584 @@
+"""Triton code generation for one strided copy (SPEC §4, `lower-to-triton`).
+
+`generate_copy(spec, target)` turns a `CopySpec` into a `CopyKernel`: the complete source of
+a Python module with one `@triton.jit` kernel `(src_ptr, dst_ptr, <block constexprs>)`, its
+grid and its launch arguments. Sizes, strides, offsets and masks are baked into the source
+as literals (the spec specializes them), so the same spec and target always give
+byte-identical source — and Triton's cache hits.
+
+Steps:
+1. `canonicalize_copy` (spec.py): drop size-1 dims, simplify masks, flip dims with negative
+   destination strides, order dims so the smallest destination stride is innermost, then
+   merge dims jointly on source, destination and masks.
+2. `plan_copy` picks the strategy on the canonical dims:
+   - `linear`: the innermost dim is unit-stride on both sides. Rank 1 is one flat `offs`
+     (no division); otherwise a [BLOCK_R, BLOCK_C] tile whose columns run along that dim
+     and whose rows are the other dims, decomposed once per row (not per element).
+   - `tiled_transpose`: the destination is unit-stride innermost and the source is
+     unit-stride in another dim. A [TILE_A, TILE_B] tile is loaded with A (the source's
+     unit dim) consecutive and stored with B (the destination's) consecutive; the
+     remaining dims are folded into whichever tile axis has the larger extent, and so
+     into the program id. Each access is coalesced on its own side (Triton's coalescing
+     pass gives the load and the store their own layouts and converts between them).
+   - `gather`: anything else — one flat index decomposed by div/mod into coordinates.
+   Block sizes follow the widest element size; `target="cpu"` (Triton's interpreter) uses
+   blocks so large that a typical test tensor takes <= 16 programs.
+3. Index arithmetic is int32 when every value it forms fits in 2^31 - 1 (addresses on both
+   sides, mask sums, and the padded flat/tile index); otherwise the program id is cast to
+   int64 before anything is multiplied.
+4. Masks: a failing `MaskBound` stores `fill` (cast to the destination dtype) and masks the
+   load, so padding is never read. Casts are fused: `.to(dst)`, `!= 0` for bool, and an
+   explicit round-to-nearest-even for bfloat16 (the interpreter truncates otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stridec.compiler.codegen.spec import (
+    CopySpec,
+    address_range,
+    canonicalize_copy,
+    is_fill_only,
+    mask_range,
+)
+from stridec.errors import CallError, UnsupportedError
+from stridec.ir.dtypes import DType
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "STRATEGIES",
+    "TARGETS",
+    "CopyPlan",
+    "CopyKernel",
+    "plan_copy",
+    "emit_copy_source",
+    "generate_copy",
+    "index_bits_for",
+]
+
+STRATEGIES = ("linear", "tiled_transpose", "gather")
+TARGETS = ("cuda", "cpu")
+
+INT32_MAX = 2**31 - 1
+
+# CUDA: bytes per program for linear/gather copies, and [A, B] transpose tiles by element
+# size (wider elements, smaller tiles: 64x64 fp32 is a 16 KiB shared-memory staging tile).
+_LINEAR_BYTES = 16384
+_LINEAR_BLOCK_RANGE = (1024, 8192)
+_GATHER_BLOCK = 1024
+_TRANSPOSE_TILES = {1: (128, 128), 2: (64, 128), 4: (64, 64), 8: (64, 64)}
+# CPU (interpreter): one program costs about a millisecond of Python, so aim for
+# <= _CPU_PROGRAMS programs, with blocks capped so huge tensors still fit in memory.
+_CPU_PROGRAMS = 16
+_CPU_BLOCK_RANGE = (4096, 1 << 20)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """How a canonical copy maps onto a kernel: which dims each tile axis walks, and sizes.
+
+    `axes[a]` lists the canonical dims decomposed from tile axis `a`'s index (outermost
+    first); `extents[a]` is their product; `blocks[a]` the tile size along that axis.
+    One axis is a flat kernel, two axes a 2-D tile (rows = axis 0, columns = axis 1).
+    """
+
+    spec: CopySpec  # canonical
+    strategy: str
+    axes: tuple[tuple[int, ...], ...]
+    extents: tuple[int, ...]
+    blocks: tuple[int, ...]
+    block_names: tuple[str, ...]
+    grid: tuple[int, ...]
+    index_bits: int
+    num_warps: int
+    fill_only: bool
+    numel: int
+
+    @property
+    def constexprs(self) -> dict[str, int]:
+        return dict(zip(self.block_names, self.blocks))
+
+
+def _max_itemsize(spec: CopySpec, fill_only: bool) -> int:
+    if fill_only:
+        return spec.dst_dtype.itemsize
+    return max(spec.src_dtype.itemsize, spec.dst_dtype.itemsize)
+
+
+def _choose_strategy(spec: CopySpec, fill_only: bool) -> tuple[str, int | None]:
+    """Strategy and, for a transpose, the dim where the source is unit-stride."""
+    r = spec.rank
+    if r == 0:
+        return "linear", None
+    dst_inner = spec.dst_strides[-1]
+    src_inner = spec.src_strides[-1]
+    if fill_only:
+        return ("linear" if dst_inner == 1 else "gather"), None
+    if dst_inner == 1 and src_inner == 1:
+        return "linear", None
+    if dst_inner == 1:
+        unit = [k for k in range(r - 1) if spec.src_strides[k] == 1]
+        if unit:
+            # With several (an overlapping source), the largest gives the longest runs.
+            return "tiled_transpose", max(unit, key=lambda k: (spec.sizes[k], k))
+    return "gather", None
+
+
+def _trim_waste(n: int, t: int, floor: int = 16) -> int:
+    """Halve a power-of-two block while more than 1/8 of its padded lanes would be idle."""
+    while t > floor and _cdiv(n, t) * t * 8 > n * 9:
+        t //= 2
+    return t
+
+
+def _tile_2d(n0: int, n1: int, base0: int, base1: int, area: int) -> tuple[int, int]:
+    """Power-of-two tile no larger than needed; a small side hands its area to the other."""
+    t0 = min(_next_pow2(n0), base0)
+    t1 = min(_next_pow2(n1), base1)
+    if t0 < base0:
+        t1 = min(_next_pow2(n1), max(base1, area // t0))
+    if t1 < base1:
+        t0 = min(_next_pow2(n0), max(base0, area // t1))
+    return t0, t1
+
+
+def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> int:
+    """32 when every integer the kernel forms fits in int32, else 64.
+
+    Counted: each address's partial sums (bounded by `|offset| + Σ (n_k-1)·|stride_k|`),
+    each mask sum and the bounds it is compared with, and the largest (padded) flat or
+    tile index. Lanes beyond the iteration space are masked off and never dereferenced.
+    """
+    spec = plan_spec
+    bounds = [padded_index]
+    sides = [(spec.dst_strides, spec.dst_offset)]
+    if not fill_only:
+        sides.append((spec.src_strides, spec.src_offset))
+    for strides, offset in sides:
+        bounds.append(abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides)))
+    for m in spec.masks:
+        low, high = mask_range(spec.sizes, m.coeffs)
+        bounds.append(sum((n - 1) * abs(c) for n, c in zip(spec.sizes, m.coeffs)))
+        if low < m.lo:
+            bounds.append(abs(m.lo))
+        if high >= m.hi:
+            bounds.append(abs(m.hi))
+    return 32 if max(bounds) <= INT32_MAX else 64
+
+
+def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
+    """Canonicalize `spec` and choose strategy, tile axes, block sizes, grid, index width."""
+    if target not in TARGETS:
+        raise UnsupportedError(f"copy: target must be one of {TARGETS}; got {target!r}")
+    numel = spec.numel
+    if numel == 0:
+        empty = CopySpec((), (), 0, (), 0, spec.src_dtype, spec.dst_dtype, (), spec.fill)
+        return CopyPlan(empty, "linear", ((),), (0,), (1,), ("BLOCK",), (0,), 32, 1, False, 0)
+
+    canon = canonicalize_copy(spec)
+    fill_only = is_fill_only(canon)
+    strategy, unit_dim = _choose_strategy(canon, fill_only)
+    r = canon.rank
+    itemsize = _max_itemsize(canon, fill_only)
+    on_cpu = target == "cpu"
+    cpu_area = min(
+        max(_next_pow2(_cdiv(numel, _CPU_PROGRAMS)), _CPU_BLOCK_RANGE[0]), _CPU_BLOCK_RANGE[1]
+    )
+
+    axes: tuple[tuple[int, ...], ...]
+    if strategy == "tiled_transpose":
+        assert unit_dim is not None
+        inner = r - 1
+        outer = tuple(k for k in range(r - 1) if k != unit_dim)
+        # Fold the other dims into the axis with the larger extent: its own dim is more
+        # likely a multiple of the tile, so fewer tiles straddle two outer coordinates.
+        if canon.sizes[unit_dim] >= canon.sizes[inner]:
+            axes = (outer + (unit_dim,), (inner,))
+        else:
+            axes = ((unit_dim,), outer + (inner,))
+        names: tuple[str, ...] = ("TILE_A", "TILE_B")
+    elif strategy == "linear" and r >= 2:
+        axes = (tuple(range(r - 1)), (r - 1,))
+        names = ("BLOCK_R", "BLOCK_C")
+    else:
+        axes = (tuple(range(r)),)
+        names = ("BLOCK",)
+
+    extents = tuple(math.prod(canon.sizes[k] for k in ax) for ax in axes)
+    if len(axes) == 1:
+        if on_cpu:
+            cap = cpu_area
+        elif strategy == "gather" and r >= 2:
+            cap = _GATHER_BLOCK
+        else:
+            lo, hi = _LINEAR_BLOCK_RANGE
+            cap = min(max(_LINEAR_BYTES // itemsize, lo), hi)
+        blocks: tuple[int, ...] = (min(_next_pow2(extents[0]), cap),)
+    elif on_cpu:
+        blocks = _tile_2d(extents[0], extents[1], 1, cpu_area, cpu_area)
+    elif strategy == "linear":
+        lo, hi = _LINEAR_BLOCK_RANGE
+        block = min(max(_LINEAR_BYTES // itemsize, lo), hi)
+        t1 = _trim_waste(extents[1], min(_next_pow2(extents[1]), block))
+        blocks = (min(_next_pow2(extents[0]), max(1, block // t1)), t1)
+    else:
+        base0, base1 = _TRANSPOSE_TILES[min(itemsize, 8)]
+        blocks = _tile_2d(extents[0], extents[1], base0, base1, base0 * base1)
+
+    per_axis = tuple(_cdiv(n, b) for n, b in zip(extents, blocks))
+    programs = math.prod(per_axis)
+    padded = max(p * b for p, b in zip(per_axis, blocks))
+    index_bits = index_bits_for(canon, max(padded, programs), fill_only)
+    elements = math.prod(blocks)
+    num_warps = 1 if on_cpu else (4 if elements <= 2048 else 8)
+    return CopyPlan(
+        spec=canon,
+        strategy=strategy,
+        axes=axes,
+        extents=extents,
+        blocks=blocks,
+        block_names=names,
+        grid=(programs,),
+        index_bits=index_bits,
+        num_warps=num_warps,
+        fill_only=fill_only,
+        numel=numel,
+    )
+
+
+# --------------------------------------------------------------------------- emission
+
+
+def _fill_bits(fill: float | int | bool, dst: DType) -> int:
+    """`fill` cast to `dst` as torch does, as the signed integer of the same bit pattern."""
+    import torch
+
+    if isinstance(fill, bool):
+        value = torch.tensor(fill, dtype=torch.bool)
+    elif isinstance(fill, int):
+        value = torch.tensor(fill, dtype=torch.int64)
+    else:
+        value = torch.tensor(fill, dtype=torch.float64)
+    cast = value.to(dst.torch)
+    if dst.name == "bool":
+        return int(bool(cast.item()))
+    if not dst.is_floating and dst.is_signed:
+        return int(cast.item())
+    # Floats and unsigned ints: reinterpret the bytes as a signed int of the same width.
+    raw = cast.reshape(1).contiguous().view(torch.uint8).tolist()
+    fmt = {1: "<b", 2: "<h", 4: "<i", 8: "<q"}[dst.itemsize]
+    return int(struct.unpack(fmt, bytes(raw))[0])
+
+
+def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
+    bits = _fill_bits(fill, dst)
+    if bits == 0:
+        return f"tl.full({shape}, 0, {dst.triton})"
+    if dst.name == "bool":
+        return f"tl.full({shape}, 1, tl.int1)"
+    int_ty = f"tl.int{dst.itemsize * 8}"
+    if int_ty == dst.triton:
+        return f"tl.full({shape}, {bits}, {dst.triton})"
+    return f"tl.full({shape}, {bits}, {int_ty}).to({dst.triton}, bitcast=True)"
+
+
+def _cast_lines(src: DType, dst: DType) -> list[str]:
+    """Lines turning the loaded `x` (of `src`) into `y` (of `dst`), as torch's `.to()`."""
+    if src == dst:
+        return ["y = x"]
+    lines = []
+    x = "x"
+    if src.name == "bfloat16":
+        # Widen first: exact, and the interpreter casts bf16 bit patterns, not values.
+        lines.append("x = x.to(tl.float32)")
+        if dst.name == "float32":
+            return lines + ["y = x"]
+    if dst.name == "bool":
+        return lines + [f"y = {x} != 0"]
+    if dst.name == "bfloat16":
+        # Round to nearest even through float32 as torch does (c10::round_to_nearest_even;
+        # NaN -> 0x7FC0); Triton's interpreter would truncate.
+        return lines + [
+            f"f = {x}.to(tl.float32)",
+            "u = f.to(tl.uint32, bitcast=True)",
+            "u = tl.where(f != f, 0x7FC00000, u + 0x7FFF + ((u >> 16) & 1))",
+            "y = (u >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)",
+        ]
+    return lines + [f"y = {x}.to({dst.triton})"]
+
+
+def _affine(coeffs: dict[int, int], const: int) -> str:
+    """`const + Σ c·i<k>` as source text (terms in dim order, zero coefficients skipped)."""
+    text = str(const) if const else ""
+    for k in sorted(coeffs):
+        c = coeffs[k]
+        if c == 0:
+            continue
+        term = f"i{k}" if abs(c) == 1 else f"i{k} * {abs(c)}"
+        if not text:
+            text = term if c > 0 else f"-{term}"
+        else:
+            text += f" + {term}" if c > 0 else f" - {term}"
+    return text
+
+
+def _is_name(text: str) -> bool:
+    return text.isidentifier()
+
+
+class _Emitter:
+    def __init__(self, plan: CopyPlan) -> None:
+        self.plan = plan
+        self.lines: list[str] = []
+        self.two_d = len(plan.axes) == 2
+        self.zeros_needed: set[int] = set()
+        self.idx_ty = "tl.int64" if plan.index_bits == 64 else "tl.int32"
+        self.axis_of = {k: a for a, ax in enumerate(plan.axes) for k in ax}
+        names = plan.block_names
+        self.shape = f"[{names[0]}, {names[1]}]" if self.two_d else f"[{names[0]}]"
+
+    def emit(self, line: str = "") -> None:
+        self.lines.append(f"    {line}" if line else "")
+
+    def zero(self, axis: int) -> str:
+        """A zero vector along `axis`, for an expression that does not depend on it."""
+        if axis not in self.zeros_needed:
+            self.zeros_needed.add(axis)
+            self.emit(f"zero_{axis} = tl.full([{self.plan.block_names[axis]}], 0, {self.idx_ty})")
+        return f"zero_{axis}"
+
+    def full(self, name: str, coeffs: tuple[int, ...], const: int) -> str:
+        """Emit `name` = const + Σ coeffs[k]·i<k> over the whole block; return its name."""
+        if not self.two_d:
+            body = _affine(dict(enumerate(coeffs)), const)
+            if not any(coeffs):
+                body = f"{self.zero(0)} + {const}" if const else self.zero(0)
+            self.emit(f"{name} = {body}")
+            return name
+        parts = []
+        for a, ax in enumerate(self.plan.axes):
+            part = _affine({k: coeffs[k] for k in ax}, const if a == 0 else 0)
+            if not any(coeffs[k] for k in ax):
+                base = self.zero(a)
+                part = f"{base} + {const}" if (a == 0 and const) else base
+            parts.append(part if _is_name(part) else f"({part})")
+        self.emit(f"{name} = {parts[0]}[:, None] + {parts[1]}[None, :]")
+        return name
+
+
+def emit_copy_source(plan: CopyPlan, name: str) -> str:
+    """The module text for `plan`, with kernel function `name`."""
+    spec = plan.spec
+    e = _Emitter(plan)
+    names = plan.block_names
+    wide = plan.index_bits == 64
+
+    # Program id -> block index per axis (row blocks outer, column blocks inner).
+    e.emit("pid = tl.program_id(0).to(tl.int64)" if wide else "pid = tl.program_id(0)")
+    arange = "tl.arange(0, {b}).to(tl.int64)" if wide else "tl.arange(0, {b})"
+    if e.two_d:
+        col_blocks = _cdiv(plan.extents[1], plan.blocks[1])
+        if col_blocks == 1:
+            e.emit(f"x0 = pid * {names[0]} + {arange.format(b=names[0])}")
+            e.emit(f"x1 = {arange.format(b=names[1])}")
+        else:
+            e.emit(f"x0 = (pid // {col_blocks}) * {names[0]} + {arange.format(b=names[0])}")
+            e.emit(f"x1 = (pid % {col_blocks}) * {names[1]} + {arange.format(b=names[1])}")
+    else:
+        e.emit(f"x0 = pid * {names[0]} + {arange.format(b=names[0])}")
+
+    # Coordinates: each axis index decomposed over its dims, innermost first.
+    for a, ax in enumerate(plan.axes):
+        if not ax:
+            continue
+        q = f"x{a}"
+        for j in range(len(ax) - 1, 0, -1):
+            n = spec.sizes[ax[j]]
+            e.emit(f"i{ax[j]} = {q} % {n}")
+            e.emit(f"q{a} = {q} // {n}")
+            q = f"q{a}"
+        e.emit(f"i{ax[0]} = {q}")
+
+    # In-bounds lanes (the last block of an axis may run past its extent).
+    tails = [a for a in range(len(plan.axes)) if plan.extents[a] % plan.blocks[a]]
+    inb = None
+    if tails:
+        for a in tails:
+            e.emit(f"in{a} = x{a} < {plan.extents[a]}")
+        if not e.two_d:
+            inb = "in0"
+        else:
+            left = "in0[:, None]" if 0 in tails else None
+            right = "in1[None, :]" if 1 in tails else None
+            if left and right:
+                e.emit(f"inb = {left} & {right}")
+            else:
+                e.emit(f"inb = tl.broadcast_to({left or right}, {e.shape})")
+            inb = "inb"
+
+    dst_idx = e.full("dst_idx", spec.dst_strides, spec.dst_offset)
+    fill = _fill_expr(spec.fill, spec.dst_dtype, e.shape)
+    if plan.fill_only:
+        e.emit(f"y = {fill}")
+    else:
+        src_idx = e.full("src_idx", spec.src_strides, spec.src_offset)
+        conds = []
+        for j, m in enumerate(spec.masks):
+            low, high = mask_range(spec.sizes, m.coeffs)
+            msum = e.full(f"m{j}", m.coeffs, 0)
+            if low < m.lo - 1:
+                conds.append(f"({msum} >= {m.lo})")
+            if high >= m.hi:
+                conds.append(f"({msum} < {m.hi})")
+        valid = None
+        if conds:
+            e.emit(f"valid = {' & '.join(conds)}")
+            valid = "valid"
+        load_mask = " & ".join(x for x in (inb, valid) if x)
+        if load_mask:
+            e.emit(f"x = tl.load(src_ptr + {src_idx}, mask={load_mask}, other=0)")
+        else:
+            e.emit(f"x = tl.load(src_ptr + {src_idx})")
+        for line in _cast_lines(spec.src_dtype, spec.dst_dtype):
+            e.emit(line)
+        if valid:
+            e.emit(f"y = tl.where(valid, y, {fill})")
+    if inb:
+        e.emit(f"tl.store(dst_ptr + {dst_idx}, y, mask={inb})")
+    else:
+        e.emit(f"tl.store(dst_ptr + {dst_idx}, y)")
+
+    body = e.lines
+
+    params = ", ".join(["src_ptr", "dst_ptr"] + [f"{n}: tl.constexpr" for n in names])
+    header = [
+        f"# stridec copy kernel: strategy={plan.strategy}, index_bits={plan.index_bits}",
+        f"# dims (outer -> inner): sizes {spec.sizes}",
+        f"#   src strides {spec.src_strides} offset {spec.src_offset} ({spec.src_dtype})",
+        f"#   dst strides {spec.dst_strides} offset {spec.dst_offset} ({spec.dst_dtype})",
+    ]
+    for m in spec.masks:
+        header.append(f"#   mask {m.lo} <= {m.coeffs} . i < {m.hi}, else fill {spec.fill!r}")
+    header.append(f"# tile axes {plan.axes} extents {plan.extents} blocks {plan.blocks}")
+    text = [
+        *header,
+        "import triton",
+        "import triton.language as tl",
+        "",
+        "",
+        "@triton.jit",
+        f"def {name}({params}):",
+        *body,
+        "",
+    ]
+    return "\n".join(text)
+
+
+# --------------------------------------------------------------------------- the kernel
+
+
+@dataclass(frozen=True, slots=True)
+class CopyKernel:
+    """A generated copy kernel: source, grid and launch arguments (SPEC §5 `plan.kernels`).
+
+    `launch(src_storage, dst_storage)` takes both storages as flat contiguous tensors that
+    start at storage element 0; a kernel of `numel == 0` launches nothing.
+    """
+
+    name: str
+    strategy: str
+    source: str
+    grid: tuple[int, ...]
+    constexprs: dict[str, int] = field(hash=False)
+    numel: int
+    index_bits: int
+    num_warps: int
+    target: str
+    spec: CopySpec
+    # Addresses the kernel may touch, (lowest, highest); None when nothing is touched or,
+    # for the source, when masks decide which addresses are read.
+    src_span: tuple[int, int] | None
+    dst_span: tuple[int, int] | None
+    kind: str = "copy"
+    _handle: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def launch(self, src_storage: torch.Tensor, dst_storage: torch.Tensor) -> None:
+        if self.numel == 0:
+            return
+        _check_storage("src_storage", src_storage, self.spec.src_dtype, self.src_span)
+        _check_storage("dst_storage", dst_storage, self.spec.dst_dtype, self.dst_span)
+        if src_storage.device != dst_storage.device:
+            raise CallError(
+                f"copy {self.name}: src_storage and dst_storage must share a device; "
+                f"got {src_storage.device} and {dst_storage.device}"
+            )
+        handle = self._handle
+        if handle is None:
+            from stridec.runtime.launch import load_kernel
+
+            handle = load_kernel(self.source, self.name)
+            object.__setattr__(self, "_handle", handle)
+        handle.run(self.grid, src_storage, dst_storage, **self.constexprs,
+                   num_warps=self.num_warps)
+
+
+def _check_storage(
+    what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None
+) -> None:
+    if t.dtype != dtype.torch:
+        raise CallError(f"copy: {what} must have dtype {dtype}; got {t.dtype}")
+    if t.dim() != 1 or (t.numel() > 1 and t.stride(0) != 1):
+        raise CallError(
+            f"copy: {what} must be a flat contiguous 1-D tensor; "
+            f"got sizes {tuple(t.shape)} strides {t.stride()}"
+        )
+    if span is not None and (span[0] < 0 or span[1] >= t.numel()):
+        raise CallError(
+            f"copy: {what} holds {t.numel()} elements but the copy addresses "
+            f"[{span[0]}, {span[1]}]"
+        )
+
+
+def generate_copy(spec: CopySpec, target: str = "cuda") -> CopyKernel:
+    """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu" = interpreter)."""
+    plan = plan_copy(spec, target)
+    placeholder = "stridec_copy_KERNEL"
+    text = emit_copy_source(plan, placeholder)
+    digest = hashlib.sha256(f"{target}\n{text}".encode()).hexdigest()[:16]
+    name = f"stridec_copy_{digest}"
+    source = text.replace(placeholder, name)
+    src_span = dst_span = None
+    if plan.numel:
+        canon = plan.spec
+        dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
+        if not canon.masks:
+            src_span = address_range(canon.sizes, canon.src_strides, canon.src_offset)
+    return CopyKernel(
+        name=name,
+        strategy=plan.strategy,
+        source=source,
+        grid=plan.grid,
+        constexprs=plan.constexprs,
+        numel=plan.numel,
+        index_bits=plan.index_bits,
+        num_warps=plan.num_warps,
+        target=target,
+        spec=spec,
+        src_span=src_span,
+        dst_span=dst_span,
+    )

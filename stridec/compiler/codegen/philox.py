@@ -1,0 +1,593 @@
+"""Triton kernels for the `philox` op: Philox4x32-10 bits or uniforms, DirectML semantics.
+
+One kernel writes one output of the op (SPEC §6) through an arbitrary index map, and its
+program 0 writes the advanced generator state. The iteration space of the kernel and
+the philox output are related by two affine maps over the same coordinates `c`:
+
+    logical index  i(c) = index_offset + Σ c_k · index_strides_k   (row-major in the philox sizes)
+    destination    d(c) = dst_offset   + Σ c_k · dst_strides_k      (flat output storage)
+
+and the kernel stores word `i mod 4` of Philox4x32-10(counter + ⌊i/4⌋, key) at `d`, or
+`fill` where a mask (`lo <= Σ coeffs_k · c_k < hi`) fails. For a plain output both maps
+are the contiguous strides of the sizes. An NCHW4 packing of a C = 3 output, for
+instance, iterates `(n, co, ci, h, w)` over `(N, 1, 4, H, W)` with index strides
+`(3HW, 4HW, HW, W, 1)`, destination strides `(4HW, 4HW, 1, 4W, 4)` and the mask
+`0 <= 4·co + ci < 3`; with H = W = 2, element `(0, 0, 2, 1, 0)` reads
+`i = 2·4 + 1·2 = 10` and lands at `d = 2 + 1·8 = 10`.
+
+Two kernel shapes:
+
+* **linear** — the output is plainly contiguous (`i == position`, destination unit
+  stride, no mask): each program takes `BLOCK` counters, runs Philox once per counter and
+  stores its four words side by side (16-byte stores).
+* **gather** — anything else: each program takes `BLOCK` positions of the iteration
+  space, recovers coordinates by division with baked-in sizes, and runs Philox for the
+  counter of each element (three of the four words are dropped).
+
+Everything about the spec is baked into the source as constants (deterministic text, so
+Triton's cache hits); only `BLOCK` is a `tl.constexpr`. Offsets are int32 when every
+position, index and address the kernel forms stays below 2^31, else int64 from the
+program id on (cast before any multiply).
+
+The counter add is a 128-bit add done in 32-bit words: `q = ⌊i/4⌋` is split into its
+low and high 32-bit halves and the carries run through words 1–3, so a counter near
+2^32, 2^64, 2^96 or 2^128 − 1 carries (and wraps) exactly as the reference.
+
+Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with the float32
+constants of `stridec.ir.philox.uniform_scale`: an explicit fused multiply-add rounds once
+on every backend, so Triton's FP contraction cannot change the bits.
+
+The state is read on the device by every program; program 0 also writes `new_state`.
+`state` and `new_state` must therefore not overlap (`launch` checks it): a program that
+starts after program 0 has stored would read the advanced counter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from stridec.errors import CallError, ShapeError, UnsupportedError
+from stridec.ir.dtypes import DType, as_dtype
+
+__all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
+
+_MAX_RANK = 8
+_INT32_LIMIT = 2**31 - 1
+# Random123 philox.h constants, written here again rather than imported: the kernel and
+# the reference in stridec.ir.philox are kept independent so that one checks the other.
+PHILOX_M0 = 0xD2511F53
+PHILOX_M1 = 0xCD9E8D57
+PHILOX_W0 = 0x9E3779B9
+PHILOX_W1 = 0xBB67AE85
+_BITS_DTYPES = ("uint32", "int32")
+_UNIFORM_DTYPES = ("float32", "float16", "bfloat16")
+# Bit-pattern integer type of each output dtype (fills are written as bit patterns).
+_BITS_OF = {4: (torch.int32, "tl.int32"), 2: (torch.int16, "tl.int16")}
+
+
+@dataclass(frozen=True)
+class PhiloxSpec:
+    """What one philox kernel computes; see the module docstring for the two maps.
+
+    `numel` is the element count of the philox output itself (it sets `new_state`);
+    the iteration space `sizes` may be larger (padding written with `fill`) or smaller.
+    `masks` are objects with `.coeffs` (one int per dim), `.lo` and `.hi`.
+    """
+
+    sizes: tuple[int, ...]
+    index_strides: tuple[int, ...]
+    index_offset: int
+    dst_strides: tuple[int, ...]
+    dst_offset: int
+    numel: int
+    dst_dtype: DType
+    distribution: str = "bits"
+    low: float = 0.0
+    high: float = 1.0
+    masks: tuple = ()
+    fill: float | int = 0
+
+
+@dataclass(frozen=True)
+class PhiloxKernel:
+    """A generated philox kernel: its Triton module text and how to launch it.
+
+    `constexprs` holds `(name, value)` pairs passed at launch; `dst_elements` is the
+    smallest flat destination storage (in elements) the kernel may address; `strategy`
+    is "linear", "gather" or "empty" (no element, only the state advances).
+    """
+
+    name: str
+    kind: str
+    source: str
+    grid: tuple[int, ...]
+    constexprs: tuple[tuple[str, int], ...]
+    numel: int
+    index_bits: int
+    dst_dtype: DType
+    dst_elements: int
+    strategy: str
+
+    def launch(
+        self, state: torch.Tensor, dst_storage: torch.Tensor, new_state: torch.Tensor
+    ) -> None:
+        """Run the kernel: fill `dst_storage` from `state`, write the advanced `new_state`.
+
+        `state` and `new_state` hold 6 int32 / uint32 words each (contiguous, any shape of
+        6 elements) and must not overlap; `dst_storage` is the flat 1-D output storage of
+        the spec's dtype. CUDA tensors run compiled, CPU tensors through Triton's
+        interpreter. Nothing is synchronized with the host.
+        """
+        state_words = _state_view(state, "state")
+        new_words = _state_view(new_state, "new_state")
+        dst = self._dst_view(dst_storage)
+        devices = {state_words.device, new_words.device, dst.device}
+        if len(devices) != 1:
+            raise CallError(
+                f"philox: state, dst and new_state must be on one device; got "
+                f"{state.device}, {dst_storage.device}, {new_state.device}"
+            )
+        for (a, a_name), (b, b_name) in (
+            ((state_words, "state"), (new_words, "new_state")),
+            ((state_words, "state"), (dst, "dst")),
+            ((new_words, "new_state"), (dst, "dst")),
+        ):
+            if _overlap(a, b):
+                raise CallError(
+                    f"philox: {a_name} and {b_name} overlap in memory; every program reads "
+                    f"state while program 0 writes new_state, so they must be distinct"
+                )
+        from stridec.runtime.launch import load_kernel
+
+        handle = load_kernel(self.source, self.name)
+        handle.run(self.grid, state_words, dst, new_words, **dict(self.constexprs))
+
+    def _dst_view(self, dst_storage: torch.Tensor) -> torch.Tensor:
+        want = self.dst_dtype
+        if not isinstance(dst_storage, torch.Tensor):
+            raise CallError(f"dst: expected a torch.Tensor; got {type(dst_storage).__name__}")
+        if dst_storage.dtype != want.torch:
+            raise CallError(f"dst: expected dtype {want.name}; got {dst_storage.dtype}")
+        if dst_storage.dim() != 1 or not dst_storage.is_contiguous():
+            raise CallError(
+                f"dst: expected a flat contiguous 1-D storage; got sizes "
+                f"{tuple(dst_storage.shape)} strides {tuple(dst_storage.stride())}"
+            )
+        if dst_storage.numel() < self.dst_elements:
+            raise CallError(
+                f"dst: the output layout addresses {self.dst_elements} elements; the storage "
+                f"holds {dst_storage.numel()}"
+            )
+        # uint32 is stored as its int32 bit pattern (same bytes).
+        return dst_storage.view(torch.int32) if want.name == "uint32" else dst_storage
+
+
+def _state_view(t: Any, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise CallError(f"{what}: expected a torch.Tensor of 6 words; got {type(t).__name__}")
+    if t.dtype not in (torch.int32, torch.uint32):
+        raise CallError(f"{what}: expected dtype uint32 or int32; got {t.dtype}")
+    if t.numel() != 6 or not t.is_contiguous():
+        raise CallError(
+            f"{what}: expected 6 contiguous words; got sizes {tuple(t.shape)} "
+            f"strides {tuple(t.stride())}"
+        )
+    flat = t.reshape(6)
+    return flat.view(torch.int32) if flat.dtype == torch.uint32 else flat
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0 = a.data_ptr()
+    b0 = b.data_ptr()
+    a1 = a0 + a.numel() * a.element_size()
+    b1 = b0 + b.numel() * b.element_size()
+    return a0 < b1 and b0 < a1
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The spec after validation and coalescing: what the emitter needs."""
+
+    sizes: tuple[int, ...]
+    index_strides: tuple[int, ...]
+    index_offset: int
+    dst_strides: tuple[int, ...]
+    dst_offset: int
+    masks: tuple[tuple[tuple[int, ...], int, int], ...]
+    space_numel: int
+    numel: int
+    dtype: DType
+    uniform: bool
+    low32: float
+    scale32: float
+    fill_bits: int
+
+
+def _ints(values: Any, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in values)
+    except (TypeError, ValueError):
+        raise ShapeError(f"philox: {what} must be a sequence of ints; got {values!r}") from None
+
+
+def _span(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple[int, int]:
+    """Smallest and largest value of `offset + Σ c_k·strides_k` over a non-empty space."""
+    lo = hi = offset
+    for s, st in zip(sizes, strides):
+        step = (s - 1) * st
+        lo += min(0, step)
+        hi += max(0, step)
+    return lo, hi
+
+
+def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:
+    """A bound on `|partial sum|` of `offset + Σ c_k·strides_k`, for the int32 check."""
+    return abs(offset) + sum((s - 1) * abs(st) for s, st in zip(sizes, strides))
+
+
+def _coalesce(
+    sizes: tuple[int, ...], forms: list[tuple[int, ...]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 dims and merge dims `k, k+1` where every linear form agrees.
+
+    A merge needs `form_k == sizes_{k+1} · form_{k+1}` for each form (index strides,
+    destination strides, mask coefficients): then `c_k·f_k + c_{k+1}·f_{k+1}` is
+    `(c_k·sizes_{k+1} + c_{k+1})·f_{k+1}`, one coordinate of the merged dim.
+    """
+    keep = [k for k, s in enumerate(sizes) if s != 1]
+    out_sizes: list[int] = []
+    out_forms: list[list[int]] = [[] for _ in forms]
+    for k in keep:
+        if out_sizes and all(out[-1] == sizes[k] * f[k] for out, f in zip(out_forms, forms)):
+            out_sizes[-1] *= sizes[k]
+            for out, f in zip(out_forms, forms):
+                out[-1] = f[k]
+            continue
+        out_sizes.append(sizes[k])
+        for out, f in zip(out_forms, forms):
+            out.append(f[k])
+    return tuple(out_sizes), [tuple(f) for f in out_forms]
+
+
+def _fill_bits(fill: float | int, dtype: DType) -> int:
+    """`fill` as the signed bit pattern of `dtype` (int32 / int16), or `ShapeError`."""
+    if dtype.is_floating:
+        value = torch.tensor([float(fill)], dtype=torch.float64).to(dtype.torch)
+    else:
+        if isinstance(fill, float) and not float(fill).is_integer():
+            raise ShapeError(f"philox: fill {fill!r} is not an integer for dtype {dtype.name}")
+        v = int(fill)
+        lo, hi = (0, 2**32) if dtype.name == "uint32" else (-(2**31), 2**31)
+        if not lo <= v < hi:
+            raise ShapeError(f"philox: fill {fill!r} does not fit dtype {dtype.name}")
+        if v >= 2**31:
+            v -= 2**32
+        value = torch.tensor([v], dtype=torch.int32)
+    bits_dtype, _ = _BITS_OF[dtype.itemsize]
+    return int(value.view(bits_dtype).item())
+
+
+def _plan(spec: PhiloxSpec) -> _Plan:
+    sizes = _ints(spec.sizes, "sizes")
+    if len(sizes) > _MAX_RANK:
+        raise UnsupportedError(f"philox: rank at most {_MAX_RANK} is supported; got sizes {sizes}")
+    if any(s < 0 for s in sizes):
+        raise ShapeError(f"philox: sizes must be >= 0; got {sizes}")
+    index_strides = _ints(spec.index_strides, "index_strides")
+    dst_strides = _ints(spec.dst_strides, "dst_strides")
+    for what, strides in (("index_strides", index_strides), ("dst_strides", dst_strides)):
+        if len(strides) != len(sizes):
+            raise ShapeError(
+                f"philox: {what} {strides} must have one entry per dim of sizes {sizes}"
+            )
+    numel = int(spec.numel)
+    if numel < 0:
+        raise ShapeError(f"philox: numel must be >= 0; got {numel}")
+    index_offset = int(spec.index_offset)
+    dst_offset = int(spec.dst_offset)
+
+    masks = []
+    for m in spec.masks:
+        coeffs = _ints(m.coeffs, "mask coeffs")
+        if len(coeffs) != len(sizes):
+            raise ShapeError(f"philox: mask coeffs {coeffs} must have one entry per dim of {sizes}")
+        masks.append((coeffs, int(m.lo), int(m.hi)))
+
+    dtype = as_dtype(spec.dst_dtype, "philox dst_dtype")
+    if spec.distribution == "bits":
+        if dtype.name not in _BITS_DTYPES:
+            raise UnsupportedError(f"philox: bits are uint32 or int32; got dst_dtype {dtype.name}")
+    elif spec.distribution == "uniform":
+        if dtype.name not in _UNIFORM_DTYPES:
+            raise UnsupportedError(
+                f"philox: uniforms are float32, float16 or bfloat16; got dst_dtype {dtype.name}"
+            )
+    else:
+        raise UnsupportedError(
+            f"philox: distribution must be 'bits' or 'uniform'; got {spec.distribution!r}"
+        )
+    low32 = np.float32(spec.low)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale32 = np.float32(np.float32(spec.high) - low32)  # as stridec.ir.philox.uniform_scale
+    if spec.distribution == "uniform" and not (np.isfinite(low32) and np.isfinite(scale32)):
+        raise UnsupportedError(
+            f"philox: low={spec.low!r}, high={spec.high!r} give a non-finite float32 range"
+        )
+
+    space_numel = math.prod(sizes)
+    if space_numel > 0:
+        d_lo, _ = _span(sizes, dst_strides, dst_offset)
+        if d_lo < 0:
+            raise ShapeError(
+                f"philox: destination offsets go below 0 (sizes {sizes}, dst_strides "
+                f"{dst_strides}, dst_offset {dst_offset})"
+            )
+        if not masks:
+            i_lo, i_hi = _span(sizes, index_strides, index_offset)
+            if i_lo < 0 or i_hi >= numel:
+                raise ShapeError(
+                    f"philox: logical indices [{i_lo}, {i_hi}] leave the output's "
+                    f"[0, {numel}) (sizes {sizes}, index_strides {index_strides}, "
+                    f"index_offset {index_offset})"
+                )
+
+    forms = [index_strides, dst_strides] + [c for c, _, _ in masks]
+    c_sizes, c_forms = _coalesce(sizes, forms) if space_numel > 0 else (sizes, forms)
+    return _Plan(
+        sizes=c_sizes,
+        index_strides=c_forms[0],
+        index_offset=index_offset,
+        dst_strides=c_forms[1],
+        dst_offset=dst_offset,
+        masks=tuple((c, lo, hi) for c, (_, lo, hi) in zip(c_forms[2:], masks)),
+        space_numel=space_numel,
+        numel=numel,
+        dtype=dtype,
+        uniform=spec.distribution == "uniform",
+        low32=float(low32),
+        scale32=float(scale32),
+        fill_bits=_fill_bits(spec.fill, dtype) if masks else 0,
+    )
+
+
+def _is_linear(plan: _Plan) -> bool:
+    """True when position, logical index and destination all advance together by 1."""
+    if plan.masks or plan.index_offset != 0 or plan.space_numel != plan.numel:
+        return False
+    if len(plan.sizes) == 0:
+        return True
+    return len(plan.sizes) == 1 and plan.index_strides == (1,) and plan.dst_strides == (1,)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+# --------------------------------------------------------------------------- emission
+
+def _emit_rounds(lines: list[str]) -> None:
+    """Emit Random123's ten Philox4x32 rounds on `x0..x3`, giving `y0..y3`.
+
+    Inline in the kernel body: a nested `@triton.jit` helper would not run under the
+    interpreter as `stridec.runtime.launch` drives it (no TRITON_INTERPRET at import).
+    The key bump after the tenth round is dead code, dropped by the compiler.
+    """
+    lines += [
+        "    # Philox4x32-10 (Random123): ten rounds, the key bumped by Weyl constants between.",
+        "    k0 = key0",
+        "    k1 = key1",
+        "    for _ in tl.static_range(10):",
+        f"        hi0 = tl.umulhi(x0, {PHILOX_M0:#x})",
+        f"        hi1 = tl.umulhi(x2, {PHILOX_M1:#x})",
+        f"        x0, x1, x2, x3 = hi1 ^ x1 ^ k0, x2 * {PHILOX_M1:#x}, hi0 ^ x3 ^ k1, x0 * {PHILOX_M0:#x}",
+        f"        k0 = k0 + {PHILOX_W0:#x}",
+        f"        k1 = k1 + {PHILOX_W1:#x}",
+        "    y0, y1, y2, y3 = x0, x1, x2, x3",
+    ]
+
+
+def _emit_state_reads(lines: list[str]) -> None:
+    lines.append("    # The state as uint32 words: counter ctr0 (low) .. ctr3, key key0 .. key1.")
+    for k, name in enumerate(("ctr0", "ctr1", "ctr2", "ctr3", "key0", "key1")):
+        lines.append(f"    {name} = tl.load(state_ptr + {k}).to(tl.uint32, bitcast=True)")
+
+
+def _emit_counter_add(lines: list[str], q: str, wide: bool) -> None:
+    """Emit `x0..x3 = counter + q` (mod 2^128) for the non-negative block index `q`."""
+    lines.append(f"    lo = {q}.to(tl.uint32)")
+    lines.append("    x0 = ctr0 + lo")
+    lines.append("    carry = (x0 < ctr0).to(tl.uint32)")
+    if wide:
+        lines.append(f"    hi = ({q} >> 32).to(tl.uint32)")
+        lines.append("    x1 = ctr1 + hi")
+        lines.append("    carry1 = (x1 < ctr1).to(tl.uint32)")
+        lines.append("    x1 = x1 + carry")
+        lines.append("    carry = carry1 | (x1 < carry).to(tl.uint32)")
+    else:
+        lines.append("    x1 = ctr1 + carry")
+        lines.append("    carry = (x1 < carry).to(tl.uint32)")
+    lines.append("    x2 = ctr2 + carry")
+    lines.append("    carry = (x2 < carry).to(tl.uint32)")
+    lines.append("    x3 = ctr3 + carry")
+
+
+def _emit_new_state(lines: list[str], numel: int) -> None:
+    """Program 0 stores counter + ⌈numel/4⌉ (mod 2^128) and the key."""
+    blocks = -(-numel // 4)
+    w0, w1 = blocks & 0xFFFFFFFF, (blocks >> 32) & 0xFFFFFFFF
+    lines.append("    if pid == 0:")
+    lines.append(f"        # new_state = counter + ceil({numel} / 4) = counter + {blocks}")
+    lines.append(f"        n0 = ctr0 + {w0}")
+    lines.append("        c = (n0 < ctr0).to(tl.uint32)")
+    lines.append(f"        n1 = ctr1 + {w1}")
+    lines.append("        c1 = (n1 < ctr1).to(tl.uint32)")
+    lines.append("        n1 = n1 + c")
+    lines.append("        c = c1 | (n1 < c).to(tl.uint32)")
+    lines.append("        n2 = ctr2 + c")
+    lines.append("        c = (n2 < c).to(tl.uint32)")
+    lines.append("        n3 = ctr3 + c")
+    for k, name in enumerate(("n0", "n1", "n2", "n3", "key0", "key1")):
+        lines.append(f"        tl.store(new_state_ptr + {k}, {name}.to(tl.int32, bitcast=True))")
+
+
+def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
+    """Emit `val = <src words converted to the destination type>`."""
+    if not plan.uniform:
+        lines.append(f"    val = {src}.to(tl.int32, bitcast=True)")
+        return
+    lines.append(f"    u = ({src} >> 8).to(tl.float32) * {2.0**-24!r}")
+    lines.append(f"    val = tl.fma(u, {plan.scale32!r}, {plan.low32!r})")
+    if plan.dtype.name != "float32":
+        lines.append(f"    val = val.to({plan.dtype.triton})")
+
+
+def _linear_body(lines: list[str], plan: _Plan, wide: bool) -> None:
+    lines.append("    # Linear output: BLOCK counters per program, four words stored per counter.")
+    lines.append("    q = pid * BLOCK + tl.arange(0, BLOCK)")
+    _emit_counter_add(lines, "q", wide)
+    _emit_rounds(lines)
+    lines.append("    # [BLOCK, 2, 2] -> [BLOCK, 4]: words in the order y0, y1, y2, y3.")
+    lines.append("    words = tl.reshape(tl.join(tl.join(y0, y2), tl.join(y1, y3)), [BLOCK, 4])")
+    _emit_convert(lines, plan, "words")
+    lines.append("    i = q[:, None] * 4 + tl.arange(0, 4)[None, :]")
+    off = f"{plan.dst_offset} + " if plan.dst_offset else ""
+    lines.append(f"    tl.store(dst_ptr + {off}i, val, mask=i < {plan.numel})")
+
+
+def _linear_form(coords: list[str], strides: tuple[int, ...], offset: int) -> str:
+    terms = [f"{c} * {s}" if s != 1 else c for c, s in zip(coords, strides) if s != 0]
+    if not terms:
+        return f"p * 0 + {offset}"
+    if offset:
+        terms.insert(0, str(offset))
+    return " + ".join(terms)
+
+
+def _gather_body(lines: list[str], plan: _Plan, wide: bool) -> None:
+    rank = len(plan.sizes)
+    lines.append("    # Gather: BLOCK positions of the iteration space per program, one word each.")
+    lines.append("    p = pid * BLOCK + tl.arange(0, BLOCK)")
+    lines.append(f"    live = p < {plan.space_numel}")
+    coords = [f"c{k}" for k in range(rank)]
+    if rank:
+        lines.append(f"    # Coordinates in sizes {plan.sizes}, innermost first.")
+        lines.append("    r = p")
+        for k in range(rank - 1, 0, -1):
+            lines.append(f"    c{k} = r % {plan.sizes[k]}")
+            lines.append(f"    r = r // {plan.sizes[k]}")
+        lines.append("    c0 = r")
+    lines.append(f"    i = {_linear_form(coords, plan.index_strides, plan.index_offset)}")
+    lines.append(f"    d = {_linear_form(coords, plan.dst_strides, plan.dst_offset)}")
+    if plan.masks:
+        conds = []
+        for n, (coeffs, lo, hi) in enumerate(plan.masks):
+            lines.append(f"    m{n} = {_linear_form(coords, coeffs, 0)}")
+            conds.append(f"({lo} <= m{n}) & (m{n} < {hi})")
+        lines.append(f"    valid = {' & '.join(conds)}")
+        lines.append("    i = tl.where(valid, i, 0)  # masked-out lanes may index anywhere")
+    lines.append("    q = i >> 2")
+    lines.append("    w = i & 3")
+    _emit_counter_add(lines, "q", wide)
+    _emit_rounds(lines)
+    lines.append("    word = tl.where(w == 0, y0, tl.where(w == 1, y1, tl.where(w == 2, y2, y3)))")
+    _emit_convert(lines, plan, "word")
+    if plan.masks:
+        _, bits_tl = _BITS_OF[plan.dtype.itemsize]
+        elem = "tl.int32" if not plan.uniform else plan.dtype.triton
+        lines.append(
+            f"    fill = tl.full([BLOCK], {plan.fill_bits}, {bits_tl}).to({elem}, bitcast=True)"
+        )
+        lines.append("    val = tl.where(valid, val, fill)")
+    lines.append("    tl.store(dst_ptr + d, val, mask=live)")
+
+
+def _index_bits(plan: _Plan, linear: bool, block: int) -> int:
+    if linear:
+        blocks = -(-plan.numel // 4)
+        bounds = [blocks + block, 4 * (blocks + block) + plan.dst_offset]
+    else:
+        s = plan.sizes
+        bounds = [
+            plan.space_numel + block,
+            _bound(s, plan.index_strides, plan.index_offset),
+            _bound(s, plan.dst_strides, plan.dst_offset),
+        ] + [_bound(s, c, 0) for c, _, _ in plan.masks]
+    return 32 if max(bounds) <= _INT32_LIMIT else 64
+
+
+def _default_block(linear: bool, work: int, target: str) -> int:
+    if target == "cpu":
+        # The interpreter pays per program: few, large programs.
+        return min(max(_next_pow2(work), 16), 1 << 14)
+    return 512 if linear else 1024
+
+
+def generate_philox(spec: PhiloxSpec, target: str = "cuda", block: int | None = None) -> PhiloxKernel:
+    """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu").
+
+    `block` overrides the per-program block (a power of two): counters per program on
+    the linear path, elements per program on the gather path. Bad specs raise
+    `ShapeError` / `UnsupportedError` naming the field.
+    """
+    if target not in ("cuda", "cpu"):
+        raise UnsupportedError(f"philox: target must be 'cuda' or 'cpu'; got {target!r}")
+    plan = _plan(spec)
+    empty = plan.space_numel == 0
+    linear = not empty and _is_linear(plan)
+    work = -(-plan.numel // 4) if linear else plan.space_numel
+    if block is None:
+        block = _default_block(linear, work, target)
+    if block < 1 or block & (block - 1):
+        raise UnsupportedError(f"philox: block must be a power of two; got {block}")
+    index_bits = 32 if empty else _index_bits(plan, linear, block)
+    wide = index_bits == 64
+
+    lines = ["import triton", "import triton.language as tl", "", ""]
+    lines.append("@triton.jit")
+    lines.append("def __NAME__(state_ptr, dst_ptr, new_state_ptr, BLOCK: tl.constexpr):")
+    if empty:
+        strategy = "empty"
+        lines.append("    # Empty output: no element is written; only the state advances.")
+    else:
+        strategy = "linear" if linear else "gather"
+    lines.append(
+        "    pid = tl.program_id(0).to(tl.int64)" if wide else "    pid = tl.program_id(0)"
+    )
+    _emit_state_reads(lines)
+    if linear:
+        _linear_body(lines, plan, wide)
+    elif not empty:
+        _gather_body(lines, plan, wide)
+    _emit_new_state(lines, plan.numel)
+    text = "\n".join(lines) + "\n"
+    name = "philox_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    source = text.replace("__NAME__", name)
+
+    grid = (1,) if empty else (max(1, -(-work // block)),)
+    if plan.space_numel == 0:
+        dst_elements = 0
+    else:
+        dst_elements = _span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
+    return PhiloxKernel(
+        name=name,
+        kind="philox",
+        source=source,
+        grid=grid,
+        constexprs=(("BLOCK", block),),
+        numel=plan.numel,
+        index_bits=index_bits,
+        dst_dtype=plan.dtype,
+        dst_elements=dst_elements,
+        strategy=strategy,
+    )

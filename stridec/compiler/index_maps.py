@@ -1,0 +1,329 @@
+"""Index-map algebra under `fuse-copies` and `eliminate-copies` (SPEC §4).
+
+A copy *writer* walks an iteration space P (sizes p) and stores
+
+    buffer[Wd(i)] = source[Ws(i)]
+
+where ``Wd`` (writer_dst) and ``Ws`` (writer_src) are layouts over P: Wd addresses the buffer
+(one address per coordinate, maybe padded or permuted), Ws the source storage (any strides).
+A *reader* is a layout R over a space Q that addresses the buffer. Fusing the copy into the
+reader means reading the source directly, at ``Ws(Wd⁻¹(R(j)))`` for every reader coordinate
+j. That is a strided layout exactly when the P-coordinates ``Wd⁻¹(R(j))`` are an affine
+function of j -- sometimes only after a reader dim is split into mixed-radix factors (a
+reshape that merged two writer dims walks across the boundary between them).
+
+**Inverting Wd.** Sorted by stride, an injective Wd nests: each stride exceeds the reach of
+the dims inside it. Then a buffer address decomposes greedily, largest stride first. With
+p = (2, 4, 5) and the contiguous Wd strides (20, 5, 1), address 37 is
+
+    37 // 20 = 1, rem 17;   17 // 5 = 3, rem 2;   2 // 1 = 2, rem 0   ->  i = (1, 3, 2)
+
+and indeed {1,3,2}·{20,5,1} = 20 + 15 + 2 = 37. A coordinate past its size, or a final
+remainder other than 0, means the address is never written (outside Wd or in its padding).
+
+**Composing.** ``coord_base = Wd⁻¹(R.offset)``; each reader dim moves the P-coordinates by
+``Wd⁻¹(R.offset + stride) - coord_base`` per step. A reader stride of 20 over that writer
+moves 1 along P dim 0 (20 = {1,0,0}·{20,5,1}). A reader stride of 1 and size 20 -- the
+buffer flattened -- first moves along dim 2, but only 5 steps fit there, so the dim is split
+into factors (4, 5) with strides (5, 1), moving {0,1,0} and {0,0,1}; a last factor would go
+on to (2,) along dim 0. Every factor moves by a constant vector, so
+
+    P-coords(j') = coord_base + coord_map · j'
+
+and the fused read is the layout ``Ws.offset + Ws·coord_base`` with stride
+``Σ_m coord_map[m][k]·Ws_m`` on each refined dim k. The composition is right as soon as
+(1) coord_base decodes R.offset, (2) each movement's Wd-image is its refined stride and (3)
+the box of coordinates the refined reader spans stays inside P: then Wd of those
+coordinates is the refined reader's address, and as Wd is injective they *are* Wd⁻¹ of it.
+`compose` keeps (3) as an invariant while it picks factors.
+
+A writer that can be coalesced (``coalesce_jointly(Wd, Ws)``) composes with more readers:
+P-coordinates of a coarser P are affine more often. Callers without masks over P may pass
+the coalesced pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stridec.errors import LayoutError
+from stridec.ir.layout import MAX_RANK, Layout, contiguous_strides
+
+__all__ = ["Composition", "as_view", "compose", "compose_mask", "refine"]
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """A reader composed with a copy's writer: how to read the copy's source directly.
+
+    - `split`: for each reader dim, its factor sizes, outermost first (their product is the
+      dim's size; a dim that needs no split, or of size 0 or 1, is ``(size,)``).
+    - `sizes`: the refined space Q', the factors concatenated.
+    - `src`: a layout over Q' addressing the source storage.
+    - `coord_base`, `coord_map`: the P-coordinates of the refined coordinate j' are
+      ``coord_base[m] + Σ_k coord_map[m][k]·j'[k]``.
+
+    For every j' in Q': ``Ws(P-coords(j')) == src(j')`` and ``Wd(P-coords(j')) ==
+    refine(reader, split)(j')``.
+    """
+
+    split: tuple[tuple[int, ...], ...]
+    sizes: tuple[int, ...]
+    src: Layout
+    coord_base: tuple[int, ...]
+    coord_map: tuple[tuple[int, ...], ...]
+
+    @property
+    def is_refined(self) -> bool:
+        """Whether some reader dim was split into more than one factor."""
+        return any(len(factors) > 1 for factors in self.split)
+
+
+@dataclass(frozen=True, slots=True)
+class _WriterInverse:
+    """Wd⁻¹ for an injective, nested Wd.
+
+    `low` is Wd's lowest address; `dims` holds (P dim, |stride|, size, flipped) of the dims
+    of size > 1, largest stride first. A flipped dim (negative stride) is decoded as the
+    unflipped one and counted back from its end.
+    """
+
+    rank: int
+    low: int
+    dims: tuple[tuple[int, int, int, bool], ...]
+
+    def coords_of(self, address: int) -> tuple[int, ...] | None:
+        """The P-coordinates Wd maps to `address`, or ``None`` if Wd never writes it."""
+        rest = address - self.low
+        if rest < 0:
+            return None
+        coords = [0] * self.rank
+        for m, stride, size, flipped in self.dims:
+            i, rest = divmod(rest, stride)
+            if i >= size:
+                return None
+            coords[m] = size - 1 - i if flipped else i
+        return tuple(coords) if rest == 0 else None
+
+
+def _invert(writer_dst: Layout) -> _WriterInverse | None:
+    """Wd⁻¹, or ``None`` unless Wd provably writes each coordinate to its own address.
+
+    The proof is the nesting of `Layout.may_overlap`: sorted by |stride|, every stride
+    exceeds the reach of the dims inside it. Rows of 3 at pitch 5, strides (15, 5, 1) over
+    sizes (2, 3, 3), nest: 1 > 0, 5 > (3-1)*1 = 2, 15 > 2 + (3-1)*5 = 12. Permuted layouts
+    nest too; a broadcast dim (stride 0) never does.
+    """
+    low = writer_dst.min_index()
+    if low is None:
+        return None
+    moving = sorted(
+        (abs(s), m)
+        for m, (n, s) in enumerate(zip(writer_dst.sizes, writer_dst.strides, strict=True))
+        if n > 1
+    )
+    reach = 0
+    for stride, m in moving:
+        if stride <= reach:
+            return None
+        reach += (writer_dst.sizes[m] - 1) * stride
+    dims = tuple(
+        (m, stride, writer_dst.sizes[m], writer_dst.strides[m] < 0)
+        for stride, m in reversed(moving)
+    )
+    return _WriterInverse(writer_dst.rank, low, dims)
+
+
+def _steps_that_fit(
+    move: Sequence[int], lo: Sequence[int], hi: Sequence[int], sizes: Sequence[int]
+) -> int | None:
+    """How many positions (0, 1, ...) a walk by `move` can take before the box [lo, hi]
+    swept along it leaves P; ``None`` when `move` is zero (it never leaves)."""
+    fit: int | None = None
+    for m, v in enumerate(move):
+        if v > 0:
+            room = (sizes[m] - 1 - hi[m]) // v
+        elif v < 0:
+            room = lo[m] // -v
+        else:
+            continue
+        fit = room + 1 if fit is None else min(fit, room + 1)
+    return fit
+
+
+def _largest_divisor_at_most(n: int, bound: int) -> int:
+    """The largest divisor of `n` (>= 1) that is at most `bound`: (12, 5) -> 4."""
+    best = 1
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            for candidate in (d, n // d):
+                if best < candidate <= bound:
+                    best = candidate
+        d += 1
+    return best
+
+
+def _empty_composition(reader: Layout, p_rank: int) -> Composition:
+    q = reader.sizes
+    return Composition(
+        split=tuple((n,) for n in q),
+        sizes=q,
+        src=Layout(q, contiguous_strides(q), 0),
+        coord_base=(0,) * p_rank,
+        coord_map=tuple((0,) * len(q) for _ in range(p_rank)),
+    )
+
+
+def compose(reader: Layout, writer_dst: Layout, writer_src: Layout) -> Composition | None:
+    """Compose `reader` (over the buffer) with the copy ``buffer[Wd(i)] = source[Ws(i)]``.
+
+    Returns ``None`` when the reader touches an address the writer never writes (outside
+    Wd, or in its padding), when Wd is not provably injective, or when the P-coordinates
+    are not affine even after splitting reader dims. An empty reader composes trivially.
+
+    Reader dims are taken innermost (smallest |stride|) first, and each is split greedily:
+    take the largest factor of what is left of its size that the walk can make without
+    leaving P (given the box the dims taken so far sweep), then go on with the stride times
+    that factor. Over p = (2, 4, 5), Wd strides (20, 5, 1), the reader (8,) stride 5 (the
+    buffer flattened, every 5th element) moves {0,1,0}: 4 steps fit along dim 1 and 4
+    divides 8, so the first factor is 4; the rest, stride 20, moves {1,0,0} twice. The
+    split is (2, 4), and with Ws strides (1, 2, 8) the source layout is strides
+    ({1,0,0}·{1,2,8}, {0,1,0}·{1,2,8}) = (1, 2).
+    """
+    p = writer_dst.sizes
+    if writer_src.sizes != p:
+        raise LayoutError(
+            f"compose: writer_dst sizes {p} and writer_src sizes {writer_src.sizes} must be "
+            f"equal (both index the copy's iteration space)"
+        )
+    q = reader.sizes
+    if reader.numel == 0:
+        return _empty_composition(reader, len(p))
+    inverse = _invert(writer_dst)
+    if inverse is None:
+        return None
+    base = inverse.coords_of(reader.offset)
+    if base is None:
+        return None
+
+    zero = (0,) * len(p)
+    lo, hi = list(base), list(base)
+    # Per reader dim, its factors innermost first, as (size, P-movement per step).
+    factors: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in q]
+    for k in sorted(range(len(q)), key=lambda k: abs(reader.strides[k])):
+        size, stride = q[k], reader.strides[k]
+        if size == 1 or stride == 0:
+            factors[k].append((size, zero))
+            continue
+        left = size
+        while left > 1:
+            # R.offset + stride is the reader's own address (this factor's first step), so
+            # an unwritten one means the reader reads what the copy never wrote.
+            reached = inverse.coords_of(reader.offset + stride)
+            if reached is None:
+                return None
+            move = tuple(b - a for a, b in zip(base, reached, strict=True))
+            fit = _steps_that_fit(move, lo, hi, p)
+            take = left if fit is None or fit >= left else _largest_divisor_at_most(left, fit)
+            if take < 2:
+                return None
+            for m, v in enumerate(move):
+                lo[m] += (take - 1) * min(v, 0)
+                hi[m] += (take - 1) * max(v, 0)
+            factors[k].append((take, move))
+            stride *= take
+            left //= take
+
+    refined = [f for dim in factors for f in reversed(dim)]
+    if len(refined) > MAX_RANK:
+        return None
+    sizes = tuple(n for n, _ in refined)
+    coord_map = tuple(tuple(move[m] for _, move in refined) for m in range(len(p)))
+    src = Layout(
+        sizes,
+        tuple(sum(v * s for v, s in zip(move, writer_src.strides, strict=True)) for _, move in refined),
+        writer_src.offset + sum(i * s for i, s in zip(base, writer_src.strides, strict=True)),
+    )
+    return Composition(
+        split=tuple(tuple(n for n, _ in reversed(dim)) for dim in factors),
+        sizes=sizes,
+        src=src,
+        coord_base=base,
+        coord_map=coord_map,
+    )
+
+
+def refine(layout: Layout, split: Sequence[Sequence[int]]) -> Layout:
+    """Split each dim of `layout` into mixed-radix factors, outermost first.
+
+    A dim of size 12 and stride s split as (f1, f2, f3) = (3, 2, 2) gets strides
+    (f2*f3*s, f3*s, s) = (4s, 2s, s); element (a, b, c) is element 4a + 2b + c of the old dim.
+    """
+    if len(split) != layout.rank:
+        raise LayoutError(
+            f"refine: split {tuple(map(tuple, split))} has {len(split)} entries; sizes "
+            f"{layout.sizes} have rank {layout.rank}"
+        )
+    sizes: list[int] = []
+    strides: list[int] = []
+    for k, (n, s, dim_factors) in enumerate(zip(layout.sizes, layout.strides, split, strict=True)):
+        fs = tuple(int(f) for f in dim_factors)
+        if not fs or any(f < 0 for f in fs) or math.prod(fs) != n:
+            raise LayoutError(
+                f"refine: factors {fs} of dim {k} must be >= 0 and multiply to its size {n} "
+                f"(sizes {layout.sizes})"
+            )
+        inner = s
+        dim_strides = []
+        for f in reversed(fs):
+            dim_strides.append(inner)
+            inner *= f
+        sizes.extend(fs)
+        strides.extend(reversed(dim_strides))
+    return Layout(tuple(sizes), tuple(strides), layout.offset)
+
+
+def compose_mask(
+    coeffs: Sequence[int], lo: int, hi: int, comp: Composition
+) -> tuple[tuple[int, ...], int, int]:
+    """Re-express the mask ``lo <= Σ_m coeffs[m]·i[m] < hi`` over P as one over Q'.
+
+    Substituting ``i = coord_base + coord_map·j'`` gives coefficients ``Σ_m
+    coeffs[m]·coord_map[m][k]`` and bounds shifted by ``Σ_m coeffs[m]·coord_base[m]``. The
+    NCHW4 fill mask ``0 <= 4*co + ci < 6`` read by a reader whose base is (0, 1, 0, 0, 0)
+    and which walks ci only becomes ``0 - 4 <= 1*j' < 6 - 4``.
+    """
+    if len(coeffs) != len(comp.coord_base):
+        raise LayoutError(
+            f"compose_mask: coeffs {tuple(coeffs)} have {len(coeffs)} entries; the writer's "
+            f"space has rank {len(comp.coord_base)}"
+        )
+    shift = sum(c * b for c, b in zip(coeffs, comp.coord_base, strict=True))
+    new_coeffs = tuple(
+        sum(c * row[k] for c, row in zip(coeffs, comp.coord_map, strict=True))
+        for k in range(len(comp.sizes))
+    )
+    return new_coeffs, lo - shift, hi - shift
+
+
+def as_view(result: Layout, writer_dst: Layout, writer_src: Layout) -> Layout | None:
+    """The copy's `result` as a view of its source, or ``None`` where the copy is needed.
+
+    The copy can be dropped when the source, read through the composed map without any
+    split, already has the layout the copy was asked for: the same strides on every dim of
+    size > 1. ``x.contiguous()`` of a contiguous x is x itself; of ``x.permute(1, 0)`` it is
+    not (the source would be seen with strides (1, 3), not the requested (2, 1)). The view
+    keeps the requested strides at the source's offset.
+    """
+    comp = compose(result, writer_dst, writer_src)
+    if comp is None or comp.is_refined:
+        return None
+    if result.numel > 0 and any(
+        n != 1 and a != b
+        for n, a, b in zip(result.sizes, comp.src.strides, result.strides, strict=True)
+    ):
+        return None
+    return Layout(result.sizes, result.strides, comp.src.offset)

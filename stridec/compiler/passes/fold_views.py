@@ -1,0 +1,67 @@
+"""`fold-views`: every chain of views over a root storage becomes one stride rewrite.
+
+Each value's type already carries its layout over the root storage (the view rules are
+applied as the graph is built), so a chain
+
+    %1 = permute %x {dims = [0, 2, 3, 1]} : tensor<2x4x5x3xf32, strided<[60, 5, 1, 20], offset: 0>>
+    %2 = slice %1 {dim = 1, start = 1, step = 2} : tensor<2x2x5x3xf32, strided<[60, 10, 1, 20], offset: 5>>
+
+folds to one op reading the root directly (offset 5 = 1·5: row 1 of dim H):
+
+    %2 = as_strided %x {sizes = [2, 2, 5, 3], strides = [60, 10, 1, 20], offset = 5}
+
+A view that addresses its root exactly as the root itself does is the root. A reshape
+that is not viewable is no view: it stays, and `lower-formats` makes it a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.rewriting import Rewriter
+from stridec.ir import ops as O
+from stridec.ir.graph import Graph, Value
+
+__all__ = ["FoldViews", "as_strided_of_root"]
+
+
+def as_strided_of_root(value: Value, rw: Rewriter) -> Value:
+    """A value equal to `value`, read straight from its root: the root or one as_strided."""
+    root = value.root()
+    layout = value.type.layout
+    if root.type.layout == layout:
+        return root
+    op = rw.create(
+        O.AsStridedOp,
+        [root],
+        {"sizes": layout.sizes, "strides": layout.strides, "offset": layout.offset},
+    )
+    return op.result
+
+
+@register_pass
+@dataclass
+class FoldViews(Pass):
+    """Replace every view (chain) by a single `as_strided` over the root storage."""
+
+    name: ClassVar[str] = "fold-views"
+
+    def run(self, graph: Graph) -> None:
+        rw = Rewriter(graph)
+        for op in graph.ops:
+            if not op.aliases_operand():
+                rw.ops.append(op)
+                continue
+            if op.name == "as_strided" and op.operands[0].owner.aliases_operand() is False:
+                if op.result.type.layout != op.operands[0].type.layout:
+                    rw.ops.append(op)
+                    continue
+            replacements = []
+            for r in op.results:
+                replacements.append(as_strided_of_root(r, rw) if r.uses else r)
+            rw.replace(op, replacements)
+            op.drop_uses()
+            op.graph = None
+        graph.set_ops(rw.ops)

@@ -1,0 +1,129 @@
+"""`fuse-copies`: a copy that reads another copy's buffer reads its source instead.
+
+    %1 = copy %x {space = [2, 4, 5, 3], src = strided<[60, 5, 1, 20], offset: 0>,
+                  dst = strided<[60, 15, 3, 1], offset: 0>}            (x.permute(0, 2, 3, 1).contiguous())
+    %2 = copy %1 {space = [2, 3, 4, 5], src = strided<[60, 1, 15, 3], offset: 0>,
+                  dst = strided<[60, 20, 5, 1], offset: 0>}            (.permute(0, 3, 1, 2).contiguous())
+  → %2 = copy %x {space = [2, 3, 4, 5], src = strided<[60, 20, 5, 1], offset: 0>,
+                  dst = strided<[60, 20, 5, 1], offset: 0>}
+
+The consumer's `src` addresses the producer's buffer; composing it with the producer's
+`dst`⁻¹ and `src` (`stridec.compiler.index_maps.compose`) gives the producer's source
+address of every consumer point, as a strided layout — possibly over a refined space
+where a consumer dim is split in two. The producer, once unused, goes with `dce`.
+
+It does not fuse when: the producer writes into another buffer (`cat`, `pad` chains);
+both copies cast (f32 → f16 → f32 is not f32 → f32); the producer's fill mask cannot be
+carried over exactly; or no strided composition exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from stridec.compiler.index_maps import compose, compose_mask, refine
+from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.ir import ops as O
+from stridec.ir.graph import Graph, Op
+
+__all__ = ["FuseCopies", "fuse"]
+
+
+def refine_coeffs(coeffs: Sequence[int], split: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """A linear form over Q seen over Q': factor sizes (f1, f2, f3) of a dim with
+    coefficient c get coefficients (f2·f3·c, f3·c, c)."""
+    out: list[int] = []
+    for c, factors in zip(coeffs, split):
+        inner = 1
+        scaled = []
+        for f in reversed(factors):
+            scaled.append(c * inner)
+            inner *= f
+        out.extend(reversed(scaled))
+    return tuple(out)
+
+
+def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
+    """A mask with the coefficients of size-1 dims zeroed (their coordinate is always 0),
+    so that equal constraints compare equal."""
+    coeffs, lo, hi = mask
+    return tuple(0 if n == 1 else c for c, n in zip(coeffs, sizes)), lo, hi
+
+
+def _explicit(op: Op) -> bool:
+    return op.name == "copy" and op.attrs["space"] is not None
+
+
+def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
+    """Operands and attributes of the fused copy, or the reason it cannot be fused."""
+    if not (_explicit(consumer) and _explicit(producer)):
+        return "not two explicit copies"
+    if len(producer.operands) != 1:
+        return "the producer is a fill or writes into another buffer"
+    source = producer.operands[0]
+    d0, d1, d2 = source.type.dtype, producer.attrs["dtype"], consumer.attrs["dtype"]
+    if d0 != d1 and d1 != d2:
+        return f"both copies cast ({d0} → {d1} → {d2})"
+    comp = compose(consumer.attrs["src"], producer.attrs["dst"], producer.attrs["src"])
+    if comp is None:
+        return "no strided composition of the two index maps"
+    c_masks = tuple(
+        _canonical((refine_coeffs(c, comp.split), lo, hi), comp.sizes)
+        for c, lo, hi in consumer.attrs["masks"] or ()
+    )
+    p_masks = tuple(
+        _canonical(compose_mask(c, lo, hi, comp), comp.sizes)
+        for c, lo, hi in producer.attrs["masks"] or ()
+    )
+    masks, fill = c_masks, consumer.attrs["fill"]
+    if p_masks:
+        if producer.attrs["fill"] is None:
+            # The producer left those points unwritten: the consumer's value there is
+            # unspecified, so restricting (or filling) them is as good and reads nothing.
+            masks = c_masks + tuple(m for m in p_masks if m not in c_masks)
+        elif not c_masks:
+            masks, fill = p_masks, producer.attrs["fill"]
+        elif all(m in c_masks for m in p_masks):
+            masks = c_masks
+        else:
+            return "the producer's fill mask is not implied by the consumer's"
+    operands = [source] + list(consumer.operands[1:])
+    attrs = {
+        "layout": consumer.attrs["layout"],
+        "dtype": d2 if d0 == d1 else d1,
+        "space": comp.sizes,
+        "src": comp.src,
+        "dst": refine(consumer.attrs["dst"], comp.split),
+        "masks": masks or None,
+        "fill": fill if masks else None,
+    }
+    return operands, attrs
+
+
+@register_pass
+@dataclass
+class FuseCopies(Pass):
+    """Fuse every copy into the copies that read its buffer (through any views)."""
+
+    name: ClassVar[str] = "fuse-copies"
+
+    def run(self, graph: Graph) -> None:
+        ops = []
+        for op in graph.ops:
+            ops.append(op)
+            if not _explicit(op) or not op.operands:
+                continue
+            producer = op.operands[0].owner
+            fused = fuse(op, producer)
+            if isinstance(fused, str):
+                continue
+            operands, attrs = fused
+            new = O.CopyOp(operands, attrs)
+            new.graph = graph
+            ops[-1] = new
+            op.result.replace_all_uses_with(new.result)
+            op.drop_uses()
+            op.graph = None
+        graph.set_ops(ops)

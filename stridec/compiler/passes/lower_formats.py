@@ -1,0 +1,205 @@
+"""`lower-formats`: every materialization becomes explicit `copy` ops (SPEC §4, step 3).
+
+An explicit copy iterates over a `space`; at each point `i` it writes the buffer index
+`dst(i)` with the root-storage element `src(i)` (or `fill` where a mask fails). Packing
+NCHW4 with C = 3 from a contiguous (2, 3, 4, 5) tensor, for instance:
+
+    space = [2, 1, 4, 4, 5]                         (N, C/4, 4, H, W: c = co·4 + ci)
+    src   = strides [60, 80, 20, 5, 1]              (co·4·20 + ci·20: one channel is 20)
+    dst   = strides [80, 80, 1, 20, 4]              (row-major (2, 1, 4, 5, 4) seen as N, Cb, ci, H, W)
+    masks = [[[0, 4, 1, 0, 0], 0, 3]]               (valid iff 4·co + ci < 3; else fill)
+
+What each op becomes:
+- contiguous, cast, copy, a reshape that is not viewable: one copy;
+- pack / unpack: one copy over the format's split space (unpack restricted by the mask);
+- pad: a fill of the whole result (only when some pad is positive), then one copy of the
+  kept region into it;
+- cat: one copy per input, each into a slice of the same buffer;
+- full: a fill (a copy without a source).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.rewriting import Rewriter
+from stridec.ir import ops as O
+from stridec.ir.formats import get_format
+from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.layout import Layout
+
+__all__ = ["LowerFormats", "explicit_copy"]
+
+
+def explicit_copy(
+    rw: Rewriter,
+    source: Value | None,
+    *,
+    layout: Layout,
+    dtype: Any,
+    space: tuple[int, ...],
+    src: Layout | None,
+    dst: Layout,
+    masks: Any = None,
+    fill: Any = None,
+    into: Value | None = None,
+) -> Value:
+    """Emit one explicit copy reading `source`'s root storage through `src`."""
+    operands: list[Value] = []
+    if source is not None:
+        operands.append(source.root())
+    if into is not None:
+        operands.append(into)
+    attrs = {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src, "dst": dst,
+             "masks": masks, "fill": fill}
+    return rw.create(O.CopyOp, operands, attrs).result
+
+
+def _natural(rw: Rewriter, v: Value, layout: Layout, dtype: Any) -> Value:
+    return explicit_copy(rw, v, layout=layout, dtype=dtype, space=v.type.sizes,
+                         src=v.type.layout, dst=layout)
+
+
+def _source_over_space(fmt: Any, layout: Layout, space: tuple[int, ...]) -> Layout:
+    """The operand's layout seen over the format's split space.
+
+    Blocked formats split C into (C/x, x) with c = co·x + ci, so the strides of the two
+    new dims are (x·s_c, s_c). Pitched rows run the last dim over the pitch; the extra
+    points are masked and never read.
+    """
+    s = layout.strides
+    if getattr(fmt, "is_blocked", False):
+        x = fmt.block
+        strides = (s[0], x * s[1], s[1]) + s[2:]
+        return Layout(space, strides, layout.offset)
+    return Layout(space, s, layout.offset)
+
+
+def _physical_over_space(fmt: Any, layout: Layout, space: tuple[int, ...], rank: int) -> Layout:
+    """A physical tensor's layout seen over the split space (physical dim j is split dim
+    `split_order[j]`)."""
+    order = getattr(fmt, "split_order", None)
+    if order is None:
+        return Layout(space, layout.strides, layout.offset)
+    strides = [0] * len(space)
+    for j, d in enumerate(order(rank)):
+        strides[d] = layout.strides[j]
+    return Layout(space, tuple(strides), layout.offset)
+
+
+def _masks(packing: Any) -> tuple | None:
+    return tuple((m.coeffs, m.lo, m.hi) for m in packing.mask) or None
+
+
+def lower(op: Op, rw: Rewriter) -> list[Value] | None:
+    """The explicit copies for one materializing op, or None to keep it."""
+    name = op.name
+    v = op.operands[0] if op.operands else None
+    out_t = op.results[0].type if op.results else None
+    if name in ("contiguous", "cast") or (name in ("reshape", "flatten") and not op.aliases_operand()):
+        assert v is not None and out_t is not None
+        dst = Layout.contiguous(out_t.sizes).view(v.type.sizes)
+        assert dst is not None  # a contiguous layout views any regrouping
+        return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=v.type.sizes,
+                              src=v.type.layout, dst=dst)]
+    if name == "copy" and op.attrs["space"] is None:
+        assert v is not None
+        return [_natural(rw, v, op.attrs["layout"], op.attrs["dtype"])]
+    if name == "full":
+        sizes = op.attrs["sizes"]
+        layout = Layout.contiguous(sizes)
+        return [explicit_copy(rw, None, layout=layout, dtype=op.attrs["dtype"], space=sizes,
+                              src=None, dst=layout, fill=op.attrs["value"])]
+    if name == "pack":
+        assert v is not None and out_t is not None
+        fmt = get_format(op.attrs["format"])
+        p = fmt.packing(v.type.sizes, v.type.dtype, op.attrs["fill"])
+        masks = _masks(p)
+        return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space,
+                              src=_source_over_space(fmt, v.type.layout, p.space),
+                              dst=p.physical, masks=masks,
+                              fill=op.attrs["fill"] if masks else None)]
+    if name == "unpack":
+        assert v is not None and out_t is not None
+        fmt = get_format(op.attrs["format"])
+        p = fmt.unpacking(out_t.sizes, out_t.dtype)
+        return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space,
+                              src=_physical_over_space(fmt, v.type.layout, p.space, out_t.rank),
+                              dst=p.logical, masks=_masks(p), fill=None)]
+    if name == "pad":
+        return [_lower_pad(op, rw)]
+    if name == "cat":
+        return [_lower_cat(op, rw)]
+    return None
+
+
+def _lower_pad(op: Op, rw: Rewriter) -> Value:
+    """F.pad: out[o] = in[o - before] inside the kept region, `value` elsewhere.
+
+    Per padded dim d with (before b, after a) and input size n, the kept input range is
+    [max(0, -b), min(n, n + a)) and lands at [max(0, -b) + b, min(n, n + a) + b).
+    """
+    v = op.operands[0]
+    out_t = op.result.type
+    layout = Layout.contiguous(out_t.sizes)
+    src, dst = v.type.layout, layout
+    pad = op.attrs["pad"]
+    rank = out_t.rank
+    for k in range(len(pad) // 2):
+        d = rank - 1 - k
+        before, after = pad[2 * k], pad[2 * k + 1]
+        n = v.type.sizes[d]
+        lo, hi = max(0, -before), min(n, n + after)
+        hi = max(lo, hi)
+        src = src.slice(d, lo, hi, 1)
+        dst = dst.slice(d, lo + before, hi + before, 1)
+    buffer = None
+    if any(p > 0 for p in pad):
+        buffer = explicit_copy(rw, None, layout=layout, dtype=out_t.dtype, space=out_t.sizes,
+                               src=None, dst=layout, fill=op.attrs["value"])
+        if src.numel == 0:
+            return buffer
+    return explicit_copy(rw, v, layout=layout, dtype=out_t.dtype, space=src.sizes, src=src,
+                         dst=dst, into=buffer)
+
+
+def _lower_cat(op: Op, rw: Rewriter) -> Value:
+    """torch.cat: input k is written into the slice [start_k, start_k + n_k) of `dim`."""
+    out_t = op.result.type
+    layout = Layout.contiguous(out_t.sizes)
+    dim = op.attrs["dim"] % out_t.rank
+    buffer: Value | None = None
+    start = 0
+    for v in op.operands:
+        n = v.type.sizes[dim]
+        if n == 0 and buffer is not None:
+            continue
+        dst = layout.slice(dim, start, start + n, 1)
+        buffer = explicit_copy(rw, v, layout=layout, dtype=out_t.dtype, space=v.type.sizes,
+                               src=v.type.layout, dst=dst, into=buffer)
+        start += n
+    assert buffer is not None
+    return buffer
+
+
+@register_pass
+@dataclass
+class LowerFormats(Pass):
+    """Make every materialization an explicit strided copy (or a fill)."""
+
+    name: ClassVar[str] = "lower-formats"
+
+    def run(self, graph: Graph) -> None:
+        rw = Rewriter(graph)
+        for op in graph.ops:
+            if op.name not in ("input", "output") and not op.aliases_operand():
+                values = lower(op, rw)
+                if values is not None:
+                    rw.replace(op, values)
+                    op.drop_uses()
+                    op.graph = None
+                    continue
+            rw.ops.append(op)
+        graph.set_ops(rw.ops)

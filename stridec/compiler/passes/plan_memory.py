@@ -1,0 +1,70 @@
+"""`plan-memory`: decide how each graph output reaches the caller (SPEC §4, step 6).
+
+- An output whose root is a graph input is handed back as a torch view of that input
+  (`torch.as_strided` on the caller's tensor), never copied — unless its layout has a
+  negative stride, which torch cannot express; then it is materialized contiguously.
+- Every other output lives in a buffer allocated with `torch.empty_strided`-style
+  storage of `layout.min_storage_size()` elements and is returned as a view of it.
+- With `copy-aliased-outputs` (the custom-op contract, SPEC §7) outputs that view an
+  input are copied too, so no output aliases an input.
+
+The plan is recorded on the graph as `graph.memory_plan`: one `OutputPlan` per output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.passes.lower_formats import explicit_copy
+from stridec.compiler.rewriting import Rewriter
+from stridec.ir.graph import Graph, Value
+from stridec.ir.layout import Layout
+
+__all__ = ["PlanMemory", "OutputPlan"]
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """How output `index` is returned: a view of input `input_name`, or of a new buffer."""
+
+    index: int
+    aliases_input: str | None
+    layout: Layout
+
+
+def _needs_copy(value: Value, copy_aliased: bool) -> bool:
+    root = value.root()
+    if any(s < 0 for s in value.type.layout.strides):
+        return True
+    return copy_aliased and root.owner.name == "input"
+
+
+@register_pass
+@dataclass
+class PlanMemory(Pass):
+    name: ClassVar[str] = "plan-memory"
+    copy_aliased_outputs: bool = False
+
+    def run(self, graph: Graph) -> None:
+        out_op = graph.output_op
+        plans: list[OutputPlan] = []
+        if out_op is None:
+            graph.memory_plan = plans  # type: ignore[attr-defined]
+            return
+        rw = Rewriter(graph)
+        rw.ops = graph.ops[:-1]
+        for i, v in enumerate(list(out_op.operands)):
+            if _needs_copy(v, self.copy_aliased_outputs):
+                layout = Layout.contiguous(v.type.sizes)
+                new = explicit_copy(rw, v, layout=layout, dtype=v.type.dtype,
+                                    space=v.type.sizes, src=v.type.layout, dst=layout)
+                out_op.set_operand(i, new)
+                v = new
+            root = v.root()
+            alias = root.owner.attrs["name"] if root.owner.name == "input" else None
+            plans.append(OutputPlan(i, alias, v.type.layout))
+        rw.ops.append(out_op)
+        graph.set_ops(rw.ops)
+        graph.memory_plan = plans  # type: ignore[attr-defined]
