@@ -22,6 +22,7 @@ from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.reference import run_reference
 from stridec.ir.types import TensorType
+from stridec.runtime.compile import CompiledGraph, Plan, compile
 
 del _builder
 
@@ -29,6 +30,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CallError",
+    "CompiledGraph",
+    "Plan",
+    "compile",
     "DTYPES",
     "DType",
     "FORMATS",

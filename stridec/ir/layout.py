@@ -439,7 +439,7 @@ class Layout:
                 # A new leading dim; torch strides it as if contiguous over what follows
                 # (a scalar has nothing to follow, and torch gives 0).
                 size = 1
-                stride = 0
+                stride = new_sizes[i + 1] * new_strides[i + 1] if i + 1 < ndim else 0
             want = target[i]
             if want == -1:
                 if d < 0:
@@ -731,7 +731,7 @@ def _coalesce(layouts: tuple[Layout, ...]) -> tuple[Layout, ...]:
     sizes = layouts[0].sizes
     if math.prod(sizes) == 0:
         return tuple(Layout((0,), (1,), lay.offset) for lay in layouts)
-    keep = [k for k, n in enumerate(sizes) if n != 1]
+    keep = list(range(len(sizes)))
     out_sizes: list[int] = []
     out_strides: list[list[int]] = [[] for _ in layouts]
     for k in keep:

@@ -309,7 +309,7 @@ def _cast_lines(src: DType, dst: DType) -> list[str]:
         if dst.name == "float32":
             return lines + ["y = x"]
     if dst.name == "bool":
-        return lines + [f"y = {x} != 0"]
+        return lines + [f"y = {x}.to(tl.int1)"]
     if dst.name == "bfloat16":
         # Round to nearest even through float32 as torch does (c10::round_to_nearest_even;
         # NaN -> 0x7FC0); Triton's interpreter would truncate.
@@ -441,7 +441,7 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
         for j, m in enumerate(spec.masks):
             low, high = mask_range(spec.sizes, m.coeffs)
             msum = e.full(f"m{j}", m.coeffs, 0)
-            if low < m.lo - 1:
+            if low < m.lo:
                 conds.append(f"({msum} >= {m.lo})")
             if high >= m.hi:
                 conds.append(f"({msum} < {m.hi})")

@@ -1,0 +1,155 @@
+"""`lower-to-triton`: a graph after the default pipeline becomes a `Program`.
+
+Every explicit `copy` becomes one copy kernel (`codegen.copy`), every `philox` /
+`philox_uniform` one Philox kernel (`codegen.philox`); views cost nothing (they only
+change which storage slot and layout an output reads). Kernels of numel 0 are not
+launched at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stridec.compiler.codegen.copy import generate_copy
+from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
+from stridec.compiler.codegen.spec import CopySpec, MaskBound
+from stridec.errors import UnsupportedError
+from stridec.ir.graph import Graph, Value
+from stridec.ir.layout import Layout, contiguous_strides
+from stridec.runtime.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
+
+__all__ = ["lower_to_program"]
+
+
+def _info(kernel: Any) -> KernelInfo:
+    constexprs = kernel.constexprs
+    if not isinstance(constexprs, dict):
+        constexprs = dict(constexprs)
+    return KernelInfo(
+        kind=kernel.kind, name=kernel.name, source=kernel.source, grid=tuple(kernel.grid),
+        constexprs=constexprs, num_warps=getattr(kernel, "num_warps", 4),
+        strategy=getattr(kernel, "strategy", ""), index_bits=kernel.index_bits,
+    )
+
+
+def _bits_view(dtype_name: str) -> str | None:
+    # Kernels read and write unsigned words as their int32 bit patterns.
+    return "int32" if dtype_name == "uint32" else None
+
+
+class _Lowering:
+    def __init__(self, graph: Graph, target: str) -> None:
+        self.graph = graph
+        self.target = target
+        self.slot: dict[int, int] = {}
+        self.buffers: list[BufferSpec] = []
+        self.kernels: list[KernelInfo] = []
+        self.kernel_index: dict[str, int] = {}
+        self.launches: list[Launch] = []
+        self.n_inputs = 0
+
+    def new_buffer(self, value: Value, elements: int) -> int:
+        self.buffers.append(BufferSpec(max(elements, 1), value.type.dtype.name))
+        slot = self.n_inputs + len(self.buffers) - 1
+        self.slot[id(value)] = slot
+        return slot
+
+    def add_launch(self, kernel: Any, args: tuple[int, ...], views: tuple) -> None:
+        if kernel.numel == 0 and kernel.kind == "copy":
+            return
+        index = self.kernel_index.get(kernel.name)
+        if index is None:
+            index = len(self.kernels)
+            self.kernels.append(_info(kernel))
+            self.kernel_index[kernel.name] = index
+        self.launches.append(Launch(index, args, views))
+
+    def slot_of(self, value: Value) -> int:
+        return self.slot[id(value.root())]
+
+    def copy(self, op: Any) -> None:
+        a = op.attrs
+        layout: Layout = a["layout"]
+        if len(op.operands) == 2:
+            dst_slot = self.slot_of(op.operands[1])
+            self.slot[id(op.result)] = dst_slot
+        else:
+            dst_slot = self.new_buffer(op.result, layout.min_storage_size())
+        space = a["space"]
+        if op.operands:
+            source = op.operands[0]
+            src_slot = self.slot_of(source)
+            src, src_dtype = a["src"], source.type.dtype
+            src_strides, src_offset = src.strides, src.offset
+        else:  # a fill: nothing is read
+            src_slot, src_dtype = dst_slot, a["dtype"]
+            src_strides, src_offset = (0,) * len(space), 0
+        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ())
+        fill = a["fill"]
+        if fill is None and not masks:
+            fill = 0  # no point is masked: the fill value is never used
+        if not op.operands:
+            masks = (MaskBound((0,) * len(space), 1, 1),)  # never valid: every point is `fill`
+        # fill None with masks: a domain restriction (masked points are not written).
+        spec = CopySpec(
+            sizes=space, src_strides=src_strides, src_offset=src_offset,
+            dst_strides=a["dst"].strides, dst_offset=a["dst"].offset,
+            src_dtype=src_dtype, dst_dtype=a["dtype"], masks=masks,
+            fill=fill,  # type: ignore[arg-type]
+        )
+        kernel = generate_copy(spec, self.target)
+        self.add_launch(kernel, (src_slot, dst_slot),
+                        (_bits_view(src_dtype.name), _bits_view(a["dtype"].name)))
+
+    def philox(self, op: Any) -> None:
+        state = op.operands[0]
+        sizes = op.attrs["sizes"]
+        if state.type.layout != Layout.contiguous(state.type.sizes):
+            raise UnsupportedError("philox: the state must be a contiguous tensor of 6 words")
+        bits, new_state = op.results
+        bits_slot = self.new_buffer(bits, bits.type.layout.min_storage_size())
+        state_slot = self.new_buffer(new_state, 6)
+        uniform = op.name == "philox_uniform"
+        spec = PhiloxSpec(
+            sizes=sizes, index_strides=contiguous_strides(sizes), index_offset=0,
+            dst_strides=contiguous_strides(sizes), dst_offset=0, numel=bits.type.numel,
+            dst_dtype=bits.type.dtype, distribution="uniform" if uniform else "bits",
+            low=op.attrs.get("low", 0.0) if uniform else 0.0,
+            high=op.attrs.get("high", 1.0) if uniform else 1.0,
+        )
+        kernel = generate_philox(spec, self.target)
+        self.add_launch(
+            kernel, (self.slot_of(state), bits_slot, state_slot),
+            ("int32", _bits_view(bits.type.dtype.name), "int32"),
+        )
+
+    def run(self) -> Program:
+        inputs = self.graph.inputs
+        self.n_inputs = len(inputs)
+        for i, v in enumerate(inputs):
+            self.slot[id(v)] = i
+        outputs: list[OutputSpec] = []
+        for op in self.graph.ops:
+            if op.name in ("input", "as_strided"):
+                continue
+            if op.name == "copy":
+                self.copy(op)
+            elif op.name in ("philox", "philox_uniform"):
+                self.philox(op)
+            elif op.name == "output":
+                for v in op.operands:
+                    lay = v.type.layout
+                    outputs.append(OutputSpec(self.slot_of(v), lay.sizes, lay.strides, lay.offset))
+            elif op.aliases_operand():
+                continue
+            else:
+                raise UnsupportedError(
+                    f"lower-to-triton: op '{op.name}' should have been lowered by the pipeline"
+                )
+        return Program(self.n_inputs, self.buffers, self.kernels, self.launches, outputs,
+                       str(self.graph))
+
+
+def lower_to_program(graph: Graph, target: str = "cuda") -> Program:
+    """Generate the kernels of `graph` (after the default pipeline) for `target`."""
+    return _Lowering(graph, target).run()

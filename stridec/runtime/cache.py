@@ -1,0 +1,114 @@
+"""Plan caches: a bounded in-process LRU and an on-disk store under `STRIDEC_CACHE_DIR`.
+
+Disk entries are `plans/<key>.json`, written atomically (temp file in the same folder,
+then `os.replace`), so a reader never sees half a file and two processes writing the same
+key both leave a whole one. An entry that fails to parse, or whose recorded key differs,
+is discarded and rebuilt. A cache directory that cannot be created or written makes the
+cache memory-only, with one warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from collections import OrderedDict
+from typing import Any
+
+from stridec.runtime.launch import default_cache_dir
+from stridec.runtime.program import Program
+
+__all__ = ["PlanCache", "cache_key", "disk_cache_dir", "MEMORY_CACHE"]
+
+
+def disk_cache_dir() -> str:
+    return os.environ.get("STRIDEC_CACHE_DIR") or default_cache_dir()
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    """A stable hash of the key parts (graph text, specialization, versions, device)."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class PlanCache:
+    """LRU of `Program`s in memory, backed by JSON files on disk."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._memory: OrderedDict[str, Program] = OrderedDict()
+        self._lock = threading.Lock()
+        self._warned_dirs: set[str] = set()
+
+    # -- memory ------------------------------------------------------------------------
+    def get_memory(self, key: str) -> Program | None:
+        with self._lock:
+            program = self._memory.get(key)
+            if program is not None:
+                self._memory.move_to_end(key)
+            return program
+
+    def put_memory(self, key: str, program: Program) -> None:
+        with self._lock:
+            self._memory[key] = program
+            self._memory.move_to_end(key)
+            while len(self._memory) > self.capacity:
+                self._memory.popitem(last=False)
+
+    def clear_memory(self) -> None:
+        with self._lock:
+            self._memory.clear()
+
+    # -- disk --------------------------------------------------------------------------
+    def _path(self, key: str) -> str:
+        return os.path.join(disk_cache_dir(), "plans", f"{key}.json")
+
+    def get_disk(self, key: str) -> Program | None:
+        path = self._path(key)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            return None
+        try:
+            envelope = json.loads(text)
+            if envelope.get("key") != key:
+                raise ValueError("the entry belongs to another key")
+            return Program.from_json(envelope["program"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            try:  # corrupt or foreign: discard it; the caller rebuilds
+                os.remove(path)
+            except OSError:
+                pass
+            return None
+
+    def put_disk(self, key: str, program: Program) -> None:
+        folder = os.path.dirname(self._path(key))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump({"key": key, "program": program.to_json()}, f)
+                os.replace(tmp, self._path(key))
+            except BaseException:
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+                raise
+        except OSError as e:
+            if folder not in self._warned_dirs:
+                self._warned_dirs.add(folder)
+                warnings.warn(
+                    f"stridec: cache directory {folder!r} is not writable ({e}); "
+                    "plans are cached in memory only",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+
+
+MEMORY_CACHE = PlanCache()

@@ -1,0 +1,217 @@
+"""`stridec.compile(graph)` → `CompiledGraph`: validate, specialize, cache, launch (SPEC §5).
+
+    fn = stridec.compile(graph)          # backend "auto": triton on CUDA, interpret on CPU
+    out = fn(x)                          # one tensor, or a tuple for several outputs
+    plan = fn.plan_for(x)                # the kernels and lowered IR, without running
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from stridec.errors import CallError, UnsupportedError
+from stridec.ir.graph import Graph
+from stridec.ir.layout import Layout
+from stridec.ir.reference import run_reference
+from stridec.runtime.cache import MEMORY_CACHE, cache_key
+from stridec.runtime.program import KernelInfo, Program
+
+__all__ = ["compile", "CompiledGraph", "Plan", "Stats", "BACKENDS"]
+
+BACKENDS = ("auto", "triton", "interpret", "reference")
+
+
+@dataclass
+class Stats:
+    """Counters of one CompiledGraph: specializations compiled (pipeline + codegen),
+    cache hits (in memory or on disk), disk hits alone, and kernel launches."""
+
+    compiles: int = 0
+    cache_hits: int = 0
+    disk_hits: int = 0
+    launches: int = 0
+    pipeline_runs: int = 0
+    codegen_runs: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one specialization runs: its kernels (each with `.kind` and `.source`) and IR."""
+
+    kernels: list[KernelInfo]
+    ir: str
+    program: Program = field(repr=False)
+
+    @property
+    def launches(self) -> int:
+        return self.program.launch_count
+
+
+def _versions() -> dict[str, str]:
+    import triton
+
+    import stridec
+
+    return {"stridec": stridec.__version__, "torch": torch.__version__, "triton": triton.__version__}
+
+
+def _capability(device: torch.device) -> str:
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"cuda-sm{major}{minor}"
+    return device.type
+
+
+class CompiledGraph:
+    """A graph compiled once per specialization (argument strides, offset, dtype, device)."""
+
+    def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None) -> None:
+        if not isinstance(graph, Graph):
+            raise CallError(f"compile: expected a stridec.Graph; got {type(graph).__name__}")
+        if backend not in BACKENDS:
+            raise UnsupportedError(f"compile: backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+        if graph.output_op is None:
+            raise CallError(f"compile: graph {graph.name!r} has no output op (call graph.output(...))")
+        graph.verify()
+        from stridec.compiler.pass_manager import DEFAULT_PIPELINE
+
+        self.graph = graph
+        self.backend = backend
+        self.pipeline = pipeline or DEFAULT_PIPELINE
+        self.graph_text = str(graph)
+        self.stats = Stats()
+        self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]
+        self._programs: dict[tuple, Program] = {}
+        self._lock = threading.Lock()
+        self._copy_aliased_outputs = False
+
+    # -- arguments -----------------------------------------------------------------------
+    def _check(self, tensors: tuple[Any, ...]) -> torch.device:
+        if len(tensors) != len(self._inputs):
+            names = ", ".join(n for n, _ in self._inputs)
+            raise CallError(
+                f"{self.graph.name}: expected {len(self._inputs)} tensor argument(s) ({names}); "
+                f"got {len(tensors)}"
+            )
+        device = None
+        for (name, t_type), t in zip(self._inputs, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise CallError(f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}")
+            if t.dtype != t_type.dtype.torch:
+                raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
+            if tuple(t.shape) != t_type.sizes:
+                raise CallError(
+                    f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(t.shape)}"
+                )
+            if device is None:
+                device = t.device
+            elif t.device != device:
+                raise CallError(f"argument '{name}': expected device {device}; got {t.device}")
+            layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            storage = t.untyped_storage().nbytes() // t.element_size()
+            if not layout.fits(storage):
+                raise CallError(
+                    f"argument '{name}': layout {layout} reaches past its storage of {storage} elements"
+                )
+        return device if device is not None else torch.device("cpu")
+
+    def _target(self, device: torch.device) -> str:
+        backend = self.backend
+        if backend == "auto":
+            backend = "triton" if device.type == "cuda" else "interpret"
+        if backend == "triton" and device.type != "cuda":
+            raise CallError(f"backend 'triton' runs CUDA tensors; got tensors on {device}")
+        if backend == "interpret" and device.type != "cpu":
+            raise CallError(f"backend 'interpret' runs CPU tensors; got tensors on {device}")
+        return backend
+
+    @staticmethod
+    def _specialization(tensors: tuple[torch.Tensor, ...]) -> tuple:
+        return tuple((tuple(t.stride()), t.storage_offset()) for t in tensors)
+
+    # -- compiling -----------------------------------------------------------------------
+    def _compile(self, spec: tuple, device: torch.device, target: str) -> Program:
+        from stridec.compiler.codegen.lower import lower_to_program
+        from stridec.compiler.pass_manager import PassManager
+        from stridec.compiler.specialize import specialize
+
+        layouts = {
+            name: Layout(t_type.sizes, strides, offset)
+            for (name, t_type), (strides, offset) in zip(self._inputs, spec)
+        }
+        graph = specialize(self.graph, layouts)
+        pipeline = self.pipeline
+        if self._copy_aliased_outputs:
+            pipeline = pipeline.replace("plan-memory", "plan-memory{copy-aliased-outputs=true}")
+        PassManager.parse(pipeline).run(graph)
+        self.stats.pipeline_runs += 1
+        program = lower_to_program(graph, "cuda" if target == "triton" else "cpu")
+        self.stats.codegen_runs += 1
+        return program
+
+    def _program(self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str) -> Program:
+        spec = self._specialization(tensors)
+        local_key = (spec, str(device), target)
+        program = self._programs.get(local_key)
+        if program is not None:
+            self.stats.cache_hits += 1
+            return program
+        with self._lock:
+            program = self._programs.get(local_key)
+            if program is not None:
+                self.stats.cache_hits += 1
+                return program
+            key = cache_key({
+                "graph": self.graph_text, "spec": spec, "target": target,
+                "device": _capability(device), "pipeline": self.pipeline,
+                "copy_aliased": self._copy_aliased_outputs, **_versions(),
+            })
+            program = MEMORY_CACHE.get_memory(key)
+            if program is not None:
+                self.stats.cache_hits += 1
+            else:
+                program = MEMORY_CACHE.get_disk(key)
+                if program is not None:
+                    self.stats.cache_hits += 1
+                    self.stats.disk_hits += 1
+                else:
+                    program = self._compile(spec, device, target)
+                    self.stats.compiles += 1
+                    MEMORY_CACHE.put_disk(key, program)
+                MEMORY_CACHE.put_memory(key, program)
+            self._programs[local_key] = program
+            return program
+
+    # -- calling -------------------------------------------------------------------------
+    def __call__(self, *tensors: torch.Tensor) -> Any:
+        device = self._check(tensors)
+        if self.backend == "reference":
+            outs = list(run_reference(self.graph, *tensors))
+        else:
+            target = self._target(device)
+            program = self._program(tensors, device, target)
+            outs = program.run(tensors, device)
+            self.stats.launches += program.launch_count
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def plan_for(self, *tensors: torch.Tensor) -> Plan:
+        """The plan of this specialization (compiled if needed), without running it."""
+        device = self._check(tensors)
+        if self.backend == "reference":
+            raise UnsupportedError("plan_for: the reference backend runs no kernels")
+        target = self._target(device)
+        program = self._program(tensors, device, target)
+        kernels = [program.kernels[launch.kernel] for launch in program.launches]
+        return Plan(kernels=kernels, ir=program.ir, program=program)
+
+    def __repr__(self) -> str:
+        return f"<CompiledGraph {self.graph.name!r} backend={self.backend!r}>"
+
+
+def compile(graph: Graph, backend: str = "auto", pipeline: str | None = None) -> CompiledGraph:
+    """Compile `graph`; kernels are generated per call specialization, on first use."""
+    return CompiledGraph(graph, backend, pipeline)

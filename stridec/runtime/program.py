@@ -1,0 +1,150 @@
+"""The executable form of a compiled graph: storage slots, kernel launches and outputs.
+
+A `Program` is plain data (it round-trips through JSON for the on-disk cache), so a
+cached specialization runs without the pass pipeline or code generation:
+
+- slots `0 … n_inputs-1` are the inputs' storages (flat 1-D views from element 0);
+- each further slot is a buffer of `elements` elements allocated with `torch.empty`;
+- each launch runs kernel `kernel` with the storages of `args` (in the kernel's
+  parameter order), each viewed as `views[i]` when the kernel reads raw bits;
+- output `k` is `torch.as_strided(slot storage, sizes, strides, offset)` — a view of an
+  input when its slot is an input's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from stridec.ir.dtypes import as_dtype
+
+__all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec", "flat_storage"]
+
+PROGRAM_FORMAT = 1
+
+
+def flat_storage(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D tensor over the whole storage of `t`, starting at storage element 0."""
+    elements = t.untyped_storage().nbytes() // t.element_size()
+    return torch.as_strided(t, (elements,), (1,), 0)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One generated kernel: `kind` is "copy" or "philox"; `source` is its Triton module."""
+
+    kind: str
+    name: str
+    source: str
+    grid: tuple[int, ...]
+    constexprs: dict[str, int]
+    num_warps: int = 4
+    strategy: str = ""
+    index_bits: int = 32
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: int
+    args: tuple[int, ...]
+    views: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    elements: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    slot: int
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass
+class Program:
+    n_inputs: int
+    buffers: list[BufferSpec]
+    kernels: list[KernelInfo]
+    launches: list[Launch]
+    outputs: list[OutputSpec]
+    ir: str
+    _handles: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    # -- serialization -------------------------------------------------------------------
+    def to_json(self) -> str:
+        data = {
+            "format": PROGRAM_FORMAT,
+            "n_inputs": self.n_inputs,
+            "buffers": [asdict(b) for b in self.buffers],
+            "kernels": [asdict(k) for k in self.kernels],
+            "launches": [asdict(lch) for lch in self.launches],
+            "outputs": [asdict(o) for o in self.outputs],
+            "ir": self.ir,
+        }
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Program:
+        """Rebuild a program; raises ValueError/KeyError/TypeError on a malformed entry."""
+        data = json.loads(text)
+        if data.get("format") != PROGRAM_FORMAT:
+            raise ValueError(f"program format {data.get('format')!r} is not {PROGRAM_FORMAT}")
+        return cls(
+            n_inputs=int(data["n_inputs"]),
+            buffers=[BufferSpec(int(b["elements"]), str(b["dtype"])) for b in data["buffers"]],
+            kernels=[
+                KernelInfo(
+                    kind=str(k["kind"]), name=str(k["name"]), source=str(k["source"]),
+                    grid=tuple(int(g) for g in k["grid"]),
+                    constexprs={str(a): int(b) for a, b in k["constexprs"].items()},
+                    num_warps=int(k["num_warps"]), strategy=str(k["strategy"]),
+                    index_bits=int(k["index_bits"]),
+                )
+                for k in data["kernels"]
+            ],
+            launches=[
+                Launch(int(x["kernel"]), tuple(int(a) for a in x["args"]),
+                       tuple(None if v is None else str(v) for v in x["views"]))
+                for x in data["launches"]
+            ],
+            outputs=[
+                OutputSpec(int(o["slot"]), tuple(o["sizes"]), tuple(o["strides"]), int(o["offset"]))
+                for o in data["outputs"]
+            ],
+            ir=str(data["ir"]),
+        )
+
+    # -- execution -----------------------------------------------------------------------
+    def handles(self) -> list[Any]:
+        if not self._handles:
+            from stridec.runtime.launch import load_kernel
+
+            self._handles = [load_kernel(k.source, k.name) for k in self.kernels]
+        return self._handles
+
+    def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
+        slots: list[torch.Tensor] = [flat_storage(t) for t in tensors]
+        for b in self.buffers:
+            slots.append(torch.empty(b.elements, dtype=as_dtype(b.dtype).torch, device=device))
+        handles = self.handles()
+        for launch in self.launches:
+            k = self.kernels[launch.kernel]
+            args = [
+                slots[s] if v is None else slots[s].view(getattr(torch, v))
+                for s, v in zip(launch.args, launch.views)
+            ]
+            handles[launch.kernel].run(k.grid, *args, num_warps=k.num_warps, **k.constexprs)
+        return [
+            torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset) for o in self.outputs
+        ]
+
+    @property
+    def launch_count(self) -> int:
+        return len(self.launches)
