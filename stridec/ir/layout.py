@@ -731,7 +731,7 @@ def _coalesce(layouts: tuple[Layout, ...]) -> tuple[Layout, ...]:
     sizes = layouts[0].sizes
     if math.prod(sizes) == 0:
         return tuple(Layout((0,), (1,), lay.offset) for lay in layouts)
-    keep = list(range(len(sizes)))
+    keep = [k for k, n in enumerate(sizes) if n != 1]
     out_sizes: list[int] = []
     out_strides: list[list[int]] = [[] for _ in layouts]
     for k in keep:

@@ -37,7 +37,9 @@ import hashlib
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
 
 from stridec.compiler.codegen.spec import (
     CopySpec,
@@ -48,9 +50,6 @@ from stridec.compiler.codegen.spec import (
 )
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.dtypes import DType
-
-if TYPE_CHECKING:
-    import torch
 
 __all__ = [
     "STRATEGIES",
@@ -111,7 +110,7 @@ class CopyPlan:
 
     @property
     def constexprs(self) -> dict[str, int]:
-        return dict(zip(self.block_names, self.blocks))
+        return dict(zip(self.block_names, self.blocks, strict=True))
 
 
 def _max_itemsize(spec: CopySpec, fill_only: bool) -> int:
@@ -170,10 +169,10 @@ def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> i
     if not fill_only:
         sides.append((spec.src_strides, spec.src_offset))
     for strides, offset in sides:
-        bounds.append(abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides)))
+        bounds.append(abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides, strict=True)))
     for m in spec.masks:
         low, high = mask_range(spec.sizes, m.coeffs)
-        bounds.append(sum((n - 1) * abs(c) for n, c in zip(spec.sizes, m.coeffs)))
+        bounds.append(sum((n - 1) * abs(c) for n, c in zip(spec.sizes, m.coeffs, strict=True)))
         if low < m.lo:
             bounds.append(abs(m.lo))
         if high >= m.hi:
@@ -192,6 +191,9 @@ def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
 
     canon = canonicalize_copy(spec)
     fill_only = is_fill_only(canon)
+    if fill_only and canon.fill is None:
+        # Every element is masked and masked elements are not written: nothing to do.
+        return CopyPlan(canon, "linear", ((),), (1,), (1,), ("BLOCK",), (0,), 32, 1, True, numel)
     strategy, unit_dim = _choose_strategy(canon, fill_only)
     r = canon.rank
     itemsize = _max_itemsize(canon, fill_only)
@@ -240,9 +242,9 @@ def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
         base0, base1 = _TRANSPOSE_TILES[min(itemsize, 8)]
         blocks = _tile_2d(extents[0], extents[1], base0, base1, base0 * base1)
 
-    per_axis = tuple(_cdiv(n, b) for n, b in zip(extents, blocks))
+    per_axis = tuple(_cdiv(n, b) for n, b in zip(extents, blocks, strict=True))
     programs = math.prod(per_axis)
-    padded = max(p * b for p, b in zip(per_axis, blocks))
+    padded = max(p * b for p, b in zip(per_axis, blocks, strict=True))
     index_bits = index_bits_for(canon, max(padded, programs), fill_only)
     elements = math.prod(blocks)
     num_warps = 1 if on_cpu else (4 if elements <= 2048 else 8)
@@ -266,8 +268,6 @@ def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
 
 def _fill_bits(fill: float | int | bool, dst: DType) -> int:
     """`fill` cast to `dst` as torch does, as the signed integer of the same bit pattern."""
-    import torch
-
     if isinstance(fill, bool):
         value = torch.tensor(fill, dtype=torch.bool)
     elif isinstance(fill, int):
@@ -309,7 +309,7 @@ def _cast_lines(src: DType, dst: DType) -> list[str]:
         if dst.name == "float32":
             return lines + ["y = x"]
     if dst.name == "bool":
-        return lines + [f"y = {x}.to(tl.int1)"]
+        return lines + [f"y = {x} != 0"]
     if dst.name == "bfloat16":
         # Round to nearest even through float32 as torch does (c10::round_to_nearest_even;
         # NaN -> 0x7FC0); Triton's interpreter would truncate.
@@ -400,13 +400,14 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
             e.emit(f"x0 = (pid // {col_blocks}) * {names[0]} + {arange.format(b=names[0])}")
             e.emit(f"x1 = (pid % {col_blocks}) * {names[1]} + {arange.format(b=names[1])}")
     else:
-        e.emit(f"x0 = pid * {names[0]} + {arange.format(b=names[0])}")
+        e.emit(f"offs = pid * {names[0]} + {arange.format(b=names[0])}")
 
     # Coordinates: each axis index decomposed over its dims, innermost first.
+    index = ["x0", "x1"] if e.two_d else ["offs"]
     for a, ax in enumerate(plan.axes):
         if not ax:
             continue
-        q = f"x{a}"
+        q = index[a]
         for j in range(len(ax) - 1, 0, -1):
             n = spec.sizes[ax[j]]
             e.emit(f"i{ax[j]} = {q} % {n}")
@@ -419,7 +420,7 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
     inb = None
     if tails:
         for a in tails:
-            e.emit(f"in{a} = x{a} < {plan.extents[a]}")
+            e.emit(f"in{a} = {index[a]} < {plan.extents[a]}")
         if not e.two_d:
             inb = "in0"
         else:
@@ -432,7 +433,9 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
             inb = "inb"
 
     dst_idx = e.full("dst_idx", spec.dst_strides, spec.dst_offset)
-    fill = _fill_expr(spec.fill, spec.dst_dtype, e.shape)
+    # fill None: masked elements are neither read nor written.
+    fill = None if spec.fill is None else _fill_expr(spec.fill, spec.dst_dtype, e.shape)
+    store_mask = inb
     if plan.fill_only:
         e.emit(f"y = {fill}")
     else:
@@ -454,16 +457,23 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
             e.emit(f"x = tl.load(src_ptr + {src_idx}, mask={load_mask}, other=0)")
         else:
             e.emit(f"x = tl.load(src_ptr + {src_idx})")
+        if spec.src_dtype.name == "uint32":
+            # The runtime may hand unsigned words over as their int32 bit patterns.
+            e.emit("x = x.to(tl.uint32, bitcast=True)")
         for line in _cast_lines(spec.src_dtype, spec.dst_dtype):
             e.emit(line)
-        if valid:
+        if valid and fill is None:
+            store_mask = load_mask
+        elif valid:
             e.emit(f"y = tl.where(valid, y, {fill})")
-    if inb:
-        e.emit(f"tl.store(dst_ptr + {dst_idx}, y, mask={inb})")
+    if store_mask:
+        e.emit(f"tl.store(dst_ptr + {dst_idx}, y, mask={store_mask})")
     else:
         e.emit(f"tl.store(dst_ptr + {dst_idx}, y)")
 
     body = e.lines
+    if plan.grid == (0,):
+        body = ["    pass  # nothing to copy"]
 
     params = ", ".join(["src_ptr", "dst_ptr"] + [f"{n}: tl.constexpr" for n in names])
     header = [
@@ -473,7 +483,8 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
         f"#   dst strides {spec.dst_strides} offset {spec.dst_offset} ({spec.dst_dtype})",
     ]
     for m in spec.masks:
-        header.append(f"#   mask {m.lo} <= {m.coeffs} . i < {m.hi}, else fill {spec.fill!r}")
+        otherwise = "no write" if spec.fill is None else f"fill {spec.fill!r}"
+        header.append(f"#   mask {m.lo} <= {m.coeffs} . i < {m.hi}, else {otherwise}")
     header.append(f"# tile axes {plan.axes} extents {plan.extents} blocks {plan.blocks}")
     text = [
         *header,
@@ -497,7 +508,8 @@ class CopyKernel:
     """A generated copy kernel: source, grid and launch arguments (SPEC §5 `plan.kernels`).
 
     `launch(src_storage, dst_storage)` takes both storages as flat contiguous tensors that
-    start at storage element 0; a kernel of `numel == 0` launches nothing.
+    start at storage element 0; a kernel of `numel == 0` (or grid `(0,)`, when every element
+    is masked and `fill` is None) launches nothing.
     """
 
     name: str
@@ -518,7 +530,7 @@ class CopyKernel:
     _handle: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def launch(self, src_storage: torch.Tensor, dst_storage: torch.Tensor) -> None:
-        if self.numel == 0:
+        if self.numel == 0 or self.grid == (0,):
             return
         _check_storage("src_storage", src_storage, self.spec.src_dtype, self.src_span)
         _check_storage("dst_storage", dst_storage, self.spec.dst_dtype, self.dst_span)
@@ -540,7 +552,8 @@ class CopyKernel:
 def _check_storage(
     what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None
 ) -> None:
-    if t.dtype != dtype.torch:
+    # Unsigned words may come as their int32 bit patterns (the kernel bitcasts them).
+    if t.dtype != dtype.torch and not (dtype.name == "uint32" and t.dtype == torch.int32):
         raise CallError(f"copy: {what} must have dtype {dtype}; got {t.dtype}")
     if t.dim() != 1 or (t.numel() > 1 and t.stride(0) != 1):
         raise CallError(
@@ -565,7 +578,8 @@ def generate_copy(spec: CopySpec, target: str = "cuda") -> CopyKernel:
     src_span = dst_span = None
     if plan.numel:
         canon = plan.spec
-        dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
+        if not canon.masks or canon.fill is not None:
+            dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
         if not canon.masks:
             src_span = address_range(canon.sizes, canon.src_strides, canon.src_offset)
     return CopyKernel(

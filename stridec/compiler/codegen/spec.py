@@ -5,7 +5,8 @@ A `CopySpec` describes one strided copy over an iteration space `sizes`:
     dst[dst_offset + Σ i_k·dst_strides_k] = cast(src[src_offset + Σ i_k·src_strides_k])
 
 for every coordinate `i` with `0 <= i_k < sizes_k`, except where a `MaskBound` fails; there
-`fill` is stored and `src` is not read. Example: NCHW (C = 3) packed into NCHW4 runs over
+`fill` is stored and `src` is not read (with `fill=None`, nothing is stored either: the
+masks then restrict the domain of the copy). Example: NCHW (C = 3) packed into NCHW4 runs over
 the split space (N, C/4 = 1, 4, H, W) with the mask `0 <= 0·n + 4·co + 1·ci + 0·h + 0·w < 3`,
 so channel 3 of every block is `fill`.
 
@@ -68,7 +69,8 @@ class CopySpec:
 
     Strides and offsets are in elements and may be negative (flip) or zero (broadcast);
     `masks` may hold any objects with `.coeffs`, `.lo` and `.hi` (they are converted to
-    `MaskBound`, so equal specs compare and hash equal).
+    `MaskBound`, so equal specs compare and hash equal). `fill=None` leaves masked
+    elements unwritten.
     """
 
     sizes: tuple[int, ...]
@@ -79,7 +81,7 @@ class CopySpec:
     src_dtype: DType
     dst_dtype: DType
     masks: tuple[MaskBound, ...] = ()
-    fill: float | int | bool = 0
+    fill: float | int | bool | None = 0
 
     def __post_init__(self) -> None:
         sizes = _int_tuple(self.sizes, "sizes")
@@ -105,8 +107,10 @@ class CopySpec:
                     f"got {m.coeffs}"
                 )
         fill = self.fill
-        if not isinstance(fill, (bool, int, float)):
-            raise UnsupportedError(f"copy: fill must be a bool, int or float; got {fill!r}")
+        if fill is not None and not isinstance(fill, (bool, int, float)):
+            raise UnsupportedError(
+                f"copy: fill must be a bool, int, float or None; got {fill!r}"
+            )
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "src_strides", src_strides)
         object.__setattr__(self, "dst_strides", dst_strides)
@@ -172,8 +176,8 @@ def mask_range(sizes: Sequence[int], coeffs: Sequence[int]) -> tuple[int, int]:
 
     E.g. sizes (2, 4), coeffs (3, -1): min 0·3 + 3·(-1) = -3, max 1·3 + 0·(-1) = 3.
     """
-    low = sum(min(0, c * (n - 1)) for n, c in zip(sizes, coeffs))
-    high = sum(max(0, c * (n - 1)) for n, c in zip(sizes, coeffs))
+    low = sum(min(0, c * (n - 1)) for n, c in zip(sizes, coeffs, strict=True))
+    high = sum(max(0, c * (n - 1)) for n, c in zip(sizes, coeffs, strict=True))
     return low, high
 
 
@@ -246,7 +250,7 @@ def orient_for_writes(spec: CopySpec) -> CopySpec:
         return spec
     flip = [
         d < 0 or (d == 0 and s < 0)
-        for d, s in zip(spec.dst_strides, spec.src_strides)
+        for d, s in zip(spec.dst_strides, spec.src_strides, strict=True)
     ]
     if not any(flip):
         return spec
@@ -260,8 +264,8 @@ def orient_for_writes(spec: CopySpec) -> CopySpec:
             dst_strides[k] = -dst_strides[k]
     masks = []
     for m in spec.masks:
-        shift = sum((n - 1) * c for n, c, f in zip(spec.sizes, m.coeffs, flip) if f)
-        coeffs = tuple(-c if f else c for c, f in zip(m.coeffs, flip))
+        shift = sum((n - 1) * c for n, c, f in zip(spec.sizes, m.coeffs, flip, strict=True) if f)
+        coeffs = tuple(-c if f else c for c, f in zip(m.coeffs, flip, strict=True))
         masks.append(MaskBound(coeffs, m.lo - shift, m.hi - shift))
     return _replace(
         spec,
@@ -327,7 +331,7 @@ def coalesce_copy_dims(spec: CopySpec) -> CopySpec:
         sizes=tuple(sizes),
         src_strides=tuple(src_strides),
         dst_strides=tuple(dst_strides),
-        masks=tuple(MaskBound(tuple(c), m.lo, m.hi) for c, m in zip(coeffs, spec.masks)),
+        masks=tuple(MaskBound(tuple(c), m.lo, m.hi) for c, m in zip(coeffs, spec.masks, strict=True)),
     )
 
 
