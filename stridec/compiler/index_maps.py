@@ -242,10 +242,11 @@ def compose(reader: Layout, writer_dst: Layout, writer_src: Layout) -> Compositi
         return None
     sizes = tuple(n for n, _ in refined)
     coord_map = tuple(tuple(move[m] for _, move in refined) for m in range(len(p)))
+    ws = writer_src.strides
     src = Layout(
         sizes,
-        tuple(sum(v * s for v, s in zip(move, writer_src.strides, strict=True)) for _, move in refined),
-        writer_src.offset + sum(i * s for i, s in zip(base, writer_src.strides, strict=True)),
+        tuple(sum(v * s for v, s in zip(move, ws, strict=True)) for _, move in refined),
+        writer_src.offset + sum(i * s for i, s in zip(base, ws, strict=True)),
     )
     return Composition(
         split=tuple(tuple(n for n, _ in reversed(dim)) for dim in factors),

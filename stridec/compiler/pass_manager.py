@@ -128,8 +128,8 @@ class PassManager:
             start = time.perf_counter()
             try:
                 p.run(graph)
-            except StridecError:
-                raise
+            except StridecError as e:  # keep the kind of error, say which pass raised it
+                raise type(e)(f"pass '{p.name}': {e}") from e
             except Exception as e:  # a bug in a pass: say which one
                 raise VerificationError(f"pass '{p.name}' failed: {type(e).__name__}: {e}") from e
             self.timings.append(PassTiming(p.name, time.perf_counter() - start))

@@ -8,10 +8,10 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from stridec.errors import LayoutError, ShapeError, VerificationError
+from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
@@ -20,10 +20,19 @@ __all__ = ["cat", "pad", "emit"]
 
 
 def emit(graph: Graph | None, cls: type[Op], operands: Sequence[Value], attrs: dict) -> Any:
-    """Build `cls` on `operands`, append it to `graph`; return its result (or results)."""
+    """Build `cls` on `operands`, check it, append it to `graph`; return its result (or results).
+
+    A refused op leaves no trace: its uses are dropped from its operands again.
+    """
     if graph is None:
         raise VerificationError(f"{cls.name}: operands belong to no graph")
-    op = graph.append(cls(operands, attrs))
+    op = cls(operands, attrs)
+    try:
+        op.verify_()
+        graph.append(op)
+    except StridecError:
+        op.drop_uses()
+        raise
     return op.results[0] if len(op.results) == 1 else tuple(op.results)
 
 
@@ -207,7 +216,7 @@ def as_strided(self: Value, size: Sequence[int], stride: Sequence[int],
 @_method
 def split(self: Value, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
     sizes = split_size_or_sections
-    sizes = (sizes,) if isinstance(sizes, int) else tuple(sizes)
+    sizes = sizes if isinstance(sizes, int) else tuple(sizes)
     out = emit(self.graph, O.SplitOp, (self,), {"sizes": sizes, "dim": dim})
     return out if isinstance(out, tuple) else (out,)
 
@@ -220,8 +229,9 @@ def chunk(self: Value, chunks: int, dim: int = 0) -> tuple:
     if not -rank <= dim < rank:
         raise LayoutError(f"chunk: dim {dim} out of range for rank {rank}")
     length = self.shape[dim]
-    size = -(-length // chunks) if length else 1
-    return self.split(max(size, 1), dim)
+    if length == 0:  # torch gives `chunks` empty pieces here, not one
+        return self.split((0,) * chunks, dim)
+    return self.split(-(-length // chunks), dim)
 
 
 @_method
@@ -287,6 +297,15 @@ def _getitem(self: Value, index: Any) -> Value:
 
 
 Value.__getitem__ = _getitem  # type: ignore[attr-defined]
+
+
+@_method
+def __iter__(self: Value) -> Iterator[Value]:
+    """The slices along dim 0, as iterating a torch tensor gives (without this, Python
+    would iterate through `__getitem__` until it raised)."""
+    if self.ndim == 0:
+        raise LayoutError("iter: cannot iterate over a rank-0 value")
+    return iter([self.select(0, i) for i in range(self.shape[0])])
 
 
 # -- module functions ------------------------------------------------------------------

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from stridec.errors import VerificationError
+from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
 
 __all__ = ["Value", "Op", "Graph", "OP_REGISTRY", "register_op"]
@@ -129,10 +130,15 @@ class Op:
                 f"{self.name}: expected {self.num_operands} operand(s); got {len(operands)}"
             )
         operand_types = [v.type for v in operands]
-        normalized = self.normalize(dict(attrs or {}), operand_types)
-        unknown = set(normalized) - set(self.attr_names)
+        attrs = dict(attrs or {})
+        unknown = set(attrs) - set(self.attr_names)
         if unknown:
-            raise VerificationError(f"{self.name}: unknown attribute(s) {sorted(unknown)}")
+            # Checked before `normalize`, which builds a fresh dict and would drop them.
+            raise VerificationError(
+                f"{self.name}: unknown attribute(s) {sorted(unknown)}; expected "
+                f"{list(self.attr_names) or 'none'}"
+            )
+        normalized = self.normalize(attrs, operand_types)
         self.attrs: Mapping[str, Any] = MappingProxyType(normalized)
         if result_types is None:
             result_types = self.infer_types(operand_types)
@@ -284,6 +290,24 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name!r}: {len(self.ops)} ops>"
+
+    def specialize(self, layouts: Mapping[str, Layout]) -> Graph:
+        """A copy whose inputs named in `layouts` have those layouts (the caller's strides
+        and offset); every op is rebuilt by type inference, so each view's layout over its
+        root follows. Raises the op's `StridecError` where a layout does not suit it (a
+        `view` that is not viewable from the caller's strides)."""
+        new = Graph(self.name)
+        mapping: dict[int, Value] = {}
+        for op in self.ops:
+            attrs = dict(op.attrs)
+            if op.name == "input" and op.attrs["name"] in layouts:
+                layout = layouts[op.attrs["name"]]
+                attrs["layout"] = None if layout == Layout.contiguous(layout.sizes) else layout
+            rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
+            new.append(rebuilt)
+            for a, b in zip(op.results, rebuilt.results):
+                mapping[id(a)] = b
+        return new
 
     def clone(self) -> Graph:
         """A deep copy: same ops, attributes and types, fresh values."""

@@ -528,12 +528,18 @@ class Layout:
 
     def squeeze(self, dim: int | Sequence[int] | None = None) -> Layout:
         """Drop size-1 dims: all of them, or those of `dim` (an int or a tuple) that have
-        size 1; squeezing a dim of another size is a no-op, as in torch."""
+        size 1; squeezing a dim of another size is a no-op, and naming a dim twice is an
+        error, as in torch."""
         if dim is None:
             chosen = set(range(self.rank))
         else:
             dims = (dim,) if not isinstance(dim, Iterable) else tuple(dim)
-            chosen = {_wrap_dim(d, self.rank, "squeeze: dim", self.sizes, True) for d in dims}
+            wrapped = [_wrap_dim(d, self.rank, "squeeze: dim", self.sizes, True) for d in dims]
+            chosen = set(wrapped)
+            if len(chosen) != len(wrapped):
+                raise LayoutError(
+                    f"squeeze: dims {dims} name a dim more than once (sizes {self.sizes})"
+                )
         keep = [k for k in range(self.rank) if not (k in chosen and self.sizes[k] == 1)]
         return Layout(
             tuple(self.sizes[k] for k in keep),

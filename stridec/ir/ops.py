@@ -50,6 +50,19 @@ def _number(op: str, key: str, value: Any) -> int | float | bool:
     return value
 
 
+def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | bool:
+    """A number `dtype` can hold: torch refuses to fill with a value that overflows it."""
+    value = _number(op, key, value)
+    if dtype is not None:
+        try:
+            torch.full((), value, dtype=dtype.torch)
+        except RuntimeError:
+            raise ShapeError(
+                f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}"
+            ) from None
+    return value
+
+
 def _require(attrs: dict, op: str, *keys: str) -> None:
     for k in keys:
         if attrs.get(k) is None:
@@ -132,10 +145,11 @@ class FullOp(Op):
     @classmethod
     def normalize(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
         _require(attrs, cls.name, "sizes", "value", "dtype")
+        dtype = as_dtype(attrs["dtype"], "full: dtype")
         return {
             "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
-            "value": _number(cls.name, "value", attrs["value"]),
-            "dtype": as_dtype(attrs["dtype"], "full: dtype"),
+            "value": _fill(cls.name, "value", attrs["value"], dtype),
+            "dtype": dtype,
         }
 
     def infer_types(self, operand_types):
@@ -436,6 +450,12 @@ class AsStridedOp(ViewOp):
         offset = layout.offset if a["offset"] is None else a["offset"]
         return Layout(a["sizes"], a["strides"], offset)
 
+    def verify_(self) -> None:
+        """The result must address only the root's storage, as torch's as_strided checks."""
+        root = self.operands[0].root()
+        storage = root.type.layout.min_storage_size()
+        self.result.type.layout.check_fits(storage, "as_strided")
+
     def reference(self, t):
         raise VerificationError("as_strided: needs the root storage; run it through the executor")
 
@@ -559,8 +579,11 @@ class SplitOp(ViewOp):
     @classmethod
     def normalize(cls, attrs, operand_types):
         _require(attrs, cls.name, "sizes")
+        sizes = attrs["sizes"]
+        # An int is a chunk size, a list the section sizes: as in torch, `[3]` is one section.
+        chunked = isinstance(sizes, int) and not isinstance(sizes, bool)
         return {
-            "sizes": _ints(cls.name, "sizes", attrs["sizes"]),
+            "sizes": _int(cls.name, "sizes", sizes) if chunked else _ints(cls.name, "sizes", sizes),
             "dim": _int(cls.name, "dim", attrs.get("dim", 0)),
         }
 
@@ -571,10 +594,13 @@ class SplitOp(ViewOp):
             raise LayoutError(f"split: dim {dim} out of range for rank {rank}")
         length = layout.sizes[dim % rank]
         sizes = self.attrs["sizes"]
-        if len(sizes) == 1:
-            chunk = sizes[0]
-            if chunk <= 0 and length > 0:
-                raise LayoutError(f"split: split size must be positive; got {chunk}")
+        if isinstance(sizes, int):
+            chunk = sizes
+            if chunk < 0 or (chunk == 0 and length > 0):
+                raise LayoutError(
+                    f"split: split size must be positive (or 0 for an empty dim {dim}); "
+                    f"got {chunk}"
+                )
             count = max(1, math.ceil(length / chunk)) if chunk > 0 else 1
             parts = [min(chunk, length - k * chunk) for k in range(count)]
         else:
@@ -600,7 +626,7 @@ class SplitOp(ViewOp):
 
     def reference(self, t):
         s = self.attrs["sizes"]
-        return tuple(t.split(s[0] if len(s) == 1 else list(s), self.attrs["dim"]))
+        return tuple(t.split(s if isinstance(s, int) else list(s), self.attrs["dim"]))
 
 
 # -- materializations --------------------------------------------------------------------
@@ -702,7 +728,7 @@ class CopyOp(Op):
                 )
         fill = attrs.get("fill")
         if fill is not None:
-            fill = _number("copy", "fill", fill)
+            fill = _fill("copy", "fill", fill, dtype)
         out.update(space=space, src=attrs.get("src"), dst=attrs["dst"], masks=masks or None,
                    fill=fill)
         return out
@@ -762,7 +788,7 @@ def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> to
 def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
     """Pack a logical tensor through the format's `Packing` description, in plain torch."""
     p = fmt.packing(tuple(t.shape), as_dtype(t.dtype), fill)
-    from stridec.ir.reference import layout_indices
+    from stridec.ir.reference import layout_indices, put
 
     out = torch.full(p.physical_sizes, fill, dtype=t.dtype, device=t.device)
     if out.numel() == 0:
@@ -771,14 +797,14 @@ def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
     src = layout_indices(p.logical, t.device).clamp(0, max(t.numel() - 1, 0))
     values = t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
     dst = layout_indices(p.physical, t.device)
-    out.view(-1)[dst[valid]] = values[valid]
+    put(out.view(-1), dst[valid], values[valid])
     return out
 
 
 def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) -> torch.Tensor:
     """Unpack a physical tensor to `logical_sizes` through the format's `Packing`, in torch."""
     p = fmt.unpacking(tuple(logical_sizes), as_dtype(t.dtype))
-    from stridec.ir.reference import layout_indices
+    from stridec.ir.reference import layout_indices, put
 
     out = torch.empty(tuple(logical_sizes), dtype=t.dtype, device=t.device)
     if out.numel() == 0:
@@ -786,7 +812,7 @@ def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) ->
     valid = _valid_points(p.space, p.mask, t.device)
     src = layout_indices(p.physical, t.device)[valid]
     dst = layout_indices(p.logical, t.device)[valid]
-    out.view(-1)[dst] = t.contiguous().reshape(-1)[src]
+    put(out.view(-1), dst, t.contiguous().reshape(-1)[src])
     return out
 
 
@@ -802,7 +828,8 @@ class PackOp(Op):
         _require(attrs, cls.name, "format")
         fmt = get_format(attrs["format"])
         fill = attrs.get("fill", 0)
-        return {"format": fmt.name, "fill": _number(cls.name, "fill", fill)}
+        dtype = operand_types[0].dtype if operand_types else None
+        return {"format": fmt.name, "fill": _fill(cls.name, "fill", fill, dtype)}
 
     def packing(self, sizes: Sequence[int], dtype: DType) -> Any:
         fmt = get_format(self.attrs["format"])
@@ -894,16 +921,21 @@ class PadOp(Op):
             raise ShapeError(
                 f"pad: 'pad' must hold pairs for at most {rank} dims; got {list(pad)}"
             )
-        return {"pad": pad, "value": _number(cls.name, "value", attrs.get("value", 0))}
+        dtype = operand_types[0].dtype if operand_types else None
+        return {"pad": pad, "value": _fill(cls.name, "value", attrs.get("value", 0), dtype)}
 
     def padded_sizes(self, sizes: Sequence[int]) -> tuple[int, ...]:
         out = list(sizes)
         pad = self.attrs["pad"]
         for k in range(len(pad) // 2):
             d = len(out) - 1 - k
-            out[d] = out[d] + pad[2 * k] + pad[2 * k + 1]
-            if out[d] < 0:
-                raise ShapeError(f"pad: dim {d} of size {sizes[d]} padded by {pad[2*k:2*k+2]} is negative")
+            before, after = pad[2 * k], pad[2 * k + 1]
+            # As torch: each negative pad crops what the dim has, before any padding.
+            if sizes[d] + min(before, 0) + min(after, 0) < 0:
+                raise ShapeError(
+                    f"pad: dim {d} of size {sizes[d]} cannot be cropped by {[before, after]}"
+                )
+            out[d] = sizes[d] + before + after
         return tuple(out)
 
     def infer_types(self, operand_types):

@@ -359,6 +359,9 @@ class _Parser:
         self.advance()  # '{'
         attrs: dict[str, tuple[Any, Token]] = {}
         allowed = [k for k in cls.attr_names if k not in _TYPE_GIVEN_ATTRS.get(cls.name, ())]
+        if self.at_punct("}"):
+            self.advance()
+            return attrs
         while True:
             key = self.tok
             if key.kind != "ident":

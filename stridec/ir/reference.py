@@ -18,7 +18,9 @@ from stridec.errors import CallError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 
-__all__ = ["run_reference", "layout_indices", "linear_form", "gather", "scatter", "flat_storage"]
+__all__ = [
+    "run_reference", "layout_indices", "linear_form", "gather", "scatter", "put", "flat_storage",
+]
 
 
 def linear_form(sizes: Sequence[int], coeffs: Sequence[int], base: int = 0,
@@ -45,11 +47,22 @@ def gather(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
     return storage[layout_indices(layout, storage.device)]
 
 
+def put(storage: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> None:
+    """`storage[indices] = values` for every stridec dtype.
+
+    torch has no `index_put` for uint32, so its bits go through an int32 view.
+    """
+    values = values.to(storage.dtype)
+    if storage.dtype == torch.uint32:
+        storage, values = storage.view(torch.int32), values.view(torch.int32)
+    storage[indices] = values
+
+
 def scatter(storage: torch.Tensor, layout: Layout, values: torch.Tensor) -> None:
     """Write `values` (logical, shaped like the layout) into `storage` through the layout."""
     if layout.numel == 0:
         return
-    storage[layout_indices(layout, storage.device)] = values.to(storage.dtype)
+    put(storage, layout_indices(layout, storage.device), values)
 
 
 def flat_storage(t: torch.Tensor) -> torch.Tensor:
@@ -123,30 +136,18 @@ class _Executor:
             # A domain restriction: only the points where every bound holds are written.
             valid = _valid(space, a["masks"], values.device)
             indices = layout_indices(a["dst"], values.device)
-            buffer[indices[valid]] = values[valid]
+            put(buffer, indices[valid], values[valid])
         else:
             scatter(buffer, a["dst"], _masked(values, space, a["masks"], a["fill"]))
         self.storages[id(op.result)] = buffer
         return gather(buffer, layout)
 
     def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        inputs = self.graph.inputs
-        if len(tensors) != len(inputs):
-            raise CallError(f"{self.graph.name}: expected {len(inputs)} tensor(s); got {len(tensors)}")
-        by_input = {id(v): t for v, t in zip(inputs, tensors)}
+        by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors)}
         for op in self.graph.ops:
             args = [self.values[id(v)] for v in op.operands]
             if op.name == "input":
-                t = by_input[id(op.result)]
-                name = op.attrs["name"]
-                if not isinstance(t, torch.Tensor):
-                    raise CallError(f"input '{name}': expected a torch.Tensor; got {type(t).__name__}")
-                if tuple(t.shape) != op.result.type.sizes or t.dtype != op.result.type.dtype.torch:
-                    raise CallError(
-                        f"input '{name}': expected sizes {list(op.result.type.sizes)} and dtype "
-                        f"{op.result.type.dtype}; got {list(t.shape)} {t.dtype}"
-                    )
-                results: tuple = (t,)
+                results: tuple = (by_input[id(op.result)],)
             elif op.name == "output":
                 return tuple(args)
             elif op.name == "as_strided":
@@ -162,7 +163,41 @@ class _Executor:
         return ()
 
 
+def _caller_layouts(graph: Graph, tensors: Sequence[Any]) -> dict[str, Layout]:
+    """Check the arguments (CallError); return the caller's layouts that differ from the
+    declared ones, by input name."""
+    inputs = graph.inputs
+    if len(tensors) != len(inputs):
+        raise CallError(f"{graph.name}: expected {len(inputs)} tensor(s); got {len(tensors)}")
+    layouts: dict[str, Layout] = {}
+    device = None
+    for v, t in zip(inputs, tensors):
+        name, expected = v.owner.attrs["name"], v.type
+        if not isinstance(t, torch.Tensor):
+            raise CallError(f"input '{name}': expected a torch.Tensor; got {type(t).__name__}")
+        if tuple(t.shape) != expected.sizes or t.dtype != expected.dtype.torch:
+            raise CallError(
+                f"input '{name}': expected sizes {list(expected.sizes)} and dtype "
+                f"{expected.dtype}; got {list(t.shape)} {t.dtype}"
+            )
+        if device is not None and t.device != device:
+            raise CallError(f"input '{name}': expected device {device}; got {t.device}")
+        device = t.device
+        layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        if not layout.same_addresses(expected.layout):
+            layouts[name] = layout
+    return layouts
+
+
 def run_reference(graph: Graph, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Run `graph` on `tensors` with plain torch; returns the outputs as a tuple."""
-    device = tensors[0].device if tensors and isinstance(tensors[0], torch.Tensor) else "cpu"
+    """Run `graph` on `tensors` with plain torch; returns the outputs as a tuple.
+
+    As a compiled graph is, the graph is first specialized to the caller's strides and
+    offsets, so that `as_strided` (and a reshape's choice between view and copy) reads the
+    storage the caller passed, as torch would.
+    """
+    layouts = _caller_layouts(graph, tensors)
+    if layouts:
+        graph = graph.specialize(layouts)
+    device = tensors[0].device if tensors else "cpu"
     return _Executor(graph, device).run(tensors)

@@ -53,7 +53,7 @@ def verify_graph(graph: Graph) -> None:
                 )
         try:
             op.verify_()
-        except VerificationError as e:
+        except StridecError as e:
             raise VerificationError(f"{where}: {e}") from e
         for r in op.results:
             defined.add(id(r))

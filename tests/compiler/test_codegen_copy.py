@@ -66,7 +66,7 @@ def order_strides(sizes: tuple[int, ...], order: tuple[int, ...]) -> tuple[int, 
 def index_grid(sizes, strides, offset) -> torch.Tensor:
     """`offset + Σ i_k·strides_k` for every coordinate, as an int64 tensor of `sizes`."""
     idx = torch.full(tuple(sizes), offset, dtype=torch.int64)
-    for k, (n, s) in enumerate(zip(sizes, strides)):
+    for k, (n, s) in enumerate(zip(sizes, strides, strict=True)):
         shape = [1] * len(sizes)
         shape[k] = n
         idx = idx + torch.arange(n, dtype=torch.int64).view(shape) * s
@@ -110,6 +110,10 @@ def reference_copy(spec: CopySpec, src: torch.Tensor, dst: torch.Tensor) -> torc
     valid = valid_grid(spec)
     src_idx = index_grid(spec.sizes, spec.src_strides, spec.src_offset)
     dst_idx = index_grid(spec.sizes, spec.dst_strides, spec.dst_offset)
+    if spec.fill is None:  # masked elements are not written
+        if bool(valid.any()):
+            out[dst_idx[valid]] = src[src_idx[valid]].to(spec.dst_dtype.torch)
+        return out
     fill = fill_value(spec.fill, spec.dst_dtype).expand(spec.sizes)
     if bool(valid.any()):
         values = src[torch.where(valid, src_idx, src_idx[valid][0])].to(spec.dst_dtype.torch)
@@ -184,9 +188,11 @@ def address_map(spec: CopySpec) -> dict[int, int | None]:
     """Destination address -> source address (None: fill), enumerated element by element."""
     out: dict[int, int | None] = {}
     for i in itertools.product(*(range(n) for n in spec.sizes)):
-        ok = all(m.lo <= sum(c * x for c, x in zip(m.coeffs, i)) < m.hi for m in spec.masks)
-        d = spec.dst_offset + sum(x * s for x, s in zip(i, spec.dst_strides))
-        s = spec.src_offset + sum(x * s for x, s in zip(i, spec.src_strides))
+        ok = all(
+            m.lo <= sum(c * x for c, x in zip(m.coeffs, i, strict=True)) < m.hi for m in spec.masks
+        )
+        d = spec.dst_offset + sum(x * s for x, s in zip(i, spec.dst_strides, strict=True))
+        s = spec.src_offset + sum(x * s for x, s in zip(i, spec.src_strides, strict=True))
         out[d] = s if ok else None
     return out
 
@@ -251,8 +257,15 @@ def test_simplify_masks():
 
 def test_canonical_nchw_to_nhwc_is_a_transpose_of_two_dims_over_n():
     n, c, h, w = 2, 3, 4, 5
-    spec = CopySpec((n, c, h, w), contiguous_strides((n, c, h, w)), 0,
-                    order_strides((n, c, h, w), (0, 2, 3, 1)), 0, f32, f32)
+    spec = CopySpec(
+        (n, c, h, w),
+        contiguous_strides((n, c, h, w)),
+        0,
+        order_strides((n, c, h, w), (0, 2, 3, 1)),
+        0,
+        f32,
+        f32,
+    )
     canon = canonicalize_copy(spec)
     # (H, W) merge on both sides: src 5 == 5·1, dst 15 == 5·3.
     assert canon.sizes == (n, h * w, c)
@@ -268,8 +281,11 @@ def small_specs(draw, max_rank: int = 4, max_size: int = 4):
     src = tuple(draw(strides) for _ in range(rank))
     dst = tuple(draw(strides) for _ in range(rank))
     masks = tuple(
-        MaskBound(tuple(draw(st.integers(-2, 2)) for _ in range(rank)),
-                  draw(st.integers(-4, 4)), draw(st.integers(-4, 8)))
+        MaskBound(
+            tuple(draw(st.integers(-2, 2)) for _ in range(rank)),
+            draw(st.integers(-4, 4)),
+            draw(st.integers(-4, 8)),
+        )
         for _ in range(draw(st.integers(0, 2)))
     )
     return CopySpec(sizes, src, 100, dst, 100, f32, f32, masks)
@@ -384,9 +400,26 @@ def test_offsets_on_both_sides():
 
 
 CASTS = [
-    (f32, f16), (f16, f32), (f32, i32), (i32, f32), (f32, b1), (i8, f32), (f32, bf16),
-    (bf16, f32), (bf16, f16), (bf16, i32), (bf16, b1), (i32, bf16), (f64, bf16), (b1, f32),
-    (b1, bf16), (i64, i32), (u8, f16), (f16, i8), (i32, b1), (f64, f32),
+    (f32, f16),
+    (f16, f32),
+    (f32, i32),
+    (i32, f32),
+    (f32, b1),
+    (i8, f32),
+    (f32, bf16),
+    (bf16, f32),
+    (bf16, f16),
+    (bf16, i32),
+    (bf16, b1),
+    (i32, bf16),
+    (f64, bf16),
+    (b1, f32),
+    (b1, bf16),
+    (i64, i32),
+    (u8, f16),
+    (f16, i8),
+    (i32, b1),
+    (f64, f32),
 ]
 
 
@@ -398,13 +431,25 @@ def test_casts_fused_in_a_transpose(src, dst):
 def test_bfloat16_rounds_to_nearest_even():
     # 1 + 2^-8 lies halfway between two bf16 values: ties go to the even mantissa (1.0);
     # 1 + 3·2^-8 goes up to 1 + 2^-6; NaN and infinities survive.
-    src = torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-9, float("inf"), -float("inf"),
-                        3.0e38, -1.00390625, 0.0], dtype=torch.float32)
+    src = torch.tensor(
+        [
+            1 + 2**-8,
+            1 + 3 * 2**-8,
+            1 + 2**-9,
+            float("inf"),
+            -float("inf"),
+            3.0e38,
+            -1.00390625,
+            0.0,
+        ],
+        dtype=torch.float32,
+    )
     spec = CopySpec((8,), (1,), 0, (1,), 0, f32, bf16)
     run_and_check(spec, src=src)
     dst = torch.empty(1, dtype=torch.bfloat16)
     generate_copy(CopySpec((1,), (1,), 0, (1,), 0, f32, bf16)).launch(
-        torch.tensor([float("nan")]), dst)
+        torch.tensor([float("nan")]), dst
+    )
     assert torch.isnan(dst).all()
 
 
@@ -419,10 +464,14 @@ def test_nchw_to_nchw4_pads_channels_with_fill():
     # Split space (N, C/4, 4, H, W); source channel co·4 + ci, destination [N, 1, H, W, 4].
     spec = CopySpec(
         (n, 1, 4, h, w),
-        (c * h * w, 4 * h * w, h * w, w, 1), 0,
-        (4 * h * w, 4 * h * w, 1, 4 * w, 4), 0,
-        f32, f32,
-        (MaskBound((0, 4, 1, 0, 0), 0, 3),), 0,
+        (c * h * w, 4 * h * w, h * w, w, 1),
+        0,
+        (4 * h * w, 4 * h * w, 1, 4 * w, 4),
+        0,
+        f32,
+        f32,
+        (MaskBound((0, 4, 1, 0, 0), 0, 3),),
+        0,
     )
     gen = torch.Generator().manual_seed(1)
     src = random_storage(f32, n * c * h * w, gen)  # exactly the source: channel 3 is not there
@@ -437,6 +486,43 @@ def test_nchw_to_nchw4_pads_channels_with_fill():
     assert torch.equal(dst, expected.permute(0, 2, 3, 1).reshape(-1))
     # Same packing on the GPU tiles, with a non-zero fill cast to the destination dtype.
     run_and_check(dataclasses.replace(spec, fill=-1.5, dst_dtype=f16), "cuda", src=src)
+
+
+def test_fill_none_leaves_masked_elements_unwritten():
+    # Copy only the even columns' first 3 rows of a transpose; the rest keeps the sentinel.
+    spec = permute_spec(
+        (6, 8),
+        (1, 0),
+        f32,
+        f16,
+        masks=(MaskBound((1, 0), 0, 5), MaskBound((0, 1), 0, 3)),
+        fill=None,
+    )
+    kernel = run_and_check(spec)
+    assert "tl.where" not in kernel.source
+    # All masked and nothing written: nothing is launched.
+    spec = dataclasses.replace(spec, masks=(MaskBound((0, 0), 1, 1),))
+    kernel = run_and_check(spec, src=torch.empty(0))
+    assert kernel.grid == (0,) and "pass" in kernel.source
+
+
+def test_uint32_words_may_arrive_as_int32():
+    u32 = DTYPES["uint32"]
+    words = torch.tensor([0, 1, 2**31 - 1, -(2**31), -1, 12345], dtype=torch.int32)
+    kernel = generate_copy(CopySpec((2, 3), (1, 2), 0, (3, 1), 0, u32, f64))
+    out = torch.zeros(6, dtype=torch.float64)
+    kernel.launch(words, out)
+    unsigned = (words.to(torch.int64) & 0xFFFFFFFF).to(torch.float64)
+    assert torch.equal(out, unsigned.view(3, 2).t().reshape(-1))
+    # As real uint32 storages too (torch has no index_put for them: checked by hand).
+    src = torch.tensor([4000000000, 1, 2, 3, 4], dtype=torch.int64).to(torch.uint32)
+    dst = torch.zeros(5, dtype=torch.uint32)
+    spec = CopySpec((5,), (1,), 0, (1,), 0, u32, u32, (MaskBound((1,), 0, 3),), 2**32 - 1)
+    generate_copy(spec).launch(src, dst)
+    assert dst.to(torch.int64).tolist() == [4000000000, 1, 2, 2**32 - 1, 2**32 - 1]
+    back = torch.zeros(6, dtype=torch.int32)
+    generate_copy(CopySpec((6,), (1,), 0, (1,), 0, f64, u32)).launch(unsigned, back)
+    assert torch.equal(back, words)
 
 
 def test_mask_that_never_holds_only_fills():
@@ -463,8 +549,7 @@ def test_rank_8():
     perm = (7, 2, 0, 5, 1, 3, 6, 4)
     run_and_check(permute_spec(sizes, perm, f32))
     # No two dims merge here: every dim is reordered on the destination side.
-    spec = CopySpec(sizes, contiguous_strides(sizes), 0,
-                    order_strides(sizes, perm), 0, f16, f32)
+    spec = CopySpec(sizes, contiguous_strides(sizes), 0, order_strides(sizes, perm), 0, f16, f32)
     run_and_check(spec)
 
 
@@ -526,8 +611,9 @@ def test_index_bits_switch_to_64_past_int32():
 
 def test_int64_kernel_runs():
     """The int64 variant of a kernel gives the same result (forced on a small tensor)."""
-    spec = permute_spec((3, 10, 7), (0, 2, 1), f32, f16, masks=(MaskBound((0, 1, 0), 0, 5),),
-                        fill=2.5)
+    spec = permute_spec(
+        (3, 10, 7), (0, 2, 1), f32, f16, masks=(MaskBound((0, 1, 0), 0, 5),), fill=2.5
+    )
     plan = dataclasses.replace(plan_copy(spec, "cuda"), index_bits=64)
     source = emit_copy_source(plan, "copy64")
     assert "tl.program_id(0).to(tl.int64)" in source
@@ -544,13 +630,22 @@ def test_int64_kernel_runs():
 
 def test_same_spec_same_source():
     def make():
-        return CopySpec((2, 3, 4, 5), (60, 1, 15, 3), 0, (60, 20, 5, 1), 0, f32, f16,
-                        (MaskBound((0, 1, 0, 0), 0, 2),), 1.0)
+        return CopySpec(
+            (2, 3, 4, 5),
+            (60, 1, 15, 3),
+            0,
+            (60, 20, 5, 1),
+            0,
+            f32,
+            f16,
+            (MaskBound((0, 1, 0, 0), 0, 2),),
+            1.0,
+        )
 
     a, b = generate_copy(make()), generate_copy(make())
     assert a.source == b.source and a.name == b.name and a == b
     assert a.name in a.source and a.source.startswith("# stridec copy kernel")
-    assert generate_copy(make(), "cpu").source != a.source
+    assert generate_copy(make(), "cpu").source == generate_copy(make(), "cpu").source
     other = dataclasses.replace(make(), fill=2.0)
     assert generate_copy(other).source != a.source
 
@@ -567,8 +662,20 @@ def test_launch_checks_its_storages():
 
 # --------------------------------------------------------------------------- random specs
 
-DTYPE_PAIRS = [(f32, f32), (f16, f16), (i8, i8), (f32, f16), (f16, f32), (bf16, f32),
-               (f32, bf16), (i32, f32), (f32, i32), (f32, b1), (b1, b1), (i64, i64)]
+DTYPE_PAIRS = [
+    (f32, f32),
+    (f16, f16),
+    (i8, i8),
+    (f32, f16),
+    (f16, f32),
+    (bf16, f32),
+    (f32, bf16),
+    (i32, f32),
+    (f32, i32),
+    (f32, b1),
+    (b1, b1),
+    (i64, i64),
+]
 
 
 @st.composite
@@ -591,7 +698,11 @@ def copy_specs(draw):
                 strides[k] = -strides[k]
 
     def offset_for(strides):
-        low = sum(min(0, (n - 1) * s) for n, s in zip(sizes, strides)) if all(sizes) else 0
+        low = (
+            sum(min(0, (n - 1) * s) for n, s in zip(sizes, strides, strict=True))
+            if all(sizes)
+            else 0
+        )
         return -low + draw(st.integers(0, 3))
 
     def mask():
@@ -601,10 +712,17 @@ def copy_specs(draw):
 
     masks = tuple(mask() for _ in range(draw(st.sampled_from((0, 0, 1, 2)))))
     src_dtype, dst_dtype = draw(st.sampled_from(DTYPE_PAIRS))
-    fill = draw(st.sampled_from((0, 1, -2.5, True)))
+    fill = draw(st.sampled_from((0, 1, -2.5, True, None)))
     return CopySpec(
-        sizes, tuple(src_strides), offset_for(src_strides), tuple(dst_strides),
-        offset_for(dst_strides), src_dtype, dst_dtype, masks, fill,
+        sizes,
+        tuple(src_strides),
+        offset_for(src_strides),
+        tuple(dst_strides),
+        offset_for(dst_strides),
+        src_dtype,
+        dst_dtype,
+        masks,
+        fill,
     )
 
 

@@ -224,6 +224,7 @@ def test_pitched_rows_directml_example() -> None:
         ((5,), torch.int8, 4, 8),  # 5 bytes -> 8 bytes
         ((2, 8), torch.float64, 4, 8),  # 64 bytes, already aligned
         ((2, 3), torch.float32, 6, 3),  # rows must be a multiple of lcm(6, 4) = 12 bytes
+        ((2, 3), torch.float32, 10, 5),  # lcm(10, 4) = 20 bytes = 5 elements per row
         ((2, 0), torch.float32, 16, 0),
     ],
 )

@@ -647,6 +647,8 @@ NCHW = Layout.contiguous((2, 3, 4, 5))
         (lambda: NCHW.unfold(1, 2, 0), LayoutError, r"step must be >= 1; got 0"),
         (lambda: NCHW.unsqueeze(5), LayoutError, r"dim 5 out of range for rank 5"),
         (lambda: NCHW.squeeze((0, 4)), LayoutError, r"dim 4 out of range for rank 4"),
+        (lambda: NCHW.squeeze((0, -4)), LayoutError, r"squeeze: dims \(0, -4\) name a dim more"),
+        (lambda: Layout((), ()).squeeze((0, -1)), LayoutError, r"name a dim more than once"),
         (lambda: NCHW.index_of((1, 3, 0, 0)), LayoutError, r"coordinate 3 out of range for dim 1"),
         (lambda: NCHW.index_of((1, 2)), LayoutError, r"coords \(1, 2\) have rank 2"),
         (

@@ -13,7 +13,7 @@ import string
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import stridec.ir.builder as B
@@ -368,10 +368,15 @@ def random_step(draw: st.DrawFn, g: Graph, v: Value) -> object:
     if kind == "squeeze":
         if draw(st.booleans()):
             return v.squeeze()
-        return v.squeeze(draw(st.lists(st.integers(-rank, max(rank - 1, 0)), unique=True)))
+        # Distinct dims after wrapping: torch refuses (0, -rank), though Layout.squeeze
+        # accepts it (reported; not the parser's business).
+        dims = draw(st.lists(st.integers(0, max(rank - 1, 0)), unique=True))
+        return v.squeeze([d - rank if draw(st.booleans()) and rank else d for d in dims])
     if kind == "unsqueeze":
         return v.unsqueeze(draw(st.integers(-rank - 1, rank)))
     if kind == "flip":
+        if dtype == "uint32":
+            return None  # torch.flip has no CPU kernel for uint32 (reference gap, reported)
         return v.flip(*draw(st.lists(st.integers(0, max(rank - 1, 0)), unique=True)))
     if kind in ("reshape", "view"):
         return getattr(v, kind)(*reshaped_sizes(draw, sizes))
@@ -414,11 +419,18 @@ def random_step(draw: st.DrawFn, g: Graph, v: Value) -> object:
         return v.pack(fmt).unpack(fmt, sizes[1] if rank > 1 else 0)
     if kind == "pad":
         pad = draw(st.lists(st.integers(-1, 2), max_size=2 * rank))
-        return B.pad(v, pad[: len(pad) // 2 * 2], fill=fill_for(draw, dtype))
+        pad = pad[: len(pad) // 2 * 2]
+        for k in range(len(pad) // 2):
+            # torch crops before it pads: it refuses crops larger than the dim, even when
+            # the padding makes up for them (PadOp accepts those; reported).
+            if sizes[rank - 1 - k] + min(pad[2 * k], 0) + min(pad[2 * k + 1], 0) < 0:
+                return None
+        return B.pad(v, pad, fill=fill_for(draw, dtype))
     if kind == "cast":
         return v.to(draw(st.sampled_from(DTYPES)))
     if kind == "cat":
-        return B.cat([v, v.flip(*range(rank))] if rank else [v], dim_of(draw, rank))
+        other = v.flip(*range(rank)) if rank and dtype != "uint32" else v
+        return B.cat([v, other], dim_of(draw, rank))
     new_dtype = draw(st.sampled_from(DTYPES))
     return g.full(sizes_of(draw), fill_for(draw, new_dtype), new_dtype)
 
@@ -444,7 +456,8 @@ def random_graphs(draw: st.DrawFn) -> tuple[Graph, list[torch.Tensor]]:
         if draw(st.booleans()):
             pool.extend(g.philox(state, sizes_of(draw)))
         else:
-            pool.extend(g.philox_uniform(state, sizes_of(draw),
+            # rank >= 1: the reference returns shape (1,) for sizes [] (reported)
+            pool.extend(g.philox_uniform(state, sizes_of(draw) or (1,),
                                          draw(st.sampled_from(["float32", "float16"])),
                                          draw(st.sampled_from([0.0, -1.0, 0.1])),
                                          draw(st.sampled_from([1.0, 2.5, 1e-05]))))
@@ -464,6 +477,7 @@ def random_graphs(draw: st.DrawFn) -> tuple[Graph, list[torch.Tensor]]:
 @given(random_graphs())
 def test_random_graphs_round_trip(case: tuple[Graph, list[torch.Tensor]]) -> None:
     g, _ = case
+    note(str(g))
     g.verify()
     round_trip(g)
 
@@ -472,6 +486,7 @@ def test_random_graphs_round_trip(case: tuple[Graph, list[torch.Tensor]]) -> Non
 @given(random_graphs())
 def test_random_graphs_evaluate_identically(case: tuple[Graph, list[torch.Tensor]]) -> None:
     g, inputs = case
+    note(str(g))
     assert_evaluates_identically(g, inputs)
 
 
@@ -627,7 +642,8 @@ def test_garbage_character() -> None:
 def test_missing_colon_before_result_types() -> None:
     text = GOOD.replace("%3 = contiguous %0 : tensor<2x4x5x3xf16>",
                         "%3 = contiguous %0 {} tensor<2x4x5x3xf16>")
-    expect_error(text, *position(text, "{}"), "expected an attribute name", "'}'")
+    expect_error(text, *position(text, "tensor<2x4x5x3xf16>\n  output"),
+                 "expected ':' before the result types; got 'tensor'")
     text = GOOD.replace("{sizes = [1], dim = 0} :", "{sizes = [1], dim = 0} {")
     line, column = position(text, "{", text.index("dim = 0}"))
     expect_error(text, line, column, "expected ':' before the result types; got '{'")

@@ -169,7 +169,9 @@ def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> i
     if not fill_only:
         sides.append((spec.src_strides, spec.src_offset))
     for strides, offset in sides:
-        bounds.append(abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides, strict=True)))
+        bounds.append(
+            abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides, strict=True))
+        )
     for m in spec.masks:
         low, high = mask_range(spec.sizes, m.coeffs)
         bounds.append(sum((n - 1) * abs(c) for n, c in zip(spec.sizes, m.coeffs, strict=True)))
@@ -302,24 +304,23 @@ def _cast_lines(src: DType, dst: DType) -> list[str]:
     if src == dst:
         return ["y = x"]
     lines = []
-    x = "x"
     if src.name == "bfloat16":
         # Widen first: exact, and the interpreter casts bf16 bit patterns, not values.
         lines.append("x = x.to(tl.float32)")
         if dst.name == "float32":
             return lines + ["y = x"]
     if dst.name == "bool":
-        return lines + [f"y = {x} != 0"]
+        return lines + ["y = x != 0"]
     if dst.name == "bfloat16":
         # Round to nearest even through float32 as torch does (c10::round_to_nearest_even;
         # NaN -> 0x7FC0); Triton's interpreter would truncate.
         return lines + [
-            f"f = {x}.to(tl.float32)",
+            "f = x.to(tl.float32)",
             "u = f.to(tl.uint32, bitcast=True)",
             "u = tl.where(f != f, 0x7FC00000, u + 0x7FFF + ((u >> 16) & 1))",
             "y = (u >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)",
         ]
-    return lines + [f"y = {x}.to({dst.triton})"]
+    return lines + [f"y = x.to({dst.triton})"]
 
 
 def _affine(coeffs: dict[int, int], const: int) -> str:
@@ -348,12 +349,11 @@ class _Emitter:
         self.two_d = len(plan.axes) == 2
         self.zeros_needed: set[int] = set()
         self.idx_ty = "tl.int64" if plan.index_bits == 64 else "tl.int32"
-        self.axis_of = {k: a for a, ax in enumerate(plan.axes) for k in ax}
         names = plan.block_names
         self.shape = f"[{names[0]}, {names[1]}]" if self.two_d else f"[{names[0]}]"
 
-    def emit(self, line: str = "") -> None:
-        self.lines.append(f"    {line}" if line else "")
+    def emit(self, line: str) -> None:
+        self.lines.append(f"    {line}")
 
     def zero(self, axis: int) -> str:
         """A zero vector along `axis`, for an expression that does not depend on it."""
@@ -545,13 +545,10 @@ class CopyKernel:
 
             handle = load_kernel(self.source, self.name)
             object.__setattr__(self, "_handle", handle)
-        handle.run(self.grid, src_storage, dst_storage, **self.constexprs,
-                   num_warps=self.num_warps)
+        handle.run(self.grid, src_storage, dst_storage, **self.constexprs, num_warps=self.num_warps)
 
 
-def _check_storage(
-    what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None
-) -> None:
+def _check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
     # Unsigned words may come as their int32 bit patterns (the kernel bitcasts them).
     if t.dtype != dtype.torch and not (dtype.name == "uint32" and t.dtype == torch.int32):
         raise CallError(f"copy: {what} must have dtype {dtype}; got {t.dtype}")
@@ -562,8 +559,7 @@ def _check_storage(
         )
     if span is not None and (span[0] < 0 or span[1] >= t.numel()):
         raise CallError(
-            f"copy: {what} holds {t.numel()} elements but the copy addresses "
-            f"[{span[0]}, {span[1]}]"
+            f"copy: {what} holds {t.numel()} elements but the copy addresses [{span[0]}, {span[1]}]"
         )
 
 
@@ -572,7 +568,7 @@ def generate_copy(spec: CopySpec, target: str = "cuda") -> CopyKernel:
     plan = plan_copy(spec, target)
     placeholder = "stridec_copy_KERNEL"
     text = emit_copy_source(plan, placeholder)
-    digest = hashlib.sha256(f"{target}\n{text}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     name = f"stridec_copy_{digest}"
     source = text.replace(placeholder, name)
     src_span = dst_span = None

@@ -108,9 +108,7 @@ class CopySpec:
                 )
         fill = self.fill
         if fill is not None and not isinstance(fill, (bool, int, float)):
-            raise UnsupportedError(
-                f"copy: fill must be a bool, int, float or None; got {fill!r}"
-            )
+            raise UnsupportedError(f"copy: fill must be a bool, int, float or None; got {fill!r}")
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "src_strides", src_strides)
         object.__setattr__(self, "dst_strides", dst_strides)
@@ -207,9 +205,7 @@ def _permute_dims(spec: CopySpec, dims: Sequence[int]) -> CopySpec:
         sizes=tuple(spec.sizes[k] for k in dims),
         src_strides=tuple(spec.src_strides[k] for k in dims),
         dst_strides=tuple(spec.dst_strides[k] for k in dims),
-        masks=tuple(
-            MaskBound(tuple(m.coeffs[k] for k in dims), m.lo, m.hi) for m in spec.masks
-        ),
+        masks=tuple(MaskBound(tuple(m.coeffs[k] for k in dims), m.lo, m.hi) for m in spec.masks),
     )
 
 
@@ -249,8 +245,7 @@ def orient_for_writes(spec: CopySpec) -> CopySpec:
     if spec.numel == 0:
         return spec
     flip = [
-        d < 0 or (d == 0 and s < 0)
-        for d, s in zip(spec.dst_strides, spec.src_strides, strict=True)
+        d < 0 or (d == 0 and s < 0) for d, s in zip(spec.dst_strides, spec.src_strides, strict=True)
     ]
     if not any(flip):
         return spec
@@ -283,6 +278,7 @@ def write_order(spec: CopySpec) -> tuple[int, ...]:
     Ties go to the larger |src stride| outside, then to the original order. Dims with
     destination stride 0 (several coordinates writing one address) go outermost.
     """
+
     def key(k: int) -> tuple[bool, int, int, int]:
         d, s = spec.dst_strides[k], spec.src_strides[k]
         return (d != 0, -abs(d), -abs(s), k)
@@ -331,7 +327,9 @@ def coalesce_copy_dims(spec: CopySpec) -> CopySpec:
         sizes=tuple(sizes),
         src_strides=tuple(src_strides),
         dst_strides=tuple(dst_strides),
-        masks=tuple(MaskBound(tuple(c), m.lo, m.hi) for c, m in zip(coeffs, spec.masks, strict=True)),
+        masks=tuple(
+            MaskBound(tuple(c), m.lo, m.hi) for c, m in zip(coeffs, spec.masks, strict=True)
+        ),
     )
 
 

@@ -5,7 +5,22 @@
 
 (`x[2:].contiguous()` of a contiguous (6, 5) x: rows 2.. start at 2·5 = 10 and are already
 row-major.) Only plain copies qualify: no cast, no mask, no target buffer, and the result
-is not itself a buffer some later copy writes into. `index_maps.as_view` decides.
+is not itself a buffer some later copy writes into. `index_maps.as_view` decides, given
+the copy's writer coalesced jointly (a copy without masks may be: the pairs it writes do
+not change), so a copy that merely regroups dims -- `x.pack("NCHW4").unpack("NCHW4", 8)`,
+space (2, 2, 4, 4, 5) with src = dst = strides (160, 80, 20, 5, 1) -- is seen as the one
+run (320,) it is, and goes.
+
+Whatever read the copy's buffer now reads the source: the buffer address `b` of every
+element is the source address `b + δ`, with δ = view offset − buffer offset (10 − 0 = 10
+above). Layouts over the buffer are absolute, so they move by δ:
+
+    %2 = as_strided %1 {sizes = [5, 4], strides = [1, 5], offset = 0}         (%1.t())
+  → %2 = as_strided %x {sizes = [5, 4], strides = [1, 5], offset = 10}
+
+and a copy reading the buffer through `src = strided<[1, 5], offset: 0>` reads `%x` through
+`strided<[1, 5], offset: 10>`. A buffer read by any other op (an unfolded view: run
+`fold-views` first) is left alone.
 """
 
 from __future__ import annotations
@@ -15,8 +30,10 @@ from typing import ClassVar
 
 from stridec.compiler.index_maps import as_view
 from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.errors import LayoutError
 from stridec.ir import ops as O
-from stridec.ir.graph import Graph, Op
+from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.layout import Layout, coalesce_jointly
 
 __all__ = ["EliminateCopies"]
 
@@ -25,40 +42,103 @@ def _written_into(op: Op) -> bool:
     return any(user.name == "copy" and i == 1 for user, i in op.result.uses)
 
 
+def _shifted(layout: Layout, delta: int) -> Layout:
+    return Layout(layout.sizes, layout.strides, layout.offset + delta)
+
+
+def _view_of_source(op: Op) -> Layout | str:
+    """The copy's result as a layout over its source root, or why the copy must stay."""
+    a = op.attrs
+    if op.name != "copy" or a["space"] is None:
+        return "not an explicit copy"
+    if len(op.operands) != 1:
+        return "a fill, or a copy into another buffer"
+    if a["masks"] or a["dtype"] != op.operands[0].type.dtype:
+        return "masked or casting"
+    if _written_into(op):
+        return "a later copy writes into its buffer"
+    dst, src = coalesce_jointly(a["dst"], a["src"])
+    view = as_view(a["layout"], dst, src)
+    if view is None:
+        return "the source does not have the requested layout"
+    for user, i in op.result.uses:
+        if not (user.name in ("output", "as_strided") or (user.name == "copy" and i == 0)):
+            return f"'{user.name}' reads the buffer (not a folded view)"
+    return view
+
+
+def _view(root: Value, layout: Layout) -> Op | Value:
+    """`root` read through `layout`: the root itself, or one as_strided of it."""
+    if layout == root.type.layout:
+        return root
+    return O.AsStridedOp(
+        [root], {"sizes": layout.sizes, "strides": layout.strides, "offset": layout.offset}
+    )
+
+
+def _read_layout(reader: Op) -> Layout:
+    """The absolute layout through which an as_strided or a copy reads its operand 0."""
+    return reader.result.type.layout if reader.name == "as_strided" else reader.attrs["src"]
+
+
+def _rebased(reader: Op, root: Value, layout: Layout) -> Op | Value:
+    """`reader` reading `root` through `layout` instead of its buffer."""
+    if reader.name == "as_strided":
+        return _view(root, layout)
+    return O.CopyOp([root, *reader.operands[1:]], reader.with_attrs(src=layout))
+
+
 @register_pass
 @dataclass
 class EliminateCopies(Pass):
     name: ClassVar[str] = "eliminate-copies"
 
     def run(self, graph: Graph) -> None:
-        ops = []
+        # Readers of an eliminated buffer, rebuilt over the source; each takes the old op's
+        # place in the order (a copy reader may also read a buffer defined after the copy).
+        substitutes: dict[int, Op | None] = {}
+        ops: list[Op] = []
         for op in graph.ops:
-            ops.append(op)
-            a = op.attrs
-            if (
-                op.name != "copy"
-                or a["space"] is None
-                or len(op.operands) != 1
-                or a["masks"]
-                or a["dtype"] != op.operands[0].type.dtype
-                or _written_into(op)
-            ):
-                continue
-            view = as_view(a["layout"], a["dst"], a["src"])
-            if view is None:
+            if id(op) in substitutes:
+                new = substitutes.pop(id(op))
+                op.drop_uses()
+                op.graph = None
+                if new is None:
+                    continue
+                op = new
+            view = _view_of_source(op)
+            if isinstance(view, str):
+                ops.append(op)
                 continue
             root = op.operands[0]
-            if view == root.type.layout:
-                replacement = root
-                ops.pop()
-            else:
-                new = O.AsStridedOp(
-                    [root], {"sizes": view.sizes, "strides": view.strides, "offset": view.offset}
-                )
-                new.graph = graph
-                ops[-1] = new
-                replacement = new.result
-            op.result.replace_all_uses_with(replacement)
+            delta = view.offset - op.attrs["layout"].offset
+            readers = [u for u, _ in op.result.uses if u.name != "output"]
+            try:
+                moved = [_shifted(_read_layout(u), delta) for u in readers]
+            except LayoutError:  # a reader outside the buffer's elements (its padding)
+                ops.append(op)
+                continue
+            rebased = {id(u): _rebased(u, root, lay) for u, lay in zip(readers, moved)}
+            alias: Value | None = None
+            for user, i in list(op.result.uses):
+                if user.name == "output":
+                    if alias is None:
+                        made = _view(root, view)
+                        if isinstance(made, Op):
+                            made.graph = graph
+                            ops.append(made)
+                            made = made.result
+                        alias = made
+                    user.set_operand(i, alias)
+                    continue
+                new = rebased[id(user)]
+                if isinstance(new, Op):
+                    new.graph = graph
+                    user.result.replace_all_uses_with(new.result)
+                    substitutes[id(user)] = new
+                else:
+                    user.result.replace_all_uses_with(new)
+                    substitutes[id(user)] = None
             op.drop_uses()
             op.graph = None
         graph.set_ops(ops)

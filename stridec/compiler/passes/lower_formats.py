@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from stridec.compiler.pass_manager import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter
+from stridec.errors import LayoutError
 from stridec.ir import ops as O
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Graph, Op, Value
@@ -62,19 +63,23 @@ def _natural(rw: Rewriter, v: Value, layout: Layout, dtype: Any) -> Value:
                          src=v.type.layout, dst=layout)
 
 
-def _source_over_space(fmt: Any, layout: Layout, space: tuple[int, ...]) -> Layout:
-    """The operand's layout seen over the format's split space.
+def _source_over_space(fmt: Any, layout: Layout, space: tuple[int, ...]) -> Layout | None:
+    """The operand's layout seen over the format's split space, or None where it has none.
 
     Blocked formats split C into (C/x, x) with c = co·x + ci, so the strides of the two
     new dims are (x·s_c, s_c). Pitched rows run the last dim over the pitch; the extra
-    points are masked and never read.
+    points are masked and never read. They must still be addresses a layout can hold: with
+    a flipped C (s_c = -4, offset 8 for C = 3) the padded channel c = 3 of NCHW4 would be
+    at 8 - 3·4 = -4, before the storage starts, so there is no such layout (None).
     """
     s = layout.strides
     if getattr(fmt, "is_blocked", False):
         x = fmt.block
-        strides = (s[0], x * s[1], s[1]) + s[2:]
-        return Layout(space, strides, layout.offset)
-    return Layout(space, s, layout.offset)
+        s = (s[0], x * s[1], s[1]) + s[2:]
+    try:
+        return Layout(space, s, layout.offset)
+    except LayoutError:
+        return None
 
 
 def _physical_over_space(fmt: Any, layout: Layout, space: tuple[int, ...], rank: int) -> Layout:
@@ -117,9 +122,12 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
         fmt = get_format(op.attrs["format"])
         p = fmt.packing(v.type.sizes, v.type.dtype, op.attrs["fill"])
         masks = _masks(p)
+        src = _source_over_space(fmt, v.type.layout, p.space)
+        if src is None:  # read the operand from a row-major copy of it instead
+            v = _natural(rw, v, Layout.contiguous(v.type.sizes), v.type.dtype)
+            src = _source_over_space(fmt, v.type.layout, p.space)
         return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space,
-                              src=_source_over_space(fmt, v.type.layout, p.space),
-                              dst=p.physical, masks=masks,
+                              src=src, dst=p.physical, masks=masks,
                               fill=op.attrs["fill"] if masks else None)]
     if name == "unpack":
         assert v is not None and out_t is not None

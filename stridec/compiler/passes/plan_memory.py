@@ -61,6 +61,12 @@ class PlanMemory(Pass):
                 new = explicit_copy(rw, v, layout=layout, dtype=v.type.dtype,
                                     space=v.type.sizes, src=v.type.layout, dst=layout)
                 out_op.set_operand(i, new)
+                view = v.owner
+                if view.aliases_operand() and not any(r.uses for r in view.results):
+                    # The copy reads the root itself; the view it replaces is dead.
+                    rw.ops.remove(view)
+                    view.drop_uses()
+                    view.graph = None
                 v = new
             root = v.root()
             alias = root.owner.attrs["name"] if root.owner.name == "input" else None

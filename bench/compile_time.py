@@ -1,0 +1,115 @@
+"""Compile time of the default pass pipeline on generated graphs (SPEC §9: a benchmark,
+never a timed test).
+
+    python bench/compile_time.py            # 100, 1,000 and 10,000 ops
+    python bench/compile_time.py --profile  # and a cProfile of the 1,000-op graph
+
+Each graph is a mix of what real layout programs do: per block, one or two inputs go through
+a chain of views (permute, slice, unsqueeze, expand, flip, transpose, reshape), then
+materializations (contiguous, a cast, a pack to NCHW4 and back, a pad, a cat of two
+blocks), and some results become outputs. Blocks are independent of each other except
+for the cat, so the op count grows linearly with the number of blocks. Reported: the best
+of a few runs (ms), ms per op, and the growth factor from one size to the next; linear
+growth is a factor of about 10 for 10x the ops. Target: <= 100 ms at 1,000 ops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import platform
+import pstats
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import stridec  # noqa: E402
+from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
+
+SIZES = (100, 1_000, 10_000)
+
+
+def _block(g: stridec.Graph, r: random.Random, k: int, previous: stridec.Value | None) -> list:
+    """About 20 ops: views, materializations, and the outputs to keep."""
+    n, c, h, w = r.choice((1, 2, 4)), r.choice((3, 4, 8, 16)), r.choice((4, 7, 8)), 8
+    x = g.input(f"x{k}", (n, c, h, w), r.choice(("float32", "float16")))
+    v = x.permute(0, 2, 3, 1)[:, 1:, ::2].unsqueeze(0)           # 3 views
+    v = v.transpose(1, 2).flip(4).squeeze(0)                        # 3 views
+    nhwc = v.contiguous()                                           # copy
+    back = nhwc.permute(0, 3, 1, 2).reshape(n, c, -1)               # view + non-viewable reshape
+    cast = back.to("float32")                                       # copy (fused)
+    packed = x.pack("NCHW4")                                        # copy
+    unpacked = packed.unpack("NCHW4", c)                            # copy (fused)
+    padded = stridec.pad(x[:, :, 1:], (1, 1))                       # fill + copy
+    wide = x.expand(2, n, c, h, w)[1].contiguous()                  # view + copy (eliminated)
+    outs = [cast, unpacked, padded.transpose(2, 3), wide]
+    if previous is not None and previous.shape == x.shape and previous.dtype == x.dtype:
+        outs.append(stridec.cat([previous, x], 1))                 # two copies into a buffer
+    return outs, x
+
+
+def make_graph(ops: int, seed: int = 0) -> stridec.Graph:
+    """A graph of about `ops` ops (the count is checked and reported)."""
+    r = random.Random(seed)
+    g = stridec.Graph(f"bench{ops}")
+    outs: list = []
+    previous = None
+    k = 0
+    while len(g.ops) + len(outs) < ops:
+        block_outs, previous = _block(g, r, k, previous)
+        outs.extend(block_outs)
+        k += 1
+    g.output(*outs)
+    return g
+
+
+def time_pipeline(ops: int, repeats: int) -> tuple[int, float]:
+    best = float("inf")
+    count = 0
+    for _ in range(repeats):
+        g = make_graph(ops)
+        count = len(g.ops)
+        start = time.perf_counter()
+        PassManager.parse(DEFAULT_PIPELINE).run(g)
+        best = min(best, time.perf_counter() - start)
+    return count, best
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--profile", action="store_true", help="cProfile the 1,000-op graph")
+    args = p.parse_args(argv)
+
+    print(f"stridec {stridec.__version__}, Python {platform.python_version()}, "
+          f"{platform.processor() or platform.machine()}")
+    print(f"pipeline: {DEFAULT_PIPELINE}")
+    print(f"{'ops':>8} {'ms':>10} {'us/op':>8} {'growth':>8}")
+    previous = None
+    for size in args.sizes:
+        count, seconds = time_pipeline(size, args.repeats if size < 10_000 else 1)
+        growth = "" if previous is None else f"{seconds / previous[1]:7.1f}x"
+        print(f"{count:>8} {seconds * 1e3:10.1f} {seconds * 1e6 / count:8.1f} {growth:>8}")
+        previous = (count, seconds)
+    if args.profile:
+        g = make_graph(1_000)
+        prof = cProfile.Profile()
+        prof.enable()
+        pm = PassManager.parse(DEFAULT_PIPELINE)
+        pm.run(g)
+        prof.disable()
+        print()
+        print(pm.timing_report())
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+        print(out.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
