@@ -56,7 +56,7 @@ def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | b
     if dtype is not None:
         try:
             torch.full((), value, dtype=dtype.torch)
-        except RuntimeError:
+        except (RuntimeError, OverflowError):
             raise ShapeError(
                 f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}"
             ) from None
