@@ -23,10 +23,10 @@ remainder other than 0, means the address is never written (outside Wd or in its
 
 **Composing.** ``coord_base = Wd⁻¹(R.offset)``; each reader dim moves the P-coordinates by
 ``Wd⁻¹(R.offset + stride) - coord_base`` per step. A reader stride of 20 over that writer
-moves 1 along P dim 0 (20 = {1,0,0}·{20,5,1}). A reader stride of 1 and size 20 -- the
-buffer flattened -- first moves along dim 2, but only 5 steps fit there, so the dim is split
-into factors (4, 5) with strides (5, 1), moving {0,1,0} and {0,0,1}; a last factor would go
-on to (2,) along dim 0. Every factor moves by a constant vector, so
+moves 1 along P dim 0 (20 = {1,0,0}·{20,5,1}). The buffer flattened, size 40 and stride 1,
+moves {0,0,1}, but only 5 steps fit in dim 2: its innermost factor is 5. The rest, stride
+5, moves {0,1,0} for 4 steps, and stride 20 moves {1,0,0} for 2: the split is (2, 4, 5),
+with strides (20, 5, 1). Every factor moves by a constant vector, so
 
     P-coords(j') = coord_base + coord_map · j'
 
@@ -192,6 +192,11 @@ def compose(reader: Layout, writer_dst: Layout, writer_src: Layout) -> Compositi
     divides 8, so the first factor is 4; the rest, stride 20, moves {1,0,0} twice. The
     split is (2, 4), and with Ws strides (1, 2, 8) the source layout is strides
     ({1,0,0}·{1,2,8}, {0,1,0}·{1,2,8}) = (1, 2).
+
+    The greedy split is the coarsest one there is, and it is found whenever any split
+    makes the coordinates affine: a factor ends exactly where the next step would leave P
+    (the address there decodes to something else, so a new movement starts), and any valid
+    split must end a factor at that step too.
     """
     p = writer_dst.sizes
     if writer_src.sizes != p:

@@ -216,7 +216,15 @@ def as_strided(self: Value, size: Sequence[int], stride: Sequence[int],
 @_method
 def split(self: Value, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
     sizes = split_size_or_sections
-    sizes = sizes if isinstance(sizes, int) else tuple(sizes)
+    if isinstance(sizes, int):
+        sizes = (sizes,)
+    else:
+        sizes = tuple(sizes)
+        if len(sizes) == 1 and -self.ndim <= dim < self.ndim and sizes[0] != self.shape[dim]:
+            # One section must be the whole dim, as in torch; the op reads `[n]` as a chunk.
+            raise LayoutError(
+                f"split: sections {list(sizes)} must sum to {self.shape[dim]} (dim {dim})"
+            )
     out = emit(self.graph, O.SplitOp, (self,), {"sizes": sizes, "dim": dim})
     return out if isinstance(out, tuple) else (out,)
 

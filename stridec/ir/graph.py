@@ -224,6 +224,11 @@ class Graph:
 
     # -- building ----------------------------------------------------------------------
     def append(self, op: Op) -> Op:
+        if self.output_op is not None:
+            raise VerificationError(
+                f"{op.name}: graph {self.name!r} is complete (it has an output op); "
+                "build every op before calling output()"
+            )
         if op.graph is not None:
             raise VerificationError(f"{op.name}: op already belongs to graph {op.graph.name!r}")
         for v in op.operands:

@@ -173,22 +173,73 @@ def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
     return t.reshape(like.shape).to(like.device)
 
 
-@register_op
-class PhiloxOp(Op):
-    """Philox4x32-10 bits (SPEC §6): `bits, new_state = philox(state, sizes)`."""
+_PLACEMENT = ("layout", "space", "index", "dst", "masks", "fill")
 
-    name = "philox"
-    attr_names = ("sizes",)
+
+class _PhiloxBase(Op):
+    """Shared by `philox` and `philox_uniform`.
+
+    Natural form: the values are written contiguously, element `i` (row-major) being word
+    `i mod 4` of Philox4x32-10(counter + ⌊i/4⌋, key). Placed form (after `fuse-copies`
+    folds a copy of the values into the generator): iterate over `space`; at point `j` the
+    value of logical index `index(j)` is stored at `dst(j)` of a buffer with result
+    `layout` (or `fill` where a mask fails). `sizes` keeps the logical shape, which sets
+    how far the state advances: ⌈numel/4⌉ counters.
+    """
+
+    def value_dtype(self) -> DType:
+        raise NotImplementedError
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes")
-        return {"sizes": _sizes(cls.name, "sizes", attrs["sizes"])}
+    def normalize_placement(cls, attrs: dict) -> dict:
+        space = attrs.get("space")
+        if space is None:
+            for key in _PLACEMENT:
+                if attrs.get(key) is not None:
+                    raise VerificationError(f"{cls.name}: '{key}' needs 'space'")
+            return dict.fromkeys(_PLACEMENT)
+        space = _sizes(cls.name, "space", space)
+        for key in ("layout", "index", "dst"):
+            lay = attrs.get(key)
+            if not isinstance(lay, Layout) or (key != "layout" and lay.sizes != space):
+                raise VerificationError(
+                    f"{cls.name}: '{key}' must be a Layout{' over space ' + str(list(space)) if key != 'layout' else ''}; got {lay}"
+                )
+        masks = _masks(cls.name, attrs.get("masks"))
+        fill = attrs.get("fill")
+        return {"layout": attrs["layout"], "space": space, "index": attrs["index"],
+                "dst": attrs["dst"], "masks": masks or None,
+                "fill": None if fill is None else _number(cls.name, "fill", fill)}
 
     def infer_types(self, operand_types):
         _check_state(self.name, operand_types[0])
         state = operand_types[0]
-        return [TensorType(self.attrs["sizes"], "uint32"), TensorType(state.sizes, state.dtype)]
+        layout = self.attrs["layout"]
+        if layout is None:
+            values = TensorType(self.attrs["sizes"], self.value_dtype())
+        else:
+            values = TensorType(layout.sizes, self.value_dtype(), layout)
+        return [values, TensorType(state.sizes, state.dtype)]
+
+    @property
+    def is_placed(self) -> bool:
+        return self.attrs["space"] is not None
+
+
+@register_op
+class PhiloxOp(_PhiloxBase):
+    """Philox4x32-10 bits (SPEC §6): `bits, new_state = philox(state, sizes)`."""
+
+    name = "philox"
+    attr_names = ("sizes",) + _PLACEMENT
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "sizes")
+        return {"sizes": _sizes(cls.name, "sizes", attrs["sizes"]), **cls.normalize_placement(attrs)}
+
+    def value_dtype(self) -> DType:
+        return as_dtype("uint32")
 
     def reference(self, state):
         from stridec.ir.philox import philox_bits
@@ -199,11 +250,11 @@ class PhiloxOp(Op):
 
 
 @register_op
-class PhiloxUniformOp(Op):
+class PhiloxUniformOp(_PhiloxBase):
     """Uniform floats from Philox bits, `low + (bits >> 8)·2^-24·(high - low)` (SPEC §6)."""
 
     name = "philox_uniform"
-    attr_names = ("sizes", "dtype", "low", "high")
+    attr_names = ("sizes", "dtype", "low", "high") + _PLACEMENT
 
     @classmethod
     def normalize(cls, attrs, operand_types):
@@ -218,15 +269,11 @@ class PhiloxUniformOp(Op):
             "dtype": dtype,
             "low": float(_number(cls.name, "low", attrs.get("low", 0.0))),
             "high": float(_number(cls.name, "high", attrs.get("high", 1.0))),
+            **cls.normalize_placement(attrs),
         }
 
-    def infer_types(self, operand_types):
-        _check_state(self.name, operand_types[0])
-        state = operand_types[0]
-        return [
-            TensorType(self.attrs["sizes"], self.attrs["dtype"]),
-            TensorType(state.sizes, state.dtype),
-        ]
+    def value_dtype(self) -> DType:
+        return self.attrs["dtype"]
 
     def reference(self, state):
         from stridec.ir.philox import philox_bits, uniform_from_bits
@@ -571,7 +618,9 @@ class FlattenOp(_ReshapeBase):
 
 @register_op
 class SplitOp(ViewOp):
-    """torch.split: `sizes` (a chunk size or a list of section sizes) along `dim`."""
+    """torch.split along `dim`: `sizes` of one entry is a chunk size, of several the
+    section sizes (the builder turns torch's one-section list `[n]` into the chunk `[n]`,
+    after checking that n is the whole dim)."""
 
     name = "split"
     attr_names = ("sizes", "dim")
@@ -579,11 +628,8 @@ class SplitOp(ViewOp):
     @classmethod
     def normalize(cls, attrs, operand_types):
         _require(attrs, cls.name, "sizes")
-        sizes = attrs["sizes"]
-        # An int is a chunk size, a list the section sizes: as in torch, `[3]` is one section.
-        chunked = isinstance(sizes, int) and not isinstance(sizes, bool)
         return {
-            "sizes": _int(cls.name, "sizes", sizes) if chunked else _ints(cls.name, "sizes", sizes),
+            "sizes": _ints(cls.name, "sizes", attrs["sizes"]),
             "dim": _int(cls.name, "dim", attrs.get("dim", 0)),
         }
 
@@ -594,8 +640,8 @@ class SplitOp(ViewOp):
             raise LayoutError(f"split: dim {dim} out of range for rank {rank}")
         length = layout.sizes[dim % rank]
         sizes = self.attrs["sizes"]
-        if isinstance(sizes, int):
-            chunk = sizes
+        if len(sizes) == 1:
+            chunk = sizes[0]
             if chunk < 0 or (chunk == 0 and length > 0):
                 raise LayoutError(
                     f"split: split size must be positive (or 0 for an empty dim {dim}); "
@@ -626,7 +672,7 @@ class SplitOp(ViewOp):
 
     def reference(self, t):
         s = self.attrs["sizes"]
-        return tuple(t.split(s if isinstance(s, int) else list(s), self.attrs["dim"]))
+        return tuple(t.split(s[0] if len(s) == 1 else list(s), self.attrs["dim"]))
 
 
 # -- materializations --------------------------------------------------------------------
@@ -944,7 +990,9 @@ class PadOp(Op):
 
     def reference(self, t):
         a = self.attrs
-        return (F.pad(t, list(a["pad"]), mode="constant", value=a["value"]),)
+        # The fill converted as `full` converts it: F.pad refuses e.g. -1 for uint32.
+        value = torch.full((), a["value"], dtype=t.dtype).item()
+        return (F.pad(t, list(a["pad"]), mode="constant", value=value),)
 
 
 @register_op

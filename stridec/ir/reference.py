@@ -142,6 +142,26 @@ class _Executor:
         self.storages[id(op.result)] = buffer
         return gather(buffer, layout)
 
+    def run_placed_philox(self, op: Any, args: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Philox values written through an index map: value `index(j)` lands at `dst(j)`."""
+        a = op.attrs
+        values, new_state = op.reference(*args)
+        flat = values.reshape(-1)
+        layout: Layout = a["layout"]
+        buffer = torch.zeros(layout.min_storage_size(), dtype=flat.dtype, device=flat.device)
+        space = Layout.contiguous(a["space"])
+        if space.numel:
+            indices = layout_indices(a["index"], flat.device)
+            valid = _valid(space, a["masks"], flat.device) if a["masks"] else None
+            if valid is not None:
+                indices = torch.where(valid, indices, 0)
+            placed = flat[indices] if flat.numel() else torch.zeros(a["space"], dtype=flat.dtype)
+            if valid is not None:
+                placed = _masked(placed, space, a["masks"], a["fill"])
+            scatter(buffer, a["dst"], placed)
+        self.storages[id(op.results[0])] = buffer
+        return gather(buffer, layout), new_state
+
     def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors)}
         for op in self.graph.ops:
@@ -154,6 +174,8 @@ class _Executor:
                 results = (gather(self.storage_of(op.operands[0]), op.result.type.layout),)
             elif op.name == "copy":
                 results = (self.run_copy(op, args),)
+            elif op.name in ("philox", "philox_uniform") and op.attrs["space"] is not None:
+                results = self.run_placed_philox(op, args)
             elif op.name == "full":
                 results = op.reference(device=self.device)
             else:

@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,12 +54,24 @@ class Plan:
         return self.program.launch_count
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
+    """The versions a cached plan depends on. stridec's own is its release number plus a
+    hash of its sources, so a changed compiler never reuses plans of an older one."""
     import triton
 
     import stridec
 
-    return {"stridec": stridec.__version__, "torch": torch.__version__, "triton": triton.__version__}
+    digest = hashlib.sha256()
+    package = Path(stridec.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return {
+        "stridec": f"{stridec.__version__}+{digest.hexdigest()[:16]}",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+    }
 
 
 def _capability(device: torch.device) -> str:

@@ -230,12 +230,15 @@ def test_readme_example() -> None:
     assert g.ops[1].result.type.layout == Layout((2, 4, 5, 3), (60, 5, 1, 20), 0)
 
 
-@pytest.mark.parametrize(
-    "value",
-    [0, 1, -3, 2**70, True, False, 0.1, -0.0, 0.0, 1e300, -1e-300, 5e-324, 1e-05,
-     math.inf, -math.inf, math.nan],
-)
-@pytest.mark.parametrize("dtype", ["float16", "float64", "int32", "bool"])
+FILLS = [(v, "float16") for v in (0, -3, True, 0.1, -0.0, 0.0, 1e-05, math.inf, -math.inf,
+                                   math.nan, 65504.0)]
+FILLS += [(2**63 - 1, "int64"), (-(2**63), "int64")]
+FILLS += [(v, "float64") for v in (2**53 + 1, 1e300, -1e-300, 5e-324, 1.7976931348623157e308)]
+FILLS += [(v, "int32") for v in (-(2**31), 2**31 - 1, False, 0.75, -0.0)]
+FILLS += [(v, "bool") for v in (True, False, 2, math.nan)]
+
+
+@pytest.mark.parametrize(("value", "dtype"), FILLS)
 def test_fill_values_round_trip(value: float, dtype: str) -> None:
     """Every number form the printer writes (repr of floats) reads back to the same value."""
     g = Graph("fills")
@@ -314,7 +317,7 @@ def fill_for(draw: st.DrawFn, dtype: str) -> object:
         return draw(st.sampled_from([0, 3, -7, True, *FLOAT_FILLS]))
     if dtype == "float64":
         return draw(st.sampled_from([0, -7, 1e300, -1e-300, *FLOAT_FILLS]))
-    if dtype == "uint8":
+    if dtype in ("uint8", "uint32"):
         return draw(st.sampled_from([0, 1, 200, True, 0.5, -0.0]))
     return draw(st.sampled_from([0, 1, -5, 100, False, 0.75, -0.0]))
 
@@ -427,7 +430,7 @@ def random_step(draw: st.DrawFn, g: Graph, v: Value) -> object:
                 return None
         return B.pad(v, pad, fill=fill_for(draw, dtype))
     if kind == "cast":
-        return v.to(draw(st.sampled_from(DTYPES)))
+        return v.to(draw(st.sampled_from(DTYPES)))  # no uint32 values: see random_graphs
     if kind == "cat":
         other = v.flip(*range(rank)) if rank and dtype != "uint32" else v
         return B.cat([v, other], dim_of(draw, rank))
@@ -443,6 +446,7 @@ def random_graphs(draw: st.DrawFn) -> tuple[Graph, list[torch.Tensor]]:
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
     inputs: list[torch.Tensor] = []
     pool: list[Value] = []
+    results: list[Value] = []
     for name in input_names:
         sizes = sizes_of(draw)
         dtype = draw(st.sampled_from(DTYPES))
@@ -453,14 +457,17 @@ def random_graphs(draw: st.DrawFn) -> tuple[Graph, list[torch.Tensor]]:
         inputs.append(torch.tensor(draw(st.lists(st.integers(0, 2**31), min_size=6,
                                                  max_size=6)), dtype=torch.int64)
                       .to(torch.uint32))
+        # The uint32 bits and states are outputs only: torch's CPU kernels for uint32 are
+        # patchy (flip, pad), which is the reference's business, not the parser's.
         if draw(st.booleans()):
-            pool.extend(g.philox(state, sizes_of(draw)))
+            results.extend(g.philox(state, sizes_of(draw)))
         else:
             # rank >= 1: the reference returns shape (1,) for sizes [] (reported)
-            pool.extend(g.philox_uniform(state, sizes_of(draw) or (1,),
-                                         draw(st.sampled_from(["float32", "float16"])),
-                                         draw(st.sampled_from([0.0, -1.0, 0.1])),
-                                         draw(st.sampled_from([1.0, 2.5, 1e-05]))))
+            uniform, new_state = g.philox_uniform(
+                state, sizes_of(draw) or (1,), draw(st.sampled_from(["float32", "float16"])),
+                draw(st.sampled_from([0.0, -1.0, 0.1])), draw(st.sampled_from([1.0, 2.5, 1e-05])))
+            pool.append(uniform)
+            results.append(new_state)
     for _ in range(draw(st.integers(1, 10))):
         v = draw(st.sampled_from(pool))
         try:
@@ -469,7 +476,7 @@ def random_graphs(draw: st.DrawFn) -> tuple[Graph, list[torch.Tensor]]:
             continue  # arguments that do not fit: the op was not added
         if made is not None:
             pool.extend(made if isinstance(made, tuple) else (made,))
-    g.output(*draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4)))
+    g.output(*draw(st.lists(st.sampled_from(pool + results), min_size=1, max_size=4)))
     return g, inputs
 
 

@@ -8,6 +8,7 @@ launched at all.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from stridec.compiler.codegen.copy import generate_copy
@@ -15,7 +16,7 @@ from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.errors import UnsupportedError
 from stridec.ir.graph import Graph, Value
-from stridec.ir.layout import Layout, contiguous_strides
+from stridec.ir.layout import Layout
 from stridec.runtime.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 
 __all__ = ["lower_to_program"]
@@ -106,16 +107,23 @@ class _Lowering:
         sizes = op.attrs["sizes"]
         if state.type.layout != Layout.contiguous(state.type.sizes):
             raise UnsupportedError("philox: the state must be a contiguous tensor of 6 words")
+        a = op.attrs
         bits, new_state = op.results
         bits_slot = self.new_buffer(bits, bits.type.layout.min_storage_size())
         state_slot = self.new_buffer(new_state, 6)
         uniform = op.name == "philox_uniform"
+        if a["space"] is None:  # natural: contiguous, logical index = address
+            space, index, dst = sizes, Layout.contiguous(sizes), Layout.contiguous(sizes)
+        else:
+            space, index, dst = a["space"], a["index"], a["dst"]
         spec = PhiloxSpec(
-            sizes=sizes, index_strides=contiguous_strides(sizes), index_offset=0,
-            dst_strides=contiguous_strides(sizes), dst_offset=0, numel=bits.type.numel,
+            sizes=space, index_strides=index.strides, index_offset=index.offset,
+            dst_strides=dst.strides, dst_offset=dst.offset, numel=math.prod(sizes),
             dst_dtype=bits.type.dtype, distribution="uniform" if uniform else "bits",
-            low=op.attrs.get("low", 0.0) if uniform else 0.0,
-            high=op.attrs.get("high", 1.0) if uniform else 1.0,
+            low=a.get("low", 0.0) if uniform else 0.0,
+            high=a.get("high", 1.0) if uniform else 1.0,
+            masks=tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ()),
+            fill=a["fill"] if a["fill"] is not None else 0,
         )
         kernel = generate_philox(spec, self.target)
         self.add_launch(

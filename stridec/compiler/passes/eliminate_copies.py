@@ -57,6 +57,12 @@ def _view_of_source(op: Op) -> Layout | str:
         return "masked or casting"
     if _written_into(op):
         return "a later copy writes into its buffer"
+    # Necessary, and much cheaper than the proof below: a copy that moves some dim by a
+    # different stride on each side (a transpose) is never a shift of addresses.
+    space = a["space"]
+    if 0 not in space and any(n != 1 and s != d
+                              for n, s, d in zip(space, a["src"].strides, a["dst"].strides)):
+        return "it moves elements (src and dst strides differ)"
     dst, src = coalesce_jointly(a["dst"], a["src"])
     view = as_view(a["layout"], dst, src)
     if view is None:

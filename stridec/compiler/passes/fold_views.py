@@ -41,6 +41,10 @@ def as_strided_of_root(value: Value, rw: Rewriter) -> Value:
     return op.result
 
 
+def _read_by_non_view(value: Value) -> bool:
+    return any(not user.aliases_operand() for user, _ in value.uses)
+
+
 @register_pass
 @dataclass
 class FoldViews(Pass):
@@ -58,9 +62,10 @@ class FoldViews(Pass):
                 if op.result.type.layout != op.operands[0].type.layout:
                     rw.ops.append(op)
                     continue
-            replacements = []
-            for r in op.results:
-                replacements.append(as_strided_of_root(r, rw) if r.uses else r)
+            # A result read only by further views needs no op of its own: those views fold
+            # through it to the root (its operand links stay until they are folded).
+            replacements = [as_strided_of_root(r, rw) if _read_by_non_view(r) else r
+                            for r in op.results]
             rw.replace(op, replacements)
             op.drop_uses()
             op.graph = None

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 from stridec.compiler.index_maps import compose, compose_mask, refine
 from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.passes.dce import DeadCodeElimination
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op
 
@@ -102,6 +103,40 @@ def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     return operands, attrs
 
 
+def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
+    """Attributes of a Philox op that writes its values where `consumer` would copy them.
+
+    The generator's natural output is contiguous: logical index i lives at address i. So
+    composing the consumer's `src` with that writer gives, at every consumer point, the
+    logical index to generate (`index`), and the consumer's `dst` says where it goes:
+
+        %b, %s1 = philox %s {sizes = [2, 3, 4, 5]}
+        %p = copy %b {space = [2, 1, 4, 4, 5], src = strided<[60, 80, 20, 5, 1]>, …}   (pack NCHW4)
+      → %p, %s1 = philox %s {sizes = [2, 3, 4, 5], space = [2, 1, 4, 4, 5],
+                             index = strided<[60, 80, 20, 5, 1]>, dst = …, masks = …}
+    """
+    if not _explicit(consumer) or producer.name not in ("philox", "philox_uniform"):
+        return "not a copy of Philox values"
+    if producer.attrs["space"] is not None:
+        return "the generator is already placed"
+    values = producer.results[0]
+    if any(user is not consumer for user, _ in values.uses):
+        return "the values have other users"
+    if len(consumer.operands) != 1 or consumer.attrs["dtype"] != values.type.dtype:
+        return "the copy writes into another buffer or casts"
+    if consumer.attrs["masks"] and consumer.attrs["fill"] is None:
+        return "the copy restricts its domain"
+    # The natural output is contiguous at offset 0: the address the consumer reads *is* the
+    # logical index, also at masked points (which are never generated).
+    attrs = dict(producer.attrs)
+    attrs.update(
+        layout=consumer.attrs["layout"], space=consumer.attrs["space"],
+        index=consumer.attrs["src"], dst=consumer.attrs["dst"],
+        masks=consumer.attrs["masks"], fill=consumer.attrs["fill"],
+    )
+    return list(producer.operands), attrs
+
+
 @register_pass
 @dataclass
 class FuseCopies(Pass):
@@ -110,12 +145,31 @@ class FuseCopies(Pass):
     name: ClassVar[str] = "fuse-copies"
 
     def run(self, graph: Graph) -> None:
+        # Views left unused by fold-views would pin producers: clear them first.
+        DeadCodeElimination().run(graph)
         ops = []
         for op in graph.ops:
             ops.append(op)
             if not _explicit(op) or not op.operands:
                 continue
             producer = op.operands[0].owner
+            if producer.name in ("philox", "philox_uniform"):
+                placed = fuse_into_generator(op, producer)
+                if isinstance(placed, str):
+                    continue
+                operands, attrs = placed
+                generator = type(producer)(operands, attrs)
+                generator.graph = graph
+                index = next(i for i, o in enumerate(ops) if o is producer)
+                ops[index] = generator
+                ops.pop()
+                op.result.replace_all_uses_with(generator.results[0])
+                producer.results[1].replace_all_uses_with(generator.results[1])
+                op.drop_uses()
+                op.graph = None
+                producer.drop_uses()
+                producer.graph = None
+                continue
             fused = fuse(op, producer)
             if isinstance(fused, str):
                 continue
