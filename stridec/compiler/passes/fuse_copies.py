@@ -27,7 +27,9 @@ from stridec.compiler.index_maps import compose, compose_mask, refine
 from stridec.compiler.pass_manager import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
 from stridec.ir import ops as O
+from stridec.errors import StridecError
 from stridec.ir.graph import Graph, Op
+from stridec.ir.layout import Layout
 
 __all__ = ["FuseCopies", "fuse"]
 
@@ -57,6 +59,58 @@ def _explicit(op: Op) -> bool:
     return op.name == "copy" and op.attrs["space"] is not None
 
 
+def _valid_box(sizes: Sequence[int], masks: Sequence[tuple]) -> list[tuple[int, int]] | None:
+    """The box of points where every mask holds, when each mask bounds a single dim.
+
+    A mask `lo <= c·i_k < hi` (c > 0, other coefficients 0 or on size-1 dims) keeps
+    `ceil(lo/c) <= i_k < ceil(hi/c)`. NCHW4 with C = 3 has one channel block (co = 0), so
+    `0 <= 4·co + ci < 3` bounds ci alone: the box is ci in [0, 3).
+    """
+    box = [(0, n) for n in sizes]
+    for coeffs, lo, hi in masks:
+        dims = [k for k, c in enumerate(coeffs) if c != 0 and sizes[k] != 1]
+        if len(dims) != 1 or coeffs[dims[0]] < 0:
+            return None
+        k = dims[0]
+        c = coeffs[k]
+        start, stop = -(-lo // c), -(-hi // c)
+        box[k] = (max(box[k][0], start), min(box[k][1], stop))
+        if box[k][0] >= box[k][1]:
+            return None
+    return box
+
+
+def _fuse_over_valid_box(consumer: Op, producer: Op) -> dict | None:
+    """Fuse a masked consumer whose masked points read past the producer's buffer.
+
+    Padded packing reads channel C (and up) of a C-channel buffer at its masked points:
+    no composition covers those addresses. Composing only the valid box gives an affine
+    source map; extended to the whole space it is still exact on the valid points, and
+    the masked points are never read. Only without refinement and without producer masks.
+    """
+    c = consumer.attrs
+    if not c["masks"] or c["fill"] is None or producer.attrs["masks"]:
+        return None
+    space = c["space"]
+    box = _valid_box(space, c["masks"])
+    if box is None:
+        return None
+    reader = c["src"]
+    for k, (start, stop) in enumerate(box):
+        reader = reader.slice(k, start, stop, 1)
+    comp = compose(reader, producer.attrs["dst"], producer.attrs["src"])
+    if comp is None or comp.is_refined:
+        return None
+    strides = comp.src.strides
+    offset = comp.src.offset - sum(start * st for (start, _), st in zip(box, strides))
+    try:
+        src = Layout(space, strides, offset)
+    except StridecError:  # the extension would address before the storage's start
+        return None
+    return {"layout": c["layout"], "space": space, "src": src, "dst": c["dst"],
+            "masks": c["masks"], "fill": c["fill"]}
+
+
 def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     """Operands and attributes of the fused copy, or the reason it cannot be fused."""
     if not (_explicit(consumer) and _explicit(producer)):
@@ -69,7 +123,10 @@ def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
         return f"both copies cast ({d0} → {d1} → {d2})"
     comp = compose(consumer.attrs["src"], producer.attrs["dst"], producer.attrs["src"])
     if comp is None:
-        return "no strided composition of the two index maps"
+        boxed = _fuse_over_valid_box(consumer, producer)
+        if boxed is None:
+            return "no strided composition of the two index maps"
+        return [source] + list(consumer.operands[1:]), {**boxed, "dtype": d2 if d0 == d1 else d1}
     c_masks = tuple(
         _canonical((refine_coeffs(c, comp.split), lo, hi), comp.sizes)
         for c, lo, hi in consumer.attrs["masks"] or ()
