@@ -171,7 +171,10 @@ class _Executor:
             elif op.name == "output":
                 return tuple(args)
             elif op.name == "as_strided":
-                results = (gather(self.storage_of(op.operands[0]), op.result.type.layout),)
+                storage = self.storage_of(op.operands[0])
+                # The caller's storage may be smaller than the declared one (a broadcast).
+                op.result.type.layout.check_fits(storage.numel(), "as_strided")
+                results = (gather(storage, op.result.type.layout),)
             elif op.name == "copy":
                 results = (self.run_copy(op, args),)
             elif op.name in ("philox", "philox_uniform") and op.attrs["space"] is not None:
@@ -193,7 +196,7 @@ def _caller_layouts(graph: Graph, tensors: Sequence[Any]) -> dict[str, Layout]:
         raise CallError(f"{graph.name}: expected {len(inputs)} tensor(s); got {len(tensors)}")
     layouts: dict[str, Layout] = {}
     device = None
-    for v, t in zip(inputs, tensors):
+    for v, t in zip(inputs, tensors, strict=True):
         name, expected = v.owner.attrs["name"], v.type
         if not isinstance(t, torch.Tensor):
             raise CallError(f"input '{name}': expected a torch.Tensor; got {type(t).__name__}")

@@ -16,8 +16,9 @@ def verify_graph(graph: Graph) -> None:
     """Raise `VerificationError` naming the op (by position and name) and the operand at fault.
 
     Structure: every operand is defined earlier in the same graph; use lists agree with
-    operands; input names are unique; `output`, if present, is the last op and appears once;
-    each op's stored result types equal what it infers from its operands and attributes.
+    operands, both ways; input names are unique; `output`, if present, is the last op and
+    appears once; each op has as many operands as it takes, attributes valid for them, and
+    stored result types equal to what it infers from its operands and attributes.
     """
     defined: set[int] = set()
     input_names: set[str] = set()
@@ -33,6 +34,10 @@ def verify_graph(graph: Graph) -> None:
                 )
             if (op, i) not in v.uses:
                 raise VerificationError(f"{where}: operand {i} is missing from its use list")
+        if op.num_operands is not None and len(op.operands) != op.num_operands:
+            raise VerificationError(
+                f"{where}: expected {op.num_operands} operand(s); got {len(op.operands)}"
+            )
         if op.name == "output" and position != last:
             raise VerificationError(f"{where}: 'output' must be the last op")
         if op.name == "input":
@@ -41,8 +46,10 @@ def verify_graph(graph: Graph) -> None:
                 raise VerificationError(f"{where}: input name {name!r} is used twice")
             input_names.add(name)
         if op.name != "input":
+            types = [v.type for v in op.operands]
             try:
-                inferred = op.infer_types([v.type for v in op.operands])
+                op.normalize(dict(op.attrs), types)  # attributes still fit the operands
+                inferred = op.infer_types(types)
             except StridecError as e:
                 raise VerificationError(f"{where}: {e}") from e
             stored = [r.type for r in op.results]
@@ -56,4 +63,10 @@ def verify_graph(graph: Graph) -> None:
         except StridecError as e:
             raise VerificationError(f"{where}: {e}") from e
         for r in op.results:
+            for user, i in r.uses:
+                if user.graph is not graph or i >= len(user.operands) or user.operands[i] is not r:
+                    raise VerificationError(
+                        f"{where}: result {r.index} lists a use by '{user.name}' (operand {i}) "
+                        "that is not in the graph or does not read it"
+                    )
             defined.add(id(r))
