@@ -23,6 +23,7 @@ from stridec.ir.layout import Layout
 from stridec.ir.reference import run_reference
 from stridec.ir.types import TensorType
 from stridec.runtime.compile import CompiledGraph, Plan, compile
+from stridec.torch.trace import trace
 
 del _builder
 
@@ -57,4 +58,5 @@ __all__ = [
     "get_format",
     "pad",
     "run_reference",
+    "trace",
 ]

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from stridec.ir.graph import Graph, Op, Value
 
-__all__ = ["Pattern", "Rewriter", "apply_patterns", "build"]
+__all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "written_into"]
 
 
 class Rewriter:
@@ -42,6 +42,13 @@ class Rewriter:
 
 def build(cls: type[Op], operands: Sequence[Value], attrs: dict[str, Any]) -> Op:
     return cls(operands, attrs)
+
+
+def written_into(op: Op) -> bool:
+    """Whether a copy writes into a result of `op` in place (`copy %src, %buffer`: cat and
+    pad fill one buffer piece by piece). Such a buffer has exactly one writer after `op`;
+    a pass must neither drop `op` for another value nor give the buffer a second reader."""
+    return any(user.name == "copy" and i == 1 for r in op.results for user, i in r.uses)
 
 
 class Pattern:

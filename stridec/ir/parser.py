@@ -2,10 +2,13 @@
 
     graph @nchw_to_nhwc {
       %x = input {name = "x"} : tensor<2x3x4x5xf16>
-      %0 = permute %x {dims = [0, 2, 3, 1]} : tensor<2x4x5x3xf16, strided<[60, 5, 1, 20], offset: 0>>
+      %0 = permute %x {dims = [0, 2, 3, 1]}
+         : tensor<2x4x5x3xf16, strided<[60, 5, 1, 20], offset: 0>>
       %1 = contiguous %0 : tensor<2x4x5x3xf16>
       output %1
     }
+
+(Newlines are insignificant; the printer writes each op on one line.)
 
 A hand-written lexer and a recursive-descent parser. The lexer is lazy: the parser asks for
 the token at a source offset, which lets a tensor type's sizes (`2x3x4x5xf16`, where the
@@ -54,6 +57,7 @@ _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?")
 _NEG_INF = re.compile(r"-inf(?![A-Za-z0-9_])")
 _DTYPE_LIKE = re.compile(r"(bf|f|ui|i|u)[0-9]+")
 _PUNCT = frozenset("{}[]<>,=:")
+_MAX_LIST_DEPTH = 32
 
 # Attributes of `input` that its result type spells; the text gives only `name`.
 _TYPE_GIVEN_ATTRS = {"input": frozenset({"sizes", "dtype", "layout"})}
@@ -78,7 +82,7 @@ class Token:
 
 @dataclass(frozen=True, slots=True)
 class _StridedAttr:
-    """A `strided<[...], offset: N>` attribute: the sizes come from the op (see `_layouts`)."""
+    """A `strided<[...], offset: N>` attribute: the sizes come from the op (`resolve_layouts`)."""
 
     strides: tuple[int, ...]
     offset: int
@@ -130,7 +134,7 @@ class _Lexer:
         if m is not None:
             literal = m.group()
             if m.group(1) is None and m.group(2) is None:
-                return Token("int", literal, pos, m.end(), int(literal))
+                return Token("int", literal, pos, m.end(), self.to_int(literal, pos))
             return Token("float", literal, pos, m.end(), float(literal))
         if c == "-" and _NEG_INF.match(text, pos):
             return Token("float", "-inf", pos, pos + 4, -math.inf)
@@ -158,6 +162,12 @@ class _Lexer:
                 )
             return Token("graph_name", "@" + m.group(), pos, m.end(), m.group())
         self.error(f"unexpected character {c!r}", pos)
+
+    def to_int(self, literal: str, pos: int) -> int:
+        try:
+            return int(literal)
+        except ValueError:  # beyond Python's limit on int digits (sys.get_int_max_str_digits)
+            self.error(f"integer literal of {len(literal)} characters is too long", pos)
 
     def lex_string(self, pos: int) -> Token:
         """A JSON string literal starting at the quote at `pos`."""
@@ -229,7 +239,9 @@ class _Parser:
             self.parse_op()
         self.advance()
         if self.tok.kind != "eof":
-            self.error(f"expected end of input after the graph's closing '}}'; got {self.tok.describe()}")
+            self.error(
+                f"expected end of input after the graph's closing '}}'; got {self.tok.describe()}"
+            )
         try:
             self.graph.verify()
         except VerificationError as e:  # the per-op checks above should leave nothing here
@@ -246,7 +258,9 @@ class _Parser:
             while self.at_punct(","):
                 self.advance()
                 if self.tok.kind != "value":
-                    self.error(f"expected a result name like %0 after ','; got {self.tok.describe()}")
+                    self.error(
+                        f"expected a result name like %0 after ','; got {self.tok.describe()}"
+                    )
                 names.append(self.advance())
             self.expect_punct("=", "after the result names")
         op_tok = self.tok
@@ -281,7 +295,9 @@ class _Parser:
         if self.at_punct(":"):
             colon = self.advance()
             if not names:
-                self.error(f"'{op_tok.text}' has no result names, so it takes no result types", colon)
+                self.error(
+                    f"'{op_tok.text}' has no result names, so it takes no result types", colon
+                )
             first = self.tok
             types.append(self.parse_type())
             while self.at_punct(","):
@@ -299,7 +315,7 @@ class _Parser:
         for key, (value, _) in attrs.items():
             values[key] = self.resolve_layouts(key, value, values, types)
         op = self.build(cls, operands, values, types, op_tok)
-        for name, result in zip(names, op.results):
+        for name, result in zip(names, op.results, strict=True):
             self.define(name, result)
 
     def build(
@@ -387,19 +403,21 @@ class _Parser:
             self.expect_punct("}", "or ',' after an attribute value")
             return attrs
 
-    def parse_attr_value(self) -> Any:
+    def parse_attr_value(self, depth: int = 0) -> Any:
         tok = self.tok
         if tok.kind in ("int", "float", "string"):
             self.advance()
             return tok.value
         if self.at_punct("["):
+            if depth >= _MAX_LIST_DEPTH:  # recursion is bounded, not Python's stack
+                self.error(f"lists nested deeper than {_MAX_LIST_DEPTH} levels", tok)
             self.advance()
             items: list[Any] = []
             if self.at_punct("]"):
                 self.advance()
                 return items
             while True:
-                items.append(self.parse_attr_value())
+                items.append(self.parse_attr_value(depth + 1))
                 if self.at_punct(","):
                     self.advance()
                     continue
@@ -458,22 +476,27 @@ class _Parser:
         """Give a `strided<...>` attribute its sizes, which the text leaves to the context.
 
         As with MLIR's memref layouts, the strided form carries strides and offset only:
-        `layout` takes the sizes of the (first) result type, `src` and `dst` those of the
-        `space` attribute (the explicit form of `copy`).
+        `layout` takes the sizes of the (first) result type; every other layout attribute
+        (`src`, `dst` of `copy`, `index`, `dst` of the placed `philox`) those of the
+        `space` attribute, the iteration space it maps.
         """
         if isinstance(value, list):
             for item in value:
                 if isinstance(item, _StridedAttr):
-                    self.error(f"strided<...> cannot appear inside a list (attribute '{key}')", item.token)
+                    self.error(
+                        f"strided<...> cannot appear inside a list (attribute '{key}')", item.token
+                    )
                 self.resolve_layouts(key, item, attrs, types)
             return value
         if not isinstance(value, _StridedAttr):
             return value
         if key == "layout":
             if not types:
-                self.error("a 'layout' attribute needs a result type to take its sizes from", value.token)
+                self.error(
+                    "a 'layout' attribute needs a result type to take its sizes from", value.token
+                )
             sizes: Any = types[0].sizes
-        elif key in ("src", "dst"):
+        else:
             sizes = attrs.get("space")
             if not isinstance(sizes, list) or not all(
                 isinstance(s, int) and not isinstance(s, bool) for s in sizes
@@ -483,19 +506,12 @@ class _Parser:
                     f"got {'no space' if sizes is None else repr(sizes)}",
                     value.token,
                 )
-        else:
-            self.error(
-                f"cannot tell the sizes of strided<...> in attribute '{key}' (only 'layout', "
-                "'src' and 'dst' hold layouts)",
-                value.token,
-            )
         return self.make_layout(sizes, value.strides, value.offset, value.token)
 
     def make_layout(self, sizes: Any, strides: tuple[int, ...], offset: int, at: Token) -> Layout:
         if len(strides) != len(sizes):
             self.error(
-                f"strided<...> has {len(strides)} stride(s) for {len(sizes)} size(s) "
-                f"{list(sizes)}",
+                f"strided<...> has {len(strides)} stride(s) for {len(sizes)} size(s) {list(sizes)}",
                 at,
             )
         try:
@@ -521,7 +537,8 @@ class _Parser:
             strided = self.tok
             if strided.kind != "ident" or strided.text != "strided":
                 self.error(
-                    f"expected a layout strided<[...], offset: N> after ','; got {strided.describe()}"
+                    "expected a layout strided<[...], offset: N> after ','; "
+                    f"got {strided.describe()}"
                 )
             strides, offset = self.parse_strided()
             layout = self.make_layout(sizes, strides, offset, strided)
@@ -544,7 +561,7 @@ class _Parser:
                     f"tensor<2x3xf32>); got {found.describe()}",
                     m.end(),
                 )
-            sizes.append(int(m.group()))
+            sizes.append(self.lexer.to_int(m.group(), pos))
             pos = m.end() + 1
         m = _IDENT.match(text, pos)
         if m is None:

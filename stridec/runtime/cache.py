@@ -2,9 +2,10 @@
 
 Disk entries are `plans/<key>.json`, written atomically (temp file in the same folder,
 then `os.replace`), so a reader never sees half a file and two processes writing the same
-key both leave a whole one. An entry that fails to parse, or whose recorded key differs,
-is discarded and rebuilt. A cache directory that cannot be created or written makes the
-cache memory-only, with one warning.
+key both leave a whole one. An entry that fails to parse, whose recorded key differs,
+whose program no longer matches the checksum stored beside it, or whose program does not
+hold together (a launch of a missing kernel or slot) is discarded and rebuilt. A cache
+directory that cannot be created or written makes the cache memory-only, with one warning.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def cache_key(parts: dict[str, Any]) -> str:
     """A stable hash of the key parts (graph text, specialization, versions, device)."""
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _digest(program_text: str) -> str:
+    """Checksum of an entry's program: a flipped byte that still parses is caught too."""
+    return hashlib.sha256(program_text.encode()).hexdigest()
 
 
 class PlanCache:
@@ -69,16 +75,19 @@ class PlanCache:
     def get_disk(self, key: str) -> Program | None:
         path = self._path(key)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                raw = f.read()
         except OSError:
             return None
         try:
-            envelope = json.loads(text)
+            envelope = json.loads(raw.decode("utf-8"))  # UnicodeDecodeError is a ValueError
             if envelope.get("key") != key:
                 raise ValueError("the entry belongs to another key")
-            return Program.from_json(envelope["program"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+            program_text = envelope["program"]
+            if envelope.get("digest") != _digest(program_text):
+                raise ValueError("the entry's digest does not match its program")
+            return Program.from_json(program_text)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             try:  # corrupt or foreign: discard it; the caller rebuilds
                 os.remove(path)
             except OSError:
@@ -92,7 +101,8 @@ class PlanCache:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump({"key": key, "program": program.to_json()}, f)
+                    text = program.to_json()
+                    json.dump({"key": key, "digest": _digest(text), "program": text}, f)
                 os.replace(tmp, self._path(key))
             except BaseException:
                 try:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from stridec.errors import CallError, UnsupportedError
+from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.reference import run_reference
@@ -26,6 +27,8 @@ from stridec.runtime.program import KernelInfo, Program
 __all__ = ["compile", "CompiledGraph", "Plan", "Stats", "BACKENDS"]
 
 BACKENDS = ("auto", "triton", "interpret", "reference")
+# Specializations one CompiledGraph keeps at hand (the shared MEMORY_CACHE holds more).
+LOCAL_CAPACITY = 64
 
 
 @dataclass
@@ -88,9 +91,13 @@ class CompiledGraph:
         if not isinstance(graph, Graph):
             raise CallError(f"compile: expected a stridec.Graph; got {type(graph).__name__}")
         if backend not in BACKENDS:
-            raise UnsupportedError(f"compile: backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+            raise UnsupportedError(
+                f"compile: backend must be one of {', '.join(BACKENDS)}; got {backend!r}"
+            )
         if graph.output_op is None:
-            raise CallError(f"compile: graph {graph.name!r} has no output op (call graph.output(...))")
+            raise CallError(
+                f"compile: graph {graph.name!r} has no output op (call graph.output(...))"
+            )
         graph.verify()
         from stridec.compiler.pass_manager import DEFAULT_PIPELINE
 
@@ -100,7 +107,10 @@ class CompiledGraph:
         self.graph_text = str(graph)
         self.stats = Stats()
         self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]
-        self._programs: dict[tuple, Program] = {}
+        # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
+        # like it: a caller cycling through strides must not grow memory without limit.
+        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        self._specializable: OrderedDict[tuple, None] = OrderedDict()
         self._lock = threading.Lock()
         self._copy_aliased_outputs = False
 
@@ -113,9 +123,16 @@ class CompiledGraph:
                 f"got {len(tensors)}"
             )
         device = None
-        for (name, t_type), t in zip(self._inputs, tensors):
+        for (name, t_type), t in zip(self._inputs, tensors, strict=True):
             if not isinstance(t, torch.Tensor):
-                raise CallError(f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}")
+                raise CallError(
+                    f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}"
+                )
+            if t.layout != torch.strided:
+                # Sparse and opaque (mkldnn) tensors have no strides or storage to specialize on.
+                raise CallError(
+                    f"argument '{name}': expected a strided tensor; got layout {t.layout}"
+                )
             if t.dtype != t_type.dtype.torch:
                 raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
             if tuple(t.shape) != t_type.sizes:
@@ -130,9 +147,12 @@ class CompiledGraph:
             storage = t.untyped_storage().nbytes() // t.element_size()
             if not layout.fits(storage):
                 raise CallError(
-                    f"argument '{name}': layout {layout} reaches past its storage of {storage} elements"
+                    f"argument '{name}': layout {layout} reaches past its storage of "
+                    f"{storage} elements"
                 )
-        return device if device is not None else torch.device("cpu")
+        if device is None:  # a graph without inputs runs where its backend runs
+            device = torch.device("cuda" if self.backend == "triton" else "cpu")
+        return device
 
     def _target(self, device: torch.device) -> str:
         backend = self.backend
@@ -149,16 +169,50 @@ class CompiledGraph:
         return tuple((tuple(t.stride()), t.storage_offset()) for t in tensors)
 
     # -- compiling -----------------------------------------------------------------------
-    def _compile(self, spec: tuple, device: torch.device, target: str) -> Program:
-        from stridec.compiler.codegen.lower import lower_to_program
-        from stridec.compiler.pass_manager import PassManager
+    def _specialize(self, spec: tuple) -> Graph:
+        """The graph over the callers' layouts; CallError naming the argument whose
+        layout the graph cannot take (a `view` that is no view of a transposed input)."""
         from stridec.compiler.specialize import specialize
 
         layouts = {
             name: Layout(t_type.sizes, strides, offset)
-            for (name, t_type), (strides, offset) in zip(self._inputs, spec)
+            for (name, t_type), (strides, offset) in zip(self._inputs, spec, strict=True)
         }
-        graph = specialize(self.graph, layouts)
+        try:
+            return specialize(self.graph, layouts)
+        except StridecError as e:
+            error = e
+        names = list(layouts)
+        culprit = names[-1]
+        for k in range(1, len(names)):  # the first argument whose layout breaks it
+            try:
+                specialize(self.graph, {n: layouts[n] for n in names[:k]})
+            except StridecError:
+                culprit = names[k - 1]
+                break
+        lay = layouts[culprit]
+        raise CallError(
+            f"argument '{culprit}': the graph cannot take strides {list(lay.strides)} "
+            f"(offset {lay.offset}): {error}"
+        ) from error
+
+    def _check_specializable(self, tensors: tuple[torch.Tensor, ...]) -> None:
+        """For the reference backend: the same CallError as a compiled backend gives."""
+        spec = self._specialization(tensors)
+        with self._lock:
+            if spec in self._specializable:
+                return
+        self._specialize(spec)
+        with self._lock:
+            self._specializable[spec] = None
+            while len(self._specializable) > LOCAL_CAPACITY:
+                self._specializable.popitem(last=False)
+
+    def _compile(self, spec: tuple, device: torch.device, target: str) -> Program:
+        from stridec.compiler.codegen.lower import lower_to_program
+        from stridec.compiler.pass_manager import PassManager
+
+        graph = self._specialize(spec)
         pipeline = self.pipeline
         if self._copy_aliased_outputs:
             pipeline = pipeline.replace("plan-memory", "plan-memory{copy-aliased-outputs=true}")
@@ -168,16 +222,15 @@ class CompiledGraph:
         self.stats.codegen_runs += 1
         return program
 
-    def _program(self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str) -> Program:
+    def _program(
+        self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str
+    ) -> Program:
         spec = self._specialization(tensors)
         local_key = (spec, str(device), target)
-        program = self._programs.get(local_key)
-        if program is not None:
-            self.stats.cache_hits += 1
-            return program
         with self._lock:
             program = self._programs.get(local_key)
             if program is not None:
+                self._programs.move_to_end(local_key)
                 self.stats.cache_hits += 1
                 return program
             key = cache_key({
@@ -199,12 +252,15 @@ class CompiledGraph:
                     MEMORY_CACHE.put_disk(key, program)
                 MEMORY_CACHE.put_memory(key, program)
             self._programs[local_key] = program
+            while len(self._programs) > LOCAL_CAPACITY:
+                self._programs.popitem(last=False)
             return program
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor) -> Any:
         device = self._check(tensors)
         if self.backend == "reference":
+            self._check_specializable(tensors)
             outs = list(run_reference(self.graph, *tensors))
         else:
             target = self._target(device)
@@ -222,6 +278,13 @@ class CompiledGraph:
         program = self._program(tensors, device, target)
         kernels = [program.kernels[launch.kernel] for launch in program.launches]
         return Plan(kernels=kernels, ir=program.ir, program=program)
+
+    def as_torch_op(self, qualname: str) -> Any:
+        """Register this graph as the torch operator `qualname` ("namespace::name"),
+        callable as `torch.ops.<namespace>.<name>`; see `stridec.torch.register`."""
+        from stridec.torch.custom_op import register
+
+        return register(self, qualname)
 
     def __repr__(self) -> str:
         return f"<CompiledGraph {self.graph.name!r} backend={self.backend!r}>"

@@ -8,11 +8,14 @@ Triton's `InterpretedFunction`, on CPU tensors — no environment variable invol
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
+import shutil
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +24,7 @@ import torch
 __all__ = ["KernelHandle", "load_kernel", "kernel_dir"]
 
 _lock = threading.Lock()
-_loaded: dict[tuple[str, str], "KernelHandle"] = {}
+_loaded: dict[tuple[str, str], KernelHandle] = {}
 
 
 def default_cache_dir() -> str:
@@ -40,9 +43,61 @@ def kernel_dir() -> str:
 
 def _write_atomically(path: str, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:  # never leave a stray temp file behind
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_private_dir: str | None = None
+
+
+def _private_kernel_dir() -> str:
+    """A folder of this process alone, for when the cache dir cannot be written."""
+    global _private_dir
+    if _private_dir is None:
+        _private_dir = tempfile.mkdtemp(prefix="stridec-kernels-")
+        atexit.register(shutil.rmtree, _private_dir, ignore_errors=True)
+    return _private_dir
+
+
+def _kernel_file(digest: str, source: str) -> str:
+    """Path of a file holding exactly `source`: `kernel_dir()/k_<digest>.py`, (re)written
+    when missing or damaged; in a private temp folder, with one warning, when the cache
+    dir cannot be written (Triton needs a real file, so there is no memory-only mode)."""
+    try:
+        path = os.path.join(kernel_dir(), f"k_{digest}.py")
+        try:
+            with open(path, encoding="utf-8") as f:
+                current = f.read()
+        except OSError:
+            current = None
+        if current != source:
+            _write_atomically(path, source)
+        return path
+    except OSError as e:
+        fallback = _private_kernel_dir()
+        if fallback not in _warned:
+            _warned.add(fallback)
+            warnings.warn(
+                f"stridec: kernel cache directory is not writable ({e}); generated kernels "
+                f"go to {fallback!r}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        path = os.path.join(fallback, f"k_{digest}.py")
+        if not os.path.exists(path):
+            _write_atomically(path, source)
+        return path
+
+
+_warned: set[str] = set()
 
 
 @dataclass
@@ -74,14 +129,7 @@ def load_kernel(source: str, name: str) -> KernelHandle:
         handle = _loaded.get(key)
         if handle is not None:
             return handle
-        path = os.path.join(kernel_dir(), f"k_{digest}.py")
-        try:
-            with open(path) as f:
-                current = f.read()
-        except OSError:
-            current = None
-        if current != source:
-            _write_atomically(path, source)
+        path = _kernel_file(digest, source)
         spec = importlib.util.spec_from_file_location(f"stridec_kernels.k_{digest}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

@@ -115,11 +115,31 @@ class Program:
                 for x in data["launches"]
             ],
             outputs=[
-                OutputSpec(int(o["slot"]), tuple(o["sizes"]), tuple(o["strides"]), int(o["offset"]))
+                OutputSpec(int(o["slot"]), tuple(int(n) for n in o["sizes"]),
+                           tuple(int(s) for s in o["strides"]), int(o["offset"]))
                 for o in data["outputs"]
             ],
             ir=str(data["ir"]),
-        )
+        )._validated()
+
+    def _validated(self) -> Program:
+        """Self; raises ValueError when an index points nowhere (a damaged entry)."""
+        slots = self.n_inputs + len(self.buffers)
+        if self.n_inputs < 0 or any(b.elements < 1 for b in self.buffers):
+            raise ValueError("program: negative input count or an empty buffer")
+        for launch in self.launches:
+            if not 0 <= launch.kernel < len(self.kernels):
+                raise ValueError(
+                    f"program: launch of kernel {launch.kernel} of {len(self.kernels)}"
+                )
+            if len(launch.args) != len(launch.views) or any(
+                not 0 <= a < slots for a in launch.args
+            ):
+                raise ValueError(f"program: launch arguments {launch.args} outside {slots} slots")
+        for o in self.outputs:
+            if not 0 <= o.slot < slots or len(o.sizes) != len(o.strides):
+                raise ValueError(f"program: output over slot {o.slot} of {slots}")
+        return self
 
     # -- execution -----------------------------------------------------------------------
     def handles(self) -> list[Any]:
@@ -130,6 +150,14 @@ class Program:
         return self._handles
 
     def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
+        if device.type == "cuda" and device.index is not None and self.launches:
+            # Triton launches on the current device and its current stream: make that the
+            # tensors' device, or a kernel would get another GPU's pointers.
+            with torch.cuda.device(device):
+                return self._run(tensors, device)
+        return self._run(tensors, device)
+
+    def _run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
         slots: list[torch.Tensor] = [flat_storage(t) for t in tensors]
         for b in self.buffers:
             slots.append(torch.empty(b.elements, dtype=as_dtype(b.dtype).torch, device=device))
@@ -138,7 +166,7 @@ class Program:
             k = self.kernels[launch.kernel]
             args = [
                 slots[s] if v is None else slots[s].view(getattr(torch, v))
-                for s, v in zip(launch.args, launch.views)
+                for s, v in zip(launch.args, launch.views, strict=True)
             ]
             handles[launch.kernel].run(k.grid, *args, num_warps=k.num_warps, **k.constexprs)
         return [

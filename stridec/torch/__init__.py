@@ -1,1 +1,8 @@
-"""stridec.torch."""
+"""stridec.torch: compiled layout graphs as torch custom operators, their adjoint
+(backward) graphs, and tracing of torch layout code into graphs (SPEC §7)."""
+
+from stridec.torch.adjoint import Adjoint, Contribution, adjoint
+from stridec.torch.custom_op import TorchOp, register
+from stridec.torch.trace import Proxy, trace
+
+__all__ = ["Adjoint", "Contribution", "Proxy", "TorchOp", "adjoint", "register", "trace"]

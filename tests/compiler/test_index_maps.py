@@ -271,18 +271,25 @@ def reshape_merging(data: st.DataObject, p: tuple[int, ...]) -> tuple[int, ...]:
 @st.composite
 def affine_walks(draw: st.DrawFn, wd: Layout) -> Layout:
     """A reader affine in P by construction: factors that each step along one P dim (by 1, 2
-    or -1) from a base where the whole box fits, mostly outermost first, then neighbours
-    merged wherever their buffer strides chain -- so merged dims must be split back."""
+    or -1) from a base where the whole box fits -- mostly one per P dim in the buffer's
+    order, often the whole dim, plus overlapping extras -- then neighbours merged wherever
+    their buffer strides chain, so that merged dims must be split back."""
     p = wd.sizes
     span = [0] * len(p)
     steps: list[tuple[int, int, int]] = []  # (size, P dim, step)
-    for _ in range(draw(st.integers(1, 5))):
-        m = draw(st.integers(0, len(p) - 1))
-        step = draw(st.sampled_from([1, 1, 2, -1]))
-        n = draw(st.integers(2, 4))
+
+    def add(m: int) -> None:
+        step = draw(st.sampled_from([1, 1, 1, 2, -1]))
+        n = draw(st.sampled_from([2, 3, p[m], p[m], p[m]]))
         if span[m] + (n - 1) * abs(step) <= p[m] - 1:
             span[m] += (n - 1) * abs(step)
             steps.append((n, m, step))
+
+    for m in sorted(range(len(p)), key=lambda m: -abs(wd.strides[m])):
+        if draw(st.integers(0, 3)) > 0:
+            add(m)
+    for _ in range(draw(st.integers(0, 2))):
+        add(draw(st.integers(0, len(p) - 1)))
     base = [
         sum((n - 1) * -c for n, mm, c in steps if mm == m and c < 0)
         + draw(st.integers(0, p[m] - 1 - span[m]))
@@ -344,6 +351,8 @@ def test_reshapes_along_writer_boundaries_fuse(p: tuple[int, ...], data: st.Data
 @SETTINGS
 @given(p=st.lists(SIZES.filter(bool), min_size=1, max_size=4).map(tuple), data=st.data())
 def test_readers_affine_after_a_split_fuse(p: tuple[int, ...], data: st.DataObject) -> None:
+    """Readers built to be affine in P once split (any base, negative and overlapping
+    steps, merged neighbours) always compose."""
     wd = data.draw(writer_dsts(p), label="wd")
     ws = data.draw(writer_srcs(p), label="ws")
     reader = data.draw(affine_walks(wd), label="reader")

@@ -229,7 +229,7 @@ def test_uniform_is_one_rounding_of_u_times_scale_plus_low(low: float, high: flo
     got = uniform_from_bits(bits, "float32", low, high).numpy()
     low32, high32 = np.float32(low), np.float32(high)
     scale32 = np.float32(high32 - low32)
-    for b, g in zip(bits.reshape(-1), got):
+    for b, g in zip(bits.reshape(-1), got, strict=True):
         exact = Fraction(int(b) >> 8, 2**24) * Fraction(float(scale32)) + Fraction(float(low32))
         assert np.array(g).view(np.uint32) == np.array(round_to_f32(exact)).view(np.uint32)
 

@@ -12,8 +12,9 @@ and the kernel stores word `i mod 4` of Philox4x32-10(counter + ⌊i/4⌋, key) 
 are the contiguous strides of the sizes. An NCHW4 packing of a C = 3 output, for
 instance, iterates `(n, co, ci, h, w)` over `(N, 1, 4, H, W)` with index strides
 `(3HW, 4HW, HW, W, 1)`, destination strides `(4HW, 4HW, 1, 4W, 4)` and the mask
-`0 <= 4·co + ci < 3`; with H = W = 2, element `(0, 0, 2, 1, 0)` reads
-`i = 2·4 + 1·2 = 10` and lands at `d = 2 + 1·8 = 10`.
+`0 <= 4·co + ci < 3`; with H = W = 2 (index strides `(12, 16, 4, 2, 1)`, destination
+strides `(16, 16, 1, 8, 4)`), element `(0, 0, 1, 1, 1)` reads `i = 1·4 + 1·2 + 1·1 = 7`
+and lands at `d = 1·1 + 1·8 + 1·4 = 13`.
 
 Two kernel shapes:
 
@@ -35,7 +36,10 @@ low and high 32-bit halves and the carries run through words 1–3, so a counter
 
 Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with the float32
 constants of `stridec.ir.philox.uniform_scale`: an explicit fused multiply-add rounds once
-on every backend, so Triton's FP contraction cannot change the bits.
+on every backend, so Triton's FP contraction cannot change the bits. float16 is a plain
+round-to-nearest-even cast; bfloat16 is rounded to nearest even on the integer bits,
+because Triton's interpreter truncates in its own float32 -> bfloat16 cast while CUDA
+rounds.
 
 The state is read on the device by every program; program 0 also writes `new_state`.
 `state` and `new_state` must therefore not overlap (`launch` checks it): a program that
@@ -100,7 +104,8 @@ class PhiloxKernel:
 
     `constexprs` holds `(name, value)` pairs passed at launch; `dst_elements` is the
     smallest flat destination storage (in elements) the kernel may address; `strategy`
-    is "linear", "gather" or "empty" (no element, only the state advances).
+    is "linear", "gather" or "empty" (no element, only the state advances); `num_warps`
+    is a launch option (ignored by the interpreter).
     """
 
     name: str
@@ -113,6 +118,7 @@ class PhiloxKernel:
     dst_dtype: DType
     dst_elements: int
     strategy: str
+    num_warps: int = 4
 
     def launch(
         self, state: torch.Tensor, dst_storage: torch.Tensor, new_state: torch.Tensor
@@ -141,12 +147,21 @@ class PhiloxKernel:
             if _overlap(a, b):
                 raise CallError(
                     f"philox: {a_name} and {b_name} overlap in memory; every program reads "
-                    f"state while program 0 writes new_state, so they must be distinct"
+                    f"state while the kernel writes dst and new_state, so they must be distinct"
                 )
+        # The one use of the runtime from the compiler, so that a generated kernel can
+        # launch itself (tests, direct use); imported here so codegen never loads it early.
         from stridec.runtime.launch import load_kernel
 
         handle = load_kernel(self.source, self.name)
-        handle.run(self.grid, state_words, dst, new_words, **dict(self.constexprs))
+        handle.run(
+            self.grid,
+            state_words,
+            dst,
+            new_words,
+            num_warps=self.num_warps,
+            **dict(self.constexprs),
+        )
 
     def _dst_view(self, dst_storage: torch.Tensor) -> torch.Tensor:
         want = self.dst_dtype
@@ -224,7 +239,7 @@ def _ints(values: Any, what: str) -> tuple[int, ...]:
 def _span(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple[int, int]:
     """Smallest and largest value of `offset + Σ c_k·strides_k` over a non-empty space."""
     lo = hi = offset
-    for s, st in zip(sizes, strides):
+    for s, st in zip(sizes, strides, strict=True):
         step = (s - 1) * st
         lo += min(0, step)
         hi += max(0, step)
@@ -233,7 +248,7 @@ def _span(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tupl
 
 def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:
     """A bound on `|partial sum|` of `offset + Σ c_k·strides_k`, for the int32 check."""
-    return abs(offset) + sum((s - 1) * abs(st) for s, st in zip(sizes, strides))
+    return abs(offset) + sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True))
 
 
 def _coalesce(
@@ -249,13 +264,15 @@ def _coalesce(
     out_sizes: list[int] = []
     out_forms: list[list[int]] = [[] for _ in forms]
     for k in keep:
-        if out_sizes and all(out[-1] == sizes[k] * f[k] for out, f in zip(out_forms, forms)):
+        if out_sizes and all(
+            out[-1] == sizes[k] * f[k] for out, f in zip(out_forms, forms, strict=True)
+        ):
             out_sizes[-1] *= sizes[k]
-            for out, f in zip(out_forms, forms):
+            for out, f in zip(out_forms, forms, strict=True):
                 out[-1] = f[k]
             continue
         out_sizes.append(sizes[k])
-        for out, f in zip(out_forms, forms):
+        for out, f in zip(out_forms, forms, strict=True):
             out.append(f[k])
     return tuple(out_sizes), [tuple(f) for f in out_forms]
 
@@ -294,6 +311,10 @@ def _plan(spec: PhiloxSpec) -> _Plan:
     numel = int(spec.numel)
     if numel < 0:
         raise ShapeError(f"philox: numel must be >= 0; got {numel}")
+    if numel >= 2**63 or math.prod(sizes) >= 2**63:
+        raise UnsupportedError(
+            f"philox: at most 2^63 - 1 elements are supported; got numel {numel}, sizes {sizes}"
+        )
     index_offset = int(spec.index_offset)
     dst_offset = int(spec.dst_offset)
 
@@ -350,7 +371,7 @@ def _plan(spec: PhiloxSpec) -> _Plan:
         index_offset=index_offset,
         dst_strides=c_forms[1],
         dst_offset=dst_offset,
-        masks=tuple((c, lo, hi) for c, (_, lo, hi) in zip(c_forms[2:], masks)),
+        masks=tuple((c, lo, hi) for c, (_, lo, hi) in zip(c_forms[2:], masks, strict=True)),
         space_numel=space_numel,
         numel=numel,
         dtype=dtype,
@@ -376,6 +397,7 @@ def _next_pow2(n: int) -> int:
 
 # --------------------------------------------------------------------------- emission
 
+
 def _emit_rounds(lines: list[str]) -> None:
     """Emit Random123's ten Philox4x32 rounds on `x0..x3`, giving `y0..y3`.
 
@@ -390,7 +412,8 @@ def _emit_rounds(lines: list[str]) -> None:
         "    for _ in tl.static_range(10):",
         f"        hi0 = tl.umulhi(x0, {PHILOX_M0:#x})",
         f"        hi1 = tl.umulhi(x2, {PHILOX_M1:#x})",
-        f"        x0, x1, x2, x3 = hi1 ^ x1 ^ k0, x2 * {PHILOX_M1:#x}, hi0 ^ x3 ^ k1, x0 * {PHILOX_M0:#x}",
+        f"        x0, x1, x2, x3 = hi1 ^ x1 ^ k0, x2 * {PHILOX_M1:#x}, "
+        f"hi0 ^ x3 ^ k1, x0 * {PHILOX_M0:#x}",
         f"        k0 = k0 + {PHILOX_W0:#x}",
         f"        k1 = k1 + {PHILOX_W1:#x}",
         "    y0, y1, y2, y3 = x0, x1, x2, x3",
@@ -426,17 +449,18 @@ def _emit_new_state(lines: list[str], numel: int) -> None:
     """Program 0 stores counter + ⌈numel/4⌉ (mod 2^128) and the key."""
     blocks = -(-numel // 4)
     w0, w1 = blocks & 0xFFFFFFFF, (blocks >> 32) & 0xFFFFFFFF
+    # Names of their own: a name rebound inside `if` must keep its type in compiled Triton.
     lines.append("    if pid == 0:")
     lines.append(f"        # new_state = counter + ceil({numel} / 4) = counter + {blocks}")
     lines.append(f"        n0 = ctr0 + {w0}")
-    lines.append("        c = (n0 < ctr0).to(tl.uint32)")
+    lines.append("        n_carry = (n0 < ctr0).to(tl.uint32)")
     lines.append(f"        n1 = ctr1 + {w1}")
-    lines.append("        c1 = (n1 < ctr1).to(tl.uint32)")
-    lines.append("        n1 = n1 + c")
-    lines.append("        c = c1 | (n1 < c).to(tl.uint32)")
-    lines.append("        n2 = ctr2 + c")
-    lines.append("        c = (n2 < c).to(tl.uint32)")
-    lines.append("        n3 = ctr3 + c")
+    lines.append("        n_carry1 = (n1 < ctr1).to(tl.uint32)")
+    lines.append("        n1 = n1 + n_carry")
+    lines.append("        n_carry = n_carry1 | (n1 < n_carry).to(tl.uint32)")
+    lines.append("        n2 = ctr2 + n_carry")
+    lines.append("        n_carry = (n2 < n_carry).to(tl.uint32)")
+    lines.append("        n3 = ctr3 + n_carry")
     for k, name in enumerate(("n0", "n1", "n2", "n3", "key0", "key1")):
         lines.append(f"        tl.store(new_state_ptr + {k}, {name}.to(tl.int32, bitcast=True))")
 
@@ -448,8 +472,14 @@ def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
         return
     lines.append(f"    u = ({src} >> 8).to(tl.float32) * {2.0**-24!r}")
     lines.append(f"    val = tl.fma(u, {plan.scale32!r}, {plan.low32!r})")
-    if plan.dtype.name != "float32":
-        lines.append(f"    val = val.to({plan.dtype.triton})")
+    if plan.dtype.name == "float16":
+        lines.append("    val = val.to(tl.float16)  # round to nearest even")
+    elif plan.dtype.name == "bfloat16":
+        # Round to nearest even on the bits: the interpreter's own float32 -> bfloat16 cast
+        # truncates, CUDA's rounds; this is exact on both (values are finite or inf).
+        lines.append("    b = val.to(tl.uint32, bitcast=True)")
+        lines.append("    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16")
+        lines.append("    val = b.to(tl.uint16).to(tl.bfloat16, bitcast=True)")
 
 
 def _linear_body(lines: list[str], plan: _Plan, wide: bool) -> None:
@@ -466,7 +496,7 @@ def _linear_body(lines: list[str], plan: _Plan, wide: bool) -> None:
 
 
 def _linear_form(coords: list[str], strides: tuple[int, ...], offset: int) -> str:
-    terms = [f"{c} * {s}" if s != 1 else c for c, s in zip(coords, strides) if s != 0]
+    terms = [f"{c} * {s}" if s != 1 else c for c, s in zip(coords, strides, strict=True) if s != 0]
     if not terms:
         return f"p * 0 + {offset}"
     if offset:
@@ -533,7 +563,9 @@ def _default_block(linear: bool, work: int, target: str) -> int:
     return 512 if linear else 1024
 
 
-def generate_philox(spec: PhiloxSpec, target: str = "cuda", block: int | None = None) -> PhiloxKernel:
+def generate_philox(
+    spec: PhiloxSpec, target: str = "cuda", block: int | None = None
+) -> PhiloxKernel:
     """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu").
 
     `block` overrides the per-program block (a power of two): counters per program on
@@ -575,6 +607,10 @@ def generate_philox(spec: PhiloxSpec, target: str = "cuda", block: int | None = 
     source = text.replace("__NAME__", name)
 
     grid = (1,) if empty else (max(1, -(-work // block)),)
+    if grid[0] > _INT32_LIMIT:
+        raise UnsupportedError(
+            f"philox: {grid[0]} programs of block {block} exceed the grid limit 2^31 - 1"
+        )
     if plan.space_numel == 0:
         dst_elements = 0
     else:

@@ -1,7 +1,14 @@
 """`cse`: an op with the same name, operands, attributes and result types as an earlier
 one is the earlier one. Every op here is a pure function of its operands (Philox too: the
 same state gives the same bits), except `input` and `output`, and a `copy` into a buffer,
-which writes in place."""
+which writes in place. Nor is a buffer that such a copy writes into shared: in
+
+    %0 = copy %x {... dst = strided<[3, 1], offset: 0>} : tensor<4x3xf32>   (cat([x, y]))
+    %1 = copy %y, %0 {... dst = strided<[3, 1], offset: 6>}
+    %2 = copy %x {... dst = strided<[3, 1], offset: 0>} : tensor<4x3xf32>   (cat([x, z]))
+    %3 = copy %z, %2 {... dst = strided<[3, 1], offset: 6>}
+
+%2 equals %0, but merging them would make %1 and %3 write rows 2..3 of one buffer."""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.rewriting import written_into
 from stridec.ir.graph import Graph
 
 __all__ = ["CommonSubexpressionElimination"]
@@ -23,7 +31,8 @@ class CommonSubexpressionElimination(Pass):
         seen: dict[tuple, object] = {}
         kept = []
         for op in graph.ops:
-            if op.name in ("input", "output") or (op.name == "copy" and len(op.operands) == 2):
+            if (op.name in ("input", "output") or (op.name == "copy" and len(op.operands) == 2)
+                    or written_into(op)):
                 kept.append(op)
                 continue
             key = (

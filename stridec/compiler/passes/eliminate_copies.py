@@ -30,16 +30,13 @@ from typing import ClassVar
 
 from stridec.compiler.index_maps import as_view
 from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.rewriting import written_into
 from stridec.errors import LayoutError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout, coalesce_jointly
 
 __all__ = ["EliminateCopies"]
-
-
-def _written_into(op: Op) -> bool:
-    return any(user.name == "copy" and i == 1 for user, i in op.result.uses)
 
 
 def _shifted(layout: Layout, delta: int) -> Layout:
@@ -55,7 +52,7 @@ def _view_of_source(op: Op) -> Layout | str:
         return "a fill, or a copy into another buffer"
     if a["masks"] or a["dtype"] != op.operands[0].type.dtype:
         return "masked or casting"
-    if _written_into(op):
+    if written_into(op):
         return "a later copy writes into its buffer"
     # Necessary, and much cheaper than the proof below: a copy that moves some dim by a
     # different stride on each side (a transpose) is never a shift of addresses.

@@ -2,7 +2,8 @@
 
 - An output whose root is a graph input is handed back as a torch view of that input
   (`torch.as_strided` on the caller's tensor), never copied — unless its layout has a
-  negative stride, which torch cannot express; then it is materialized contiguously.
+  negative stride, which torch cannot express; then it is materialized contiguously. That
+  copy is fused with the copy it reads, if any, so the output still takes one kernel.
 - Every other output lives in a buffer allocated with `torch.empty_strided`-style
   storage of `layout.min_storage_size()` elements and is returned as a view of it.
 - With `copy-aliased-outputs` (the custom-op contract, SPEC §7) outputs that view an
@@ -17,9 +18,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.passes.fuse_copies import fuse
 from stridec.compiler.passes.lower_formats import explicit_copy
 from stridec.compiler.rewriting import Rewriter
-from stridec.ir.graph import Graph, Value
+from stridec.ir import ops as O
+from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
 __all__ = ["PlanMemory", "OutputPlan"]
@@ -41,6 +44,34 @@ def _needs_copy(value: Value, copy_aliased: bool) -> bool:
     return copy_aliased and root.owner.name == "input"
 
 
+def _drop_if_dead(op: Op, rw: Rewriter) -> None:
+    if op.graph is not None and op.name != "input" and not any(r.uses for r in op.results):
+        rw.ops.remove(op)
+        op.drop_uses()
+        op.graph = None
+
+
+def _fused(value: Value, rw: Rewriter) -> Value:
+    """The new copy `value`, fused with the copy whose buffer it reads, if it can be.
+
+    `x.t().contiguous().flip(0)` is returned through a copy of the flipped view; reading
+    the transposing copy's buffer would take two kernels for one output, reading x
+    through the composed map takes one (`fuse-copies` has already run).
+    """
+    op = value.owner
+    producer = op.operands[0].owner
+    fused = fuse(op, producer)
+    if isinstance(fused, str):
+        return value
+    operands, attrs = fused
+    new = O.CopyOp(operands, attrs)
+    new.graph = rw.graph
+    rw.ops[rw.ops.index(op)] = new
+    op.drop_uses()
+    op.graph = None
+    return new.result
+
+
 @register_pass
 @dataclass
 class PlanMemory(Pass):
@@ -58,15 +89,13 @@ class PlanMemory(Pass):
         for i, v in enumerate(list(out_op.operands)):
             if _needs_copy(v, self.copy_aliased_outputs):
                 layout = Layout.contiguous(v.type.sizes)
-                new = explicit_copy(rw, v, layout=layout, dtype=v.type.dtype,
-                                    space=v.type.sizes, src=v.type.layout, dst=layout)
+                new = _fused(explicit_copy(rw, v, layout=layout, dtype=v.type.dtype,
+                                           space=v.type.sizes, src=v.type.layout, dst=layout),
+                             rw)
                 out_op.set_operand(i, new)
-                view = v.owner
-                if view.aliases_operand() and not any(r.uses for r in view.results):
-                    # The copy reads the root itself; the view it replaces is dead.
-                    rw.ops.remove(view)
-                    view.drop_uses()
-                    view.graph = None
+                # The view the copy replaces, then the buffer it read, if now unread.
+                for op in (v.owner, v.root().owner):
+                    _drop_if_dead(op, rw)
                 v = new
             root = v.root()
             alias = root.owner.attrs["name"] if root.owner.name == "input" else None

@@ -1,0 +1,180 @@
+"""Writing a benchmark run: the JSON file, the markdown table and the PNG bar chart.
+
+All three are built from the run's report dict (see `bench/run.py`): `rows` of kind
+"bandwidth" (one per workload), "host_overhead" and "compile_time". A value that was not
+measured (smoke mode, a failed system) is `None` in JSON and "—" in the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = ["markdown", "write_chart", "write_report", "result_stem"]
+
+SYSTEMS = ("stridec", "eager", "compile")
+LABELS = {"stridec": "stridec", "eager": "torch eager", "compile": "torch.compile"}
+DASH = "—"
+
+
+def result_stem(report: dict[str, Any], folder: Path) -> Path:
+    """`<folder>/<date>-<device>` (e.g. `2026-11-21-nvidia-h200`), with `-2`, `-3` … added
+    when a run of the same day and device is already there."""
+    device = re.sub(r"[^a-z0-9]+", "-", report["device"]["name"].lower()).strip("-") or "device"
+    if report["mode"] == "smoke":
+        device += "-smoke"
+    base = f"{report['date'][:10]}-{device}"
+    stem, k = folder / base, 1
+    while any(stem.with_suffix(ext).exists() for ext in (".json", ".md", ".png")):
+        k += 1
+        stem = folder / f"{base}-{k}"
+    return stem
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return DASH if value is None else format(value, fmt)
+
+
+def _gbps(value: float | None) -> str:
+    """Whole GB/s on a GPU; three significant digits for the CPU's small numbers."""
+    return _num(value, ",.0f" if value is None or value >= 100 else ".3g")
+
+
+def _system(row: dict[str, Any], name: str) -> dict[str, Any]:
+    return (row.get("systems") or {}).get(name) or {}
+
+
+def _bandwidth_table(rows: list[dict[str, Any]]) -> list[str]:
+    head = ["workload", "shape", "dtype", "MB moved", "kernels", "copy GB/s"]
+    for s in SYSTEMS:
+        head += [f"{LABELS[s]} GB/s", "% copy"]
+    head += ["× eager", "× compile", "check"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [
+            f"`{r['name']}`", "×".join(str(n) for n in r["shape"]), r["dtype"],
+            _num(r["bytes_total"] / 1e6 if r.get("bytes_total") else None, ",.4g"),
+            _num(r.get("kernels"), "d"), _gbps((r.get("copy") or {}).get("gbps")),
+        ]
+        for s in SYSTEMS:
+            m = _system(r, s)
+            cells += [_gbps(m.get("gbps")), _num(m.get("pct_copy"), ".1f")]
+        cells += [_num(r.get("vs_eager"), ".2f"), _num(r.get("vs_compile"), ".2f"),
+                  "ok" if r["status"] == "ok" else f"**{r['status']}**"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _host_table(row: dict[str, Any]) -> list[str]:
+    lines = ["| system | µs per cached call | kernels |", "|---|---|---|"]
+    for s in SYSTEMS:
+        m = _system(row, s)
+        kernels = _num(row.get("kernels"), "d") if s == "stridec" else DASH
+        lines.append(f"| {LABELS[s]} | {_num(m.get('us_per_call'), '.1f')} | {kernels} |")
+    return lines
+
+
+def _compile_table(row: dict[str, Any]) -> list[str]:
+    lines = [
+        "| process | plan ms (passes + codegen, or disk) | first call ms (+ Triton, launch) "
+        "| total ms | compiles | disk hits |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in ("cold", "warm"):
+        m = row.get(run) or {}
+        lines.append(
+            f"| {run} | {_num(m.get('plan_ms'), '.1f')} | {_num(m.get('first_call_ms'), '.1f')} "
+            f"| {_num(m.get('total_ms'), '.1f')} | {_num(m.get('compiles'), 'd')} "
+            f"| {_num(m.get('disk_hits'), 'd')} |"
+        )
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The run as a markdown page: environment, then one table per kind of row."""
+    dev, ver, st = report["device"], report["versions"], report["settings"]
+    lines = [
+        f"# stridec benchmarks — {dev['name']} — {report['date']}",
+        "",
+        f"- device: {dev['name']} (capability {dev.get('capability') or DASH}, driver "
+        f"{dev.get('driver') or DASH}, CUDA {dev.get('cuda') or DASH}, "
+        f"{_num(dev.get('memory_gib'), '.0f')} GiB)",
+        f"- versions: stridec {ver['stridec']} ({ver.get('stridec_commit') or 'no git'}), "
+        f"torch {ver['torch']}, triton {ver['triton']}, Python {ver['python']}",
+        f"- mode: {report['mode']} (scale {report['scale']}, backend {report['backend']}); "
+        f"timing: {st['timer']}",
+        "- GB/s = (bytes read + bytes written) / median time; % copy = GB/s over the GB/s of "
+        "a `dst.copy_(src)` of the same byte count in this run; × eager and × compile = "
+        "their median time over stridec's (above 1: stridec is faster).",
+        "",
+        "## Bandwidth",
+        "",
+    ]
+    rows = [r for r in report["rows"] if r["kind"] == "bandwidth"]
+    lines += _bandwidth_table(rows)
+    for r in report["rows"]:
+        if r["kind"] == "host_overhead":
+            lines += ["", f"## Host overhead of a cached call (`{r['name']}`)", ""]
+            lines += _host_table(r)
+        elif r["kind"] == "compile_time":
+            lines += ["", f"## Compile time in fresh processes (`{r['workload']}`)", ""]
+            lines += _compile_table(r)
+    notes = [(r["name"], r["note"]) for r in report["rows"] if r.get("note")]
+    problems = [(r["name"], r["error"]) for r in report["rows"] if r.get("error")]
+    problems += [
+        (r["name"], f"{LABELS[s]}: {m['error']}")
+        for r in report["rows"] for s in SYSTEMS if (m := _system(r, s)).get("error")
+    ]
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- `{n}`: {t}" for n, t in notes]
+    if problems:
+        lines += ["", "## Failures", ""] + [f"- `{n}`: {t}" for n, t in problems]
+    return "\n".join(lines) + "\n"
+
+
+def write_chart(report: dict[str, Any], path: Path) -> str | None:
+    """A horizontal bar chart of % of copy bandwidth per workload for the three systems;
+    returns why it was skipped (no matplotlib, nothing timed), or None when written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]'): no chart"
+    rows = [r for r in report["rows"] if r["kind"] == "bandwidth"
+            and _system(r, "stridec").get("pct_copy") is not None]
+    if not rows:
+        return "no timed bandwidth rows: no chart"
+    height = 0.27
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(rows) + 1.6))
+    for k, s in enumerate(SYSTEMS):
+        values = [_system(r, s).get("pct_copy") or 0.0 for r in rows]
+        ax.barh([i + (k - 1) * height for i in range(len(rows))], values, height,
+                label=LABELS[s])
+    ax.axvline(100, color="black", linewidth=0.8)
+    ax.axvline(90, color="gray", linestyle="--", linewidth=0.8, label="90 % target")
+    ax.set_yticks(range(len(rows)), [r["name"] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("% of device-to-device copy bandwidth (same run, same bytes)")
+    ax.set_title(f"stridec — {report['device']['name']} — {report['date'][:10]}")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+def write_report(report: dict[str, Any], folder: Path) -> tuple[list[Path], str | None]:
+    """Write `<stem>.json`, `<stem>.md` and (with matplotlib) `<stem>.png` into `folder`;
+    return the paths written and why the chart was skipped (or None)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = result_stem(report, folder)
+    json_path, md_path, png_path = (stem.with_suffix(e) for e in (".json", ".md", ".png"))
+    json_path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    md_path.write_text(markdown(report), encoding="utf-8")
+    skipped = write_chart(report, png_path)
+    written = [json_path, md_path] + ([] if skipped else [png_path])
+    return written, skipped

@@ -1,0 +1,389 @@
+"""A compiled layout graph as a torch custom operator (SPEC §7).
+
+    op = stridec.compile(graph).as_torch_op("mylib::to_nhwc")   # or stridec.torch.register
+    y = op(x)                         # the same as torch.ops.mylib.to_nhwc(x)
+
+The operator has one Tensor argument per graph input (named after it) and returns one
+Tensor or a tuple, one per graph output. It has:
+
+- a **fake** implementation that needs no data: the output sizes, strides and dtypes of
+  the plan for the fake inputs' strides (the pass pipeline and code generation run, the
+  kernels do not), so `torch.compile` sees the exact layouts the kernels write;
+- a **CPU** kernel running the interpret backend, and on a machine with CUDA a
+  `torch.library.triton_op` whose function launches the generated Triton kernels through
+  `wrap_triton`, so Inductor sees them (eager CUDA calls launch them directly);
+- **autograd** through the adjoint graph (`stridec.torch.adjoint`), itself registered as
+  the operator ``<name>__adjoint`` (whose backward is registered on first use, so double
+  backward works too).
+
+The custom-op contract: outputs never alias inputs or each other. An output that is a pure
+view of an input is copied (`plan-memory{copy-aliased-outputs=true}`), and every output is
+a fresh tensor with the plan's strides and storage offset 0.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from stridec.errors import CallError, StridecError, UnsupportedError
+from stridec.ir.graph import Graph
+from stridec.runtime.compile import CompiledGraph
+from stridec.runtime.program import Program
+from stridec.torch.adjoint import Adjoint, adjoint
+
+__all__ = ["TorchOp", "register"]
+
+_QUALNAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)")
+# Words the schema parser reads as types or values, never as argument names.
+_SCHEMA_WORDS = {"Tensor", "int", "float", "bool", "str", "None", "Scalar", "Any", "Device",
+                 "Layout", "ScalarType", "SymInt", "Storage", "Stream", "Generator"}
+_REGISTRY: dict[str, TorchOp] = {}
+_REGISTRY_LOCK = threading.RLock()
+
+
+class _SpecKey:
+    """Stands in for a tensor where a specialization needs only its strides and offset
+    (fake tensors carry no storage to check, and may carry symbolic strides)."""
+
+    __slots__ = ("_strides", "_offset")
+
+    def __init__(self, strides: tuple[int, ...], offset: int) -> None:
+        self._strides = strides
+        self._offset = offset
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+
+def _arg_names(graph: Graph) -> list[str]:
+    """Schema argument names: the graph's input names where they are identifiers the
+    schema parser accepts, else ``arg<i>``."""
+    names: list[str] = []
+    for i, v in enumerate(graph.inputs):
+        name = v.owner.attrs["name"]
+        if (not name.isidentifier() or keyword.iskeyword(name) or name in _SCHEMA_WORDS
+                or name.startswith("_") or name in names):
+            name = f"arg{i}"
+        while name in names:
+            name = f"{name}_"
+        names.append(name)
+    return names
+
+
+def _signature(names: Sequence[str], outputs: int) -> tuple[inspect.Signature, str]:
+    """The Python signature (for triton_op's schema inference) and the schema string."""
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=torch.Tensor) for n in names]
+    if outputs == 1:
+        returns: Any = torch.Tensor
+        schema_out = "Tensor"
+    else:
+        returns = tuple.__class_getitem__((torch.Tensor,) * outputs)
+        schema_out = "(" + ", ".join(["Tensor"] * outputs) + ")"
+    schema = "(" + ", ".join(f"Tensor {n}" for n in names) + f") -> {schema_out}"
+    return inspect.Signature(params, return_annotation=returns), schema
+
+
+class TorchOp:
+    """A registered operator: call it like `torch.ops.<ns>.<name>`.
+
+    `overload` is the `torch._ops.OpOverload` (what `torch.library.opcheck` takes),
+    `compiled` the CompiledGraph it runs (the graph under the custom-op contract; its
+    `stats` count specializations), `adjoint` its backward graph (None when no gradient
+    flows), `backward_op` the registered adjoint operator.
+    """
+
+    def __init__(self, qualname: str, compiled: CompiledGraph, use_triton_op: bool) -> None:
+        self.qualname = qualname
+        self.compiled = compiled
+        self.graph = compiled.graph
+        self.use_triton_op = use_triton_op
+        self.arg_names = _arg_names(compiled.graph)
+        self._inputs = [v.type for v in compiled.graph.inputs]
+        self._outputs = [v.type for v in compiled.graph.outputs]
+        self.adjoint: Adjoint | None = None
+        self.adjoint_error: StridecError | None = None
+        try:
+            self.adjoint = adjoint(compiled.graph)
+        except UnsupportedError as e:
+            # The forward still works; a backward through it raises this error.
+            self.adjoint_error = e
+        self._backward_op: TorchOp | None = None
+        self.custom_op = self._define()
+        self.overload = self.custom_op._opoverload
+
+    def __call__(self, *tensors: torch.Tensor) -> Any:
+        return self.overload(*tensors)
+
+    def __repr__(self) -> str:
+        return f"<stridec TorchOp {self.qualname} graph={self.graph.name!r}>"
+
+    # -- definition ----------------------------------------------------------------------
+    def _define(self) -> Any:
+        signature, schema = _signature(self.arg_names, len(self._outputs))
+        name = self.qualname.split("::")[1]
+
+        def cpu_impl(*tensors: torch.Tensor) -> Any:
+            return self._run_compiled(tensors)
+
+        def cuda_impl(*tensors: torch.Tensor) -> Any:
+            return self._run_triton(tensors)
+
+        for fn in (cpu_impl, cuda_impl):
+            fn.__signature__ = signature  # type: ignore[attr-defined]
+            fn.__name__ = fn.__qualname__ = name
+        try:
+            if self.use_triton_op:
+                op = torch.library.triton_op(self.qualname, cuda_impl, mutates_args=())
+                op.register_kernel("cpu", cpu_impl)
+                self._decompose_cuda_only(op)
+            else:
+                op = torch.library.custom_op(self.qualname, cpu_impl, mutates_args=(),
+                                             device_types="cpu", schema=schema)
+        except RuntimeError as e:
+            raise CallError(
+                f"as_torch_op: cannot define operator '{self.qualname}' (is the name taken "
+                f"by another library?): {e}"
+            ) from e
+        op.register_fake(self._fake)
+        op.register_autograd(self._backward, setup_context=self._setup_context)
+        return op
+
+    def _decompose_cuda_only(self, op: Any) -> None:
+        """triton_op inlines its function into the graph under functionalization (so
+        Inductor sees the kernels). Only CUDA calls may be inlined: on CPU the op stays
+        opaque and runs the interpreter."""
+        from torch._subclasses.fake_tensor import FakeTensor
+        from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+        def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+            from torch.export._trace import custom_triton_ops_decomposition_disabled
+
+            on_cuda = any(isinstance(a, torch.Tensor) and a.device.type == "cuda" for a in args)
+            if not on_cuda or custom_triton_ops_decomposition_disabled():
+                return mode.__torch_dispatch__(func, types, args, kwargs)
+            known = (torch.Tensor, FunctionalTensor)
+            if any(t not in known and not issubclass(t, FakeTensor) for t in types):
+                return NotImplemented
+            with mode:
+                return self._run_triton(tuple(args))
+
+        op.register_torch_dispatch(FunctionalTensorMode, rule)
+
+    # -- specialization ------------------------------------------------------------------
+    def _check_args(self, tensors: Sequence[torch.Tensor]) -> None:
+        """The runtime's argument checks, for tensors without data (fake or meta)."""
+        if len(tensors) != len(self._inputs):
+            raise CallError(
+                f"{self.qualname}: expected {len(self._inputs)} tensor argument(s) "
+                f"({', '.join(self.arg_names)}); got {len(tensors)}"
+            )
+        for name, t_type, t in zip(self.arg_names, self._inputs, tensors, strict=True):
+            if t.dtype != t_type.dtype.torch:
+                raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
+            if tuple(int(s) for s in t.shape) != t_type.sizes:
+                raise CallError(
+                    f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(t.shape)}"
+                )
+            if t.device != tensors[0].device:
+                raise CallError(
+                    f"argument '{name}': expected device {tensors[0].device}; got {t.device}"
+                )
+
+    def program_for(self, tensors: Sequence[torch.Tensor]) -> Program:
+        """The program of this call's specialization (compiled on first use; no kernel
+        runs). On CUDA the kernels get each input's data pointer, so the specialization
+        takes storage offset 0 there."""
+        device = tensors[0].device
+        cuda = device.type == "cuda"
+        keys = tuple(
+            _SpecKey(tuple(int(s) for s in t.stride()), 0 if cuda else int(t.storage_offset()))
+            for t in tensors
+        )
+        # Code generation evaluates fill values with small torch tensors: keep them out of
+        # the fake or tracing modes of the caller (they are compile-time constants).
+        with _disable_current_modes():
+            return self.compiled._program(keys, device, "triton" if cuda else "interpret")  # type: ignore[arg-type]
+
+    def _fresh(self, program: Program) -> list[bool]:
+        """Which outputs must be copied into a tensor of their own: those over an input's
+        storage, over a buffer an earlier output already returns, or at an offset."""
+        seen: set[int] = set()
+        fresh = []
+        for o in program.outputs:
+            fresh.append(o.slot < program.n_inputs or o.slot in seen or o.offset != 0)
+            seen.add(o.slot)
+        return fresh
+
+    def _pack(self, outs: Sequence[torch.Tensor]) -> Any:
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # -- implementations -----------------------------------------------------------------
+    def _fake(self, *tensors: torch.Tensor) -> Any:
+        self._check_args(tensors)
+        program = self.program_for(tensors)
+        device = tensors[0].device
+        return self._pack([
+            torch.empty_strided(o.sizes, o.strides, dtype=t.dtype.torch, device=device)
+            for o, t in zip(program.outputs, self._outputs, strict=True)
+        ])
+
+    def _run_compiled(self, tensors: tuple[torch.Tensor, ...]) -> Any:
+        """Eager run through the CompiledGraph (the interpret backend on CPU), outputs
+        brought to the fake implementation's strides, never aliasing."""
+        outs = self.compiled(*tensors)
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        program = self.program_for(tensors)
+        taken = {t.untyped_storage().data_ptr() for t in tensors if t.numel()}
+        for k, (out, o) in enumerate(zip(outs, program.outputs, strict=True)):
+            ptr = out.untyped_storage().data_ptr() if out.numel() else None
+            if (ptr in taken or out.storage_offset() != 0
+                    or (out.numel() and tuple(out.stride()) != o.strides)):
+                fresh = torch.empty_strided(o.sizes, o.strides, dtype=out.dtype, device=out.device)
+                outs[k] = fresh.copy_(out)
+                ptr = fresh.untyped_storage().data_ptr() if out.numel() else None
+            if ptr is not None:
+                taken.add(ptr)
+        return self._pack(outs)
+
+    def _run_triton(self, tensors: tuple[torch.Tensor, ...]) -> Any:
+        """Launch the plan's Triton kernels with `wrap_triton` (traceable: under
+        torch.compile, Inductor sees each kernel). Inputs are passed as they are (the
+        kernel gets their data pointer); buffers are fresh `torch.empty`."""
+        from torch.library import wrap_triton
+
+        from stridec.ir.dtypes import as_dtype
+
+        self._check_args(tensors)
+        program = self.program_for(tensors)
+        device = tensors[0].device
+        slots: list[torch.Tensor] = list(tensors)
+        for b in program.buffers:
+            slots.append(torch.empty(b.elements, dtype=as_dtype(b.dtype).torch, device=device))
+        handles = program.handles()
+        for launch in program.launches:
+            k = program.kernels[launch.kernel]
+            args = [
+                slots[s] if v is None else slots[s].view(getattr(torch, v))
+                for s, v in zip(launch.args, launch.views, strict=True)
+            ]
+            wrap_triton(handles[launch.kernel].jit)[k.grid](
+                *args, num_warps=k.num_warps, **k.constexprs
+            )
+        outs = []
+        for o, fresh in zip(program.outputs, self._fresh(program), strict=True):
+            out = torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset)
+            if fresh:
+                out = torch.empty_strided(o.sizes, o.strides, dtype=out.dtype,
+                                          device=device).copy_(out)
+            outs.append(out)
+        return self._pack(outs)
+
+    # -- autograd ------------------------------------------------------------------------
+    @property
+    def backward_op(self) -> TorchOp | None:
+        """The adjoint graph as an operator ``<qualname>__adjoint`` (registered on first
+        use; None when no gradient flows)."""
+        if self._backward_op is None and self.adjoint is not None and self.adjoint.graph is not None:
+            self._backward_op = _register(
+                CompiledGraph(self.adjoint.graph, self.compiled.backend, self.compiled.pipeline),
+                f"{self.qualname}__adjoint", self.use_triton_op,
+            )
+        return self._backward_op
+
+    def _setup_context(self, ctx: Any, inputs: tuple, output: Any) -> None:
+        ctx.device = inputs[0].device  # the adjoint is linear: it needs no saved tensors
+
+    def _backward(self, ctx: Any, *grads: torch.Tensor | None) -> Any:
+        n = len(self._inputs)
+        if self.adjoint_error is not None:
+            raise UnsupportedError(f"{self.qualname} backward: {self.adjoint_error}")
+        adj = self.adjoint
+        if adj is None or adj.graph is None or not any(ctx.needs_input_grad):
+            return (None,) * n
+        args = []
+        for j in adj.grad_outputs:
+            g = grads[j]
+            if g is None:  # an output the loss did not use
+                t = self._outputs[j]
+                g = torch.zeros(t.sizes, dtype=t.dtype.torch, device=ctx.device)
+            args.append(g)
+        op = self.backward_op
+        assert op is not None  # adj.graph is not None
+        terms = op.overload(*args)
+        terms = terms if isinstance(terms, tuple) else (terms,)
+        return adj.accumulate(terms)
+
+
+def _register(compiled: CompiledGraph, qualname: str, use_triton_op: bool) -> TorchOp:
+    with _REGISTRY_LOCK:
+        existing = _REGISTRY.get(qualname)
+        if existing is not None:
+            same = (existing.compiled.graph_text == compiled.graph_text
+                    and existing.compiled.backend == compiled.backend
+                    and existing.compiled.pipeline == compiled.pipeline)
+            if not same:
+                raise CallError(
+                    f"as_torch_op: '{qualname}' is already registered for graph "
+                    f"{existing.graph.name!r}; expected a new name for graph "
+                    f"{compiled.graph.name!r}"
+                )
+            return existing
+        compiled._copy_aliased_outputs = True
+        op = TorchOp(qualname, compiled, use_triton_op)
+        _REGISTRY[qualname] = op
+        return op
+
+
+def register(
+    graph: Graph | CompiledGraph,
+    qualname: str,
+    *,
+    backend: str = "auto",
+    pipeline: str | None = None,
+    use_triton_op: bool | None = None,
+) -> TorchOp:
+    """Register `graph` as the torch operator `qualname` ("namespace::name").
+
+    The operator runs its own CompiledGraph (same graph, backend and pipeline as a given
+    CompiledGraph) under the custom-op contract: outputs never alias inputs. Registering
+    the same graph under the same name again returns the existing operator; another graph
+    under a taken name raises `CallError`. `use_triton_op` (default: whether CUDA is
+    available) defines it through `torch.library.triton_op` (CUDA calls inline their
+    kernels for Inductor; CPU calls run the interpreter) instead of a CPU-only
+    `torch.library.custom_op`.
+    """
+    if isinstance(graph, CompiledGraph):
+        backend, pipeline, graph = graph.backend, graph.pipeline, graph.graph
+    if not isinstance(graph, Graph):
+        raise CallError(f"as_torch_op: expected a stridec.Graph or CompiledGraph; got "
+                        f"{type(graph).__name__}")
+    if not isinstance(qualname, str) or not _QUALNAME.fullmatch(qualname):
+        raise CallError(
+            f"as_torch_op: qualname must look like 'namespace::name' (identifiers); got "
+            f"{qualname!r}"
+        )
+    compiled = CompiledGraph(graph, backend, pipeline)
+    if not graph.inputs:
+        raise UnsupportedError(
+            f"as_torch_op: graph {graph.name!r} has no inputs; a torch operator needs a "
+            "tensor argument to take its device from"
+        )
+    if not graph.outputs:
+        raise UnsupportedError(f"as_torch_op: graph {graph.name!r} has no outputs")
+    if use_triton_op is None:
+        use_triton_op = torch.cuda.is_available()
+    op = _register(compiled, qualname, use_triton_op)
+    op.backward_op  # noqa: B018 -- define the backward now, not while a backward is traced
+    return op

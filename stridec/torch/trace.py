@@ -1,0 +1,646 @@
+"""`stridec.trace(fn, *example_tensors)`: run torch layout code on proxies, get a `Graph`.
+
+    def to_heads(x):                                   # (B, T, H*D) -> (B, H, T, D)
+        B, T, _ = x.shape
+        return x.view(B, T, 8, -1).transpose(1, 2).contiguous()
+
+    graph = stridec.trace(to_heads, torch.randn(2, 16, 64))
+    y = stridec.compile(graph)(x)
+
+Each example tensor becomes a graph input (named after `fn`'s parameters) of its sizes
+and dtype; `fn` runs on `Proxy` values whose tensor methods, and the torch functions they
+reach through `__torch_function__`, record ops with the builder. Sizes are static: `x.shape`
+and `x.size(d)` are plain ints, so shape arithmetic in `fn` runs in Python as usual.
+
+Traced: the tensor methods `permute transpose swapaxes swapdims t T mT expand expand_as
+broadcast_to [...] reshape reshape_as view view_as flatten unflatten squeeze unsqueeze flip
+fliplr flipud unfold contiguous clone detach to type type_as float double half bfloat16
+int long short char byte bool movedim moveaxis narrow select chunk split unbind repeat tile
+repeat_interleave roll`, the matching `torch.*` functions, `torch.cat` (`concat`,
+`concatenate`), `torch.stack`, `torch.zeros_like` / `ones_like` / `full_like`,
+`torch.nn.functional.pad` (constant mode), `pixel_shuffle`, `pixel_unshuffle` and
+`torch.nn.functional.unfold` (im2col). Anything else — arithmetic, reductions, indexing
+with tensors, in-place methods, data-dependent calls — raises `UnsupportedError` naming
+the call. `contiguous(memory_format=torch.channels_last)` materializes channels-last
+strides; `clone` gives a contiguous copy (the same elements, strides may differ).
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.overrides import resolve_name
+
+import stridec.ir.builder as B
+from stridec.errors import CallError, UnsupportedError
+from stridec.ir.graph import Graph, Value
+from stridec.ir.layout import Layout
+
+__all__ = ["Proxy", "trace"]
+
+
+def _unsupported(call: str, why: str = "") -> UnsupportedError:
+    detail = f" ({why})" if why else ""
+    return UnsupportedError(
+        f"stridec.trace: {call} is not a layout operation stridec can trace{detail}"
+    )
+
+
+def _value(x: Any, call: str) -> Value:
+    if isinstance(x, Proxy):
+        return x.value
+    if isinstance(x, torch.Tensor):
+        raise _unsupported(call, "a torch.Tensor that is not a traced input, e.g. a constant "
+                                 "made inside the function, cannot enter a graph")
+    raise CallError(f"stridec.trace: {call}: expected a traced tensor; got {type(x).__name__}")
+
+
+def _ints(args: tuple, call: str) -> tuple[int, ...]:
+    """`f(2, 3)`, `f((2, 3))` and `f(torch.Size([2, 3]))` alike, as torch takes sizes."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    for a in args:
+        if isinstance(a, (Proxy, torch.Tensor)):
+            raise _unsupported(call, "sizes or dims given as tensors")
+    return tuple(int(a) for a in args)
+
+
+def _dims_tuple(dims: Any) -> tuple[int, ...]:
+    return (dims,) if isinstance(dims, int) else tuple(dims)
+
+
+class _Tracer:
+    def __init__(self, graph: Graph, device: torch.device) -> None:
+        self.graph = graph
+        self.device = device
+
+
+class Proxy:
+    """A traced tensor: wraps a graph `Value`; its methods mirror `torch.Tensor`."""
+
+    __slots__ = ("value", "_tracer")
+
+    def __init__(self, value: Value, tracer: _Tracer) -> None:
+        self.value = value
+        self._tracer = tracer
+
+    def _wrap(self, value: Value) -> Proxy:
+        return Proxy(value, self._tracer)
+
+    def _wrap_all(self, values: Sequence[Value]) -> tuple[Proxy, ...]:
+        return tuple(Proxy(v, self._tracer) for v in values)
+
+    # -- the torch function protocol -------------------------------------------------------
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = resolve_name(func) or getattr(func, "__name__", repr(func))
+        handler = _FUNCTIONS.get(name)
+        if handler is None and name.startswith("torch.Tensor."):
+            method = name[len("torch.Tensor."):]
+            if method in _METHODS:
+                return getattr(args[0], method)(*args[1:], **kwargs)
+        if handler is None:
+            raise _unsupported(name)
+        return handler(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if hasattr(torch.Tensor, name):
+            raise _unsupported(f"Tensor.{name}")
+        raise AttributeError(f"'Proxy' object has no attribute {name!r}")
+
+    # -- metadata ------------------------------------------------------------------------
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size(self.value.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def ndim(self) -> int:
+        return self.value.ndim
+
+    def dim(self) -> int:
+        return self.value.ndim
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return self.value.numel()
+
+    nelement = numel
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.value.type.dtype.torch
+
+    @property
+    def device(self) -> torch.device:
+        return self._tracer.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._tracer.device.type == "cuda"
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    @property
+    def layout(self) -> torch.layout:
+        return torch.strided
+
+    def element_size(self) -> int:
+        return self.value.type.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self.value.type.dtype.is_floating
+
+    def is_contiguous(self, memory_format: torch.memory_format = torch.contiguous_format) -> bool:
+        """Answered from the graph, where inputs are taken as contiguous (the compiled
+        graph specializes on the caller's strides; this answer cannot)."""
+        if memory_format != torch.contiguous_format:
+            raise _unsupported("Tensor.is_contiguous(memory_format=...)")
+        return self.value.type.layout.is_contiguous()
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        return iter(self.unbind(0))
+
+    def __repr__(self) -> str:
+        return f"Proxy({self.value.type})"
+
+    # -- views ---------------------------------------------------------------------------
+    def permute(self, *dims: Any, **kwargs: Any) -> Proxy:
+        if "dims" in kwargs:
+            dims = (kwargs.pop("dims"),)
+        _no_more(kwargs, "Tensor.permute")
+        return self._wrap(self.value.permute(*_ints(dims, "Tensor.permute")))
+
+    def transpose(self, dim0: int, dim1: int) -> Proxy:
+        return self._wrap(self.value.transpose(dim0, dim1))
+
+    swapaxes = swapdims = transpose
+
+    def t(self) -> Proxy:
+        return self._wrap(self.value.t())
+
+    @property
+    def T(self) -> Proxy:  # noqa: N802 -- torch's name
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Proxy:  # noqa: N802 -- torch's name
+        if self.ndim < 2:
+            raise CallError(f"stridec.trace: Tensor.mT needs rank >= 2; got rank {self.ndim}")
+        return self.transpose(-2, -1)
+
+    def expand(self, *sizes: Any) -> Proxy:
+        return self._wrap(self.value.expand(*_ints(sizes, "Tensor.expand")))
+
+    def expand_as(self, other: Any) -> Proxy:
+        return self.expand(*_value(other, "Tensor.expand_as").shape)
+
+    def broadcast_to(self, size: Sequence[int]) -> Proxy:
+        return self.expand(*_ints((size,), "Tensor.broadcast_to"))
+
+    def __getitem__(self, index: Any) -> Proxy:
+        items = index if isinstance(index, tuple) else (index,)
+        for i in items:
+            if isinstance(i, (Proxy, torch.Tensor, list)) or isinstance(i, bool):
+                raise _unsupported("Tensor.__getitem__", "indexing with tensors, lists or "
+                                   "bools (advanced indexing) gathers data")
+            if isinstance(i, builtins.slice) and any(
+                isinstance(b, (Proxy, torch.Tensor)) for b in (i.start, i.stop, i.step)
+            ):
+                raise _unsupported("Tensor.__getitem__", "slice bounds given as tensors")
+        return self._wrap(self.value[index])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise _unsupported("Tensor.__setitem__", "in-place writes")
+
+    def reshape(self, *shape: Any) -> Proxy:
+        return self._wrap(self.value.reshape(*_ints(shape, "Tensor.reshape")))
+
+    def view(self, *shape: Any, **kwargs: Any) -> Proxy:
+        dtype = kwargs.pop("dtype", None)
+        _no_more(kwargs, "Tensor.view")
+        if dtype is not None or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
+            raise _unsupported("Tensor.view(dtype)", "reinterpreting bits")
+        return self._wrap(self.value.view(*_ints(shape, "Tensor.view")))
+
+    def view_as(self, other: Any) -> Proxy:
+        return self.view(*_value(other, "Tensor.view_as").shape)
+
+    def reshape_as(self, other: Any) -> Proxy:
+        return self.reshape(*_value(other, "Tensor.reshape_as").shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Proxy:
+        return self._wrap(self.value.flatten(start_dim, end_dim))
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Proxy:
+        return self._wrap(self.value.unflatten(dim, _ints((sizes,), "Tensor.unflatten")))
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Proxy:
+        return self._wrap(self.value.squeeze(dim))
+
+    def unsqueeze(self, dim: int) -> Proxy:
+        return self._wrap(self.value.unsqueeze(dim))
+
+    def flip(self, *dims: Any) -> Proxy:
+        return self._wrap(self.value.flip(*_ints(dims, "Tensor.flip")))
+
+    def fliplr(self) -> Proxy:
+        return self.flip(1)
+
+    def flipud(self) -> Proxy:
+        return self.flip(0)
+
+    def unfold(self, dimension: int, size: int, step: int) -> Proxy:
+        return self._wrap(self.value.unfold(dimension, size, step))
+
+    def movedim(self, source: Any, destination: Any) -> Proxy:
+        return self._wrap(self.value.movedim(source, destination))
+
+    moveaxis = movedim
+
+    def narrow(self, dim: int, start: int, length: int) -> Proxy:
+        if isinstance(start, (Proxy, torch.Tensor)):
+            raise _unsupported("Tensor.narrow", "a start given as a tensor")
+        return self._wrap(self.value.narrow(dim, start, length))
+
+    def select(self, dim: int, index: int) -> Proxy:
+        return self._wrap(self.value.select(dim, index))
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Proxy, ...]:
+        return self._wrap_all(self.value.chunk(chunks, dim))
+
+    def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple[Proxy, ...]:
+        sizes = split_size_or_sections
+        if not isinstance(sizes, int):
+            sizes = _ints((sizes,), "Tensor.split")
+        return self._wrap_all(self.value.split(sizes, dim))
+
+    def unbind(self, dim: int = 0) -> tuple[Proxy, ...]:
+        rank = self.ndim
+        if not -rank <= dim < rank:
+            raise CallError(f"stridec.trace: Tensor.unbind: dim {dim} out of range for rank {rank}")
+        return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+
+    # -- copies --------------------------------------------------------------------------
+    def contiguous(self, memory_format: torch.memory_format = torch.contiguous_format) -> Proxy:
+        return self._materialize(memory_format, "Tensor.contiguous")
+
+    def clone(self, memory_format: torch.memory_format = torch.preserve_format) -> Proxy:
+        return self._materialize(memory_format, "Tensor.clone")
+
+    def _materialize(self, memory_format: Any, call: str) -> Proxy:
+        if memory_format in (torch.contiguous_format, torch.preserve_format):
+            return self._wrap(self.value.contiguous())
+        orders = {torch.channels_last: (4, (0, 2, 3, 1)), torch.channels_last_3d: (5, (0, 2, 3, 4, 1))}
+        if memory_format not in orders:
+            raise _unsupported(f"{call}(memory_format={memory_format})")
+        rank, order = orders[memory_format]
+        if self.ndim != rank:
+            raise CallError(
+                f"stridec.trace: {call}: {memory_format} needs rank {rank}; got rank {self.ndim}"
+            )
+        return self._wrap(self.value.copy_to(Layout.for_order(self.value.shape, order)))
+
+    def detach(self) -> Proxy:
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Proxy:
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        memory_format = kwargs.pop("memory_format", torch.preserve_format)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("copy", None)
+        _no_more(kwargs, "Tensor.to")
+        for a in args:
+            if isinstance(a, torch.dtype):
+                dtype = a
+            elif isinstance(a, (str, torch.device, int)) and not isinstance(a, bool):
+                device = a
+            elif isinstance(a, Proxy):
+                dtype = a.dtype
+            elif not isinstance(a, bool):  # non_blocking / copy given by position
+                raise _unsupported("Tensor.to", f"argument {a!r}")
+        if device is not None and torch.device(device).type != self._tracer.device.type:
+            raise _unsupported(f"Tensor.to(device={device!r})", "graphs run on their "
+                               "inputs' device")
+        out = self if dtype is None or dtype == self.dtype else self._wrap(self.value.to(dtype))
+        if memory_format != torch.preserve_format:
+            out = out._materialize(memory_format, "Tensor.to")
+        return out
+
+    def type(self, dtype: Any = None, **kwargs: Any) -> Proxy:
+        if dtype is None or isinstance(dtype, str):
+            raise _unsupported("Tensor.type", "only type(torch.dtype) casts")
+        return self.to(dtype)
+
+    def type_as(self, other: Any) -> Proxy:
+        return self.to(_value(other, "Tensor.type_as").type.dtype.torch)
+
+    def float(self) -> Proxy:
+        return self.to(torch.float32)
+
+    def double(self) -> Proxy:
+        return self.to(torch.float64)
+
+    def half(self) -> Proxy:
+        return self.to(torch.float16)
+
+    def bfloat16(self) -> Proxy:
+        return self.to(torch.bfloat16)
+
+    def int(self) -> Proxy:
+        return self.to(torch.int32)
+
+    def long(self) -> Proxy:
+        return self.to(torch.int64)
+
+    def short(self) -> Proxy:
+        return self.to(torch.int16)
+
+    def char(self) -> Proxy:
+        return self.to(torch.int8)
+
+    def byte(self) -> Proxy:
+        return self.to(torch.uint8)
+
+    def bool(self) -> Proxy:
+        return self.to(torch.bool)
+
+    # -- composites ----------------------------------------------------------------------
+    def repeat(self, *sizes: Any) -> Proxy:
+        """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
+        (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
+        repeats = _ints(sizes, "Tensor.repeat")
+        if len(repeats) < self.ndim:
+            raise CallError(
+                f"stridec.trace: Tensor.repeat: {len(repeats)} repeats for a tensor of rank "
+                f"{self.ndim}; expected at least {self.ndim}"
+            )
+        shape = (1,) * (len(repeats) - self.ndim) + tuple(self.shape)
+        interleaved = [n for s in shape for n in (1, s)]
+        expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
+        v = self.value.reshape(*interleaved).expand(*expanded)
+        return self._wrap(v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True))).contiguous())
+
+    def tile(self, dims: Any) -> Proxy:
+        reps = _ints((dims,), "Tensor.tile")
+        return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
+
+    def repeat_interleave(self, repeats: Any, dim: int | None = None, **kwargs: Any) -> Proxy:
+        kwargs.pop("output_size", None)
+        _no_more(kwargs, "Tensor.repeat_interleave")
+        if not isinstance(repeats, int) or isinstance(repeats, bool):
+            raise _unsupported("Tensor.repeat_interleave", "only an int number of repeats")
+        x = self.flatten() if dim is None else self
+        d = 0 if dim is None else dim % x.ndim
+        sizes = list(x.shape)
+        v = x.value.unsqueeze(d + 1).expand(*sizes[: d + 1], repeats, *sizes[d + 1 :])
+        return self._wrap(v.flatten(d, d + 1).contiguous())
+
+    def roll(self, shifts: Any, dims: Any = None) -> Proxy:
+        """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).view(*self.shape)
+        shifts, dims = _dims_tuple(shifts), _dims_tuple(dims)
+        if len(shifts) != len(dims):
+            raise CallError(
+                f"stridec.trace: Tensor.roll: shifts {shifts} and dims {dims} differ in length"
+            )
+        v = self.value
+        for s, d in zip(shifts, dims, strict=True):
+            n = v.shape[d]
+            s = s % n if n else 0
+            if s:
+                v = B.cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
+        return self._wrap(v)
+
+    # -- everything else is not a layout operation ---------------------------------------
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise _unsupported("Tensor.__bool__", "control flow on tensor values")
+
+    def __index__(self) -> int:
+        raise _unsupported("Tensor.__index__", "a tensor's value used as an int")
+
+    __int__ = __float__ = __index__
+
+
+def _refuse(dunder: str) -> Callable[..., Any]:
+    def refused(self: Proxy, *args: Any) -> Any:
+        raise _unsupported(f"Tensor.{dunder}", "arithmetic and comparisons compute values")
+
+    refused.__name__ = dunder
+    return refused
+
+
+for _dunder in ("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ "
+                "__floordiv__ __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __matmul__ "
+                "__rmatmul__ __neg__ __pos__ __abs__ __invert__ __and__ __rand__ __or__ "
+                "__ror__ __xor__ __rxor__ __lshift__ __rshift__ __lt__ __le__ __gt__ __ge__ "
+                "__eq__ __ne__ __iadd__ __isub__ __imul__ __itruediv__").split():
+    setattr(Proxy, _dunder, _refuse(_dunder))
+Proxy.__hash__ = object.__hash__  # type: ignore[method-assign] -- __eq__ is refused above
+
+
+def _no_more(kwargs: dict, call: str) -> None:
+    if kwargs:
+        raise _unsupported(call, f"keyword argument(s) {sorted(kwargs)}")
+
+
+_METHODS = {name for name, member in vars(Proxy).items()
+            if not name.startswith("_") and (callable(member) or isinstance(member, property))}
+
+
+# -- torch functions ---------------------------------------------------------------------
+def _cat(tensors: Sequence[Any], dim: int = 0, **kwargs: Any) -> Proxy:
+    _no_more({k: v for k, v in kwargs.items() if k != "out" or v is not None}, "torch.cat")
+    tensors = list(tensors)
+    if not tensors:
+        raise CallError("stridec.trace: torch.cat: expected a non-empty list of tensors")
+    first = _proxy(tensors[0], "torch.cat")
+    return first._wrap(B.cat([_value(t, "torch.cat") for t in tensors], dim))
+
+
+def _stack(tensors: Sequence[Any], dim: int = 0, **kwargs: Any) -> Proxy:
+    tensors = [_proxy(t, "torch.stack") for t in tensors]
+    if not tensors:
+        raise CallError("stridec.trace: torch.stack: expected a non-empty list of tensors")
+    rank = tensors[0].ndim + 1
+    if not -rank <= dim < rank:
+        raise CallError(f"stridec.trace: torch.stack: dim {dim} out of range for rank {rank}")
+    return _cat([t.unsqueeze(dim % rank) for t in tensors], dim % rank, **kwargs)
+
+
+def _proxy(x: Any, call: str) -> Proxy:
+    _value(x, call)
+    return x
+
+
+def _pad(input: Any, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Proxy:
+    x = _proxy(input, "torch.nn.functional.pad")
+    if mode != "constant":
+        raise _unsupported(f"torch.nn.functional.pad(mode={mode!r})", "only constant padding")
+    pads = _ints((pad,), "torch.nn.functional.pad")
+    return x._wrap(B.pad(x.value, pads, fill=0 if value is None else value))
+
+
+def _pixel_shuffle(input: Any, upscale_factor: int) -> Proxy:
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r): view (*, C, r, r, H, W), permute to
+    (*, C, H, r, W, r), reshape."""
+    x, r = _proxy(input, "torch.nn.functional.pixel_shuffle"), upscale_factor
+    *batch, c, h, w = x.shape
+    n = len(batch)
+    v = x.reshape(*batch, c // (r * r), r, r, h, w)
+    v = v.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return v.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def _pixel_unshuffle(input: Any, downscale_factor: int) -> Proxy:
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W): the inverse of pixel_shuffle."""
+    x, r = _proxy(input, "torch.nn.functional.pixel_unshuffle"), downscale_factor
+    *batch, c, h, w = x.shape
+    n = len(batch)
+    v = x.reshape(*batch, c, h // r, r, w // r, r)
+    v = v.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return v.reshape(*batch, c * r * r, h // r, w // r)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _im2col(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+            stride: Any = 1) -> Proxy:
+    """torch.nn.functional.unfold of (N, C, H, W) -> (N, C*kh*kw, L): pad, one unfold per
+    spatial dim (window (k-1)*d + 1, every d-th element kept), then
+    out[n, (c*kh + i)*kw + j, oh*OW + ow] = x[n, c, oh*sh + i*dh, ow*sw + j*dw]."""
+    x = _proxy(input, "torch.nn.functional.unfold")
+    if x.ndim != 4:
+        raise _unsupported("torch.nn.functional.unfold", f"input of rank {x.ndim}; traced for "
+                           "batched (N, C, H, W) input")
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v) for v in (kernel_size, dilation,
+                                                                  padding, stride))
+    v = x.value
+    if ph or pw:
+        v = B.pad(v, (pw, pw, ph, ph))
+    v = v.unfold(2, (kh - 1) * dh + 1, sh).unfold(3, (kw - 1) * dw + 1, sw)
+    if dh > 1:
+        v = v.slice(4, None, None, dh)
+    if dw > 1:
+        v = v.slice(5, None, None, dw)
+    n, c, oh, ow = v.shape[:4]
+    v = v.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    return x._wrap(v)
+
+
+def _full_like(input: Any, fill_value: float, *, dtype: Any = None, **kwargs: Any) -> Proxy:
+    x = _proxy(input, "torch.full_like")
+    kwargs.pop("device", None)
+    kwargs.pop("layout", None)
+    kwargs.pop("requires_grad", None)
+    kwargs.pop("memory_format", None)
+    _no_more(kwargs, "torch.full_like")
+    dtype = x.dtype if dtype is None else dtype
+    return x._wrap(x._tracer.graph.full(x.value.shape, fill_value, dtype))
+
+
+def _method(name: str) -> Callable[..., Any]:
+    def call(input: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(_proxy(input, f"torch.{name}"), name)(*args, **kwargs)
+
+    return call
+
+
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    f"torch.{name}": _method(name)
+    for name in ("permute", "transpose", "swapaxes", "swapdims", "t", "reshape", "flatten",
+                 "unflatten", "squeeze", "unsqueeze", "flip", "fliplr", "flipud", "movedim",
+                 "moveaxis", "narrow", "select", "chunk", "split", "unbind", "clone", "detach",
+                 "roll", "tile", "repeat_interleave", "broadcast_to", "numel")
+}
+_FUNCTIONS.update({
+    "torch.cat": _cat,
+    "torch.concat": _cat,
+    "torch.concatenate": _cat,
+    "torch.stack": _stack,
+    "torch.nn.functional.pad": _pad,
+    "torch._C._nn.pad": _pad,
+    "torch.nn.functional.pixel_shuffle": _pixel_shuffle,
+    "torch.pixel_shuffle": _pixel_shuffle,
+    "torch.nn.functional.pixel_unshuffle": _pixel_unshuffle,
+    "torch.pixel_unshuffle": _pixel_unshuffle,
+    "torch.nn.functional.unfold": _im2col,
+    "torch.zeros_like": lambda input, **kw: _full_like(input, 0, **kw),
+    "torch.ones_like": lambda input, **kw: _full_like(input, 1, **kw),
+    "torch.full_like": _full_like,
+})
+
+
+# -- trace -------------------------------------------------------------------------------
+def _input_names(fn: Callable[..., Any], count: int) -> list[str]:
+    """`fn`'s positional parameter names when they name every example, else x0, x1, ..."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= count and len(set(positional[:count])) == count:
+        return positional[:count]
+    return [f"x{i}" for i in range(count)]
+
+
+def _outputs(result: Any) -> list[Value]:
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    values = []
+    for k, item in enumerate(items):
+        if not isinstance(item, Proxy):
+            raise CallError(
+                f"stridec.trace: the function must return traced tensors (or a tuple or "
+                f"list of them); result {k} is {type(item).__name__}"
+            )
+        values.append(item.value)
+    if not values:
+        raise CallError("stridec.trace: the function returned no tensors")
+    return values
+
+
+def trace(fn: Callable[..., Any], *example_tensors: torch.Tensor, name: str | None = None) -> Graph:
+    """Run `fn` on proxies of `example_tensors` (their sizes and dtypes; strides are
+    specialized when the compiled graph is called) and return the recorded `Graph`."""
+    if not callable(fn):
+        raise CallError(f"stridec.trace: expected a callable; got {type(fn).__name__}")
+    names = _input_names(fn, len(example_tensors))
+    for n, t in zip(names, example_tensors, strict=True):
+        if not isinstance(t, torch.Tensor):
+            raise CallError(
+                f"stridec.trace: argument '{n}': expected a torch.Tensor; got {type(t).__name__}"
+            )
+    if name is None:
+        name = getattr(fn, "__name__", "traced")
+        name = name if name.isidentifier() else "traced"
+    graph = Graph(name)
+    device = example_tensors[0].device if example_tensors else torch.device("cpu")
+    tracer = _Tracer(graph, device)
+    proxies = [Proxy(graph.input(n, tuple(t.shape), t.dtype), tracer)
+               for n, t in zip(names, example_tensors, strict=True)]
+    graph.output(*_outputs(fn(*proxies)))
+    graph.verify()
+    return graph
+
