@@ -20,6 +20,7 @@ from stridec.ir.dtypes import DTYPES, DType, as_dtype
 from stridec.ir.formats import FORMATS, Format, MaskBound, Packing, PitchedRows, get_format
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
+from stridec.ir.parser import parse
 from stridec.ir.reference import run_reference
 from stridec.ir.types import TensorType
 from stridec.runtime.compile import CompiledGraph, Plan, compile
@@ -57,6 +58,7 @@ __all__ = [
     "errors",
     "get_format",
     "pad",
+    "parse",
     "run_reference",
     "trace",
 ]
