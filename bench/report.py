@@ -79,15 +79,15 @@ def _host_table(row: dict[str, Any]) -> list[str]:
 def _compile_table(row: dict[str, Any]) -> list[str]:
     lines = [
         "| process | plan ms (passes + codegen, or disk) | first call ms (+ Triton, launch) "
-        "| total ms | compiles | disk hits |",
-        "|---|---|---|---|---|---|",
+        "| total ms | compiles | disk hits | imports ms (apart) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for run in ("cold", "warm"):
         m = row.get(run) or {}
         lines.append(
             f"| {run} | {_num(m.get('plan_ms'), '.1f')} | {_num(m.get('first_call_ms'), '.1f')} "
             f"| {_num(m.get('total_ms'), '.1f')} | {_num(m.get('compiles'), 'd')} "
-            f"| {_num(m.get('disk_hits'), 'd')} |"
+            f"| {_num(m.get('disk_hits'), 'd')} | {_num(m.get('imports_ms'), '.0f')} |"
         )
     return lines
 

@@ -112,6 +112,12 @@ def output_elements_read(inputs: Tensors, outputs: Tensors) -> int:
 
 @dataclass(frozen=True)
 class Workload:
+    """One benchmark row. `shapes` maps a scale ("full", "tiny") to the shape parameter
+    that `build`, `make_inputs` and `eager` take; `oracle` is "eager" (outputs equal the
+    eager function's) or "reference" (`check_fn` compares with `stridec.run_reference`);
+    `baseline` "fill" adds a write-only limit (Philox); `kernels` is the launch count the
+    plan must have (one per materialized output)."""
+
     name: str
     description: str
     dtype: str

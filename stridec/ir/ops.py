@@ -282,6 +282,7 @@ class PhiloxUniformOp(_PhiloxBase):
         bits, new_state = philox_bits(state.cpu().numpy(), a["sizes"])
         values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
         out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
+        out = out.reshape(a["sizes"])
         return out.to(a["dtype"].torch).to(state.device), _state_tensor(new_state, state)
 
 
@@ -451,6 +452,8 @@ class FlipOp(ViewOp):
         return layout.flip(self.attrs["dims"])
 
     def reference(self, t):
+        if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
+            return (torch.flip(t.view(torch.int32), self.attrs["dims"]).view(torch.uint32),)
         return (torch.flip(t, self.attrs["dims"]),)
 
 
@@ -694,6 +697,8 @@ def _masks(op: str, value: Any) -> tuple[tuple[tuple[int, ...], int, int], ...] 
     """Masks as `((coeffs...), lo, hi)` triples: valid iff lo <= Σ coeffs_k·i_k < hi."""
     if value is None:
         return None
+    if not isinstance(value, (list, tuple)):
+        raise VerificationError(f"{op}: 'masks' must be a list of [coeffs, lo, hi]; got {value!r}")
     out = []
     for m in value:
         if hasattr(m, "coeffs"):
@@ -792,6 +797,23 @@ class CopyOp(Op):
     @property
     def is_explicit(self) -> bool:
         return self.attrs["space"] is not None
+
+    def verify_(self) -> None:
+        """An explicit copy reads inside its source's storage and writes inside its buffer,
+        one address per point. Masked points are exempt: they are never read, and a
+        domain restriction (fill None) never writes them either."""
+        a = self.attrs
+        if a["space"] is None:
+            return
+        dst: Layout = a["dst"]
+        if dst.is_broadcast():
+            raise VerificationError(f"copy: 'dst' {dst} writes several points to one address")
+        buffer = a["layout"].min_storage_size()
+        if not a["masks"]:
+            dst.check_fits(buffer, "copy: dst")
+            if self.operands:
+                root = self.operands[0].root()
+                a["src"].check_fits(root.type.layout.min_storage_size(), "copy: src")
 
     def printed_attrs(self):
         shown = super().printed_attrs()

@@ -24,6 +24,7 @@ import torch
 __all__ = ["KernelHandle", "load_kernel", "kernel_dir"]
 
 _lock = threading.Lock()
+_interpreter_lock = threading.RLock()
 _loaded: dict[tuple[str, str], KernelHandle] = {}
 
 
@@ -114,11 +115,14 @@ class KernelHandle:
         if on_cuda:
             self.jit[grid](*args, **constexprs)
             return
-        if self._interpreted is None:
-            from triton.runtime.interpreter import InterpretedFunction
+        # Triton's interpreter patches `triton.language` globally while a kernel runs, so
+        # two threads interpreting at once break each other: one at a time.
+        with _interpreter_lock:
+            if self._interpreted is None:
+                from triton.runtime.interpreter import InterpretedFunction
 
-            self._interpreted = InterpretedFunction(self.jit.fn)
-        self._interpreted[grid](*args, **constexprs)
+                self._interpreted = InterpretedFunction(self.jit.fn)
+            self._interpreted[grid](*args, **constexprs)
 
 
 def load_kernel(source: str, name: str) -> KernelHandle:

@@ -326,7 +326,9 @@ class _Builder:
         dim = _wrap(a["dim"], x.ndim)
         size, step, length = a["size"], a["step"], x.shape[dim]
         d = t.acc + dim
-        v = t.value.movedim(t.value.ndim - 1, d + 1)  # [..., W, size, ...]
+        v = t.value
+        if v.ndim - 1 != d + 1:
+            v = v.movedim(v.ndim - 1, d + 1)  # [..., W, size, ...]
         windows = v.shape[d]
         q = -(-size // step)
         for r in range(min(q, windows)):

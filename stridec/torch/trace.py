@@ -99,6 +99,8 @@ class Proxy:
     def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = resolve_name(func) or getattr(func, "__name__", repr(func))
+        if name.startswith("torch.functional."):  # torch.split lives there
+            name = "torch." + name[len("torch.functional."):]
         handler = _FUNCTIONS.get(name)
         if handler is None and name.startswith("torch.Tensor."):
             method = name[len("torch.Tensor."):]

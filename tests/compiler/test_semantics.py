@@ -191,15 +191,15 @@ def _random_case(d: Draw) -> tuple[Graph, list[torch.Tensor]] | None:
         sizes = tuple(d.choice((0, 1, 1, 2, 3, 4, 5)) for _ in range(d.int(0, 4)))
         values.append(g.input(f"x{k}", sizes, d.choice(DTYPES)))
     inputs = list(values)
-    for _ in range(d.int(1, 8)):
+    for _ in range(d.int(2, 10)):
+        v = values[-1] if d.chance(0.6) else d.choice(values)  # mostly chains
         try:
-            w = _step(d, d.choice(values), values)
+            w = _step(d, v, values)
         except StridecError:  # e.g. an expand of a dim that is not 1: rejected, as torch does
             continue
         if w is not None:
             values.append(w)
-    outputs = [d.choice(values) for _ in range(d.int(1, 3))]
-    g.output(*outputs)
+    g.output(values[-1], *(d.choice(values) for _ in range(d.int(0, 2))))
     layouts = {v.owner.attrs["name"]: _input_layout(d, v.shape) for v in inputs}
     try:
         g = specialize(g, layouts)

@@ -8,9 +8,9 @@ offset, transposed (column-major) or padded (gaps between elements and rows), or
 broadcast (stride 0): a kernel that reads the wrong element — a gap, or a row of the
 wrong dim — produces a sentinel or a wrong value, and fails.
 
-    padded strides of sizes (2, 3, 4), offset 2:   (2, 1) + 4·2 = 9 + …
-    stride_2 = 2, stride_1 = 4·2 + 1 = 9, stride_0 = 3·9 + 1 = 28
-    element (1, 2, 3) lives at 2 + 1·28 + 2·9 + 3·2 = 54
+    "padded" sizes (2, 3, 4), offset 2: one gap after every element and every row,
+    stride_2 = 2, stride_1 = 4·2 + 1 = 9, stride_0 = 3·9 + 1 = 28,
+    so element (1, 2, 3) lives at 2 + 1·28 + 2·9 + 3·2 = 54
 
 Each test runs on "cpu" always and on "cuda" when there is a device (marked gpu).
 """
@@ -38,12 +38,14 @@ ARRANGEMENTS = ("contiguous", "offset", "transposed", "padded")
 
 
 def sample(sizes: Sequence[int], dtype: str, seed: int, nonneg: bool = False) -> torch.Tensor:
-    """Deterministic test data of `dtype` (values chosen so every cast below is defined)."""
+    """Deterministic test data of `dtype`. Every cast below is defined on it: floats lie in
+    (-120, 120) (so they fit int8; `nonneg` makes them fit uint8), int32 values in
+    ±30000 (finite in float16, rounded above 2048)."""
     gen = torch.Generator().manual_seed(seed)
     sizes = tuple(sizes)
     td = getattr(torch, dtype)
     if td.is_floating_point:
-        values = torch.randn(sizes, generator=gen, dtype=torch.float64) * 40
+        values = (torch.randn(sizes, generator=gen, dtype=torch.float64) * 40).clamp(-119, 119)
         if nonneg:
             values = values.abs()
         return values.to(td)
@@ -53,7 +55,7 @@ def sample(sizes: Sequence[int], dtype: str, seed: int, nonneg: bool = False) ->
         return torch.randint(0, 2**32, sizes, generator=gen, dtype=torch.int64).to(td)
     low, high = {
         torch.int8: (-50, 50), torch.uint8: (0, 250), torch.int16: (-3000, 3000),
-        torch.int32: (-10**6, 10**6), torch.int64: (-10**12, 10**12),
+        torch.int32: (-30000, 30000), torch.int64: (-10**12, 10**12),
     }[td]
     if nonneg:
         low = 0
@@ -602,3 +604,39 @@ def _random_step(draw: st.DrawFn, v: Any, t: torch.Tensor) -> tuple[Any, torch.T
 def test_random_graphs(case: tuple[stridec.Graph, torch.Tensor, list[torch.Tensor]]) -> None:
     graph, t, expected = case
     check_graph(graph, [t], tuple(expected))
+
+
+@pytest.mark.gpu
+def test_kernels_run_on_the_current_stream() -> None:
+    """Data made on a side stream is copied by kernels queued on that same stream."""
+    g = stridec.Graph("stream")
+    x = g.input("x", (256, 384), "float32")
+    g.output(x.t().contiguous(), x.flip(0).contiguous())
+    fn = stridec.compile(g)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.randn(256, 384, device="cuda") * 3 + 1
+        out_t, out_f = fn(t)
+    side.synchronize()
+    assert torch.equal(out_t, t.t().contiguous()) and torch.equal(out_f, t.flip(0))
+
+
+def test_interpret_backend_needs_no_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter runs the very `@triton.jit` kernels (compiled Triton still usable in
+    the same process): TRITON_INTERPRET is neither needed nor set."""
+    import os
+
+    import triton
+
+    from stridec.runtime.launch import load_kernel
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    g = stridec.Graph("no_env")
+    x = g.input("x", (5, 7), "float16")
+    g.output(x.t().to("float32"))
+    fn = stridec.compile(g, backend="interpret")
+    t = sample((5, 7), "float16", seed=4)
+    assert torch.equal(fn(t), t.t().float())
+    assert "TRITON_INTERPRET" not in os.environ
+    (k,) = fn.plan_for(t).kernels
+    assert isinstance(load_kernel(k.source, k.name).jit, triton.runtime.jit.JITFunction)

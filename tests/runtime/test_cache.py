@@ -354,3 +354,35 @@ def test_compiled_graphs_respect_the_bounds(cache_dir: Path,
     t = torch.as_strided(storage, (2, 3), (3, 1), 0)  # evicted from both: read from disk
     assert torch.equal(fn(t), t.t().contiguous())
     assert fn.stats.compiles == 5 and fn.stats.disk_hits == 1
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def test_threads_share_one_compiled_graph(cache_dir: Path) -> None:
+    """Four threads call one CompiledGraph with two specializations at once: every
+    result is right (interpreted kernels take turns: Triton's interpreter patches global
+    state) and each specialization compiles once."""
+    g = stridec.Graph("threads")
+    x = g.input("x", (16, 12), "float32")
+    g.output(x.t().contiguous(), x.flip(1).contiguous())
+    fn = stridec.compile(g)
+    failures: list[str] = []
+
+    def work() -> None:
+        try:
+            for i in range(6):
+                t = torch.randn(16, 12) if i % 2 else torch.randn(12, 16).t()
+                a, b = fn(t)
+                if not (torch.equal(a, t.t().contiguous()) and torch.equal(b, t.flip(1))):
+                    failures.append("wrong result")
+        except Exception as e:  # noqa: BLE001 - report every failure of every thread
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert fn.stats.compiles == 2 and fn.stats.launches == 4 * 6 * 2 - 4 * 3

@@ -1,0 +1,228 @@
+"""Compiled graphs as torch custom operators: torch.library.opcheck, fake tensors with the
+real sizes and strides, the no-aliasing contract, and torch.compile(fullgraph=True)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch_layout_cases import FIVE, Case
+
+import stridec
+from stridec.errors import CallError
+from stridec.torch import TorchOp, register
+
+NS = "stridec_test_custom_op"
+
+
+def _tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _op(case: Case, dtype: str = "float32", **kwargs) -> TorchOp:
+    suffix = "_triton_op" if kwargs.get("use_triton_op") else ""
+    return register(case.graph(dtype), f"{NS}::{case.name}_{dtype}{suffix}", **kwargs)
+
+
+@pytest.mark.parametrize("case", FIVE, ids=[c.name for c in FIVE])
+def test_opcheck(case):
+    """All of opcheck's tests: schema (no input mutated or aliased), autograd
+    registration, fake tensor against the real kernel, aot_autograd with dynamic shapes."""
+    op = _op(case)
+    result = torch.library.opcheck(op.overload, case.inputs(torch.float32, requires_grad=True))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_opcheck_on_strided_inputs():
+    case = FIVE[0]
+    op = _op(case)
+    (x,) = case.inputs(torch.float32)
+    transposed = x.transpose(1, 3).contiguous().transpose(1, 3).requires_grad_()
+    result = torch.library.opcheck(op.overload, (transposed,))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+@pytest.mark.parametrize("case", FIVE, ids=[c.name for c in FIVE])
+def test_values_match_torch(case):
+    op = _op(case)
+    xs = case.inputs(torch.float32)
+    for got, want in zip(_tuple(op(*xs)), _tuple(case.torch_fn(*xs))):
+        assert torch.equal(got, want)
+    assert torch.equal(_tuple(getattr(torch.ops, NS).__getattr__(f"{case.name}_float32")(*xs))[0],
+                       _tuple(case.torch_fn(*xs))[0])
+
+
+def _layout_graph() -> stridec.Graph:
+    """Outputs of several layouts: a transposed view of a materialized buffer, a
+    channels-last copy, a view of the input, the same value twice, two pieces of one
+    buffer (the second at an offset), a flipped input."""
+    g = stridec.Graph("layouts")
+    x = g.input("x", (2, 3, 4, 5), "float32")
+    nhwc = stridec.Layout.for_order((2, 3, 4, 5), (0, 2, 3, 1))
+    rows = x.flatten(0, 2)
+    a, b = stridec.cat([rows, rows], 0).split(24, 0)
+    g.output(x.contiguous().permute(3, 2, 1, 0), x.copy_to(nhwc), x[:, 1:], x[:, 1:], a, b,
+             x.flip(3))
+    return g
+
+
+def _torch_layouts(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    rows = x.flatten(0, 2)
+    a, b = torch.cat([rows, rows], 0).split(24, 0)
+    return (x.permute(3, 2, 1, 0), x.contiguous(memory_format=torch.channels_last), x[:, 1:],
+            x[:, 1:], a, b, x.flip(3))
+
+
+def test_fake_sizes_strides_dtypes_equal_real():
+    op = register(_layout_graph(), f"{NS}::layouts")
+    x = torch.randn(2, 3, 4, 5)
+    real = _tuple(op(x))
+    with FakeTensorMode() as mode:
+        fake = _tuple(op(mode.from_tensor(x)))
+    assert len(fake) == len(real) == 7
+    for k, (f, r, want) in enumerate(zip(fake, real, _torch_layouts(x))):
+        assert (f.shape, f.stride(), f.dtype) == (r.shape, r.stride(), r.dtype), f"output {k}"
+        assert f.storage_offset() == r.storage_offset() == 0
+        assert torch.equal(r, want)
+    assert real[1].stride() == (60, 1, 15, 3)  # channels-last
+
+
+def test_fake_follows_input_strides():
+    op = _op(FIVE[0])
+    (x,) = FIVE[0].inputs(torch.float32)
+    xt = x.transpose(2, 3).contiguous().transpose(2, 3)
+    for t in (x, xt):
+        r = op(t)
+        with FakeTensorMode() as mode:
+            f = op(mode.from_tensor(t))
+        assert (f.shape, f.stride()) == (r.shape, r.stride())
+
+
+def test_outputs_never_alias_inputs_or_each_other():
+    op = register(_layout_graph(), f"{NS}::layouts")
+    x = torch.randn(2, 3, 4, 5)
+    outs = _tuple(op(x))
+    storages = [t.untyped_storage().data_ptr() for t in outs]
+    assert x.untyped_storage().data_ptr() not in storages
+    assert len(set(storages)) == len(storages)
+    before = [t.clone() for t in outs]
+    x.add_(1.0)  # writing the input changes no output
+    for t, b in zip(outs, before):
+        assert torch.equal(t, b)
+
+
+def test_call_errors_name_the_argument():
+    op = _op(FIVE[4])  # cat(x (2, 2), y (2, 3))
+    x, y = FIVE[4].inputs(torch.float32)
+    with pytest.raises(CallError, match="argument 'y'"):
+        op(x, y[:, :2])
+    with pytest.raises(CallError, match="argument 'x'.*dtype"):
+        op(x.double(), y)
+    y_cut = y[:, :2]
+    with FakeTensorMode() as mode:
+        with pytest.raises(CallError, match="argument 'y'"):
+            op(mode.from_tensor(x), mode.from_tensor(y_cut))
+
+
+def test_register_names():
+    case = FIVE[0]
+    op = _op(case)
+    assert _op(case) is op  # the same graph under the same name: the same operator
+    assert stridec.compile(case.graph("float32")).as_torch_op(op.qualname) is op
+    with pytest.raises(CallError, match="already registered"):
+        register(FIVE[1].graph("float32"), op.qualname)
+    for bad in ("noseparator", "a::b::c", "ns::has space", "9ns::x"):
+        with pytest.raises(CallError, match="namespace::name"):
+            register(case.graph("float32"), bad)
+    with pytest.raises(CallError, match="Graph or CompiledGraph"):
+        register("graph", f"{NS}::text")
+
+
+def test_as_torch_op_is_torch_ops_entry():
+    g = stridec.Graph("to_nhwc")
+    x = g.input("x", (1, 2, 3, 3), "float16")
+    g.output(x.permute(0, 2, 3, 1).contiguous())
+    op = stridec.compile(g).as_torch_op(f"{NS}::to_nhwc")
+    t = torch.randn(1, 2, 3, 3, dtype=torch.float16)
+    assert torch.equal(getattr(torch.ops, NS).to_nhwc(t), t.permute(0, 2, 3, 1))
+    assert "Tensor x" in str(op.overload._schema)
+
+
+def _compiled_twice(op, case, **compile_kwargs):
+    """A function calling the op inside torch.compile(fullgraph=True), run on contiguous
+    inputs, then on inputs with other strides, then on the first again."""
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True, **compile_kwargs)
+    def f(*xs):
+        return _tuple(op(*xs))[0] * 2.0
+
+    xs = case.inputs(torch.float32)
+    strided = [t.t().contiguous().t() if t.ndim == 2 else t.transpose(1, 3).contiguous().transpose(1, 3)
+               for t in xs]
+    for args in (xs, strided, xs):
+        assert torch.equal(f(*args), _tuple(case.torch_fn(*args))[0] * 2.0)
+
+
+def test_torch_compile_fullgraph_new_strides_one_new_specialization():
+    case = Case("slice_step", FIVE[3].sizes, FIVE[3].build, FIVE[3].torch_fn)
+    unique = f"_{uuid.uuid4().hex[:8]}"  # no plan cached by another test or process
+    op = register(case.graph("float32", unique), f"{NS}::fresh{unique}")
+    _compiled_twice(op, case, backend="aot_eager")
+    assert op.compiled.stats.compiles == 2
+
+
+def test_torch_compile_backward():
+    case = FIVE[1]  # NCHW4 pack: the padded channels get no gradient
+    op = _op(case)
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def loss(x, w):
+        return (op(x) * w).sum()
+
+    (x,) = case.inputs(torch.float32, requires_grad=True)
+    w = torch.randn(1, 1, 2, 2, 4)
+    loss(x, w).backward()
+    xr = x.detach().clone().requires_grad_()
+    (case.torch_fn(xr) * w).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+
+
+def test_triton_op_definition_runs_on_cpu():
+    """The CUDA definition (torch.library.triton_op) keeps CPU calls opaque: opcheck and
+    aot_eager pass through the interpreter kernel registered for CPU."""
+    case = FIVE[0]
+    op = _op(case, use_triton_op=True)
+    result = torch.library.opcheck(op.overload, case.inputs(torch.float32, requires_grad=True))
+    assert set(result.values()) == {"SUCCESS"}, result
+    _compiled_twice(op, case, backend="aot_eager")
+
+
+@pytest.mark.gpu
+def test_inductor_sees_the_kernels():
+    from torch._inductor.utils import run_and_get_code
+
+    case = FIVE[0]
+    op = _op(case, use_triton_op=True)
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: op(x) + 1.0, fullgraph=True)
+    (x,) = case.inputs(torch.float32)
+    x = x.cuda()
+    out, code = run_and_get_code(f, x)
+    assert torch.equal(out, case.torch_fn(x) + 1.0)
+    kernel = op.program_for([x]).kernels[0].name
+    assert kernel in "\n".join(code)  # a user-defined Triton kernel in Inductor's output
+
+
+@pytest.mark.gpu
+def test_cuda_eager_and_strides():
+    case = FIVE[1]
+    op = _op(case, use_triton_op=True)
+    (x,) = case.inputs(torch.float32)
+    for t in (x.cuda(), x.cuda().transpose(2, 3).contiguous().transpose(2, 3)):
+        assert torch.equal(op(t), case.torch_fn(t))
+    _compiled_twice(op, Case(case.name, case.sizes, case.build,
+                             lambda t: case.torch_fn(t)), backend="inductor")
