@@ -143,13 +143,18 @@ class CompiledGraph:
                 device = t.device
             elif t.device != device:
                 raise CallError(f"argument '{name}': expected device {device}; got {t.device}")
-            layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
-            storage = t.untyped_storage().nbytes() // t.element_size()
-            if not layout.fits(storage):
-                raise CallError(
-                    f"argument '{name}': layout {layout} reaches past its storage of "
-                    f"{storage} elements"
-                )
+            if t.numel():
+                # torch strides and offsets are >= 0: the lowest index is the offset, the
+                # highest offset + Σ (n_k - 1)·stride_k. (Plain ints: this runs every call.)
+                strides, offset = t.stride(), t.storage_offset()
+                last = offset + sum((n - 1) * st for n, st in zip(t.shape, strides, strict=True))
+                storage = t.untyped_storage().nbytes() // t.element_size()
+                if last >= storage:
+                    layout = Layout(tuple(t.shape), tuple(strides), offset)
+                    raise CallError(
+                        f"argument '{name}': layout {layout} reaches element {last}, past its "
+                        f"storage of {storage} elements"
+                    )
         if device is None:  # a graph without inputs runs where its backend runs
             device = torch.device("cuda" if self.backend == "triton" else "cpu")
         return device

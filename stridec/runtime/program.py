@@ -75,7 +75,7 @@ class Program:
     launches: list[Launch]
     outputs: list[OutputSpec]
     ir: str
-    _handles: list[Any] = field(default_factory=list, repr=False, compare=False)
+    _handles: list[Any] | None = field(default=None, repr=False, compare=False)
 
     # -- serialization -------------------------------------------------------------------
     def to_json(self) -> str:
@@ -143,14 +143,15 @@ class Program:
 
     # -- execution -----------------------------------------------------------------------
     def handles(self) -> list[Any]:
-        if not self._handles:
+        if self._handles is None:  # loaded once (an empty list too: a program of views)
             from stridec.runtime.launch import load_kernel
 
             self._handles = [load_kernel(k.source, k.name) for k in self.kernels]
         return self._handles
 
     def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
-        if device.type == "cuda" and device.index is not None and self.launches:
+        if (device.type == "cuda" and self.launches and device.index is not None
+                and device.index != torch.cuda.current_device()):
             # Triton launches on the current device and its current stream: make that the
             # tensors' device, or a kernel would get another GPU's pointers.
             with torch.cuda.device(device):

@@ -215,7 +215,8 @@ class _Builder:
                 self.unfold(op, term)
             return
         rule = getattr(self, f"op_{op.name}", None)
-        if rule is None or (op.name == "copy" and op.attrs["space"] is not None):
+        explicit = op.name == "copy" and (op.attrs["space"] is not None or len(op.operands) > 1)
+        if rule is None or explicit:
             raise UnsupportedError(
                 f"adjoint: op '{op.name}' has no adjoint in stridec "
                 f"(supported: views, contiguous, copy, pack, unpack, pad, cast, cat, split)"

@@ -272,15 +272,17 @@ class TorchOp:
         for b in program.buffers:
             slots.append(torch.empty(b.elements, dtype=as_dtype(b.dtype).torch, device=device))
         handles = program.handles()
-        for launch in program.launches:
-            k = program.kernels[launch.kernel]
-            args = [
-                slots[s] if v is None else slots[s].view(getattr(torch, v))
-                for s, v in zip(launch.args, launch.views, strict=True)
-            ]
-            wrap_triton(handles[launch.kernel].jit)[k.grid](
-                *args, num_warps=k.num_warps, **k.constexprs
-            )
+        # Triton launches on the current device: make it the tensors' device.
+        with torch.cuda.device(device if device.index is not None else torch.cuda.current_device()):
+            for launch in program.launches:
+                k = program.kernels[launch.kernel]
+                args = [
+                    slots[s] if v is None else slots[s].view(getattr(torch, v))
+                    for s, v in zip(launch.args, launch.views, strict=True)
+                ]
+                wrap_triton(handles[launch.kernel].jit)[k.grid](
+                    *args, num_warps=k.num_warps, **k.constexprs
+                )
         outs = []
         for o, fresh in zip(program.outputs, self._fresh(program), strict=True):
             out = torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset)
@@ -295,9 +297,10 @@ class TorchOp:
     def backward_op(self) -> TorchOp | None:
         """The adjoint graph as an operator ``<qualname>__adjoint`` (registered on first
         use; None when no gradient flows)."""
-        if self._backward_op is None and self.adjoint is not None and self.adjoint.graph is not None:
+        adj = self.adjoint
+        if self._backward_op is None and adj is not None and adj.graph is not None:
             self._backward_op = _register(
-                CompiledGraph(self.adjoint.graph, self.compiled.backend, self.compiled.pipeline),
+                CompiledGraph(adj.graph, self.compiled.backend, self.compiled.pipeline),
                 f"{self.qualname}__adjoint", self.use_triton_op,
             )
         return self._backward_op

@@ -308,7 +308,8 @@ class Proxy:
     def _materialize(self, memory_format: Any, call: str) -> Proxy:
         if memory_format in (torch.contiguous_format, torch.preserve_format):
             return self._wrap(self.value.contiguous())
-        orders = {torch.channels_last: (4, (0, 2, 3, 1)), torch.channels_last_3d: (5, (0, 2, 3, 4, 1))}
+        orders = {torch.channels_last: (4, (0, 2, 3, 1)),
+                  torch.channels_last_3d: (5, (0, 2, 3, 4, 1))}
         if memory_format not in orders:
             raise _unsupported(f"{call}(memory_format={memory_format})")
         rank, order = orders[memory_format]
@@ -397,7 +398,8 @@ class Proxy:
         interleaved = [n for s in shape for n in (1, s)]
         expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
         v = self.value.reshape(*interleaved).expand(*expanded)
-        return self._wrap(v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True))).contiguous())
+        v = v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True)))
+        return self._wrap(v.contiguous())
 
     def tile(self, dims: Any) -> Proxy:
         reps = _ints((dims,), "Tensor.tile")
@@ -494,7 +496,8 @@ def _proxy(x: Any, call: str) -> Proxy:
     return x
 
 
-def _pad(input: Any, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Proxy:
+def _pad(input: Any, pad: Sequence[int], mode: str = "constant",
+         value: float | None = None) -> Proxy:
     x = _proxy(input, "torch.nn.functional.pad")
     if mode != "constant":
         raise _unsupported(f"torch.nn.functional.pad(mode={mode!r})", "only constant padding")

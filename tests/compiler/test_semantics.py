@@ -23,6 +23,13 @@ from stridec.ir.layout import Layout
 
 DTYPES = ("float32", "float16", "bfloat16", "int32", "int8", "uint8", "bool")
 FORMATS_RANK4 = ("NCHW4", "NCHW32", "CHWN4", "NHWC")
+#: Op kinds to draw from; materializations come up more often than their share, since the
+#: passes work on what views do to and around copies.
+KINDS = (
+    "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
+    "reshape", "view", "flatten", "unfold", "split", "cast", "pitched", "unpack", "pad", "cat",
+    *("contiguous", "copy", "pack") * 3,
+)
 
 
 class Draw:
@@ -69,11 +76,7 @@ def _step(d: Draw, v: Value, values: list[Value]) -> Value | None:
             op = ops[d.int(0, len(ops) - 1)]
             out = emit(g, type(op), list(op.operands), dict(op.attrs))
             return out[0] if isinstance(out, tuple) else out
-    kind = d.choice((
-        "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
-        "reshape", "view", "flatten", "unfold", "split", "contiguous", "copy", "cast", "pack",
-        "pitched", "unpack", "pad", "cat",
-    ))
+    kind = d.choice(KINDS)
     if not rank and kind not in ("reshape", "view", "contiguous", "copy", "cast", "unsqueeze"):
         return None
     if kind == "permute":

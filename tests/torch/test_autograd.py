@@ -42,7 +42,7 @@ def test_gradients_equal_torch(case):
     ref_ys = case.torch_fn(*ref_xs)
     ref_ys = ref_ys if isinstance(ref_ys, tuple) else (ref_ys,)
     want = torch.autograd.grad(ref_ys, ref_xs, grads)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w)  # sums may add in another order
 
 

@@ -32,7 +32,8 @@ class Case:
         g.output(*(out if isinstance(out, tuple) else (out,)))
         return g
 
-    def inputs(self, dtype: torch.dtype, requires_grad: bool = False, seed: int = 0) -> list[torch.Tensor]:
+    def inputs(self, dtype: torch.dtype, requires_grad: bool = False,
+               seed: int = 0) -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(seed)
         return [torch.randn(s, dtype=dtype, generator=gen).requires_grad_(requires_grad)
                 for s in self.sizes]
