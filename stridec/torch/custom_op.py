@@ -285,7 +285,10 @@ class TorchOp:
                 )
         outs = []
         for o, fresh in zip(program.outputs, self._fresh(program), strict=True):
-            out = torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset)
+            offset = o.offset  # over an input, relative to its data pointer (see program_for)
+            if o.slot < program.n_inputs:
+                offset += slots[o.slot].storage_offset()
+            out = torch.as_strided(slots[o.slot], o.sizes, o.strides, offset)
             if fresh:
                 out = torch.empty_strided(o.sizes, o.strides, dtype=out.dtype,
                                           device=device).copy_(out)

@@ -212,7 +212,7 @@ def _random_case(d: Draw) -> tuple[Graph, list[torch.Tensor]] | None:
     return g, tensors
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_pipeline_preserves_every_output(data: Any) -> None:
     case = _random_case(Draw(data))

@@ -150,7 +150,7 @@ def test_as_torch_op_is_torch_ops_entry():
     assert "Tensor x" in str(op.overload._schema)
 
 
-def _compiled_twice(op, case, **compile_kwargs):
+def _compiled_twice(op, case, device="cpu", **compile_kwargs):
     """A function calling the op inside torch.compile(fullgraph=True), run on contiguous
     inputs, then on inputs with other strides, then on the first again."""
     torch._dynamo.reset()
@@ -159,7 +159,7 @@ def _compiled_twice(op, case, **compile_kwargs):
     def f(*xs):
         return _tuple(op(*xs))[0] * 2.0
 
-    xs = case.inputs(torch.float32)
+    xs = [t.to(device) for t in case.inputs(torch.float32)]
     strided = [t.transpose(0, -1).contiguous().transpose(0, -1) for t in xs]
     for args in (xs, strided, xs):
         assert torch.equal(f(*args), _tuple(case.torch_fn(*args))[0] * 2.0)
@@ -223,5 +223,4 @@ def test_cuda_eager_and_strides():
     (x,) = case.inputs(torch.float32)
     for t in (x.cuda(), x.cuda().transpose(2, 3).contiguous().transpose(2, 3)):
         assert torch.equal(op(t), case.torch_fn(t))
-    _compiled_twice(op, Case(case.name, case.sizes, case.build,
-                             lambda t: case.torch_fn(t)), backend="inductor")
+    _compiled_twice(op, case, device="cuda", backend="inductor")
