@@ -19,8 +19,8 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from stridec.runtime.launch import default_cache_dir
-from stridec.runtime.program import Program
+from stridec.compiler.codegen.loader import default_cache_dir
+from stridec.compiler.codegen.program import Program
 
 __all__ = ["PlanCache", "cache_key", "disk_cache_dir", "MEMORY_CACHE"]
 

@@ -22,7 +22,7 @@ from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
-from stridec.runtime.program import KernelInfo, Program
+from stridec.compiler.codegen.program import KernelInfo, Program
 
 __all__ = ["compile", "CompiledGraph", "Plan", "Stats", "BACKENDS"]
 

@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.runtime.compile import CompiledGraph
-from stridec.runtime.program import Program
+from stridec.compiler.codegen.program import Program
 from stridec.torch.adjoint import Adjoint, adjoint
 
 __all__ = ["TorchOp", "register"]

@@ -482,7 +482,7 @@ def test_kernels_compile_for_cuda_without_a_device(spec: PhiloxSpec) -> None:
     compiler = pytest.importorskip("triton.compiler")
     from triton.backends.compiler import GPUTarget
 
-    from stridec.runtime.launch import load_kernel
+    from stridec.compiler.codegen.loader import load_kernel
 
     kernel = generate_philox(spec, "cuda")
     dst = {"uint32": "*i32", "int32": "*i32", "float32": "*fp32", "float16": "*fp16"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stridec.ir.parser import parse
+import stridec
 from stridec.tools.opt import main
 
 NHWC = """\
@@ -66,7 +66,7 @@ def test_pass_pipeline(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert "as_strided %x {sizes = [2, 4, 5, 3], strides = [60, 5, 1, 20], offset = 0}" in out
     assert "%1 = contiguous %0" in out
-    assert str(parse(out)) == out  # what it prints reads back
+    assert str(stridec.parse(out)) == out  # what it prints reads back
 
 
 def test_empty_pipeline_prints_the_input(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

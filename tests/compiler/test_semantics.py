@@ -127,9 +127,13 @@ def _step(d: Draw, v: Value, values: list[Value]) -> Value | None:
     if kind == "pack" and rank >= 3:
         fmt = d.choice(FORMATS_RANK4 if rank == 4 else ("NCHW4", "NHWC"))
         fill = d.choice((0, 1.5, -7)) if v.dtype.is_floating else d.choice((0, 3))
+        if d.chance(0.2):  # channels read backwards: the padded channel lies before them
+            v = v.flip(1)
         packed = v.pack(fmt, fill=fill)
         return packed.unpack(fmt, sizes[1]) if d.chance(0.5) else packed
     if kind == "pitched":
+        if d.chance(0.2):
+            v = v.flip(-1)
         packed = v.pack("pitched<16>")
         return packed.unpack("pitched<16>", sizes[-1]) if d.chance(0.5) else packed
     if kind == "unpack" and rank == 5 and sizes[4] == 4 and sizes[1] > 0:

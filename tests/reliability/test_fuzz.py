@@ -48,7 +48,7 @@ from stridec.ir.layout import Layout
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
           "int64", "uint32", "bool")
-SIZE_CHOICES = (1, 2, 3, 1, 0, 2, 3, 5, 7, 4, 3, 2)
+SIZE_CHOICES = (1, 2, 3, 1, 2, 3, 5, 7, 4, 3, 2)
 MAX_NUMEL = 240  # the interpreter costs ~1 ms per program: keep tensors small
 FORMATS_BY_RANK = {3: ("NCHW4", "NHWC", "NCHW32"), 4: ("NCHW4", "NCHW32", "NCHW64", "CHWN4", "NHWC"),
                    5: ("NCHW4", "NHWC")}
@@ -305,11 +305,17 @@ def _step(b: Builder, v: Value) -> Value | None:
 
 
 def _as_strided(b: Builder, v: Value) -> Value | None:
-    """A random in-bounds `as_strided` over a materialized root (an input's storage is the
-    caller's and may be smaller than its declared sizes: a broadcast)."""
+    """A random in-bounds `as_strided` over a materialized root without gaps.
+
+    Not over an input (the caller's storage may be smaller than the declared sizes: a
+    broadcast), and not over a buffer with gaps (pitched rows, an offset): the gaps are
+    never written, so reading them reads whatever `torch.empty` left there, as in torch
+    (the reference executor zero-fills its buffers, the compiled program does not).
+    """
     d = b.d
     root = v.root()
-    if root.owner.name == "input":
+    layout = root.type.layout
+    if root.owner.name == "input" or layout.min_storage_size() != layout.numel:
         v = b.add(v.contiguous(), b.range_of(v))
         root = v
     storage = root.type.layout.min_storage_size()
@@ -332,7 +338,7 @@ def _philox(b: Builder) -> Value:
     d, g = b.d, b.graph
     if b.state is None:
         b.state = g.input("state", (6,), "uint32")
-    sizes = tuple(d.choice(SIZE_CHOICES) for _ in range(d.int(0, 3)))
+    sizes = tuple(0 if d.chance(0.04) else d.choice(SIZE_CHOICES) for _ in range(d.int(0, 3)))
     if d.chance(0.6):
         bits, new_state = g.philox(b.state, sizes)
         b.add(new_state, Range(large=True))
@@ -429,7 +435,7 @@ def random_case(d: Draw) -> Case:
         rank = d.choice((3, 4, 2, 1, 0, 5))
         sizes: tuple[int, ...] = ()
         for _ in range(rank):
-            n = d.choice(SIZE_CHOICES)
+            n = 0 if d.chance(0.04) else d.choice(SIZE_CHOICES)
             sizes += (n if math.prod(sizes) * n <= MAX_NUMEL else 1,)
         dtype = d.choice(DTYPES)
         r = Range(nan=is_float(dtype) and d.chance(0.2), neg=dtype != "bool" and

@@ -628,7 +628,7 @@ def test_interpret_backend_needs_no_environment_variable(monkeypatch: pytest.Mon
 
     import triton
 
-    from stridec.runtime.launch import load_kernel
+    from stridec.compiler.codegen.loader import load_kernel
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     g = stridec.Graph("no_env")

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 import stridec
+from stridec.compiler.codegen import loader as launch
+from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 from stridec.runtime import compile as compile_module
-from stridec.runtime import launch
 from stridec.runtime.cache import MEMORY_CACHE, PlanCache
-from stridec.runtime.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 
 
 @pytest.fixture

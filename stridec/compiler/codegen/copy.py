@@ -541,7 +541,7 @@ class CopyKernel:
             )
         handle = self._handle
         if handle is None:
-            from stridec.runtime.launch import load_kernel
+            from stridec.compiler.codegen.loader import load_kernel
 
             handle = load_kernel(self.source, self.name)
             object.__setattr__(self, "_handle", handle)

@@ -17,7 +17,7 @@ from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.errors import UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
-from stridec.runtime.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
+from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 
 __all__ = ["lower_to_program"]
 

@@ -151,7 +151,7 @@ class PhiloxKernel:
                 )
         # The one use of the runtime from the compiler, so that a generated kernel can
         # launch itself (tests, direct use); imported here so codegen never loads it early.
-        from stridec.runtime.launch import load_kernel
+        from stridec.compiler.codegen.loader import load_kernel
 
         handle = load_kernel(self.source, self.name)
         handle.run(
@@ -402,7 +402,7 @@ def _emit_rounds(lines: list[str]) -> None:
     """Emit Random123's ten Philox4x32 rounds on `x0..x3`, giving `y0..y3`.
 
     Inline in the kernel body: a nested `@triton.jit` helper would not run under the
-    interpreter as `stridec.runtime.launch` drives it (no TRITON_INTERPRET at import).
+    interpreter as `stridec.compiler.codegen.loader` drives it (no TRITON_INTERPRET at import).
     The key bump after the tenth round is dead code, dropped by the compiler.
     """
     lines += [

@@ -144,7 +144,7 @@ class Program:
     # -- execution -----------------------------------------------------------------------
     def handles(self) -> list[Any]:
         if self._handles is None:  # loaded once (an empty list too: a program of views)
-            from stridec.runtime.launch import load_kernel
+            from stridec.compiler.codegen.loader import load_kernel
 
             self._handles = [load_kernel(k.source, k.name) for k in self.kernels]
         return self._handles
