@@ -128,8 +128,9 @@ class PassManager:
             start = time.perf_counter()
             try:
                 p.run(graph)
-            except StridecError as e:  # keep the kind of error, say which pass raised it
-                raise type(e)(f"pass '{p.name}': {e}") from e
+            except StridecError as e:  # keep the error as it is, say which pass raised it
+                e.args = (f"pass '{p.name}': {e}",)
+                raise
             except Exception as e:  # a bug in a pass: say which one
                 raise VerificationError(f"pass '{p.name}' failed: {type(e).__name__}: {e}") from e
             self.timings.append(PassTiming(p.name, time.perf_counter() - start))

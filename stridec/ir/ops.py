@@ -51,11 +51,15 @@ def _number(op: str, key: str, value: Any) -> int | float | bool:
 
 
 def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | bool:
-    """A number `dtype` can hold: torch refuses to fill with a value that overflows it."""
+    """A number `dtype` can hold: torch refuses to fill with a value that overflows it.
+
+    Checked with a 2-element fill, as the reference fills whole tensors: torch's `full`
+    of one element turns 70000 into float16 inf, where any larger one refuses it.
+    """
     value = _number(op, key, value)
     if dtype is not None:
         try:
-            torch.full((), value, dtype=dtype.torch)
+            torch.full((2,), value, dtype=dtype.torch)
         except (RuntimeError, OverflowError):
             raise ShapeError(
                 f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}"

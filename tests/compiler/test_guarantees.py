@@ -86,15 +86,16 @@ def test_a_graph_of_only_views_produces_no_copy() -> None:
     assert copies(g) == []
     views = [op for op in g.ops if op.name == "as_strided"]
     assert len(views) == 2 and all(v.operands[0] is g.inputs[0] for v in views)
-    torch.testing.assert_close(
-        a, t.permute(0, 2, 3, 1)[:, 1:, ::2].unsqueeze(0).expand(3, 2, 3, 3, 3).transpose(3, 4)[1].unfold(1, 2, 1)
-    )
+    v = t.permute(0, 2, 3, 1)[:, 1:, ::2].unsqueeze(0).expand(3, 2, 3, 3, 3)
+    torch.testing.assert_close(a, v.transpose(3, 4)[1].unfold(1, 2, 1))
     torch.testing.assert_close(b, t.reshape(6, 20)[1])
 
 
 def test_permute_contiguous_is_one_copy() -> None:
     t = arange(2, 3, 4, 5)
-    g, (y,) = run_both(lambda g: g.output(g.input("x", (2, 3, 4, 5)).permute(0, 2, 3, 1).contiguous()), t)
+    g, (y,) = run_both(
+        lambda g: g.output(g.input("x", (2, 3, 4, 5)).permute(0, 2, 3, 1).contiguous()), t
+    )
     assert len(copies(g)) == 1
     torch.testing.assert_close(y, t.permute(0, 2, 3, 1).contiguous())
 
@@ -108,7 +109,8 @@ def test_permute_contiguous_reshape_permute_contiguous_is_one_copy() -> None:
     g, (y,) = run_both(build, t)
     (copy,) = copies(g)
     assert copy.operands[0] is g.inputs[0]  # reads x itself, not an intermediate buffer
-    torch.testing.assert_close(y, t.permute(0, 2, 3, 1).contiguous().reshape(2, 20, 3).permute(2, 0, 1).contiguous())
+    nhwc = t.permute(0, 2, 3, 1).contiguous()
+    torch.testing.assert_close(y, nhwc.reshape(2, 20, 3).permute(2, 0, 1).contiguous())
 
 
 def test_a_chain_that_undoes_itself_is_no_copy() -> None:
@@ -129,7 +131,9 @@ def test_a_chain_that_undoes_itself_is_no_copy() -> None:
 def test_pack_then_unpack_is_at_most_one_copy(fmt: str, channels: int) -> None:
     block = {"NCHW4": 4, "NCHW32": 32, "NCHW64": 64, "CHWN4": 4, "NHWC": 1}[fmt]
     t = arange(2, channels, 3, 4)
-    g, (y,) = run_both(lambda g: g.output(g.input("x", tuple(t.shape)).pack(fmt).unpack(fmt, channels)), t)
+    g, (y,) = run_both(
+        lambda g: g.output(g.input("x", tuple(t.shape)).pack(fmt).unpack(fmt, channels)), t
+    )
     expected = 0 if channels % block == 0 else 1
     assert len(copies(g)) == expected, str(g)
     torch.testing.assert_close(y, t)
@@ -149,7 +153,9 @@ def test_contiguous_of_a_contiguous_value_is_no_copy() -> None:
 
 def test_a_non_viewable_reshape_is_exactly_one_copy() -> None:
     t = arange(2, 3, 4)
-    g, (y,) = run_both(lambda g: g.output(g.input("x", (2, 3, 4)).transpose(1, 2).reshape(2, 12)), t)
+    g, (y,) = run_both(
+        lambda g: g.output(g.input("x", (2, 3, 4)).transpose(1, 2).reshape(2, 12)), t
+    )
     assert len(copies(g)) == 1
     torch.testing.assert_close(y, t.transpose(1, 2).reshape(2, 12))
 
@@ -178,9 +184,24 @@ def test_a_flipped_copy_is_materialized_in_one_copy() -> None:
 
 def test_a_cast_fuses_into_the_transposing_copy() -> None:
     t = arange(4, 6, dtype=torch.float16)
-    g, (y,) = run_both(lambda g: g.output(g.input("x", (4, 6), "float16").to("float32").t().contiguous()), t)
+    g, (y,) = run_both(
+        lambda g: g.output(g.input("x", (4, 6), "float16").to("float32").t().contiguous()), t
+    )
     assert len(copies(g)) == 1
     torch.testing.assert_close(y, t.float().t().contiguous())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16", "int32", "bool"])
+def test_a_fill_fused_across_a_cast_is_the_stored_fill(dtype: str) -> None:
+    # The pack stores 0.1 as f32 (0.10000000149011612); the cast reads that back.
+    t = arange(1, 3, 2, 2)
+    g, (y,) = run_both(
+        lambda g: g.output(g.input("x", (1, 3, 2, 2)).pack("NCHW4", fill=0.1).to(dtype)), t
+    )
+    assert len(copies(g)) == 1
+    padded = torch.full((1, 1, 2, 2, 4), 0.1)
+    padded[..., :3] = t.permute(0, 2, 3, 1).unsqueeze(1)
+    torch.testing.assert_close(y, padded.to(stridec.as_dtype(dtype).torch), rtol=0, atol=0)
 
 
 def test_contiguous_of_a_caller_offset_view_keeps_the_offset() -> None:

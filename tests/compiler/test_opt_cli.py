@@ -22,13 +22,15 @@ graph @nhwc {
   output %1
 }
 """
-NHWC_LOWERED = """\
-graph @nhwc {
-  %x = input {name = "x"} : tensor<2x3x4x5xf32>
-  %0 = copy %x {layout = strided<[60, 15, 3, 1], offset: 0>, space = [2, 4, 5, 3], src = strided<[60, 5, 1, 20], offset: 0>, dst = strided<[60, 15, 3, 1], offset: 0>} : tensor<2x4x5x3xf32>
-  output %0
-}
-"""
+NHWC_LOWERED = (
+    "graph @nhwc {\n"
+    '  %x = input {name = "x"} : tensor<2x3x4x5xf32>\n'
+    "  %0 = copy %x {layout = strided<[60, 15, 3, 1], offset: 0>, space = [2, 4, 5, 3], "
+    "src = strided<[60, 5, 1, 20], offset: 0>, dst = strided<[60, 15, 3, 1], offset: 0>} "
+    ": tensor<2x4x5x3xf32>\n"
+    "  output %0\n"
+    "}\n"
+)
 BAD_TYPE = """\
 graph @bad {
   %x = input {name = "x"} : tensor<2x3xf32>
@@ -69,13 +71,16 @@ def test_pass_pipeline(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert str(stridec.parse(out)) == out  # what it prints reads back
 
 
-def test_empty_pipeline_prints_the_input(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_pipeline_prints_the_input(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--pass-pipeline=", str(nhwc_file)]) == 0
     assert capsys.readouterr().out == NHWC
 
 
 def test_print_ir_after_all(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--print-ir-after-all", "--pass-pipeline=canonicalize,fold-views", str(nhwc_file)]) == 0
+    argv = ["--print-ir-after-all", "--pass-pipeline=canonicalize,fold-views", str(nhwc_file)]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     first, rest = out.split("// -----// IR Dump After canonicalize //----- //\n")[1].split(
         "// -----// IR Dump After fold-views //----- //\n"
@@ -123,7 +128,9 @@ def test_emit_triton(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 # -- errors: a message, exit status 1, nothing on stdout -------------------------------------
-def test_bad_ir_names_the_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_ir_names_the_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.ir"
     path.write_text(BAD_TYPE)
     assert main([str(path)]) == 1
@@ -146,7 +153,8 @@ def test_bad_ir_in_a_split_file_counts_lines_from_the_top(
 
 
 def test_syntax_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO("graph @g {\n  %x = input {name = } : tensor<2xf32>\n}\n"))
+    text = "graph @g {\n  %x = input {name = } : tensor<2xf32>\n}\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
     assert main([]) == 1
     err = capsys.readouterr().err
     assert err.startswith("<stdin>:2:")

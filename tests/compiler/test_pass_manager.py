@@ -169,10 +169,12 @@ def test_each_pass_alone_leaves_verifiable_ir(name: str) -> None:
 # -- printing and timing ------------------------------------------------------------------
 def test_print_ir_after_all_dumps_each_pass_in_order() -> None:
     out = io.StringIO()
-    PassManager.parse("canonicalize,fold-views,dce", print_ir_after_all=True, stream=out).run(_nhwc())
+    pm = PassManager.parse("canonicalize,fold-views,dce", print_ir_after_all=True, stream=out)
+    pm.run(_nhwc())
     text = out.getvalue()
     dumps = [line for line in text.splitlines() if line.startswith("// -----// IR Dump After")]
-    assert dumps == [f"// -----// IR Dump After {n} //----- //" for n in ("canonicalize", "fold-views", "dce")]
+    names = ("canonicalize", "fold-views", "dce")
+    assert dumps == [f"// -----// IR Dump After {n} //----- //" for n in names]
     after_fold = text.split("IR Dump After fold-views")[1].split("IR Dump After dce")[0]
     assert "as_strided %x" in after_fold and "permute" not in after_fold
 
@@ -198,7 +200,8 @@ def test_each_pass_is_timed() -> None:
 
 def test_on_pass_sees_the_graph_after_each_pass() -> None:
     seen: list[tuple[str, int]] = []
-    PassManager.parse(DEFAULT_PIPELINE, on_pass=lambda p, g: seen.append((p.name, len(g.ops)))).run(_nhwc())
+    pm = PassManager.parse(DEFAULT_PIPELINE, on_pass=lambda p, g: seen.append((p.name, len(g.ops))))
+    pm.run(_nhwc())
     assert [name for name, _ in seen] == SPEC_PIPELINE
     assert seen[-1][1] == 3  # input, one copy, output
 
@@ -221,7 +224,8 @@ def test_copy_aliased_outputs_copies_views_of_inputs() -> None:
     g = stridec.Graph("custom_op")
     x = g.input("x", (2, 3))
     g.output(x.t(), x)
-    PassManager.parse(DEFAULT_PIPELINE.replace("plan-memory", "plan-memory{copy-aliased-outputs=true}")).run(g)
+    pipeline = DEFAULT_PIPELINE.replace("plan-memory", "plan-memory{copy-aliased-outputs=true}")
+    PassManager.parse(pipeline).run(g)
     assert [p.aliases_input for p in g.memory_plan] == [None, None]
     assert [op.name for op in g.ops].count("copy") == 2
     t = torch.arange(6.0).reshape(2, 3)

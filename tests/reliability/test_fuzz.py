@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given, note, settings
+from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 
 import stridec
@@ -48,15 +48,15 @@ from stridec.ir.layout import Layout
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
           "int64", "uint32", "bool")
-SIZE_CHOICES = (1, 2, 3, 1, 2, 3, 5, 7, 4, 3, 2)
-MAX_NUMEL = 240  # the interpreter costs ~1 ms per program: keep tensors small
+SIZE_CHOICES = (1, 2, 3, 1, 2, 3, 5, 7, 4, 3, 2, 9, 11)
+MAX_NUMEL = 600  # the interpreter costs ~1 ms per program: keep tensors small
 FORMATS_BY_RANK = {3: ("NCHW4", "NHWC", "NCHW32"), 4: ("NCHW4", "NCHW32", "NCHW64", "CHWN4", "NHWC"),
                    5: ("NCHW4", "NHWC")}
 KINDS = (
     "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
-    "reshape", "view", "flatten", "unfold", "split", "as_strided",
+    "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
-      "cast", "cast", "cat", "cat", "philox") * 2,
+      "cast", "cast", "cat", "cat", "philox", "full") * 2,
 )
 
 
@@ -93,8 +93,6 @@ class Range:
     def __or__(self, other: Range) -> Range:
         return Range(self.nan or other.nan, self.neg or other.neg, self.large or other.large)
 
-    def with_fill(self, fill: float) -> Range:
-        return self | Range(neg=fill < 0, large=abs(fill) > 8)
 
 
 def is_float(dtype: str) -> bool:
@@ -118,11 +116,21 @@ def cast_range(r: Range, src: str, dst: str) -> Range | None:
 
 
 def fills_for(dtype: str) -> tuple[float, ...]:
+    """Fill values for pads and packings: exact ones, and ones the dtype converts (0.1 in
+    float16, 70000 to inf in float16, NaN, -2 wrapping in unsigned types, 1.5 truncated)."""
     if dtype == "bool":
         return (0, 1)
     if is_float(dtype):
-        return (0, 1, 3, 1.5, -2.5)
-    return (0, 1, 3, -2)
+        return (0, 1, 3, 1.5, -2.5, 0.1, float("nan"), 70000.0)
+    return (0, 1, 3, -2, 1.5)
+
+
+def fill_range(fill: float, dtype: str) -> Range:
+    """The range of a fill value once `dtype` holds it."""
+    held = torch.full((), fill, dtype=stridec.as_dtype(dtype).torch).double().item()
+    if math.isnan(held) or math.isinf(held):
+        return Range(nan=True)
+    return Range(neg=held < 0, large=abs(held) > 8)
 
 
 # --------------------------------------------------------------------------- generator
@@ -189,7 +197,7 @@ def _step(b: Builder, v: Value) -> Value | None:
     dtype = v.dtype.name
     kind = d.choice(KINDS)
     if not rank and kind not in ("reshape", "view", "contiguous", "copy", "cast", "unsqueeze",
-                                 "expand", "philox", "as_strided"):
+                                 "expand", "philox", "as_strided", "full", "index"):
         return None
     if kind == "permute":
         return b.add(v.permute(*d.permutation(rank)), r)
@@ -230,6 +238,28 @@ def _step(b: Builder, v: Value) -> Value | None:
         dim = d.int(0, rank - 1)
         out = v.unfold(dim, d.int(0, sizes[dim]), d.int(1, 3))
         return b.add(out, r) if out.numel() <= MAX_NUMEL and out.ndim <= 8 else None
+    if kind == "index":  # torch indexing sugar: ints, steps, None and `...`
+        index: list[Any] = []
+        for n in sizes[: d.int(0, rank)]:
+            pick = d.choice(("all", "int", "step", "none"))
+            if pick == "int" and n:
+                index.append(d.int(-n, n - 1))
+            elif pick == "step":
+                index.append(slice(d.int(0, n), None, d.int(1, 3)))
+            elif pick == "none" and rank < 6:
+                index.append(None)
+            else:
+                index.append(slice(None))
+        if d.chance(0.3):
+            index.insert(d.int(0, len(index)), Ellipsis)
+        return b.add(v[tuple(index)], r)
+    if kind == "movedim" and rank >= 2:
+        return b.add(v.movedim(d.int(0, rank - 1), d.int(-rank, rank - 1)), r)
+    if kind == "full":
+        dtype = d.choice(DTYPES)
+        fill = d.choice(fills_for(dtype))
+        out = g.full(tuple(d.choice(SIZE_CHOICES) for _ in range(d.int(0, 3))), fill, dtype)
+        return b.add(out, fill_range(fill, dtype))
     if kind == "split":
         dim = d.int(0, rank - 1)
         if d.chance(0.5) or not sizes[dim]:
@@ -260,20 +290,20 @@ def _step(b: Builder, v: Value) -> Value | None:
         packed = v.pack(fmt, fill=fill)
         if packed.numel() > 4 * MAX_NUMEL:
             return None
-        b.add(packed, r.with_fill(fill))
+        b.add(packed, r | fill_range(fill, dtype))
         if d.chance(0.5):  # back again, with the same or fewer channels
             blocks = packed.shape[1] if fmt not in ("CHWN4", "NHWC") else None
             channels = sizes[1]
             if blocks is not None and channels and d.chance(0.5):
                 block = packed.shape[-1]
                 channels = d.int(block * (blocks - 1) + 1, block * blocks)
-            return b.add(packed.unpack(fmt, channels), r.with_fill(fill))
+            return b.add(packed.unpack(fmt, channels), r | fill_range(fill, dtype))
         return packed
     if kind == "pitched":
         align = d.choice((4, 8, 16))
         fill = d.choice(fills_for(dtype))
         packed = v.pack(f"pitched<{align}>", fill=fill)
-        b.add(packed, r.with_fill(fill))
+        b.add(packed, r | fill_range(fill, dtype))
         if d.chance(0.5):
             return b.add(packed.unpack(f"pitched<{align}>", sizes[-1]), r)
         return packed
@@ -287,7 +317,7 @@ def _step(b: Builder, v: Value) -> Value | None:
             pads += [before, d.int(-(n + min(before, 0)), 2)]  # torch: crops fit the dim
         fill = d.choice(fills_for(dtype))
         out = stridec.pad(v, pads, fill=fill)
-        return b.add(out, r.with_fill(fill)) if out.numel() <= 4 * MAX_NUMEL else None
+        return b.add(out, r | fill_range(fill, dtype)) if out.numel() <= 4 * MAX_NUMEL else None
     if kind == "cat":
         dim = d.int(0, rank - 1)
         fits = [w for w in b.values if w.ndim == rank and w.dtype == v.dtype
@@ -431,7 +461,7 @@ def random_case(d: Draw) -> Case:
     g = stridec.Graph("fuzz")
     b = Builder(d, g)
     declared: list[tuple[Value, Range]] = []
-    for k in range(d.int(1, 2)):
+    for k in range(d.int(1, 3)):
         rank = d.choice((3, 4, 2, 1, 0, 5))
         sizes: tuple[int, ...] = ()
         for _ in range(rank):
@@ -446,7 +476,7 @@ def random_case(d: Draw) -> Case:
         b.add(v, r)
         if rank and d.chance(0.3):  # a negative-stride input, made through a view
             b.add(v.flip(*sorted({d.int(0, rank - 1) for _ in range(d.int(1, rank))})), r)
-    for _ in range(d.int(3, 14)):
+    for _ in range(d.int(3, 16)):
         v = b.values[-1] if d.chance(0.6) else d.choice(b.values)
         try:
             w = _step(b, v)
@@ -524,6 +554,62 @@ def check_case(case: Case) -> None:
         assert_identical(t, before, f"argument {i} (inputs are never written)")
 
 
+# --------------------------------------------------------------------------- open bugs
+
+_VIEWS_AND_ENDS = frozenset({
+    "input", "output", "permute", "transpose", "expand", "slice", "select", "squeeze",
+    "unsqueeze", "flip", "view", "unfold", "as_strided", "split",
+})
+
+
+def _reads_new_state(graph: Graph) -> bool:
+    """A materialization reads Philox's `new_state` (through views)."""
+    for op in graph.ops:
+        if op.name in _VIEWS_AND_ENDS:
+            continue
+        for v in op.operands:
+            root = v.root()
+            if root.owner.name in ("philox", "philox_uniform") and root.index == 1:
+                return True
+    return False
+
+
+def _packs_philox_bits_with_a_wrapping_fill(graph: Graph) -> bool:
+    """A pad or pack of uint32 values, in a graph with Philox, whose fill uint32 wraps
+    or truncates (-2 → 4294967294, 1.5 → 1)."""
+    if not any(op.name in ("philox", "philox_uniform") for op in graph.ops):
+        return False
+    for op in graph.ops:
+        fill = op.attrs.get("fill") if op.name == "pack" else op.attrs.get("value")
+        if op.name in ("pack", "pad") and op.operands[0].dtype.name == "uint32":
+            if fill < 0 or fill != int(fill):
+                return True
+    return False
+
+
+def _casts_float64_to_float16(graph: Graph) -> bool:
+    for op in graph.ops:
+        if op.name in ("cast", "copy") and op.operands and op.results[0].dtype.name == "float16":
+            if op.operands[0].dtype.name == "float64":
+                return True
+    return False
+
+
+#: Open bugs in files this suite's authors may not edit, each with a strict-xfail test in
+#: test_regressions.py. Examples that show one are rejected (so the fuzzer keeps looking
+#: for new ones); when a fix lands, its xfail test passes and fails as XPASS: delete the
+#: mark there and the entry here.
+KNOWN_BUGS = {
+    "test_copy_of_philox_new_state_is_not_fused_as_values": _reads_new_state,
+    "test_philox_packing_with_a_wrapping_fill": _packs_philox_bits_with_a_wrapping_fill,
+    "test_float64_to_float16_rounds_through_float32_as_torch": _casts_float64_to_float16,
+}
+
+
+def known_bug(graph: Graph) -> str | None:
+    return next((name for name, shows in KNOWN_BUGS.items() if shows(graph)), None)
+
+
 # --------------------------------------------------------------------------- the test
 
 
@@ -533,6 +619,7 @@ def test_fuzz_graphs_against_the_reference(fuzz_settings: settings) -> None:
     def run(data: Any) -> None:
         case = random_case(Draw(data))
         note(case.describe())
+        assume(known_bug(case.graph) is None)
         check_case(case)
 
     run()

@@ -1,6 +1,7 @@
 """`eliminate-copies`: a copy whose source already has the requested layout is a view.
 
-    %1 = copy %x {space = [4, 5], src = strided<[5, 1], offset: 10>, dst = strided<[5, 1], offset: 0>}
+    %1 = copy %x {space = [4, 5], src = strided<[5, 1], offset: 10>,
+                  dst = strided<[5, 1], offset: 0>}
   → %1 = as_strided %x {sizes = [4, 5], strides = [5, 1], offset = 10}
 
 (`x[2:].contiguous()` of a contiguous (6, 5) x: rows 2.. start at 2·5 = 10 and are already
@@ -57,8 +58,8 @@ def _view_of_source(op: Op) -> Layout | str:
     # Necessary, and much cheaper than the proof below: a copy that moves some dim by a
     # different stride on each side (a transpose) is never a shift of addresses.
     space = a["space"]
-    if 0 not in space and any(n != 1 and s != d
-                              for n, s, d in zip(space, a["src"].strides, a["dst"].strides)):
+    moves = zip(space, a["src"].strides, a["dst"].strides, strict=True)
+    if 0 not in space and any(n != 1 and s != d for n, s, d in moves):
         return "it moves elements (src and dst strides differ)"
     dst, src = coalesce_jointly(a["dst"], a["src"])
     view = as_view(a["layout"], dst, src)
@@ -121,7 +122,7 @@ class EliminateCopies(Pass):
             except LayoutError:  # a reader outside the buffer's elements (its padding)
                 ops.append(op)
                 continue
-            rebased = {id(u): _rebased(u, root, lay) for u, lay in zip(readers, moved)}
+            rebased = {id(u): _rebased(u, root, lay) for u, lay in zip(readers, moved, strict=True)}
             alias: Value | None = None
             for user, i in list(op.result.uses):
                 if user.name == "output":

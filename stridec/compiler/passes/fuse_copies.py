@@ -23,11 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from stridec.compiler.index_maps import compose, compose_mask, refine
 from stridec.compiler.pass_manager import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
-from stridec.ir import ops as O
 from stridec.errors import StridecError
+from stridec.ir import ops as O
+from stridec.ir.dtypes import DType
 from stridec.ir.graph import Graph, Op
 from stridec.ir.layout import Layout
 
@@ -57,6 +60,12 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
 
 def _explicit(op: Op) -> bool:
     return op.name == "copy" and op.attrs["space"] is not None
+
+
+def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
+    """`fill` as a producer storing `stored` writes it, read back as `read`: the fill
+    0.1 of an f32 pack, cast to f64 by its consumer, is 0.10000000149011612, not 0.1."""
+    return torch.tensor(fill, dtype=stored.torch).to(read.torch).item()
 
 
 def _valid_box(sizes: Sequence[int], masks: Sequence[tuple]) -> list[tuple[int, int]] | None:
@@ -142,7 +151,7 @@ def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
             # unspecified, so restricting (or filling) them is as good and reads nothing.
             masks = c_masks + tuple(m for m in p_masks if m not in c_masks)
         elif not c_masks:
-            masks, fill = p_masks, producer.attrs["fill"]
+            masks, fill = p_masks, _stored(producer.attrs["fill"], d1, d2)
         elif all(m in c_masks for m in p_masks):
             masks = c_masks
         else:
