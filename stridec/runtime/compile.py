@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from stridec.errors import CallError, StridecError, UnsupportedError
+from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.reference import run_reference
@@ -77,6 +77,38 @@ def _versions() -> dict[str, str]:
     }
 
 
+INT64_MAX = 2**63 - 1
+
+
+def _check_runnable(graph: Graph) -> None:
+    """What the IR can state but no kernel can run, refused before anything compiles:
+
+    - a value of more than 2^63 - 1 elements, or addressing an element past 2^63 - 1
+      (torch sizes and kernel offsets are int64): `UnsupportedError`;
+    - a `copy` whose result layout may give two elements one address (`copy_to` with a
+      stride 0, or strides (1, 1) on sizes (2, 3): addresses 0+0, 0+1, 1+0 … collide),
+      where the order of the writes would decide the result: `LayoutError`. The rule is
+      `Layout.may_overlap`: sorted by stride, each stride exceeds the span inside it.
+    """
+    for position, op in enumerate(graph.ops):
+        where = f"op #{position} '{op.name}'"
+        for r in op.results:
+            top = r.type.layout.max_index()
+            if r.type.numel > INT64_MAX or (top is not None and top > INT64_MAX):
+                raise UnsupportedError(
+                    f"{where}: result {r.index} of sizes {list(r.type.sizes)} has "
+                    f"{r.type.numel} elements and reaches element {top}; the limit is "
+                    f"2^63 - 1 = {INT64_MAX}"
+                )
+        if op.name == "copy" and op.attrs["space"] is None and op.attrs["layout"].may_overlap():
+            layout = op.attrs["layout"]
+            raise LayoutError(
+                f"{where}: result layout {layout} of sizes {list(layout.sizes)} may write "
+                "two elements to one address; expected each stride, smallest first, to "
+                "exceed the span of the dims inside it"
+            )
+
+
 def _capability(device: torch.device) -> str:
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
@@ -98,12 +130,18 @@ class CompiledGraph:
             raise CallError(
                 f"compile: graph {graph.name!r} has no output op (call graph.output(...))"
             )
+        if pipeline is not None and not isinstance(pipeline, str):
+            raise CallError(
+                f"compile: pipeline must be a string of pass names; got {type(pipeline).__name__}"
+            )
         graph.verify()
-        from stridec.compiler.pass_manager import DEFAULT_PIPELINE
+        _check_runnable(graph)
+        from stridec.compiler.pass_manager import DEFAULT_PIPELINE, parse_pipeline
 
         self.graph = graph
         self.backend = backend
         self.pipeline = pipeline or DEFAULT_PIPELINE
+        parse_pipeline(self.pipeline)  # an unknown pass fails here, not at the first call
         self.graph_text = str(graph)
         self.stats = Stats()
         self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]
@@ -128,6 +166,8 @@ class CompiledGraph:
                 raise CallError(
                     f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}"
                 )
+            if t.is_nested:
+                raise CallError(f"argument '{name}': expected a strided tensor; got a nested tensor")
             if t.layout != torch.strided:
                 # Sparse and opaque (mkldnn) tensors have no strides or storage to specialize on.
                 raise CallError(
@@ -138,6 +178,12 @@ class CompiledGraph:
             if tuple(t.shape) != t_type.sizes:
                 raise CallError(
                     f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(t.shape)}"
+                )
+            if t.is_neg():
+                # A neg view (`z.conj().imag`) stores x and means -x: kernels read storage.
+                raise CallError(
+                    f"argument '{name}': expected a tensor without a pending negation; got a "
+                    "neg view (pass it through .resolve_neg() first)"
                 )
             if device is None:
                 device = t.device
@@ -262,7 +308,13 @@ class CompiledGraph:
             return program
 
     # -- calling -------------------------------------------------------------------------
-    def __call__(self, *tensors: torch.Tensor) -> Any:
+    def __call__(self, *tensors: torch.Tensor, **named: Any) -> Any:
+        if named:
+            raise CallError(
+                f"{self.graph.name}: expected tensors by position "
+                f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
+                f"{', '.join(map(repr, named))}"
+            )
         device = self._check(tensors)
         if self.backend == "reference":
             self._check_specializable(tensors)

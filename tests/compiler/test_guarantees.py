@@ -241,3 +241,18 @@ def test_two_cats_sharing_a_part_run_correctly_compiled() -> None:
     first, second = stridec.compile(g, backend="interpret")(a, b, c)
     torch.testing.assert_close(first, torch.cat([a, b]))
     torch.testing.assert_close(second, torch.cat([a, c]))
+
+
+def test_equal_materialized_outputs_stay_independent() -> None:
+    """torch returns two independent tensors for two equal `contiguous()` calls; so does
+    a compiled graph: cse must not merge materializations that both reach the caller."""
+    import torch
+
+    g = stridec.Graph("two_copies")
+    x = g.input("x", (3, 4), "float32")
+    g.output(x.t().contiguous(), x.t().contiguous())
+    t = torch.randn(3, 4)
+    a, b = stridec.compile(g)(t)
+    assert torch.equal(a, t.t()) and torch.equal(b, t.t())
+    a.zero_()
+    assert torch.equal(b, t.t())

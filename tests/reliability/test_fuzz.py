@@ -574,19 +574,6 @@ def _reads_new_state(graph: Graph) -> bool:
     return False
 
 
-def _packs_philox_bits_with_a_wrapping_fill(graph: Graph) -> bool:
-    """A pad or pack of uint32 values, in a graph with Philox, whose fill uint32 wraps
-    or truncates (-2 → 4294967294, 1.5 → 1)."""
-    if not any(op.name in ("philox", "philox_uniform") for op in graph.ops):
-        return False
-    for op in graph.ops:
-        fill = op.attrs.get("fill") if op.name == "pack" else op.attrs.get("value")
-        if op.name in ("pack", "pad") and op.operands[0].dtype.name == "uint32":
-            if fill < 0 or fill != int(fill):
-                return True
-    return False
-
-
 def _casts_float64_to_float16(graph: Graph) -> bool:
     for op in graph.ops:
         if op.name in ("cast", "copy") and op.operands and op.results[0].dtype.name == "float16":
@@ -601,7 +588,6 @@ def _casts_float64_to_float16(graph: Graph) -> bool:
 #: mark there and the entry here.
 KNOWN_BUGS = {
     "test_copy_of_philox_new_state_is_not_fused_as_values": _reads_new_state,
-    "test_philox_packing_with_a_wrapping_fill": _packs_philox_bits_with_a_wrapping_fill,
     "test_float64_to_float16_rounds_through_float32_as_torch": _casts_float64_to_float16,
 }
 

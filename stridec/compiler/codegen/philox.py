@@ -278,19 +278,17 @@ def _coalesce(
 
 
 def _fill_bits(fill: float | int, dtype: DType) -> int:
-    """`fill` as the signed bit pattern of `dtype` (int32 / int16), or `ShapeError`."""
-    if dtype.is_floating:
-        value = torch.tensor([float(fill)], dtype=torch.float64).to(dtype.torch)
-    else:
-        if isinstance(fill, float) and not float(fill).is_integer():
-            raise ShapeError(f"philox: fill {fill!r} is not an integer for dtype {dtype.name}")
-        v = int(fill)
-        lo, hi = (0, 2**32) if dtype.name == "uint32" else (-(2**31), 2**31)
-        if not lo <= v < hi:
-            raise ShapeError(f"philox: fill {fill!r} does not fit dtype {dtype.name}")
-        if v >= 2**31:
-            v -= 2**32
-        value = torch.tensor([v], dtype=torch.int32)
+    """`fill` converted to `dtype` as torch's `.to()` does (floats truncate toward zero for
+    integer types, integers wrap), as the signed bit pattern of that width."""
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise ShapeError(f"philox: fill must be a number; got {fill!r}")
+    source = torch.tensor(fill, dtype=torch.float64 if isinstance(fill, float) else torch.int64)
+    try:
+        value = source.to(dtype.torch).reshape(1)
+    except RuntimeError as e:
+        raise ShapeError(f"philox: fill {fill!r} does not convert to {dtype.name}: {e}") from None
+    if dtype.name == "uint32":
+        value = value.view(torch.int32)
     bits_dtype, _ = _BITS_OF[dtype.itemsize]
     return int(value.view(bits_dtype).item())
 

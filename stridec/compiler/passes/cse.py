@@ -8,7 +8,9 @@ which writes in place. Nor is a buffer that such a copy writes into shared: in
     %2 = copy %x {... dst = strided<[3, 1], offset: 0>} : tensor<4x3xf32>   (cat([x, z]))
     %3 = copy %z, %2 {... dst = strided<[3, 1], offset: 6>}
 
-%2 equals %0, but merging them would make %1 and %3 write rows 2..3 of one buffer."""
+%2 equals %0, but merging them would make %1 and %3 write rows 2..3 of one buffer.
+Nor are two materializations merged when both are returned to the caller, who expects
+independent tensors."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ class CommonSubexpressionElimination(Pass):
     def run(self, graph: Graph) -> None:
         seen: dict[tuple, object] = {}
         kept = []
+        # Two equal materializations that both reach the caller stay apart: torch returns
+        # independent tensors for `(x.t().contiguous(), x.t().contiguous())`.
+        returned = {id(v.root()) for v in graph.outputs}
         for op in graph.ops:
             if (op.name in ("input", "output") or (op.name == "copy" and len(op.operands) == 2)
                     or written_into(op)):
@@ -48,6 +53,12 @@ class CommonSubexpressionElimination(Pass):
                 continue
             if earlier is None:
                 seen[key] = op
+                kept.append(op)
+                continue
+            pairs = zip(op.results, earlier.results, strict=True)  # type: ignore[attr-defined]
+            if not op.aliases_operand() and any(
+                id(a) in returned and id(b) in returned for a, b in pairs
+            ):
                 kept.append(op)
                 continue
             for old, new in zip(op.results, earlier.results):  # type: ignore[attr-defined]
