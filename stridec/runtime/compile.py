@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
+from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
-from stridec.compiler.codegen.program import KernelInfo, Program
 
 __all__ = ["compile", "CompiledGraph", "Plan", "Stats", "BACKENDS"]
 
@@ -167,7 +167,9 @@ class CompiledGraph:
                     f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}"
                 )
             if t.is_nested:
-                raise CallError(f"argument '{name}': expected a strided tensor; got a nested tensor")
+                raise CallError(
+                    f"argument '{name}': expected a strided tensor; got a nested tensor"
+                )
             if t.layout != torch.strided:
                 # Sparse and opaque (mkldnn) tensors have no strides or storage to specialize on.
                 raise CallError(

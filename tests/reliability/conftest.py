@@ -14,6 +14,8 @@ loaded globally, so the other hypothesis tests of the suite keep their own setti
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -39,8 +41,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _profile_name(config: pytest.Config) -> str:
+    return LONG_PROFILE if config.getoption("--fuzz-long", default=False) else CI_PROFILE
+
+
 @pytest.fixture
 def fuzz_settings(request: pytest.FixtureRequest) -> settings:
     """The hypothesis settings the fuzzer runs under: long with --fuzz-long, else CI."""
-    long = bool(request.config.getoption("--fuzz-long", default=False))
-    return settings.get_profile(LONG_PROFILE if long else CI_PROFILE)
+    return settings.get_profile(_profile_name(request.config))
+
+
+_STATS = pytest.StashKey[Counter]()
+
+
+@pytest.fixture
+def fuzz_stats(request: pytest.FixtureRequest) -> Counter:
+    """Counts the fuzzer keeps (examples run, passed, rejected); shown in the summary."""
+    return request.config.stash.setdefault(_STATS, Counter())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    stats = config.stash.get(_STATS, None)
+    if not stats:
+        return
+    counts = ", ".join(f"{key}: {n}" for key, n in sorted(stats.items()))
+    terminalreporter.write_sep("-", f"graph fuzzer ({_profile_name(config)})")
+    terminalreporter.write_line(counts)

@@ -99,7 +99,8 @@ def test_a_fill_float16_cannot_hold_is_refused(build: object) -> None:
         torch.full((2,), 70000.0, dtype=torch.float16)
     g = stridec.Graph("fill_overflow")
     x = g.input("x", (1, 3, 2, 2), "float16")
-    with pytest.raises(ShapeError, match=r"attribute '(fill|value)' = -?\d+(\.0)? does not fit dtype float16"):
+    pattern = r"attribute '(fill|value)' = -?\d+(\.0)? does not fit dtype float16"
+    with pytest.raises(ShapeError, match=pattern):
         build(x)  # type: ignore[operator]
 
 

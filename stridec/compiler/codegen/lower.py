@@ -13,11 +13,11 @@ from typing import Any
 
 from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
+from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.errors import UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
-from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 
 __all__ = ["lower_to_program"]
 

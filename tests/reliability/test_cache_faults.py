@@ -1,0 +1,292 @@
+"""Faults of the on-disk cache (`STRIDEC_CACHE_DIR`) that tests/runtime/test_cache.py does
+not already cover. Proven there: truncated, empty, binary, non-object, checksum-failing,
+inconsistent and wrong-format entries and an entry of another key are discarded and
+rebuilt; a damaged kernel file is rewritten; writes are atomic; a cache path that is a
+file falls back to memory.
+
+Here:
+- an entry written by another stridec, triton or torch version, or for another device,
+  is never used (each test first shows that the planted entry *would* be used by that
+  version, so the test can fail);
+- foreign files in the cache folder (unrelated files, a leftover temp file of a writer
+  that died, a folder where an entry belongs) are left alone and cost nothing;
+- a cache folder that cannot be created or written: plans in memory, one warning each
+  for plans and for kernels however many graphs compile; a read-only folder (skipped
+  where the tests run as root, who writes anyway); a missing folder is created;
+- two processes compiling the same graph at the same moment both succeed, and the entry
+  they leave is whole and serves a third process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import stridec
+from stridec.compiler.codegen import loader
+from stridec.runtime import compile as compile_module
+from stridec.runtime.cache import MEMORY_CACHE, _digest
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty cache folder, and an empty memory cache before and after."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(folder))
+    MEMORY_CACHE.clear_memory()
+    yield folder
+    MEMORY_CACHE.clear_memory()
+
+
+def flip_graph(dim: int, name: str = "faults") -> stridec.Graph:
+    g = stridec.Graph(name)
+    x = g.input("x", (3, 5), "float32")
+    g.output(x.flip(dim).contiguous())
+    return g
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted((folder / "plans").glob("*.json"))
+
+
+def sample() -> torch.Tensor:
+    return torch.arange(15, dtype=torch.float32).reshape(3, 5)
+
+
+# --------------------------------------------------------------------------- foreign versions
+
+OTHER = {
+    "stridec": {"stridec": "0.0.1+0123456789abcdef"},
+    "triton": {"triton": "2.0.0"},
+    "torch": {"torch": "1.13.0"},
+}
+
+
+def _poison_with_flip1(entry: Path) -> None:
+    """Replace the entry's program (of flip(0)) by the program of flip(1), with a valid
+    checksum: whoever uses the entry gets flip(1)."""
+    other = stridec.compile(flip_graph(1, "other")).plan_for(sample()).program
+    envelope = json.loads(entry.read_text())
+    envelope["program"] = other.to_json()
+    envelope["digest"] = _digest(envelope["program"])
+    entry.write_text(json.dumps(envelope))
+
+
+@pytest.mark.parametrize("component", [*OTHER, "device"])
+def test_an_entry_of_another_version_is_not_used(cache_dir: Path, component: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    real_versions = compile_module._versions()
+    if component == "device":
+        monkeypatch.setattr(compile_module, "_capability", lambda device: "cuda-sm80")
+    else:
+        monkeypatch.setattr(compile_module, "_versions",
+                            lambda: {**real_versions, **OTHER[component]})
+    t = sample()
+    # Written by "another version": an entry that version would use (shown by poisoning it).
+    assert torch.equal(stridec.compile(flip_graph(0))(t), t.flip(0))
+    (foreign,) = entries(cache_dir)
+    _poison_with_flip1(foreign)
+    MEMORY_CACHE.clear_memory()
+    fn = stridec.compile(flip_graph(0))
+    assert torch.equal(fn(t), t.flip(1)) and fn.stats.disk_hits == 1  # it is live for them
+    poisoned = foreign.read_bytes()
+    before = len(entries(cache_dir))
+
+    monkeypatch.undo()  # this version again
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(cache_dir))
+    MEMORY_CACHE.clear_memory()
+    fn = stridec.compile(flip_graph(0))
+    assert torch.equal(fn(t), t.flip(0))
+    assert (fn.stats.compiles, fn.stats.disk_hits) == (1, 0)
+    assert foreign.read_bytes() == poisoned  # not ours to judge: left as it was
+    assert len(entries(cache_dir)) == before + 1  # its own entry, beside the foreign one
+
+
+# --------------------------------------------------------------------------- foreign files
+
+
+def test_foreign_files_are_left_alone(cache_dir: Path) -> None:
+    """An unrelated file, a temp file of a writer that died, a non-JSON file and a folder
+    where this graph's entry belongs: the graph still compiles and runs right, and the
+    foreign files are untouched."""
+    t = sample()
+    stridec.compile(flip_graph(0)).plan_for(t)
+    (entry,) = entries(cache_dir)
+    entry.unlink()
+    entry.mkdir()  # a folder where the entry belongs
+    plans = cache_dir / "plans"
+    foreign = {
+        plans / "README.txt": b"not a plan",
+        plans / ".tmp-dead-writer.json": b'{"key": "half a wri',
+        plans / ("0" * 64 + ".json.bak"): b"\x00\x01",
+        cache_dir / "kernels" / "notes.md": b"# mine",
+    }
+    for path, data in foreign.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    MEMORY_CACHE.clear_memory()
+    fn = stridec.compile(flip_graph(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the entry cannot be written
+        assert torch.equal(fn(t), t.flip(0))
+    assert fn.stats.compiles == 1
+    assert entry.is_dir()
+    assert {p: p.read_bytes() for p in foreign} == foreign
+
+
+# --------------------------------------------------------------------------- unwritable
+
+
+def _cache_warnings(caught: list[warnings.WarningMessage]) -> tuple[list[str], list[str]]:
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    plans = [m for m in messages if "memory only" in m]
+    kernels = [m for m in messages if "kernel cache directory" in m]
+    return plans, kernels
+
+
+def _run_three_graphs(folder: Path) -> list[warnings.WarningMessage]:
+    t = sample()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for dim, name in ((0, "ro_a"), (1, "ro_b"), (0, "ro_c")):
+            fn = stridec.compile(flip_graph(dim, name))
+            assert torch.equal(fn(t), t.flip(dim))
+            assert fn.stats.compiles == 1
+    return caught
+
+
+def test_a_folder_that_cannot_be_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """STRIDEC_CACHE_DIR under a regular file (not even root can create it): three graphs
+    compile and run from memory, with one warning for plans and one for kernels."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    folder = blocker / "cache"
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(folder))
+    monkeypatch.setattr(loader, "_warned", set())
+    monkeypatch.setattr(loader, "_loaded", {})  # kernels are written again, as in a new process
+    MEMORY_CACHE.clear_memory()
+    try:
+        plans, kernels = _cache_warnings(_run_three_graphs(folder))
+    finally:
+        MEMORY_CACHE.clear_memory()
+    assert len(plans) == 1 and str(folder) in plans[0]
+    assert len(kernels) == 1
+    assert not folder.exists()
+
+
+def test_a_read_only_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "read-only"
+    (folder / "plans").mkdir(parents=True)
+    (folder / "kernels").mkdir()
+    for path in (folder / "plans", folder / "kernels", folder):
+        path.chmod(0o500)
+    try:
+        probe = folder / "plans" / "probe"
+        try:
+            probe.write_text("")
+        except PermissionError:
+            pass
+        else:
+            probe.unlink()
+            pytest.skip("running as root: chmod 0o500 does not stop writes (see "
+                        "test_a_folder_that_cannot_be_created for the unwritable case)")
+        monkeypatch.setenv("STRIDEC_CACHE_DIR", str(folder))
+        monkeypatch.setattr(loader, "_warned", set())
+        monkeypatch.setattr(loader, "_loaded", {})
+        MEMORY_CACHE.clear_memory()
+        plans, kernels = _cache_warnings(_run_three_graphs(folder))
+        assert len(plans) == 1 and len(kernels) == 1
+        assert list((folder / "plans").iterdir()) == []
+    finally:
+        MEMORY_CACHE.clear_memory()
+        for path in (folder, folder / "plans", folder / "kernels"):
+            path.chmod(0o700)
+
+
+def test_a_missing_folder_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "not" / "yet" / "there"
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(folder))
+    MEMORY_CACHE.clear_memory()
+    try:
+        plans, kernels = _cache_warnings(_run_three_graphs(folder))
+    finally:
+        MEMORY_CACHE.clear_memory()
+    assert plans == [] and kernels == []
+    assert len(entries(folder)) == 3
+
+
+# --------------------------------------------------------------------------- two processes
+
+CHILD = r"""
+import json, os, sys, time
+import torch, stridec
+from stridec.runtime.compile import _versions
+go = sys.argv[1]
+open(sys.argv[2], "w").close()  # ready: imported, about to wait
+deadline = time.time() + 120
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.001)
+g = stridec.Graph("racing")
+x = g.input("x", (4, 6, 10), "int8")
+g.output(x.permute(2, 0, 1).contiguous(), x.unsqueeze(0).pack("NCHW4"))
+fn = stridec.compile(g)
+t = torch.arange(240, dtype=torch.int16).reshape(4, 6, 10).to(torch.int8)
+a, b = fn(t)
+ok = torch.equal(a, t.permute(2, 0, 1).contiguous()) and tuple(b.shape) == (1, 1, 6, 10, 4)
+ok = ok and torch.equal(b, t.unsqueeze(0).permute(0, 2, 3, 1).unsqueeze(1))
+print(json.dumps({"ok": ok, "versions": _versions(), "compiles": fn.stats.compiles,
+                  "disk_hits": fn.stats.disk_hits}))
+"""
+
+
+def _child(folder: Path, go: Path, ready: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["STRIDEC_CACHE_DIR"] = str(folder)
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(go), str(ready)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(p: subprocess.Popen) -> dict[str, Any]:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_two_processes_compile_the_same_graph_at_once(tmp_path: Path) -> None:
+    """Both start, import, and wait on a flag; the flag goes up and both compile the same
+    graph at the same moment into one cache folder. Both results are right; the folder
+    holds one whole entry and no temp file, and a third process runs from it."""
+    folder = tmp_path / "shared"
+    go = tmp_path / "go"
+    readies = [tmp_path / "ready0", tmp_path / "ready1"]
+    children = [_child(folder, go, r) for r in readies]
+    deadline = time.time() + 180
+    while not all(r.exists() for r in readies):
+        assert time.time() < deadline, "the children did not start"
+        assert all(c.poll() is None for c in children), "a child died before the race"
+        time.sleep(0.01)
+    go.touch()
+    first, second = (_result(c) for c in children)
+    assert first["ok"] and second["ok"]
+    if first["versions"] != second["versions"]:
+        pytest.skip("stridec's sources changed while the children ran (a tree being edited)")
+    assert first["compiles"] + second["compiles"] + first["disk_hits"] + second["disk_hits"] == 2
+    (entry,) = entries(folder)
+    envelope = json.loads(entry.read_text())
+    assert envelope["key"] == entry.stem and envelope["digest"] == _digest(envelope["program"])
+    assert [p.name for p in (folder / "plans").iterdir()] == [entry.name]
+
+    third = _result(_child(folder, tmp_path / "go", tmp_path / "ready2"))
+    if third["versions"] != first["versions"]:
+        pytest.skip("stridec's sources changed while the children ran (a tree being edited)")
+    assert third["ok"] and (third["compiles"], third["disk_hits"]) == (0, 1)
