@@ -580,5 +580,5 @@ def parse(text: str) -> Graph:
     Raises `ParseError` with the 1-based line and column of the fault.
     """
     if not isinstance(text, str):
-        raise TypeError(f"parse: expected a str; got {type(text).__name__}")
+        raise ParseError(f"parse: expected the text IR as a str; got {type(text).__name__}", 1, 1)
     return _Parser(text).parse_graph()

@@ -277,11 +277,8 @@ ROWS: list[Row] = [
     Row("text-truncated", "text IR", "the closing } missing", ParseError,
         lambda: parse(text(X_TEXT + "  output %x\n")[:-2]), ("4:1", "end of input"),
         E + "test_malformed_ir_text_at_the_end"),
-    Row("text-not-a-string", "text IR", "stridec.parse(3)", StridecError,
-        lambda: parse(3), ("parse", "int"),  # type: ignore[arg-type]
-        marks=(pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-            "stridec/ir/parser.py parse raises a plain TypeError for a non-str, not a "
-            "StridecError (CallError would be both)")),)),
+    Row("text-not-a-string", "text IR", "stridec.parse(3)", ParseError,
+        lambda: parse(3), ("parse", "int")),  # type: ignore[arg-type]
 
     # -- compile: stridec.compile ---------------------------------------------------------
     Row("compile-not-a-graph", "compile", 'stridec.compile("graph @g {}")', CallError,

@@ -578,40 +578,11 @@ def check_case(case: Case) -> None:
 
 # --------------------------------------------------------------------------- open bugs
 
-_VIEWS_AND_ENDS = frozenset({
-    "input", "output", "permute", "transpose", "expand", "slice", "select", "squeeze",
-    "unsqueeze", "flip", "view", "unfold", "as_strided", "split",
-})
-
-
-def _reads_new_state(graph: Graph) -> bool:
-    """A materialization reads Philox's `new_state` (through views)."""
-    for op in graph.ops:
-        if op.name in _VIEWS_AND_ENDS:
-            continue
-        for v in op.operands:
-            root = v.root()
-            if root.owner.name in ("philox", "philox_uniform") and root.index == 1:
-                return True
-    return False
-
-
-def _casts_float64_to_float16(graph: Graph) -> bool:
-    for op in graph.ops:
-        if op.name in ("cast", "copy") and op.operands and op.results[0].dtype.name == "float16":
-            if op.operands[0].dtype.name == "float64":
-                return True
-    return False
-
-
 #: Open bugs in files this suite's authors may not edit, each with a strict-xfail test in
 #: test_regressions.py. Examples that show one are rejected (so the fuzzer keeps looking
 #: for new ones); when a fix lands, its xfail test passes and fails as XPASS: delete the
 #: mark there and the entry here.
-KNOWN_BUGS = {
-    "test_copy_of_philox_new_state_is_not_fused_as_values": _reads_new_state,
-    "test_float64_to_float16_rounds_through_float32_as_torch": _casts_float64_to_float16,
-}
+KNOWN_BUGS: dict[str, Any] = {}
 
 
 def known_bug(graph: Graph) -> str | None:

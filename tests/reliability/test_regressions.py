@@ -39,9 +39,6 @@ def bits_equal(got: torch.Tensor, want: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------- Philox state
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "stridec/compiler/passes/fuse_copies.py fuse_into_generator: a copy reading Philox's "
-    "new_state (result 1) is fused into the generator as if it read the values (result 0)"))
 def test_copy_of_philox_new_state_is_not_fused_as_values() -> None:
     """Found as `cat(new_state, <empty bits>)`; minimal: `new_state.contiguous()`.
     Counter 5 advanced by ⌈6/4⌉ = 2 is 7; the key words stay."""
@@ -53,9 +50,6 @@ def test_copy_of_philox_new_state_is_not_fused_as_values() -> None:
     assert bits_equal(got, state(7, 0, 0, 0, 0x12345678, 0x9ABCDEF0)), got.tolist()
 
 
-@pytest.mark.xfail(strict=True, raises=(AssertionError, ShapeError), reason=(
-    "stridec/compiler/passes/fuse_copies.py fuse_into_generator (same cause): for an "
-    "empty generator the fused copy reads 6 'values' from 0, and codegen/philox.py refuses"))
 def test_copy_of_an_empty_generators_new_state() -> None:
     """Found as `cat(new_state, <empty bits>)` with sizes (0, 0): numel 0 advances the
     counter by ⌈0/4⌉ = 0, so the new state is the state."""
@@ -123,9 +117,6 @@ def test_philox_packing_with_a_wrapping_fill() -> None:
 # --------------------------------------------------------------------------- casts
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "stridec/compiler/codegen/copy.py _cast_lines casts float64 to float16 directly; torch "
-    "rounds through float32 (c10::Half is built from a float), which differs on ties"))
 def test_float64_to_float16_rounds_through_float32_as_torch() -> None:
     """920.2500000001 → float32 is 920.25 exactly, a tie between the float16 neighbours
     920.0 and 920.5, which rounds to even: 920.0, as torch gives. Rounded once, directly,

@@ -89,8 +89,10 @@ COUNTS: list[tuple[str, list, Callable[..., Any], list[tuple[str, str]]]] = [
      lambda g, s: g.philox(s, (2, 3, 4, 4))[0].pack("NCHW4"), [("philox", "gather")]),
     ("shared_copy", [("x", (4, 6), F32)],
      lambda g, x: (lambda y: (y, y.t(), y[1]))(x.t().contiguous()), [("copy", "tiled_transpose")]),
+    # Two equal copies, both returned: torch gives independent tensors, so two kernels.
     ("duplicate_copies", [("x", (4, 6), F32)],
-     lambda g, x: (x.t().contiguous(), x.t().contiguous()), [("copy", "tiled_transpose")]),
+     lambda g, x: (x.t().contiguous(), x.t().contiguous()),
+     [("copy", "tiled_transpose"), ("copy", "tiled_transpose")]),
 ]
 
 

@@ -311,6 +311,9 @@ def _cast_lines(src: DType, dst: DType) -> list[str]:
             return lines + ["y = x"]
     if dst.name == "bool":
         return lines + ["y = x != 0"]
+    if src.name == "float64" and dst.name == "float16":
+        # torch converts double to half through float (c10::Half takes a float): two roundings.
+        lines.append("x = x.to(tl.float32)")
     if dst.name == "bfloat16":
         # Round to nearest even through float32 as torch does (c10::round_to_nearest_even;
         # NaN -> 0x7FC0); Triton's interpreter would truncate.

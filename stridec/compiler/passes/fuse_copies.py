@@ -186,6 +186,8 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     if producer.attrs["space"] is not None:
         return "the generator is already placed"
     values = producer.results[0]
+    if consumer.operands[0] is not values:
+        return "the copy reads the new state, not the values"
     if any(user is not consumer for user, _ in values.uses):
         return "the values have other users"
     if len(consumer.operands) != 1 or consumer.attrs["dtype"] != values.type.dtype:
