@@ -85,14 +85,19 @@ def parse_pipeline(text: str) -> list[Pass]:
         if cls is None:
             known = ", ".join(sorted(PASS_REGISTRY))
             raise UnsupportedError(f"pass pipeline: unknown pass '{name}' (known: {known})")
-        fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        fields = (
+            {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+            if dataclasses.is_dataclass(cls)
+            else {}
+        )
         kwargs = {}
         for item in (options or "").split():
             key, _, value = item.partition("=")
             f = fields.get(key)
             if f is None:
+                options = ", ".join(fields) or "none"
                 raise UnsupportedError(
-                    f"pass '{name}': unknown option '{key}' (options: {', '.join(fields) or 'none'})"
+                    f"pass '{name}': unknown option '{key}' (options: {options})"
                 )
             kwargs[f.name] = _convert_option(name, f, value)
         passes.append(cls(**kwargs))

@@ -62,8 +62,10 @@ class Pattern:
 
 
 def _dead(op: Op) -> bool:
-    return op.name not in ("input", "output") and bool(op.results) and all(
-        not r.uses for r in op.results
+    return (
+        op.name not in ("input", "output")
+        and bool(op.results)
+        and all(not r.uses for r in op.results)
     )
 
 

@@ -1,8 +1,8 @@
 """The Python builder: `Graph` source methods and `Value` methods that mirror `torch.Tensor`.
 
-    g = Graph("nhwc")
-    x = g.input("x", (2, 3, 4, 5), "float16")
-    g.output(x.permute(0, 2, 3, 1).contiguous())
+g = Graph("nhwc")
+x = g.input("x", (2, 3, 4, 5), "float16")
+g.output(x.permute(0, 2, 3, 1).contiguous())
 """
 
 from __future__ import annotations
@@ -44,10 +44,16 @@ def _dims(args: tuple) -> tuple[int, ...]:
 
 
 # -- Graph sources -----------------------------------------------------------------------
-def _input(self: Graph, name: str, sizes: Sequence[int], dtype: Any = "float32",
-           layout: Layout | None = None) -> Value:
-    return emit(self, O.InputOp, (), {"name": name, "sizes": tuple(sizes), "dtype": dtype,
-                                      "layout": layout})
+def _input(
+    self: Graph,
+    name: str,
+    sizes: Sequence[int],
+    dtype: Any = "float32",
+    layout: Layout | None = None,
+) -> Value:
+    return emit(
+        self, O.InputOp, (), {"name": name, "sizes": tuple(sizes), "dtype": dtype, "layout": layout}
+    )
 
 
 def _full(self: Graph, sizes: Sequence[int], value: float, dtype: Any = "float32") -> Value:
@@ -58,10 +64,20 @@ def _philox(self: Graph, state: Value, sizes: Sequence[int]) -> tuple[Value, Val
     return emit(self, O.PhiloxOp, (state,), {"sizes": tuple(sizes)})
 
 
-def _philox_uniform(self: Graph, state: Value, sizes: Sequence[int], dtype: Any = "float32",
-                    low: float = 0.0, high: float = 1.0) -> tuple[Value, Value]:
-    return emit(self, O.PhiloxUniformOp, (state,),
-                {"sizes": tuple(sizes), "dtype": dtype, "low": low, "high": high})
+def _philox_uniform(
+    self: Graph,
+    state: Value,
+    sizes: Sequence[int],
+    dtype: Any = "float32",
+    low: float = 0.0,
+    high: float = 1.0,
+) -> tuple[Value, Value]:
+    return emit(
+        self,
+        O.PhiloxUniformOp,
+        (state,),
+        {"sizes": tuple(sizes), "dtype": dtype, "low": low, "high": high},
+    )
 
 
 def _output(self: Graph, *values: Value) -> None:
@@ -113,10 +129,12 @@ def expand_as(self: Value, other: Value) -> Value:
 
 
 @_method
-def slice(self: Value, dim: int, start: int | None = None, stop: int | None = None,
-          step: int = 1) -> Value:
-    return emit(self.graph, O.SliceOp, (self,),
-                {"dim": dim, "start": start, "stop": stop, "step": step})
+def slice(
+    self: Value, dim: int, start: int | None = None, stop: int | None = None, step: int = 1
+) -> Value:
+    return emit(
+        self.graph, O.SliceOp, (self,), {"dim": dim, "start": start, "stop": stop, "step": step}
+    )
 
 
 @_method
@@ -194,7 +212,7 @@ def movedim(self: Value, source: int | Sequence[int], destination: int | Sequenc
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise LayoutError(f"movedim: repeated dim in source {src} or destination {dst}")
     order: list[int | None] = [None] * rank
-    for s, d in zip(src, dst):
+    for s, d in zip(src, dst, strict=False):
         order[d] = s
     rest = iter(d for d in range(rank) if d not in src)
     perm = tuple(next(rest) if o is None else o for o in order)
@@ -207,10 +225,15 @@ def unfold(self: Value, dimension: int, size: int, step: int) -> Value:
 
 
 @_method
-def as_strided(self: Value, size: Sequence[int], stride: Sequence[int],
-               storage_offset: int | None = None) -> Value:
-    return emit(self.graph, O.AsStridedOp, (self,),
-                {"sizes": tuple(size), "strides": tuple(stride), "offset": storage_offset})
+def as_strided(
+    self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+) -> Value:
+    return emit(
+        self.graph,
+        O.AsStridedOp,
+        (self,),
+        {"sizes": tuple(size), "strides": tuple(stride), "offset": storage_offset},
+    )
 
 
 @_method
@@ -248,8 +271,9 @@ def contiguous(self: Value) -> Value:
 
 
 @_method
-def copy_to(self: Value, layout: Layout | Sequence[int] | None = None, dtype: Any = None,
-            offset: int = 0) -> Value:
+def copy_to(
+    self: Value, layout: Layout | Sequence[int] | None = None, dtype: Any = None, offset: int = 0
+) -> Value:
     """Materialize into a new buffer with `layout` (a Layout, or strides for these sizes)."""
     if layout is not None and not isinstance(layout, Layout):
         layout = Layout(self.shape, tuple(layout), offset)
@@ -292,9 +316,7 @@ def _getitem(self: Value, index: Any) -> Value:
             out = out.unsqueeze(dim)
             dim += 1
         elif isinstance(i, bool) or not isinstance(i, (int, builtins.slice)):
-            raise LayoutError(
-                f"index: expected int, slice, None or '...'; got {type(i).__name__}"
-            )
+            raise LayoutError(f"index: expected int, slice, None or '...'; got {type(i).__name__}")
         elif isinstance(i, int):
             out = out.select(dim, i)
         else:
@@ -332,4 +354,3 @@ def pad(value: Value, pad: Sequence[int], mode: str = "constant", fill: float = 
 
         raise UnsupportedError(f"pad: mode must be 'constant'; got {mode!r}")
     return emit(value.graph, O.PadOp, (value,), {"pad": tuple(pad), "value": fill})
-

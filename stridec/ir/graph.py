@@ -310,7 +310,7 @@ class Graph:
                 attrs["layout"] = None if layout == Layout.contiguous(layout.sizes) else layout
             rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
             new.append(rebuilt)
-            for a, b in zip(op.results, rebuilt.results):
+            for a, b in zip(op.results, rebuilt.results, strict=False):
                 mapping[id(a)] = b
         return new
 
@@ -322,6 +322,6 @@ class Graph:
             operands = [mapping[id(v)] for v in op.operands]
             copy = type(op)(operands, dict(op.attrs), [v.type for v in op.results])
             new.append(copy)
-            for a, b in zip(op.results, copy.results):
+            for a, b in zip(op.results, copy.results, strict=False):
                 mapping[id(a)] = b
         return new

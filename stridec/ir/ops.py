@@ -108,7 +108,9 @@ class InputOp(Op):
     def normalize(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
         _require(attrs, cls.name, "name", "sizes", "dtype")
         if not isinstance(attrs["name"], str) or not attrs["name"]:
-            raise VerificationError(f"input: 'name' must be a non-empty string; got {attrs['name']!r}")
+            raise VerificationError(
+                f"input: 'name' must be a non-empty string; got {attrs['name']!r}"
+            )
         sizes = _sizes(cls.name, "sizes", attrs["sizes"])
         layout = attrs.get("layout")
         if layout is not None:
@@ -206,14 +208,18 @@ class _PhiloxBase(Op):
         for key in ("layout", "index", "dst"):
             lay = attrs.get(key)
             if not isinstance(lay, Layout) or (key != "layout" and lay.sizes != space):
-                raise VerificationError(
-                    f"{cls.name}: '{key}' must be a Layout{' over space ' + str(list(space)) if key != 'layout' else ''}; got {lay}"
-                )
+                over = "" if key == "layout" else f" over space {list(space)}"
+                raise VerificationError(f"{cls.name}: '{key}' must be a Layout{over}; got {lay}")
         masks = _masks(cls.name, attrs.get("masks"))
         fill = attrs.get("fill")
-        return {"layout": attrs["layout"], "space": space, "index": attrs["index"],
-                "dst": attrs["dst"], "masks": masks or None,
-                "fill": None if fill is None else _number(cls.name, "fill", fill)}
+        return {
+            "layout": attrs["layout"],
+            "space": space,
+            "index": attrs["index"],
+            "dst": attrs["dst"],
+            "masks": masks or None,
+            "fill": None if fill is None else _number(cls.name, "fill", fill),
+        }
 
     def infer_types(self, operand_types):
         _check_state(self.name, operand_types[0])
@@ -240,7 +246,10 @@ class PhiloxOp(_PhiloxBase):
     @classmethod
     def normalize(cls, attrs, operand_types):
         _require(attrs, cls.name, "sizes")
-        return {"sizes": _sizes(cls.name, "sizes", attrs["sizes"]), **cls.normalize_placement(attrs)}
+        return {
+            "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
+            **cls.normalize_placement(attrs),
+        }
 
     def value_dtype(self) -> DType:
         return as_dtype("uint32")
@@ -493,7 +502,9 @@ class AsStridedOp(ViewOp):
         sizes = _sizes(cls.name, "sizes", attrs["sizes"])
         strides = _ints(cls.name, "strides", attrs["strides"])
         if len(strides) != len(sizes):
-            raise LayoutError(f"as_strided: sizes {list(sizes)} and strides {list(strides)} differ in rank")
+            raise LayoutError(
+                f"as_strided: sizes {list(sizes)} and strides {list(strides)} differ in rank"
+            )
         offset = _opt_int(cls.name, "offset", attrs.get("offset"))
         if offset is not None and offset < 0:
             raise LayoutError(f"as_strided: offset must be >= 0; got {offset}")
@@ -651,8 +662,7 @@ class SplitOp(ViewOp):
             chunk = sizes[0]
             if chunk < 0 or (chunk == 0 and length > 0):
                 raise LayoutError(
-                    f"split: split size must be positive (or 0 for an empty dim {dim}); "
-                    f"got {chunk}"
+                    f"split: split size must be positive (or 0 for an empty dim {dim}); got {chunk}"
                 )
             count = max(1, math.ceil(length / chunk)) if chunk > 0 else 1
             parts = [min(chunk, length - k * chunk) for k in range(count)]
@@ -754,8 +764,15 @@ class CopyOp(Op):
         else:
             raise VerificationError("copy: a fill without operands needs a 'dtype'")
         space = attrs.get("space")
-        out = {"layout": layout, "dtype": dtype, "space": None, "src": None, "dst": None,
-               "masks": None, "fill": None}
+        out = {
+            "layout": layout,
+            "dtype": dtype,
+            "space": None,
+            "src": None,
+            "dst": None,
+            "masks": None,
+            "fill": None,
+        }
         if space is None:
             if src_t is None:
                 raise VerificationError("copy: a fill without operands needs 'space' and 'dst'")
@@ -784,8 +801,9 @@ class CopyOp(Op):
         fill = attrs.get("fill")
         if fill is not None:
             fill = _fill("copy", "fill", fill, dtype)
-        out.update(space=space, src=attrs.get("src"), dst=attrs["dst"], masks=masks or None,
-                   fill=fill)
+        out.update(
+            space=space, src=attrs.get("src"), dst=attrs["dst"], masks=masks or None, fill=fill
+        )
         return out
 
     def infer_types(self, operand_types):
@@ -794,7 +812,8 @@ class CopyOp(Op):
             into = operand_types[1]
             if into.layout != a["layout"] or into.dtype != a["dtype"]:
                 raise VerificationError(
-                    f"copy: buffer operand {into} does not match layout {a['layout']} / dtype {a['dtype']}"
+                    f"copy: buffer operand {into} does not match layout {a['layout']} "
+                    f"/ dtype {a['dtype']}"
                 )
         return [TensorType(a["layout"].sizes, a["dtype"], a["layout"])]
 
@@ -867,7 +886,9 @@ def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
         return out
     valid = _valid_points(p.space, p.mask, t.device)
     src = layout_indices(p.logical, t.device).clamp(0, max(t.numel() - 1, 0))
-    values = t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
+    values = (
+        t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
+    )
     dst = layout_indices(p.physical, t.device)
     put(out.view(-1), dst[valid], values[valid])
     return out
@@ -921,7 +942,9 @@ class PackOp(Op):
         return (pack_reference(get_format(self.attrs["format"]), t, self.attrs["fill"]),)
 
 
-def logical_sizes_of(fmt: Any, physical: Sequence[int], channels: int, dtype: Any) -> tuple[int, ...]:
+def logical_sizes_of(
+    fmt: Any, physical: Sequence[int], channels: int, dtype: Any
+) -> tuple[int, ...]:
     """Invert `physical_sizes`: the logical sizes whose packing has these physical sizes.
 
     `channels` is the logical size of the blocked dim (C for NCHWx / CHWN4, the row length
@@ -990,9 +1013,7 @@ class PadOp(Op):
         pad = _ints(cls.name, "pad", attrs["pad"])
         rank = operand_types[0].rank if operand_types else 0
         if len(pad) % 2 or len(pad) // 2 > rank:
-            raise ShapeError(
-                f"pad: 'pad' must hold pairs for at most {rank} dims; got {list(pad)}"
-            )
+            raise ShapeError(f"pad: 'pad' must hold pairs for at most {rank} dims; got {list(pad)}")
         dtype = operand_types[0].dtype if operand_types else None
         return {"pad": pad, "value": _fill(cls.name, "value", attrs.get("value", 0), dtype)}
 
@@ -1066,7 +1087,9 @@ class CatOp(Op):
             if t.dtype != first.dtype:
                 raise ShapeError(f"cat: operand {i} has dtype {t.dtype}; expected {first.dtype}")
             if t.rank != rank or any(
-                a != b for k, (a, b) in enumerate(zip(t.sizes, first.sizes)) if k != dim
+                a != b
+                for k, (a, b) in enumerate(zip(t.sizes, first.sizes, strict=False))
+                if k != dim
             ):
                 raise ShapeError(
                     f"cat: operand {i} has sizes {list(t.sizes)}; expected {list(first.sizes)} "
@@ -1096,7 +1119,9 @@ def is_materialization(op: Op) -> bool:
     return op.name not in ("input", "output") and not op.aliases_operand()
 
 
-__all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Op)] + [
+__all__ = [
+    name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Op)
+] + [
     "is_materialization",
     "DType",
     "Value",

@@ -29,7 +29,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 
 
 def format_attr_value(value: Any) -> str:
-    """One attribute value: ints, floats (repr), strings (JSON-quoted), bools, dtypes, layouts, lists."""
+    """One attribute value: ints, floats (repr), JSON-quoted strings, bools, dtypes, layouts
+    and lists of these."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -75,7 +76,11 @@ def _name(names: dict[int, str], v: Value) -> str:
 
 def print_graph(graph: Graph) -> str:
     names = value_names(graph)
-    lines = [f"graph @{graph.name} {{" if _IDENT.match(graph.name) else f"graph @{json.dumps(graph.name)} {{"]
+    lines = [
+        f"graph @{graph.name} {{"
+        if _IDENT.match(graph.name)
+        else f"graph @{json.dumps(graph.name)} {{"
+    ]
     for op in graph.ops:
         text = op.name
         if op.results:
@@ -84,7 +89,9 @@ def print_graph(graph: Graph) -> str:
             text += " " + ", ".join(_name(names, v) for v in op.operands)
         attrs = op.printed_attrs()
         if attrs:
-            text += " {" + ", ".join(f"{k} = {format_attr_value(v)}" for k, v in attrs.items()) + "}"
+            text += (
+                " {" + ", ".join(f"{k} = {format_attr_value(v)}" for k, v in attrs.items()) + "}"
+            )
         if op.results:
             text += " : " + ", ".join(str(r.type) for r in op.results)
         lines.append("  " + text)

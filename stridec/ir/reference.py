@@ -19,16 +19,23 @@ from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 
 __all__ = [
-    "run_reference", "layout_indices", "linear_form", "gather", "scatter", "put", "flat_storage",
+    "run_reference",
+    "layout_indices",
+    "linear_form",
+    "gather",
+    "scatter",
+    "put",
+    "flat_storage",
 ]
 
 
-def linear_form(sizes: Sequence[int], coeffs: Sequence[int], base: int = 0,
-                device: Any = "cpu") -> torch.Tensor:
+def linear_form(
+    sizes: Sequence[int], coeffs: Sequence[int], base: int = 0, device: Any = "cpu"
+) -> torch.Tensor:
     """`base + Σ i_k·coeffs_k` at every point `i` of `sizes` (any signs), as int64."""
     rank = len(sizes)
     index = torch.full((), base, dtype=torch.int64, device=device)
-    for k, (size, c) in enumerate(zip(sizes, coeffs)):
+    for k, (size, c) in enumerate(zip(sizes, coeffs, strict=False)):
         shape = [1] * rank
         shape[k] = size
         index = index + (torch.arange(size, device=device, dtype=torch.int64) * c).view(shape)
@@ -104,7 +111,9 @@ class _Executor:
                 found = flat_storage(logical)
             else:
                 layout = root.type.layout
-                found = torch.zeros(layout.min_storage_size(), dtype=logical.dtype, device=logical.device)
+                found = torch.zeros(
+                    layout.min_storage_size(), dtype=logical.dtype, device=logical.device
+                )
                 scatter(found, layout, logical)
             self.storages[id(root)] = found
         return found
@@ -163,7 +172,7 @@ class _Executor:
         return gather(buffer, layout), new_state
 
     def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors)}
+        by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors, strict=False)}
         for op in self.graph.ops:
             args = [self.values[id(v)] for v in op.operands]
             if op.name == "input":
@@ -183,7 +192,7 @@ class _Executor:
                 results = op.reference(device=self.device)
             else:
                 results = op.reference(*args)
-            for r, t in zip(op.results, results):
+            for r, t in zip(op.results, results, strict=False):
                 self.values[id(r)] = t
         return ()
 

@@ -1,8 +1,8 @@
 """`stridec.compile(graph)` → `CompiledGraph`: validate, specialize, cache, launch (SPEC §5).
 
-    fn = stridec.compile(graph)          # backend "auto": triton on CUDA, interpret on CPU
-    out = fn(x)                          # one tensor, or a tuple for several outputs
-    plan = fn.plan_for(x)                # the kernels and lowered IR, without running
+fn = stridec.compile(graph)          # backend "auto": triton on CUDA, interpret on CPU
+out = fn(x)                          # one tensor, or a tuple for several outputs
+plan = fn.plan_for(x)                # the kernels and lowered IR, without running
 """
 
 from __future__ import annotations
@@ -286,11 +286,17 @@ class CompiledGraph:
                 self._programs.move_to_end(local_key)
                 self.stats.cache_hits += 1
                 return program
-            key = cache_key({
-                "graph": self.graph_text, "spec": spec, "target": target,
-                "device": _capability(device), "pipeline": self.pipeline,
-                "copy_aliased": self._copy_aliased_outputs, **_versions(),
-            })
+            key = cache_key(
+                {
+                    "graph": self.graph_text,
+                    "spec": spec,
+                    "target": target,
+                    "device": _capability(device),
+                    "pipeline": self.pipeline,
+                    "copy_aliased": self._copy_aliased_outputs,
+                    **_versions(),
+                }
+            )
             program = MEMORY_CACHE.get_memory(key)
             if program is not None:
                 self.stats.cache_hits += 1

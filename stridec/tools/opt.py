@@ -24,19 +24,36 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stridec-opt", description=__doc__.splitlines()[0])
     p.add_argument("input", nargs="?", default="-", help="text IR file, or - for stdin")
-    p.add_argument("--pass-pipeline", default=None,
-                   help="comma-separated passes (default: the default pipeline)")
-    p.add_argument("--print-ir-after-all", action="store_true",
-                   help="print the IR after every pass")
-    p.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
-                   help="print the IR after the named pass (repeatable)")
-    p.add_argument("--emit", choices=("ir", "triton"), default="ir",
-                   help="print the resulting IR, or the generated Triton kernels")
-    p.add_argument("--target", choices=("cuda", "cpu"), default="cuda",
-                   help="kernel target for --emit=triton")
+    p.add_argument(
+        "--pass-pipeline",
+        default=None,
+        help="comma-separated passes (default: the default pipeline)",
+    )
+    p.add_argument(
+        "--print-ir-after-all", action="store_true", help="print the IR after every pass"
+    )
+    p.add_argument(
+        "--print-ir-after",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="print the IR after the named pass (repeatable)",
+    )
+    p.add_argument(
+        "--emit",
+        choices=("ir", "triton"),
+        default="ir",
+        help="print the resulting IR, or the generated Triton kernels",
+    )
+    p.add_argument(
+        "--target", choices=("cuda", "cpu"), default="cuda", help="kernel target for --emit=triton"
+    )
     p.add_argument("--timing", action="store_true", help="report the time of each pass")
-    p.add_argument("--split-input-file", action="store_true",
-                   help="treat '// -----' lines as separators of independent inputs")
+    p.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help="treat '// -----' lines as separators of independent inputs",
+    )
     p.add_argument("-o", "--output", default="-", help="where to write the result")
     return p
 

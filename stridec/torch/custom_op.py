@@ -33,10 +33,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.runtime.compile import CompiledGraph
-from stridec.compiler.codegen.program import Program
 from stridec.torch.adjoint import Adjoint, adjoint
 
 __all__ = ["TorchOp", "register"]

@@ -22,6 +22,7 @@ from stridec.compiler.codegen.copy import (
     generate_copy,
     plan_copy,
 )
+from stridec.compiler.codegen.loader import load_kernel
 from stridec.compiler.codegen.spec import (
     CopySpec,
     MaskBound,
@@ -35,7 +36,6 @@ from stridec.compiler.codegen.spec import (
 )
 from stridec.errors import CallError, LayoutError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
-from stridec.compiler.codegen.loader import load_kernel
 
 f16, bf16, f32, f64 = DTYPES["float16"], DTYPES["bfloat16"], DTYPES["float32"], DTYPES["float64"]
 i8, u8, i32, i64 = DTYPES["int8"], DTYPES["uint8"], DTYPES["int32"], DTYPES["int64"]

@@ -27,9 +27,14 @@ def _info(kernel: Any) -> KernelInfo:
     if not isinstance(constexprs, dict):
         constexprs = dict(constexprs)
     return KernelInfo(
-        kind=kernel.kind, name=kernel.name, source=kernel.source, grid=tuple(kernel.grid),
-        constexprs=constexprs, num_warps=getattr(kernel, "num_warps", 4),
-        strategy=getattr(kernel, "strategy", ""), index_bits=kernel.index_bits,
+        kind=kernel.kind,
+        name=kernel.name,
+        source=kernel.source,
+        grid=tuple(kernel.grid),
+        constexprs=constexprs,
+        num_warps=getattr(kernel, "num_warps", 4),
+        strategy=getattr(kernel, "strategy", ""),
+        index_bits=kernel.index_bits,
     )
 
 
@@ -93,14 +98,20 @@ class _Lowering:
             masks = (MaskBound((0,) * len(space), 1, 1),)  # never valid: every point is `fill`
         # fill None with masks: a domain restriction (masked points are not written).
         spec = CopySpec(
-            sizes=space, src_strides=src_strides, src_offset=src_offset,
-            dst_strides=a["dst"].strides, dst_offset=a["dst"].offset,
-            src_dtype=src_dtype, dst_dtype=a["dtype"], masks=masks,
+            sizes=space,
+            src_strides=src_strides,
+            src_offset=src_offset,
+            dst_strides=a["dst"].strides,
+            dst_offset=a["dst"].offset,
+            src_dtype=src_dtype,
+            dst_dtype=a["dtype"],
+            masks=masks,
             fill=fill,  # type: ignore[arg-type]
         )
         kernel = generate_copy(spec, self.target)
-        self.add_launch(kernel, (src_slot, dst_slot),
-                        (_bits_view(src_dtype.name), _bits_view(a["dtype"].name)))
+        self.add_launch(
+            kernel, (src_slot, dst_slot), (_bits_view(src_dtype.name), _bits_view(a["dtype"].name))
+        )
 
     def philox(self, op: Any) -> None:
         state = op.operands[0]
@@ -117,9 +128,14 @@ class _Lowering:
         else:
             space, index, dst = a["space"], a["index"], a["dst"]
         spec = PhiloxSpec(
-            sizes=space, index_strides=index.strides, index_offset=index.offset,
-            dst_strides=dst.strides, dst_offset=dst.offset, numel=math.prod(sizes),
-            dst_dtype=bits.type.dtype, distribution="uniform" if uniform else "bits",
+            sizes=space,
+            index_strides=index.strides,
+            index_offset=index.offset,
+            dst_strides=dst.strides,
+            dst_offset=dst.offset,
+            numel=math.prod(sizes),
+            dst_dtype=bits.type.dtype,
+            distribution="uniform" if uniform else "bits",
             low=a.get("low", 0.0) if uniform else 0.0,
             high=a.get("high", 1.0) if uniform else 1.0,
             masks=tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ()),
@@ -127,7 +143,8 @@ class _Lowering:
         )
         kernel = generate_philox(spec, self.target)
         self.add_launch(
-            kernel, (self.slot_of(state), bits_slot, state_slot),
+            kernel,
+            (self.slot_of(state), bits_slot, state_slot),
             ("int32", _bits_view(bits.type.dtype.name), "int32"),
         )
 
@@ -154,8 +171,9 @@ class _Lowering:
                 raise UnsupportedError(
                     f"lower-to-triton: op '{op.name}' should have been lowered by the pipeline"
                 )
-        return Program(self.n_inputs, self.buffers, self.kernels, self.launches, outputs,
-                       str(self.graph))
+        return Program(
+            self.n_inputs, self.buffers, self.kernels, self.launches, outputs, str(self.graph)
+        )
 
 
 def lower_to_program(graph: Graph, target: str = "cuda") -> Program:

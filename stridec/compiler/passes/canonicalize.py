@@ -27,17 +27,25 @@ def _replace_checked(op: Op, new: Value, rw: Rewriter) -> str | None:
 class IdentityView:
     """A view whose result has exactly its operand's type is the operand.
 
-        %1 = permute %0 {dims = [0, 1]} : tensor<2x3xf32>      (identity permute)
-        %2 = expand %0 {sizes = [2, 3]} : tensor<2x3xf32>      (no dim grows)
-        %3 = slice %0 {dim = 1, start = 0, stop = 3} : ...     (the whole dim)
-        %4 = reshape %0 {sizes = [2, 3]} : tensor<2x3xf32>
-      →  uses of %1 … %4 become %0
+      %1 = permute %0 {dims = [0, 1]} : tensor<2x3xf32>      (identity permute)
+      %2 = expand %0 {sizes = [2, 3]} : tensor<2x3xf32>      (no dim grows)
+      %3 = slice %0 {dim = 1, start = 0, stop = 3} : ...     (the whole dim)
+      %4 = reshape %0 {sizes = [2, 3]} : tensor<2x3xf32>
+    →  uses of %1 … %4 become %0
     """
 
     name = "identity-view"
     op_names: ClassVar[tuple[str, ...]] = (
-        "permute", "transpose", "expand", "slice", "squeeze", "unsqueeze", "reshape", "view",
-        "flatten", "as_strided",
+        "permute",
+        "transpose",
+        "expand",
+        "slice",
+        "squeeze",
+        "unsqueeze",
+        "reshape",
+        "view",
+        "flatten",
+        "as_strided",
     )
 
     def rewrite(self, op: Op, rw: Rewriter) -> str | None:
@@ -53,8 +61,8 @@ class IdentityView:
 class TransposeToPermute:
     """`transpose` is the permute that swaps two dims.
 
-        %1 = transpose %0 {dim0 = 0, dim1 = 2} : tensor<5x4x3xf32, strided<[1, 5, 20], offset: 0>>
-      → %1 = permute %0 {dims = [2, 1, 0]} : (same type)
+      %1 = transpose %0 {dim0 = 0, dim1 = 2} : tensor<5x4x3xf32, strided<[1, 5, 20], offset: 0>>
+    → %1 = permute %0 {dims = [2, 1, 0]} : (same type)
     """
 
     name = "transpose-to-permute"
@@ -96,9 +104,9 @@ class PermuteOfPermute:
 class SliceOfSlice:
     """Two slices of the same dim compose into one.
 
-        %1 = slice %0 {dim = 0, start = 2, stop = 10, step = 2}   (indices 2, 4, 6, 8)
-        %2 = slice %1 {dim = 0, start = 1, step = 2}              (of those: 4, 8)
-      → %2 = slice %0 {dim = 0, start = 4, stop = 9, step = 4}    (2 + 1·2 = 4; step 2·2 = 4)
+      %1 = slice %0 {dim = 0, start = 2, stop = 10, step = 2}   (indices 2, 4, 6, 8)
+      %2 = slice %1 {dim = 0, start = 1, step = 2}              (of those: 4, 8)
+    → %2 = slice %0 {dim = 0, start = 4, stop = 9, step = 4}    (2 + 1·2 = 4; step 2·2 = 4)
     """
 
     name = "slice-of-slice"
@@ -113,21 +121,25 @@ class SliceOfSlice:
         dim = op.attrs["dim"] % rank
         if inner.attrs["dim"] % rank != dim:
             return "the slices cut different dims"
-        first = range(source.type.sizes[dim])[inner.attrs["start"]:inner.attrs["stop"]:inner.attrs["step"]]
-        both = first[op.attrs["start"]:op.attrs["stop"]:op.attrs["step"]]
+        first = range(source.type.sizes[dim])[
+            inner.attrs["start"] : inner.attrs["stop"] : inner.attrs["step"]
+        ]
+        both = first[op.attrs["start"] : op.attrs["stop"] : op.attrs["step"]]
         step = both.step
         start = both.start if len(both) else 0
         stop = both[-1] + 1 if len(both) else 0
-        new = rw.create(O.SliceOp, [source], {"dim": dim, "start": start, "stop": stop, "step": step})
+        new = rw.create(
+            O.SliceOp, [source], {"dim": dim, "start": start, "stop": stop, "step": step}
+        )
         return _replace_checked(op, new.result, rw)
 
 
 class FlipOfFlip:
     """Flipping a dim twice restores it: flip(flip(x, A), B) = flip(x, A xor B).
 
-        %1 = flip %0 {dims = [0, 1]}
-        %2 = flip %1 {dims = [1]}
-      → %2 = flip %0 {dims = [0]}
+      %1 = flip %0 {dims = [0, 1]}
+      %2 = flip %1 {dims = [1]}
+    → %2 = flip %0 {dims = [0]}
     """
 
     name = "flip-of-flip"
@@ -149,9 +161,9 @@ class FlipOfFlip:
 class SqueezeOfUnsqueeze:
     """Squeezing exactly the dim just inserted gives the source back.
 
-        %1 = unsqueeze %0 {dim = 1} : tensor<2x1x3xf32>
-        %2 = squeeze %1 {dims = [1]} : tensor<2x3xf32>
-      → uses of %2 become %0
+      %1 = unsqueeze %0 {dim = 1} : tensor<2x1x3xf32>
+      %2 = squeeze %1 {dims = [1]} : tensor<2x3xf32>
+    → uses of %2 become %0
     """
 
     name = "squeeze-of-unsqueeze"
@@ -171,8 +183,8 @@ class SqueezeOfUnsqueeze:
 class CastToSameType:
     """A cast to the dtype the value already has is the value.
 
-        %1 = cast %0 {dtype = f16} : tensor<4xf16>   where %0 : tensor<4xf16>
-      → uses of %1 become %0
+      %1 = cast %0 {dtype = f16} : tensor<4xf16>   where %0 : tensor<4xf16>
+    → uses of %1 become %0
     """
 
     name = "cast-to-same-type"

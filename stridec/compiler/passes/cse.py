@@ -36,8 +36,11 @@ class CommonSubexpressionElimination(Pass):
         # independent tensors for `(x.t().contiguous(), x.t().contiguous())`.
         returned = {id(v.root()) for v in graph.outputs}
         for op in graph.ops:
-            if (op.name in ("input", "output") or (op.name == "copy" and len(op.operands) == 2)
-                    or written_into(op)):
+            if (
+                op.name in ("input", "output")
+                or (op.name == "copy" and len(op.operands) == 2)
+                or written_into(op)
+            ):
                 kept.append(op)
                 continue
             key = (
@@ -61,7 +64,7 @@ class CommonSubexpressionElimination(Pass):
             ):
                 kept.append(op)
                 continue
-            for old, new in zip(op.results, earlier.results):  # type: ignore[attr-defined]
+            for old, new in zip(op.results, earlier.results, strict=False):  # type: ignore[attr-defined]
                 old.replace_all_uses_with(new)
             op.drop_uses()
             op.graph = None

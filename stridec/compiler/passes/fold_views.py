@@ -64,8 +64,9 @@ class FoldViews(Pass):
                     continue
             # A result read only by further views needs no op of its own: those views fold
             # through it to the root (its operand links stay until they are folded).
-            replacements = [as_strided_of_root(r, rw) if _read_by_non_view(r) else r
-                            for r in op.results]
+            replacements = [
+                as_strided_of_root(r, rw) if _read_by_non_view(r) else r for r in op.results
+            ]
             rw.replace(op, replacements)
             op.drop_uses()
             op.graph = None

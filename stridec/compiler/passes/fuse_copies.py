@@ -41,7 +41,7 @@ def refine_coeffs(coeffs: Sequence[int], split: Sequence[Sequence[int]]) -> tupl
     """A linear form over Q seen over Q': factor sizes (f1, f2, f3) of a dim with
     coefficient c get coefficients (f2·f3·c, f3·c, c)."""
     out: list[int] = []
-    for c, factors in zip(coeffs, split):
+    for c, factors in zip(coeffs, split, strict=False):
         inner = 1
         scaled = []
         for f in reversed(factors):
@@ -55,7 +55,7 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
     """A mask with the coefficients of size-1 dims zeroed (their coordinate is always 0),
     so that equal constraints compare equal."""
     coeffs, lo, hi = mask
-    return tuple(0 if n == 1 else c for c, n in zip(coeffs, sizes)), lo, hi
+    return tuple(0 if n == 1 else c for c, n in zip(coeffs, sizes, strict=False)), lo, hi
 
 
 def _explicit(op: Op) -> bool:
@@ -111,13 +111,19 @@ def _fuse_over_valid_box(consumer: Op, producer: Op) -> dict | None:
     if comp is None or comp.is_refined:
         return None
     strides = comp.src.strides
-    offset = comp.src.offset - sum(start * st for (start, _), st in zip(box, strides))
+    offset = comp.src.offset - sum(start * st for (start, _), st in zip(box, strides, strict=False))
     try:
         src = Layout(space, strides, offset)
     except StridecError:  # the extension would address before the storage's start
         return None
-    return {"layout": c["layout"], "space": space, "src": src, "dst": c["dst"],
-            "masks": c["masks"], "fill": c["fill"]}
+    return {
+        "layout": c["layout"],
+        "space": space,
+        "src": src,
+        "dst": c["dst"],
+        "masks": c["masks"],
+        "fill": c["fill"],
+    }
 
 
 def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
@@ -198,9 +204,12 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     # logical index, also at masked points (which are never generated).
     attrs = dict(producer.attrs)
     attrs.update(
-        layout=consumer.attrs["layout"], space=consumer.attrs["space"],
-        index=consumer.attrs["src"], dst=consumer.attrs["dst"],
-        masks=consumer.attrs["masks"], fill=consumer.attrs["fill"],
+        layout=consumer.attrs["layout"],
+        space=consumer.attrs["space"],
+        index=consumer.attrs["src"],
+        dst=consumer.attrs["dst"],
+        masks=consumer.attrs["masks"],
+        fill=consumer.attrs["fill"],
     )
     return list(producer.operands), attrs
 

@@ -53,14 +53,22 @@ def explicit_copy(
         operands.append(source.root())
     if into is not None:
         operands.append(into)
-    attrs = {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src, "dst": dst,
-             "masks": masks, "fill": fill}
+    attrs = {
+        "layout": layout,
+        "dtype": dtype,
+        "space": tuple(space),
+        "src": src,
+        "dst": dst,
+        "masks": masks,
+        "fill": fill,
+    }
     return rw.create(O.CopyOp, operands, attrs).result
 
 
 def _natural(rw: Rewriter, v: Value, layout: Layout, dtype: Any) -> Value:
-    return explicit_copy(rw, v, layout=layout, dtype=dtype, space=v.type.sizes,
-                         src=v.type.layout, dst=layout)
+    return explicit_copy(
+        rw, v, layout=layout, dtype=dtype, space=v.type.sizes, src=v.type.layout, dst=layout
+    )
 
 
 def _source_over_space(fmt: Any, layout: Layout, space: tuple[int, ...]) -> Layout | None:
@@ -103,20 +111,41 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
     name = op.name
     v = op.operands[0] if op.operands else None
     out_t = op.results[0].type if op.results else None
-    if name in ("contiguous", "cast") or (name in ("reshape", "flatten") and not op.aliases_operand()):
+    if name in ("contiguous", "cast") or (
+        name in ("reshape", "flatten") and not op.aliases_operand()
+    ):
         assert v is not None and out_t is not None
         dst = Layout.contiguous(out_t.sizes).view(v.type.sizes)
         assert dst is not None  # a contiguous layout views any regrouping
-        return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=v.type.sizes,
-                              src=v.type.layout, dst=dst)]
+        return [
+            explicit_copy(
+                rw,
+                v,
+                layout=out_t.layout,
+                dtype=out_t.dtype,
+                space=v.type.sizes,
+                src=v.type.layout,
+                dst=dst,
+            )
+        ]
     if name == "copy" and op.attrs["space"] is None:
         assert v is not None
         return [_natural(rw, v, op.attrs["layout"], op.attrs["dtype"])]
     if name == "full":
         sizes = op.attrs["sizes"]
         layout = Layout.contiguous(sizes)
-        return [explicit_copy(rw, None, layout=layout, dtype=op.attrs["dtype"], space=sizes,
-                              src=None, dst=layout, fill=op.attrs["value"])]
+        return [
+            explicit_copy(
+                rw,
+                None,
+                layout=layout,
+                dtype=op.attrs["dtype"],
+                space=sizes,
+                src=None,
+                dst=layout,
+                fill=op.attrs["value"],
+            )
+        ]
     if name == "pack":
         assert v is not None and out_t is not None
         fmt = get_format(op.attrs["format"])
@@ -126,16 +155,36 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
         if src is None:  # read the operand from a row-major copy of it instead
             v = _natural(rw, v, Layout.contiguous(v.type.sizes), v.type.dtype)
             src = _source_over_space(fmt, v.type.layout, p.space)
-        return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space,
-                              src=src, dst=p.physical, masks=masks,
-                              fill=op.attrs["fill"] if masks else None)]
+        return [
+            explicit_copy(
+                rw,
+                v,
+                layout=out_t.layout,
+                dtype=out_t.dtype,
+                space=p.space,
+                src=src,
+                dst=p.physical,
+                masks=masks,
+                fill=op.attrs["fill"] if masks else None,
+            )
+        ]
     if name == "unpack":
         assert v is not None and out_t is not None
         fmt = get_format(op.attrs["format"])
         p = fmt.unpacking(out_t.sizes, out_t.dtype)
-        return [explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space,
-                              src=_physical_over_space(fmt, v.type.layout, p.space, out_t.rank),
-                              dst=p.logical, masks=_masks(p), fill=None)]
+        return [
+            explicit_copy(
+                rw,
+                v,
+                layout=out_t.layout,
+                dtype=out_t.dtype,
+                space=p.space,
+                src=_physical_over_space(fmt, v.type.layout, p.space, out_t.rank),
+                dst=p.logical,
+                masks=_masks(p),
+                fill=None,
+            )
+        ]
     if name == "pad":
         return [_lower_pad(op, rw)]
     if name == "cat":
@@ -165,12 +214,21 @@ def _lower_pad(op: Op, rw: Rewriter) -> Value:
         dst = dst.slice(d, lo + before, hi + before, 1)
     buffer = None
     if any(p > 0 for p in pad):
-        buffer = explicit_copy(rw, None, layout=layout, dtype=out_t.dtype, space=out_t.sizes,
-                               src=None, dst=layout, fill=op.attrs["value"])
+        buffer = explicit_copy(
+            rw,
+            None,
+            layout=layout,
+            dtype=out_t.dtype,
+            space=out_t.sizes,
+            src=None,
+            dst=layout,
+            fill=op.attrs["value"],
+        )
         if src.numel == 0:
             return buffer
-    return explicit_copy(rw, v, layout=layout, dtype=out_t.dtype, space=src.sizes, src=src,
-                         dst=dst, into=buffer)
+    return explicit_copy(
+        rw, v, layout=layout, dtype=out_t.dtype, space=src.sizes, src=src, dst=dst, into=buffer
+    )
 
 
 def _lower_cat(op: Op, rw: Rewriter) -> Value:
@@ -185,8 +243,16 @@ def _lower_cat(op: Op, rw: Rewriter) -> Value:
         if n == 0 and buffer is not None:
             continue
         dst = layout.slice(dim, start, start + n, 1)
-        buffer = explicit_copy(rw, v, layout=layout, dtype=out_t.dtype, space=v.type.sizes,
-                               src=v.type.layout, dst=dst, into=buffer)
+        buffer = explicit_copy(
+            rw,
+            v,
+            layout=layout,
+            dtype=out_t.dtype,
+            space=v.type.sizes,
+            src=v.type.layout,
+            dst=dst,
+            into=buffer,
+        )
         start += n
     assert buffer is not None
     return buffer

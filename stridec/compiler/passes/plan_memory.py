@@ -89,9 +89,18 @@ class PlanMemory(Pass):
         for i, v in enumerate(list(out_op.operands)):
             if _needs_copy(v, self.copy_aliased_outputs):
                 layout = Layout.contiguous(v.type.sizes)
-                new = _fused(explicit_copy(rw, v, layout=layout, dtype=v.type.dtype,
-                                           space=v.type.sizes, src=v.type.layout, dst=layout),
-                             rw)
+                new = _fused(
+                    explicit_copy(
+                        rw,
+                        v,
+                        layout=layout,
+                        dtype=v.type.dtype,
+                        space=v.type.sizes,
+                        src=v.type.layout,
+                        dst=layout,
+                    ),
+                    rw,
+                )
                 out_op.set_operand(i, new)
                 # The view the copy replaces, then the buffer it read, if now unread.
                 for op in (v.owner, v.root().owner):
