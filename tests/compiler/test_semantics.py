@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_draw import Draw
 from test_guarantees import check_lowered
 
 import stridec
@@ -30,41 +31,6 @@ KINDS = (
     "reshape", "view", "flatten", "unfold", "split", "cast", "pitched", "unpack", "pad", "cat",
     *("contiguous", "copy", "pack") * 3,
 )
-
-
-class Draw:
-    """`random.Random`-like draws from hypothesis, so the generator reads plainly."""
-
-    def __init__(self, data: Any) -> None:
-        self.data = data
-
-    def int(self, lo: int, hi: int) -> int:
-        return self.data.draw(st.integers(lo, hi))
-
-    def choice(self, items: Any) -> Any:
-        return self.data.draw(st.sampled_from(list(items)))
-
-    def chance(self, p: float) -> bool:
-        return self.data.draw(st.integers(0, 99)) < 100 * p
-
-    def permutation(self, n: int) -> list[int]:
-        return self.data.draw(st.permutations(list(range(n))))
-
-
-def _factor(d: Draw, numel: int, rank: int) -> tuple[int, ...]:
-    """Random sizes of `rank` with product `numel`."""
-    if numel == 0:
-        sizes = [d.int(0, 3) for _ in range(rank)]
-        sizes[d.int(0, rank - 1)] = 0
-        return tuple(sizes)
-    sizes = [1] * rank
-    n, p = numel, 2
-    while n > 1:
-        while n % p == 0:
-            sizes[d.int(0, rank - 1)] *= p
-            n //= p
-        p += 1
-    return tuple(sizes)
 
 
 def _step(d: Draw, v: Value, values: list[Value]) -> Value | None:
@@ -102,7 +68,7 @@ def _step(d: Draw, v: Value, values: list[Value]) -> Value | None:
     if kind == "flip":
         return v.flip(*sorted({d.int(0, rank - 1) for _ in range(d.int(1, rank))}))
     if kind in ("reshape", "view"):
-        new = _factor(d, v.numel(), d.int(1, 4)) if v.numel() != 1 or d.chance(0.5) else ()
+        new = d.factor(v.numel(), d.int(1, 4)) if v.numel() != 1 or d.chance(0.5) else ()
         if kind == "view":
             return v.view(*new) if v.type.layout.view(new) is not None else None
         return v.reshape(*new)

@@ -42,6 +42,7 @@ import pytest
 import torch
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
+from hypothesis_draw import Draw
 
 import stridec
 from stridec.errors import StridecError
@@ -68,25 +69,6 @@ KINDS = (
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
       "cast", "cast", "cat", "cat", "philox", "full") * 2,
 )
-
-
-class Draw:
-    """`random.Random`-like draws from hypothesis, so the generator reads plainly."""
-
-    def __init__(self, data: Any) -> None:
-        self.data = data
-
-    def int(self, lo: int, hi: int) -> int:
-        return self.data.draw(st.integers(lo, hi))
-
-    def choice(self, items: Any) -> Any:
-        return self.data.draw(st.sampled_from(list(items)))
-
-    def chance(self, p: float) -> bool:
-        return self.data.draw(st.integers(0, 99)) < 100 * p
-
-    def permutation(self, n: int) -> list[int]:
-        return self.data.draw(st.permutations(list(range(n))))
 
 
 # --------------------------------------------------------------------------- value ranges
@@ -167,24 +149,6 @@ class Builder:
         return self.ranges[id(v)]
 
 
-def _factor(d: Draw, numel: int, rank: int) -> tuple[int, ...]:
-    """Random sizes of `rank` with product `numel` (a 0 somewhere when numel is 0)."""
-    if rank == 0:
-        return ()
-    if numel == 0:
-        sizes = [d.int(0, 3) for _ in range(rank)]
-        sizes[d.int(0, rank - 1)] = 0
-        return tuple(sizes)
-    sizes = [1] * rank
-    n, p = numel, 2
-    while n > 1:
-        while n % p == 0:
-            sizes[d.int(0, rank - 1)] *= p
-            n //= p
-        p += 1
-    return tuple(sizes)
-
-
 def _copy_layout(d: Draw, sizes: tuple[int, ...]) -> Layout:
     """A destination layout for `sizes`: a dim order, pitched rows, gaps, an offset."""
     rank = len(sizes)
@@ -239,7 +203,7 @@ def _step(b: Builder, v: Value) -> Value | None:
     if kind == "flip":
         return b.add(v.flip(*sorted({d.int(0, rank - 1) for _ in range(d.int(1, rank))})), r)
     if kind in ("reshape", "view"):
-        new = _factor(d, v.numel(), d.int(1, 4)) if v.numel() != 1 or d.chance(0.5) else ()
+        new = d.factor(v.numel(), d.int(1, 4)) if v.numel() != 1 or d.chance(0.5) else ()
         if d.chance(0.3) and new:
             new = tuple(-1 if k == 0 else n for k, n in enumerate(new)) if v.numel() else new
         if kind == "view":
