@@ -51,8 +51,13 @@ SPECS = {
     "transpose-i8": _transpose(128, 256, "int8", "int8"),
     "transpose-cast-f32-bf16": _transpose(64, 64, "float32", "bfloat16"),
     "nhwc": CopySpec(
-        (2, 6, 7, 3), (126, 7, 1, 42), 0, (126, 21, 3, 1), 0,
-        as_dtype("float16"), as_dtype("float16"),
+        (2, 6, 7, 3),
+        (126, 7, 1, 42),
+        0,
+        (126, 21, 3, 1),
+        0,
+        as_dtype("float16"),
+        as_dtype("float16"),
     ),
     "gather-flip": CopySpec(
         (5, 7, 3), (-21, 3, 1), 84, (21, 1, 7), 0, as_dtype("float32"), as_dtype("float32")
@@ -64,19 +69,31 @@ SPECS = {
     "broadcast": CopySpec((16, 32), (0, 1), 0, (32, 1), 0, as_dtype("int32"), as_dtype("int32")),
     "nchw4-padded": _nchw4(3),
     "unpack-restricted": CopySpec(
-        (2, 1, 4, 5, 6), (120, 120, 1, 24, 4), 0, (90, 120, 30, 6, 1), 0,
-        as_dtype("int8"), as_dtype("int8"), (MaskBound((0, 4, 1, 0, 0), 0, 3),), None,
+        (2, 1, 4, 5, 6),
+        (120, 120, 1, 24, 4),
+        0,
+        (90, 120, 30, 6, 1),
+        0,
+        as_dtype("int8"),
+        as_dtype("int8"),
+        (MaskBound((0, 4, 1, 0, 0), 0, 3),),
+        None,
     ),  # type: ignore[arg-type]
     "fill-only": CopySpec(
-        (8, 9), (0, 0), 0, (9, 1), 0, as_dtype("float32"), as_dtype("float32"),
-        (MaskBound((0, 0), 1, 1),), 2.5,
+        (8, 9),
+        (0, 0),
+        0,
+        (9, 1),
+        0,
+        as_dtype("float32"),
+        as_dtype("float32"),
+        (MaskBound((0, 0), 1, 1),),
+        2.5,
     ),
     "cast-f64-f16": CopySpec((100,), (1,), 0, (1,), 0, as_dtype("float64"), as_dtype("float16")),
     "cast-f32-bool": CopySpec((100,), (1,), 0, (1,), 0, as_dtype("float32"), as_dtype("bool")),
     "cast-u32-f32": CopySpec((100,), (1,), 0, (1,), 0, as_dtype("uint32"), as_dtype("float32")),
-    "int64-index": CopySpec(
-        (4, 8), (2**30, 1), 0, (8, 1), 0, as_dtype("int8"), as_dtype("int8")
-    ),
+    "int64-index": CopySpec((4, 8), (2**30, 1), 0, (8, 1), 0, as_dtype("int8"), as_dtype("int8")),
 }
 
 
@@ -104,7 +121,6 @@ def test_every_strategy_is_compiled() -> None:
     assert strategies >= {"linear", "tiled_transpose", "gather"}
 
 
-
 def _graphs() -> dict[str, object]:
     import stridec
 
@@ -115,7 +131,9 @@ def _graphs() -> dict[str, object]:
     graphs[g.name] = g
     g = stridec.Graph("packs")
     x = g.input("x", (4, 3, 14, 14), "int8")
-    g.output(x.pack("NCHW4"), x.pack("NCHW32"), x.pack("CHWN4"), x.pack("NCHW64").unpack("NCHW64", 3))
+    g.output(
+        x.pack("NCHW4"), x.pack("NCHW32"), x.pack("CHWN4"), x.pack("NCHW64").unpack("NCHW64", 3)
+    )
     graphs[g.name] = g
     g = stridec.Graph("chain_and_cast")
     x = g.input("x", (64, 32, 16), "float32")
@@ -147,7 +165,8 @@ def test_whole_programs_compile_for_sm90(name: str) -> None:
     for launch in program.launches:
         kernel = program.kernels[launch.kernel]
         pointers = [
-            POINTER[view or slot_dtypes[slot]] for slot, view in zip(launch.args, launch.views, strict=True)
+            POINTER[view or slot_dtypes[slot]]
+            for slot, view in zip(launch.args, launch.views, strict=True)
         ]
         signature = dict(zip(params[kernel.kind], pointers, strict=True))
         signature.update({c: "constexpr" for c in kernel.constexprs})
