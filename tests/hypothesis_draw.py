@@ -1,9 +1,11 @@
 """`Draw`: `random.Random`-like draws from a hypothesis `data` object, shared by the graph
 generators of the semantics property test and the fuzzer, so they read plainly and still
-shrink. Importable from any test module: `tests/` is on sys.path through its conftest."""
+shrink; `SeededDraw`: the same from a seed. Importable from any test module: `tests/` is
+on sys.path through its conftest."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from hypothesis import strategies as st
@@ -39,6 +41,26 @@ class Draw:
         for p in _prime_factors(numel):
             sizes[self.int(0, rank - 1)] *= p
         return tuple(sizes)
+
+
+class SeededDraw(Draw):
+    """The same draws from `random.Random(seed)`: for guards that a generator reaches
+    every op over a fixed set of seeds, outside hypothesis."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+    def choice(self, items: Any) -> Any:
+        return self.rng.choice(list(items))
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def permutation(self, n: int) -> list[int]:
+        return self.rng.sample(range(n), n)
 
 
 def _prime_factors(n: int) -> list[int]:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis_draw import Draw
+from hypothesis_draw import Draw, SeededDraw
 from test_guarantees import check_lowered
 
 import stridec
@@ -212,26 +212,6 @@ def test_pipeline_preserves_every_output(data: Any) -> None:
 
 def test_the_random_cases_cover_the_ops() -> None:
     """Guard the generator: over a fixed set of seeds, every op kind is built."""
-    import random
-
-    class SeededDraw(Draw):
-        def __init__(self, seed: int) -> None:
-            self.r = random.Random(seed)
-
-        def int(self, lo: int, hi: int) -> int:
-            return self.r.randint(lo, hi)
-
-        def choice(self, items: Any) -> Any:
-            return self.r.choice(list(items))
-
-        def chance(self, p: float) -> bool:
-            return self.r.random() < p
-
-        def permutation(self, n: int) -> list[int]:
-            out = list(range(n))
-            self.r.shuffle(out)
-            return out
-
     seen: set[str] = set()
     for seed in range(300):
         case = _random_case(SeededDraw(seed))

@@ -33,7 +33,6 @@ Profiles (tests/reliability/conftest.py): about 200 examples by default, 5,000 w
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,7 @@ import pytest
 import torch
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from hypothesis_draw import Draw
+from hypothesis_draw import Draw, SeededDraw
 
 import stridec
 from stridec.errors import StridecError
@@ -577,25 +576,6 @@ def test_fuzz_graphs_against_the_reference(fuzz_settings: settings, fuzz_stats: 
         fuzz_stats["passed"] += 1
 
     run()
-
-
-class SeededDraw(Draw):
-    """The same draws from `random.Random`, for the coverage guard below."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def int(self, lo: int, hi: int) -> int:
-        return self.rng.randint(lo, hi)
-
-    def choice(self, items: Any) -> Any:
-        return self.rng.choice(list(items))
-
-    def chance(self, p: float) -> bool:
-        return self.rng.random() < p
-
-    def permutation(self, n: int) -> list[int]:
-        return self.rng.sample(range(n), n)
 
 
 def test_the_generator_covers_every_op_and_input_kind() -> None:
