@@ -176,12 +176,12 @@ def _apply(kind, rnd, t):
         return t.flip(rnd.randrange(rank))
     if kind == "slice" and rank:
         d = rnd.randrange(rank)
-        start = rnd.randrange(shape[d])
+        start = rnd.randrange(shape[d]) if shape[d] else 0
         index = [slice(None)] * d + [slice(start, None, rnd.randrange(1, 4))]
         return t[tuple(index)]
     if kind == "select" and rank >= 2:
         d = rnd.randrange(rank)
-        return t.select(d, rnd.randrange(shape[d]))
+        return t.select(d, rnd.randrange(shape[d])) if shape[d] else None
     if kind == "unsqueeze" and rank < 4:
         return t.unsqueeze(rnd.randrange(rank + 1))
     if kind == "expand" and rank < 4:
@@ -189,6 +189,8 @@ def _apply(kind, rnd, t):
         return t.expand(rnd.randrange(1, 3), *grown)
     if kind == "unfold" and rank and rank < 4:
         d = rnd.randrange(rank)
+        if not shape[d]:  # no window fits an empty dim
+            return None
         size = rnd.randrange(1, shape[d] + 1)
         return t.unfold(d, size, rnd.randrange(1, 3))
     if kind == "pad" and rank:
