@@ -38,7 +38,7 @@ class Draw:
             sizes[self.int(0, rank - 1)] = 0
             return tuple(sizes)
         sizes = [1] * rank
-        for p in _prime_factors(numel):
+        for p in prime_factors(numel):
             sizes[self.int(0, rank - 1)] *= p
         return tuple(sizes)
 
@@ -63,7 +63,7 @@ class SeededDraw(Draw):
         return self.rng.sample(range(n), n)
 
 
-def _prime_factors(n: int) -> list[int]:
+def prime_factors(n: int) -> list[int]:
     out, p = [], 2
     while p * p <= n:
         while n % p == 0:

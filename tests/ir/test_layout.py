@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_draw import prime_factors
 
 from stridec.errors import LayoutError, ShapeError, StridecError, UnsupportedError
 from stridec.ir.layout import (
@@ -70,18 +71,6 @@ def layouts(draw: st.DrawFn, max_rank: int = 4, stride_range: int = 6) -> Layout
     return Layout(tuple(sizes), tuple(strides), offset)
 
 
-def _prime_factors(n: int) -> list[int]:
-    out, p = [], 2
-    while p * p <= n:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    if n > 1:
-        out.append(n)
-    return out
-
-
 def draw_view_sizes(data: st.DataObject, numel: int) -> tuple[int, ...]:
     """A random target shape of `numel` elements, with 1s, 0s and maybe one -1."""
     if numel == 0:
@@ -91,7 +80,7 @@ def draw_view_sizes(data: st.DataObject, numel: int) -> tuple[int, ...]:
     else:
         rank = data.draw(st.integers(0 if numel == 1 else 1, 4))
         sizes = [1] * rank
-        for p in _prime_factors(numel):
+        for p in prime_factors(numel):
             sizes[data.draw(st.integers(0, rank - 1))] *= p
     if sizes and data.draw(st.booleans()):
         k = data.draw(st.integers(0, len(sizes) - 1))

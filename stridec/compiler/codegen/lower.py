@@ -92,8 +92,6 @@ class _Lowering:
             src_strides, src_offset = (0,) * len(space), 0
         masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ())
         fill = a["fill"]
-        if fill is None and not masks:
-            fill = 0  # no point is masked: the fill value is never used
         if not op.operands:
             masks = (MaskBound((0,) * len(space), 1, 1),)  # never valid: every point is `fill`
         # fill None with masks: a domain restriction (masked points are not written).
