@@ -494,9 +494,14 @@ def _build_suite() -> list[Workload]:
         cast_transpose(),
         chain3(),
         transpose2d(
-            "int8", full=(46341, 46341), tiny=(37, 45), name="above_2e31_transpose_int8",
-            note="46341^2 = 2,147,488,281 elements > 2^31: 64-bit indexing; the tiny row only "
+            "int8", full=(49152, 49152), tiny=(37, 45), name="above_2e31_transpose_int8",
+            note="49152^2 = 2,415,919,104 elements > 2^31: 64-bit indexing; the tiny row only "
                  "checks values (tests/bench checks the full-size plan's index width)",
+        ),
+        transpose2d(
+            "int8", full=(16385, 16387), tiny=(37, 45), name="transpose2d_int8_odd",
+            note="rows of an odd number of bytes start at every alignment, so no access can "
+                 "be wider than one byte: the unaligned case, beside the aligned int8 row",
         ),
         philox_bits(),
         philox_uniform(),

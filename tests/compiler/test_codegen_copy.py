@@ -26,6 +26,7 @@ from stridec.compiler.codegen.loader import load_kernel
 from stridec.compiler.codegen.spec import (
     CopySpec,
     MaskBound,
+    Tuning,
     canonicalize_copy,
     coalesce_copy_dims,
     drop_unit_dims,
@@ -156,8 +157,9 @@ def run_and_check(
     src: torch.Tensor | None = None,
     dst_slack: int = 3,
     seed: int = 0,
+    tuning: Tuning | None = None,
 ) -> CopyKernel:
-    kernel = generate_copy(spec, target)
+    kernel = generate_copy(spec, target, tuning)
     gen = torch.Generator().manual_seed(seed)
     if src is None:
         src = random_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset), gen)
@@ -735,3 +737,60 @@ def test_random_specs_match_torch(spec, target):
     assert kernel.strategy in ("linear", "tiled_transpose", "gather")
     assert kernel.index_bits == 32
     assert math.prod(spec.sizes) == kernel.numel
+
+
+# --------------------------------------------------------------------------- tuning
+
+
+@st.composite
+def tunings(draw, spec: CopySpec) -> Tuning:
+    """A strategy that can run `spec`, random power-of-two blocks of its arity, warps."""
+    strategy = draw(st.sampled_from(("linear", "tiled_transpose", "gather")))
+    try:
+        arity = len(plan_copy(spec, "cuda", Tuning(strategy=strategy)).blocks)
+    except UnsupportedError:
+        strategy, arity = "gather", 1
+    blocks = tuple(draw(st.sampled_from((1, 2, 4, 8, 16, 64))) for _ in range(arity))
+    return Tuning(strategy, blocks, draw(st.sampled_from((1, 2, 4, 8))))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_every_tuning_copies_like_torch(data):
+    """A sweep may pick any variant: every strategy that accepts a copy, with any tile,
+    must copy exactly what the default does (the interpreter runs the CUDA plan)."""
+    spec = data.draw(copy_specs())
+    tuning = data.draw(tunings(spec))
+    kernel = run_and_check(spec, "cuda", tuning=tuning)
+    if spec.numel and kernel.grid != (0,) and len(kernel.constexprs) == len(tuning.blocks):
+        assert tuple(kernel.constexprs.values()) == tuning.blocks
+        assert kernel.num_warps == tuning.num_warps
+
+
+def test_forced_strategies_that_cannot_run_say_why():
+    flip = permute_spec((8, 6), (1, 0))  # a transpose: not linear
+    with pytest.raises(UnsupportedError, match="strategy 'linear' cannot run this copy"):
+        plan_copy(flip, "cuda", Tuning(strategy="linear"))
+    row = CopySpec((4, 6), (6, 1), 0, (6, 1), 0, f32, f32)  # a flat copy: no transpose
+    with pytest.raises(UnsupportedError, match="strategy 'tiled_transpose' cannot run"):
+        plan_copy(row, "cuda", Tuning(strategy="tiled_transpose"))
+    with pytest.raises(UnsupportedError, match="strategy must be one of"):
+        plan_copy(row, "cuda", Tuning(strategy="diagonal"))
+    with pytest.raises(UnsupportedError, match=r"1 power\(s\) of two \(BLOCK\); got \(3,\)"):
+        plan_copy(row, "cuda", Tuning(strategy="gather", blocks=(3,)))
+    with pytest.raises(UnsupportedError, match="num_warps must be 1, 2, 4"):
+        plan_copy(row, "cuda", Tuning(num_warps=6))
+
+
+def test_the_interpreter_target_ignores_tuning():
+    spec = permute_spec((8, 6), (1, 0))
+    assert plan_copy(spec, "cpu", Tuning("gather", (2,), 2)) == plan_copy(spec, "cpu")
+
+
+def test_row_major_axes_index_as_one_flat_offset():
+    """A gather whose destination is row-major over the iteration space writes at `offs`
+    itself (consecutive lanes, consecutive addresses: Triton can vectorize the store),
+    not at a sum of div/mod coordinates."""
+    spec = permute_spec((2, 3, 5, 7), (0, 2, 3, 1), f16)  # NCHW -> NHWC with C = 3
+    kernel = run_and_check(spec, "cuda", tuning=Tuning(strategy="gather"))
+    assert "dst_idx = offs\n" in kernel.source

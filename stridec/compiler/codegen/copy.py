@@ -43,6 +43,7 @@ import torch
 
 from stridec.compiler.codegen.spec import (
     CopySpec,
+    Tuning,
     address_range,
     canonicalize_copy,
     is_fill_only,
@@ -130,12 +131,40 @@ def _choose_strategy(spec: CopySpec, fill_only: bool) -> tuple[str, int | None]:
         return ("linear" if dst_inner == 1 else "gather"), None
     if dst_inner == 1 and src_inner == 1:
         return "linear", None
-    if dst_inner == 1:
-        unit = [k for k in range(r - 1) if spec.src_strides[k] == 1]
-        if unit:
-            # With several (an overlapping source), the largest gives the longest runs.
-            return "tiled_transpose", max(unit, key=lambda k: (spec.sizes[k], k))
+    unit = _transpose_dim(spec)
+    if unit is not None:
+        return "tiled_transpose", unit
     return "gather", None
+
+
+def _transpose_dim(spec: CopySpec) -> int | None:
+    """The dim a tiled transpose loads along: the destination is unit-stride innermost and
+    the source unit-stride in another dim (with several, an overlapping source, the
+    largest gives the longest runs); None when there is none."""
+    if spec.rank < 2 or spec.dst_strides[-1] != 1:
+        return None
+    unit = [k for k in range(spec.rank - 1) if spec.src_strides[k] == 1]
+    return max(unit, key=lambda k: (spec.sizes[k], k)) if unit else None
+
+
+def _forced_strategy(spec: CopySpec, fill_only: bool, strategy: str) -> tuple[str, int | None]:
+    """`strategy` as `Tuning` asks for it; UnsupportedError when it cannot run `spec`."""
+    if strategy == "gather":
+        return "gather", None
+    if strategy == "linear" and (
+        spec.rank == 0 or (spec.dst_strides[-1] == 1 and (fill_only or spec.src_strides[-1] == 1))
+    ):
+        return "linear", None
+    if strategy == "tiled_transpose" and not fill_only:
+        unit = _transpose_dim(spec)
+        if unit is not None:
+            return "tiled_transpose", unit
+    if strategy not in STRATEGIES:
+        raise UnsupportedError(f"copy: strategy must be one of {STRATEGIES}; got {strategy!r}")
+    raise UnsupportedError(
+        f"copy: strategy {strategy!r} cannot run this copy (canonical sizes {spec.sizes}, "
+        f"src strides {spec.src_strides}, dst strides {spec.dst_strides})"
+    )
 
 
 def _trim_waste(n: int, t: int, floor: int = 16) -> int:
@@ -182,8 +211,9 @@ def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> i
     return 32 if max(bounds) <= INT32_MAX else 64
 
 
-def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
-    """Canonicalize `spec` and choose strategy, tile axes, block sizes, grid, index width."""
+def plan_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None) -> CopyPlan:
+    """Canonicalize `spec` and choose strategy, tile axes, block sizes, grid, index width
+    (`tuning` overrides some of these choices on the CUDA target)."""
     if target not in TARGETS:
         raise UnsupportedError(f"copy: target must be one of {TARGETS}; got {target!r}")
     numel = spec.numel
@@ -196,10 +226,14 @@ def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
     if fill_only and canon.fill is None:
         # Every element is masked and masked elements are not written: nothing to do.
         return CopyPlan(canon, "linear", ((),), (1,), (1,), ("BLOCK",), (0,), 32, 1, True, numel)
-    strategy, unit_dim = _choose_strategy(canon, fill_only)
+    on_cpu = target == "cpu"
+    tuning = None if on_cpu else tuning
+    if tuning is not None and tuning.strategy is not None:
+        strategy, unit_dim = _forced_strategy(canon, fill_only, tuning.strategy)
+    else:
+        strategy, unit_dim = _choose_strategy(canon, fill_only)
     r = canon.rank
     itemsize = _max_itemsize(canon, fill_only)
-    on_cpu = target == "cpu"
     cpu_area = min(
         max(_next_pow2(_cdiv(numel, _CPU_PROGRAMS)), _CPU_BLOCK_RANGE[0]), _CPU_BLOCK_RANGE[1]
     )
@@ -244,12 +278,13 @@ def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
         base0, base1 = _TRANSPOSE_TILES[min(itemsize, 8)]
         blocks = _tile_2d(extents[0], extents[1], base0, base1, base0 * base1)
 
+    num_warps = 1 if on_cpu else (4 if math.prod(blocks) <= 2048 else 8)
+    if tuning is not None:
+        blocks, num_warps = _tuned(tuning, names, blocks, num_warps)
     per_axis = tuple(_cdiv(n, b) for n, b in zip(extents, blocks, strict=True))
     programs = math.prod(per_axis)
     padded = max(p * b for p, b in zip(per_axis, blocks, strict=True))
     index_bits = index_bits_for(canon, max(padded, programs), fill_only)
-    elements = math.prod(blocks)
-    num_warps = 1 if on_cpu else (4 if elements <= 2048 else 8)
     return CopyPlan(
         spec=canon,
         strategy=strategy,
@@ -263,6 +298,26 @@ def plan_copy(spec: CopySpec, target: str = "cuda") -> CopyPlan:
         fill_only=fill_only,
         numel=numel,
     )
+
+
+def _tuned(
+    tuning: Tuning, names: tuple[str, ...], blocks: tuple[int, ...], num_warps: int
+) -> tuple[tuple[int, ...], int]:
+    """(blocks, num_warps) with `tuning`'s overrides, each checked."""
+    if tuning.blocks is not None:
+        given = tuple(tuning.blocks)
+        if len(given) != len(names) or any(b < 1 or b & (b - 1) for b in given):
+            raise UnsupportedError(
+                f"copy: tuning blocks must be {len(names)} power(s) of two ({', '.join(names)}); "
+                f"got {given}"
+            )
+        blocks = given
+    if tuning.num_warps is not None:
+        w = tuning.num_warps
+        if w < 1 or w > 32 or w & (w - 1):
+            raise UnsupportedError(f"copy: tuning num_warps must be 1, 2, 4, … 32; got {w}")
+        num_warps = w
+    return blocks, num_warps
 
 
 # --------------------------------------------------------------------------- emission
@@ -365,17 +420,37 @@ class _Emitter:
             self.emit(f"zero_{axis} = tl.full([{self.plan.block_names[axis]}], 0, {self.idx_ty})")
         return f"zero_{axis}"
 
+    def axis_part(self, a: int, coeffs: tuple[int, ...], const: int) -> str:
+        """Σ coeffs[k]·i<k> over the dims of tile axis `a`, plus `const`, as source text.
+
+        When the coefficients are c times the row-major strides of those dims, the sum is
+        c·x<a> (x = Σ i_k·rowmajor_k exactly, also past the extent, where i_0 is not
+        reduced): written so, Triton sees that consecutive lanes are c apart — contiguous
+        for c = 1, so loads and stores become 16-byte vectors.
+        """
+        ax = self.plan.axes[a]
+        index = ["x0", "x1"][a] if self.two_d else "offs"
+        c = coeffs[ax[-1]] if ax else 0
+        row_major, step = [], c
+        for k in reversed(ax):
+            row_major.append(step)
+            step *= self.plan.spec.sizes[k]
+        if len(ax) > 1 and c and [coeffs[k] for k in reversed(ax)] == row_major:
+            body = index if c == 1 else f"{index} * {c}"
+            return f"{body} + {const}" if const else body
+        return _affine({k: coeffs[k] for k in ax}, const)
+
     def full(self, name: str, coeffs: tuple[int, ...], const: int) -> str:
         """Emit `name` = const + Σ coeffs[k]·i<k> over the whole block; return its name."""
         if not self.two_d:
-            body = _affine(dict(enumerate(coeffs)), const)
+            body = self.axis_part(0, coeffs, const)
             if not any(coeffs):
                 body = f"{self.zero(0)} + {const}" if const else self.zero(0)
             self.emit(f"{name} = {body}")
             return name
         parts = []
         for a, ax in enumerate(self.plan.axes):
-            part = _affine({k: coeffs[k] for k in ax}, const if a == 0 else 0)
+            part = self.axis_part(a, coeffs, const if a == 0 else 0)
             if not any(coeffs[k] for k in ax):
                 base = self.zero(a)
                 part = f"{base} + {const}" if (a == 0 and const) else base
@@ -566,9 +641,9 @@ def _check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, in
         )
 
 
-def generate_copy(spec: CopySpec, target: str = "cuda") -> CopyKernel:
+def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None) -> CopyKernel:
     """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu" = interpreter)."""
-    plan = plan_copy(spec, target)
+    plan = plan_copy(spec, target, tuning)
     placeholder = "stridec_copy_KERNEL"
     text = emit_copy_source(plan, placeholder)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]

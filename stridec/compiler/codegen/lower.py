@@ -14,7 +14,7 @@ from typing import Any
 from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
-from stridec.compiler.codegen.spec import CopySpec, MaskBound
+from stridec.compiler.codegen.spec import CopySpec, MaskBound, Tuning
 from stridec.errors import UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
@@ -44,9 +44,10 @@ def _bits_view(dtype_name: str) -> str | None:
 
 
 class _Lowering:
-    def __init__(self, graph: Graph, target: str) -> None:
+    def __init__(self, graph: Graph, target: str, tuning: Tuning | None = None) -> None:
         self.graph = graph
         self.target = target
+        self.tuning = tuning
         self.slot: dict[int, int] = {}
         self.buffers: list[BufferSpec] = []
         self.kernels: list[KernelInfo] = []
@@ -106,7 +107,7 @@ class _Lowering:
             masks=masks,
             fill=fill,  # type: ignore[arg-type]
         )
-        kernel = generate_copy(spec, self.target)
+        kernel = generate_copy(spec, self.target, self.tuning)
         self.add_launch(
             kernel, (src_slot, dst_slot), (_bits_view(src_dtype.name), _bits_view(a["dtype"].name))
         )
@@ -139,7 +140,10 @@ class _Lowering:
             masks=tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ()),
             fill=a["fill"] if a["fill"] is not None else 0,
         )
-        kernel = generate_philox(spec, self.target)
+        tuning = self.tuning if self.target == "cuda" else None
+        block = tuning.blocks[0] if tuning and tuning.blocks else None
+        warps = tuning.num_warps if tuning and tuning.num_warps else 4
+        kernel = generate_philox(spec, self.target, block, warps)
         self.add_launch(
             kernel,
             (self.slot_of(state), bits_slot, state_slot),
@@ -174,6 +178,7 @@ class _Lowering:
         )
 
 
-def lower_to_program(graph: Graph, target: str = "cuda") -> Program:
-    """Generate the kernels of `graph` (after the default pipeline) for `target`."""
-    return _Lowering(graph, target).run()
+def lower_to_program(graph: Graph, target: str = "cuda", tuning: Tuning | None = None) -> Program:
+    """Generate the kernels of `graph` (after the default pipeline) for `target`;
+    `tuning` overrides every kernel's CUDA plan (sweeps in `bench/tune.py`)."""
+    return _Lowering(graph, target, tuning).run()

@@ -562,13 +562,14 @@ def _default_block(linear: bool, work: int, target: str) -> int:
 
 
 def generate_philox(
-    spec: PhiloxSpec, target: str = "cuda", block: int | None = None
+    spec: PhiloxSpec, target: str = "cuda", block: int | None = None, num_warps: int = 4
 ) -> PhiloxKernel:
     """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu").
 
     `block` overrides the per-program block (a power of two): counters per program on
-    the linear path, elements per program on the gather path. Bad specs raise
-    `ShapeError` / `UnsupportedError` naming the field.
+    the linear path, elements per program on the gather path; `num_warps` is the CUDA
+    launch's warps per program. Bad specs raise `ShapeError` / `UnsupportedError` naming
+    the field.
     """
     if target not in ("cuda", "cpu"):
         raise UnsupportedError(f"philox: target must be 'cuda' or 'cpu'; got {target!r}")
@@ -580,6 +581,8 @@ def generate_philox(
         block = _default_block(linear, work, target)
     if block < 1 or block & (block - 1):
         raise UnsupportedError(f"philox: block must be a power of two; got {block}")
+    if num_warps < 1 or num_warps > 32 or num_warps & (num_warps - 1):
+        raise UnsupportedError(f"philox: num_warps must be 1, 2, 4, … 32; got {num_warps}")
     index_bits = 32 if empty else _index_bits(plan, linear, block)
     wide = index_bits == 64
 
@@ -624,4 +627,5 @@ def generate_philox(
         dst_dtype=plan.dtype,
         dst_elements=dst_elements,
         strategy=strategy,
+        num_warps=num_warps,
     )

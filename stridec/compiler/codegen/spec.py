@@ -34,6 +34,7 @@ __all__ = [
     "MAX_RANK",
     "MaskBound",
     "CopySpec",
+    "Tuning",
     "mask_range",
     "drop_unit_dims",
     "simplify_masks",
@@ -47,6 +48,19 @@ __all__ = [
 ]
 
 MAX_RANK = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """Overrides of a kernel's CUDA plan, for sweeps on a GPU (`bench/tune.py`); None keeps
+    stridec's own choice. For a copy, `strategy` must apply to it ("gather" always does)
+    and `blocks` gives one power of two per tile axis of that strategy (`CopyPlan.axes`);
+    for philox, `blocks` is `(BLOCK,)` and `strategy` is ignored. The interpreter target
+    ignores tuning: there, blocks only bound the number of programs."""
+
+    strategy: str | None = None
+    blocks: tuple[int, ...] | None = None
+    num_warps: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,218 @@
+"""What the GPU would run, read without a GPU: every full-size row compiled for sm_90.
+
+    python bench/inspect_kernels.py                 # table of every row of bench/workloads
+    python bench/inspect_kernels.py --rows pack     # rows whose name contains "pack"
+    python bench/inspect_kernels.py --sass ROW      # and the SASS of ROW's kernels
+    python bench/inspect_kernels.py --rows c3 --strategy gather --warps 4   # a variant
+
+Each benchmark row is lowered exactly as `stridec.compile` lowers it for a CUDA tensor
+(default pipeline, `lower_to_program(graph, "cuda")`), each kernel is compiled by Triton
+for Hopper (sm_90: PTX, then ptxas to a cubin, all on the CPU), and the cubin is read with
+the `cuobjdump` that Triton's package carries. Reported per kernel:
+
+- strategy, tile (the block constexprs), warps and programs;
+- registers, shared memory and local (spill) bytes of one program;
+- the global loads and stores in the SASS by width (e.g. `LDG 16B×4` = four 128-bit loads
+  per thread) — copy kernels have no loops, so this is what every thread issues;
+- `bytes/thread`: the bytes one thread loads and stores, against what the tile needs.
+
+This is no timing and claims none: it shows whether the accesses are as wide as the data
+allows (HOPPER.md: 16-byte accesses per thread, coalesced across the warp), which is the
+first thing to check before a GPU run. Pointers are specialized as 16-byte aligned, as the
+runtime's storages (whole allocations) always are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stridec.compiler.codegen.loader import load_kernel  # noqa: E402
+from stridec.compiler.codegen.lower import lower_to_program  # noqa: E402
+from stridec.compiler.codegen.program import KernelInfo, Program  # noqa: E402
+from stridec.compiler.codegen.spec import Tuning  # noqa: E402
+from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
+from stridec.ir.graph import Graph  # noqa: E402
+
+#: Triton's pointer type for each storage dtype (uint32 storages travel as int32 bits).
+POINTER = {
+    "float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64",
+    "int8": "*i8", "uint8": "*u8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
+    "uint32": "*i32", "bool": "*i1",
+}  # fmt: skip
+PARAMS = {"copy": ("src_ptr", "dst_ptr"), "philox": ("state_ptr", "dst_ptr", "new_state_ptr")}
+# SASS global memory instructions: LDG.E.128, LDG.E.U8.CONSTANT, STG.E.64, ...
+_GLOBAL = re.compile(r"\b(LDG|STG)(?:\.E)?((?:\.[A-Z0-9]+)*)\b")
+_WIDTHS = {"128": 16, "64": 8, "U16": 2, "S16": 2, "U8": 1, "S8": 1}
+_RESOURCES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+
+
+def _tool(name: str) -> str:
+    import triton
+
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """One compiled kernel, read off its cubin."""
+
+    name: str
+    strategy: str
+    tile: dict[str, int]
+    num_warps: int
+    programs: int
+    registers: int
+    shared: int
+    local: int
+    loads: Counter  # access width in bytes -> instructions per thread
+    stores: Counter
+    sass: str
+
+    @property
+    def load_bytes(self) -> int:
+        return sum(w * n for w, n in self.loads.items())
+
+    @property
+    def store_bytes(self) -> int:
+        return sum(w * n for w, n in self.stores.items())
+
+    @property
+    def widest_load(self) -> int:
+        return max(self.loads, default=0)
+
+    @property
+    def widest_store(self) -> int:
+        return max(self.stores, default=0)
+
+    @property
+    def narrowest_store(self) -> int:
+        return min(self.stores, default=0)
+
+
+def access_counts(sass: str) -> tuple[Counter, Counter]:
+    """(loads, stores): SASS global accesses per thread, keyed by width in bytes."""
+    loads: Counter = Counter()
+    stores: Counter = Counter()
+    for kind, mods in _GLOBAL.findall(sass):
+        width = 4
+        for m in mods.split("."):
+            width = _WIDTHS.get(m, width)
+        (loads if kind == "LDG" else stores)[width] += 1
+    return loads, stores
+
+
+def compile_kernel(kernel: KernelInfo, pointer_dtypes: list[str], arch: int = 90) -> KernelReport:
+    """Compile one generated kernel for `sm_<arch>` and read its cubin."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler import compile as triton_compile
+
+    jit = load_kernel(kernel.source, kernel.name).jit
+    params = PARAMS[kernel.kind]
+    signature = {p: POINTER[d] for p, d in zip(params, pointer_dtypes, strict=True)}
+    signature.update({c: "constexpr" for c in kernel.constexprs})
+    aligned = {(k,): [["tt.divisibility", 16]] for k in range(len(params))}
+    source = ASTSource(jit, signature, constexprs=dict(kernel.constexprs), attrs=aligned)
+    compiled = triton_compile(
+        source, target=GPUTarget("cuda", arch, 32), options={"num_warps": kernel.num_warps}
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = os.path.join(tmp, "k.cubin")
+        with open(cubin, "wb") as f:
+            f.write(compiled.asm["cubin"])
+        sass = subprocess.run(
+            [_tool("cuobjdump"), "-sass", cubin], check=True, capture_output=True, text=True
+        ).stdout
+        usage = subprocess.run(
+            [_tool("cuobjdump"), "-res-usage", cubin], check=True, capture_output=True, text=True
+        ).stdout
+    m = _RESOURCES.search(usage)
+    registers, _stack, _static, local = (int(x) for x in m.groups()) if m else (0, 0, 0, 0)
+    shared = int(compiled.metadata.shared)  # Triton's shared memory is dynamic
+    loads, stores = access_counts(sass)
+    return KernelReport(
+        name=kernel.name,
+        strategy=kernel.strategy or kernel.kind,
+        tile=dict(kernel.constexprs),
+        num_warps=kernel.num_warps,
+        programs=kernel.grid[0] if kernel.grid else 0,
+        registers=registers,
+        shared=shared,
+        local=local,
+        loads=loads,
+        stores=stores,
+        sass=sass,
+    )
+
+
+def lower(graph: Graph, tuning: Tuning | None = None) -> Program:
+    """The program `stridec.compile` runs for `graph`'s declared (contiguous) inputs on CUDA
+    (with `tuning`'s overrides, if any)."""
+    PassManager.parse(DEFAULT_PIPELINE).run(graph)
+    return lower_to_program(graph, "cuda", tuning)
+
+
+def inspect_program(graph: Graph, program: Program) -> list[KernelReport]:
+    slot_dtypes = [v.type.dtype.name for v in graph.inputs] + [b.dtype for b in program.buffers]
+    reports = []
+    for launch in program.launches:
+        kernel = program.kernels[launch.kernel]
+        dtypes = [v or slot_dtypes[s] for s, v in zip(launch.args, launch.views, strict=True)]
+        reports.append(compile_kernel(kernel, dtypes))
+    return reports
+
+
+def _widths(counts: Counter) -> str:
+    return " ".join(f"{w}B×{n}" for w, n in sorted(counts.items(), reverse=True)) or "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.workloads import WORKLOADS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="", help="only rows whose name contains this")
+    parser.add_argument("--sass", default=None, help="print the SASS of this row's kernels")
+    parser.add_argument("--strategy", default=None, help="force a copy strategy (Tuning)")
+    parser.add_argument("--blocks", default=None, help="tile, e.g. 64x64 (Tuning)")
+    parser.add_argument("--warps", type=int, default=None, help="warps per program (Tuning)")
+    args = parser.parse_args(argv)
+    tuning = None
+    if args.strategy or args.blocks or args.warps:
+        blocks = tuple(int(b) for b in args.blocks.split("x")) if args.blocks else None
+        tuning = Tuning(args.strategy, blocks, args.warps)
+    header = (
+        f"{'row':34} {'strategy':16} {'tile':>12} {'warps':>5} {'programs':>9} "
+        f"{'regs':>4} {'smem':>6} {'spill':>5}  {'loads/thread':18} {'stores/thread':18}"
+    )
+    print(header)
+    print("-" * len(header))
+    for w in WORKLOADS:
+        if args.rows not in w.name:
+            continue
+        graph = w.graph("full")
+        program = lower(graph, tuning)
+        for r in inspect_program(graph, program):
+            tile = "x".join(str(v) for v in r.tile.values())
+            print(
+                f"{w.name:34} {r.strategy:16} {tile:>12} {r.num_warps:>5} {r.programs:>9} "
+                f"{r.registers:>4} {r.shared:>6} {r.local:>5}  {_widths(r.loads):18} "
+                f"{_widths(r.stores):18}",
+                flush=True,
+            )
+            if args.sass and args.sass == w.name:
+                print(r.sass)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
