@@ -139,7 +139,7 @@ def _place(v: Value, dim: int, block: int, offset: int, length: int) -> Value:
 
     ``a = ceil(offset/block)`` empty blocks go in front and the first ``c = a*block -
     offset`` positions are cut, so ``(a + j)*block + k - c == offset + j*block + k``; the
-    pad is the only materialization (a fill and one copy), the rest are views.
+    pad is the only materialization (one masked copy), the rest are views.
     """
     windows, size = v.shape[dim], v.shape[dim + 1]
     a = -(-offset // block)

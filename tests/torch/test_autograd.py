@@ -73,13 +73,13 @@ def test_adjoint_of_permute_is_one_swapped_copy():
     [
         ("nchw4", ["input", "unpack", "output"], 1, False),  # unpack drops the padded channels
         ("broadcast", ["input", "permute", "unsqueeze", "output"], 1, True),  # sum dims first
-        ("slice_step", None, 4, False),  # per sliced dim: a fill of zeros and one scatter
+        ("slice_step", None, 2, False),  # per sliced dim: one copy, zeros outside the slice
         ("cat", ["input", "slice", "slice", "output"], 2, False),  # one copy per operand
-        ("pad", ["input", "pad", "output"], 2, False),  # the opposite pad: fill + copy
+        ("pad", ["input", "pad", "output"], 1, False),  # the opposite pad: one masked copy
         # 3 window classes: windows 0, 3 tile the row (one copy); 1 and 4, 2 and 5 leave
-        # gaps (a fill and a scatter each)
-        ("unfold_overlap", None, 5, True),
-        ("unfold_gaps", None, 2, False),  # windows do not overlap: one scatter
+        # gaps (one copy each, zeros in the gaps)
+        ("unfold_overlap", None, 3, True),
+        ("unfold_gaps", None, 1, False),  # windows do not overlap: one scatter, zeros between
         ("flip", ["input", "flip", "output"], 1, False),
     ],
 )

@@ -3,7 +3,10 @@
 Every explicit `copy` becomes one copy kernel (`codegen.copy`), every `philox` /
 `philox_uniform` one Philox kernel (`codegen.philox`); views cost nothing (they only
 change which storage slot and layout an output reads). Kernels of numel 0 are not
-launched at all.
+launched at all. One pair merges: a fill of a new buffer whose only reader is a copy of
+a box into it (pad, and the adjoints of slices) is held back one step and, when that
+copy comes, both become one masked copy (`fill_then_box_copy`): each element written
+once, not twice.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
-from stridec.compiler.codegen.spec import CopySpec, MaskBound, Tuning
+from stridec.compiler.codegen.spec import CopySpec, MaskBound, Tuning, fill_then_box_copy
 from stridec.errors import UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
@@ -54,6 +57,8 @@ class _Lowering:
         self.kernel_index: dict[str, int] = {}
         self.launches: list[Launch] = []
         self.n_inputs = 0
+        # A fill of a new buffer, held back one step: a copy into that buffer may absorb it.
+        self.pending: tuple[Value, CopySpec, int] | None = None
 
     def new_buffer(self, value: Value, elements: int) -> int:
         self.buffers.append(BufferSpec(max(elements, 1), value.type.dtype.name))
@@ -77,6 +82,7 @@ class _Lowering:
     def copy(self, op: Any) -> None:
         a = op.attrs
         layout: Layout = a["layout"]
+        pending, self.pending = self.pending, None
         if len(op.operands) == 2:
             dst_slot = self.slot_of(op.operands[1])
             self.slot[id(op.result)] = dst_slot
@@ -107,12 +113,47 @@ class _Lowering:
             masks=masks,
             fill=fill,  # type: ignore[arg-type]
         )
+        if pending is not None:
+            merged = self._absorb(pending, op, spec)
+            if merged is not None:
+                spec = merged
+            else:
+                self._launch_copy(pending[1], pending[2], pending[2])
+        if not op.operands and self._fill_can_wait(op):
+            self.pending = (op.result, spec, dst_slot)
+            return
+        self._launch_copy(spec, src_slot, dst_slot)
+
+    def _fill_can_wait(self, op: Any) -> bool:
+        """A fill of a whole new buffer whose only reader is one copy into it."""
+        return len(op.result.uses) == 1 and op.result.uses[0][0].name == "copy"
+
+    def _absorb(
+        self, pending: tuple[Value, CopySpec, int], op: Any, spec: CopySpec
+    ) -> CopySpec | None:
+        """`fill_then_box_copy` of the held-back fill and `op`, when `op` copies into it."""
+        value, fill_spec, _ = pending
+        if len(op.operands) != 2 or op.operands[1] is not value:
+            return None
+        return fill_then_box_copy(fill_spec, spec)
+
+    def _launch_copy(self, spec: CopySpec, src_slot: int, dst_slot: int) -> None:
         kernel = generate_copy(spec, self.target, self.tuning)
         self.add_launch(
-            kernel, (src_slot, dst_slot), (_bits_view(src_dtype.name), _bits_view(a["dtype"].name))
+            kernel,
+            (src_slot, dst_slot),
+            (_bits_view(spec.src_dtype.name), _bits_view(spec.dst_dtype.name)),
         )
 
+    def flush(self) -> None:
+        """Launch a held-back fill that nothing absorbed."""
+        if self.pending is not None:
+            _, spec, slot = self.pending
+            self.pending = None
+            self._launch_copy(spec, slot, slot)
+
     def philox(self, op: Any) -> None:
+        self.flush()
         state = op.operands[0]
         sizes = op.attrs["sizes"]
         if state.type.layout != Layout.contiguous(state.type.sizes):
@@ -164,6 +205,7 @@ class _Lowering:
             elif op.name in ("philox", "philox_uniform"):
                 self.philox(op)
             elif op.name == "output":
+                self.flush()
                 for v in op.operands:
                     lay = v.type.layout
                     outputs.append(OutputSpec(self.slot_of(v), lay.sizes, lay.strides, lay.offset))
@@ -173,6 +215,7 @@ class _Lowering:
                 raise UnsupportedError(
                     f"lower-to-triton: op '{op.name}' should have been lowered by the pipeline"
                 )
+        self.flush()
         return Program(
             self.n_inputs, self.buffers, self.kernels, self.launches, outputs, str(self.graph)
         )

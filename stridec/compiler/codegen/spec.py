@@ -44,6 +44,7 @@ __all__ = [
     "coalesce_copy_dims",
     "canonicalize_copy",
     "is_fill_only",
+    "fill_then_box_copy",
     "address_range",
 ]
 
@@ -354,3 +355,66 @@ def canonicalize_copy(spec: CopySpec) -> CopySpec:
     spec = orient_for_writes(spec)
     spec = order_for_writes(spec)
     return coalesce_copy_dims(spec)
+
+
+def _box_start(
+    sizes: Sequence[int], strides: Sequence[int], delta: int, box: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The coordinates `start` with `Σ start_k·strides_k == delta` and `start + box <= sizes`,
+    when the layout `(sizes, strides)` gives every coordinate its own address (so `start`
+    is unique); None otherwise. Digits are taken largest stride first, as in mixed radix."""
+    dims = sorted((k for k in range(len(sizes)) if sizes[k] > 1), key=lambda k: -strides[k])
+    span = 0
+    for k in reversed(dims):  # smallest stride first: each must pass the span inside it
+        if strides[k] <= span:
+            return None
+        span += (sizes[k] - 1) * strides[k]
+    start = [0] * len(sizes)
+    rest = delta
+    for k in dims:
+        start[k] = min(max(rest // strides[k], 0), sizes[k] - box[k])
+        rest -= start[k] * strides[k]
+    return tuple(start) if rest == 0 else None
+
+
+def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
+    """One masked copy doing what `fill` then `copy` do, or None when it cannot.
+
+    `fill` writes `fill.fill` over its whole space; `copy` then writes a box of the same
+    destination: same strides dim for dim, its offset `start` coordinates in. That is one
+    copy over the fill's space, valid where `start_k <= i_k < start_k + box_k` (and where
+    the copy's own masks hold, shifted by `start`), reading `src(i - start)`, so
+    `src_offset - Σ start_k·src_strides_k` (negative for F.pad's leading pads: masked-off
+    lanes are never dereferenced), and writing `fill.fill` elsewhere. E.g. F.pad of a
+    (3,) row by (1, 2): a fill of (6,), then a copy of (3,) at start 1, become one copy
+    over (6,) with `1 <= i < 4`, source offset -1. Every destination element is written
+    once instead of up to twice.
+    """
+    if not is_fill_only(fill) or fill.fill is None or copy.numel == 0 or fill.numel == 0:
+        return None
+    if copy.rank != fill.rank or copy.dst_strides != fill.dst_strides:
+        return None
+    if copy.dst_dtype != fill.dst_dtype or (copy.masks and copy.fill not in (None, fill.fill)):
+        return None
+    if copy.masks and copy.fill is not None and type(copy.fill) is not type(fill.fill):
+        return None
+    start = _box_start(fill.sizes, fill.dst_strides, copy.dst_offset - fill.dst_offset, copy.sizes)
+    if start is None:
+        return None
+    masks = [
+        MaskBound(tuple(int(j == k) for j in range(fill.rank)), start[k], start[k] + copy.sizes[k])
+        for k in range(fill.rank)
+        if start[k] > 0 or start[k] + copy.sizes[k] < fill.sizes[k]
+    ]
+    for m in copy.masks:
+        shift = sum(c * s for c, s in zip(m.coeffs, start, strict=True))
+        masks.append(MaskBound(m.coeffs, m.lo + shift, m.hi + shift))
+    src_offset = copy.src_offset - sum(s * k for s, k in zip(copy.src_strides, start, strict=True))
+    return _replace(
+        copy,
+        sizes=fill.sizes,
+        src_offset=src_offset,
+        dst_offset=fill.dst_offset,
+        masks=tuple(masks),
+        fill=fill.fill,
+    )

@@ -13,7 +13,7 @@ What each op becomes:
 - contiguous, cast, copy, a reshape that is not viewable: one copy;
 - pack / unpack: one copy over the format's split space (unpack restricted by the mask);
 - pad: a fill of the whole result (only when some pad is positive), then one copy of the
-  kept region into it;
+  kept region into it (`lower-to-triton` runs the two as one masked kernel);
 - cat: one copy per input, each into a slice of the same buffer;
 - full: a fill (a copy without a source).
 """
