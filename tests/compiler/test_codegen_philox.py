@@ -18,7 +18,12 @@ import numpy as np
 import pytest
 import torch
 
-from stridec.compiler.codegen.philox import PhiloxKernel, PhiloxSpec, generate_philox
+from stridec.compiler.codegen.philox import (
+    PhiloxKernel,
+    PhiloxSpec,
+    generate_philox,
+    interpreter_fma_is_exact,
+)
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import CallError, ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
@@ -289,9 +294,15 @@ def test_masked_out_lanes_may_index_outside_the_output() -> None:
 # --------------------------------------------------------------------------- uniforms
 
 
+INEXACT_FMA = "this Triton's interpreter rounds tl.fma twice (Triton < 3.9): float32 "
+INEXACT_FMA += "uniforms may differ in the last bit (the interpret backend warns)"
+
+
 @pytest.mark.parametrize("dtype", [f32, f16, bf16])
 @pytest.mark.parametrize("low,high", [(0.0, 1.0), (-2.5, 3.25), (1e-3, 1e4)])
 def test_uniform_equals_reference_bit_for_bit(dtype: DType, low: float, high: float) -> None:
+    if dtype == f32 and not interpreter_fma_is_exact():
+        pytest.skip(INEXACT_FMA)
     state = make_state(2**32 - 9, KEY)
     sizes = (5, 11)
     bits, ref_state = philox_bits(state, sizes)
@@ -526,3 +537,29 @@ def test_cuda_kernels_equal_reference(counter: int) -> None:
         )
         assert same_bits(dst.cpu(), expected), kernel.strategy
         np.testing.assert_array_equal(new_state.cpu().numpy().view(np.uint32), ref_state)
+
+
+def test_interpret_uniforms_warn_when_the_interpreter_fma_rounds_twice(monkeypatch) -> None:
+    """On a Triton whose interpreter computes tl.fma as multiply-then-add, generating a
+    uniform kernel for the interpreter says so; bits, and the GPU target, never warn."""
+    import warnings
+
+    import stridec.compiler.codegen.philox as philox
+
+    monkeypatch.setattr(philox, "interpreter_fma_is_exact", lambda: False)
+    uniform = plain_spec((4, 4), f32, distribution="uniform")
+    with pytest.warns(RuntimeWarning, match="rounds tl.fma twice"):
+        generate_philox(uniform, "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        generate_philox(uniform, "cuda")
+        generate_philox(plain_spec((4, 4), DTYPES["uint32"]), "cpu")
+
+
+def test_fma_probe_agrees_with_numpy_double_rounding() -> None:
+    """The probe's two answers differ: float64 gives the single rounding, float32 the double."""
+    a, c = np.float32(1 + 2**-12), np.float32(-(1 + 2**-11))
+    once = np.float32(np.float64(a) * np.float64(a) + np.float64(c))
+    twice = np.float32(a * a) + c
+    assert once == np.float32(2**-24) and twice == 0
+    assert interpreter_fma_is_exact() in (True, False)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import stridec
+from stridec.compiler.codegen.philox import interpreter_fma_is_exact
 from stridec.ir.philox import make_state
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -56,6 +57,8 @@ def test_bits_packed_in_one_kernel(device: str, fmt: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_uniform_transposed_and_sliced(device: str, dtype: str) -> None:
+    if device == "cpu" and dtype == "float32" and not interpreter_fma_is_exact():
+        pytest.skip("this Triton's interpreter rounds tl.fma twice (Triton < 3.9)")
     g = stridec.Graph("uniform")
     s = g.input("s", (6,), "uint32")
     values, new_state = g.philox_uniform(s, (6, 9), dtype, -2.0, 3.0)

@@ -36,7 +36,9 @@ low and high 32-bit halves and the carries run through words 1–3, so a counter
 
 Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with the float32
 constants of `stridec.ir.philox.uniform_scale`: an explicit fused multiply-add rounds once
-on every backend, so Triton's FP contraction cannot change the bits. float16 is a plain
+on every backend, so Triton's FP contraction cannot change the bits (except in the
+interpreter of Triton < 3.9, which computes `tl.fma` as a multiply then an add: there the
+interpret backend warns once, see `interpreter_fma_is_exact`). float16 is a plain
 round-to-nearest-even cast; bfloat16 is rounded to nearest even on the integer bits,
 because Triton's interpreter truncates in its own float32 -> bfloat16 cast while CUDA
 rounds.
@@ -48,8 +50,10 @@ starts after program 0 has stored would read the advanced counter.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +63,46 @@ import torch
 from stridec.errors import CallError, ShapeError, UnsupportedError
 from stridec.ir.dtypes import DType, as_dtype
 
-__all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
+__all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox", "interpreter_fma_is_exact"]
+
+_FMA_PROBE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def stridec_fma_probe(x_ptr, out_ptr):
+    a = tl.load(x_ptr)
+    tl.store(out_ptr, tl.fma(a, a, tl.load(x_ptr + 1)))
+"""
+
+
+@functools.cache
+def interpreter_fma_is_exact() -> bool:
+    """Whether Triton's interpreter rounds `tl.fma` once, as the GPU does.
+
+    With a = 1 + 2^-12 and c = -(1 + 2^-11): a·a = 1 + 2^-11 + 2^-24 exactly, so one
+    rounding gives 2^-24, while rounding the product first (a tie, to even: 1 + 2^-11)
+    gives 0. Triton's interpreter rounds once from 3.9 on.
+    """
+    from stridec.compiler.codegen.loader import load_kernel
+
+    x = torch.tensor([1 + 2**-12, -(1 + 2**-11)], dtype=torch.float32)
+    out = torch.zeros(1, dtype=torch.float32)
+    load_kernel(_FMA_PROBE, "stridec_fma_probe").run((1,), x, out)
+    return out.item() == 2**-24
+
+
+def _warn_inexact_uniforms() -> None:
+    if not interpreter_fma_is_exact():
+        import triton
+
+        warnings.warn(
+            f"philox_uniform on the interpret backend: Triton {triton.__version__}'s "
+            "interpreter rounds tl.fma twice (fixed in Triton 3.9), so some uniforms may "
+            "differ in the last bit from the GPU and from stridec.run_reference",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 _MAX_RANK = 8
 _INT32_LIMIT = 2**31 - 1
@@ -583,6 +626,8 @@ def generate_philox(
         raise UnsupportedError(f"philox: block must be a power of two; got {block}")
     if num_warps < 1 or num_warps > 32 or num_warps & (num_warps - 1):
         raise UnsupportedError(f"philox: num_warps must be 1, 2, 4, … 32; got {num_warps}")
+    if target == "cpu" and spec.distribution == "uniform":
+        _warn_inexact_uniforms()
     index_bits = 32 if empty else _index_bits(plan, linear, block)
     wide = index_bits == 64
 
