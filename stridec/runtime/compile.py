@@ -116,6 +116,53 @@ def _capability(device: torch.device) -> str:
     return device.type
 
 
+def _call_key(tensors: tuple[Any, ...]) -> tuple | None:
+    """What a call's validity and its program depend on, per argument: dtype, sizes,
+    strides, storage offset, device and the neg bit of a plain strided `torch.Tensor`.
+    None when an argument is anything else (not a tensor, a subclass, sparse, mkldnn,
+    nested): such calls always take the full checks.
+
+    Every condition `CompiledGraph._check` and `_target` test is a function of this key
+    alone — the argument count (its length), the type, layout and nesting (fixed: only
+    plain strided tensors get a key), dtype, sizes, neg bit, one device for all, and the
+    highest element `offset + Σ (n_k - 1)·stride_k` — except the storage the tensor views,
+    which can shrink (`untyped_storage().resize_`) under an unchanged key: a cached call
+    compares its byte count again (`_Hit.needs`). The specialization (strides, offsets,
+    device, backend) is a function of the key too, so a call whose key was seen on a call
+    that passed every check and found its program is valid and runs that program.
+    """
+    key = []
+    for t in tensors:
+        if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
+            return None
+        key.append((t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.is_neg()))
+    return tuple(key)
+
+
+def _storage_need(t: torch.Tensor) -> int:
+    """Bytes the storage of `t` must hold: (offset + Σ (n_k - 1)·stride_k + 1) elements,
+    0 for an empty tensor (it reads nothing). `_check` raises where the storage holds
+    fewer: `last >= nbytes // size` is `(last + 1)·size > nbytes` for whole elements."""
+    if not t.numel():
+        return 0
+    last = t.storage_offset() + sum(
+        (n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)
+    )
+    return (last + 1) * t.element_size()
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    """A call key's cached answer: the program, the device the arguments are on, the
+    key of `CompiledGraph._programs` the program sits under, and each argument's
+    `_storage_need`."""
+
+    program: Program
+    device: torch.device
+    local_key: tuple
+    needs: tuple[int, ...]
+
+
 class CompiledGraph:
     """A graph compiled once per specialization (argument strides, offset, dtype, device)."""
 
@@ -149,6 +196,13 @@ class CompiledGraph:
         # like it: a caller cycling through strides must not grow memory without limit.
         self._programs: OrderedDict[tuple, Program] = OrderedDict()
         self._specializable: OrderedDict[tuple, None] = OrderedDict()
+        # Cached calls: `_call_key` → `_Hit`, read without the lock (a dict read is atomic).
+        # Only calls that passed every check enter, under the lock and while their program
+        # is in `_programs`; any eviction from `_programs` empties it, so a hit is always a
+        # call the full path would answer from `_programs` (same program, same stats). A
+        # good call's key differs from another's only in strides, offsets and device, as
+        # `_programs` keys do: it never holds more entries than `_programs`.
+        self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
         self._copy_aliased_outputs = False
 
@@ -278,6 +332,12 @@ class CompiledGraph:
     def _program(
         self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str
     ) -> Program:
+        return self._lookup(tensors, device, target)[0]
+
+    def _lookup(
+        self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str
+    ) -> tuple[Program, tuple]:
+        """The program of this specialization and its key in `_programs`."""
         spec = self._specialization(tensors)
         local_key = (spec, str(device), target)
         with self._lock:
@@ -285,7 +345,7 @@ class CompiledGraph:
             if program is not None:
                 self._programs.move_to_end(local_key)
                 self.stats.cache_hits += 1
-                return program
+                return program, local_key
             key = cache_key(
                 {
                     "graph": self.graph_text,
@@ -313,7 +373,8 @@ class CompiledGraph:
             self._programs[local_key] = program
             while len(self._programs) > LOCAL_CAPACITY:
                 self._programs.popitem(last=False)
-            return program
+                self._hits = {}  # a hit may name the evicted program (see __init__)
+            return program, local_key
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, **named: Any) -> Any:
@@ -323,16 +384,47 @@ class CompiledGraph:
                 f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
                 f"{', '.join(map(repr, named))}"
             )
-        device = self._check(tensors)
-        if self.backend == "reference":
-            self._check_specializable(tensors)
-            outs = list(run_reference(self.graph, *tensors))
+        key = _call_key(tensors)
+        hit = self._cached(key, tensors) if key is not None else None
+        if hit is not None:
+            program, device = hit.program, hit.device
         else:
+            device = self._check(tensors)
+            if self.backend == "reference":
+                self._check_specializable(tensors)
+                outs = list(run_reference(self.graph, *tensors))
+                return outs[0] if len(outs) == 1 else tuple(outs)
             target = self._target(device)
-            program = self._program(tensors, device, target)
-            outs = program.run(tensors, device)
-            self.stats.launches += program.launch_count
+            program, local_key = self._lookup(tensors, device, target)
+            if key is not None:
+                self._remember(key, _Hit(program, device, local_key,
+                                         tuple(_storage_need(t) for t in tensors)))
+        outs = program.run(tensors, device)
+        self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _cached(self, key: tuple, tensors: tuple[torch.Tensor, ...]) -> _Hit | None:
+        """The hit for a call key whose storages still hold its layouts, counted as the
+        full path counts a hit in `_programs` (and made its most recent entry); None sends
+        the call down the full path (a miss, or a shrunk storage: `_check` names it)."""
+        hit = self._hits.get(key)
+        if hit is None:
+            return None
+        for t, need in zip(tensors, hit.needs, strict=True):
+            if need and t.untyped_storage().nbytes() < need:
+                return None
+        with self._lock:
+            if self._programs.get(hit.local_key) is not hit.program:
+                return None  # evicted by another thread since the read: the full path
+            self._programs.move_to_end(hit.local_key)
+            self.stats.cache_hits += 1
+        return hit
+
+    def _remember(self, key: tuple, hit: _Hit) -> None:
+        with self._lock:
+            # Not evicted (nor evicted and refilled) since the lookup: the invariant holds.
+            if self._programs.get(hit.local_key) is hit.program:
+                self._hits[key] = hit
 
     def plan_for(self, *tensors: torch.Tensor) -> Plan:
         """The plan of this specialization (compiled if needed), without running it."""

@@ -111,10 +111,10 @@ class KernelHandle:
     _interpreted: Any = field(default=None, repr=False)
 
     def run(self, grid: tuple[int, ...], *args: Any, **constexprs: Any) -> None:
-        on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-        if on_cuda:
-            self.jit[grid](*args, **constexprs)
-            return
+        for a in args:  # a plain loop: this runs on every launch (no generator to create)
+            if isinstance(a, torch.Tensor) and a.is_cuda:
+                self.jit[grid](*args, **constexprs)
+                return
         # Triton's interpreter patches `triton.language` globally while a kernel runs, so
         # two threads interpreting at once break each other: one at a time.
         with _interpreter_lock:

@@ -76,6 +76,7 @@ class Program:
     outputs: list[OutputSpec]
     ir: str
     _handles: list[Any] | None = field(default=None, repr=False, compare=False)
+    _runner: _Runner | None = field(default=None, repr=False, compare=False)
 
     # -- serialization -------------------------------------------------------------------
     def to_json(self) -> str:
@@ -149,31 +150,81 @@ class Program:
             self._handles = [load_kernel(k.source, k.name) for k in self.kernels]
         return self._handles
 
+    def runner(self) -> _Runner:
+        """This program with everything a call needs resolved once: torch dtypes, kernel
+        handles, keyword arguments. Built on first use; two threads building it at once
+        build equal ones, and either may stay."""
+        runner = self._runner
+        if runner is None:
+            runner = self._runner = _Runner.of(self, self.handles())
+        return runner
+
     def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
-        if (device.type == "cuda" and self.launches and device.index is not None
+        runner = self._runner or self.runner()
+        if (runner.launches and device.type == "cuda" and device.index is not None
                 and device.index != torch.cuda.current_device()):
             # Triton launches on the current device and its current stream: make that the
             # tensors' device, or a kernel would get another GPU's pointers.
             with torch.cuda.device(device):
-                return self._run(tensors, device)
-        return self._run(tensors, device)
-
-    def _run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
-        slots: list[torch.Tensor] = [flat_storage(t) for t in tensors]
-        for b in self.buffers:
-            slots.append(torch.empty(b.elements, dtype=as_dtype(b.dtype).torch, device=device))
-        handles = self.handles()
-        for launch in self.launches:
-            k = self.kernels[launch.kernel]
-            args = [
-                slots[s] if v is None else slots[s].view(getattr(torch, v))
-                for s, v in zip(launch.args, launch.views, strict=True)
-            ]
-            handles[launch.kernel].run(k.grid, *args, num_warps=k.num_warps, **k.constexprs)
-        return [
-            torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset) for o in self.outputs
-        ]
+                return runner.run(tensors, device)
+        return runner.run(tensors, device)
 
     @property
     def launch_count(self) -> int:
         return len(self.launches)
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """A `Program` in the form one call runs it, every lookup done ahead:
+
+    - `flat_inputs`: the input slots some launch reads, passed as `flat_storage`;
+    - `buffers`: (elements, torch dtype) of each buffer slot;
+    - `launches`: (handle, grid, ((slot, torch dtype to view it as, or None), …), keyword
+      arguments: `num_warps` and the constexprs);
+    - `outputs`: (slot, sizes, strides, offset) of each output.
+
+    An output over an input slot is `torch.as_strided(input, sizes, strides, offset)`:
+    `as_strided` takes an offset into the storage, not into the view, so over the caller's
+    tensor it is the same view as over its flat storage (element `offset + Σ i_k·s_k` of
+    the storage), one `as_strided` cheaper when no launch reads that input.
+    """
+
+    flat_inputs: tuple[int, ...]
+    buffers: tuple[tuple[int, torch.dtype], ...]
+    launches: tuple[tuple[Any, tuple[int, ...], tuple[tuple[int, torch.dtype | None], ...],
+                          dict[str, int]], ...]
+    outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int], ...]
+
+    @classmethod
+    def of(cls, program: Program, handles: list[Any]) -> _Runner:
+        launches = []
+        for launch in program.launches:
+            k = program.kernels[launch.kernel]
+            args = tuple(
+                (s, None if v is None else getattr(torch, v))
+                for s, v in zip(launch.args, launch.views, strict=True)
+            )
+            launches.append((handles[launch.kernel], k.grid, args,
+                             {"num_warps": k.num_warps, **k.constexprs}))
+        read = {s for launch in program.launches for s in launch.args}
+        return cls(
+            flat_inputs=tuple(s for s in range(program.n_inputs) if s in read),
+            buffers=tuple((b.elements, as_dtype(b.dtype).torch) for b in program.buffers),
+            launches=tuple(launches),
+            outputs=tuple((o.slot, o.sizes, o.strides, o.offset) for o in program.outputs),
+        )
+
+    def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
+        slots: list[torch.Tensor] = list(tensors)
+        for s in self.flat_inputs:
+            slots[s] = flat_storage(tensors[s])
+        for elements, dtype in self.buffers:
+            slots.append(torch.empty(elements, dtype=dtype, device=device))
+        for handle, grid, args, kwargs in self.launches:
+            handle.run(grid, *[slots[s] if v is None else slots[s].view(v) for s, v in args],
+                       **kwargs)
+        outs = []
+        for s, sizes, strides, offset in self.outputs:  # a loop: no comprehension to create
+            outs.append(torch.as_strided(slots[s], sizes, strides, offset))
+        return outs

@@ -1,0 +1,231 @@
+"""stridec's own host (CPU) cost of a cached call, split into its parts (SPEC §9: "host
+overhead of a cached call with one kernel <= 15 µs"; a benchmark, never a timed test).
+
+    python bench/host_overhead.py                    # 20,000 calls x 5 repeats
+    python bench/host_overhead.py --calls 5000 --repeats 3 --no-cuda
+
+Two graphs over one 16x16 float32 input (the tensor of bench/run.py's
+`host_overhead_16x16` row), each called once to compile, then timed while cached:
+
+- **view** `x.t()`: a view of the input, no kernel;
+- **copy** `x.t().contiguous()`: one copy kernel. On the CPU its launch goes through
+  Triton's interpreter (about a millisecond of emulation, nothing to do with a GPU), so
+  this script replaces `KernelHandle.run` by a function that does nothing
+  (`unittest.mock.patch.object`, inside this script only, after checking one real
+  result): what remains is stridec's own work around the launch.
+
+Each number is µs per call: a loop of `--calls` back-to-back calls between two
+`time.perf_counter` reads, repeated `--repeats` times; the table shows the best and the
+median of the repeats. Python's cyclic garbage collector is paused while a loop runs
+(after a `gc.collect()`), as `timeit` does, except in the row marked "GC on". The rows
+under a cached call time its parts on their own (the same functions the call runs, on the
+same arguments): the call key (every argument property the checks read), the cache hit
+(dictionary read, the storage re-check, the LRU and stats update under the lock),
+`Program.run` less its output views (flat storages, buffers, launch arguments, the
+stubbed launch), the output views (`torch.as_strided`), and what is left (the call's own
+glue). The last rows time the full path a cache miss takes (`_check`, then `_target` and
+`_program`): what every cached call paid before the call-key cache.
+
+On a machine with CUDA the same two graphs run for real on a 16x16 CUDA tensor (backend
+auto, Triton): the host clock over `--calls` calls (the launches are asynchronous), and
+the wall time to one `torch.cuda.synchronize()` after them.
+
+Measured without a GPU, on the development machine (2 CPU cores, shared; torch 2.13 CPU,
+Python 3.11), `python bench/host_overhead.py`: µs per cached call, best of 5 x 20,000:
+
+| cached call                 | before | after |
+|-----------------------------|-------:|------:|
+| view graph (no launch)      |   8.9  |  4.3  |
+| copy graph, launch stubbed  |  12.3  |  8.6  |
+
+After, the 8.6 µs of the copy graph: call key 0.8, cache hit 1.15, `Program.run` less its
+output view 4.3 (the input's `flat_storage` about 1.4 and the buffer's `torch.empty`
+about 1.0 of it, each with its tensor's release), the output view 1.5, glue 0.85.
+Before, every call paid the full path instead of the first two: argument checks 2.5,
+specialization key and lookup 2.1. "before" is this script on the tree before the
+call-key cache (its fast-path rows print "-"); runs vary by about 5 % here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import stridec  # noqa: E402
+from stridec.compiler.codegen.loader import KernelHandle  # noqa: E402
+from stridec.ir.dtypes import as_dtype  # noqa: E402
+from stridec.runtime import compile as compile_module  # noqa: E402
+
+SIZES = (16, 16)
+
+
+def view_graph() -> stridec.Graph:
+    g = stridec.Graph("host_view")
+    g.output(g.input("x", SIZES, "float32").t())
+    return g
+
+
+def copy_graph() -> stridec.Graph:
+    g = stridec.Graph("host_copy")
+    g.output(g.input("x", SIZES, "float32").t().contiguous())
+    return g
+
+
+def per_call_us(call: Callable[[], Any], calls: int, repeats: int,
+                gc_off: bool = True) -> tuple[float, float]:
+    """(best, median) over `repeats` loops of µs per call: `calls` back-to-back calls
+    between two clock reads; the collector paused during each loop when `gc_off`."""
+    call()
+    samples = []
+    for _ in range(repeats):
+        gc.collect()
+        if gc_off:
+            gc.disable()
+        try:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                call()
+            samples.append((time.perf_counter() - t0) / calls * 1e6)
+        finally:
+            gc.enable()
+    return min(samples), statistics.median(samples)
+
+
+def _stub_run(self: KernelHandle, grid: tuple[int, ...], *args: Any, **constexprs: Any) -> None:
+    """Stands in for `KernelHandle.run`: the launch itself is not stridec's cost."""
+
+
+Row = tuple[str, str, tuple[float, float | None] | None]  # graph, what, (best, median)
+
+
+def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
+             repeats: int) -> list[Row]:
+    """The rows of one graph on the CPU: the cached call, its parts, the full path."""
+    args = (x,)
+    device = x.device
+    program = fn.plan_for(x).program
+
+    def time_it(call: Callable[[], Any], gc_off: bool = True) -> tuple[float, float]:
+        return per_call_us(call, calls, repeats, gc_off)
+
+    def slot(k: int) -> torch.Tensor:
+        if k < program.n_inputs:
+            return x
+        buffer = program.buffers[k - program.n_inputs]
+        return torch.empty(buffer.elements, dtype=as_dtype(buffer.dtype).torch)
+
+    slots = {o.slot: slot(o.slot) for o in program.outputs}
+
+    def output_views() -> list[torch.Tensor]:
+        return [torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset)
+                for o in program.outputs]
+
+    total = time_it(lambda: fn(*args))
+    rows: list[Row] = [
+        (name, "cached call fn(x)", total),
+        ("", "cached call fn(x), GC on", time_it(lambda: fn(*args), gc_off=False)),
+    ]
+    call_key = getattr(compile_module, "_call_key", None)  # absent before the fast path
+    cached = getattr(fn, "_cached", None)
+    parts: list[tuple[str, tuple[float, float | None] | None]] = []
+    if call_key is not None and cached is not None:
+        key = call_key(args)
+        parts += [("call key (_call_key)", time_it(lambda: call_key(args))),
+                  ("cache hit (_cached)", time_it(lambda: cached(key, args)))]
+    else:
+        parts += [("call key (_call_key)", None), ("cache hit (_cached)", None)]
+    run = time_it(lambda: program.run(args, device))
+    views = time_it(output_views)
+    # A difference is taken of the best loops only (the least disturbed): no median.
+    parts += [("Program.run less output views", (run[0] - views[0], None)),
+              ("output views (torch.as_strided)", views)]
+    if parts[0][1] is not None and parts[1][1] is not None:
+        parts.append(("glue (the rest of __call__)",
+                      (total[0] - sum(p[1][0] for p in parts if p[1] is not None), None)))
+    rows += [("", f"  {label}", value) for label, value in parts]
+    rows += [
+        ("", "full path: argument checks (_check)", time_it(lambda: fn._check(args))),
+        ("", "full path: spec key + lookup (_target, _program)",
+         time_it(lambda: fn._program(args, device, fn._target(device)))),
+    ]
+    return rows
+
+
+def cuda_rows(calls: int, repeats: int) -> list[Row]:
+    """The real cached call on a tiny CUDA tensor: host clock, and wall time to a sync."""
+    rows: list[Row] = []
+    x = torch.randn(SIZES, device="cuda")
+    for name, graph, want in [("view (cuda)", view_graph(), lambda t: t.t()),
+                              ("copy (cuda)", copy_graph(), lambda t: t.t().contiguous())]:
+        fn = stridec.compile(graph)
+        if not torch.equal(fn(x), want(x)):
+            raise SystemExit(f"{name}: stridec's output differs from torch's")
+        for _ in range(100):  # warm: Triton's launcher, CUDA's caches
+            fn(x)
+        torch.cuda.synchronize()
+        host, wall = [], []
+        for _ in range(repeats):
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn(x)
+                t1 = time.perf_counter()
+                torch.cuda.synchronize()
+                t2 = time.perf_counter()
+            finally:
+                gc.enable()
+            host.append((t1 - t0) / calls * 1e6)
+            wall.append((t2 - t0) / calls * 1e6)
+        rows += [(name, "cached call, host clock", (min(host), statistics.median(host))),
+                 ("", "cached call, wall to one sync", (min(wall), statistics.median(wall)))]
+    return rows
+
+
+def print_table(rows: list[Row], calls: int, repeats: int) -> None:
+    print(f"stridec host overhead: µs per call, best and median of {repeats} loops of "
+          f"{calls} calls (GC paused while timing unless marked)")
+    print(f"{'graph':<14} {'what':<50} {'best':>7} {'median':>7}")
+    for graph, what, value in rows:
+        best = "-" if value is None else f"{value[0]:.2f}"
+        median = "-" if value is None or value[1] is None else f"{value[1]:.2f}"
+        print(f"{graph:<14} {what:<50} {best:>7} {median:>7}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=20_000, help="calls per timed loop")
+    p.add_argument("--repeats", type=int, default=5, help="timed loops per row")
+    p.add_argument("--no-cuda", action="store_true", help="skip the CUDA rows")
+    args = p.parse_args(argv)
+    print(f"torch {torch.__version__}, Python {sys.version.split()[0]}")
+
+    x = torch.randn(SIZES)
+    view = stridec.compile(view_graph(), backend="interpret")
+    copy = stridec.compile(copy_graph(), backend="interpret")
+    # One real call each (the copy through Triton's interpreter), checked against torch.
+    if not (torch.equal(view(x), x.t()) and torch.equal(copy(x), x.t().contiguous())):
+        raise SystemExit("stridec's output differs from torch's")
+    rows = cpu_rows("view", view, x, args.calls, args.repeats)
+    with mock.patch.object(KernelHandle, "run", _stub_run):
+        rows += cpu_rows("copy, stubbed", copy, x, args.calls, args.repeats)
+    if torch.cuda.is_available() and not args.no_cuda:
+        rows += cuda_rows(args.calls, args.repeats)
+    print_table(rows, args.calls, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
