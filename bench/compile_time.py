@@ -15,6 +15,14 @@ to the next -- linear growth is about 10x for 10x the ops. The last columns paus
 cyclic garbage collector during the run, as `timeit` does: its full collections walk the
 whole heap, so their cost grows with the graph and bends the curve upwards at 10,000 ops.
 Target: <= 100 ms at 1,000 ops.
+
+Where the time goes (`--profile`): the passes themselves, lower-formats and fuse-copies
+first, and the verification after each of the eight passes, which re-infers only what a
+pass changed (`verify_graph(graph, incremental=True)`: about 40 % of the run, down from
+60 % when every op was re-inferred after every pass). With the collector paused the
+10,000-op graph still takes 11-12x the 1,000-op one: the work per op is constant, but
+a bigger graph misses the CPU caches more often (even `dce`, one loop over the ops, costs
+about 0.4 us per op at 500 ops and 1 us at 14,000).
 """
 
 from __future__ import annotations

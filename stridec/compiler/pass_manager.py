@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TextIO
 
 from stridec.errors import StridecError, UnsupportedError, VerificationError
 from stridec.ir.graph import Graph
+from stridec.ir.verifier import verify_graph
 
 __all__ = ["Pass", "PassManager", "PASS_REGISTRY", "register_pass", "DEFAULT_PIPELINE"]
 
@@ -141,7 +142,9 @@ class PassManager:
             self.timings.append(PassTiming(p.name, time.perf_counter() - start))
             if self.verify_each:
                 try:
-                    graph.verify()
+                    # The verdict of `graph.verify()`; an op the pass left as it was is
+                    # not re-inferred (see `verify_graph`).
+                    verify_graph(graph, incremental=True)
                 except VerificationError as e:
                     raise VerificationError(f"after pass '{p.name}': {e}") from e
             if self.print_ir_after_all or p.name in self.print_ir_after:

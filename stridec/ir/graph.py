@@ -84,11 +84,44 @@ class Value:
         return v
 
     def replace_all_uses_with(self, new: Value) -> None:
-        for op, i in list(self.uses):
-            op.set_operand(i, new)
+        """Every use of this value reads `new` instead (appended to `new.uses` in order).
+
+        One move of the whole use list: `set_operand` per use would search this list
+        each time, n²/2 comparisons for a value read n times."""
+        if new is self:
+            return
+        uses = self.uses[:]
+        self.uses.clear()
+        for op, i in uses:
+            op.operands[i] = new
+        new.uses.extend(uses)
 
     def __repr__(self) -> str:
         return f"<Value {self.owner.name}#{self.index} : {self.type}>"
+
+
+def inference_record(
+    op: Op, operand_types: Sequence[TensorType], result_types: Sequence[TensorType]
+) -> tuple:
+    """What result-type inference read and what it gave, flat, for `stridec.ir.verifier`
+    to compare: the class, counts that fix where each part starts, the attribute names
+    and values (compared by identity), then the types (compared by value, as the verifier
+    compares types):
+
+        (type(op), len(attrs), len(operand_types), len(result_types),
+         *attribute names, *attribute values, *operand_types, *result_types)
+    """
+    attrs = op.attrs
+    return (
+        type(op),
+        len(attrs),
+        len(operand_types),
+        len(result_types),
+        *attrs,
+        *attrs.values(),
+        *operand_types,
+        *result_types,
+    )
 
 
 class Op:
@@ -99,8 +132,17 @@ class Op:
       canonical form (tuples of ints, `DType`s, `Layout`s), raising a `StridecError`
       naming the op and attribute;
     - `infer_types(operand_types)` returns the result types;
-    - `verify_()` checks what normalization cannot (operand counts, dtypes);
+    - `verify_()` checks what normalization cannot (operand counts, dtypes); it may read
+      the op's attributes and types and its operands' root storage (`Value.root`): the
+      verification after each pass runs it again when one of those changed;
     - `reference(*tensors)` gives the op's meaning in plain torch on logical tensors.
+
+    Two records let the verification after each pass (`verify_graph(graph,
+    incremental=True)` in `stridec.ir.verifier`) skip work whose inputs did not change:
+    - `inferred_from`: the `inference_record` of the construction when the constructor
+      inferred the result types (None when they were given);
+    - `verified_as`: the fingerprint of the last in-depth verification the op passed
+      there (None before any). Only the verifier writes it.
     """
 
     name: ClassVar[str] = "op"
@@ -110,7 +152,15 @@ class Op:
     #: Operand count: an int, or None for variadic.
     num_operands: ClassVar[int | None] = 1
 
-    __slots__ = ("operands", "attrs", "results", "graph", "__weakref__")
+    __slots__ = (
+        "operands",
+        "attrs",
+        "results",
+        "graph",
+        "inferred_from",
+        "verified_as",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -140,8 +190,11 @@ class Op:
             )
         normalized = self.normalize(attrs, operand_types)
         self.attrs: Mapping[str, Any] = MappingProxyType(normalized)
+        self.inferred_from: tuple | None = None
+        self.verified_as: tuple | None = None
         if result_types is None:
             result_types = self.infer_types(operand_types)
+            self.inferred_from = inference_record(self, operand_types, result_types)
         self.results: list[Value] = [Value(t, self, i) for i, t in enumerate(result_types)]
         for v in operands:
             self.operands.append(v)

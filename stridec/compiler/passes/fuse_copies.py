@@ -225,7 +225,10 @@ class FuseCopies(Pass):
         # Views left unused by fold-views would pin producers: clear them first.
         DeadCodeElimination().run(graph)
         ops = []
+        generators: dict[int, int] = {}  # id of a Philox op -> its index in `ops`
         for op in graph.ops:
+            if op.name in ("philox", "philox_uniform"):
+                generators[id(op)] = len(ops)
             ops.append(op)
             if not _explicit(op) or not op.operands:
                 continue
@@ -237,7 +240,8 @@ class FuseCopies(Pass):
                 operands, attrs = placed
                 generator = type(producer)(operands, attrs)
                 generator.graph = graph
-                index = next(i for i, o in enumerate(ops) if o is producer)
+                index = generators.pop(id(producer))
+                generators[id(generator)] = index
                 ops[index] = generator
                 ops.pop()
                 op.result.replace_all_uses_with(generator.results[0])

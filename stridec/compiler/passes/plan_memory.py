@@ -44,9 +44,11 @@ def _needs_copy(value: Value, copy_aliased: bool) -> bool:
     return copy_aliased and root.owner.name == "input"
 
 
-def _drop_if_dead(op: Op, rw: Rewriter) -> None:
+def _drop_if_dead(op: Op, dropped: set[int]) -> None:
+    """Drop `op` if nothing reads it; `dropped` collects the ids to leave out of the order
+    (removing each from the op list at once would cost the list's length per output)."""
     if op.graph is not None and op.name != "input" and not any(r.uses for r in op.results):
-        rw.ops.remove(op)
+        dropped.add(id(op))
         op.drop_uses()
         op.graph = None
 
@@ -66,7 +68,9 @@ def _fused(value: Value, rw: Rewriter) -> Value:
     operands, attrs = fused
     new = O.CopyOp(operands, attrs)
     new.graph = rw.graph
-    rw.ops[rw.ops.index(op)] = new
+    # `explicit_copy` has just placed `op` last: no need to search the list for it.
+    index = len(rw.ops) - 1 if rw.ops and rw.ops[-1] is op else rw.ops.index(op)
+    rw.ops[index] = new
     op.drop_uses()
     op.graph = None
     return new.result
@@ -86,6 +90,7 @@ class PlanMemory(Pass):
             return
         rw = Rewriter(graph)
         rw.ops = graph.ops[:-1]
+        dropped: set[int] = set()
         for i, v in enumerate(list(out_op.operands)):
             if _needs_copy(v, self.copy_aliased_outputs):
                 layout = Layout.contiguous(v.type.sizes)
@@ -104,11 +109,11 @@ class PlanMemory(Pass):
                 out_op.set_operand(i, new)
                 # The view the copy replaces, then the buffer it read, if now unread.
                 for op in (v.owner, v.root().owner):
-                    _drop_if_dead(op, rw)
+                    _drop_if_dead(op, dropped)
                 v = new
             root = v.root()
             alias = root.owner.attrs["name"] if root.owner.name == "input" else None
             plans.append(OutputPlan(i, alias, v.type.layout))
         rw.ops.append(out_op)
-        graph.set_ops(rw.ops)
+        graph.set_ops(op for op in rw.ops if id(op) not in dropped)
         graph.memory_plan = plans  # type: ignore[attr-defined]
