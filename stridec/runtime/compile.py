@@ -188,7 +188,11 @@ class CompiledGraph:
         self.graph = graph
         self.backend = backend
         self.pipeline = pipeline or DEFAULT_PIPELINE
-        parse_pipeline(self.pipeline)  # an unknown pass fails here, not at the first call
+        if pipeline:
+            # An unknown pass fails here, not at the first call. The default pipeline needs
+            # no check, and its pass modules load only when a specialization compiles: a
+            # process whose plans all come from the disk cache never imports them.
+            parse_pipeline(pipeline)
         self.graph_text = str(graph)
         self.stats = Stats()
         self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]

@@ -86,7 +86,8 @@ try:
 except AssertionError as e:
     error = str(e)
 print(json.dumps({"versions": _versions(), "error": error,
-                  "stats": dataclasses.asdict(fn.stats)}))
+                  "stats": dataclasses.asdict(fn.stats),
+                  "passes_imported": "stridec.compiler.passes" in sys.modules}))
 """
 
 
@@ -119,6 +120,7 @@ def test_a_second_process_reuses_the_disk_entry(cache_dir: Path) -> None:
     assert len(entries(folder)) == 1
 
     assert second["error"] is None
+    assert first["passes_imported"] and not second["passes_imported"]  # not even loaded
     stats = second["stats"]
     assert stats["compiles"] == stats["pipeline_runs"] == stats["codegen_runs"] == 0
     assert stats["disk_hits"] == 1 and stats["launches"] == 4
