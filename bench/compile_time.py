@@ -11,9 +11,10 @@ blocks), and some results become outputs. Blocks are independent of each other e
 for the cat, so the op count grows linearly with the number of blocks. Reported: the best
 of a few runs in CPU ms (the target is about CPU time; wall time is shown too, and grows
 when other processes share the cores), CPU µs per op, and the growth factor from one size
-to the next -- linear growth is about 10x for 10x the ops. The last columns pause Python's
-cyclic garbage collector during the run, as `timeit` does: its full collections walk the
-whole heap, so their cost grows with the graph and bends the curve upwards at 10,000 ops.
+to the next -- linear growth is about 10x for 10x the ops. `PassManager.run` itself pauses
+Python's cyclic garbage collector (its full collections walk the whole heap, so their cost
+grew with the graph and bent the curve upwards at 10,000 ops); the last columns also keep
+it paused around the whole timed call, as `timeit` does, which should now change little.
 Target: <= 100 ms at 1,000 ops.
 
 Where the time goes (`--profile`): the passes themselves, lower-formats and fuse-copies

@@ -232,3 +232,43 @@ def test_copy_aliased_outputs_copies_views_of_inputs() -> None:
     got = stridec.run_reference(g, t)
     torch.testing.assert_close(got[0], t.t())
     torch.testing.assert_close(got[1], t)
+
+
+def test_the_collector_is_paused_during_a_run_and_restored_after() -> None:
+    """A pipeline runs with Python's cyclic GC off (its cost grows with the heap) and
+    leaves it as it found it, on success and on a failing pass alike."""
+    import gc
+
+    import stridec
+    from stridec.compiler.pass_manager import PASS_REGISTRY, Pass, PassManager
+
+    seen: list[bool] = []
+
+    class Probe(Pass):
+        name = "test-gc-probe"
+
+        def run(self, graph: stridec.Graph) -> None:
+            seen.append(gc.isenabled())
+
+    class Boom(Pass):
+        name = "test-gc-boom"
+
+        def run(self, graph: stridec.Graph) -> None:
+            raise RuntimeError("boom")
+
+    g = stridec.Graph("gc")
+    x = g.input("x", (2, 3), "float32")
+    g.output(x.t().contiguous())
+    assert gc.isenabled()
+    PassManager([Probe()]).run(g)
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(Exception, match="boom"):
+        PassManager([Probe(), Boom()]).run(g)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        PassManager([Probe()]).run(g)
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+    assert "test-gc-probe" not in PASS_REGISTRY
