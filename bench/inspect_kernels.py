@@ -13,7 +13,8 @@ the `cuobjdump` that Triton's package carries. Reported per kernel:
 - strategy, tile (the block constexprs), warps and programs;
 - registers, shared memory and local (spill) bytes of one program;
 - the global loads and stores in the SASS by width (e.g. `LDG 16B×4` = four 128-bit loads
-  per thread) — copy kernels have no loops, so this is what every thread issues;
+  per thread) — copy kernels have no loops, so this is what every thread issues (for a
+  batched kernel, a `cat`, the counts add up every member's branch; a program runs one);
 - `bytes/thread`: the bytes one thread loads and stores, against what the tile needs.
 
 This is no timing and claims none: it shows whether the accesses are as wide as the data
@@ -49,7 +50,6 @@ POINTER = {
     "int8": "*i8", "uint8": "*u8", "int16": "*i16", "int32": "*i32", "int64": "*i64",
     "uint32": "*i32", "bool": "*i1",
 }  # fmt: skip
-PARAMS = {"copy": ("src_ptr", "dst_ptr"), "philox": ("state_ptr", "dst_ptr", "new_state_ptr")}
 # SASS global memory instructions: LDG.E.128, LDG.E.U8.CONSTANT, STG.E.64, ...
 _GLOBAL = re.compile(r"\b(LDG|STG)(?:\.E)?((?:\.[A-Z0-9]+)*)\b")
 _WIDTHS = {"128": 16, "64": 8, "U16": 2, "S16": 2, "U8": 1, "S8": 1}
@@ -118,7 +118,7 @@ def compile_kernel(kernel: KernelInfo, pointer_dtypes: list[str], arch: int = 90
     from triton.compiler import compile as triton_compile
 
     jit = load_kernel(kernel.source, kernel.name).jit
-    params = PARAMS[kernel.kind]
+    params = [p.name for p in jit.params if not p.is_constexpr]  # pointers, in order
     signature = {p: POINTER[d] for p, d in zip(params, pointer_dtypes, strict=True)}
     signature.update({c: "constexpr" for c in kernel.constexprs})
     aligned = {(k,): [["tt.divisibility", 16]] for k in range(len(params))}

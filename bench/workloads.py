@@ -370,6 +370,35 @@ def chain3(full: Shape = (128, 256, 64, 64), tiny: Shape = (2, 16, 6, 5)) -> Wor
     )
 
 
+def _cat_inputs(s: Shape) -> list[Shape]:
+    """(N, C0, C1, C2, H, W) -> the three NCHW input sizes (N, Ck, H, W)."""
+    n, *channels, h, w = s
+    return [(n, c, h, w) for c in channels]
+
+
+def cat_channels(full: Shape = (256, 64, 32, 96, 64, 64), tiny: Shape = (2, 3, 1, 4, 5, 7),
+                 dtype: str = "float16") -> Workload:
+    """`shape` = (N, C0, C1, C2, H, W): three NCHW inputs of C0, C1 and C2 channels joined
+    along C, as a network joins its branches. Three copies into slices of one buffer,
+    launched as one kernel (torch's cat is one kernel too)."""
+    name = "cat_channels_fp16"
+
+    def build(s: Shape) -> stridec.Graph:
+        g = stridec.Graph(name)
+        xs = [g.input(f"x{k}", sizes, dtype) for k, sizes in enumerate(_cat_inputs(s))]
+        g.output(stridec.cat(xs, 1))
+        return g
+
+    def make(s: Shape, generator: torch.Generator, device: torch.device) -> list[torch.Tensor]:
+        return [random_tensor(sizes, dtype, generator, device) for sizes in _cat_inputs(s)]
+
+    return Workload(
+        name=name, description="torch.cat([a, b, c], 1) of NCHW tensors", dtype=dtype,
+        shapes={"full": full, "tiny": tiny}, build=build, make_inputs=make,
+        eager=lambda s: lambda a, b, c: torch.cat([a, b, c], 1),
+    )
+
+
 # --------------------------------------------------------------------------- philox rows
 
 
@@ -493,6 +522,7 @@ def _build_suite() -> list[Workload]:
         expand_rows(),
         cast_transpose(),
         chain3(),
+        cat_channels(),
         transpose2d(
             "int8", full=(49152, 49152), tiny=(37, 45), name="above_2e31_transpose_int8",
             note="49152^2 = 2,415,919,104 elements > 2^31: 64-bit indexing; the tiny row only "

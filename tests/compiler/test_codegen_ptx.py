@@ -160,7 +160,6 @@ def test_whole_programs_compile_for_sm90(name: str) -> None:
     PassManager.parse(DEFAULT_PIPELINE).run(graph)
     program = lower_to_program(graph, "cuda")
     slot_dtypes = [v.type.dtype.name for v in graph.inputs] + [b.dtype for b in program.buffers]
-    params = {"copy": ("src_ptr", "dst_ptr"), "philox": ("state_ptr", "dst_ptr", "new_state_ptr")}
     assert program.launches
     for launch in program.launches:
         kernel = program.kernels[launch.kernel]
@@ -168,9 +167,12 @@ def test_whole_programs_compile_for_sm90(name: str) -> None:
             POINTER[view or slot_dtypes[slot]]
             for slot, view in zip(launch.args, launch.views, strict=True)
         ]
-        signature = dict(zip(params[kernel.kind], pointers, strict=True))
-        signature.update({c: "constexpr" for c in kernel.constexprs})
         jit = load_kernel(kernel.source, kernel.name).jit
+        # The pointer parameters in order: (src, dst) for a copy, (dst, src_0, …) for a
+        # batch of copies (a cat), (state, dst, new_state) for Philox.
+        params = [p.name for p in jit.params if not p.is_constexpr]
+        signature = dict(zip(params, pointers, strict=True))
+        signature.update({c: "constexpr" for c in kernel.constexprs})
         source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs))
         ptx = compiler.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
         assert kernel.name in ptx

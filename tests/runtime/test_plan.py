@@ -78,8 +78,9 @@ COUNTS: list[tuple[str, list, Callable[..., Any], list[tuple[str, str]]]] = [
      lambda g, x: x.pack("NCHW4").unpack("NCHW4", 5), [("copy", "linear")]),
     ("nchw4_padded", [("x", (2, 3, 4, 5), "int8")], lambda g, x: x.pack("NCHW4"),
      [("copy", "tiled_transpose")]),
+    # One copy per input into disjoint rows of one buffer: one batched kernel, as torch.
     ("cat_three", [("a", (2, 3), F32), ("b", (1, 3), F32), ("c", (4, 3), F32)],
-     lambda g, a, b, c: stridec.cat([a, b, c]), [("copy", "linear")] * 3),
+     lambda g, a, b, c: stridec.cat([a, b, c]), [("copy", "batch(linear,linear,linear)")]),
     ("full", [], lambda g: g.full((3, 4), 1.5), [("copy", "linear")]),
     ("size0", [("x", (0, 6), F32)], lambda g, x: x.t().contiguous(), []),
     ("size0_full", [], lambda g: g.full((0, 4), 1.0), []),

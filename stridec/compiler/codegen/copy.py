@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,13 @@ __all__ = [
     "CopyPlan",
     "CopyKernel",
     "plan_copy",
+    "BODY_LOCALS",
+    "describe_plan",
+    "emit_copy_body",
     "emit_copy_source",
+    "kernel_module",
+    "check_storage",
+    "touched_spans",
     "generate_copy",
     "index_bits_for",
 ]
@@ -459,15 +466,29 @@ class _Emitter:
         return name
 
 
-def emit_copy_source(plan: CopyPlan, name: str) -> str:
-    """The module text for `plan`, with kernel function `name`."""
+# Every variable a copy body binds (`emit_copy_body`), besides the pointers and the block
+# constexprs: a batch kernel (codegen/batch.py) gives each member its own copy of them.
+BODY_LOCALS = re.compile(
+    r"(?<![\w.])(pid|offs|x0|x1|x|y|f|u|inb|valid|dst_idx|src_idx|(?:i|q|in|m|zero_)\d+)(?!\w)"
+)
+
+
+def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int = 0) -> list[str]:
+    """The statements of `plan`'s kernel, indented one level, reading `src_ptr`, writing
+    `dst_ptr`, sized by the block constexprs `plan.block_names`. Its program index is
+    `program - base`: a batch kernel runs a member's programs 0, 1, … as its own programs
+    base, base + 1, … (a single copy: `tl.program_id(0)`, base 0)."""
     spec = plan.spec
     e = _Emitter(plan)
     names = plan.block_names
     wide = plan.index_bits == 64
 
     # Program id -> block index per axis (row blocks outer, column blocks inner).
-    e.emit("pid = tl.program_id(0).to(tl.int64)" if wide else "pid = tl.program_id(0)")
+    pid = f"{program} - {base}" if base else program
+    if wide:
+        e.emit(f"pid = ({pid}).to(tl.int64)" if base else f"pid = {pid}.to(tl.int64)")
+    else:
+        e.emit(f"pid = {pid}")
     arange = "tl.arange(0, {b}).to(tl.int64)" if wide else "tl.arange(0, {b})"
     if e.two_d:
         col_blocks = _cdiv(plan.extents[1], plan.blocks[1])
@@ -548,12 +569,12 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
         e.emit(f"tl.store(dst_ptr + {dst_idx}, y, mask={store_mask})")
     else:
         e.emit(f"tl.store(dst_ptr + {dst_idx}, y)")
+    return e.lines
 
-    body = e.lines
-    if plan.grid == (0,):
-        body = ["    pass  # nothing to copy"]
 
-    params = ", ".join(["src_ptr", "dst_ptr"] + [f"{n}: tl.constexpr" for n in names])
+def describe_plan(plan: CopyPlan) -> list[str]:
+    """Comment lines naming `plan`'s strategy, canonical dims, masks and tiles."""
+    spec = plan.spec
     header = [
         f"# stridec copy kernel: strategy={plan.strategy}, index_bits={plan.index_bits}",
         f"# dims (outer -> inner): sizes {spec.sizes}",
@@ -564,6 +585,11 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
         otherwise = "no write" if spec.fill is None else f"fill {spec.fill!r}"
         header.append(f"#   mask {m.lo} <= {m.coeffs} . i < {m.hi}, else {otherwise}")
     header.append(f"# tile axes {plan.axes} extents {plan.extents} blocks {plan.blocks}")
+    return header
+
+
+def kernel_module(header: list[str], name: str, params: list[str], body: list[str]) -> str:
+    """A module of one `@triton.jit` kernel: comment `header`, `def name(params)`, `body`."""
     text = [
         *header,
         "import triton",
@@ -571,11 +597,20 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
         "",
         "",
         "@triton.jit",
-        f"def {name}({params}):",
+        f"def {name}({', '.join(params)}):",
         *body,
         "",
     ]
     return "\n".join(text)
+
+
+def emit_copy_source(plan: CopyPlan, name: str) -> str:
+    """The module text for `plan`, with kernel function `name`."""
+    body = emit_copy_body(plan)
+    if plan.grid == (0,):
+        body = ["    pass  # nothing to copy"]
+    params = ["src_ptr", "dst_ptr"] + [f"{n}: tl.constexpr" for n in plan.block_names]
+    return kernel_module(describe_plan(plan), name, params, body)
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -610,8 +645,8 @@ class CopyKernel:
     def launch(self, src_storage: torch.Tensor, dst_storage: torch.Tensor) -> None:
         if self.numel == 0 or self.grid == (0,):
             return
-        _check_storage("src_storage", src_storage, self.spec.src_dtype, self.src_span)
-        _check_storage("dst_storage", dst_storage, self.spec.dst_dtype, self.dst_span)
+        check_storage("src_storage", src_storage, self.spec.src_dtype, self.src_span)
+        check_storage("dst_storage", dst_storage, self.spec.dst_dtype, self.dst_span)
         if src_storage.device != dst_storage.device:
             raise CallError(
                 f"copy {self.name}: src_storage and dst_storage must share a device; "
@@ -626,7 +661,7 @@ class CopyKernel:
         handle.run(self.grid, src_storage, dst_storage, **self.constexprs, num_warps=self.num_warps)
 
 
-def _check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
+def check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
     # Unsigned words may come as their int32 bit patterns (the kernel bitcasts them).
     if t.dtype != dtype.torch and not (dtype.name == "uint32" and t.dtype == torch.int32):
         raise CallError(f"copy: {what} must have dtype {dtype}; got {t.dtype}")
@@ -641,6 +676,19 @@ def _check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, in
         )
 
 
+def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """(source, destination) addresses `plan`'s kernel may touch, each (lowest, highest);
+    None when nothing is touched or, for the source, when masks decide what is read."""
+    src_span = dst_span = None
+    if plan.numel:
+        canon = plan.spec
+        if not canon.masks or canon.fill is not None:
+            dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
+        if not canon.masks:
+            src_span = address_range(canon.sizes, canon.src_strides, canon.src_offset)
+    return src_span, dst_span
+
+
 def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None) -> CopyKernel:
     """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu" = interpreter)."""
     plan = plan_copy(spec, target, tuning)
@@ -649,13 +697,7 @@ def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = 
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     name = f"stridec_copy_{digest}"
     source = text.replace(placeholder, name)
-    src_span = dst_span = None
-    if plan.numel:
-        canon = plan.spec
-        if not canon.masks or canon.fill is not None:
-            dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
-        if not canon.masks:
-            src_span = address_range(canon.sizes, canon.src_strides, canon.src_offset)
+    src_span, dst_span = touched_spans(plan)
     return CopyKernel(
         name=name,
         strategy=plan.strategy,

@@ -7,17 +7,33 @@ launched at all. One pair merges: a fill of a new buffer whose only reader is a 
 a box into it (pad, and the adjoints of slices) is held back one step and, when that
 copy comes, both become one masked copy (`fill_then_box_copy`): each element written
 once, not twice.
+
+Consecutive copies into disjoint boxes of one buffer (cat: one copy per input, each into
+its slice) run as one kernel (`codegen.batch`), launched with (buffer, source of each):
+a copy joins the open group when it writes the group's buffer, in the buffer's own
+strides, a box that meets no member's box in some dim, and neither it nor any member
+reads that buffer. Programs of one launch run in any order; disjoint writes and no reads
+of what they write make that order irrelevant.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
+from stridec.compiler.codegen.batch import generate_copy_batch
 from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
-from stridec.compiler.codegen.spec import CopySpec, MaskBound, Tuning, fill_then_box_copy
+from stridec.compiler.codegen.spec import (
+    CopySpec,
+    MaskBound,
+    Tuning,
+    dst_box,
+    fill_then_box_copy,
+    is_fill_only,
+)
 from stridec.errors import UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
@@ -46,6 +62,45 @@ def _bits_view(dtype_name: str) -> str | None:
     return "int32" if dtype_name == "uint32" else None
 
 
+# Most copies one batch kernel runs: each adds a pointer parameter and a branch, so
+# Triton's compile time grows with the count, and a program passes one comparison per
+# member before its own; a longer cat takes one launch per 32 inputs.
+MAX_BATCH = 32
+
+Box = tuple[tuple[int, int], ...]
+
+
+def _disjoint(a: Box, b: Box) -> bool:
+    """Boxes of one layout share no coordinate: in some dim their ranges do not meet."""
+    return any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+
+
+@dataclass
+class _Member:
+    spec: CopySpec
+    src_slot: int
+    reads: int | None  # the slot read, None for a fill
+    box: Box | None  # where it writes in its buffer's layout; None when not a box
+
+
+@dataclass
+class _Group:
+    """Copies into one buffer, to be launched as one kernel (see the module docstring)."""
+
+    dst_slot: int
+    members: list[_Member] = field(default_factory=list)
+
+    def admits(self, m: _Member, dst_slot: int) -> bool:
+        first = self.members[0]
+        if dst_slot != self.dst_slot or len(self.members) >= MAX_BATCH:
+            return False
+        if m.spec.dst_dtype != first.spec.dst_dtype or m.box is None:
+            return False
+        if any(x.reads == dst_slot for x in (*self.members, m)):
+            return False
+        return all(x.box is not None and _disjoint(x.box, m.box) for x in self.members)
+
+
 class _Lowering:
     def __init__(self, graph: Graph, target: str, tuning: Tuning | None = None) -> None:
         self.graph = graph
@@ -59,6 +114,9 @@ class _Lowering:
         self.n_inputs = 0
         # A fill of a new buffer, held back one step: a copy into that buffer may absorb it.
         self.pending: tuple[Value, CopySpec, int] | None = None
+        # Copies into one buffer not launched yet: they may become one kernel.
+        self.group: _Group | None = None
+        self.layouts: dict[int, Layout] = {}  # each copy buffer's layout, by slot
 
     def new_buffer(self, value: Value, elements: int) -> int:
         self.buffers.append(BufferSpec(max(elements, 1), value.type.dtype.name))
@@ -88,6 +146,7 @@ class _Lowering:
             self.slot[id(op.result)] = dst_slot
         else:
             dst_slot = self.new_buffer(op.result, layout.min_storage_size())
+            self.layouts[dst_slot] = layout
         space = a["space"]
         if op.operands:
             source = op.operands[0]
@@ -118,11 +177,11 @@ class _Lowering:
             if merged is not None:
                 spec = merged
             else:
-                self._launch_copy(pending[1], pending[2], pending[2])
+                self._submit(pending[1], pending[2], pending[2])
         if not op.operands and self._fill_can_wait(op):
             self.pending = (op.result, spec, dst_slot)
             return
-        self._launch_copy(spec, src_slot, dst_slot)
+        self._submit(spec, src_slot, dst_slot)
 
     def _fill_can_wait(self, op: Any) -> bool:
         """A fill of a whole new buffer whose only reader is one copy into it."""
@@ -137,20 +196,45 @@ class _Lowering:
             return None
         return fill_then_box_copy(fill_spec, spec)
 
-    def _launch_copy(self, spec: CopySpec, src_slot: int, dst_slot: int) -> None:
-        kernel = generate_copy(spec, self.target, self.tuning)
+    def _submit(self, spec: CopySpec, src_slot: int, dst_slot: int) -> None:
+        """Add a copy to the open group, or launch that group and open one with it."""
+        if spec.numel == 0:
+            return
+        layout = self.layouts.get(dst_slot)
+        box = None if layout is None else dst_box(spec, layout.sizes, layout.strides, layout.offset)
+        member = _Member(spec, src_slot, None if is_fill_only(spec) else src_slot, box)
+        if self.group is not None and self.group.admits(member, dst_slot):
+            self.group.members.append(member)
+            return
+        self._launch_group()
+        self.group = _Group(dst_slot, [member])
+
+    def _launch_group(self) -> None:
+        group, self.group = self.group, None
+        if group is None:
+            return
+        dst = group.dst_slot
+        dst_view = _bits_view(group.members[0].spec.dst_dtype.name)
+        if len(group.members) == 1:
+            (m,) = group.members
+            kernel: Any = generate_copy(m.spec, self.target, self.tuning)
+            views = (_bits_view(m.spec.src_dtype.name), dst_view)
+            self.add_launch(kernel, (m.src_slot, dst), views)
+            return
+        kernel = generate_copy_batch([m.spec for m in group.members], self.target, self.tuning)
         self.add_launch(
             kernel,
-            (src_slot, dst_slot),
-            (_bits_view(spec.src_dtype.name), _bits_view(spec.dst_dtype.name)),
+            (dst, *(m.src_slot for m in group.members)),
+            (dst_view, *(_bits_view(m.spec.src_dtype.name) for m in group.members)),
         )
 
     def flush(self) -> None:
-        """Launch a held-back fill that nothing absorbed."""
+        """Launch a held-back fill that nothing absorbed, and the open group."""
         if self.pending is not None:
             _, spec, slot = self.pending
             self.pending = None
-            self._launch_copy(spec, slot, slot)
+            self._submit(spec, slot, slot)
+        self._launch_group()
 
     def philox(self, op: Any) -> None:
         self.flush()

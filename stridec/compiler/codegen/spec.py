@@ -45,6 +45,7 @@ __all__ = [
     "canonicalize_copy",
     "is_fill_only",
     "fill_then_box_copy",
+    "dst_box",
     "address_range",
 ]
 
@@ -375,6 +376,28 @@ def _box_start(
         start[k] = min(max(rest // strides[k], 0), sizes[k] - box[k])
         rest -= start[k] * strides[k]
     return tuple(start) if rest == 0 else None
+
+
+def dst_box(
+    spec: CopySpec, sizes: Sequence[int], strides: Sequence[int], offset: int
+) -> tuple[tuple[int, int], ...] | None:
+    """The box `[start_k, start_k + spec.sizes_k)` per dim of the layout
+    `(sizes, strides, offset)` that `spec` writes, when it writes one: same rank, the
+    layout's strides on every dim of size > 1, its offset `start` coordinates in, inside
+    the layout, which must give each coordinate its own address (`_box_start`); None
+    otherwise, and for an empty spec. E.g. rows 2..3 of a contiguous (6, 3) buffer: sizes
+    (2, 3), strides (3, 1), offset 6 = 2·3 + 0·1, so the box ((2, 4), (0, 3)). Boxes
+    disjoint in one dim write disjoint addresses."""
+    if spec.numel == 0 or spec.rank != len(sizes):
+        return None
+    if any(n > 1 and s != t for n, s, t in zip(spec.sizes, spec.dst_strides, strides, strict=True)):
+        return None
+    start = _box_start(sizes, strides, spec.dst_offset - offset, spec.sizes)
+    if start is None or any(
+        b < 0 or b + n > m for b, n, m in zip(start, spec.sizes, sizes, strict=True)
+    ):
+        return None
+    return tuple((b, b + n) for b, n in zip(start, spec.sizes, strict=True))
 
 
 def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:

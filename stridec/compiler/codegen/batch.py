@@ -1,0 +1,226 @@
+"""Triton code generation for a group of copies into one buffer: one kernel, one launch.
+
+`cat([a, b, c], dim)` lowers to three copies, each into its own slice of one buffer
+(`lower-formats`); launched one by one they cost three launches where torch's cat costs
+one. `generate_copy_batch(specs, target)` makes one `@triton.jit` kernel
+`(dst_ptr, src_ptr_0, …, src_ptr_{k-1}, <block constexprs>)` of all of them: each
+member is planned by `plan_copy` exactly as alone (strategy, tiles, index width), and
+program `p` of the batch runs program `p - base_j` of member `j`, where
+`base_j = Σ_{i<j} programs_i`. For members of 4, 6 and 2 programs:
+
+    program = tl.program_id(0)
+    if program < 4:                      # member 0: programs [0, 4)
+        m0_pid = program
+        …                                # member 0's body, its names prefixed `m0_`
+    elif program < 10:                   # member 1: programs [4, 10)
+        m1_pid = program - 4
+        …
+    else:                                # member 2: programs [10, 12)
+        m2_pid = program - 10
+        …
+
+Each body is `emit_copy_body` of its plan with every variable prefixed per member
+(`m1_x0`), its block constexprs too (`M1_BLOCK_R`) and its source pointer numbered
+(`src_ptr_1`): no two branches share a name, so Triton's `scf.if` yields nothing and a
+member may index in int64 beside an int32 one. Programs run in any order, so the caller
+promises that the members write disjoint addresses of the destination and that none
+reads the destination (`lower-to-triton` checks both: disjoint boxes of one buffer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from stridec.compiler.codegen.copy import (
+    BODY_LOCALS,
+    CopyPlan,
+    check_storage,
+    describe_plan,
+    emit_copy_body,
+    kernel_module,
+    plan_copy,
+    touched_spans,
+)
+from stridec.compiler.codegen.spec import CopySpec, Tuning
+from stridec.errors import CallError, UnsupportedError
+
+__all__ = ["CopyBatchKernel", "batch_strategy", "emit_batch_source", "generate_copy_batch"]
+
+
+def batch_strategy(strategies: Sequence[str]) -> str:
+    """The strategy a batch reports: its members', in order, e.g. "batch(linear,gather)"."""
+    return f"batch({','.join(strategies)})"
+
+
+def _member_body(plan: CopyPlan, j: int, base: int, indent: str) -> list[str]:
+    """`plan`'s body as member `j` of a batch: programs from `base`, names its own."""
+    blocks = re.compile(r"(?<![\w.])(" + "|".join(plan.block_names) + r")(?!\w)")
+    lines = []
+    for line in emit_copy_body(plan, "program", base):
+        line = BODY_LOCALS.sub(lambda m: f"m{j}_{m.group(1)}", line)
+        line = blocks.sub(lambda m: f"M{j}_{m.group(1)}", line)
+        line = re.sub(r"(?<![\w.])src_ptr(?!\w)", f"src_ptr_{j}", line)
+        lines.append(f"{indent}{line}")
+    return lines
+
+
+def emit_batch_source(plans: Sequence[CopyPlan], name: str) -> str:
+    """The module text of one kernel `name` running every plan of `plans` (see above).
+    A member of no programs (every element masked, none written) gets no branch."""
+    params = ["dst_ptr"] + [f"src_ptr_{j}" for j in range(len(plans))]
+    params += [f"M{j}_{n}: tl.constexpr" for j, p in enumerate(plans) for n in p.block_names]
+    header = [f"# stridec copy batch: {len(plans)} copies into one buffer, one launch"]
+    running = [j for j, p in enumerate(plans) if p.grid[0]]
+    body = ["    program = tl.program_id(0)"] if running else ["    pass  # nothing to copy"]
+    base = 0
+    for j, plan in enumerate(plans):
+        programs = plan.grid[0]
+        header.append(
+            f"# member {j}: strategy={plan.strategy}, index_bits={plan.index_bits}, "
+            f"programs [{base}, {base + programs})"
+        )
+        header += [f"#   {line[2:]}" for line in describe_plan(plan)[1:]]
+        if not programs:
+            continue
+        if len(running) == 1:
+            body += _member_body(plan, j, base, "")
+        else:
+            if j == running[-1]:
+                body.append("    else:")
+            else:
+                keyword = "if" if j == running[0] else "elif"
+                body.append(f"    {keyword} program < {base + programs}:")
+            body += _member_body(plan, j, base, "    ")
+        base += programs
+    return kernel_module(header, name, params, body)
+
+
+@dataclass(frozen=True, slots=True)
+class CopyBatchKernel:
+    """A generated batch of copies into one destination (a `plan.kernels` entry of kind
+    "copy"): `launch(dst_storage, *src_storages)` takes flat storages from element 0, one
+    source per spec (a fill's is never read)."""
+
+    name: str
+    strategy: str
+    source: str
+    grid: tuple[int, ...]
+    constexprs: dict[str, int] = field(hash=False)
+    numel: int
+    index_bits: int
+    num_warps: int
+    target: str
+    specs: tuple[CopySpec, ...]
+    # Per member: addresses it may touch, as `CopyKernel.src_span` and `dst_span`.
+    src_spans: tuple[tuple[int, int] | None, ...]
+    dst_spans: tuple[tuple[int, int] | None, ...]
+    kind: str = "copy"
+    _handle: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def launch(self, dst_storage: torch.Tensor, *src_storages: torch.Tensor) -> None:
+        if len(src_storages) != len(self.specs):
+            raise CallError(
+                f"copy batch {self.name}: expected {len(self.specs)} source storages; "
+                f"got {len(src_storages)}"
+            )
+        if self.grid == (0,):
+            return
+        for j, (spec, t) in enumerate(zip(self.specs, src_storages, strict=True)):
+            check_storage(f"src_storages[{j}]", t, spec.src_dtype, self.src_spans[j])
+            check_storage("dst_storage", dst_storage, spec.dst_dtype, self.dst_spans[j])
+            if t.device != dst_storage.device:
+                raise CallError(
+                    f"copy batch {self.name}: src_storages[{j}] and dst_storage must share a "
+                    f"device; got {t.device} and {dst_storage.device}"
+                )
+        handle = self._handle
+        if handle is None:
+            from stridec.compiler.codegen.loader import load_kernel
+
+            handle = load_kernel(self.source, self.name)
+            object.__setattr__(self, "_handle", handle)
+        handle.run(self.grid, dst_storage, *src_storages, **self.constexprs,
+                   num_warps=self.num_warps)
+
+
+def _member_tunings(
+    specs: Sequence[CopySpec], target: str, tuning: Tuning | None
+) -> list[Tuning | None]:
+    """`tuning` split over the members (sweeps in `bench/tune.py` pass one per program).
+
+    A strategy "batch(s_0,…,s_{k-1})", as a batch reports it, gives member j strategy s_j;
+    any other applies to every member. Blocks listing every member's tile axes in order
+    (the order of `CopyBatchKernel.constexprs`) give member j its own slice; blocks of
+    another length apply to each member. `num_warps` applies to all.
+    """
+    if tuning is None:
+        return [None] * len(specs)
+    strategies = [tuning.strategy] * len(specs)
+    given = tuning.strategy or ""
+    if given.startswith("batch(") and given.endswith(")"):
+        strategies = given[len("batch("):-1].split(",")
+        if len(strategies) != len(specs):
+            raise UnsupportedError(
+                f"copy batch: tuning strategy {given!r} must name one strategy per copy "
+                f"({len(specs)}); got {len(strategies)}"
+            )
+    if tuning.blocks is None:
+        return [Tuning(s, None, tuning.num_warps) for s in strategies]
+    blocks = tuple(tuning.blocks)
+    axes = [
+        len(plan_copy(spec, target, Tuning(s)).block_names)
+        for spec, s in zip(specs, strategies, strict=True)
+    ]
+    if len(blocks) != sum(axes):
+        return [Tuning(s, blocks, tuning.num_warps) for s in strategies]
+    tunings: list[Tuning | None] = []
+    start = 0
+    for s, n in zip(strategies, axes, strict=True):
+        tunings.append(Tuning(s, blocks[start:start + n], tuning.num_warps))
+        start += n
+    return tunings
+
+
+def generate_copy_batch(
+    specs: Sequence[CopySpec], target: str = "cuda", tuning: Tuning | None = None
+) -> CopyBatchKernel:
+    """One kernel running every copy of `specs`, each planned by `plan_copy` as alone (with
+    its share of `tuning`, `_member_tunings`); they must share a destination dtype, write
+    disjoint addresses and not read the destination."""
+    specs = tuple(specs)
+    if not specs:
+        raise UnsupportedError("copy batch: expected at least one copy; got none")
+    dtypes = {s.dst_dtype for s in specs}
+    if len(dtypes) != 1:
+        raise UnsupportedError(
+            "copy batch: every copy must write one destination dtype; "
+            f"got {sorted(map(str, dtypes))}"
+        )
+    plans = [
+        plan_copy(spec, target, t)
+        for spec, t in zip(specs, _member_tunings(specs, target, tuning), strict=True)
+    ]
+    placeholder = "stridec_copy_batch_KERNEL"
+    text = emit_batch_source(plans, placeholder)
+    name = f"stridec_copy_batch_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    spans = [touched_spans(p) for p in plans]
+    return CopyBatchKernel(
+        name=name,
+        strategy=batch_strategy([p.strategy for p in plans]),
+        source=text.replace(placeholder, name),
+        grid=(sum(p.grid[0] for p in plans),),
+        constexprs={f"M{j}_{n}": b for j, p in enumerate(plans) for n, b in p.constexprs.items()},
+        numel=sum(p.numel for p in plans),
+        index_bits=max(p.index_bits for p in plans),
+        num_warps=max(p.num_warps for p in plans),
+        target=target,
+        specs=specs,
+        src_spans=tuple(s for s, _ in spans),
+        dst_spans=tuple(d for _, d in spans),
+    )
