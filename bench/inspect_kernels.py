@@ -15,7 +15,10 @@ the `cuobjdump` that Triton's package carries. Reported per kernel:
 - the global loads and stores in the SASS by width (e.g. `LDG 16B×4` = four 128-bit loads
   per thread) — copy kernels have no loops, so this is what every thread issues (for a
   batched kernel, a `cat`, the counts add up every member's branch; a program runs one);
-- `bytes/thread`: the bytes one thread loads and stores, against what the tile needs.
+- per row, the GB it moves (read + written, as `bench/run.py` counts them) and the floor:
+  the least time any kernel can take at `--tbps` of copy bandwidth (4.3 TB/s, what a
+  device-to-device `copy_` reached on this workplace's H200s) — the number a GPU run's
+  time is judged against (METHOD.md: "two numbers first").
 
 This is no timing and claims none: it shows whether the accesses are as wide as the data
 allows (HOPPER.md: 16-byte accesses per thread, coalesced across the warp), which is the
@@ -34,6 +37,9 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,6 +49,9 @@ from stridec.compiler.codegen.program import KernelInfo, Program  # noqa: E402
 from stridec.compiler.codegen.spec import Tuning  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
 from stridec.ir.graph import Graph  # noqa: E402
+
+if TYPE_CHECKING:
+    from bench.workloads import Workload
 
 #: Triton's pointer type for each storage dtype (uint32 storages travel as int32 bits).
 POINTER = {
@@ -172,6 +181,20 @@ def inspect_program(graph: Graph, program: Program) -> list[KernelReport]:
     return reports
 
 
+def floor_ms(w: Workload, tbps: float) -> tuple[float, float]:
+    """(GB moved, the least milliseconds a run can take): the row's bytes read + written
+    at full size (as `bench/run.py` counts them), over `tbps` TB/s of copy bandwidth.
+    Tensors are `meta` tensors of the graph's input and output types: nothing is allocated."""
+    graph = w.graph("full")
+    inputs = [torch.empty(v.type.sizes, dtype=v.type.dtype.torch, device="meta")
+              for v in graph.inputs]
+    outputs = [torch.empty(v.type.sizes, dtype=v.type.dtype.torch, device="meta")
+               for v in graph.outputs]
+    read, written = w.bytes_moved(inputs, outputs)
+    total = read + written
+    return total / 1e9, total / (tbps * 1e12) * 1e3
+
+
 def _widths(counts: Counter) -> str:
     return " ".join(f"{w}B×{n}" for w, n in sorted(counts.items(), reverse=True)) or "-"
 
@@ -185,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategy", default=None, help="force a copy strategy (Tuning)")
     parser.add_argument("--blocks", default=None, help="tile, e.g. 64x64 (Tuning)")
     parser.add_argument("--warps", type=int, default=None, help="warps per program (Tuning)")
+    parser.add_argument("--tbps", type=float, default=4.3,
+                        help="copy bandwidth for the floor column, TB/s read + written "
+                             "(4.3: a device-to-device copy_ on this workplace's H200s)")
     args = parser.parse_args(argv)
     tuning = None
     if args.strategy or args.blocks or args.warps:
@@ -193,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"{'row':34} {'strategy':16} {'tile':>12} {'warps':>5} {'programs':>9} "
         f"{'regs':>4} {'smem':>6} {'spill':>5}  {'loads/thread':18} {'stores/thread':18}"
+        f" {'GB':>6} {'floor ms':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -201,12 +228,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         graph = w.graph("full")
         program = lower(graph, tuning)
-        for r in inspect_program(graph, program):
+        gb, floor = floor_ms(w, args.tbps)
+        for k, r in enumerate(inspect_program(graph, program)):
             tile = "x".join(str(v) for v in r.tile.values())
+            moved = f" {gb:6.2f} {floor:8.3f}" if k == 0 else ""
             print(
                 f"{w.name:34} {r.strategy:16} {tile:>12} {r.num_warps:>5} {r.programs:>9} "
                 f"{r.registers:>4} {r.shared:>6} {r.local:>5}  {_widths(r.loads):18} "
-                f"{_widths(r.stores):18}",
+                f"{_widths(r.stores):18}{moved}",
                 flush=True,
             )
             if args.sass and args.sass == w.name:
