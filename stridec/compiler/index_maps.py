@@ -1,5 +1,10 @@
 """Index-map algebra under `fuse-copies` and `eliminate-copies` (SPEC §4).
 
+(Composition, below; then boxes: `restrict`, `box_of` and `image_box` say which box of a
+layout's coordinates a layout addresses, and `split_box` cuts a box where linear bounds
+change from holding to failing -- how `fuse-copies` cuts a copy that reads a buffer
+several copies wrote.)
+
 A copy *writer* walks an iteration space P (sizes p) and stores
 
     buffer[Wd(i)] = source[Ws(i)]
@@ -51,7 +56,22 @@ from dataclasses import dataclass
 from stridec.errors import LayoutError
 from stridec.ir.layout import MAX_RANK, Layout, contiguous_strides
 
-__all__ = ["Composition", "as_view", "compose", "compose_mask", "refine"]
+__all__ = [
+    "Bound",
+    "Box",
+    "Composition",
+    "as_view",
+    "box_of",
+    "compose",
+    "compose_mask",
+    "image_box",
+    "refine",
+    "restrict",
+    "split_box",
+]
+
+#: A box of coordinates: per dim the half-open range ``[start, stop)``.
+Box = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,3 +353,178 @@ def as_view(result: Layout, writer_dst: Layout, writer_src: Layout) -> Layout | 
     ):
         return None
     return Layout(result.sizes, result.strides, comp.src.offset)
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+def restrict(layout: Layout, box: Box) -> Layout:
+    """`layout` over the sub-box `box` of its sizes: coordinate j of the result is
+    coordinate ``start + j`` of `layout`, so the offset moves by ``Σ start_k·stride_k``.
+    Strides (60, 5, 1) restricted to ((1, 2), (0, 4), (2, 5)) start at 60 + 2 = 62."""
+    return Layout(
+        tuple(stop - start for start, stop in box),
+        layout.strides,
+        layout.offset + sum(start * s for (start, _), s in zip(box, layout.strides, strict=True)),
+    )
+
+
+def box_of(part: Layout, whole: Layout) -> Box | None:
+    """The box of `whole`'s coordinates that `part` addresses dim for dim, or ``None``.
+
+    `part` must have `whole`'s rank and strides on every dim of size > 1 (dims of size 1
+    are fixed at their start), `whole` must give each coordinate its own address, and the
+    box must lie inside `whole`. Columns 1..3 of a contiguous (2, 7): `part` sizes (2, 3),
+    strides (7, 1), offset 1 = 0·7 + 1·1, so the box ((0, 2), (1, 4)).
+    """
+    if part.rank != whole.rank or part.numel == 0 or whole.numel == 0:
+        return None
+    pairs = zip(part.sizes, part.strides, whole.strides, strict=True)
+    if any(n > 1 and s != t for n, s, t in pairs):
+        return None
+    inverse = _invert(whole)
+    if inverse is None:
+        return None
+    start = inverse.coords_of(part.offset)
+    if start is None or any(
+        b + n > m for b, n, m in zip(start, part.sizes, whole.sizes, strict=True)
+    ):
+        return None
+    return tuple((b, b + n) for b, n in zip(start, part.sizes, strict=True))
+
+
+def image_box(dst: Layout, whole: Layout) -> Box | None:
+    """The coordinates of `whole` whose addresses `dst` writes, when they form a box.
+
+    `dst` may order, split or flip `whole`'s dims: composing it with `whole` gives, per
+    `whole` dim m, ``u_m = base_m + Σ_k c_mk·j_k``. The values form an interval when the dims
+    that move u_m count in mixed radix (sorted by |c|: |c| = 1, then the previous |c| times
+    the previous size, all of one sign) and no dim moves two coordinates. A `pack` writer
+    walking ``(N, C/4, 4, H, W)`` into a contiguous ``(N, C, H, W)`` (C = 8) moves c by 4
+    per block and 1 per lane: c runs over [0, 8). ``None`` when `dst` writes outside
+    `whole` (or into its padding) or the image is not a box.
+    """
+    if dst.numel == 0:
+        return None
+    comp = compose(dst, whole, Layout.contiguous(whole.sizes))
+    if comp is None:
+        return None
+    moved = [0] * len(comp.sizes)
+    box = []
+    for m, row in enumerate(comp.coord_map):
+        steps = sorted(
+            (abs(c), c < 0, n) for c, n in zip(row, comp.sizes, strict=True) if c and n > 1
+        )
+        for k, (c, n) in enumerate(zip(row, comp.sizes, strict=True)):
+            if c and n > 1:
+                moved[k] += 1
+        reach = 1
+        for c, _, n in steps:
+            if c != reach:
+                return None
+            reach *= n
+        if len({negative for _, negative, _ in steps}) > 1:
+            return None
+        base = comp.coord_base[m]
+        if steps and steps[0][1]:  # counting down from base
+            box.append((base - reach + 1, base + 1))
+        else:
+            box.append((base, base + reach))
+    if any(count > 1 for count in moved):
+        return None
+    return tuple(box)
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The constraint ``lo <= const + Σ_k coeffs[k]·j_k < hi`` on coordinates j."""
+
+    coeffs: tuple[int, ...]
+    const: int
+    lo: int
+    hi: int
+
+    def span(self, box: Box, skip: int | None = None) -> tuple[int, int]:
+        """Smallest and largest value of the form over a non-empty `box` (dim `skip`
+        left out): coefficient 3 over [1, 4) adds from 3 to 9."""
+        low = high = self.const
+        for k, (c, (start, stop)) in enumerate(zip(self.coeffs, box, strict=True)):
+            if k != skip:
+                a, b = c * start, c * (stop - 1)
+                low, high = low + min(a, b), high + max(a, b)
+        return low, high
+
+
+def _cuts(box: Box, k: int, crossed: Sequence[int], b: Bound) -> list[int]:
+    """Where along dim k the form stops lying wholly below a crossed threshold t, or starts
+    lying wholly above it: with the rest of the form in [r_lo, r_hi] and coefficient c,
+    below is ``c·v + r_hi < t`` and above ``c·v + r_lo >= t``."""
+    c = b.coeffs[k]
+    r_lo, r_hi = b.span(box, skip=k)
+    start, stop = box[k]
+    points = {start, stop}
+    for t in crossed:
+        for x in (t - r_hi, t - r_lo):
+            # first v with c·v >= x (c > 0), or with c·v < x (c < 0)
+            v = -(-x // c) if c > 0 else x // c + 1
+            if start < v < stop:
+                points.add(v)
+    return sorted(points)
+
+
+def split_box(box: Box, bounds: Sequence[Bound], limit: int) -> tuple[list[Box], list[Box]] | None:
+    """Cut `box` into boxes on each of which every bound holds everywhere (`inside`) or some
+    bound fails everywhere (`outside`); ``None`` past `limit` boxes.
+
+    A bound whose form crosses one of its thresholds on a box cuts the dim of its largest
+    |coefficient| where the form leaves "wholly below" or enters "wholly above" the
+    threshold, and a run of values in between (where the other dims alone straddle it) is
+    cut into single values, so that the next cut falls on another dim. NCHW4 of C = 6,
+    the bound ``4·co + ci < 6`` over co in [0, 2), ci in [0, 4): co = 0 lies wholly below
+    (values 0..3); co = 1 straddles (4..7) and is cut at ci = 2. Inside: (co 0, ci 0..3)
+    and (co 1, ci 0..1); outside: (co 1, ci 2..3). Mixed-radix forms (each coefficient
+    above the span of the smaller ones) straddle at one value per threshold.
+    """
+    inside: list[Box] = []
+    outside: list[Box] = []
+    stack = [box]
+    steps = 0
+    while stack:
+        steps += 1
+        if steps > 16 * limit:  # each step cuts or settles a box; never reached
+            return None
+        b = stack.pop()
+        crossing: tuple[Bound, list[int]] | None = None
+        failed = False
+        for bound in bounds:
+            low, high = bound.span(b)
+            if high < bound.lo or low >= bound.hi:
+                failed = True
+                break
+            if crossing is None:
+                crossed = [t for t in (bound.lo, bound.hi) if low < t <= high]
+                if crossed:
+                    crossing = (bound, crossed)
+        if failed:
+            outside.append(b)
+        elif crossing is None:
+            inside.append(b)
+        else:
+            bound, crossed = crossing
+            k = max(
+                (k for k, (start, stop) in enumerate(b) if stop - start > 1 and bound.coeffs[k]),
+                key=lambda k: abs(bound.coeffs[k]),
+            )
+            edges = _cuts(b, k, crossed, bound)
+            for start, stop in zip(edges, edges[1:], strict=False):
+                sub = b[:k] + ((start, stop),) + b[k + 1 :]
+                low, high = bound.span(sub)
+                if stop - start > 1 and any(low < t <= high for t in crossed):
+                    if stop - start > limit:
+                        return None
+                    stack.extend(b[:k] + ((v, v + 1),) + b[k + 1 :] for v in range(start, stop))
+                else:
+                    stack.append(sub)
+        if len(inside) + len(outside) + len(stack) > limit:
+            return None
+    return sorted(inside), sorted(outside)

@@ -1,9 +1,12 @@
-"""A fill followed by a box copy into it runs as one masked copy (`fill_then_box_copy`).
+"""A fill followed by a box copy into it runs as one masked copy (`fill_then_box_copy`),
+and a fill followed by several, each in its own part of the fill, as one such copy per
+part (`fill_around_box_copies`).
 
-Spec level: the merged copy must leave every destination address holding what the two
+Spec level: the merged copies must leave every destination address holding what the
 copies in sequence leave there (brute force over small boxes, as the other spec rewrites
-are checked). Graph level: `pad` lowers to one kernel whose output equals `F.pad`, on
-contiguous and strided inputs; fills that something else reads stay separate kernels.
+are checked), and write disjoint boxes. Graph level: `pad` lowers to one kernel whose
+output equals `F.pad`, on contiguous and strided inputs, and so does a pad of a cat; fills
+that something else reads stay separate kernels.
 """
 
 from __future__ import annotations
@@ -17,7 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stridec
-from stridec.compiler.codegen.spec import CopySpec, MaskBound, fill_then_box_copy
+from stridec.compiler.codegen.spec import (
+    CopySpec,
+    MaskBound,
+    dst_box,
+    fill_around_box_copies,
+    fill_then_box_copy,
+)
 from stridec.ir.dtypes import DTYPES
 
 f32 = DTYPES["float32"]
@@ -149,3 +158,102 @@ def test_a_filled_buffer_read_by_two_ops_keeps_its_fill_kernel():
     z_out, cat_out = fn(x_t)
     z_ref = torch.full((3, 4), 2.0)
     assert torch.equal(z_out, z_ref) and torch.equal(cat_out, torch.cat([z_ref, x_t], 0))
+
+
+# ------------------------------------------------- one fill, several box copies inside it
+
+
+def _guillotine_boxes(draw, region, depth):
+    """Boxes inside `region` that planes separate: cut it in two along a random dim, or
+    stop and take one random box inside."""
+    cuttable = [k for k, (lo, hi) in enumerate(region) if hi - lo > 1]
+    if depth and cuttable and draw(st.booleans()):
+        k = draw(st.sampled_from(cuttable))
+        lo, hi = region[k]
+        cut = draw(st.integers(lo + 1, hi - 1))
+        low = region[:k] + ((lo, cut),) + region[k + 1:]
+        high = region[:k] + ((cut, hi),) + region[k + 1:]
+        return _guillotine_boxes(draw, low, depth - 1) + _guillotine_boxes(draw, high, depth - 1)
+    box = []
+    for lo, hi in region:
+        a = draw(st.integers(lo, hi - 1))
+        box.append((a, draw(st.integers(a + 1, hi))))
+    return [tuple(box)]
+
+
+@st.composite
+def fill_and_boxes(draw):
+    rank = draw(st.integers(1, 3))
+    sizes = tuple(draw(st.integers(1, 5)) for _ in range(rank))
+    offset = draw(st.integers(0, 3))
+    fill = fill_spec(sizes, -1.5, offset)
+    dst = contiguous(sizes)
+    boxes = _guillotine_boxes(draw, tuple((0, n) for n in sizes), 3)
+    boxes = draw(st.permutations(boxes))
+    copies = []
+    for box in boxes:
+        extent = tuple(b - a for a, b in box)
+        src_strides = tuple(draw(st.integers(-3, 6)) for _ in range(rank))
+        low = sum(min(0, (n - 1) * s) for n, s in zip(extent, src_strides, strict=True))
+        masks: tuple[MaskBound, ...] = ()
+        if draw(st.booleans()):
+            coeffs = tuple(draw(st.sampled_from((0, 1, -1))) for _ in range(rank))
+            lo = draw(st.integers(-1, 2))
+            masks = (MaskBound(coeffs, lo, lo + draw(st.integers(1, 3))),)
+        copies.append(CopySpec(
+            extent, src_strides, -low + draw(st.integers(0, 2)),
+            dst, offset + sum(s * a for s, (a, _) in zip(dst, box, strict=True)), f32, f32,
+            masks, draw(st.sampled_from((None, -1.5))) if masks else 0,
+        ))  # fmt: skip
+    return fill, copies
+
+
+@settings(max_examples=300, deadline=None)
+@given(fill_and_boxes())
+def test_parts_leave_what_the_fill_then_the_copies_leave(case):
+    fill, copies = case
+    merged = fill_around_box_copies(fill, copies)
+    assert merged is not None and len(merged) == len(copies)
+    assert run_sequence(merged) == run_sequence([fill, *copies])
+    # The parts tile the fill's space: disjoint boxes of it, together all of it.
+    boxes = [dst_box(m, fill.sizes, fill.dst_strides, fill.dst_offset) for m in merged]
+    assert all(b is not None for b in boxes)
+    assert sum(m.numel for m in merged) == fill.numel
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            pairs = zip(a, b, strict=True)
+            assert any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in pairs)
+
+
+def _box_copy(sizes, start, extent):
+    dst = contiguous(sizes)
+    offset = sum(s * a for s, a in zip(dst, start, strict=True))
+    return CopySpec(extent, contiguous(extent), 0, dst, offset, f32, f32)
+
+
+def test_boxes_that_meet_or_no_plane_separates_are_not_merged():
+    fill = fill_spec((3, 3), 0.0)
+    meeting = [_box_copy((3, 3), (0, 0), (2, 2)), _box_copy((3, 3), (1, 1), (2, 2))]
+    assert fill_around_box_copies(fill, meeting) is None
+    # A pinwheel around the centre: every cut along a row or a column splits some box.
+    pinwheel = [
+        _box_copy((3, 3), (0, 0), (1, 2)),
+        _box_copy((3, 3), (0, 2), (2, 1)),
+        _box_copy((3, 3), (2, 1), (1, 2)),
+        _box_copy((3, 3), (1, 0), (2, 1)),
+    ]
+    assert fill_around_box_copies(fill, pinwheel) is None
+    # A copy that writes across the fill's strides is no box of it.
+    assert fill_around_box_copies(fill, [CopySpec((3, 3), (3, 1), 0, (1, 3), 0, f32, f32)]) is None
+    assert fill_around_box_copies(fill, []) is None
+
+
+def test_a_pad_of_a_cat_is_one_kernel_equal_to_torch():
+    """pad's fill, then the cat's two copies into it: one part of the fill each."""
+    g = stridec.Graph("pad_cat")
+    x, y = g.input("x", (3, 2, 4), "float32"), g.input("y", (3, 3, 4), "float32")
+    g.output(stridec.pad(stridec.cat([x, y], 1), (1, 2, 2, 0), fill=-1.0))
+    fn = stridec.compile(g)
+    tx, ty = torch.randn(3, 2, 4), torch.randn(3, 3, 4).transpose(0, 2).contiguous().transpose(0, 2)
+    assert fn.plan_for(tx, ty).launches == 1
+    assert torch.equal(fn(tx, ty), F.pad(torch.cat([tx, ty], 1), (1, 2, 2, 0), value=-1.0))

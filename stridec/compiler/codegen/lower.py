@@ -3,10 +3,14 @@
 Every explicit `copy` becomes one copy kernel (`codegen.copy`), every `philox` /
 `philox_uniform` one Philox kernel (`codegen.philox`); views cost nothing (they only
 change which storage slot and layout an output reads). Kernels of numel 0 are not
-launched at all. One pair merges: a fill of a new buffer whose only reader is a copy of
-a box into it (pad, and the adjoints of slices) is held back one step and, when that
-copy comes, both become one masked copy (`fill_then_box_copy`): each element written
-once, not twice.
+launched at all. A fill of a new buffer whose only reader is a copy into it (pad, the
+adjoints of slices, and what `fuse-copies` makes of a pad or a pack read through a cat)
+is held back while copies into that buffer come: a copy of a box inside the fill's box,
+meeting none taken so far, is taken too; one of a box outside it is launched as usual
+(the two write different elements, so their order does not matter). At the first other
+op the fill's box is cut into one part per copy taken (`fill_around_box_copies`), and
+each part with its copy becomes one masked copy (`fill_then_box_copy`): each element
+written once, not twice, and the parts are disjoint boxes, so they batch.
 
 Consecutive copies into disjoint boxes of one buffer (cat: one copy per input, each into
 its slice) run as one kernel (`codegen.batch`), launched with (buffer, source of each):
@@ -31,7 +35,7 @@ from stridec.compiler.codegen.spec import (
     MaskBound,
     Tuning,
     dst_box,
-    fill_then_box_copy,
+    fill_around_box_copies,
     is_fill_only,
 )
 from stridec.errors import UnsupportedError
@@ -75,6 +79,24 @@ def _disjoint(a: Box, b: Box) -> bool:
     return any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
 
 
+def _inside(a: Box, b: Box) -> bool:
+    return all(lo1 <= lo0 and hi0 <= hi1 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+
+
+@dataclass
+class _HeldFill:
+    """A fill of a new buffer not launched yet, and the box copies into it it will absorb.
+
+    `value` is the buffer's latest value (the next copy into the buffer writes into it);
+    `taken` holds (spec, source slot, box) of the copies taken so far."""
+
+    value: Value
+    spec: CopySpec
+    slot: int
+    box: Box | None  # None: not a box of the buffer's layout; it takes one copy at most
+    taken: list[tuple[CopySpec, int, Box | None]] = field(default_factory=list)
+
+
 @dataclass
 class _Member:
     spec: CopySpec
@@ -112,8 +134,8 @@ class _Lowering:
         self.kernel_index: dict[str, int] = {}
         self.launches: list[Launch] = []
         self.n_inputs = 0
-        # A fill of a new buffer, held back one step: a copy into that buffer may absorb it.
-        self.pending: tuple[Value, CopySpec, int] | None = None
+        # A fill of a new buffer, held back: box copies into that buffer may absorb it.
+        self.held: _HeldFill | None = None
         # Copies into one buffer not launched yet: they may become one kernel.
         self.group: _Group | None = None
         self.layouts: dict[int, Layout] = {}  # each copy buffer's layout, by slot
@@ -140,7 +162,6 @@ class _Lowering:
     def copy(self, op: Any) -> None:
         a = op.attrs
         layout: Layout = a["layout"]
-        pending, self.pending = self.pending, None
         if len(op.operands) == 2:
             dst_slot = self.slot_of(op.operands[1])
             self.slot[id(op.result)] = dst_slot
@@ -172,36 +193,74 @@ class _Lowering:
             masks=masks,
             fill=fill,  # type: ignore[arg-type]
         )
-        if pending is not None:
-            merged = self._absorb(pending, op, spec)
-            if merged is not None:
-                spec = merged
-            else:
-                self._submit(pending[1], pending[2], pending[2])
-        if not op.operands and self._fill_can_wait(op):
-            self.pending = (op.result, spec, dst_slot)
+        held, self.held = self.held, None
+        if held is not None:
+            if self._joins(held, op, spec, src_slot, dst_slot):
+                self.held = held
+                return
+            self._release(held)
+        if not op.operands and self._hold(op, spec, dst_slot):
             return
         self._submit(spec, src_slot, dst_slot)
 
-    def _fill_can_wait(self, op: Any) -> bool:
-        """A fill of a whole new buffer whose only reader is one copy into it."""
-        return len(op.result.uses) == 1 and op.result.uses[0][0].name == "copy"
-
-    def _absorb(
-        self, pending: tuple[Value, CopySpec, int], op: Any, spec: CopySpec
-    ) -> CopySpec | None:
-        """`fill_then_box_copy` of the held-back fill and `op`, when `op` copies into it."""
-        value, fill_spec, _ = pending
-        if len(op.operands) != 2 or op.operands[1] is not value:
+    def _box(self, spec: CopySpec, dst_slot: int) -> Box | None:
+        layout = self.layouts.get(dst_slot)
+        if layout is None:
             return None
-        return fill_then_box_copy(fill_spec, spec)
+        return dst_box(spec, layout.sizes, layout.strides, layout.offset)
+
+    def _hold(self, op: Any, spec: CopySpec, dst_slot: int) -> bool:
+        """Hold back a fill of a new buffer whose only reader is a copy into it."""
+        if len(op.result.uses) != 1 or op.result.uses[0][0].name != "copy":
+            return False
+        self.held = _HeldFill(op.result, spec, dst_slot, self._box(spec, dst_slot))
+        return True
+
+    def _joins(
+        self, held: _HeldFill, op: Any, spec: CopySpec, src_slot: int, dst_slot: int
+    ) -> bool:
+        """Take a copy into the held fill's buffer (a box inside the fill's, meeting no box
+        taken), or launch it now when its box misses the fill's; False for anything else."""
+        if len(op.operands) != 2 or op.operands[1] is not held.value:
+            return False
+        if spec.numel:
+            box = self._box(spec, dst_slot)
+            if src_slot == dst_slot or spec.dst_dtype != held.spec.dst_dtype:
+                return False
+            if held.box is None or box is None:  # no boxes to compare: the next copy only
+                if held.taken or held.box is not None:
+                    return False
+                held.taken.append((spec, src_slot, box))
+            elif _inside(box, held.box) and all(
+                b is not None and _disjoint(box, b) for _, _, b in held.taken
+            ):
+                held.taken.append((spec, src_slot, box))
+            elif _disjoint(box, held.box):
+                self._submit(spec, src_slot, dst_slot)
+            else:
+                return False
+        held.value = op.result
+        return True
+
+    def _release(self, held: _HeldFill) -> None:
+        """Launch the held fill: merged with the copies it took where they can be one
+        masked copy each (`fill_around_box_copies`), else before them."""
+        merged = None
+        if held.taken:
+            merged = fill_around_box_copies(held.spec, [spec for spec, _, _ in held.taken])
+        if merged is None:
+            self._submit(held.spec, held.slot, held.slot)
+            for spec, src_slot, _ in held.taken:
+                self._submit(spec, src_slot, held.slot)
+            return
+        for spec, (_, src_slot, _) in zip(merged, held.taken, strict=True):
+            self._submit(spec, src_slot, held.slot)
 
     def _submit(self, spec: CopySpec, src_slot: int, dst_slot: int) -> None:
         """Add a copy to the open group, or launch that group and open one with it."""
         if spec.numel == 0:
             return
-        layout = self.layouts.get(dst_slot)
-        box = None if layout is None else dst_box(spec, layout.sizes, layout.strides, layout.offset)
+        box = self._box(spec, dst_slot)
         member = _Member(spec, src_slot, None if is_fill_only(spec) else src_slot, box)
         if self.group is not None and self.group.admits(member, dst_slot):
             self.group.members.append(member)
@@ -229,11 +288,10 @@ class _Lowering:
         )
 
     def flush(self) -> None:
-        """Launch a held-back fill that nothing absorbed, and the open group."""
-        if self.pending is not None:
-            _, spec, slot = self.pending
-            self.pending = None
-            self._submit(spec, slot, slot)
+        """Launch a held-back fill (and what it took), and the open group."""
+        held, self.held = self.held, None
+        if held is not None:
+            self._release(held)
         self._launch_group()
 
     def philox(self, op: Any) -> None:

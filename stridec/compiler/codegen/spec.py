@@ -45,6 +45,7 @@ __all__ = [
     "canonicalize_copy",
     "is_fill_only",
     "fill_then_box_copy",
+    "fill_around_box_copies",
     "dst_box",
     "address_range",
 ]
@@ -441,3 +442,74 @@ def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
         masks=tuple(masks),
         fill=fill.fill,
     )
+
+
+Box = tuple[tuple[int, int], ...]
+
+
+def _guillotine(
+    region: Box, members: list[int], boxes: Sequence[Box]
+) -> list[tuple[Box, int]] | None:
+    """Cut `region` by planes, recursively, until each part holds one of the boxes of
+    `members`: the first dim and place (a box's start) that leaves every box wholly on
+    one side, with boxes on both. None when some set of boxes admits no such cut (two
+    boxes that meet, or a pinwheel). Any such cut will do: each side is a subset of a set
+    the planes separate, and the same planes separate a subset."""
+    if len(members) == 1:
+        return [(region, members[0])]
+    for k in range(len(region)):
+        for cut in sorted({boxes[i][k][0] for i in members}):
+            below = [i for i in members if boxes[i][k][1] <= cut]
+            above = [i for i in members if boxes[i][k][0] >= cut]
+            if not below or not above or len(below) + len(above) != len(members):
+                continue
+            low = region[:k] + ((region[k][0], cut),) + region[k + 1 :]
+            high = region[:k] + ((cut, region[k][1]),) + region[k + 1 :]
+            first = _guillotine(low, below, boxes)
+            second = _guillotine(high, above, boxes)
+            if first is None or second is None:
+                return None
+            return first + second
+    return None
+
+
+def fill_around_box_copies(fill: CopySpec, copies: Sequence[CopySpec]) -> list[CopySpec] | None:
+    """Copies, one per copy of `copies` and in their order, that together do what `fill`
+    and then `copies` do, writing disjoint boxes; None when they cannot.
+
+    Each copy must write a box of `fill`'s space (as in `fill_then_box_copy`), no two
+    boxes may meet, and planes must separate them (`_guillotine`): the fill's space is
+    cut into one part per copy, and each part with its copy is one `fill_then_box_copy`.
+    F.pad of a cat, for instance: a fill of (2, 10), then a copy of (2, 3) at column 1 and
+    one of (2, 4) at column 4, are cut at column 4 into a (2, 4) part holding the first
+    (valid for 1 <= j < 4, the fill elsewhere) and a (2, 6) part holding the second (valid
+    for j < 4). Each element is written once, and the parts can run as one batch.
+    """
+    if not copies or not is_fill_only(fill) or fill.fill is None or fill.numel == 0:
+        return None
+    boxes: list[Box] = []
+    for copy in copies:
+        if copy.rank != fill.rank or copy.dst_strides != fill.dst_strides or copy.numel == 0:
+            return None
+        start = _box_start(
+            fill.sizes, fill.dst_strides, copy.dst_offset - fill.dst_offset, copy.sizes
+        )
+        if start is None or any(
+            b < 0 or b + n > m for b, n, m in zip(start, copy.sizes, fill.sizes, strict=True)
+        ):
+            return None
+        boxes.append(tuple((b, b + n) for b, n in zip(start, copy.sizes, strict=True)))
+    parts = _guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
+    if parts is None:
+        return None
+    merged: list[CopySpec | None] = [None] * len(copies)
+    for part, i in parts:
+        offset = fill.dst_offset + sum(
+            lo * s for (lo, _), s in zip(part, fill.dst_strides, strict=True)
+        )
+        sizes = tuple(hi - lo for lo, hi in part)
+        one = fill_then_box_copy(_replace(fill, sizes=sizes, dst_offset=offset), copies[i])
+        if one is None:
+            return None
+        merged[i] = one
+    return [m for m in merged if m is not None]

@@ -12,29 +12,66 @@ The consumer's `src` addresses the producer's buffer; composing it with the prod
 address of every consumer point, as a strided layout — possibly over a refined space
 where a consumer dim is split in two. The producer, once unused, goes with `dce`.
 
-It does not fuse when: the producer writes into another buffer (`cat`, `pad` chains);
-both copies cast (f32 → f16 → f32 is not f32 → f32); the producer's fill mask cannot be
-carried over exactly; or no strided composition exists.
+It does not fuse when: both copies cast (f32 → f16 → f32 is not f32 → f32); the
+producer's fill mask cannot be carried over exactly; or no strided composition exists.
+
+A buffer several copies wrote -- a `cat`'s one copy per input, each into a slice; a
+`pad`'s fill and its copy of the kept box -- has no single producer to compose with. Its
+reader is cut instead (`plan_assembled`): into one copy per writer and box of the
+reader's space where it reads that writer, each from the writer's own source, in the
+writers' order, all writing boxes of the reader's result; where it reads a fill (the
+pad's, or its own masked points, a pack's padded channels), a fill. With x (1, 2, 2, 3)
+and y (1, 4, 2, 3), ``cat([x, y], 1).permute(0, 2, 3, 1).contiguous()``:
+
+    %0 = copy %x {space = [1, 2, 2, 3], dst = strided<[36, 6, 3, 1], offset: 0>, …}
+    %1 = copy %y, %0 {space = [1, 4, 2, 3], dst = strided<[36, 6, 3, 1], offset: 12>, …}
+    %2 = copy %1 {space = [1, 2, 3, 6], src = strided<[36, 3, 1, 6], offset: 0>,
+                  dst = strided<[36, 18, 6, 1], offset: 0>}
+  → %2 = copy %x {space = [1, 2, 3, 2], src = strided<[0, 3, 1, 6], offset: 0>,
+                  dst = strided<[36, 18, 6, 1], offset: 0>}                (channels 0..1)
+    %3 = copy %y, %2 {space = [1, 2, 3, 4], src = strided<[0, 3, 1, 6], offset: 0>,
+                  dst = strided<[36, 18, 6, 1], offset: 2>}                (channels 2..5)
+
+Disjoint boxes of one buffer: `lower-to-triton` runs them as one kernel. A fill can only
+start a buffer (a copy without operands makes a new one), so the fills go first, as one
+fill of the box spanning them; when the reader writes into a buffer (a cat's later copy),
+to the start of that buffer (`_hoist`). `lower-to-triton` then cuts the fill around the
+copies into it, one part each. It does not cut the reader when: the buffer is also
+returned, viewed or written into; the reader's space splits or merges its result's dims
+(a reshape's, an unpack's); a writer's region is not a box of the buffer, or the reader
+reads the buffer across its dims (a reshape merging the cat dim); a writer and the reader
+both cast; the fills differ in value; or more than `MAX_PIECES` pieces result.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-from stridec.compiler.index_maps import compose, compose_mask, refine
+from stridec.compiler.index_maps import (
+    Bound,
+    Box,
+    box_of,
+    compose,
+    compose_mask,
+    image_box,
+    refine,
+    restrict,
+    split_box,
+)
 from stridec.compiler.pass_manager import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
 from stridec.errors import StridecError
 from stridec.ir import ops as O
 from stridec.ir.dtypes import DType
-from stridec.ir.graph import Graph, Op
+from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
-__all__ = ["FuseCopies", "fuse"]
+__all__ = ["Assembly", "FuseCopies", "fuse", "plan_assembled"]
 
 
 def refine_coeffs(coeffs: Sequence[int], split: Sequence[Sequence[int]]) -> tuple[int, ...]:
@@ -214,6 +251,306 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     return list(producer.operands), attrs
 
 
+# ------------------------------------------------------------ buffers assembled by copies
+
+#: Most copies one consumer of an assembled buffer may become. With its fill, that is one
+#: batch kernel (`lower-to-triton` runs up to 32 copies into one buffer as one launch).
+MAX_PIECES = 31
+#: Most boxes the consumer's space may be cut into on the way.
+MAX_CELLS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _Aligned:
+    """A copy seen over the dims of its result layout, in their order (`_align`): `src`
+    and `dst` over `sizes`, `dst` the box of the layout starting at `start`, `masks`
+    over `sizes` too."""
+
+    sizes: tuple[int, ...]
+    src: Layout
+    dst: Layout
+    start: tuple[int, ...]
+    masks: tuple
+
+
+def _align(op: Op) -> _Aligned | None:
+    """`op`'s space reordered so that dim m walks dim m of its result layout.
+
+    Every dim of the space that moves (size > 1) must write along one dim of the layout,
+    with its stride; dims of size 1 go, and layout dims no space dim walks get size 1.
+    NCHW4 walks (N, C/4, 4, H, W) with dst strides (80, 80, 1, 20, 4) into the layout
+    (N, C/4, H, W, 4) of strides (80, 80, 20, 4, 1): the space becomes (N, C/4, H, W, 4).
+    Then the pieces the consumer becomes write boxes of the layout, dim for dim, which is
+    what `lower-to-triton` batches into one kernel. ``None`` otherwise (a copy whose space
+    splits or merges the layout's dims, such as a reshape's, or an empty one). A domain
+    restriction to a box (`unpack` of C = 3 from NCHW4 walks 4 channels, writing 3) is
+    that box first.
+    """
+    a = op.attrs
+    out: Layout = a["layout"]
+    space, src, dst, masks = a["space"], a["src"], a["dst"], a["masks"] or ()
+    valid = _valid_box(space, masks) if masks and a["fill"] is None else None
+    if valid is not None:  # a domain restriction to a box (unpack): the box is the space
+        try:
+            src, dst = restrict(src, valid), restrict(dst, valid)
+        except StridecError:
+            return None
+        space, masks = src.sizes, ()
+    if math.prod(space) == 0:
+        return None
+    walks: dict[int, int] = {}  # layout dim -> space dim
+    for k, n in enumerate(space):
+        if n == 1:
+            continue
+        dims = [m for m in range(out.rank) if out.sizes[m] > 1 and out.strides[m] == dst.strides[k]]
+        if len(dims) != 1 or dims[0] in walks:
+            return None
+        walks[dims[0]] = k
+
+    def over(values: Sequence[int], rest: int) -> tuple[int, ...]:
+        return tuple(values[walks[m]] if m in walks else rest for m in range(out.rank))
+
+    sizes = over(space, 1)
+    try:
+        new_src = Layout(sizes, over(src.strides, 0), src.offset)
+        new_dst = Layout(sizes, out.strides, dst.offset)
+    except StridecError:
+        return None
+    box = box_of(new_dst, out)
+    if box is None:
+        return None
+    masks = tuple((over(c, 0), lo, hi) for c, lo, hi in masks)
+    return _Aligned(sizes, new_src, new_dst, tuple(b for b, _ in box), masks)
+
+
+def _writers(value: Value) -> list[Op] | None:
+    """The explicit copies that wrote `value`'s buffer, first first: the last one made
+    `value`, each earlier one the buffer the next writes into (its only use). ``None``
+    when some op on the way is not an explicit copy."""
+    chain = []
+    op = value.owner
+    while True:
+        if not _explicit(op):
+            return None
+        chain.append(op)
+        if len(op.operands) != 2:
+            break
+        into = op.operands[1]
+        if len(into.uses) != 1:
+            return None
+        op = into.owner
+    chain.reverse()
+    return chain
+
+
+def _is_fill(op: Op) -> bool:
+    return not op.operands
+
+
+def _key(value: float | int | bool) -> tuple[type, str]:
+    """Fill values compared by what is stored: -0.0 is not 0.0, every NaN is NaN."""
+    return type(value), repr(value)
+
+
+def _bbox(boxes: Sequence[Box]) -> Box:
+    return tuple(
+        (min(b[k][0] for b in boxes), max(b[k][1] for b in boxes)) for k in range(len(boxes[0]))
+    )
+
+
+def _shift(box: Box, start: Sequence[int]) -> Box:
+    return tuple((lo + s, hi + s) for (lo, hi), s in zip(box, start, strict=True))
+
+
+def _meet(a: Box, b: Box) -> bool:
+    return all(lo0 < hi1 and lo1 < hi0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+
+
+@dataclass
+class Assembly:
+    """What a copy reading an assembled buffer becomes (`plan_assembled`).
+
+    - `pieces`: (source, attributes) of one copy per writer and box of the consumer's
+      space, in the writers' order, each into the previous one's buffer;
+    - `fill`: (box of the result layout, value) to fill before them, or None;
+    - `into`: the buffer the consumer wrote into (None: a new buffer);
+    - `hoist`: where the fill goes when `into` is given: "extend" the fill that starts
+      `into`'s buffer, or "insert" one before its first writer; "new" otherwise.
+    """
+
+    pieces: list[tuple[Value, dict]]
+    fill: tuple[Box, float | int | bool] | None
+    into: Value | None
+    hoist: str
+    first: Op | None = None  # the first writer of `into`'s buffer, for the hoist
+
+
+def _piece(consumer: Op, aligned: _Aligned, writer: Op, cell: Box) -> dict | str:
+    """The copy doing `consumer`'s work over `cell` straight from `writer`'s source.
+
+    The consumer reads there only addresses `writer` wrote, so composing its read with
+    the writer's `dst`⁻¹ and `src` is the writer's source address (as in `fuse`); the
+    writer's masks (and the fill it stored, read back in the consumer's dtype) go along.
+    """
+    d0, d1 = writer.operands[0].type.dtype, writer.attrs["dtype"]
+    d2 = consumer.attrs["dtype"]
+    if d0 != d1 and d1 != d2:
+        return f"both copies cast ({d0} → {d1} → {d2})"
+    comp = compose(restrict(aligned.src, cell), writer.attrs["dst"], writer.attrs["src"])
+    if comp is None or comp.is_refined:
+        return "a piece does not read its writer's source through one strided layout"
+    masks = tuple(
+        _canonical(compose_mask(c, lo, hi, comp), comp.sizes)
+        for c, lo, hi in writer.attrs["masks"] or ()
+    )
+    return {
+        "layout": consumer.attrs["layout"],
+        "dtype": d2,
+        "space": comp.sizes,
+        "src": comp.src,
+        "dst": restrict(aligned.dst, cell),
+        "masks": masks or None,
+        "fill": _stored(writer.attrs["fill"], d1, d2) if masks else None,
+    }
+
+
+def _cells_per_writer(
+    aligned: _Aligned, valid: Sequence[Box], layout: Layout, boxes: Sequence[Box]
+) -> list[list[Box]] | str:
+    """For each writer, the boxes of the consumer's space where it reads what that writer
+    wrote. On each valid cell the consumer reads the buffer's coordinates as an affine map
+    ``u_m = base_m + Σ_k c_mk·(j_k - cell_k)`` (compose with the buffer's own layout), so
+    the writer's box ``lo_m <= u_m < hi_m`` is a set of bounds for `split_box`."""
+    cells: list[list[Box]] = [[] for _ in boxes]
+    whole = Layout.contiguous(layout.sizes)
+    for cell in valid:
+        read = compose(restrict(aligned.src, cell), layout, whole)
+        if read is None or read.is_refined:
+            return "the consumer does not read the buffer's coordinates affinely"
+        starts = [lo for lo, _ in cell]
+        for j, box in enumerate(boxes):
+            bounds = [
+                Bound(row, base - sum(c * s for c, s in zip(row, starts, strict=True)), lo, hi)
+                for row, base, (lo, hi) in zip(read.coord_map, read.coord_base, box, strict=True)
+            ]
+            parts = split_box(cell, bounds, MAX_CELLS)
+            if parts is None:
+                return "a writer's region cuts the consumer's space into too many boxes"
+            cells[j].extend(parts[0])
+    return cells
+
+
+def _hoist(
+    into: Value, out: Layout, box: Box, value: float | int | bool, dtype: DType
+) -> tuple[str, Op, Box] | str:
+    """Where the fill of `box` goes when the consumer writes into `into`'s buffer.
+
+    No copy can fill part of an existing buffer, so the fill moves to the start of that
+    buffer: it extends the fill that starts it ("extend", to the box spanning both; same
+    value), or a new fill is inserted before its first writer ("insert"). Either way the
+    fill then runs before the writers the buffer had before the consumer, so none of
+    them may write into `box` (it would survive where the consumer wrote the fill).
+    Points the wider box covers besides are written later, or by nobody.
+    """
+    chain = _writers(into)
+    if chain is None:
+        return "the buffer written into is not assembled by copies alone"
+    first = chain[0]
+    rest, spanned, how = chain, box, "insert"
+    if _is_fill(first):
+        if first.attrs["masks"] or _key(_stored(first.attrs["fill"], dtype, dtype)) != _key(value):
+            return "the buffer written into starts with a fill of another value"
+        start = image_box(first.attrs["dst"], out)
+        if start is None:
+            return "the buffer's fill is not a box"
+        rest, spanned, how = chain[1:], _bbox([start, box]), "extend"
+    for w in rest:
+        written = image_box(w.attrs["dst"], out)
+        if written is None or _meet(written, box):
+            return "an earlier writer of the buffer written into meets the fill"
+    return how, first, spanned
+
+
+def plan_assembled(consumer: Op) -> Assembly | str:
+    """How a copy that reads a buffer written by several copies (a `cat`'s, a `pad`'s fill
+    and box copy) reads their sources instead, or why it cannot.
+
+    The consumer's space is cut into boxes (`split_box`): by its masks (boxes where every
+    mask holds; where one fails everywhere, its fill), then, per writer, by that writer's
+    box of the buffer, seen through the consumer's read. Each box where a writer's data is
+    read becomes a piece: a copy from the writer's source (`_piece`); where a fill writer
+    is read, the fill. Pieces keep the writers' order, so a later writer still wins where
+    two wrote (the pad's box copy over its fill), and since the consumer writes each point
+    once, the result holds what it held before at every point it wrote. Fills go first,
+    in one box (`_hoist`), which is right because only the first writer can be a fill.
+    """
+    if not _explicit(consumer) or not consumer.operands:
+        return "not an explicit copy of a buffer"
+    buffer = consumer.operands[0]
+    writers = _writers(buffer)
+    if writers is None:
+        return "the buffer is not assembled by copies alone"
+    if len(writers) == 1 and not _is_fill(writers[0]):
+        return "one copy writes the whole buffer (see `fuse`)"
+    if any(user.name != "copy" or i != 0 or not _explicit(user) for user, i in buffer.uses):
+        return "the buffer is also returned, viewed or written into: it stays anyway"
+    aligned = _align(consumer)
+    if aligned is None:
+        return "the consumer does not write a box of its layout, dim for dim"
+    into = consumer.operands[1] if len(consumer.operands) == 2 else None
+    if into is not None and (len(into.uses) != 1 or any(w.result is into for w in writers)):
+        return "the buffer written into is shared, or is the buffer read"
+    layout: Layout = writers[0].attrs["layout"]
+    d1, d2 = writers[0].attrs["dtype"], consumer.attrs["dtype"]
+    full = tuple((0, n) for n in aligned.sizes)
+    split = split_box(full, [Bound(c, 0, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
+    if split is None:
+        return "the consumer's masks cut its space into too many boxes"
+    valid, masked = split
+    fills: list[tuple[Box, float | int | bool]] = []
+    if consumer.attrs["fill"] is not None:
+        value = _stored(consumer.attrs["fill"], d2, d2)
+        fills += [(cell, value) for cell in masked]
+    boxes = []
+    for w in writers:
+        if w.attrs["masks"] and (w.attrs["fill"] is None or _is_fill(w)):
+            return "a writer leaves masked points unwritten"
+        box = image_box(w.attrs["dst"], layout)
+        if box is None:
+            return "a writer's region is not a box of the buffer"
+        boxes.append(box)
+    cells = _cells_per_writer(aligned, valid, layout, boxes)
+    if isinstance(cells, str):
+        return cells
+    pieces: list[tuple[Value, dict]] = []
+    for w, where in zip(writers, cells, strict=True):
+        for cell in where:
+            if _is_fill(w):
+                fills.append((cell, _stored(w.attrs["fill"], d1, d2)))
+                continue
+            attrs = _piece(consumer, aligned, w, cell)
+            if isinstance(attrs, str):
+                return attrs
+            pieces.append((w.operands[0], attrs))
+    if len(pieces) > MAX_PIECES:
+        return f"{len(pieces)} pieces, more than one kernel runs ({MAX_PIECES})"
+    if not pieces and not fills:
+        return "the consumer reads nothing the writers wrote"
+    if len({_key(v) for _, v in fills}) > 1:
+        return "fills of different values"
+    if not fills:
+        return Assembly(pieces, None, into, "new")
+    box = _shift(_bbox([cell for cell, _ in fills]), aligned.start)
+    value = fills[0][1]
+    if into is None:
+        return Assembly(pieces, (box, value), None, "new")
+    hoisted = _hoist(into, consumer.attrs["layout"], box, value, d2)
+    if isinstance(hoisted, str):
+        return hoisted
+    how, first, box = hoisted
+    return Assembly(pieces, (box, value), into, how, first)
+
+
 @register_pass
 @dataclass
 class FuseCopies(Pass):
@@ -224,7 +561,7 @@ class FuseCopies(Pass):
     def run(self, graph: Graph) -> None:
         # Views left unused by fold-views would pin producers: clear them first.
         DeadCodeElimination().run(graph)
-        ops = []
+        ops: list[Op] = []
         generators: dict[int, int] = {}  # id of a Philox op -> its index in `ops`
         for op in graph.ops:
             if op.name in ("philox", "philox_uniform"):
@@ -252,13 +589,81 @@ class FuseCopies(Pass):
                 producer.graph = None
                 continue
             fused = fuse(op, producer)
-            if isinstance(fused, str):
-                continue
-            operands, attrs = fused
-            new = O.CopyOp(operands, attrs)
-            new.graph = graph
-            ops[-1] = new
-            op.result.replace_all_uses_with(new.result)
-            op.drop_uses()
-            op.graph = None
+            if not isinstance(fused, str):
+                operands, attrs = fused
+                new = O.CopyOp(operands, attrs)
+                new.graph = graph
+                ops[-1] = new
+                op.result.replace_all_uses_with(new.result)
+                op.drop_uses()
+                op.graph = None
+                op = new
+            plan = plan_assembled(op)
+            if not isinstance(plan, str):
+                _apply_assembly(op, plan, graph, ops, generators)
         graph.set_ops(ops)
+
+
+def _new_copy(graph: Graph, operands: list[Value], attrs: dict) -> Op:
+    op = O.CopyOp(operands, attrs)
+    op.graph = graph
+    return op
+
+
+def _replace_op(old: Op, new: Op) -> None:
+    old.result.replace_all_uses_with(new.result)
+    old.drop_uses()
+    old.graph = None
+
+
+def _index(ops: list[Op], op: Op) -> int:
+    return next(i for i, o in enumerate(ops) if o is op)
+
+
+def _apply_assembly(
+    consumer: Op, plan: Assembly, graph: Graph, ops: list[Op], generators: dict[int, int]
+) -> None:
+    """Put `plan`'s fill and pieces where `consumer` (the last of `ops`) was."""
+    ops.pop()
+    a = consumer.attrs
+    out: Layout = a["layout"]
+    target = plan.into
+    if plan.fill is not None:
+        box, value = plan.fill
+        fill = _new_copy(graph, [], {
+            "layout": out,
+            "dtype": a["dtype"],
+            "space": tuple(hi - lo for lo, hi in box),
+            "src": None,
+            "dst": restrict(out, box),
+            "masks": None,
+            "fill": value,
+        })  # fmt: skip
+        first = plan.first
+        if plan.hoist == "new":
+            ops.append(fill)
+            target = fill.result
+        elif plan.hoist == "extend":
+            assert first is not None
+            ops[_index(ops, first)] = fill
+            _replace_op(first, fill)
+            target = fill.result if target is first.result else target
+        else:  # "insert": the buffer's first writer now writes into the fill
+            assert first is not None
+            index = _index(ops, first)
+            writer = _new_copy(graph, [first.operands[0], fill.result], dict(first.attrs))
+            ops[index] = writer
+            ops.insert(index, fill)
+            for key, at in generators.items():
+                if at >= index:
+                    generators[key] = at + 1
+            _replace_op(first, writer)
+            target = writer.result if target is first.result else target
+    for source, attrs in plan.pieces:
+        piece = _new_copy(graph, [source] + ([target] if target is not None else []), attrs)
+        ops.append(piece)
+        target = piece.result
+    assert target is not None
+    consumer.result.replace_all_uses_with(target)
+    consumer.drop_uses()
+    consumer.graph = None
