@@ -33,7 +33,6 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -121,7 +120,6 @@ class CopyBatchKernel:
     src_spans: tuple[tuple[int, int] | None, ...]
     dst_spans: tuple[tuple[int, int] | None, ...]
     kind: str = "copy"
-    _handle: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def launch(self, dst_storage: torch.Tensor, *src_storages: torch.Tensor) -> None:
         if len(src_storages) != len(self.specs):
@@ -139,14 +137,14 @@ class CopyBatchKernel:
                     f"copy batch {self.name}: src_storages[{j}] and dst_storage must share a "
                     f"device; got {t.device} and {dst_storage.device}"
                 )
-        handle = self._handle
-        if handle is None:
-            from stridec.compiler.codegen.loader import load_kernel
+        # The one use of the loader from a kernel object, so a generated kernel can launch
+        # itself (tests, direct use); `load_kernel` keeps each module loaded once.
+        from stridec.compiler.codegen.loader import load_kernel
 
-            handle = load_kernel(self.source, self.name)
-            object.__setattr__(self, "_handle", handle)
-        handle.run(self.grid, dst_storage, *src_storages, **self.constexprs,
-                   num_warps=self.num_warps)
+        kernel = load_kernel(self.source, self.name)
+        kernel.run(
+            self.grid, dst_storage, *src_storages, **self.constexprs, num_warps=self.num_warps
+        )
 
 
 def _member_tunings(

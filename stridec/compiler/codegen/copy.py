@@ -38,7 +38,6 @@ import math
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -640,7 +639,6 @@ class CopyKernel:
     src_span: tuple[int, int] | None
     dst_span: tuple[int, int] | None
     kind: str = "copy"
-    _handle: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def launch(self, src_storage: torch.Tensor, dst_storage: torch.Tensor) -> None:
         if self.numel == 0 or self.grid == (0,):
@@ -652,13 +650,12 @@ class CopyKernel:
                 f"copy {self.name}: src_storage and dst_storage must share a device; "
                 f"got {src_storage.device} and {dst_storage.device}"
             )
-        handle = self._handle
-        if handle is None:
-            from stridec.compiler.codegen.loader import load_kernel
+        # The one use of the loader from a kernel object, so a generated kernel can launch
+        # itself (tests, direct use); `load_kernel` keeps each module loaded once.
+        from stridec.compiler.codegen.loader import load_kernel
 
-            handle = load_kernel(self.source, self.name)
-            object.__setattr__(self, "_handle", handle)
-        handle.run(self.grid, src_storage, dst_storage, **self.constexprs, num_warps=self.num_warps)
+        kernel = load_kernel(self.source, self.name)
+        kernel.run(self.grid, src_storage, dst_storage, **self.constexprs, num_warps=self.num_warps)
 
 
 def check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
