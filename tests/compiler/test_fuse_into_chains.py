@@ -255,13 +255,19 @@ def test_an_unpack_of_a_cat_is_right_in_two_launches() -> None:
     )  # fmt: skip
 
 
-def test_a_flipped_cat_returned_as_is_is_right_in_two_launches() -> None:
+def test_a_flipped_cat_returned_as_is_is_one_launch() -> None:
     """torch cannot return a negative stride: `plan-memory` copies the flipped view, and
-    fuses that copy with single producers only."""
+    cuts that copy into one copy per cat input as `fuse-copies` would (the cat's own
+    copies are then unread and go)."""
     _check(
         lambda a, b: cat([a, b], 0).flip(0),
         lambda a, b: torch.cat([a, b], 0).flip(0),
-        [(2, 3), (1, 3)], 2,
+        [(2, 3), (1, 3)], 1,
+    )  # fmt: skip
+    _check(
+        lambda a, b, c: cat([a, b, c], 1).flip(1, 0),
+        lambda a, b, c: torch.cat([a, b, c], 1).flip(1, 0),
+        [(2, 3, 4), (2, 1, 4), (2, 2, 4)], 1,
     )  # fmt: skip
 
 

@@ -71,7 +71,7 @@ from stridec.ir.dtypes import DType
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
-__all__ = ["Assembly", "FuseCopies", "fuse", "plan_assembled"]
+__all__ = ["Assembly", "FuseCopies", "apply_assembly", "fuse", "plan_assembled"]
 
 
 def refine_coeffs(coeffs: Sequence[int], split: Sequence[Sequence[int]]) -> tuple[int, ...]:
@@ -600,7 +600,7 @@ class FuseCopies(Pass):
                 op = new
             plan = plan_assembled(op)
             if not isinstance(plan, str):
-                _apply_assembly(op, plan, graph, ops, generators)
+                apply_assembly(op, plan, graph, ops, generators)
         graph.set_ops(ops)
 
 
@@ -620,7 +620,7 @@ def _index(ops: list[Op], op: Op) -> int:
     return next(i for i, o in enumerate(ops) if o is op)
 
 
-def _apply_assembly(
+def apply_assembly(
     consumer: Op, plan: Assembly, graph: Graph, ops: list[Op], generators: dict[int, int]
 ) -> None:
     """Put `plan`'s fill and pieces where `consumer` (the last of `ops`) was."""

@@ -3,7 +3,8 @@
 - An output whose root is a graph input is handed back as a torch view of that input
   (`torch.as_strided` on the caller's tensor), never copied — unless its layout has a
   negative stride, which torch cannot express; then it is materialized contiguously. That
-  copy is fused with the copy it reads, if any, so the output still takes one kernel.
+  copy is fused as `fuse-copies` fuses (with the copy it reads, or cut into one copy per
+  writer of a cat's buffer), so the output still takes one kernel.
 - Every other output lives in a buffer allocated with `torch.empty_strided`-style
   storage of `layout.min_storage_size()` elements and is returned as a view of it.
 - With `copy-aliased-outputs` (the custom-op contract, SPEC §7) outputs that view an
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_manager import Pass, register_pass
-from stridec.compiler.passes.fuse_copies import fuse
+from stridec.compiler.passes.fuse_copies import apply_assembly, fuse, plan_assembled
 from stridec.compiler.passes.lower_formats import explicit_copy
 from stridec.compiler.rewriting import Rewriter
 from stridec.ir import ops as O
@@ -45,35 +46,48 @@ def _needs_copy(value: Value, copy_aliased: bool) -> bool:
 
 
 def _drop_if_dead(op: Op, dropped: set[int]) -> None:
-    """Drop `op` if nothing reads it; `dropped` collects the ids to leave out of the order
-    (removing each from the op list at once would cost the list's length per output)."""
-    if op.graph is not None and op.name != "input" and not any(r.uses for r in op.results):
+    """Drop `op` if nothing reads it, then the ops it read that this leaves unread (a
+    cat's chain of copies into one buffer goes copy by copy); `dropped` collects the ids
+    to leave out of the order (removing each from the op list at once would cost the
+    list's length per output)."""
+    pending = [op]
+    while pending:
+        op = pending.pop()
+        if op.graph is None or op.name == "input" or any(r.uses for r in op.results):
+            continue
+        producers = [v.owner for v in op.operands]
         dropped.add(id(op))
         op.drop_uses()
         op.graph = None
+        pending.extend(producers)
 
 
-def _fused(value: Value, rw: Rewriter) -> Value:
-    """The new copy `value`, fused with the copy whose buffer it reads, if it can be.
+def _fuse_into_readers(value: Value, rw: Rewriter) -> None:
+    """Fuse the new copy `value` (the last op of `rw.ops`, read by the output alone) with
+    the copies whose buffer it reads, as `fuse-copies` would have, had the copy existed
+    then; its reader then reads what replaces it.
 
     `x.t().contiguous().flip(0)` is returned through a copy of the flipped view; reading
     the transposing copy's buffer would take two kernels for one output, reading x
-    through the composed map takes one (`fuse-copies` has already run).
+    through the composed map takes one. `cat([a, b], 1).flip(1)` is returned through a
+    copy of the cat's buffer: cut into one copy per cat input (`plan_assembled`), it is
+    one batched kernel too.
     """
     op = value.owner
-    producer = op.operands[0].owner
-    fused = fuse(op, producer)
-    if isinstance(fused, str):
-        return value
-    operands, attrs = fused
-    new = O.CopyOp(operands, attrs)
-    new.graph = rw.graph
-    # `explicit_copy` has just placed `op` last: no need to search the list for it.
-    index = len(rw.ops) - 1 if rw.ops and rw.ops[-1] is op else rw.ops.index(op)
-    rw.ops[index] = new
-    op.drop_uses()
-    op.graph = None
-    return new.result
+    assert rw.ops and rw.ops[-1] is op  # `explicit_copy` has just placed it last
+    fused = fuse(op, op.operands[0].owner)
+    if not isinstance(fused, str):
+        operands, attrs = fused
+        new = O.CopyOp(operands, attrs)
+        new.graph = rw.graph
+        rw.ops[-1] = new
+        value.replace_all_uses_with(new.result)
+        op.drop_uses()
+        op.graph = None
+        return
+    plan = plan_assembled(op)
+    if not isinstance(plan, str):
+        apply_assembly(op, plan, rw.graph, rw.ops, {})
 
 
 @register_pass
@@ -94,23 +108,20 @@ class PlanMemory(Pass):
         for i, v in enumerate(list(out_op.operands)):
             if _needs_copy(v, self.copy_aliased_outputs):
                 layout = Layout.contiguous(v.type.sizes)
-                new = _fused(
-                    explicit_copy(
-                        rw,
-                        v,
-                        layout=layout,
-                        dtype=v.type.dtype,
-                        space=v.type.sizes,
-                        src=v.type.layout,
-                        dst=layout,
-                    ),
+                copy = explicit_copy(
                     rw,
+                    v,
+                    layout=layout,
+                    dtype=v.type.dtype,
+                    space=v.type.sizes,
+                    src=v.type.layout,
+                    dst=layout,
                 )
-                out_op.set_operand(i, new)
-                # The view the copy replaces, then the buffer it read, if now unread.
-                for op in (v.owner, v.root().owner):
-                    _drop_if_dead(op, dropped)
-                v = new
+                out_op.set_operand(i, copy)
+                _drop_if_dead(v.owner, dropped)  # the view the copy replaces, if now unread
+                _fuse_into_readers(copy, rw)
+                _drop_if_dead(v.root().owner, dropped)  # the buffer it read, if now unread
+                v = out_op.operands[i]
             root = v.root()
             alias = root.owner.attrs["name"] if root.owner.name == "input" else None
             plans.append(OutputPlan(i, alias, v.type.layout))
