@@ -447,3 +447,17 @@ def test_cat_graph_kernel_compiles_for_sm90() -> None:
     slot_dtypes = [v.type.dtype.name for v in g.inputs] + [b.dtype for b in program.buffers]
     ptx = compile_sm90(program.kernels[0], [slot_dtypes[s] for s in launch.args])
     assert program.kernels[0].name in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("dim", "lengths", "first"), CASES)
+def test_cat_is_one_launch_on_cuda(dim: int, lengths: list[int], first: int) -> None:
+    """The same cats compiled by Triton for the GPU: the `if/elif` on the program id has
+    only run in the interpreter otherwise."""
+    g, torch_fn, inputs = cat_case(dim, lengths, first)
+    inputs = [t.cuda() for t in inputs]
+    fn = stridec.compile(g)
+    assert fn.plan_for(*inputs).launches == 1
+    out = fn(*inputs)
+    torch.cuda.synchronize()
+    assert out.is_cuda and torch.equal(out, torch_fn(*inputs))

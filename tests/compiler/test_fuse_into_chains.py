@@ -395,3 +395,21 @@ def test_image_box_refuses_what_is_not_a_box() -> None:
     assert image_box(Layout((3,), (2,), 0), whole) is None  # every other element
     assert image_box(Layout((2, 2), (3, 1), 0), whole) is None  # elements 0, 1, 3, 4
     assert box_of(Layout((3,), (1,), 4), whole) is None  # sticks out of the end
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "build,oracle,shapes,launches", [c[1:] for c in CHAINS], ids=[c[0] for c in CHAINS]
+)
+def test_chain_on_cuda(build, oracle, shapes, launches) -> None:
+    """The same chains compiled by Triton for the GPU, in the same number of launches."""
+    g = stridec.Graph("chain")
+    values = [g.input(f"x{i}", s, "float32") for i, s in enumerate(shapes)]
+    g.output(build(*values))
+    fn = stridec.compile(g)
+    for strided in (False, True):
+        xs = [t.cuda() for t in _inputs(shapes, strided, torch.float32)]
+        assert fn.plan_for(*xs).launches == launches
+        got, want = fn(*xs), oracle(*xs)
+        torch.cuda.synchronize()
+        assert got.shape == want.shape and torch.equal(got, want)
