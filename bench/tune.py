@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from bench.run import RESULTS, Session, cuda_timer, environment, select  # noqa: E402
-from bench.workloads import Mismatch, Workload  # noqa: E402
+from bench.workloads import Mismatch, Workload, assert_same  # noqa: E402
 from stridec.compiler.codegen.lower import lower_to_program  # noqa: E402
 from stridec.compiler.codegen.program import Program  # noqa: E402
 from stridec.compiler.codegen.spec import Tuning  # noqa: E402
@@ -108,8 +108,28 @@ def _describe(tuning: Tuning | None, program: Program) -> str:
     return f"{tag}{strategy} {'x'.join(map(str, blocks))} w{warps}"
 
 
+def _checker(w: Workload, s: Session, inputs: list) -> Callable[[list], None]:
+    """Raises `Mismatch` unless a variant's outputs are the row's: against the eager
+    outputs, computed once for all variants (not once each: at full size that is most of
+    a sweep's time), or through the row's own check (Philox: the reference's windows)."""
+    graph = w.graph(s.scale)
+    if w.check_fn is not None:
+        return lambda outputs: w.check(s.scale, graph, inputs, outputs)
+    expected = w.eager_fn(s.scale)(*inputs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+
+    def check(outputs: list) -> None:
+        if len(outputs) != len(expected):
+            raise Mismatch(f"{w.name}: {len(outputs)} outputs, expected {len(expected)}")
+        for k, (got, want) in enumerate(zip(outputs, expected, strict=True)):
+            assert_same(got, want, f"{w.name} output {k}")
+
+    return check
+
+
 def tune_row(w: Workload, s: Session) -> dict[str, Any]:
     inputs = w.inputs(s.scale, s.device)
+    check = _checker(w, s, inputs)
     row: dict[str, Any] = {"name": w.name, "variants": [], "copy": None}
     total = None
     for tuning, program in variants(w, s.scale):
@@ -121,8 +141,7 @@ def tune_row(w: Workload, s: Session) -> dict[str, Any]:
         try:
             outputs = program.run(tuple(inputs), s.device)
             s.sync()
-            graph = w.graph(s.scale)
-            w.check(s.scale, graph, inputs, outputs)
+            check(outputs)
             entry["correct"] = True
         except (Mismatch, StridecError, RuntimeError) as e:
             entry["correct"], entry["error"] = False, f"{type(e).__name__}: {e}"
@@ -143,6 +162,7 @@ def tune_row(w: Workload, s: Session) -> dict[str, Any]:
         else:
             print(f"    {entry['plan']:36} ok", flush=True)
         row["variants"].append(entry)
+    del check
     s.release()
     timed = [v for v in row["variants"] if "ms" in v]
     if timed:

@@ -194,3 +194,16 @@ def test_tune_smoke_checks_every_variant(capsys: pytest.CaptureFixture[str]) -> 
     assert " 0 wrong" in out and "WRONG" not in out
     for w in WORKLOADS:
         assert w.name in out
+
+
+def test_tune_reports_a_variant_that_differs_from_the_oracle() -> None:
+    """The sweep's check can fail: against a wrong oracle every variant is marked wrong."""
+    from bench import tune
+
+    w = by_name("transpose2d_float32")
+    wrong = dataclasses.replace(w, eager=lambda s: lambda x: x.t().contiguous() + 1)
+    s = bench_run.Session(torch.device("cpu"), "tiny", "auto", None, False)
+    row = tune.tune_row(wrong, s)
+    assert len(row["variants"]) > 1
+    assert not any(v["correct"] for v in row["variants"])
+    assert all("Mismatch" in v["error"] for v in row["variants"])
