@@ -31,6 +31,7 @@ from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 from stridec.compiler.codegen.spec import (
+    Box,
     CopySpec,
     MaskBound,
     Tuning,
@@ -70,9 +71,6 @@ def _bits_view(dtype_name: str) -> str | None:
 # Triton's compile time grows with the count, and a program passes one comparison per
 # member before its own; a longer cat takes one launch per 32 inputs.
 MAX_BATCH = 32
-
-Box = tuple[tuple[int, int], ...]
-
 
 def _disjoint(a: Box, b: Box) -> bool:
     """Boxes of one layout share no coordinate: in some dim their ranges do not meet."""

@@ -379,9 +379,13 @@ def _box_start(
     return tuple(start) if rest == 0 else None
 
 
+# A box of a layout's coordinates: [lo, hi) per dim.
+Box = tuple[tuple[int, int], ...]
+
+
 def dst_box(
     spec: CopySpec, sizes: Sequence[int], strides: Sequence[int], offset: int
-) -> tuple[tuple[int, int], ...] | None:
+) -> Box | None:
     """The box `[start_k, start_k + spec.sizes_k)` per dim of the layout
     `(sizes, strides, offset)` that `spec` writes, when it writes one: same rank, the
     layout's strides on every dim of size > 1, its offset `start` coordinates in, inside
@@ -444,9 +448,6 @@ def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
     )
 
 
-Box = tuple[tuple[int, int], ...]
-
-
 def _guillotine(
     region: Box, members: list[int], boxes: Sequence[Box]
 ) -> list[tuple[Box, int]] | None:
@@ -489,16 +490,10 @@ def fill_around_box_copies(fill: CopySpec, copies: Sequence[CopySpec]) -> list[C
         return None
     boxes: list[Box] = []
     for copy in copies:
-        if copy.rank != fill.rank or copy.dst_strides != fill.dst_strides or copy.numel == 0:
+        box = dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset)
+        if box is None:
             return None
-        start = _box_start(
-            fill.sizes, fill.dst_strides, copy.dst_offset - fill.dst_offset, copy.sizes
-        )
-        if start is None or any(
-            b < 0 or b + n > m for b, n, m in zip(start, copy.sizes, fill.sizes, strict=True)
-        ):
-            return None
-        boxes.append(tuple((b, b + n) for b, n in zip(start, copy.sizes, strict=True)))
+        boxes.append(box)
     parts = _guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
     if parts is None:
         return None
