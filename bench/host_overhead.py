@@ -10,9 +10,9 @@ Two graphs over one 16x16 float32 input (the tensor of bench/run.py's
 - **view** `x.t()`: a view of the input, no kernel;
 - **copy** `x.t().contiguous()`: one copy kernel. On the CPU its launch goes through
   Triton's interpreter (about a millisecond of emulation, nothing to do with a GPU), so
-  this script replaces `KernelHandle.run` by a function that does nothing
-  (`unittest.mock.patch.object`, inside this script only, after checking one real
-  result): what remains is stridec's own work around the launch.
+  this script replaces the interpret backend's launcher (`InterpretedKernel`) by a
+  function that does nothing (`unittest.mock.patch.object`, inside this script only,
+  after checking one real result): what remains is stridec's own work around the launch.
 
 Each number is µs per call: a loop of `--calls` back-to-back calls between two
 `time.perf_counter` reads, repeated `--repeats` times; the table shows the best and the
@@ -21,10 +21,11 @@ median of the repeats. Python's cyclic garbage collector is paused while a loop 
 under a cached call time its parts on their own (the same functions the call runs, on the
 same arguments): the call key (every argument property the checks read), the cache hit
 (dictionary read, the storage re-check, the LRU and stats update under the lock),
-`Program.run` less its output views (flat storages, buffers, launch arguments, the
-stubbed launch), the output views (`torch.as_strided`), and what is left (the call's own
-glue). The last rows time the full path a cache miss takes (`_check`, then `_target` and
-`_program`): what every cached call paid before the call-key cache.
+the runner (`stridec.runtime.launch`) less its output views (flat storages, buffers,
+launch arguments, the stubbed launch), the output views (`torch.as_strided`), and what
+is left (the call's own glue). The last rows time the full path a cache miss takes
+(`_check`, then `_target` and `_program`): what every cached call paid before the
+call-key cache.
 
 On a machine with CUDA the same two graphs run for real on a 16x16 CUDA tensor (backend
 auto, Triton): the host clock over `--calls` calls (the launches are asynchronous), and
@@ -38,7 +39,7 @@ Python 3.11), `python bench/host_overhead.py`: µs per cached call, best of 5 x 
 | view graph (no launch)      |   8.9  |  4.3  |
 | copy graph, launch stubbed  |  12.3  |  8.6  |
 
-After, the 8.6 µs of the copy graph: call key 0.8, cache hit 1.15, `Program.run` less its
+After, the 8.6 µs of the copy graph: call key 0.8, cache hit 1.15, the runner less its
 output view 4.3 (the input's `flat_storage` about 1.4 and the buffer's `torch.empty`
 about 1.0 of it, each with its tensor's release), the output view 1.5, glue 0.85.
 Before, every call paid the full path instead of the first two: argument checks 2.5,
@@ -63,9 +64,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import stridec  # noqa: E402
-from stridec.compiler.codegen.loader import KernelHandle  # noqa: E402
 from stridec.ir.dtypes import as_dtype  # noqa: E402
 from stridec.runtime import compile as compile_module  # noqa: E402
+from stridec.runtime import launch  # noqa: E402
+from stridec.runtime.backends.interpret import InterpretedKernel  # noqa: E402
 
 SIZES = (16, 16)
 
@@ -102,8 +104,10 @@ def per_call_us(call: Callable[[], Any], calls: int, repeats: int,
     return min(samples), statistics.median(samples)
 
 
-def _stub_run(self: KernelHandle, grid: tuple[int, ...], *args: Any, **constexprs: Any) -> None:
-    """Stands in for `KernelHandle.run`: the launch itself is not stridec's cost."""
+def _stub_run(self: InterpretedKernel, grid: tuple[int, ...], *args: Any,
+              **constexprs: Any) -> None:
+    """Stands in for the interpret backend's launcher: the launch itself is not stridec's
+    cost."""
 
 
 Row = tuple[str, str, tuple[float, float | None] | None]  # graph, what, (best, median)
@@ -145,10 +149,11 @@ def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
                   ("cache hit (_cached)", time_it(lambda: cached(key, args)))]
     else:
         parts += [("call key (_call_key)", None), ("cache hit (_cached)", None)]
-    run = time_it(lambda: program.run(args, device))
+    runner = launch.runner(program, "interpret")
+    run = time_it(lambda: launch.run_with(runner, args, device))
     views = time_it(output_views)
     # A difference is taken of the best loops only (the least disturbed): no median.
-    parts += [("Program.run less output views", (run[0] - views[0], None)),
+    parts += [("runner less output views", (run[0] - views[0], None)),
               ("output views (torch.as_strided)", views)]
     if parts[0][1] is not None and parts[1][1] is not None:
         parts.append(("glue (the rest of __call__)",
@@ -219,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (torch.equal(view(x), x.t()) and torch.equal(copy(x), x.t().contiguous())):
         raise SystemExit("stridec's output differs from torch's")
     rows = cpu_rows("view", view, x, args.calls, args.repeats)
-    with mock.patch.object(KernelHandle, "run", _stub_run):
+    with mock.patch.object(InterpretedKernel, "__call__", _stub_run):
         rows += cpu_rows("copy, stubbed", copy, x, args.calls, args.repeats)
     if torch.cuda.is_available() and not args.no_cuda:
         rows += cuda_rows(args.calls, args.repeats)

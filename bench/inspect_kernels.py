@@ -43,12 +43,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stridec.compiler.codegen.loader import load_kernel  # noqa: E402
 from stridec.compiler.codegen.lower import lower_to_program  # noqa: E402
 from stridec.compiler.codegen.program import KernelInfo, Program  # noqa: E402
 from stridec.compiler.codegen.spec import Tuning  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
 from stridec.ir.graph import Graph  # noqa: E402
+from stridec.runtime.backends.triton import load_jit  # noqa: E402
 
 if TYPE_CHECKING:
     from bench.workloads import Workload
@@ -126,7 +126,7 @@ def compile_kernel(kernel: KernelInfo, pointer_dtypes: list[str], arch: int = 90
     from triton.compiler import ASTSource
     from triton.compiler import compile as triton_compile
 
-    jit = load_kernel(kernel.source, kernel.name).jit
+    jit = load_jit(kernel.source, kernel.name)
     params = [p.name for p in jit.params if not p.is_constexpr]  # pointers, in order
     signature = {p: POINTER[d] for p, d in zip(params, pointer_dtypes, strict=True)}
     signature.update({c: "constexpr" for c in kernel.constexprs})

@@ -47,6 +47,7 @@ from stridec.compiler.codegen.program import Program  # noqa: E402
 from stridec.compiler.codegen.spec import Tuning  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
 from stridec.errors import StridecError  # noqa: E402
+from stridec.runtime import launch  # noqa: E402
 
 STRATEGIES = ("linear", "tiled_transpose", "gather")
 
@@ -139,7 +140,7 @@ def tune_row(w: Workload, s: Session) -> dict[str, Any]:
             "kernels": len(program.launches),
         }
         try:
-            outputs = program.run(tuple(inputs), s.device)
+            outputs = launch.run(program, tuple(inputs), s.device)
             s.sync()
             check(outputs)
             entry["correct"] = True
@@ -155,7 +156,7 @@ def tune_row(w: Workload, s: Session) -> dict[str, Any]:
                 row["copy"] = s.baseline("fill" if w.baseline == "fill" else "copy", total)
         del outputs
         if s.timer is not None:
-            t = s.timer(lambda program=program: program.run(tuple(inputs), s.device))
+            t = s.timer(lambda program=program: launch.run(program, tuple(inputs), s.device))
             entry.update(ms=t.ms, ms_q20=t.q20, ms_q80=t.q80, gbps=total / (t.ms * 1e6))
             entry["pct_limit"] = 100.0 * entry["gbps"] / row["copy"]["gbps"]
             print(f"    {entry['plan']:36} {t.ms:8.3f} ms  {entry['pct_limit']:5.1f} %", flush=True)

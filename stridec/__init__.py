@@ -21,14 +21,14 @@ from stridec.ir.formats import FORMATS, Format, MaskBound, Packing, PitchedRows,
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.parser import parse
-from stridec.ir.reference import run_reference
 from stridec.ir.types import TensorType
+from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.compile import CompiledGraph, Plan, compile
 from stridec.torch.trace import trace
 
 del _builder
 
-__version__ = "0.1.0"
+from stridec.version import __version__ as __version__  # noqa: E402
 
 __all__ = [
     "CallError",

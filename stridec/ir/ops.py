@@ -867,7 +867,7 @@ class CopyOp(Op):
 
 def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
     """Bool tensor over `space`: where every bound `lo <= Σ coeffs_k·i_k < hi` holds."""
-    from stridec.ir.reference import linear_form
+    from stridec.runtime.backends.reference import linear_form
 
     valid = torch.ones(tuple(space), dtype=torch.bool, device=device)
     for m in masks:
@@ -879,7 +879,7 @@ def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> to
 def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
     """Pack a logical tensor through the format's `Packing` description, in plain torch."""
     p = fmt.packing(tuple(t.shape), as_dtype(t.dtype), fill)
-    from stridec.ir.reference import layout_indices, put
+    from stridec.runtime.backends.reference import layout_indices, put
 
     out = torch.full(p.physical_sizes, fill, dtype=t.dtype, device=t.device)
     if out.numel() == 0:
@@ -897,7 +897,7 @@ def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
 def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) -> torch.Tensor:
     """Unpack a physical tensor to `logical_sizes` through the format's `Packing`, in torch."""
     p = fmt.unpacking(tuple(logical_sizes), as_dtype(t.dtype))
-    from stridec.ir.reference import layout_indices, put
+    from stridec.runtime.backends.reference import layout_indices, put
 
     out = torch.empty(tuple(logical_sizes), dtype=t.dtype, device=t.device)
     if out.numel() == 0:

@@ -19,14 +19,19 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from stridec.compiler.codegen.loader import default_cache_dir
 from stridec.compiler.codegen.program import Program
 
 __all__ = ["PlanCache", "cache_key", "disk_cache_dir", "MEMORY_CACHE"]
 
 
 def disk_cache_dir() -> str:
-    return os.environ.get("STRIDEC_CACHE_DIR") or default_cache_dir()
+    """The one folder stridec caches in (plans and kernel modules): `$STRIDEC_CACHE_DIR`,
+    else `$XDG_CACHE_HOME/stridec`, else `~/.cache/stridec`."""
+    chosen = os.environ.get("STRIDEC_CACHE_DIR")
+    if chosen:
+        return chosen
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "stridec")
 
 
 def cache_key(parts: dict[str, Any]) -> str:

@@ -7,10 +7,12 @@ plan = fn.plan_for(x)                # the kernels and lowered IR, without runni
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,14 @@ from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
-from stridec.ir.reference import run_reference
+from stridec.ir.types import TensorType
+from stridec.runtime import launch
+from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
+from stridec.version import __version__
 
-__all__ = ["compile", "CompiledGraph", "Plan", "Stats", "BACKENDS"]
+__all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
+           "set_torch_op_factory"]
 
 BACKENDS = ("auto", "triton", "interpret", "reference")
 # Specializations one CompiledGraph keeps at hand (the shared MEMORY_CACHE holds more).
@@ -63,15 +69,13 @@ def _versions() -> dict[str, str]:
     hash of its sources, so a changed compiler never reuses plans of an older one."""
     import triton
 
-    import stridec
-
     digest = hashlib.sha256()
-    package = Path(stridec.__file__).parent
+    package = Path(__file__).parent.parent  # the stridec package
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode())
         digest.update(path.read_bytes())
     return {
-        "stridec": f"{stridec.__version__}+{digest.hexdigest()[:16]}",
+        "stridec": f"{__version__}+{digest.hexdigest()[:16]}",
         "torch": torch.__version__,
         "triton": triton.__version__,
     }
@@ -153,20 +157,90 @@ def _storage_need(t: torch.Tensor) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Hit:
-    """A call key's cached answer: the program, the device the arguments are on, the
-    key of `CompiledGraph._programs` the program sits under, and each argument's
-    `_storage_need`."""
+    """A call key's cached answer: the program and its runner, the device the arguments
+    are on, the key of `CompiledGraph._programs` the program sits under, and each
+    argument's `_storage_need`."""
 
     program: Program
+    runner: launch.Runner
     device: torch.device
     local_key: tuple
     needs: tuple[int, ...]
 
 
+def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
+                    tensors: Sequence[Any], *, data: bool = True) -> torch.device | None:
+    """The arguments of a call to a graph of `inputs` (name, type), checked: their count
+    (`where` names the callee), type, layout, dtype, sizes and one device for all; with
+    `data`, also that no tensor is a neg view and each storage holds its layout (tensors
+    without data — fake or meta — skip those). Returns the tensors' device (None without
+    tensors); raises `CallError` naming the argument."""
+    if len(tensors) != len(inputs):
+        names = ", ".join(n for n, _ in inputs)
+        raise CallError(
+            f"{where}: expected {len(inputs)} tensor argument(s) ({names}); got {len(tensors)}"
+        )
+    device = None
+    for (name, t_type), t in zip(inputs, tensors, strict=True):
+        if not isinstance(t, torch.Tensor):
+            raise CallError(f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}")
+        if t.is_nested:
+            raise CallError(f"argument '{name}': expected a strided tensor; got a nested tensor")
+        if t.layout != torch.strided:
+            # Sparse and opaque (mkldnn) tensors have no strides or storage to specialize on.
+            raise CallError(
+                f"argument '{name}': expected a strided tensor; got layout {t.layout}"
+            )
+        if t.dtype != t_type.dtype.torch:
+            raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
+        sizes = tuple(t.shape) if data else tuple(int(n) for n in t.shape)
+        if sizes != t_type.sizes:
+            raise CallError(
+                f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(sizes)}"
+            )
+        if data and t.is_neg():
+            # A neg view (`z.conj().imag`) stores x and means -x: kernels read storage.
+            raise CallError(
+                f"argument '{name}': expected a tensor without a pending negation; got a "
+                "neg view (pass it through .resolve_neg() first)"
+            )
+        if device is None:
+            device = t.device
+        elif t.device != device:
+            raise CallError(f"argument '{name}': expected device {device}; got {t.device}")
+        if data and t.numel():
+            # torch strides and offsets are >= 0: the lowest index is the offset, the
+            # highest offset + Σ (n_k - 1)·stride_k. (Plain ints: this runs every call.)
+            strides, offset = t.stride(), t.storage_offset()
+            last = offset + sum((n - 1) * st for n, st in zip(t.shape, strides, strict=True))
+            storage = t.untyped_storage().nbytes() // t.element_size()
+            if last >= storage:
+                layout = Layout(tuple(t.shape), tuple(strides), offset)
+                raise CallError(
+                    f"argument '{name}': layout {layout} reaches element {last}, past its "
+                    f"storage of {storage} elements"
+                )
+    return device
+
+
+# What `CompiledGraph.as_torch_op` calls: set by `stridec.torch` when it loads (the torch
+# integration sits above the runtime, which never imports it).
+_torch_op_factory: Callable[[CompiledGraph, str], Any] | None = None
+
+
+def set_torch_op_factory(factory: Callable[[CompiledGraph, str], Any]) -> None:
+    """Install what `CompiledGraph.as_torch_op(qualname)` returns: `factory(self, qualname)`."""
+    global _torch_op_factory
+    _torch_op_factory = factory
+
+
 class CompiledGraph:
     """A graph compiled once per specialization (argument strides, offset, dtype, device)."""
 
-    def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None) -> None:
+    def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None, *,
+                 copy_aliased_outputs: bool = False) -> None:
+        """`copy_aliased_outputs`: the custom-op contract — the `plan-memory` pass of the
+        pipeline copies an output that would be a view of an input."""
         if not isinstance(graph, Graph):
             raise CallError(f"compile: expected a stridec.Graph; got {type(graph).__name__}")
         if backend not in BACKENDS:
@@ -208,59 +282,11 @@ class CompiledGraph:
         # `_programs` keys do: it never holds more entries than `_programs`.
         self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
-        self._copy_aliased_outputs = False
+        self.copy_aliased_outputs = copy_aliased_outputs
 
     # -- arguments -----------------------------------------------------------------------
     def _check(self, tensors: tuple[Any, ...]) -> torch.device:
-        if len(tensors) != len(self._inputs):
-            names = ", ".join(n for n, _ in self._inputs)
-            raise CallError(
-                f"{self.graph.name}: expected {len(self._inputs)} tensor argument(s) ({names}); "
-                f"got {len(tensors)}"
-            )
-        device = None
-        for (name, t_type), t in zip(self._inputs, tensors, strict=True):
-            if not isinstance(t, torch.Tensor):
-                raise CallError(
-                    f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}"
-                )
-            if t.is_nested:
-                raise CallError(
-                    f"argument '{name}': expected a strided tensor; got a nested tensor"
-                )
-            if t.layout != torch.strided:
-                # Sparse and opaque (mkldnn) tensors have no strides or storage to specialize on.
-                raise CallError(
-                    f"argument '{name}': expected a strided tensor; got layout {t.layout}"
-                )
-            if t.dtype != t_type.dtype.torch:
-                raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
-            if tuple(t.shape) != t_type.sizes:
-                raise CallError(
-                    f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(t.shape)}"
-                )
-            if t.is_neg():
-                # A neg view (`z.conj().imag`) stores x and means -x: kernels read storage.
-                raise CallError(
-                    f"argument '{name}': expected a tensor without a pending negation; got a "
-                    "neg view (pass it through .resolve_neg() first)"
-                )
-            if device is None:
-                device = t.device
-            elif t.device != device:
-                raise CallError(f"argument '{name}': expected device {device}; got {t.device}")
-            if t.numel():
-                # torch strides and offsets are >= 0: the lowest index is the offset, the
-                # highest offset + Σ (n_k - 1)·stride_k. (Plain ints: this runs every call.)
-                strides, offset = t.stride(), t.storage_offset()
-                last = offset + sum((n - 1) * st for n, st in zip(t.shape, strides, strict=True))
-                storage = t.untyped_storage().nbytes() // t.element_size()
-                if last >= storage:
-                    layout = Layout(tuple(t.shape), tuple(strides), offset)
-                    raise CallError(
-                        f"argument '{name}': layout {layout} reaches element {last}, past its "
-                        f"storage of {storage} elements"
-                    )
+        device = check_arguments(self.graph.name, self._inputs, tensors)
         if device is None:  # a graph without inputs runs where its backend runs
             device = torch.device("cuda" if self.backend == "triton" else "cpu")
         return device
@@ -321,28 +347,42 @@ class CompiledGraph:
 
     def _compile(self, spec: tuple, device: torch.device, target: str) -> Program:
         from stridec.compiler.codegen.lower import lower_to_program
-        from stridec.compiler.pass_manager import PassManager
+        from stridec.compiler.pass_manager import PassManager, parse_pipeline
+        from stridec.compiler.passes.plan_memory import PlanMemory
 
         graph = self._specialize(spec)
-        pipeline = self.pipeline
-        if self._copy_aliased_outputs:
-            pipeline = pipeline.replace("plan-memory", "plan-memory{copy-aliased-outputs=true}")
-        PassManager.parse(pipeline).run(graph)
+        passes = parse_pipeline(self.pipeline)
+        if self.copy_aliased_outputs:
+            passes = [dataclasses.replace(p, copy_aliased_outputs=True)
+                      if isinstance(p, PlanMemory) else p for p in passes]
+        PassManager(passes=passes).run(graph)
         self.stats.pipeline_runs += 1
         program = lower_to_program(graph, "cuda" if target == "triton" else "cpu")
         self.stats.codegen_runs += 1
         return program
 
+    def program_for_layouts(
+        self, layouts: Sequence[tuple[Sequence[int], int]], device: torch.device | str
+    ) -> Program:
+        """The program for arguments of these (strides, storage offset), one per input, on
+        `device`, for the kernel backend of that device (triton on CUDA, interpret on the
+        CPU); compiled on first use, no kernel runs. For callers whose tensors carry no data
+        to check (fake tensors under tracing); the layouts must fit the inputs' sizes."""
+        device = torch.device(device)
+        if len(layouts) != len(self._inputs):
+            raise CallError(
+                f"{self.graph.name}: expected {len(self._inputs)} layout(s); got {len(layouts)}"
+            )
+        spec = tuple((tuple(int(s) for s in strides), int(offset)) for strides, offset in layouts)
+        return self._lookup(spec, device, "triton" if device.type == "cuda" else "interpret")[0]
+
     def _program(
         self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str
     ) -> Program:
-        return self._lookup(tensors, device, target)[0]
+        return self._lookup(self._specialization(tensors), device, target)[0]
 
-    def _lookup(
-        self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str
-    ) -> tuple[Program, tuple]:
+    def _lookup(self, spec: tuple, device: torch.device, target: str) -> tuple[Program, tuple]:
         """The program of this specialization and its key in `_programs`."""
-        spec = self._specialization(tensors)
         local_key = (spec, str(device), target)
         with self._lock:
             program = self._programs.get(local_key)
@@ -357,7 +397,7 @@ class CompiledGraph:
                     "target": target,
                     "device": _capability(device),
                     "pipeline": self.pipeline,
-                    "copy_aliased": self._copy_aliased_outputs,
+                    "copy_aliased": self.copy_aliased_outputs,
                     **_versions(),
                 }
             )
@@ -391,7 +431,7 @@ class CompiledGraph:
         key = _call_key(tensors)
         hit = self._cached(key, tensors) if key is not None else None
         if hit is not None:
-            program, device = hit.program, hit.device
+            program, runner, device = hit.program, hit.runner, hit.device
         else:
             device = self._check(tensors)
             if self.backend == "reference":
@@ -399,11 +439,12 @@ class CompiledGraph:
                 outs = list(run_reference(self.graph, *tensors))
                 return outs[0] if len(outs) == 1 else tuple(outs)
             target = self._target(device)
-            program, local_key = self._lookup(tensors, device, target)
+            program, local_key = self._lookup(self._specialization(tensors), device, target)
+            runner = launch.runner(program, target)
             if key is not None:
-                self._remember(key, _Hit(program, device, local_key,
+                self._remember(key, _Hit(program, runner, device, local_key,
                                          tuple(_storage_need(t) for t in tensors)))
-        outs = program.run(tensors, device)
+        outs = launch.run_with(runner, tensors, device)
         self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -443,9 +484,12 @@ class CompiledGraph:
     def as_torch_op(self, qualname: str) -> Any:
         """Register this graph as the torch operator `qualname` ("namespace::name"),
         callable as `torch.ops.<namespace>.<name>`; see `stridec.torch.register`."""
-        from stridec.torch.custom_op import register
-
-        return register(self, qualname)
+        if _torch_op_factory is None:
+            raise UnsupportedError(
+                "as_torch_op: the torch integration is not loaded; import stridec.torch "
+                "(or stridec) first"
+            )
+        return _torch_op_factory(self, qualname)
 
     def __repr__(self) -> str:
         return f"<CompiledGraph {self.graph.name!r} backend={self.backend!r}>"

@@ -36,7 +36,9 @@ from torch.utils._python_dispatch import _disable_current_modes
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
-from stridec.runtime.compile import CompiledGraph
+from stridec.runtime import launch
+from stridec.runtime.backends.triton import load_jit
+from stridec.runtime.compile import CompiledGraph, check_arguments, set_torch_op_factory
 from stridec.torch.adjoint import Adjoint, adjoint
 
 __all__ = ["TorchOp", "register"]
@@ -49,21 +51,29 @@ _REGISTRY: dict[str, TorchOp] = {}
 _REGISTRY_LOCK = threading.RLock()
 
 
-class _SpecKey:
-    """Stands in for a tensor where a specialization needs only its strides and offset
-    (fake tensors carry no storage to check, and may carry symbolic strides)."""
+class _TracedTriton:
+    """The Triton backend as the torch op launches it: each kernel through `wrap_triton`,
+    so that under `torch.compile` Inductor sees every launch."""
 
-    __slots__ = ("_strides", "_offset")
+    name = "triton-wrapped"
 
-    def __init__(self, strides: tuple[int, ...], offset: int) -> None:
-        self._strides = strides
-        self._offset = offset
+    def load(self, program: Program) -> list[Any]:
+        from torch.library import wrap_triton
 
-    def stride(self) -> tuple[int, ...]:
-        return self._strides
+        return [_WrappedKernel(wrap_triton(load_jit(k.source, k.name))) for k in program.kernels]
 
-    def storage_offset(self) -> int:
-        return self._offset
+
+class _WrappedKernel:
+    __slots__ = ("wrapped",)
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+
+    def __call__(self, grid: tuple[int, ...], *args: Any, **keywords: Any) -> None:
+        self.wrapped[grid](*args, **keywords)
+
+
+_TRACED_TRITON = _TracedTriton()
 
 
 def _arg_names(graph: Graph) -> list[str]:
@@ -111,6 +121,7 @@ class TorchOp:
         self.use_triton_op = use_triton_op
         self.arg_names = _arg_names(compiled.graph)
         self._inputs = [v.type for v in compiled.graph.inputs]
+        self._named_inputs = list(zip(self.arg_names, self._inputs, strict=True))
         self._outputs = [v.type for v in compiled.graph.outputs]
         self.adjoint: Adjoint | None = None
         self.adjoint_error: StridecError | None = None
@@ -184,22 +195,7 @@ class TorchOp:
     # -- specialization ------------------------------------------------------------------
     def _check_args(self, tensors: Sequence[torch.Tensor]) -> None:
         """The runtime's argument checks, for tensors without data (fake or meta)."""
-        if len(tensors) != len(self._inputs):
-            raise CallError(
-                f"{self.qualname}: expected {len(self._inputs)} tensor argument(s) "
-                f"({', '.join(self.arg_names)}); got {len(tensors)}"
-            )
-        for name, t_type, t in zip(self.arg_names, self._inputs, tensors, strict=True):
-            if t.dtype != t_type.dtype.torch:
-                raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
-            if tuple(int(s) for s in t.shape) != t_type.sizes:
-                raise CallError(
-                    f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(t.shape)}"
-                )
-            if t.device != tensors[0].device:
-                raise CallError(
-                    f"argument '{name}': expected device {tensors[0].device}; got {t.device}"
-                )
+        check_arguments(self.qualname, self._named_inputs, tensors, data=False)
 
     def program_for(self, tensors: Sequence[torch.Tensor]) -> Program:
         """The program of this call's specialization (compiled on first use; no kernel
@@ -207,14 +203,12 @@ class TorchOp:
         takes storage offset 0 there."""
         device = tensors[0].device
         cuda = device.type == "cuda"
-        keys = tuple(
-            _SpecKey(tuple(int(s) for s in t.stride()), 0 if cuda else int(t.storage_offset()))
-            for t in tensors
-        )
+        layouts = [(tuple(int(s) for s in t.stride()), 0 if cuda else int(t.storage_offset()))
+                   for t in tensors]
         # Code generation evaluates fill values with small torch tensors: keep them out of
         # the fake or tracing modes of the caller (they are compile-time constants).
         with _disable_current_modes():
-            return self.compiled._program(keys, device, "triton" if cuda else "interpret")  # type: ignore[arg-type]
+            return self.compiled.program_for_layouts(layouts, device)
 
     def _fresh(self, program: Program) -> list[bool]:
         """Which outputs must be copied into a tensor of their own: those over an input's
@@ -261,38 +255,17 @@ class TorchOp:
         """Launch the plan's Triton kernels with `wrap_triton` (traceable: under
         torch.compile, Inductor sees each kernel). Inputs are passed as they are (the
         kernel gets their data pointer); buffers are fresh `torch.empty`."""
-        from torch.library import wrap_triton
-
-        from stridec.ir.dtypes import as_dtype
-
         self._check_args(tensors)
         program = self.program_for(tensors)
         device = tensors[0].device
-        slots: list[torch.Tensor] = list(tensors)
-        for b in program.buffers:
-            slots.append(torch.empty(b.elements, dtype=as_dtype(b.dtype).torch, device=device))
-        handles = program.handles()
+        runner = launch.runner(program, _TRACED_TRITON, inputs_as_given=True)
         # Triton launches on the current device: make it the tensors' device.
         with torch.cuda.device(device if device.index is not None else torch.cuda.current_device()):
-            for launch in program.launches:
-                k = program.kernels[launch.kernel]
-                args = [
-                    slots[s] if v is None else slots[s].view(getattr(torch, v))
-                    for s, v in zip(launch.args, launch.views, strict=True)
-                ]
-                wrap_triton(handles[launch.kernel].jit)[k.grid](
-                    *args, num_warps=k.num_warps, **k.constexprs
-                )
-        outs = []
-        for o, fresh in zip(program.outputs, self._fresh(program), strict=True):
-            offset = o.offset  # over an input, relative to its data pointer (see program_for)
-            if o.slot < program.n_inputs:
-                offset += slots[o.slot].storage_offset()
-            out = torch.as_strided(slots[o.slot], o.sizes, o.strides, offset)
+            outs = runner.run(tensors, device)
+        for k, (o, fresh) in enumerate(zip(program.outputs, self._fresh(program), strict=True)):
             if fresh:
-                out = torch.empty_strided(o.sizes, o.strides, dtype=out.dtype,
-                                          device=device).copy_(out)
-            outs.append(out)
+                outs[k] = torch.empty_strided(o.sizes, o.strides, dtype=outs[k].dtype,
+                                              device=device).copy_(outs[k])
         return self._pack(outs)
 
     # -- autograd ------------------------------------------------------------------------
@@ -303,7 +276,8 @@ class TorchOp:
         adj = self.adjoint
         if self._backward_op is None and adj is not None and adj.graph is not None:
             self._backward_op = _register(
-                CompiledGraph(adj.graph, self.compiled.backend, self.compiled.pipeline),
+                CompiledGraph(adj.graph, self.compiled.backend, self.compiled.pipeline,
+                              copy_aliased_outputs=True),
                 f"{self.qualname}__adjoint", self.use_triton_op,
             )
         return self._backward_op
@@ -346,7 +320,6 @@ def _register(compiled: CompiledGraph, qualname: str, use_triton_op: bool) -> To
                     f"{compiled.graph.name!r}"
                 )
             return existing
-        compiled._copy_aliased_outputs = True
         op = TorchOp(qualname, compiled, use_triton_op)
         _REGISTRY[qualname] = op
         return op
@@ -380,7 +353,7 @@ def register(
             f"as_torch_op: qualname must look like 'namespace::name' (identifiers); got "
             f"{qualname!r}"
         )
-    compiled = CompiledGraph(graph, backend, pipeline)
+    compiled = CompiledGraph(graph, backend, pipeline, copy_aliased_outputs=True)
     if not graph.inputs:
         raise UnsupportedError(
             f"as_torch_op: graph {graph.name!r} has no inputs; a torch operator needs a "
@@ -393,3 +366,6 @@ def register(
     op = _register(compiled, qualname, use_triton_op)
     op.backward_op  # noqa: B018 -- define the backward now, not while a backward is traced
     return op
+
+
+set_torch_op_factory(register)

@@ -21,9 +21,9 @@ if str(ROOT) not in sys.path:
 
 import stridec  # noqa: E402
 from bench.workloads import by_name  # noqa: E402
-from stridec.compiler.codegen.loader import load_kernel  # noqa: E402
 from stridec.compiler.codegen.lower import lower_to_program  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
+from stridec.runtime.backends.triton import load_jit  # noqa: E402
 
 ROW = by_name("cat_channels_fp16")
 
@@ -48,7 +48,7 @@ def test_full_size_plan_is_one_launch_of_16_byte_accesses() -> None:
     (kernel,) = program.kernels
     assert kernel.strategy == "batch(linear,linear,linear)"
     assert len(launch.args) == 4  # the output buffer, then the three inputs
-    jit = load_kernel(kernel.source, kernel.name).jit
+    jit = load_jit(kernel.source, kernel.name)
     params = [p.name for p in jit.params if not p.is_constexpr]
     signature = {p: "*fp16" for p in params}
     signature.update({c: "constexpr" for c in kernel.constexprs})

@@ -26,13 +26,15 @@ from test_codegen_copy import random_storage, reference_copy, sentinel
 import stridec
 from stridec.compiler.codegen.batch import generate_copy_batch
 from stridec.compiler.codegen.copy import generate_copy
-from stridec.compiler.codegen.loader import load_kernel
 from stridec.compiler.codegen.lower import MAX_BATCH, lower_to_program
 from stridec.compiler.codegen.program import Program
 from stridec.compiler.codegen.spec import CopySpec, MaskBound, Tuning, dst_box
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES
+from stridec.runtime import launch
+from stridec.runtime.backends.triton import load_jit
+from stridec.runtime.launch import launch_copy_batch
 
 f16, bf16, f32, f64 = DTYPES["float16"], DTYPES["bfloat16"], DTYPES["float32"], DTYPES["float64"]
 i8, i32, i64 = DTYPES["int8"], DTYPES["int32"], DTYPES["int64"]
@@ -204,7 +206,7 @@ def test_a_piece_that_is_an_output_and_the_program_round_trip() -> None:
     again = Program.from_json(program.to_json())
     assert again.launches == program.launches and again.kernels == program.kernels
     assert [len(launch.args) for launch in again.launches] == [2, 4]  # (dst, 3 sources)
-    assert torch.equal(again.run((tx, ty), CPU)[1], want)
+    assert torch.equal(launch.run(again, (tx, ty), CPU)[1], want)
 
 
 # --------------------------------------------------------------------------- what is not batched
@@ -223,7 +225,7 @@ def lowered(body: str) -> stridec.Graph:
 
 def run_lowered(graph: stridec.Graph, x: torch.Tensor) -> tuple[Program, torch.Tensor]:
     program = lower_to_program(graph, "cpu")
-    (out,) = program.run((x,), CPU)
+    (out,) = launch.run(program, (x,), CPU)
     return program, out
 
 
@@ -360,7 +362,7 @@ def test_a_batch_equals_its_copies_one_by_one(case: Any, target: str, seed: int)
     assert all(n == "program" or re.match(r"m\d+_", n) for n in ASSIGNED.findall(kernel.source))
     assert kernel.grid == (sum(generate_copy(s, target).grid[0] for s in specs),)
     got = sentinel(dst_dtype, buffer + 2)
-    kernel.launch(got, *sources)
+    launch_copy_batch(kernel, got, *sources)
     assert torch.equal(got, want), kernel.source
 
 
@@ -389,7 +391,7 @@ def test_tuning_is_split_over_the_members() -> None:
     sources = [random_storage(f32, 32, gen), random_storage(f16, 32, gen)]
     want = reference_copy(rows, sources[1], reference_copy(flip, sources[0], sentinel(f32, 64)))
     got = sentinel(f32, 64)
-    tuned.launch(got, *sources)
+    launch_copy_batch(tuned, got, *sources)
     assert torch.equal(got, want)
     same = generate_copy_batch([flip, rows], "cuda", Tuning("gather", (32,)))
     assert same.constexprs == {"M0_BLOCK": 32, "M1_BLOCK": 32}
@@ -406,7 +408,7 @@ POINTER = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64
 
 
 def compile_sm90(kernel: Any, pointer_dtypes: list[str]) -> str:
-    jit = load_kernel(kernel.source, kernel.name).jit
+    jit = load_jit(kernel.source, kernel.name)
     params = [p.name for p in jit.params if not p.is_constexpr]
     signature = {p: POINTER[d] for p, d in zip(params, pointer_dtypes, strict=True)}
     signature.update({c: "constexpr" for c in kernel.constexprs})

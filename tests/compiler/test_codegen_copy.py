@@ -22,7 +22,6 @@ from stridec.compiler.codegen.copy import (
     generate_copy,
     plan_copy,
 )
-from stridec.compiler.codegen.loader import load_kernel
 from stridec.compiler.codegen.spec import (
     CopySpec,
     MaskBound,
@@ -37,6 +36,8 @@ from stridec.compiler.codegen.spec import (
 )
 from stridec.errors import CallError, LayoutError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
+from stridec.runtime.backends.interpret import interpreted
+from stridec.runtime.launch import launch_copy
 
 f16, bf16, f32, f64 = DTYPES["float16"], DTYPES["bfloat16"], DTYPES["float32"], DTYPES["float64"]
 i8, u8, i32, i64 = DTYPES["int8"], DTYPES["uint8"], DTYPES["int32"], DTYPES["int64"]
@@ -165,7 +166,7 @@ def run_and_check(
         src = random_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset), gen)
     dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + dst_slack)
     expected = reference_copy(spec, src, dst)
-    kernel.launch(src, dst)
+    launch_copy(kernel, src, dst)
     assert torch.equal(dst, expected), (kernel.source, dst, expected)
     return kernel
 
@@ -449,7 +450,7 @@ def test_bfloat16_rounds_to_nearest_even():
     spec = CopySpec((8,), (1,), 0, (1,), 0, f32, bf16)
     run_and_check(spec, src=src)
     dst = torch.empty(1, dtype=torch.bfloat16)
-    generate_copy(CopySpec((1,), (1,), 0, (1,), 0, f32, bf16)).launch(
+    launch_copy(generate_copy(CopySpec((1,), (1,), 0, (1,), 0, f32, bf16)), 
         torch.tensor([float("nan")]), dst
     )
     assert torch.isnan(dst).all()
@@ -484,7 +485,7 @@ def test_nchw_to_nchw4_pads_channels_with_fill():
     assert "valid" in load
     expected = torch.nn.functional.pad(src.view(n, c, h, w), (0, 0, 0, 0, 0, 1))
     dst = torch.empty(n * 4 * h * w)
-    kernel.launch(src, dst)
+    launch_copy(kernel, src, dst)
     assert torch.equal(dst, expected.permute(0, 2, 3, 1).reshape(-1))
     # Same packing on the GPU tiles, with a non-zero fill cast to the destination dtype.
     run_and_check(dataclasses.replace(spec, fill=-1.5, dst_dtype=f16), "cuda", src=src)
@@ -513,17 +514,17 @@ def test_uint32_words_may_arrive_as_int32():
     words = torch.tensor([0, 1, 2**31 - 1, -(2**31), -1, 12345], dtype=torch.int32)
     kernel = generate_copy(CopySpec((2, 3), (1, 2), 0, (3, 1), 0, u32, f64))
     out = torch.zeros(6, dtype=torch.float64)
-    kernel.launch(words, out)
+    launch_copy(kernel, words, out)
     unsigned = (words.to(torch.int64) & 0xFFFFFFFF).to(torch.float64)
     assert torch.equal(out, unsigned.view(3, 2).t().reshape(-1))
     # As real uint32 storages too (torch has no index_put for them: checked by hand).
     src = torch.tensor([4000000000, 1, 2, 3, 4], dtype=torch.int64).to(torch.uint32)
     dst = torch.zeros(5, dtype=torch.uint32)
     spec = CopySpec((5,), (1,), 0, (1,), 0, u32, u32, (MaskBound((1,), 0, 3),), 2**32 - 1)
-    generate_copy(spec).launch(src, dst)
+    launch_copy(generate_copy(spec), src, dst)
     assert dst.to(torch.int64).tolist() == [4000000000, 1, 2, 2**32 - 1, 2**32 - 1]
     back = torch.zeros(6, dtype=torch.int32)
-    generate_copy(CopySpec((6,), (1,), 0, (1,), 0, f64, u32)).launch(unsigned, back)
+    launch_copy(generate_copy(CopySpec((6,), (1,), 0, (1,), 0, f64, u32)), unsigned, back)
     assert torch.equal(back, words)
 
 
@@ -543,7 +544,7 @@ def test_size_0_launches_nothing():
     spec = CopySpec((3, 0, 4), (0, 4, 1), 0, (0, 4, 1), 0, f32, f32)
     kernel = generate_copy(spec)
     assert kernel.numel == 0 and kernel.grid == (0,)
-    kernel.launch(torch.empty(0), torch.empty(0))  # nothing to check, nothing raised
+    launch_copy(kernel, torch.empty(0), torch.empty(0))  # nothing to check, nothing raised
 
 
 def test_rank_8():
@@ -623,7 +624,7 @@ def test_int64_kernel_runs():
     src = random_storage(f32, 210, gen)
     dst = sentinel(f16, 213)
     expected = reference_copy(spec, src, dst)
-    load_kernel(source, "copy64").run(plan.grid, src, dst, **plan.constexprs)
+    interpreted(source, "copy64")(plan.grid, src, dst, **plan.constexprs)
     assert torch.equal(dst, expected)
 
 
@@ -655,11 +656,11 @@ def test_same_spec_same_source():
 def test_launch_checks_its_storages():
     kernel = generate_copy(CopySpec((4, 4), (1, 4), 0, (4, 1), 0, f32, f32))
     with pytest.raises(CallError, match="dtype"):
-        kernel.launch(torch.zeros(16, dtype=torch.float16), torch.zeros(16))
+        launch_copy(kernel, torch.zeros(16, dtype=torch.float16), torch.zeros(16))
     with pytest.raises(CallError, match="holds 15 elements"):
-        kernel.launch(torch.zeros(16), torch.zeros(15))
+        launch_copy(kernel, torch.zeros(16), torch.zeros(15))
     with pytest.raises(CallError, match="contiguous"):
-        kernel.launch(torch.zeros(32)[::2], torch.zeros(16))
+        launch_copy(kernel, torch.zeros(32)[::2], torch.zeros(16))
 
 
 # --------------------------------------------------------------------------- random specs

@@ -22,12 +22,13 @@ from stridec.compiler.codegen.philox import (
     PhiloxKernel,
     PhiloxSpec,
     generate_philox,
-    interpreter_fma_is_exact,
 )
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import CallError, ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
 from stridec.ir.philox import make_state, philox_bits, state_words, uniform_from_bits
+from stridec.runtime.backends.interpret import interpreter_fma_is_exact
+from stridec.runtime.launch import launch_philox
 
 u32, i32, f32 = DTYPES["uint32"], DTYPES["int32"], DTYPES["float32"]
 f16, bf16 = DTYPES["float16"], DTYPES["bfloat16"]
@@ -72,7 +73,7 @@ def run(
     kernel = generate_philox(spec, "cpu", block=block)
     dst = sentinel_storage(storage, spec.dst_dtype)
     new_state = torch.full((6,), -1, dtype=torch.int32)
-    kernel.launch(state_tensor(state), dst, new_state)
+    launch_philox(kernel, state_tensor(state), dst, new_state)
     return dst, new_state.numpy().view(np.uint32), kernel
 
 
@@ -128,7 +129,7 @@ def test_kernel_reproduces_every_kat_line() -> None:
     for counter, key, expected in load_kat():
         dst = torch.zeros(4, dtype=torch.uint32)
         new_state = torch.zeros(6, dtype=torch.uint32)
-        kernel.launch(state_tensor(make_state(counter, key), torch.uint32), dst, new_state)
+        launch_philox(kernel, state_tensor(make_state(counter, key), torch.uint32), dst, new_state)
         assert dst.view(torch.int32).numpy().view(np.uint32).tolist() == expected
         assert state_words(new_state) == ((counter + 1) & MASK128, key)
 
@@ -353,7 +354,7 @@ def test_chained_kernels_on_device_state_without_host_round_trip() -> None:
     for _ in range(3):
         dst = torch.empty(6, dtype=torch.uint32)
         new_state = torch.empty(6, dtype=torch.int32)
-        k.launch(state, dst, new_state)
+        launch_philox(k, state, dst, new_state)
         outs.append(dst)
         state = new_state
     bits, _ = philox_bits(make_state(2**64 - 1, KEY), (24,))
@@ -427,14 +428,15 @@ def test_uniform_source_uses_an_explicit_fma() -> None:
 def test_bad_state_is_a_call_error_naming_state(state) -> None:
     kernel = generate_philox(plain_spec((4,)), "cpu")
     with pytest.raises(CallError, match="state"):
-        kernel.launch(state, torch.zeros(4, dtype=torch.uint32), torch.zeros(6, dtype=torch.int32))
+        launch_philox(kernel, state, torch.zeros(4, dtype=torch.uint32),
+                      torch.zeros(6, dtype=torch.int32))
 
 
 def test_aliasing_state_and_new_state_is_refused() -> None:
     kernel = generate_philox(plain_spec((4,)), "cpu")
     state = state_tensor(make_state(0, 0))
     with pytest.raises(CallError, match="overlap"):
-        kernel.launch(state, torch.zeros(4, dtype=torch.uint32), state)
+        launch_philox(kernel, state, torch.zeros(4, dtype=torch.uint32), state)
 
 
 def test_bad_destination_is_a_call_error_naming_dst() -> None:
@@ -443,7 +445,7 @@ def test_bad_destination_is_a_call_error_naming_dst() -> None:
     new_state = torch.zeros(6, dtype=torch.int32)
     for dst in (torch.zeros(3, dtype=torch.uint32), torch.zeros(4, dtype=torch.float32)):
         with pytest.raises(CallError, match="dst"):
-            kernel.launch(state, dst, new_state)
+            launch_philox(kernel, state, dst, new_state)
 
 
 def test_bad_specs() -> None:
@@ -493,7 +495,7 @@ def test_kernels_compile_for_cuda_without_a_device(spec: PhiloxSpec) -> None:
     compiler = pytest.importorskip("triton.compiler")
     from triton.backends.compiler import GPUTarget
 
-    from stridec.compiler.codegen.loader import load_kernel
+    from stridec.runtime.backends.triton import load_jit
 
     kernel = generate_philox(spec, "cuda")
     dst = {"uint32": "*i32", "int32": "*i32", "float32": "*fp32", "float16": "*fp16"}
@@ -503,7 +505,7 @@ def test_kernels_compile_for_cuda_without_a_device(spec: PhiloxSpec) -> None:
         "new_state_ptr": "*i32",
         "BLOCK": "constexpr",
     }
-    jit = load_kernel(kernel.source, kernel.name).jit
+    jit = load_jit(kernel.source, kernel.name)
     source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs))
     # FP fusion on (Triton 3.9's default): the explicit fma must not depend on it.
     compiled = compiler.compile(
@@ -531,7 +533,7 @@ def test_cuda_kernels_equal_reference(counter: int) -> None:
         kernel = generate_philox(spec, "cuda")
         dst = sentinel_storage(3000, spec.dst_dtype).cuda()
         new_state = torch.empty(6, dtype=torch.int32, device="cuda")
-        kernel.launch(state_tensor(state).cuda(), dst, new_state)
+        launch_philox(kernel, state_tensor(state).cuda(), dst, new_state)
         expected = scatter(
             3000, spec.dst_dtype, sizes, spec_dst_strides(spec, sizes), 0, values(bits, spec)
         )
@@ -540,20 +542,24 @@ def test_cuda_kernels_equal_reference(counter: int) -> None:
 
 
 def test_interpret_uniforms_warn_when_the_interpreter_fma_rounds_twice(monkeypatch) -> None:
-    """On a Triton whose interpreter computes tl.fma as multiply-then-add, generating a
-    uniform kernel for the interpreter says so; bits, and the GPU target, never warn."""
+    """On a Triton whose interpreter computes tl.fma as multiply-then-add, loading a
+    uniform kernel into the interpret backend says so; bits kernels never warn, and
+    neither does code generation (it runs no kernel)."""
     import warnings
 
-    import stridec.compiler.codegen.philox as philox
+    import stridec.runtime.backends.interpret as interpret
 
-    monkeypatch.setattr(philox, "interpreter_fma_is_exact", lambda: False)
+    monkeypatch.setattr(interpret, "interpreter_fma_is_exact", lambda: False)
     uniform = plain_spec((4, 4), f32, distribution="uniform")
-    with pytest.warns(RuntimeWarning, match="rounds tl.fma twice"):
-        generate_philox(uniform, "cpu")
+    bits = plain_spec((4, 4), DTYPES["uint32"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        kernel = generate_philox(uniform, "cpu")
         generate_philox(uniform, "cuda")
-        generate_philox(plain_spec((4, 4), DTYPES["uint32"]), "cpu")
+        interpret.interpreted(generate_philox(bits, "cpu").source,
+                              generate_philox(bits, "cpu").name)
+    with pytest.warns(RuntimeWarning, match="rounds tl.fma twice"):
+        interpret.interpreted(kernel.source, kernel.name)
 
 
 def test_fma_probe_agrees_with_numpy_double_rounding() -> None:

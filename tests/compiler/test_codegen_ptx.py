@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from stridec.compiler.codegen.copy import generate_copy
-from stridec.compiler.codegen.loader import load_kernel
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.ir.dtypes import as_dtype
+from stridec.runtime.backends.triton import load_jit
 
 compiler = pytest.importorskip("triton.compiler")
 GPUTarget = pytest.importorskip("triton.backends.compiler").GPUTarget
@@ -102,7 +102,7 @@ def test_copy_kernel_compiles_for_sm90(name: str) -> None:
     spec = SPECS[name]
     kernel = generate_copy(spec, "cuda")
     assert kernel.numel == spec.numel
-    jit = load_kernel(kernel.source, kernel.name).jit
+    jit = load_jit(kernel.source, kernel.name)
     signature = {
         "src_ptr": POINTER[spec.src_dtype.name],
         "dst_ptr": POINTER[spec.dst_dtype.name],
@@ -167,7 +167,7 @@ def test_whole_programs_compile_for_sm90(name: str) -> None:
             POINTER[view or slot_dtypes[slot]]
             for slot, view in zip(launch.args, launch.views, strict=True)
         ]
-        jit = load_kernel(kernel.source, kernel.name).jit
+        jit = load_jit(kernel.source, kernel.name)
         # The pointer parameters in order: (src, dst) for a copy, (dst, src_0, …) for a
         # batch of copies (a cat), (state, dst, new_state) for Philox.
         params = [p.name for p in jit.params if not p.is_constexpr]

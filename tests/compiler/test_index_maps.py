@@ -16,7 +16,7 @@ from stridec.compiler.index_maps import Composition, as_view, compose, compose_m
 from stridec.errors import LayoutError
 from stridec.ir.formats import get_format
 from stridec.ir.layout import MAX_RANK, Layout
-from stridec.ir.reference import gather, layout_indices
+from stridec.runtime.backends.reference import gather, layout_indices
 
 SETTINGS = settings(max_examples=200, deadline=None)
 SENTINEL = -1

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import stridec
 from stridec import Graph, Layout, Value
 from stridec.errors import LayoutError, StridecError
-from stridec.ir.reference import flat_storage, gather
+from stridec.runtime.backends.reference import flat_storage, gather
 
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -27,7 +27,7 @@ from stridec.errors import (
 )
 from stridec.ir import ops as O
 from stridec.ir.graph import OP_REGISTRY, Value
-from stridec.ir.reference import flat_storage, gather
+from stridec.runtime.backends.reference import flat_storage, gather
 
 DTYPES = sorted(stridec.DTYPES)
 FLOATS = ("float16", "bfloat16", "float32", "float64")

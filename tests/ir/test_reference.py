@@ -16,7 +16,7 @@ import stridec
 from stridec import Graph, Layout
 from stridec.errors import CallError, LayoutError, StridecError
 from stridec.ir import ops as O
-from stridec.ir.reference import flat_storage
+from stridec.runtime.backends.reference import flat_storage
 
 # -- a graph that mixes ops ---------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from stridec.ir import ops as O
 from stridec.ir.graph import OP_REGISTRY, Graph, Value
 from stridec.ir.layout import Layout
 from stridec.ir.parser import parse
-from stridec.ir.reference import run_reference
+from stridec.runtime.backends.reference import run_reference
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -33,8 +33,8 @@ import pytest
 import torch
 
 import stridec
-from stridec.compiler.codegen import loader
 from stridec.runtime import compile as compile_module
+from stridec.runtime.backends import triton as loader
 from stridec.runtime.cache import MEMORY_CACHE, _digest
 
 

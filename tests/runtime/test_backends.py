@@ -628,7 +628,7 @@ def test_interpret_backend_needs_no_environment_variable(monkeypatch: pytest.Mon
 
     import triton
 
-    from stridec.compiler.codegen.loader import load_kernel
+    from stridec.runtime.backends.triton import load_jit
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     g = stridec.Graph("no_env")
@@ -639,4 +639,4 @@ def test_interpret_backend_needs_no_environment_variable(monkeypatch: pytest.Mon
     assert torch.equal(fn(t), t.t().float())
     assert "TRITON_INTERPRET" not in os.environ
     (k,) = fn.plan_for(t).kernels
-    assert isinstance(load_kernel(k.source, k.name).jit, triton.runtime.jit.JITFunction)
+    assert isinstance(load_jit(k.source, k.name), triton.runtime.jit.JITFunction)

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import stridec
-from stridec.compiler.codegen import loader as launch
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 from stridec.runtime import compile as compile_module
+from stridec.runtime.backends import triton as launch
 from stridec.runtime.cache import MEMORY_CACHE, PlanCache
 
 

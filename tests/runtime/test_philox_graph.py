@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import stridec
-from stridec.compiler.codegen.philox import interpreter_fma_is_exact
 from stridec.ir.philox import make_state
+from stridec.runtime.backends.interpret import interpreter_fma_is_exact
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 

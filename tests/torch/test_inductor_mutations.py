@@ -16,9 +16,9 @@ import pytest
 import torch
 
 import stridec
-from stridec.compiler.codegen.loader import load_kernel
 from stridec.compiler.codegen.lower import lower_to_program
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
+from stridec.runtime.backends.triton import load_jit
 
 triton = pytest.importorskip("triton")
 wrap = pytest.importorskip("torch._higher_order_ops.triton_kernel_wrap")
@@ -64,7 +64,7 @@ def test_each_kernel_is_seen_to_write_only_its_outputs(graph: stridec.Graph, hop
     assert program.launches
     for launch in program.launches:
         kernel = program.kernels[launch.kernel]
-        jit = load_kernel(kernel.source, kernel.name).jit
+        jit = load_jit(kernel.source, kernel.name)
         pointers = [p.name for p in jit.params if not p.is_constexpr]
         args = {p: torch.empty(64, dtype=torch.int32) for p in pointers}
         accessed = wrap.identify_accessed_tensors(jit, {**args, **kernel.constexprs}, {})
@@ -91,7 +91,7 @@ def writes_its_source(src_ptr, dst_ptr, BLOCK: tl.constexpr):
 
 def test_the_analysis_sees_a_store_to_a_source(hopper: None) -> None:
     """The check above can fail: a kernel that also stores to its source is seen doing so."""
-    jit = load_kernel(_WRITES_ITS_SOURCE, "writes_its_source").jit
+    jit = load_jit(_WRITES_ITS_SOURCE, "writes_its_source")
     args = {p: torch.empty(16, dtype=torch.int32) for p in ("src_ptr", "dst_ptr")}
     accessed = wrap.identify_accessed_tensors(jit, {**args, "BLOCK": 16}, {})
     assert {dep.name for dep in accessed.read_writes.writes} == {"src_ptr", "dst_ptr"}

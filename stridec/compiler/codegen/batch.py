@@ -34,12 +34,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import torch
-
 from stridec.compiler.codegen.copy import (
     BODY_LOCALS,
     CopyPlan,
-    check_storage,
     describe_plan,
     emit_copy_body,
     kernel_module,
@@ -47,7 +44,7 @@ from stridec.compiler.codegen.copy import (
     touched_spans,
 )
 from stridec.compiler.codegen.spec import CopySpec, Tuning
-from stridec.errors import CallError, UnsupportedError
+from stridec.errors import UnsupportedError
 
 __all__ = ["CopyBatchKernel", "batch_strategy", "emit_batch_source", "generate_copy_batch"]
 
@@ -120,31 +117,6 @@ class CopyBatchKernel:
     src_spans: tuple[tuple[int, int] | None, ...]
     dst_spans: tuple[tuple[int, int] | None, ...]
     kind: str = "copy"
-
-    def launch(self, dst_storage: torch.Tensor, *src_storages: torch.Tensor) -> None:
-        if len(src_storages) != len(self.specs):
-            raise CallError(
-                f"copy batch {self.name}: expected {len(self.specs)} source storages; "
-                f"got {len(src_storages)}"
-            )
-        if self.grid == (0,):
-            return
-        for j, (spec, t) in enumerate(zip(self.specs, src_storages, strict=True)):
-            check_storage(f"src_storages[{j}]", t, spec.src_dtype, self.src_spans[j])
-            check_storage("dst_storage", dst_storage, spec.dst_dtype, self.dst_spans[j])
-            if t.device != dst_storage.device:
-                raise CallError(
-                    f"copy batch {self.name}: src_storages[{j}] and dst_storage must share a "
-                    f"device; got {t.device} and {dst_storage.device}"
-                )
-        # The one use of the loader from a kernel object, so a generated kernel can launch
-        # itself (tests, direct use); `load_kernel` keeps each module loaded once.
-        from stridec.compiler.codegen.loader import load_kernel
-
-        kernel = load_kernel(self.source, self.name)
-        kernel.run(
-            self.grid, dst_storage, *src_storages, **self.constexprs, num_warps=self.num_warps
-        )
 
 
 def _member_tunings(

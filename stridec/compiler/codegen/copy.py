@@ -49,7 +49,7 @@ from stridec.compiler.codegen.spec import (
     is_fill_only,
     mask_range,
 )
-from stridec.errors import CallError, UnsupportedError
+from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "emit_copy_body",
     "emit_copy_source",
     "kernel_module",
-    "check_storage",
     "touched_spans",
     "generate_copy",
     "index_bits_for",
@@ -639,38 +638,6 @@ class CopyKernel:
     src_span: tuple[int, int] | None
     dst_span: tuple[int, int] | None
     kind: str = "copy"
-
-    def launch(self, src_storage: torch.Tensor, dst_storage: torch.Tensor) -> None:
-        if self.numel == 0 or self.grid == (0,):
-            return
-        check_storage("src_storage", src_storage, self.spec.src_dtype, self.src_span)
-        check_storage("dst_storage", dst_storage, self.spec.dst_dtype, self.dst_span)
-        if src_storage.device != dst_storage.device:
-            raise CallError(
-                f"copy {self.name}: src_storage and dst_storage must share a device; "
-                f"got {src_storage.device} and {dst_storage.device}"
-            )
-        # The one use of the loader from a kernel object, so a generated kernel can launch
-        # itself (tests, direct use); `load_kernel` keeps each module loaded once.
-        from stridec.compiler.codegen.loader import load_kernel
-
-        kernel = load_kernel(self.source, self.name)
-        kernel.run(self.grid, src_storage, dst_storage, **self.constexprs, num_warps=self.num_warps)
-
-
-def check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
-    # Unsigned words may come as their int32 bit patterns (the kernel bitcasts them).
-    if t.dtype != dtype.torch and not (dtype.name == "uint32" and t.dtype == torch.int32):
-        raise CallError(f"copy: {what} must have dtype {dtype}; got {t.dtype}")
-    if t.dim() != 1 or (t.numel() > 1 and t.stride(0) != 1):
-        raise CallError(
-            f"copy: {what} must be a flat contiguous 1-D tensor; "
-            f"got sizes {tuple(t.shape)} strides {t.stride()}"
-        )
-    if span is not None and (span[0] < 0 or span[1] >= t.numel()):
-        raise CallError(
-            f"copy: {what} holds {t.numel()} elements but the copy addresses [{span[0]}, {span[1]}]"
-        )
 
 
 def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:

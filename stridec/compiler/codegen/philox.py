@@ -38,71 +38,31 @@ Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with th
 constants of `stridec.ir.philox.uniform_scale`: an explicit fused multiply-add rounds once
 on every backend, so Triton's FP contraction cannot change the bits (except in the
 interpreter of Triton < 3.9, which computes `tl.fma` as a multiply then an add: there the
-interpret backend warns once, see `interpreter_fma_is_exact`). float16 is a plain
+interpret backend warns once, see `stridec.runtime.backends.interpret`). float16 is a plain
 round-to-nearest-even cast; bfloat16 is rounded to nearest even on the integer bits,
 because Triton's interpreter truncates in its own float32 -> bfloat16 cast while CUDA
 rounds.
 
 The state is read on the device by every program; program 0 also writes `new_state`.
-`state` and `new_state` must therefore not overlap (`launch` checks it): a program that
-starts after program 0 has stored would read the advanced counter.
+`state` and `new_state` must therefore not overlap (`stridec.runtime.launch.launch_philox`
+checks it): a program that starts after program 0 has stored would read the advanced
+counter.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from stridec.errors import CallError, ShapeError, UnsupportedError
+from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.dtypes import DType, as_dtype
 
-__all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox", "interpreter_fma_is_exact"]
-
-_FMA_PROBE = """import triton
-import triton.language as tl
-
-
-@triton.jit
-def stridec_fma_probe(x_ptr, out_ptr):
-    a = tl.load(x_ptr)
-    tl.store(out_ptr, tl.fma(a, a, tl.load(x_ptr + 1)))
-"""
-
-
-@functools.cache
-def interpreter_fma_is_exact() -> bool:
-    """Whether Triton's interpreter rounds `tl.fma` once, as the GPU does.
-
-    With a = 1 + 2^-12 and c = -(1 + 2^-11): a·a = 1 + 2^-11 + 2^-24 exactly, so one
-    rounding gives 2^-24, while rounding the product first (a tie, to even: 1 + 2^-11)
-    gives 0. Triton's interpreter rounds once from 3.9 on.
-    """
-    from stridec.compiler.codegen.loader import load_kernel
-
-    x = torch.tensor([1 + 2**-12, -(1 + 2**-11)], dtype=torch.float32)
-    out = torch.zeros(1, dtype=torch.float32)
-    load_kernel(_FMA_PROBE, "stridec_fma_probe").run((1,), x, out)
-    return out.item() == 2**-24
-
-
-def _warn_inexact_uniforms() -> None:
-    if not interpreter_fma_is_exact():
-        import triton
-
-        warnings.warn(
-            f"philox_uniform on the interpret backend: Triton {triton.__version__}'s "
-            "interpreter rounds tl.fma twice (fixed in Triton 3.9), so some uniforms may "
-            "differ in the last bit from the GPU and from stridec.run_reference",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+__all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
 
 _MAX_RANK = 8
 _INT32_LIMIT = 2**31 - 1
@@ -162,92 +122,6 @@ class PhiloxKernel:
     dst_elements: int
     strategy: str
     num_warps: int = 4
-
-    def launch(
-        self, state: torch.Tensor, dst_storage: torch.Tensor, new_state: torch.Tensor
-    ) -> None:
-        """Run the kernel: fill `dst_storage` from `state`, write the advanced `new_state`.
-
-        `state` and `new_state` hold 6 int32 / uint32 words each (contiguous, any shape of
-        6 elements) and must not overlap; `dst_storage` is the flat 1-D output storage of
-        the spec's dtype. CUDA tensors run compiled, CPU tensors through Triton's
-        interpreter. Nothing is synchronized with the host.
-        """
-        state_words = _state_view(state, "state")
-        new_words = _state_view(new_state, "new_state")
-        dst = self._dst_view(dst_storage)
-        devices = {state_words.device, new_words.device, dst.device}
-        if len(devices) != 1:
-            raise CallError(
-                f"philox: state, dst and new_state must be on one device; got "
-                f"{state.device}, {dst_storage.device}, {new_state.device}"
-            )
-        for (a, a_name), (b, b_name) in (
-            ((state_words, "state"), (new_words, "new_state")),
-            ((state_words, "state"), (dst, "dst")),
-            ((new_words, "new_state"), (dst, "dst")),
-        ):
-            if _overlap(a, b):
-                raise CallError(
-                    f"philox: {a_name} and {b_name} overlap in memory; every program reads "
-                    f"state while the kernel writes dst and new_state, so they must be distinct"
-                )
-        # The one use of the runtime from the compiler, so that a generated kernel can
-        # launch itself (tests, direct use); imported here so codegen never loads it early.
-        from stridec.compiler.codegen.loader import load_kernel
-
-        handle = load_kernel(self.source, self.name)
-        handle.run(
-            self.grid,
-            state_words,
-            dst,
-            new_words,
-            num_warps=self.num_warps,
-            **dict(self.constexprs),
-        )
-
-    def _dst_view(self, dst_storage: torch.Tensor) -> torch.Tensor:
-        want = self.dst_dtype
-        if not isinstance(dst_storage, torch.Tensor):
-            raise CallError(f"dst: expected a torch.Tensor; got {type(dst_storage).__name__}")
-        if dst_storage.dtype != want.torch:
-            raise CallError(f"dst: expected dtype {want.name}; got {dst_storage.dtype}")
-        if dst_storage.dim() != 1 or not dst_storage.is_contiguous():
-            raise CallError(
-                f"dst: expected a flat contiguous 1-D storage; got sizes "
-                f"{tuple(dst_storage.shape)} strides {tuple(dst_storage.stride())}"
-            )
-        if dst_storage.numel() < self.dst_elements:
-            raise CallError(
-                f"dst: the output layout addresses {self.dst_elements} elements; the storage "
-                f"holds {dst_storage.numel()}"
-            )
-        # uint32 is stored as its int32 bit pattern (same bytes).
-        return dst_storage.view(torch.int32) if want.name == "uint32" else dst_storage
-
-
-def _state_view(t: Any, what: str) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise CallError(f"{what}: expected a torch.Tensor of 6 words; got {type(t).__name__}")
-    if t.dtype not in (torch.int32, torch.uint32):
-        raise CallError(f"{what}: expected dtype uint32 or int32; got {t.dtype}")
-    if t.numel() != 6 or not t.is_contiguous():
-        raise CallError(
-            f"{what}: expected 6 contiguous words; got sizes {tuple(t.shape)} "
-            f"strides {tuple(t.stride())}"
-        )
-    flat = t.reshape(6)
-    return flat.view(torch.int32) if flat.dtype == torch.uint32 else flat
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0 or b.numel() == 0:
-        return False
-    a0 = a.data_ptr()
-    b0 = b.data_ptr()
-    a1 = a0 + a.numel() * a.element_size()
-    b1 = b0 + b.numel() * b.element_size()
-    return a0 < b1 and b0 < a1
 
 
 # --------------------------------------------------------------------------- planning
@@ -443,7 +317,7 @@ def _emit_rounds(lines: list[str]) -> None:
     """Emit Random123's ten Philox4x32 rounds on `x0..x3`, giving `y0..y3`.
 
     Inline in the kernel body: a nested `@triton.jit` helper would not run under the
-    interpreter as `stridec.compiler.codegen.loader` drives it (no TRITON_INTERPRET at import).
+    interpreter as `stridec.runtime.backends.interpret` drives it (no TRITON_INTERPRET at import).
     The key bump after the tenth round is dead code, dropped by the compiler.
     """
     lines += [
@@ -626,8 +500,6 @@ def generate_philox(
         raise UnsupportedError(f"philox: block must be a power of two; got {block}")
     if num_warps < 1 or num_warps > 32 or num_warps & (num_warps - 1):
         raise UnsupportedError(f"philox: num_warps must be 1, 2, 4, … 32; got {num_warps}")
-    if target == "cpu" and spec.distribution == "uniform":
-        _warn_inexact_uniforms()
     index_bits = 32 if empty else _index_bits(plan, linear, block)
     wide = index_bits == 64
 

@@ -1,7 +1,8 @@
 """The executable form of a compiled graph: storage slots, kernel launches and outputs.
 
 A `Program` is plain data (it round-trips through JSON for the on-disk cache), so a
-cached specialization runs without the pass pipeline or code generation:
+cached specialization runs without the pass pipeline or code generation; running it is
+the runtime's (`stridec.runtime.launch`):
 
 - slots `0 … n_inputs-1` are the inputs' storages (flat 1-D views from element 0);
 - each further slot is a buffer of `elements` elements allocated with `torch.empty`;
@@ -14,22 +15,11 @@ cached specialization runs without the pass pipeline or code generation:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
 
-import torch
-
-from stridec.ir.dtypes import as_dtype
-
-__all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec", "flat_storage"]
+__all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec"]
 
 PROGRAM_FORMAT = 1
-
-
-def flat_storage(t: torch.Tensor) -> torch.Tensor:
-    """A 1-D tensor over the whole storage of `t`, starting at storage element 0."""
-    elements = t.untyped_storage().nbytes() // t.element_size()
-    return torch.as_strided(t, (elements,), (1,), 0)
 
 
 @dataclass(frozen=True)
@@ -75,8 +65,6 @@ class Program:
     launches: list[Launch]
     outputs: list[OutputSpec]
     ir: str
-    _handles: list[Any] | None = field(default=None, repr=False, compare=False)
-    _runner: _Runner | None = field(default=None, repr=False, compare=False)
 
     # -- serialization -------------------------------------------------------------------
     def to_json(self) -> str:
@@ -142,89 +130,6 @@ class Program:
                 raise ValueError(f"program: output over slot {o.slot} of {slots}")
         return self
 
-    # -- execution -----------------------------------------------------------------------
-    def handles(self) -> list[Any]:
-        if self._handles is None:  # loaded once (an empty list too: a program of views)
-            from stridec.compiler.codegen.loader import load_kernel
-
-            self._handles = [load_kernel(k.source, k.name) for k in self.kernels]
-        return self._handles
-
-    def runner(self) -> _Runner:
-        """This program with everything a call needs resolved once: torch dtypes, kernel
-        handles, keyword arguments. Built on first use; two threads building it at once
-        build equal ones, and either may stay."""
-        runner = self._runner
-        if runner is None:
-            runner = self._runner = _Runner.of(self, self.handles())
-        return runner
-
-    def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
-        runner = self._runner or self.runner()
-        if (runner.launches and device.type == "cuda" and device.index is not None
-                and device.index != torch.cuda.current_device()):
-            # Triton launches on the current device and its current stream: make that the
-            # tensors' device, or a kernel would get another GPU's pointers.
-            with torch.cuda.device(device):
-                return runner.run(tensors, device)
-        return runner.run(tensors, device)
-
     @property
     def launch_count(self) -> int:
         return len(self.launches)
-
-
-@dataclass(frozen=True)
-class _Runner:
-    """A `Program` in the form one call runs it, every lookup done ahead:
-
-    - `flat_inputs`: the input slots some launch reads, passed as `flat_storage`;
-    - `buffers`: (elements, torch dtype) of each buffer slot;
-    - `launches`: (handle, grid, ((slot, torch dtype to view it as, or None), …), keyword
-      arguments: `num_warps` and the constexprs);
-    - `outputs`: (slot, sizes, strides, offset) of each output.
-
-    An output over an input slot is `torch.as_strided(input, sizes, strides, offset)`:
-    `as_strided` takes an offset into the storage, not into the view, so over the caller's
-    tensor it is the same view as over its flat storage (element `offset + Σ i_k·s_k` of
-    the storage), one `as_strided` cheaper when no launch reads that input.
-    """
-
-    flat_inputs: tuple[int, ...]
-    buffers: tuple[tuple[int, torch.dtype], ...]
-    launches: tuple[tuple[Any, tuple[int, ...], tuple[tuple[int, torch.dtype | None], ...],
-                          dict[str, int]], ...]
-    outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int], ...]
-
-    @classmethod
-    def of(cls, program: Program, handles: list[Any]) -> _Runner:
-        launches = []
-        for launch in program.launches:
-            k = program.kernels[launch.kernel]
-            args = tuple(
-                (s, None if v is None else getattr(torch, v))
-                for s, v in zip(launch.args, launch.views, strict=True)
-            )
-            launches.append((handles[launch.kernel], k.grid, args,
-                             {"num_warps": k.num_warps, **k.constexprs}))
-        read = {s for launch in program.launches for s in launch.args}
-        return cls(
-            flat_inputs=tuple(s for s in range(program.n_inputs) if s in read),
-            buffers=tuple((b.elements, as_dtype(b.dtype).torch) for b in program.buffers),
-            launches=tuple(launches),
-            outputs=tuple((o.slot, o.sizes, o.strides, o.offset) for o in program.outputs),
-        )
-
-    def run(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
-        slots: list[torch.Tensor] = list(tensors)
-        for s in self.flat_inputs:
-            slots[s] = flat_storage(tensors[s])
-        for elements, dtype in self.buffers:
-            slots.append(torch.empty(elements, dtype=dtype, device=device))
-        for handle, grid, args, kwargs in self.launches:
-            handle.run(grid, *[slots[s] if v is None else slots[s].view(v) for s, v in args],
-                       **kwargs)
-        outs = []
-        for s, sizes, strides, offset in self.outputs:  # a loop: no comprehension to create
-            outs.append(torch.as_strided(slots[s], sizes, strides, offset))
-        return outs

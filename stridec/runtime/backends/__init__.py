@@ -1,1 +1,59 @@
-"""stridec.runtime.backends."""
+"""Backends: what turns a `Program`'s kernels into launchers.
+
+A kernel backend reads a `Program` (plain data: kernel sources, buffers, launches) and
+returns one launcher per kernel; `stridec.runtime.launch` — the one runner — calls
+`launchers[launch.kernel](grid, *storages, **keywords)` for each launch, with the flat
+storages of the launch's slots and the kernel's `num_warps` and constexprs as keywords:
+
+    class Backend(Protocol):
+        name: str                                   # "triton", "interpret", …
+        def load(self, program: Program) -> Sequence[Launcher]: ...
+
+- `triton`: the generated `@triton.jit` functions, compiled, on CUDA tensors;
+- `interpret`: the same functions through Triton's interpreter, on CPU tensors;
+- `reference`: no kernels: it runs the graph itself in plain torch (`run_reference`),
+  the oracle the others are tested against.
+
+`backend(name)` returns the backend object of a kernel backend, importing its module on
+first use (so a process that never interprets never imports Triton's interpreter).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from stridec.compiler.codegen.program import Program
+
+__all__ = ["Backend", "Launcher", "backend", "KERNEL_BACKENDS"]
+
+# `launcher(grid, *storages, num_warps=…, **constexprs)`: runs one kernel once.
+Launcher = Callable[..., None]
+
+KERNEL_BACKENDS = ("triton", "interpret")
+
+
+class Backend(Protocol):
+    """Loads a program's kernels; `name` keys the runners built over them."""
+
+    name: str
+
+    def load(self, program: Program) -> Sequence[Launcher]:
+        """One launcher per `program.kernels` entry, in order."""
+        ...
+
+
+_BACKENDS: dict[str, Any] = {}
+
+
+def backend(name: str) -> Backend:
+    """The kernel backend called `name` (one of `KERNEL_BACKENDS`)."""
+    found = _BACKENDS.get(name)
+    if found is None:
+        if name not in KERNEL_BACKENDS:
+            raise ValueError(f"no kernel backend {name!r}; expected one of {KERNEL_BACKENDS}")
+        found = _BACKENDS[name] = importlib.import_module(
+            f"stridec.runtime.backends.{name}"
+        ).BACKEND
+    return found

@@ -1,9 +1,9 @@
-"""Load generated Triton source and launch it on CUDA or through Triton's interpreter.
+"""The Triton backend: generated Triton source loaded as `@triton.jit` functions and
+launched compiled, on CUDA tensors.
 
 Generated source is written to a file named by its hash (Triton reads a kernel's
 source back through `inspect`, so it must live in a real file) and imported once per
-process. The same `@triton.jit` function runs compiled on CUDA tensors and, wrapped in
-Triton's `InterpretedFunction`, on CPU tensors — no environment variable involved.
+process. The interpret backend runs the same functions through Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -16,28 +16,21 @@ import shutil
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass, field
 from typing import Any
 
-import torch
+from stridec.compiler.codegen.program import Program
+from stridec.runtime.cache import disk_cache_dir
 
-__all__ = ["KernelHandle", "load_kernel", "kernel_dir"]
+__all__ = ["BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir"]
 
 _lock = threading.Lock()
-_interpreter_lock = threading.RLock()
-_loaded: dict[tuple[str, str], KernelHandle] = {}
-
-
-def default_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "stridec")
+_loaded: dict[tuple[str, str], Any] = {}
 
 
 def kernel_dir() -> str:
     """Folder holding generated kernel modules: `$STRIDEC_CACHE_DIR/kernels`, by default
     under the user's cache dir (`$XDG_CACHE_HOME/stridec` or `~/.cache/stridec`)."""
-    root = os.environ.get("STRIDEC_CACHE_DIR") or default_cache_dir()
-    path = os.path.join(root, "kernels")
+    path = os.path.join(disk_cache_dir(), "kernels")
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -101,43 +94,47 @@ def _kernel_file(digest: str, source: str) -> str:
 _warned: set[str] = set()
 
 
-@dataclass
-class KernelHandle:
-    """A loaded `@triton.jit` function; `run` picks compiled or interpreted execution."""
-
-    name: str
-    source: str
-    jit: Any
-    _interpreted: Any = field(default=None, repr=False)
-
-    def run(self, grid: tuple[int, ...], *args: Any, **constexprs: Any) -> None:
-        for a in args:  # a plain loop: this runs on every launch (no generator to create)
-            if isinstance(a, torch.Tensor) and a.is_cuda:
-                self.jit[grid](*args, **constexprs)
-                return
-        # Triton's interpreter patches `triton.language` globally while a kernel runs, so
-        # two threads interpreting at once break each other: one at a time.
-        with _interpreter_lock:
-            if self._interpreted is None:
-                from triton.runtime.interpreter import InterpretedFunction
-
-                self._interpreted = InterpretedFunction(self.jit.fn)
-            self._interpreted[grid](*args, **constexprs)
-
-
-def load_kernel(source: str, name: str) -> KernelHandle:
-    """Import `name` from `source` (written to a file keyed by the source hash)."""
+def load_jit(source: str, name: str) -> Any:
+    """The `@triton.jit` function `name` of `source` (its module written to a file keyed
+    by the source hash and imported once per process)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     key = (digest, name)
     with _lock:
-        handle = _loaded.get(key)
-        if handle is not None:
-            return handle
+        jit = _loaded.get(key)
+        if jit is not None:
+            return jit
         path = _kernel_file(digest, source)
         spec = importlib.util.spec_from_file_location(f"stridec_kernels.k_{digest}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        handle = KernelHandle(name=name, source=source, jit=getattr(module, name))
-        _loaded[key] = handle
-        return handle
+        jit = _loaded[key] = getattr(module, name)
+        return jit
+
+
+class CompiledKernel:
+    """A launcher of one kernel compiled for CUDA: `launcher(grid, *storages, **keywords)`.
+
+    Triton launches on the current device and its current stream; the runner makes the
+    tensors' device current first.
+    """
+
+    __slots__ = ("jit",)
+
+    def __init__(self, jit: Any) -> None:
+        self.jit = jit
+
+    def __call__(self, grid: tuple[int, ...], *args: Any, **keywords: Any) -> None:
+        self.jit[grid](*args, **keywords)
+
+
+class TritonBackend:
+    """Generated kernels compiled by Triton, on CUDA tensors."""
+
+    name = "triton"
+
+    def load(self, program: Program) -> list[CompiledKernel]:
+        return [CompiledKernel(load_jit(k.source, k.name)) for k in program.kernels]
+
+
+BACKEND = TritonBackend()

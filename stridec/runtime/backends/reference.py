@@ -17,6 +17,7 @@ import torch
 from stridec.errors import CallError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
+from stridec.runtime.launch import flat_storage
 
 __all__ = [
     "run_reference",
@@ -70,12 +71,6 @@ def scatter(storage: torch.Tensor, layout: Layout, values: torch.Tensor) -> None
     if layout.numel == 0:
         return
     put(storage, layout_indices(layout, storage.device), values)
-
-
-def flat_storage(t: torch.Tensor) -> torch.Tensor:
-    """A 1-D tensor over the whole storage of `t`, starting at storage element 0."""
-    elements = t.untyped_storage().nbytes() // t.element_size()
-    return torch.as_strided(t, (elements,), (1,), 0)
 
 
 def _valid(space: Layout, masks: Any, device: Any) -> torch.Tensor:

@@ -1,0 +1,324 @@
+"""The one place kernels are launched: a `Program` run over the caller's tensors, and the
+single generated kernels (`launch_copy`, `launch_copy_batch`, `launch_philox`) run on
+storages the caller gives.
+
+A program runs through a `Runner`: the program with every lookup done ahead (torch
+dtypes, the backend's launchers, keyword arguments), built once per program and backend
+and kept in `_RUNNERS` for as long as the program lives (`runner`). Per call it
+
+- views each input some launch reads as its flat storage (`flat_storage`): slots
+  `0 … n_inputs-1`; with `inputs_as_given` (the torch op under tracing, whose kernels
+  take each input's data pointer and whose plan assumes storage offset 0) the inputs
+  themselves;
+- allocates each buffer slot with `torch.empty`;
+- calls `launchers[launch.kernel](grid, *slot storages, num_warps=…, **constexprs)` for
+  each launch, a storage viewed as another dtype where the kernel reads raw bits;
+- returns each output as `torch.as_strided(slot, sizes, strides, offset)`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stridec.compiler.codegen.batch import CopyBatchKernel
+from stridec.compiler.codegen.copy import CopyKernel
+from stridec.compiler.codegen.philox import PhiloxKernel
+from stridec.compiler.codegen.program import Program
+from stridec.errors import CallError
+from stridec.ir.dtypes import DType, as_dtype
+from stridec.runtime.backends import Backend, Launcher, backend
+
+__all__ = [
+    "Runner",
+    "flat_storage",
+    "launch_copy",
+    "launch_copy_batch",
+    "launch_philox",
+    "run",
+    "runner",
+]
+
+
+def flat_storage(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D tensor over the whole storage of `t`, starting at storage element 0."""
+    elements = t.untyped_storage().nbytes() // t.element_size()
+    return torch.as_strided(t, (elements,), (1,), 0)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A `Program` in the form one call runs it, every lookup done ahead:
+
+    - `flat_inputs`: the input slots some launch reads, passed as `flat_storage`;
+    - `buffers`: (elements, torch dtype) of each buffer slot;
+    - `launches`: (launcher, grid, ((slot, torch dtype to view it as, or None), …),
+      keyword arguments: `num_warps` and the constexprs);
+    - `outputs`: (slot, sizes, strides, offset) of each output;
+    - `inputs_as_given`: inputs are passed as they are, and an output over an input
+      counts its offset from the input's storage offset (see the module docstring).
+
+    An output over an input slot is `torch.as_strided(input, sizes, strides, offset)`:
+    `as_strided` takes an offset into the storage, not into the view, so over the caller's
+    tensor it is the same view as over its flat storage (element `offset + Σ i_k·s_k` of
+    the storage), one `as_strided` cheaper when no launch reads that input.
+    """
+
+    flat_inputs: tuple[int, ...]
+    buffers: tuple[tuple[int, torch.dtype], ...]
+    launches: tuple[tuple[Launcher, tuple[int, ...],
+                          tuple[tuple[int, torch.dtype | None], ...], dict[str, int]], ...]
+    outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int], ...]
+    inputs_as_given: bool = False
+
+    @classmethod
+    def of(cls, program: Program, launchers: Sequence[Launcher],
+           inputs_as_given: bool = False) -> Runner:
+        launches = []
+        for launch in program.launches:
+            k = program.kernels[launch.kernel]
+            args = tuple(
+                (s, None if v is None else getattr(torch, v))
+                for s, v in zip(launch.args, launch.views, strict=True)
+            )
+            launches.append((launchers[launch.kernel], k.grid, args,
+                             {"num_warps": k.num_warps, **k.constexprs}))
+        read = {s for launch in program.launches for s in launch.args}
+        return cls(
+            flat_inputs=() if inputs_as_given else tuple(
+                s for s in range(program.n_inputs) if s in read
+            ),
+            buffers=tuple((b.elements, as_dtype(b.dtype).torch) for b in program.buffers),
+            launches=tuple(launches),
+            outputs=tuple((o.slot, o.sizes, o.strides, o.offset) for o in program.outputs),
+            inputs_as_given=inputs_as_given,
+        )
+
+    def run(self, tensors: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        slots: list[torch.Tensor] = list(tensors)
+        for s in self.flat_inputs:
+            slots[s] = flat_storage(tensors[s])
+        for elements, dtype in self.buffers:
+            slots.append(torch.empty(elements, dtype=dtype, device=device))
+        for launcher, grid, args, kwargs in self.launches:
+            launcher(grid, *[slots[s] if v is None else slots[s].view(v) for s, v in args],
+                     **kwargs)
+        outs = []
+        if self.inputs_as_given:
+            n_inputs = len(tensors)
+            for s, sizes, strides, offset in self.outputs:
+                if s < n_inputs:
+                    offset += tensors[s].storage_offset()
+                outs.append(torch.as_strided(slots[s], sizes, strides, offset))
+            return outs
+        for s, sizes, strides, offset in self.outputs:  # a loop: no comprehension to create
+            outs.append(torch.as_strided(slots[s], sizes, strides, offset))
+        return outs
+
+
+# Runners by program identity, then by (backend name, inputs_as_given); an entry goes
+# with its program (programs are plain data, not hashable: they hold lists).
+_RUNNERS: dict[int, dict[tuple[str, bool], Runner]] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def _forget(program_id: int) -> None:
+    # No lock: this runs when the program is freed, maybe inside a collection triggered
+    # while this thread holds `_RUNNERS_LOCK`; a dict pop is atomic.
+    _RUNNERS.pop(program_id, None)
+
+
+def runner(program: Program, on: str | Backend, *, inputs_as_given: bool = False) -> Runner:
+    """The runner of `program` on backend `on` (a kernel backend's name, or a backend
+    object), built on first use; two threads building it at once build equal ones, and
+    either may stay."""
+    kernels = backend(on) if isinstance(on, str) else on
+    key = (kernels.name, inputs_as_given)
+    found = _RUNNERS.get(id(program))
+    if found is not None:
+        hit = found.get(key)
+        if hit is not None:
+            return hit
+    built = Runner.of(program, kernels.load(program), inputs_as_given)
+    with _RUNNERS_LOCK:
+        entry = _RUNNERS.get(id(program))
+        if entry is None:
+            entry = _RUNNERS[id(program)] = {}
+            weakref.finalize(program, _forget, id(program))
+        entry[key] = built
+    return built
+
+
+def run(program: Program, tensors: Sequence[torch.Tensor], device: torch.device,
+        on: str | Backend | None = None) -> list[torch.Tensor]:
+    """Run `program` over `tensors` (all on `device`): its outputs. `on` defaults to the
+    backend of the device (triton on CUDA, interpret on the CPU)."""
+    if on is None:
+        on = "triton" if device.type == "cuda" else "interpret"
+    return run_with(runner(program, on), tensors, device)
+
+
+def run_with(runner: Runner, tensors: Sequence[torch.Tensor],
+             device: torch.device) -> list[torch.Tensor]:
+    """`runner.run`, with the tensors' CUDA device made current when it is not: Triton
+    launches on the current device and its current stream, so a kernel would otherwise
+    get another GPU's pointers."""
+    if (runner.launches and device.type == "cuda" and device.index is not None
+            and device.index != torch.cuda.current_device()):
+        with torch.cuda.device(device):
+            return runner.run(tensors, device)
+    return runner.run(tensors, device)
+
+
+# -- single kernels ----------------------------------------------------------------------
+def _launcher(source: str, name: str, device: torch.device) -> Launcher:
+    """The launcher of one kernel for tensors on `device`."""
+    if device.type == "cuda":
+        from stridec.runtime.backends.triton import CompiledKernel, load_jit
+
+        return CompiledKernel(load_jit(source, name))
+    from stridec.runtime.backends.interpret import interpreted
+
+    return interpreted(source, name)
+
+
+def check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
+    """A flat contiguous storage of `dtype` holding the addresses `span` (lowest, highest)."""
+    # Unsigned words may come as their int32 bit patterns (the kernel bitcasts them).
+    if t.dtype != dtype.torch and not (dtype.name == "uint32" and t.dtype == torch.int32):
+        raise CallError(f"copy: {what} must have dtype {dtype}; got {t.dtype}")
+    if t.dim() != 1 or (t.numel() > 1 and t.stride(0) != 1):
+        raise CallError(
+            f"copy: {what} must be a flat contiguous 1-D tensor; "
+            f"got sizes {tuple(t.shape)} strides {t.stride()}"
+        )
+    if span is not None and (span[0] < 0 or span[1] >= t.numel()):
+        raise CallError(
+            f"copy: {what} holds {t.numel()} elements but the copy addresses [{span[0]}, {span[1]}]"
+        )
+
+
+def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
+                dst_storage: torch.Tensor) -> None:
+    """Run a generated copy kernel from `src_storage` into `dst_storage` (flat 1-D
+    storages of the spec's dtypes, on one device: CUDA compiled, CPU interpreted)."""
+    if kernel.numel == 0 or kernel.grid == (0,):
+        return
+    check_storage("src_storage", src_storage, kernel.spec.src_dtype, kernel.src_span)
+    check_storage("dst_storage", dst_storage, kernel.spec.dst_dtype, kernel.dst_span)
+    if src_storage.device != dst_storage.device:
+        raise CallError(
+            f"copy {kernel.name}: src_storage and dst_storage must share a device; "
+            f"got {src_storage.device} and {dst_storage.device}"
+        )
+    _launcher(kernel.source, kernel.name, dst_storage.device)(
+        kernel.grid, src_storage, dst_storage, **kernel.constexprs, num_warps=kernel.num_warps
+    )
+
+
+def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
+                      *src_storages: torch.Tensor) -> None:
+    """Run a generated batch of copies into one `dst_storage`, member j reading
+    `src_storages[j]`."""
+    if len(src_storages) != len(kernel.specs):
+        raise CallError(
+            f"copy batch {kernel.name}: expected {len(kernel.specs)} source storages; "
+            f"got {len(src_storages)}"
+        )
+    if kernel.grid == (0,):
+        return
+    for j, (spec, t) in enumerate(zip(kernel.specs, src_storages, strict=True)):
+        check_storage(f"src_storages[{j}]", t, spec.src_dtype, kernel.src_spans[j])
+        check_storage("dst_storage", dst_storage, spec.dst_dtype, kernel.dst_spans[j])
+        if t.device != dst_storage.device:
+            raise CallError(
+                f"copy batch {kernel.name}: src_storages[{j}] and dst_storage must share a "
+                f"device; got {t.device} and {dst_storage.device}"
+            )
+    _launcher(kernel.source, kernel.name, dst_storage.device)(
+        kernel.grid, dst_storage, *src_storages, **kernel.constexprs, num_warps=kernel.num_warps
+    )
+
+
+def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.Tensor,
+                  new_state: torch.Tensor) -> None:
+    """Run a generated philox kernel: fill `dst_storage` from `state`, write the advanced
+    `new_state`.
+
+    `state` and `new_state` hold 6 int32 / uint32 words each (contiguous, any shape of
+    6 elements) and must not overlap; `dst_storage` is the flat 1-D output storage of
+    the spec's dtype. CUDA tensors run compiled, CPU tensors through Triton's
+    interpreter. Nothing is synchronized with the host.
+    """
+    state_words = _state_view(state, "state")
+    new_words = _state_view(new_state, "new_state")
+    dst = _philox_dst_view(kernel, dst_storage)
+    devices = {state_words.device, new_words.device, dst.device}
+    if len(devices) != 1:
+        raise CallError(
+            f"philox: state, dst and new_state must be on one device; got "
+            f"{state.device}, {dst_storage.device}, {new_state.device}"
+        )
+    for (a, a_name), (b, b_name) in (
+        ((state_words, "state"), (new_words, "new_state")),
+        ((state_words, "state"), (dst, "dst")),
+        ((new_words, "new_state"), (dst, "dst")),
+    ):
+        if _overlap(a, b):
+            raise CallError(
+                f"philox: {a_name} and {b_name} overlap in memory; every program reads "
+                f"state while the kernel writes dst and new_state, so they must be distinct"
+            )
+    _launcher(kernel.source, kernel.name, dst.device)(
+        kernel.grid, state_words, dst, new_words, num_warps=kernel.num_warps,
+        **dict(kernel.constexprs),
+    )
+
+
+def _philox_dst_view(kernel: PhiloxKernel, dst_storage: Any) -> torch.Tensor:
+    want = kernel.dst_dtype
+    if not isinstance(dst_storage, torch.Tensor):
+        raise CallError(f"dst: expected a torch.Tensor; got {type(dst_storage).__name__}")
+    if dst_storage.dtype != want.torch:
+        raise CallError(f"dst: expected dtype {want.name}; got {dst_storage.dtype}")
+    if dst_storage.dim() != 1 or not dst_storage.is_contiguous():
+        raise CallError(
+            f"dst: expected a flat contiguous 1-D storage; got sizes "
+            f"{tuple(dst_storage.shape)} strides {tuple(dst_storage.stride())}"
+        )
+    if dst_storage.numel() < kernel.dst_elements:
+        raise CallError(
+            f"dst: the output layout addresses {kernel.dst_elements} elements; the storage "
+            f"holds {dst_storage.numel()}"
+        )
+    # uint32 is stored as its int32 bit pattern (same bytes).
+    return dst_storage.view(torch.int32) if want.name == "uint32" else dst_storage
+
+
+def _state_view(t: Any, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise CallError(f"{what}: expected a torch.Tensor of 6 words; got {type(t).__name__}")
+    if t.dtype not in (torch.int32, torch.uint32):
+        raise CallError(f"{what}: expected dtype uint32 or int32; got {t.dtype}")
+    if t.numel() != 6 or not t.is_contiguous():
+        raise CallError(
+            f"{what}: expected 6 contiguous words; got sizes {tuple(t.shape)} "
+            f"strides {tuple(t.stride())}"
+        )
+    flat = t.reshape(6)
+    return flat.view(torch.int32) if flat.dtype == torch.uint32 else flat
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0 = a.data_ptr()
+    b0 = b.data_ptr()
+    a1 = a0 + a.numel() * a.element_size()
+    b1 = b0 + b.numel() * b.element_size()
+    return a0 < b1 and b0 < a1
