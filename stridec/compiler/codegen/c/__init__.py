@@ -1,0 +1,1 @@
+"""C kernel source for the cpu backend: casts, Philox."""
