@@ -49,11 +49,25 @@ def _input(
     name: str,
     sizes: Sequence[int],
     dtype: Any = "float32",
+    strides: Sequence[int] | None = None,
+    offset: int = 0,
+    storage: int | None = None,
     layout: Layout | None = None,
 ) -> Value:
-    return emit(
-        self, O.InputOp, (), {"name": name, "sizes": tuple(sizes), "dtype": dtype, "layout": layout}
-    )
+    """A graph argument. `strides`, `offset` and `storage` (elements) declare the caller's
+    buffer as DirectML's `DML_BUFFER_TENSOR_DESC` does (packed when absent): the graph is
+    planned for it, e.g. an `as_strided` reading the padding of a pitched buffer."""
+    if strides is not None or offset:
+        if layout is not None:
+            raise VerificationError(f"input '{name}': give strides and offset, or a layout")
+        sizes = tuple(sizes)
+        layout = Layout(sizes, tuple(strides) if strides is not None else
+                        Layout.contiguous(sizes).strides, offset)
+    if layout is not None and layout == Layout.contiguous(tuple(sizes)):
+        layout = None  # packed: the default, printed as such
+    attrs = {"name": name, "sizes": tuple(sizes), "dtype": dtype, "layout": layout,
+             "storage": storage}
+    return emit(self, O.InputOp, (), attrs)
 
 
 def _full(self: Graph, sizes: Sequence[int], value: float, dtype: Any = "float32") -> Value:

@@ -360,6 +360,8 @@ class Graph:
             attrs = dict(op.attrs)
             if op.name == "input" and op.attrs["name"] in layouts:
                 layout = layouts[op.attrs["name"]]
+                if not layout.same_addresses(op.result.type.layout):
+                    attrs["storage"] = None  # declared for another layout: not this one's
                 attrs["layout"] = None if layout == Layout.contiguous(layout.sizes) else layout
             rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
             new.append(rebuilt)

@@ -98,10 +98,17 @@ def _prefixed(op: str, fn: Any, *args: Any) -> Any:
 # -- sources -----------------------------------------------------------------------------
 @register_op
 class InputOp(Op):
-    """A graph argument. Its layout is the caller's, specialized at call time."""
+    """A graph argument: its sizes, dtype and, optionally, a declared layout and storage.
+
+    As DirectML's `DML_BUFFER_TENSOR_DESC`, an input may declare its strides and offset
+    (`layout`, packed when absent) and the elements its storage holds (`storage`, at
+    least what the layout addresses): the graph is planned for that buffer, so an
+    `as_strided` may address any element of it. A caller's tensor of another layout is
+    re-specialized where the graph's meaning does not depend on the declared one.
+    """
 
     name = "input"
-    attr_names = ("name", "sizes", "dtype", "layout")
+    attr_names = ("name", "sizes", "dtype", "layout", "storage")
     num_operands = 0
 
     @classmethod
@@ -118,18 +125,34 @@ class InputOp(Op):
                 raise VerificationError(f"input: 'layout' must be a Layout; got {layout!r}")
             if layout.sizes != sizes:
                 raise ShapeError(f"input '{attrs['name']}': layout sizes {layout.sizes} != {sizes}")
+        storage = _opt_int(cls.name, "storage", attrs.get("storage"))
+        if storage is not None:
+            need = (layout or Layout.contiguous(sizes)).min_storage_size()
+            if storage < need:
+                raise LayoutError(
+                    f"input '{attrs['name']}': storage of {storage} elements is smaller than "
+                    f"the {need} its layout {layout or Layout.contiguous(sizes)} addresses"
+                )
         return {
             "name": attrs["name"],
             "sizes": sizes,
             "dtype": as_dtype(attrs["dtype"], "input: dtype"),
             "layout": layout,
+            "storage": storage,
         }
 
     def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(self.attrs["sizes"], self.attrs["dtype"], self.attrs["layout"])]
 
+    @property
+    def declared(self) -> bool:
+        """Whether the graph was planned for a given layout or storage (not the default)."""
+        return self.attrs["layout"] is not None or self.attrs["storage"] is not None
+
     def printed_attrs(self) -> dict[str, Any]:
-        return {"name": self.attrs["name"]}
+        if self.attrs["storage"] is None:
+            return {"name": self.attrs["name"]}
+        return {"name": self.attrs["name"], "storage": self.attrs["storage"]}
 
     @classmethod
     def from_text(cls, operands, attrs, result_types) -> Op:  # type: ignore[override]
@@ -138,6 +161,15 @@ class InputOp(Op):
         t = result_types[0]
         layout = None if t.has_default_layout() else t.layout
         return cls((), {**attrs, "sizes": t.sizes, "dtype": t.dtype, "layout": layout})
+
+
+def storage_elements(root: Value) -> int:
+    """Elements of the storage under a root value: an input's declared `storage`, else
+    what its layout addresses (a buffer a copy allocates holds exactly that)."""
+    op = root.owner
+    if isinstance(op, InputOp) and op.attrs["storage"] is not None:
+        return op.attrs["storage"]
+    return root.type.layout.min_storage_size()
 
 
 @register_op
@@ -517,8 +549,7 @@ class AsStridedOp(ViewOp):
 
     def verify_(self) -> None:
         """The result must address only the root's storage, as torch's as_strided checks."""
-        root = self.operands[0].root()
-        storage = root.type.layout.min_storage_size()
+        storage = storage_elements(self.operands[0].root())
         self.result.type.layout.check_fits(storage, "as_strided")
 
     def reference(self, t):
@@ -831,12 +862,14 @@ class CopyOp(Op):
         dst: Layout = a["dst"]
         if dst.is_broadcast():
             raise VerificationError(f"copy: 'dst' {dst} writes several points to one address")
-        buffer = a["layout"].min_storage_size()
+        if len(self.operands) == 2:
+            buffer = storage_elements(self.operands[1].root())
+        else:
+            buffer = a["layout"].min_storage_size()
         if not a["masks"]:
             dst.check_fits(buffer, "copy: dst")
             if self.operands:
-                root = self.operands[0].root()
-                a["src"].check_fits(root.type.layout.min_storage_size(), "copy: src")
+                a["src"].check_fits(storage_elements(self.operands[0].root()), "copy: src")
 
     def printed_attrs(self):
         shown = super().printed_attrs()

@@ -28,6 +28,7 @@ from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
 from stridec.version import __version__
+from stridec.runtime.outs import OutCall, check_outs
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
            "set_torch_op_factory"]
@@ -270,6 +271,7 @@ class CompiledGraph:
         self.graph_text = str(graph)
         self.stats = Stats()
         self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]
+        self._output_types = [v.type for v in graph.outputs]
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
         # like it: a caller cycling through strides must not grow memory without limit.
         self._programs: OrderedDict[tuple, Program] = OrderedDict()
@@ -345,17 +347,26 @@ class CompiledGraph:
             while len(self._specializable) > LOCAL_CAPACITY:
                 self._specializable.popitem(last=False)
 
-    def _compile(self, spec: tuple, device: torch.device, target: str) -> Program:
+    def _compile(
+        self, spec: tuple, device: torch.device, target: str, outs: OutCall | None = None
+    ) -> Program:
         from stridec.compiler.codegen.lower import lower_to_program
+        from stridec.compiler.outputs import stage_outputs, write_outputs
         from stridec.compiler.pass_manager import PassManager, parse_pipeline
         from stridec.compiler.passes.plan_memory import PlanMemory
 
         graph = self._specialize(spec)
         passes = parse_pipeline(self.pipeline)
-        if self.copy_aliased_outputs:
+        buffers = None
+        if outs is not None:
+            # Every output is written into caller memory: none aliases an input.
+            buffers = write_outputs(graph, outs.storages, outs.targets)
+        elif self.copy_aliased_outputs:
             passes = [dataclasses.replace(p, copy_aliased_outputs=True)
                       if isinstance(p, PlanMemory) else p for p in passes]
         PassManager(passes=passes).run(graph)
+        if outs is not None and buffers is not None:
+            stage_outputs(graph, outs.storages, outs.targets, buffers)
         self.stats.pipeline_runs += 1
         program = lower_to_program(graph, "cuda" if target == "triton" else "cpu")
         self.stats.codegen_runs += 1
@@ -377,13 +388,17 @@ class CompiledGraph:
         return self._lookup(spec, device, "triton" if device.type == "cuda" else "interpret")[0]
 
     def _program(
-        self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str
+        self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str,
+        outs: OutCall | None = None,
     ) -> Program:
-        return self._lookup(self._specialization(tensors), device, target)[0]
+        return self._lookup(self._specialization(tensors), device, target, outs)[0]
 
-    def _lookup(self, spec: tuple, device: torch.device, target: str) -> tuple[Program, tuple]:
+    def _lookup(
+        self, spec: tuple, device: torch.device, target: str, outs: OutCall | None = None
+    ) -> tuple[Program, tuple]:
         """The program of this specialization and its key in `_programs`."""
-        local_key = (spec, str(device), target)
+        out_key = None if outs is None else outs.key
+        local_key = (spec, str(device), target, out_key)
         with self._lock:
             program = self._programs.get(local_key)
             if program is not None:
@@ -398,6 +413,7 @@ class CompiledGraph:
                     "device": _capability(device),
                     "pipeline": self.pipeline,
                     "copy_aliased": self.copy_aliased_outputs,
+                    "outs": out_key,
                     **_versions(),
                 }
             )
@@ -410,7 +426,7 @@ class CompiledGraph:
                     self.stats.cache_hits += 1
                     self.stats.disk_hits += 1
                 else:
-                    program = self._compile(spec, device, target)
+                    program = self._compile(spec, device, target, outs)
                     self.stats.compiles += 1
                     MEMORY_CACHE.put_disk(key, program)
                 MEMORY_CACHE.put_memory(key, program)
@@ -421,7 +437,11 @@ class CompiledGraph:
             return program, local_key
 
     # -- calling -------------------------------------------------------------------------
-    def __call__(self, *tensors: torch.Tensor, **named: Any) -> Any:
+    def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
+        if out is not None:
+            if named:
+                self.__call__(*tensors, **named)  # raises the keyword-argument error
+            return self._call_out(tensors, out)
         if named:
             raise CallError(
                 f"{self.graph.name}: expected tensors by position "
@@ -443,10 +463,28 @@ class CompiledGraph:
             runner = launch.runner(program, target)
             if key is not None:
                 self._remember(key, _Hit(program, runner, device, local_key,
-                                         tuple(_storage_need(t) for t in tensors)))
+                                         self._storage_needs(tensors)))
         outs = launch.run_with(runner, tensors, device)
         self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any) -> Any:
+        """`fn(*tensors, out=...)`: each output written in place into its `out` tensor,
+        which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`)."""
+        device = self._check(tensors)
+        call = check_outs(self.graph.name, self._output_types, out, tensors, device)
+        if self.backend == "reference":
+            self._check_specializable(tensors)
+            # The reference computes every output before writing any: nothing is staged.
+            for o, r in zip(call.outs, run_reference(self.graph, *tensors), strict=True):
+                o.copy_(r)
+        else:
+            target = self._target(device)
+            program = self._lookup(self._specialization(tensors), device, target, call)[0]
+            launch.run_with(launch.runner(program, target), (*tensors, *call.storage_tensors),
+                            device)
+            self.stats.launches += program.launch_count
+        return call.outs[0] if len(call.outs) == 1 else call.outs
 
     def _cached(self, key: tuple, tensors: tuple[torch.Tensor, ...]) -> _Hit | None:
         """The hit for a call key whose storages still hold its layouts, counted as the
@@ -471,13 +509,17 @@ class CompiledGraph:
             if self._programs.get(hit.local_key) is hit.program:
                 self._hits[key] = hit
 
-    def plan_for(self, *tensors: torch.Tensor) -> Plan:
-        """The plan of this specialization (compiled if needed), without running it."""
+    def plan_for(self, *tensors: torch.Tensor, out: Any = None) -> Plan:
+        """The plan of this specialization (compiled if needed), without running it;
+        with `out=`, the plan that writes into those tensors."""
         device = self._check(tensors)
+        call = None
+        if out is not None:
+            call = check_outs(self.graph.name, self._output_types, out, tensors, device)
         if self.backend == "reference":
             raise UnsupportedError("plan_for: the reference backend runs no kernels")
         target = self._target(device)
-        program = self._program(tensors, device, target)
+        program = self._program(tensors, device, target, call)
         kernels = [program.kernels[launch.kernel] for launch in program.launches]
         return Plan(kernels=kernels, ir=program.ir, program=program)
 

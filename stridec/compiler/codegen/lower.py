@@ -336,6 +336,9 @@ class _Lowering:
         self.n_inputs = len(inputs)
         for i, v in enumerate(inputs):
             self.slot[id(v)] = i
+            # Copies write into an input only where it is a caller's `out` storage, its
+            # windows boxes of this layout (`compiler.outputs`): they batch as a cat does.
+            self.layouts[i] = v.type.layout
         outputs: list[OutputSpec] = []
         for op in self.graph.ops:
             if op.name in ("input", "as_strided"):

@@ -1,0 +1,278 @@
+"""Results written into caller memory (`fn(*inputs, out=...)`, DirectML's output tensor
+descriptions): the graph a call with `out=` tensors compiles.
+
+Each distinct `out` storage (per dtype) becomes one more graph input, `out:<k>`, declared
+with its storage size and a layout every out window in it is a box of (`buffer_layout`):
+the bounding box of the windows when they share strides, else the flat storage. Output
+`i` then becomes an explicit copy of its value into that input, writing the window's
+strides and offset, and the output is the window viewed over the buffer:
+
+    %out:0 = input {name = "out:0", storage = 10} : tensor<2x5xf32>    (pitch 5, width 3)
+    %1 = copy %0, %out:0 {space = [2, 3], src = …, dst = strided<[5, 1], offset: 0>}
+    %2 = as_strided %1 {sizes = [2, 3], strides = [5, 1], offset = 0}
+    output %2
+
+`write_outputs` does this before the pass pipeline, so `fuse-copies` composes the copy
+into `out` with the copy that made the value: one kernel per output, straight into the
+caller's memory; outputs that are windows of one buffer, written one after the other
+into disjoint boxes of it, are one batched launch (a zero-copy cat).
+
+An `out` that may share memory with an input is *staged* (`stage_outputs`, after the
+pipeline): its value is computed as without `out=`, into a buffer of its own (copied
+first when it is a view of an input), and a last copy writes it into `out`. No kernel
+then writes memory that a later or concurrent program reads: Philox's `out=(bits,
+state)` with the state as its own out reads the old state in one launch and writes the
+new one in the next. `may_meet` decides overlap; it is exact for windows of one lattice
+and conservative otherwise (staging a safe case costs one copy, never a wrong answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stridec.compiler.rewriting import Rewriter
+from stridec.ir import ops as O
+from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.layout import Layout
+
+__all__ = [
+    "OutStorage",
+    "OutTarget",
+    "buffer_layout",
+    "byte_layout",
+    "may_meet",
+    "stage_outputs",
+    "write_outputs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OutStorage:
+    """One caller storage outputs are written into: its size in elements of `dtype`, and
+    whether its outputs are staged (they may share memory with an input)."""
+
+    elements: int
+    dtype: str
+    staged: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OutTarget:
+    """Where output `i` goes: a window (`layout`, in elements) of storage `storage`."""
+
+    storage: int
+    layout: Layout
+
+
+def byte_layout(sizes: Sequence[int], strides: Sequence[int], offset: int, itemsize: int) -> Layout:
+    """The bytes a tensor covers, as a layout over its storage's bytes: each element is one
+    more innermost dim of `itemsize` bytes at stride 1, so tensors of different dtypes over
+    one storage compare too."""
+    return Layout(
+        (*sizes, itemsize), tuple(s * itemsize for s in strides) + (1,), offset * itemsize
+    )
+
+
+def _lattice(a: Layout, b: Layout) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    """Sizes of `a`, sizes of `b` and the strides of the dims where one of them moves, when
+    they agree there; None when some dim has two strides."""
+    na, nb, strides = [], [], []
+    for n, m, s, t in zip(a.sizes, b.sizes, a.strides, b.strides, strict=True):
+        if n == 1 and m == 1:
+            continue
+        if n > 1 and m > 1 and s != t:
+            return None
+        na.append(n)
+        nb.append(m)
+        strides.append(s if n > 1 else t)
+    return na, nb, strides, []
+
+
+def may_meet(a: Layout, b: Layout) -> bool:
+    """Whether two layouts over one storage may address a common index (conservative:
+    False only when provably disjoint). Each must give its own elements distinct indices.
+
+    Exact for two windows of one lattice (equal strides where both move): with `b` at
+    `d = b.offset - a.offset >= 0`, `d` is written in the strides, largest first
+    (`d = Σ δ_k·s_k`); when the box spanning `[0, na)` and `[δ, δ + nb)` is itself free
+    of overlaps, addresses meet exactly where coordinates do, so the windows are disjoint
+    iff their boxes miss in some dim. Channels 0..1 and 2..3 of a contiguous (2, 4, 3)
+    buffer: strides (12, 3, 1), `d = 6 = 0·12 + 2·3 + 0·1`, boxes [0, 2) and [2, 4) in
+    dim 1: disjoint. Otherwise only the index ranges are compared.
+    """
+    if a.numel == 0 or b.numel == 0:
+        return False
+    if a.max_index() < b.min_index() or b.max_index() < a.min_index():
+        return False
+    if a.rank != b.rank:
+        return True
+    if a.offset > b.offset:
+        a, b = b, a
+    lattice = _lattice(a, b)
+    if lattice is None:
+        return True
+    na, nb, strides, _ = lattice
+    if any(s <= 0 for s in strides):
+        return True
+    rest = b.offset - a.offset
+    delta = [0] * len(strides)
+    for k in sorted(range(len(strides)), key=lambda k: -strides[k]):
+        delta[k], rest = divmod(rest, strides[k])
+    if rest:
+        return True
+    lo = [min(0, d) for d in delta]
+    hi = [max(n, d + m) for n, m, d in zip(na, nb, delta, strict=True)]
+    span = Layout(tuple(h - q for h, q in zip(hi, lo, strict=True)), tuple(strides), 0)
+    if span.may_overlap():
+        return True
+    return all(d < n and 0 < d + m for n, m, d in zip(na, nb, delta, strict=True))
+
+
+def buffer_layout(windows: Sequence[Layout], elements: int) -> Layout:
+    """A layout of a storage of `elements` that each window is a box of: the box spanning
+    the windows when they share strides (and each is a box of it), else the flat storage.
+    Copies into boxes of one layout batch into one launch (`lower-to-triton`)."""
+    flat = Layout((elements,), (1,), 0)
+    live = [w for w in windows if w.numel]
+    if not live:
+        return flat
+    first = live[0]
+    strides = first.strides
+    if any(w.rank != first.rank for w in live):
+        return flat
+    for w in live:
+        for n, s, t in zip(w.sizes, w.strides, strides, strict=True):
+            if n > 1 and s != t:
+                return flat
+    if any(s <= 0 for s in strides):
+        return flat
+    base = min(w.offset for w in live)
+    starts = []
+    for w in live:
+        rest = w.offset - base
+        start = [0] * len(strides)
+        for k in sorted(range(len(strides)), key=lambda k: -strides[k]):
+            start[k], rest = divmod(rest, strides[k])
+        if rest:
+            return flat
+        starts.append(start)
+    sizes = tuple(
+        max(st[k] + w.sizes[k] for st, w in zip(starts, live, strict=True))
+        for k in range(first.rank)
+    )
+    span = Layout(sizes, strides, base)
+    if span.may_overlap() or not span.fits(elements):
+        return flat
+    return span
+
+
+def _unique_name(graph: Graph, base: str) -> str:
+    names = {op.attrs["name"] for op in graph.ops if op.name == "input"}
+    name = base
+    while name in names:
+        name += "'"
+    return name
+
+
+def _storage_inputs(graph: Graph, storages: Sequence[OutStorage],
+                    targets: Sequence[OutTarget]) -> list[Op]:
+    """One declared input per out storage (not yet in the graph)."""
+    inputs: list[Op] = []
+    for k, st in enumerate(storages):
+        windows = [t.layout for t in targets if t.storage == k]
+        layout = buffer_layout(windows, st.elements)
+        attrs = {
+            "name": _unique_name(graph, f"out:{k}"),
+            "sizes": layout.sizes,
+            "dtype": st.dtype,
+            "layout": None if layout == Layout.contiguous(layout.sizes) else layout,
+            "storage": st.elements,
+        }
+        inputs.append(O.InputOp((), attrs))
+    return inputs
+
+
+def _write(rw: Rewriter, value: Value, buffer: Value, window: Layout) -> Value:
+    """An explicit copy of `value` into the window `window` of `buffer`'s storage."""
+    # Imported here: a call answered from the plan cache never loads the passes.
+    from stridec.compiler.passes.lower_formats import explicit_copy
+
+    return explicit_copy(
+        rw,
+        value,
+        layout=buffer.type.layout,
+        dtype=value.type.dtype,
+        space=value.type.sizes,
+        src=value.type.layout,
+        dst=window,
+        into=buffer,
+    )
+
+
+def _rebuild(graph: Graph, targets: Sequence[OutTarget], which: set[int],
+             buffers: list[Value]) -> None:
+    """Write the outputs in `which` into their storages' inputs `buffers`, in output
+    order, chaining the copies into one storage; each output becomes its window."""
+    out_op = graph.output_op
+    assert out_op is not None
+    rw = Rewriter(graph)
+    rw.ops = graph.ops[:-1]
+    latest = list(buffers)
+    for i, t in enumerate(targets):
+        if i in which:
+            latest[t.storage] = _write(rw, out_op.operands[i], latest[t.storage], t.layout)
+    for i, t in enumerate(targets):
+        if i in which:
+            w = t.layout
+            view = rw.create(
+                O.AsStridedOp, [latest[t.storage]],
+                {"sizes": w.sizes, "strides": w.strides, "offset": w.offset},
+            )
+            out_op.set_operand(i, view.result)
+    rw.ops.append(out_op)
+    graph.set_ops(rw.ops)
+
+
+def write_outputs(graph: Graph, storages: Sequence[OutStorage],
+                  targets: Sequence[OutTarget]) -> list[Value]:
+    """Before the pipeline: add one input per out storage (staged ones too, so slots
+    follow storage order) and write each output that is not staged into its window.
+    Returns the storage inputs, by storage, for `stage_outputs`."""
+    out_op = graph.output_op
+    assert out_op is not None
+    inputs = _storage_inputs(graph, storages, targets)
+    graph.set_ops([*graph.ops[:-1], *inputs, out_op])
+    buffers = [op.result for op in inputs]
+    direct = {i for i, t in enumerate(targets) if not storages[t.storage].staged}
+    _rebuild(graph, targets, direct, buffers)
+    return buffers
+
+
+def stage_outputs(graph: Graph, storages: Sequence[OutStorage],
+                  targets: Sequence[OutTarget], buffers: list[Value]) -> None:
+    """After the pipeline: write each staged output into its out storage's input (from
+    `write_outputs`), last, from a buffer of its own (a view of an input is copied into
+    one first)."""
+    staged = {i for i, t in enumerate(targets) if storages[t.storage].staged}
+    if not staged:
+        return
+    out_op = graph.output_op
+    assert out_op is not None
+    from stridec.compiler.passes.lower_formats import explicit_copy
+
+    rw = Rewriter(graph)
+    rw.ops = graph.ops[:-1]
+    for i in sorted(staged):
+        v = out_op.operands[i]
+        if v.root().owner.name == "input":  # memory `out` may overwrite: copy it first
+            layout = Layout.contiguous(v.type.sizes)
+            fresh = explicit_copy(rw, v, layout=layout, dtype=v.type.dtype, space=v.type.sizes,
+                                  src=v.type.layout, dst=layout)
+            out_op.set_operand(i, fresh)
+    rw.ops.append(out_op)
+    graph.set_ops(rw.ops)
+    _rebuild(graph, targets, staged, buffers)
+    from stridec.compiler.passes.dce import DeadCodeElimination
+
+    DeadCodeElimination().run(graph)  # the views the staged outputs no longer read
