@@ -114,6 +114,22 @@ def _check_runnable(graph: Graph) -> None:
             )
 
 
+def _declared_inputs(graph: Graph) -> list[tuple[int, Layout, int | None, bool]]:
+    """Per input declared with a layout or storage: its position, layout, storage and
+    whether the graph reads its storage directly (an `as_strided`, or an explicit copy
+    of text IR, over it), so that its meaning depends on the declared layout."""
+    raw: set[int] = set()
+    for op in graph.ops:
+        if op.name == "as_strided" or (op.name == "copy" and op.attrs["space"] is not None
+                                       and op.operands):
+            raw.add(id(op.operands[0].root()))
+    return [
+        (i, v.type.layout, v.owner.attrs["storage"], id(v) in raw)
+        for i, v in enumerate(graph.inputs)
+        if v.owner.declared
+    ]
+
+
 def _capability(device: torch.device) -> str:
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
@@ -272,6 +288,7 @@ class CompiledGraph:
         self.stats = Stats()
         self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]
         self._output_types = [v.type for v in graph.outputs]
+        self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
         # like it: a caller cycling through strides must not grow memory without limit.
         self._programs: OrderedDict[tuple, Program] = OrderedDict()
@@ -289,9 +306,44 @@ class CompiledGraph:
     # -- arguments -----------------------------------------------------------------------
     def _check(self, tensors: tuple[Any, ...]) -> torch.device:
         device = check_arguments(self.graph.name, self._inputs, tensors)
+        for i, layout, storage, raw in self._declared:
+            self._check_declared(tensors[i], self._inputs[i][0], layout, storage, raw)
         if device is None:  # a graph without inputs runs where its backend runs
             device = torch.device("cuda" if self.backend == "triton" else "cpu")
         return device
+
+    @staticmethod
+    def _check_declared(
+        t: torch.Tensor, name: str, layout: Layout, storage: int | None, raw: bool
+    ) -> None:
+        """An input declared with a layout or storage: with that layout, its storage must
+        hold the declared elements; with another, the graph must not read its storage
+        directly (as_strided), whose meaning the declared layout fixed."""
+        actual = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        if actual.same_addresses(layout):
+            held = t.untyped_storage().nbytes() // t.element_size()
+            if storage is not None and held < storage:
+                raise CallError(
+                    f"argument '{name}': expected a storage of at least {storage} elements "
+                    f"(declared); got {held}"
+                )
+        elif raw:
+            raise CallError(
+                f"argument '{name}': the graph reads this input's storage (as_strided) as "
+                f"declared, layout {layout}; got strides {list(actual.strides)}, offset "
+                f"{actual.offset}"
+            )
+
+    def _storage_needs(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
+        """`_storage_need` of each argument, with a declared storage where it applies."""
+        needs = [_storage_need(t) for t in tensors]
+        for i, layout, storage, _ in self._declared:
+            t = tensors[i]
+            if storage is not None and layout.same_addresses(
+                Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            ):
+                needs[i] = max(needs[i], storage * t.element_size())
+        return tuple(needs)
 
     def _target(self, device: torch.device) -> str:
         backend = self.backend
