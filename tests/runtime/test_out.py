@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import stridec
 from stridec.errors import CallError
 from stridec.ir.layout import Layout
-from stridec.ir.reference import layout_indices
+from stridec.runtime.backends.reference import layout_indices
 from stridec.runtime.compile import BACKENDS as ALL_BACKENDS
 
 BACKENDS = [b for b in ("interpret", "cpu", "reference") if b in ALL_BACKENDS]
