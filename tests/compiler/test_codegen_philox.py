@@ -198,17 +198,18 @@ def spec_dst_strides(spec: PhiloxSpec, sizes: tuple[int, int]) -> tuple[int, int
 # --------------------------------------------------------------------------- layouts
 
 
+# (sizes, dst_strides, dst_offset, storage) of outputs written through strides
+STRIDED_LAYOUTS = [
+    ((3, 5), (1, 3), 0, 15),  # column-major (transposed)
+    ((3, 5), (8, 1), 2, 26),  # padded rows (pitch 8) at an offset
+    ((2, 3, 4), (1, 8, 2), 0, 24),  # permuted, NHWC-like
+    ((2, 3, 4), (24, 8, 1), 1, 49),  # padded middle dim
+    ((6,), (3,), 1, 17),  # strided 1-D
+]
+
+
 @pytest.mark.parametrize("counter", [2**32 - 2, 2**128 - 1], ids=hex)
-@pytest.mark.parametrize(
-    "sizes,dst_strides,dst_offset,storage",
-    [
-        ((3, 5), (1, 3), 0, 15),  # column-major (transposed)
-        ((3, 5), (8, 1), 2, 26),  # padded rows (pitch 8) at an offset
-        ((2, 3, 4), (1, 8, 2), 0, 24),  # permuted, NHWC-like
-        ((2, 3, 4), (24, 8, 1), 1, 49),  # padded middle dim
-        ((6,), (3,), 1, 17),  # strided 1-D
-    ],
-)
+@pytest.mark.parametrize("sizes,dst_strides,dst_offset,storage", STRIDED_LAYOUTS)
 def test_strided_outputs_equal_scattered_reference(
     counter: int, sizes, dst_strides, dst_offset: int, storage: int
 ) -> None:
@@ -249,14 +250,16 @@ def test_slice_of_an_output_uses_its_logical_indices() -> None:
     np.testing.assert_array_equal(new_state, ref_state)
 
 
-@pytest.mark.parametrize("dtype,fill", [(u32, 0xFFFFFFFE), (i32, -7), (f32, -0.5), (f16, 2.0)])
-def test_nchw4_packing_of_three_channels_fills_the_fourth(dtype: DType, fill) -> None:
-    # The logical (N, 3, H, W) output packed NCHW4: space (n, co, ci, h, w) over
-    # (N, 1, 4, H, W), logical index 3HW·n + 4HW·co + HW·ci + W·h + w, valid where
-    # 4·co + ci < 3, stored row-major in (N, 1, H, W, 4): offset 4HW·n + 4HW·co + 4W·h + 4·w + ci.
-    n, c, h, w = 2, 3, 3, 5
+NCHW4 = (2, 3, 3, 5)  # n, c, h, w
+
+
+def packed_nchw4_spec(dtype: DType, fill) -> PhiloxSpec:
+    """The logical (N, 3, H, W) output packed NCHW4: space (n, co, ci, h, w) over
+    (N, 1, 4, H, W), logical index 3HW·n + 4HW·co + HW·ci + W·h + w, valid where
+    4·co + ci < 3, stored row-major in (N, 1, H, W, 4): offset 4HW·n + 4HW·co + 4W·h + 4·w + ci."""
+    n, c, h, w = NCHW4
     hw = h * w
-    spec = PhiloxSpec(
+    return PhiloxSpec(
         sizes=(n, 1, 4, h, w),
         index_strides=(3 * hw, 4 * hw, hw, w, 1),
         index_offset=0,
@@ -270,12 +273,25 @@ def test_nchw4_packing_of_three_channels_fills_the_fourth(dtype: DType, fill) ->
         masks=(MaskBound((0, 4, 1, 0, 0), 0, 3),),
         fill=fill,
     )
-    state = make_state(2**64 - 7, KEY)
-    dst, new_state, kernel = run(spec, state, n * 4 * hw)
+
+
+def packed_nchw4_expected(
+    state: np.ndarray, spec: PhiloxSpec, fill
+) -> tuple[torch.Tensor, np.ndarray]:
+    """The packed storage of `packed_nchw4_spec` (the fourth channel all `fill`) and new state."""
+    n, c, h, w = NCHW4
     bits, ref_state = philox_bits(state, (n, c, h, w))
     logical = values(bits, spec)
     padded = torch.cat([logical, torch.full((n, 1, h, w), fill).to(logical.dtype)], dim=1)
-    expected = padded.reshape(n, 1, 4, h, w).permute(0, 1, 3, 4, 2).reshape(-1)
+    return padded.reshape(n, 1, 4, h, w).permute(0, 1, 3, 4, 2).reshape(-1), ref_state
+
+
+@pytest.mark.parametrize("dtype,fill", [(u32, 0xFFFFFFFE), (i32, -7), (f32, -0.5), (f16, 2.0)])
+def test_nchw4_packing_of_three_channels_fills_the_fourth(dtype: DType, fill) -> None:
+    spec = packed_nchw4_spec(dtype, fill)
+    state = make_state(2**64 - 7, KEY)
+    dst, new_state, kernel = run(spec, state, math.prod(NCHW4) // 3 * 4)
+    expected, ref_state = packed_nchw4_expected(state, spec, fill)
     assert same_bits(dst, expected)
     np.testing.assert_array_equal(new_state, ref_state)  # ⌈90/4⌉ = 23 blocks, not 30
     assert kernel.strategy == "gather"

@@ -1,0 +1,481 @@
+"""C source for the `philox` op on the CPU: Philox4x32-10 bits or uniforms, DirectML semantics.
+
+The same kernel as the Triton one (`stridec.compiler.codegen.philox`, whose `_plan`
+validates and coalesces the spec here too): the iteration space `c` of sizes `n` maps to
+
+    logical index  i(c) = index_offset + Σ c_k · index_strides_k   (row-major in the output)
+    destination    d(c) = dst_offset   + Σ c_k · dst_strides_k      (flat output storage)
+
+and element `d` receives word `i mod 4` of Philox4x32-10(counter + ⌊i/4⌋, key), the
+counter sum taken mod 2^128, or the fill where a mask `lo <= Σ coeffs_k · c_k < hi`
+fails. Uniforms are `fma(float32(bits >> 8) · 2^-24, scale32, low32)`, rounded to
+float16 / bfloat16 to nearest even (`codegen.c.casts`).
+
+One compile unit serves every philox op: its source is a constant (`PHILOX_C_SOURCE`)
+and everything about the spec is a runtime argument, so one library is built per
+machine. It exports, each with the signature of the C copy kernels
+`void f(const void *state, void *dst, const int64_t *p, int64_t nthreads)`:
+
+* `stridec_philox_bits` (uint32 / int32 words), `stridec_philox_uniform_f32`,
+  `stridec_philox_uniform_f16`, `stridec_philox_uniform_bf16`: the output. `state` is
+  the flat storage holding the 6 state words, `dst` the flat output storage;
+* `stridec_philox_advance`: `dst` is the flat storage of `new_state`.
+
+A philox op is two calls, in this order: the output, then `stridec_philox_advance`.
+The state may therefore alias `new_state` (an in-place `out=` state): every thread of the
+first call has finished reading the state before the second reads it (once, into locals)
+and writes the advanced counter.
+
+The int64 parameters `p` of an output call (`philox_params`), element positions counted
+in words of the storages:
+
+    p[0] = R, the rank of the iteration space (0 … 8)     p[1] = numel of the output
+    p[2] = index_offset        p[3] = dst_offset           p[4] = M, the number of masks
+    p[5] = the fill's bits (low 16 or 32 bits)             p[6] = 1 for the linear path
+    p[7] = the float32 bits of low32, p[8] = those of scale32 (uniforms; else 0)
+    p[9 : 15]  the positions of state words 0 … 5 in `state`
+    p[15] = 0
+    p[16 : 16+R] sizes, p[16+R : 16+2R] index strides, p[16+2R : 16+3R] dst strides,
+    then per mask: R coefficients, lo, hi.
+
+The linear path (`p[6] == 1`: the output is contiguous, `i == d - dst_offset`, no mask)
+walks counters: block `q` gives elements `4q … 4q+3`. Anything else walks the iteration
+space with an odometer (additions, not divisions) and computes one block per element.
+Either way 16 blocks run side by side in arrays gcc vectorizes (32 × 32 → 64-bit
+products as `vpmuludq`), and the work is split into `nthreads` contiguous ranges, one
+POSIX thread each, when there is enough of it.
+
+The parameters of the advance call (`advance_params`):
+
+    p[0 : 6]  the positions of state words 0 … 5 in `state`
+    p[6 : 12] the positions of new_state words 0 … 5 in `dst`
+    p[12] = ⌈numel / 4⌉, the number of blocks the output used (< 2^63)
+
+Worked example (the linear path): counter `ffffffff 0 0 0`, element `i = 9` of a
+contiguous output is block `q = ⌊9/4⌋ = 2`, counter `2^32 − 1 + 2` (words
+`00000001 00000001 0 0`), word `9 mod 4 = 1`, stored at `dst_offset + 9`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stridec.compiler.codegen.c.casts import C_PRELUDE
+from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan, _span
+from stridec.errors import ShapeError, UnsupportedError
+
+__all__ = [
+    "PHILOX_C_SOURCE",
+    "CPhiloxKernel",
+    "advance_params",
+    "generate_c_philox",
+    "philox_params",
+    "philox_symbol",
+]
+
+HEADER_WORDS = 16
+MAX_MASKS = 16  # the C kernel's running mask sums, `m[16]`
+ADVANCE_SYMBOL = "stridec_philox_advance"
+_SYMBOLS = {
+    "bits": "stridec_philox_bits",
+    "float32": "stridec_philox_uniform_f32",
+    "float16": "stridec_philox_uniform_f16",
+    "bfloat16": "stridec_philox_uniform_bf16",
+}
+# Random123 philox.h constants, written out again (not imported): the C kernel, the
+# Triton kernel and the numpy reference are kept independent so that each checks the
+# others.
+_CONSTANTS = r"""
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+"""
+
+_COMMON = r"""
+#include <pthread.h>
+
+typedef int64_t i64;
+typedef uint32_t u32;
+typedef uint64_t u64;
+
+/* Blocks computed side by side: arrays of this many lanes are what gcc vectorizes. */
+#define LANES 16
+#define MAXT 256
+/* Below this many blocks a call runs on one thread (a thread start costs ~10 µs). */
+#define PARALLEL_BLOCKS 32768
+
+typedef struct {
+    u64 ctr_lo, ctr_hi; /* the 128-bit counter: words 0-1, words 2-3 */
+    u32 key0, key1;
+} philox_key_t;
+
+static philox_key_t read_state(const u32 *state, const i64 *pos) {
+    u32 w[6];
+    for (int k = 0; k < 6; k++) w[k] = state[pos[k]];
+    philox_key_t s;
+    s.ctr_lo = (u64)w[0] | (u64)w[1] << 32;
+    s.ctr_hi = (u64)w[2] | (u64)w[3] << 32;
+    s.key0 = w[4];
+    s.key1 = w[5];
+    return s;
+}
+
+/* Philox4x32-10 (Random123) of the counters ctr + q[l] (mod 2^128), l < LANES: word w of
+   lane l lands in y[w][l]. One round, hi/lo the halves of the 64-bit products:
+   (x0, x1, x2, x3) -> (hi(M1·x2) ^ x1 ^ k0, lo(M1·x2), hi(M0·x0) ^ x3 ^ k1, lo(M0·x0)),
+   the key bumped by (W0, W1) between rounds. */
+static inline void philox_lanes(const philox_key_t *s, const u64 *restrict q,
+                                u32 y[4][LANES]) {
+    for (int l = 0; l < LANES; l++) {
+        u64 lo = s->ctr_lo + q[l];
+        u64 hi = s->ctr_hi + (lo < q[l]); /* the carry out of the low 64 bits */
+        u32 x0 = (u32)lo, x1 = (u32)(lo >> 32), x2 = (u32)hi, x3 = (u32)(hi >> 32);
+        u32 k0 = s->key0, k1 = s->key1;
+#pragma GCC unroll 10
+        for (int r = 0; r < 10; r++) {
+            u64 p0 = (u64)PHILOX_M0 * x0;
+            u64 p1 = (u64)PHILOX_M1 * x2;
+            u32 n0 = (u32)(p1 >> 32) ^ x1 ^ k0;
+            u32 n2 = (u32)(p0 >> 32) ^ x3 ^ k1;
+            x1 = (u32)p1;
+            x3 = (u32)p0;
+            x0 = n0;
+            x2 = n2;
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
+        }
+        y[0][l] = x0;
+        y[1][l] = x1;
+        y[2][l] = x2;
+        y[3][l] = x3;
+    }
+}
+
+typedef struct {
+    philox_key_t key;
+    void *dst;
+    i64 R, numel, ioff, doff, M;
+    i64 fill;
+    float low, scale;
+    const i64 *n, *is, *ds, *mk;
+    i64 work; /* blocks (linear) or positions (gather) */
+    int linear;
+} philox_job_t;
+
+static void philox_job_init(philox_job_t *J, const void *state, void *dst, const i64 *p) {
+    memset(J, 0, sizeof *J);
+    J->key = read_state((const u32 *)state, p + 9);
+    J->dst = dst;
+    J->R = p[0];
+    J->numel = p[1];
+    J->ioff = p[2];
+    J->doff = p[3];
+    J->M = p[4];
+    J->fill = p[5];
+    J->linear = (int)p[6];
+    u32 low = (u32)p[7], scale = (u32)p[8];
+    memcpy(&J->low, &low, 4);
+    memcpy(&J->scale, &scale, 4);
+    J->n = p + 16;
+    J->is = p + 16 + J->R;
+    J->ds = p + 16 + 2 * J->R;
+    J->mk = p + 16 + 3 * J->R;
+    i64 space = 1;
+    for (i64 k = 0; k < J->R; k++) space *= J->n[k];
+    J->work = J->linear ? (J->numel + 3) / 4 : space;
+}
+
+typedef void (*philox_work_fn)(const philox_job_t *J, i64 w0, i64 w1);
+typedef struct { const philox_job_t *J; philox_work_fn fn; i64 w0, w1; } philox_part_t;
+
+static void *philox_part_main(void *arg) {
+    philox_part_t *P = (philox_part_t *)arg;
+    P->fn(P->J, P->w0, P->w1);
+    return 0;
+}
+
+/* Split [0, J->work) into nthreads contiguous ranges, one thread each. */
+static void philox_run(const philox_job_t *J, philox_work_fn fn, i64 nthreads) {
+    if (J->work <= 0) return;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > MAXT) nthreads = MAXT;
+    i64 blocks = J->linear ? J->work : J->work / 4;
+    if (blocks < PARALLEL_BLOCKS) nthreads = 1;
+    if (nthreads <= 1) { fn(J, 0, J->work); return; }
+    pthread_t threads[MAXT];
+    philox_part_t parts[MAXT];
+    int started[MAXT];
+    for (i64 t = 0; t < nthreads; t++) {
+        parts[t].J = J;
+        parts[t].fn = fn;
+        parts[t].w0 = J->work * t / nthreads;
+        parts[t].w1 = J->work * (t + 1) / nthreads;
+        started[t] = 0;
+    }
+    for (i64 t = 1; t < nthreads; t++)
+        started[t] = pthread_create(&threads[t], 0, philox_part_main, &parts[t]) == 0;
+    fn(J, parts[0].w0, parts[0].w1);
+    for (i64 t = 1; t < nthreads; t++) {
+        if (started[t]) pthread_join(threads[t], 0);
+        else fn(J, parts[t].w0, parts[t].w1); /* no thread to be had: run it here */
+    }
+}
+
+/* new_state = (counter + blocks mod 2^128, key), the state read once before any write:
+   new_state may be the state itself. */
+void stridec_philox_advance(const void *state, void *dst, const i64 *p, i64 nthreads) {
+    (void)nthreads;
+    philox_key_t s = read_state((const u32 *)state, p);
+    u64 lo = s.ctr_lo + (u64)p[12];
+    u64 hi = s.ctr_hi + (lo < (u64)p[12]);
+    u32 w[6] = {(u32)lo, (u32)(lo >> 32), (u32)hi, (u32)(hi >> 32), s.key0, s.key1};
+    u32 *out = (u32 *)dst;
+    for (int k = 0; k < 6; k++) out[p[6 + k]] = w[k];
+}
+"""
+
+# One output variant: `out_t` the stored element, CONVERT(w, J) the value of word `w`.
+_VARIANT = r"""
+static inline @OUT_T@ @NAME@_convert(u32 w, float low, float scale) {
+    (void)low; (void)scale;
+    return @CONVERT@;
+}
+
+/* Blocks [q0, q1) of a contiguous output: elements 4q ... 4q+3 (those below numel). */
+static void @NAME@_linear(const philox_job_t *J, i64 q0, i64 q1) {
+    @OUT_T@ *restrict dst = (@OUT_T@ *)J->dst + J->doff;
+    const float low = J->low, scale = J->scale;
+    u64 q[LANES];
+    u32 y[4][LANES];
+    for (i64 b = q0; b < q1; b += LANES) {
+        for (int l = 0; l < LANES; l++) q[l] = (u64)(b + l);
+        philox_lanes(&J->key, q, y);
+        if (b + LANES <= q1 && 4 * (b + LANES) <= J->numel) {
+            @OUT_T@ *restrict out = dst + 4 * b;
+            for (int l = 0; l < LANES; l++)
+                for (int w = 0; w < 4; w++) out[4 * l + w] = @NAME@_convert(y[w][l], low, scale);
+        } else {
+            for (int l = 0; l < LANES && b + l < q1; l++)
+                for (int w = 0; w < 4; w++) {
+                    i64 i = 4 * (b + l) + w;
+                    if (i < J->numel) dst[i] = @NAME@_convert(y[w][l], low, scale);
+                }
+        }
+    }
+}
+
+/* Positions [p0, p1) of the iteration space, walked row-major by an odometer. */
+static void @NAME@_gather(const philox_job_t *J, i64 p0, i64 p1) {
+    @OUT_T@ *restrict dst = (@OUT_T@ *)J->dst;
+    const i64 R = J->R, M = J->M;
+    const i64 *n = J->n, *is = J->is, *ds = J->ds, *mk = J->mk;
+    const float low = J->low, scale = J->scale;
+    @OUT_T@ fill;
+    memcpy(&fill, &J->fill, sizeof fill); /* little-endian: the low bytes */
+    i64 c[8], m[16];
+    i64 i = J->ioff, d = J->doff;
+    for (i64 j = 0; j < M; j++) m[j] = 0;
+    i64 rest = p0;
+    for (i64 k = R - 1; k >= 0; k--) {
+        c[k] = rest % n[k];
+        rest /= n[k];
+        i += c[k] * is[k];
+        d += c[k] * ds[k];
+        for (i64 j = 0; j < M; j++) m[j] += c[k] * mk[j * (R + 2) + k];
+    }
+    u64 q[LANES];
+    i64 at[LANES];
+    int word[LANES], valid[LANES];
+    u32 y[4][LANES];
+    for (i64 b = p0; b < p1; b += LANES) {
+        int lanes = p1 - b < LANES ? (int)(p1 - b) : LANES;
+        for (int l = 0; l < LANES; l++) {
+            int ok = l < lanes;
+            for (i64 j = 0; j < M; j++) {
+                const i64 *mj = mk + j * (R + 2);
+                ok = ok && mj[R] <= m[j] && m[j] < mj[R + 1];
+            }
+            i64 idx = ok ? i : 0; /* a masked-out lane may index anywhere */
+            q[l] = (u64)(idx >> 2);
+            word[l] = (int)(idx & 3);
+            valid[l] = ok;
+            at[l] = d;
+            if (l < lanes) { /* step the odometer, innermost dim first */
+                for (i64 k = R - 1; k >= 0; k--) {
+                    c[k]++;
+                    i += is[k];
+                    d += ds[k];
+                    for (i64 j = 0; j < M; j++) m[j] += mk[j * (R + 2) + k];
+                    if (c[k] < n[k]) break;
+                    c[k] = 0;
+                    i -= n[k] * is[k];
+                    d -= n[k] * ds[k];
+                    for (i64 j = 0; j < M; j++) m[j] -= n[k] * mk[j * (R + 2) + k];
+                }
+            }
+        }
+        philox_lanes(&J->key, q, y);
+        for (int l = 0; l < lanes; l++) {
+            u32 w = y[word[l]][l];
+            dst[at[l]] = valid[l] ? @NAME@_convert(w, low, scale) : fill;
+        }
+    }
+}
+
+void @NAME@(const void *state, void *dst, const i64 *p, i64 nthreads) {
+    philox_job_t J;
+    philox_job_init(&J, state, dst, p);
+    philox_run(&J, J.linear ? @NAME@_linear : @NAME@_gather, nthreads);
+}
+"""
+
+# float32(bits >> 8) · 2^-24 is exact (24 bits); one fused multiply-add then rounds once.
+_UNIFORM = "__builtin_fmaf((float)(int32_t)(w >> 8) * 0x1p-24f, scale, low)"
+_VARIANTS = {
+    "bits": ("u32", "w"),
+    "float32": ("float", _UNIFORM),
+    "float16": ("uint16_t", f"stridec_f32_to_f16({_UNIFORM})"),
+    "bfloat16": ("uint16_t", f"stridec_f32_to_bf16({_UNIFORM}, 0xffffu)"),
+}
+
+
+def _source() -> str:
+    parts = ["/* stridec C Philox4x32-10 kernels (one compile unit for every philox op) */",
+             C_PRELUDE, _CONSTANTS, _COMMON]
+    for key, (out_t, convert) in _VARIANTS.items():
+        parts.append(
+            _VARIANT.replace("@NAME@", _SYMBOLS[key])
+            .replace("@OUT_T@", out_t)
+            .replace("@CONVERT@", convert)
+        )
+    return "\n".join(parts)
+
+
+PHILOX_C_SOURCE = _source()
+
+
+def philox_symbol(spec: PhiloxSpec) -> str:
+    """The exported function writing `spec`'s output."""
+    if spec.distribution == "bits":
+        return _SYMBOLS["bits"]
+    return _SYMBOLS[_plan(spec).dtype.name]
+
+
+def _f32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def _word_positions(words: Sequence[int], what: str) -> tuple[int, ...]:
+    out = tuple(int(w) for w in words)
+    if len(out) != 6 or any(w < 0 for w in out):
+        raise ShapeError(f"philox: {what} must be 6 word positions >= 0; got {words!r}")
+    return out
+
+
+def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6)) -> tuple[int, ...]:
+    """The int64 parameters of `spec`'s output call (layout in the module docstring);
+    `state_words` are the element positions of the 6 state words in the state storage."""
+    plan = _plan(spec)
+    rank = len(plan.sizes)
+    linear = plan.space_numel > 0 and _is_linear(plan)
+    header = [
+        rank, plan.numel, plan.index_offset, plan.dst_offset, len(plan.masks),
+        plan.fill_bits, int(linear),
+        _f32_bits(plan.low32) if plan.uniform else 0,
+        _f32_bits(plan.scale32) if plan.uniform else 0,
+        *_word_positions(state_words, "state words"), 0,
+    ]
+    assert len(header) == HEADER_WORDS
+    if len(plan.masks) > MAX_MASKS:
+        raise UnsupportedError(
+            f"philox: at most {MAX_MASKS} masks are supported; got {len(plan.masks)}"
+        )
+    params = header + list(plan.sizes) + list(plan.index_strides) + list(plan.dst_strides)
+    for coeffs, lo, hi in plan.masks:
+        params += [*coeffs, lo, hi]
+    return tuple(params)
+
+
+def advance_params(
+    numel: int, state_words: Sequence[int] = range(6), new_state_words: Sequence[int] = range(6)
+) -> tuple[int, ...]:
+    """The int64 parameters of the `stridec_philox_advance` call of an output of `numel`."""
+    blocks = -(-int(numel) // 4)
+    return (*_word_positions(state_words, "state words"),
+            *_word_positions(new_state_words, "new_state words"), blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class CPhiloxKernel:
+    """A philox op as calls of the compiled C unit `PHILOX_C_SOURCE`, in the form of the C
+    copy kernels: `calls` holds `(symbol, src_arg, dst_arg, params)`, each run as
+    `symbol(storage[src_arg], storage[dst_arg], params, nthreads)`, one after another,
+    with the launch's storages `(state, dst, new_state)`. `dst_elements` is the smallest
+    flat destination storage (in elements) the output addresses."""
+
+    name: str
+    strategy: str
+    source: str
+    calls: tuple[tuple[str, int, int, tuple[int, ...]], ...]
+    numel: int
+    dst_elements: int
+    kind: str = "philox"
+    lang: str = "c"
+    grid: tuple[int, ...] = (1,)
+    index_bits: int = 64
+    num_warps: int = 1
+
+    @property
+    def constexprs(self) -> dict[str, int]:
+        return {}
+
+
+def generate_c_philox(
+    spec: PhiloxSpec,
+    state_words: Sequence[int] = range(6),
+    new_state_words: Sequence[int] = range(6),
+) -> CPhiloxKernel:
+    """The C kernel of `spec`: the output call, then the state advance. `state_words` /
+    `new_state_words` are the element positions of the 6 words in the state and new_state
+    storages (a strided or offset state view). Bad specs raise `ShapeError` /
+    `UnsupportedError` naming the field, as `generate_philox`."""
+    plan = _plan(spec)
+    if plan.space_numel == 0:
+        strategy = "empty"
+    else:
+        strategy = "linear" if _is_linear(plan) else "gather"
+    calls: list[tuple[str, int, int, tuple[int, ...]]] = []
+    if plan.space_numel > 0:
+        calls.append((philox_symbol(spec), 0, 1, philox_params(spec, state_words)))
+    calls.append((ADVANCE_SYMBOL, 0, 2, advance_params(plan.numel, state_words,
+                                                         new_state_words)))
+    digest = hashlib.sha256(repr(calls).encode()).hexdigest()[:16]
+    dst_elements = (
+        0 if plan.space_numel == 0 else _span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
+    )
+    return CPhiloxKernel(
+        name=f"stridec_c_philox_{digest}",
+        strategy=strategy,
+        source=PHILOX_C_SOURCE,
+        calls=tuple(calls),
+        numel=plan.numel,
+        dst_elements=dst_elements,
+    )
+
+
+def run_calls(lib: Any, calls: Sequence[tuple[str, int, int, Sequence[int]]],
+              storages: Sequence[Any], nthreads: int) -> None:
+    """Make `calls` on a loaded library (ctypes) over storages with `data_ptr()` — for
+    tests and direct use; a program runs them through the runtime."""
+    import ctypes
+
+    for symbol, src_arg, dst_arg, params in calls:
+        fn = getattr(lib, symbol)
+        array = (ctypes.c_int64 * len(params))(*params)
+        fn(ctypes.c_void_p(storages[src_arg].data_ptr()),
+           ctypes.c_void_p(storages[dst_arg].data_ptr()), array, ctypes.c_int64(nthreads))
