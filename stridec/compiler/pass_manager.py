@@ -51,7 +51,8 @@ def _load_passes() -> None:
     import stridec.compiler.passes  # noqa: F401
 
 
-def _convert_option(pass_name: str, f: dataclasses.Field, text: str) -> Any:
+def _convert_option(pass_name: str, key: str, f: dataclasses.Field, text: str) -> Any:
+    """`text` as the type of field `f`; an error names the option `key` as the user wrote it."""
     kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
     try:
         if "bool" in kind:
@@ -64,7 +65,7 @@ def _convert_option(pass_name: str, f: dataclasses.Field, text: str) -> Any:
             return float(text)
     except ValueError:
         raise UnsupportedError(
-            f"pass '{pass_name}': option '{f.name}' expects {kind}; got {text!r}"
+            f"pass '{pass_name}': option '{key}' expects {kind}; got {text!r}"
         ) from None
     return text
 
@@ -101,7 +102,7 @@ def parse_pipeline(text: str) -> list[Pass]:
                 raise UnsupportedError(
                     f"pass '{name}': unknown option '{key}' (options: {options})"
                 )
-            kwargs[f.name] = _convert_option(name, f, value)
+            kwargs[f.name] = _convert_option(name, key, f, value)
         passes.append(cls(**kwargs))
         pos = m.end()
     return passes

@@ -2,12 +2,14 @@
 
     stridec-opt graph.ir                                  # the default pipeline
     stridec-opt --pass-pipeline=canonicalize,fold-views - < graph.ir
-    stridec-opt --print-ir-after-all graph.ir
+    stridec-opt --print-ir-after-all graph.ir             # each pass's IR on stderr
     stridec-opt --emit=triton graph.ir                    # the generated kernels
+    stridec-opt --list-passes                             # every pass, one line each
 
 Input layouts are whatever the text says (`tensor<…, strided<…>>` on an input
-specializes it; none means contiguous). Bad IR or an unknown pass: a message on stderr
-and exit status 1.
+specializes it; none means contiguous). As in `mlir-opt`, the result goes to stdout (or
+`-o FILE`) and everything else -- IR dumps, timing, errors -- to stderr; bad IR, an unknown
+pass or option, or a bad command line prints a message on stderr and exits with status 1.
 """
 
 from __future__ import annotations
@@ -15,14 +17,58 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from stridec.errors import ParseError, StridecError
 
 __all__ = ["main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line exits with status 1 (as `mlir-opt` does), not 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def pass_summaries() -> list[tuple[str, str]]:
+    """(name, one line) for every registered pass, the default pipeline's first and in its
+    order: the first sentence of the pass module's docstring, which starts "`name`: ..."."""
+    import importlib
+
+    from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PASS_REGISTRY, _load_passes
+
+    _load_passes()
+    default = DEFAULT_PIPELINE.split(",")
+    rows = []
+    for name in default + sorted(set(PASS_REGISTRY) - set(default)):
+        doc = importlib.import_module(PASS_REGISTRY[name].__module__).__doc__ or ""
+        text = " ".join(doc.split()).removeprefix(f"`{name}`:").strip()
+        sentence = text.split(". ")[0].rstrip(".")
+        rows.append((name, sentence[:1].upper() + sentence[1:] + "."))
+    return rows
+
+
+def _pass_list() -> str:
+    from stridec.compiler.pass_manager import DEFAULT_PIPELINE
+
+    width = max(len(name) for name, _ in pass_summaries())
+    lines = [f"  {name:<{width}}  {summary}" for name, summary in pass_summaries()]
+    return (
+        "passes (--pass-pipeline=a,b{option=value},...):\n"
+        + "\n".join(lines)
+        + f"\n\ndefault pipeline:\n  {DEFAULT_PIPELINE}\n"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stridec-opt", description=__doc__.splitlines()[0])
+    p = _Parser(
+        prog="stridec-opt",
+        description=__doc__.splitlines()[0],
+        epilog=_pass_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("input", nargs="?", default="-", help="text IR file, or - for stdin")
     p.add_argument(
         "--pass-pipeline",
@@ -30,14 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated passes (default: the default pipeline)",
     )
     p.add_argument(
-        "--print-ir-after-all", action="store_true", help="print the IR after every pass"
+        "--print-ir-after-all", action="store_true", help="print the IR after every pass (stderr)"
     )
     p.add_argument(
         "--print-ir-after",
         action="append",
         default=[],
         metavar="PASS",
-        help="print the IR after the named pass (repeatable)",
+        help="print the IR after the named pass (stderr; repeatable)",
     )
     p.add_argument(
         "--emit",
@@ -55,11 +101,20 @@ def _parser() -> argparse.ArgumentParser:
         help="treat '// -----' lines as separators of independent inputs",
     )
     p.add_argument("-o", "--output", default="-", help="where to write the result")
+    p.add_argument(
+        "--list-passes", action="store_true", help="list the passes, one line each, and exit"
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a bad command line (1): a status, not a raise
+        return e.code if isinstance(e.code, int) else 1
+    if args.list_passes:
+        sys.stdout.write(_pass_list())
+        return 0
     try:
         if args.input == "-":
             text = sys.stdin.read()
@@ -117,7 +172,7 @@ def _process(text: str, args: argparse.Namespace) -> str:
         args.pass_pipeline if args.pass_pipeline is not None else DEFAULT_PIPELINE,
         print_ir_after_all=args.print_ir_after_all,
         print_ir_after=tuple(args.print_ir_after),
-        stream=sys.stdout,
+        stream=sys.stderr,  # the dumps, as mlir-opt's, never mix with the result
     )
     pm.run(graph)
     if args.timing:

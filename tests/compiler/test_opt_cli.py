@@ -4,6 +4,7 @@ the installed console script reading stdin."""
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import stridec
-from stridec.tools.opt import main
+from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PASS_REGISTRY
+from stridec.tools.opt import _split, main
 
 NHWC = """\
 graph @nhwc {
@@ -78,22 +80,51 @@ def test_empty_pipeline_prints_the_input(
     assert capsys.readouterr().out == NHWC
 
 
-def test_print_ir_after_all(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_print_ir_after_all_goes_to_stderr(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As mlir-opt: the dumps go to stderr, headed `// -----// IR Dump After PASS //----- //`,
+    and stdout holds the result alone."""
     argv = ["--print-ir-after-all", "--pass-pipeline=canonicalize,fold-views", str(nhwc_file)]
     assert main(argv) == 0
-    out = capsys.readouterr().out
-    first, rest = out.split("// -----// IR Dump After canonicalize //----- //\n")[1].split(
+    out, err = capsys.readouterr()
+    assert out.count("graph @nhwc") == 1 and str(stridec.parse(out)) == out  # the result only
+    assert "as_strided %x" in out
+    first, rest = err.split("// -----// IR Dump After canonicalize //----- //\n")[1].split(
         "// -----// IR Dump After fold-views //----- //\n"
     )
     assert "permute %x" in first
-    assert "as_strided %x" in rest
-    assert out.count("graph @nhwc") == 3  # two dumps, then the result
+    assert rest == out  # the last dump is the result
+
+
+def test_dump_headers_are_not_split_markers(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dump header is never read as `--split-input-file`'s `// -----` separator line."""
+    assert main(["--print-ir-after-all", "--pass-pipeline=canonicalize", str(nhwc_file)]) == 0
+    err = capsys.readouterr().err
+    header = err.splitlines()[0]
+    assert header == "// -----// IR Dump After canonicalize //----- //"
+    assert len(_split(err)) == 1
+
+
+def test_print_ir_after_all_with_an_output_file(
+    nhwc_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "out.ir"
+    argv = ["--print-ir-after-all", str(nhwc_file), "-o", str(target)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert target.read_text() == NHWC_LOWERED
+    assert err.count("IR Dump After") == len(DEFAULT_PIPELINE.split(","))
 
 
 def test_print_ir_after_one_pass(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--print-ir-after=lower-formats", str(nhwc_file)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("IR Dump After") == 1 and "IR Dump After lower-formats" in out
+    out, err = capsys.readouterr()
+    assert out == NHWC_LOWERED
+    assert err.count("IR Dump After") == 1 and "IR Dump After lower-formats" in err
 
 
 def test_timing_goes_to_stderr(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,9 +200,13 @@ def test_unknown_pass(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "fold-views" in err  # the known passes are listed
 
 
-def test_bad_pass_option(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_pass_option_is_named_as_typed(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--pass-pipeline=canonicalize{max-sweeps=x}", str(nhwc_file)]) == 1
-    assert "option 'max_sweeps' expects int; got 'x'" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "option 'max-sweeps' expects int; got 'x'" in err
 
 
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,11 +214,56 @@ def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "stridec-opt: cannot read" in capsys.readouterr().err
 
 
-def test_bad_command_line_exits_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--emit=llvm"])
-    assert exit_info.value.code != 0
-    assert "usage: stridec-opt" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "argv", [["--emit=llvm"], ["--no-such-flag"], ["a.ir", "b.ir"], ["--pass-pipeline"]]
+)
+def test_bad_command_line_exits_1_with_usage(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Status 1 as for every other error (mlir-opt's, and what docs/passes.md says)."""
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("usage: stridec-opt")
+    assert "stridec-opt: error: " in err
+
+
+# -- the pass list ---------------------------------------------------------------------------
+def test_help_lists_every_pass_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: stridec-opt")
+    for option in ("--pass-pipeline", "--print-ir-after-all", "--list-passes", "--emit"):
+        assert option in out
+    listed = _listed_passes(out.split("\npasses (--pass-pipeline")[1])
+    assert set(listed) == _registered()
+
+
+def test_list_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list-passes"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    listed = _listed_passes(out)
+    assert set(listed) == _registered()
+    # The default pipeline's passes come first, in its order.
+    assert list(listed)[: len(DEFAULT_PIPELINE.split(","))] == DEFAULT_PIPELINE.split(",")
+    for name, summary in listed.items():
+        assert summary.endswith(".") and "SPEC" not in summary, (name, summary)
+    assert DEFAULT_PIPELINE in out
+
+
+def _registered() -> set[str]:
+    import stridec.compiler.passes  # noqa: F401  (registers them)
+
+    return set(PASS_REGISTRY)
+
+
+def _listed_passes(text: str) -> dict[str, str]:
+    """`  name  One line.` rows of the pass list: name -> line, in order."""
+    rows = re.findall(r"^  ([a-z-]+)  +(\S.*)$", text, re.M)
+    names = [name for name, _ in rows]
+    assert len(names) == len(set(names)), names
+    return dict(rows)
 
 
 # -- the installed entry point ------------------------------------------------------------------

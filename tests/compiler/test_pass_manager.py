@@ -84,7 +84,8 @@ def test_unknown_option_is_named_with_the_known_ones() -> None:
 
 
 def test_option_of_the_wrong_type_is_rejected() -> None:
-    with pytest.raises(UnsupportedError, match=r"max_sweeps' expects int; got 'many'"):
+    """The message names the option as the pipeline spells it (a hyphen), not the field."""
+    with pytest.raises(UnsupportedError, match=r"option 'max-sweeps' expects int; got 'many'"):
         parse_pipeline("canonicalize{max-sweeps=many}")
     with pytest.raises(UnsupportedError, match=r"expects bool; got 'yes'"):
         parse_pipeline("plan-memory{copy-aliased-outputs=yes}")

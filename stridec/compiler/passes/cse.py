@@ -1,7 +1,8 @@
-"""`cse`: an op with the same name, operands, attributes and result types as an earlier
-one is the earlier one. Every op here is a pure function of its operands (Philox too: the
-same state gives the same bits), except `input` and `output`, and a `copy` into a buffer,
-which writes in place. Nor is a buffer that such a copy writes into shared: in
+"""`cse`: an op that repeats an earlier one is replaced by it. Repeats means the same
+name, operands, attributes and result types. Every op here is a pure function of its
+operands (Philox too: the same state gives the same bits), except `input` and `output`,
+and a `copy` into a buffer, which writes in place. Nor is a buffer that such a copy
+writes into shared: in
 
     %0 = copy %x {... dst = strided<[3, 1], offset: 0>} : tensor<4x3xf32>   (cat([x, y]))
     %1 = copy %y, %0 {... dst = strided<[3, 1], offset: 6>}
