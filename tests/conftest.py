@@ -1,10 +1,13 @@
-"""Shared test setup: `gpu` tests skip cleanly without CUDA; the kernel and plan caches
-live in a per-session temporary folder so tests never touch the user's cache; under CI
-hypothesis draws deterministically."""
+"""Shared test setup: `gpu` tests skip cleanly without CUDA; everything a run writes to a
+temporary place (stridec's kernel and plan caches, Inductor's cache, pytest's `tmp_path`
+folders, any `tempfile` user) lands in one folder of this run, removed when the run ends,
+so tests never touch the user's cache and leave nothing behind; under CI hypothesis
+draws deterministically."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -17,8 +20,18 @@ settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-_CACHE = tempfile.mkdtemp(prefix="stridec-test-cache-")
-os.environ.setdefault("STRIDEC_CACHE_DIR", _CACHE)
+# One temporary root for the whole run. TMPDIR also reaches subprocesses and every
+# `tempfile` user in this one (pytest's basetemp and Inductor's cache are read lazily
+# from `tempfile.gettempdir()`); the caches are named explicitly as well.
+_ROOT = tempfile.mkdtemp(prefix="stridec-tests-")
+os.environ["TMPDIR"] = _ROOT
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+os.environ.setdefault("STRIDEC_CACHE_DIR", os.path.join(_ROOT, "stridec-cache"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_ROOT, "inductor-cache"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_ROOT, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
