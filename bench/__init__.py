@@ -1,1 +1,2 @@
-"""stridec's benchmark suite (SPEC §9): `python bench/run.py` on a GPU, `--smoke` on the CPU."""
+"""stridec's benchmark suite: `python bench/run.py` on a GPU, `--smoke` on the CPU. The
+targets it measures are in docs/design.md#performance-targets."""

@@ -1,5 +1,5 @@
-"""Compile time of the default pass pipeline on generated graphs (SPEC §9: a benchmark,
-never a timed test).
+"""Compile time of the default pass pipeline on generated graphs (a benchmark, never a
+timed test; the target is in docs/design.md#performance-targets).
 
     python bench/compile_time.py            # 100, 1,000 and 10,000 ops
     python bench/compile_time.py --profile  # and a cProfile of the 1,000-op graph

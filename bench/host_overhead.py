@@ -1,5 +1,6 @@
-"""stridec's own host (CPU) cost of a cached call, split into its parts (SPEC §9: "host
-overhead of a cached call with one kernel <= 15 µs"; a benchmark, never a timed test).
+"""stridec's own host (CPU) cost of a cached call, split into its parts (the target in
+docs/design.md#performance-targets: "the host overhead of a cached one-kernel call is
+<= 15 µs"; a benchmark, never a timed test).
 
     python bench/host_overhead.py                    # 20,000 calls x 5 repeats
     python bench/host_overhead.py --calls 5000 --repeats 3 --no-cuda

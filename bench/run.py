@@ -1,4 +1,4 @@
-"""stridec's benchmark suite (SPEC §9), one command.
+"""stridec's benchmark suite (docs/design.md#performance-targets), one command.
 
     python bench/run.py                      # on a GPU: every row; results in bench/results/
     python bench/run.py --only 'pack_*'      # some rows (fnmatch patterns or substrings)

@@ -1,4 +1,5 @@
-"""Sweep each benchmark row's kernel plan on a GPU: strategy, tile and warps (SPEC §9).
+"""Sweep each benchmark row's kernel plan on a GPU: strategy, tile and warps (the targets:
+docs/design.md#performance-targets).
 
     python bench/tune.py                     # every row at full size, on the GPU
     python bench/tune.py --only 'pack_*'     # some rows (as bench/run.py selects them)

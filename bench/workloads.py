@@ -1,4 +1,5 @@
-"""The benchmark workloads (SPEC §9): one row each, at GPU ("full") or CPU ("tiny") scale.
+"""The benchmark workloads: one row each, at GPU ("full") or CPU ("tiny") scale (the
+targets: docs/design.md#performance-targets).
 
 A `Workload` carries everything a row needs:
 
@@ -498,7 +499,8 @@ def _build_suite() -> list[Workload]:
     nchw_full, nchw_tiny = (256, 256, 64, 64), (2, 16, 5, 7)
     c3_full, c3_tiny = (256, 3, 512, 512), (2, 3, 6, 7)
     # int8 packing: the issue's 64x256x56x56 with the batch raised to 384 so the tensor is
-    # >= 256 MiB (SPEC §9); the C = 3 rows use 640x640 images for the same reason.
+    # >= 256 MiB (docs/design.md#performance-targets); the C = 3 rows use 640x640 images for
+    # the same reason.
     packed_full, packed_tiny = (384, 256, 56, 56), (2, 64, 3, 5)
     pad3_full, pad3_tiny = (256, 3, 640, 640), (2, 3, 4, 5)
     rows = [

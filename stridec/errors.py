@@ -1,4 +1,4 @@
-"""The error hierarchy (SPEC §8).
+"""The error hierarchy (docs/design.md#errors).
 
 Every message names the op or argument, what was expected and what was given.
 """

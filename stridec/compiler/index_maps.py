@@ -1,4 +1,4 @@
-"""Index-map algebra under `fuse-copies` and `eliminate-copies` (SPEC §4).
+"""Index-map algebra under `fuse-copies` and `eliminate-copies` (docs/design.md#passes).
 
 (Composition, below; then boxes: `restrict`, `box_of` and `image_box` say which box of a
 layout's coordinates a layout addresses, and `split_box` cuts a box where linear bounds

@@ -1,4 +1,5 @@
-"""Physical formats of logical NCHW tensors (SPEC §2): NHWC, NCHWx, CHWN4, pitched rows.
+"""Physical formats of logical NCHW tensors: NHWC, NCHWx, CHWN4, pitched rows
+(docs/design.md#formats).
 
 One `Format` describes them all: an optional **block** of the channel dim and the order of
 the physical dims. A blocked format is a strided layout over a **split** iteration space:

@@ -1,4 +1,4 @@
-"""Strided layouts and their view algebra (SPEC §1).
+"""Strided layouts and their view algebra (docs/design.md#layout-model).
 
 A `Layout` is ``(sizes, strides, offset)``, all counted in elements. The element at the
 logical coordinate ``(i0, ..., i[r-1])`` lives at storage index

@@ -1,4 +1,4 @@
-"""The op catalogue (SPEC §3): sources, views, materializations and `output`.
+"""The op catalogue (docs/design.md#ir): sources, views, materializations and `output`.
 
 Each op validates its attributes (`normalize`), infers its result types — including the
 layout over the root storage, so every view is visibly a stride rewrite — verifies what
@@ -270,7 +270,7 @@ class _PhiloxBase(Op):
 
 @register_op
 class PhiloxOp(_PhiloxBase):
-    """Philox4x32-10 bits (SPEC §6): `bits, new_state = philox(state, sizes)`."""
+    """Philox4x32-10 bits (docs/design.md#philox): `bits, new_state = philox(state, sizes)`."""
 
     name = "philox"
     attr_names = ("sizes",) + _PLACEMENT
@@ -296,7 +296,8 @@ class PhiloxOp(_PhiloxBase):
 
 @register_op
 class PhiloxUniformOp(_PhiloxBase):
-    """Uniform floats from Philox bits, `low + (bits >> 8)·2^-24·(high - low)` (SPEC §6)."""
+    """Uniform floats from Philox bits, `low + (bits >> 8)·2^-24·(high - low)`
+    (docs/design.md#philox)."""
 
     name = "philox_uniform"
     attr_names = ("sizes", "dtype", "low", "high") + _PLACEMENT
@@ -944,7 +945,8 @@ def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) ->
 
 @register_op
 class PackOp(Op):
-    """Pack a logical NCHW (or NC…) tensor into a format's physical layout (SPEC §2)."""
+    """Pack a logical NCHW (or NC…) tensor into a format's physical layout
+    (docs/design.md#formats)."""
 
     name = "pack"
     attr_names = ("format", "fill")

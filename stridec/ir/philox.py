@@ -1,4 +1,5 @@
-"""Philox4x32-10 with DirectML `DML_RANDOM_GENERATOR` semantics: the numpy reference (SPEC §6).
+"""Philox4x32-10 with DirectML `DML_RANDOM_GENERATOR` semantics: the numpy reference
+(docs/design.md#philox).
 
 This module is the oracle the Triton kernel (`stridec.compiler.codegen.philox`) is tested
 against, so it shares no code with it: plain numpy, 32-bit words held in `uint64` arrays so
@@ -121,7 +122,7 @@ def _state_array(state: Any) -> np.ndarray:
             f"got {type(state).__name__}"
         )
     # DirectML (feature level 4.0): sizes {[1], ..., [1], 6}, 1 to 8 dims; this admits the
-    # (6,) and (1, 1, 1, 6) of SPEC §6.
+    # (6,) and (1, 1, 1, 6) of docs/design.md#philox.
     if not (1 <= len(shape) <= _MAX_RANK and shape[-1] == 6 and all(s == 1 for s in shape[:-1])):
         raise CallError(f"state: expected shape (6,) or (1, 1, 1, 6) (6 words); got {shape}")
     return words.reshape(6)
@@ -179,7 +180,7 @@ def _add_counters(counter: int, n: int) -> np.ndarray:
 
 
 def philox_bits(state: Any, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The `bits` and `new_state` outputs of the `philox` op (SPEC §6).
+    """The `bits` and `new_state` outputs of the `philox` op (docs/design.md#philox).
 
     Returns a uint32 array of shape `sizes` (rank 0 gives one element) whose element with
     row-major index `i` is word `i mod 4` of Philox4x32-10(counter + ⌊i/4⌋, key), and the

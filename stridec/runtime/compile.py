@@ -1,4 +1,5 @@
-"""`stridec.compile(graph)` → `CompiledGraph`: validate, specialize, cache, launch (SPEC §5).
+"""`stridec.compile(graph)` → `CompiledGraph`: validate, specialize, cache, launch
+(docs/design.md#execution-and-backends).
 
 fn = stridec.compile(graph)          # backend "auto": triton on CUDA, interpret on CPU
 out = fn(x)                          # one tensor, or a tuple for several outputs

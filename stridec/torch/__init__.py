@@ -1,5 +1,6 @@
 """stridec.torch: compiled layout graphs as torch custom operators, their adjoint
-(backward) graphs, and tracing of torch layout code into graphs (SPEC §7)."""
+(backward) graphs, and tracing of torch layout code into graphs
+(docs/design.md#torch-integration)."""
 
 from stridec.torch.adjoint import Adjoint, Contribution, adjoint
 from stridec.torch.custom_op import TorchOp, register

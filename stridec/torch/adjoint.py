@@ -1,4 +1,5 @@
-"""The adjoint (backward) of a layout graph, built as another stridec graph (SPEC §7).
+"""The adjoint (backward) of a layout graph, built as another stridec graph
+(docs/design.md#torch-integration).
 
 Every layout op is linear in its operands: each result element is one operand element (or
 a constant fill). So the gradient of the graph's inputs is the transpose of that map

@@ -1,4 +1,4 @@
-"""A compiled layout graph as a torch custom operator (SPEC §7).
+"""A compiled layout graph as a torch custom operator (docs/design.md#torch-integration).
 
     op = stridec.compile(graph).as_torch_op("mylib::to_nhwc")   # or stridec.torch.register
     y = op(x)                         # the same as torch.ops.mylib.to_nhwc(x)

@@ -58,8 +58,9 @@ def _flip_last(t: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("w", _params())
 def test_row_matches_torch_at_tiny_size(w: Workload) -> None:
     """Two fresh random inputs; each output equals the oracle's element for element, in
-    the number of kernels the row promises (SPEC §9: one per materialized output); and the
-    row's check fails when one element of the output is wrong."""
+    the number of kernels the row promises (one per materialized output,
+    docs/design.md#performance-targets); and the row's check fails when one element of the
+    output is wrong."""
     graph = w.graph("tiny")
     fn = stridec.compile(graph, backend="interpret")
     for seed in (0, 1):
@@ -90,8 +91,8 @@ def test_philox_window_check_covers_both_ends() -> None:
 
 
 def test_full_size_rows_hold_a_tensor_of_256_mib() -> None:
-    """SPEC §9: measured on tensors of at least 256 MiB (sizes read off the graph's types,
-    nothing allocated)."""
+    """docs/design.md#performance-targets: measured on tensors of at least 256 MiB (sizes
+    read off the graph's types, nothing allocated)."""
     for w in WORKLOADS:
         graph = w.graph("full")
         values = [*graph.inputs, *graph.output_op.operands]

@@ -1,4 +1,4 @@
-"""Bad input, row by row of the issue (SPEC §8): each raises the right `StridecError`
+"""Bad input, row by row of the issue (docs/design.md#errors): each raises the right `StridecError`
 subclass through the public builder API (and `stridec.Layout`), with a message naming the
 op or argument and what was given, and a refused op leaves the graph as it was.
 

@@ -1,4 +1,5 @@
-"""The numpy Philox4x32-10 reference (stridec.ir.philox) against Random123 and SPEC §6.
+"""The numpy Philox4x32-10 reference (stridec.ir.philox) against Random123 and the
+definition in docs/design.md#philox.
 
 The block function is checked against Random123's known-answer vectors; everything
 built on it (counter arithmetic, new_state, uniforms) against scalar Python-int and
@@ -73,7 +74,8 @@ def test_philox_bits_of_one_block_is_the_kat(ctr, key, expected) -> None:
 
 
 def scalar_bits(counter: int, key: tuple[int, int], numel: int) -> list[int]:
-    """SPEC §6 element by element: word i mod 4 of Philox(counter + ⌊i/4⌋ mod 2^128, key)."""
+    """docs/design.md#philox element by element: word i mod 4 of
+    Philox(counter + ⌊i/4⌋ mod 2^128, key)."""
     out = []
     for i in range(numel):
         c = (counter + i // 4) & MASK128

@@ -1,4 +1,5 @@
-"""Tensors above 2^31 elements: int64 indexing, and int32 kept just below (SPEC §4, §9).
+"""Tensors above 2^31 elements: int64 indexing, and int32 kept just below
+(docs/design.md#passes, #performance-targets).
 
 Sizes (int8, so a tensor of 2^31 elements is 2 GiB):
 

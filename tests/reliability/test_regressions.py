@@ -2,7 +2,7 @@
 
 Every test compares the compiled graph (the `interpret` backend: the generated Triton
 kernels run by Triton's interpreter) with an oracle written independently of stridec:
-torch, or the Philox definition of SPEC §6 (the new state is the counter advanced by
+torch, or the Philox definition of docs/design.md#philox (the new state is the counter advanced by
 ⌈numel/4⌉, the key unchanged).
 
 A test marked `xfail(strict=True)` is a bug still open in a file outside this suite's

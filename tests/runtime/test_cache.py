@@ -1,6 +1,7 @@
 """The plan caches: the bounded in-process LRU and the on-disk store under
-`STRIDEC_CACHE_DIR` (SPEC §5): reuse across processes, atomic writes, damaged entries
-discarded and rebuilt, and a cache directory that cannot be written."""
+`STRIDEC_CACHE_DIR` (docs/design.md#execution-and-backends): reuse across processes,
+atomic writes, damaged entries discarded and rebuilt, and a cache directory that cannot be
+written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The cached-call fast path of `CompiledGraph.__call__` (SPEC §5): a call whose key —
+"""The cached-call fast path of `CompiledGraph.__call__`
+(docs/design.md#execution-and-backends): a call whose key —
 dtype, sizes, strides, storage offset, device and neg bit of each plain strided tensor —
 was seen on a call that passed every check skips the checks, and gives exactly what the
 full path gives. The oracle is a fresh `CompiledGraph` of the same graph, whose calls all

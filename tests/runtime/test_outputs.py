@@ -1,4 +1,4 @@
-"""How outputs come back (SPEC §4 plan-memory, §5): a pure view of an input is a torch
+"""How outputs come back (docs/design.md#passes plan-memory, §5): a pure view of an input is a torch
 view of the caller's tensor (same storage, torch's strides and offset); a layout torch
 cannot hold (negative strides) is materialized; several outputs, and outputs that view one
 buffer, keep torch's relations; every call returns fresh buffers."""

@@ -116,8 +116,8 @@ def test_kernel_counts_kinds_and_strategies(name: str, inputs: list, build: Call
 
 @pytest.mark.parametrize("k", [1, 2, 4, 6])
 def test_a_chain_of_k_layout_ops_runs_in_one_kernel(k: int) -> None:
-    """SPEC §9: k views, then one materialization: exactly one kernel, and it agrees with
-    torch on a transposed, offset argument."""
+    """docs/design.md#performance-targets: k views, then one materialization: exactly one
+    kernel, and it agrees with torch on a transposed, offset argument."""
     steps: list[tuple[Callable[[Any], Any], Callable[[torch.Tensor], torch.Tensor]]] = [
         (lambda v: v.permute(2, 0, 1), lambda t: t.permute(2, 0, 1)),
         (lambda v: v.flip(0), lambda t: t.flip(0)),

@@ -1,4 +1,4 @@
-"""Triton code generation for one strided copy (SPEC §4, `lower-to-triton`).
+"""Triton code generation for one strided copy (docs/design.md#passes, `lower-to-triton`).
 
 `generate_copy(spec, target)` turns a `CopySpec` into a `CopyKernel`: the complete source of
 a Python module with one `@triton.jit` kernel `(src_ptr, dst_ptr, <block constexprs>)`, its
@@ -616,7 +616,8 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CopyKernel:
-    """A generated copy kernel: source, grid and launch arguments (SPEC §5 `plan.kernels`).
+    """A generated copy kernel: source, grid and launch arguments (an entry of `plan.kernels`,
+    docs/design.md#execution-and-backends).
 
     `launch(src_storage, dst_storage)` takes both storages as flat contiguous tensors that
     start at storage element 0; a kernel of `numel == 0` (or grid `(0,)`, when every element

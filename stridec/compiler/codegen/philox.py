@@ -1,7 +1,7 @@
 """Triton kernels for the `philox` op: Philox4x32-10 bits or uniforms, DirectML semantics.
 
-One kernel writes one output of the op (SPEC §6) through an arbitrary index map, and its
-program 0 writes the advanced generator state. The iteration space of the kernel and
+One kernel writes one output of the op (docs/design.md#philox) through an arbitrary index
+map, and its program 0 writes the advanced generator state. The iteration space of the kernel and
 the philox output are related by two affine maps over the same coordinates `c`:
 
     logical index  i(c) = index_offset + Σ c_k · index_strides_k   (row-major in the philox sizes)

@@ -1,4 +1,5 @@
-"""`canonicalize`: local rewrites to a fixpoint (SPEC §4, step 1).
+"""`canonicalize`: local rewrites to a fixpoint. Step 1 of the default pipeline
+(docs/design.md#passes).
 
 Every pattern keeps the value's layout exactly: the rewritten result must have the
 same type (sizes, dtype and layout over the root) as the op it replaces.

@@ -1,4 +1,5 @@
-"""`lower-formats`: every materialization becomes explicit `copy` ops (SPEC §4, step 3).
+"""`lower-formats`: every materialization becomes explicit `copy` ops. Step 3 of the
+default pipeline (docs/design.md#passes).
 
 An explicit copy iterates over a `space`; at each point `i` it writes the buffer index
 `dst(i)` with the root-storage element `src(i)` (or `fill` where a mask fails). Packing

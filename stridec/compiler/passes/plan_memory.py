@@ -1,4 +1,5 @@
-"""`plan-memory`: decide how each graph output reaches the caller (SPEC §4, step 6).
+"""`plan-memory`: decide how each graph output reaches the caller. Step 6 of the default
+pipeline (docs/design.md#passes).
 
 - An output whose root is a graph input is handed back as a torch view of that input
   (`torch.as_strided` on the caller's tensor), never copied — unless its layout has a
@@ -7,7 +8,7 @@
   writer of a cat's buffer), so the output still takes one kernel.
 - Every other output lives in a buffer allocated with `torch.empty_strided`-style
   storage of `layout.min_storage_size()` elements and is returned as a view of it.
-- With `copy-aliased-outputs` (the custom-op contract, SPEC §7) outputs that view an
+- With `copy-aliased-outputs` (the custom-op contract, docs/design.md#torch-integration) outputs that view an
   input are copied too, so no output aliases an input.
 
 The plan is recorded on the graph as `graph.memory_plan`: one `OutputPlan` per output.
