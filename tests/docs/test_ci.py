@@ -1,0 +1,62 @@
+"""CI runs what the README tells a user to run: `.ci/run` reads the README's two commands
+and runs them as written; here they are checked against the README as a reader sees it,
+and against what they must do on a machine without a GPU."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from markdown_blocks import ROOT, blocks_of
+
+README = ROOT / "README.md"
+
+
+def readme_commands() -> list[str]:
+    """The `sh` blocks between "## Two commands" and the next section."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("\n## Two commands\n")
+    end = text.index("\n## ", start + 1)
+    first, last = text[:start].count("\n") + 1, text[:end].count("\n") + 1
+    return [
+        b.text.strip() for b in blocks_of(README) if b.language == "sh" and first < b.line < last
+    ]
+
+
+def ci_print_commands() -> list[str]:
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    done = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "run"), "--print-commands"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )
+    return done.stdout.splitlines()
+
+
+def test_ci_runs_the_readme_commands_as_written() -> None:
+    commands = readme_commands()
+    assert len(commands) == 2
+    assert ci_print_commands()[:2] == commands
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_each_command_is_complete_and_installs_cpu_torch_first(index: int) -> None:
+    """Copy-paste complete on a fresh machine: a new venv, activated, torch pinned before
+    stridec (so pip does not resolve a CUDA torch for it), then the job itself."""
+    steps = [step.strip() for step in readme_commands()[index].split("&&")]
+    assert steps[:3] == [
+        "python3 -m venv .venv", ". .venv/bin/activate", "pip install torch==2.13.0"
+    ]
+    assert re.fullmatch(r'pip install -e (\.|"\.\[dev\]")', steps[3])
+    assert steps[4] == ("python examples/quickstart.py", "python -m pytest -q")[index]
+
+
+def test_ci_tests_the_oldest_triton_pyproject_accepts() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    low, high = re.search(r'"triton>=([0-9.]+),<([0-9.]+)"', pyproject).groups()
+    assert ci_print_commands()[2] == f"triton=={low}.*"
+    readme = README.read_text(encoding="utf-8")
+    newest = f"{high.split('.')[0]}.{int(high.split('.')[1]) - 1}"
+    assert f"Triton {low} to {newest} is supported" in readme

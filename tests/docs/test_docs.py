@@ -1,0 +1,107 @@
+"""Docs are tests: every code block of README.md and docs/*.md (any page added later
+included) is checked here.
+
+Each block is fenced with a language:
+
+- `python` blocks run, in order, one namespace per page (a page reads like one session);
+  a block fenced `python gpu` needs CUDA and is skipped without it;
+- `mlir` blocks are text IR: each parses, verifies and prints exactly as written (less
+  its `//` comment lines);
+- `sh`, `text`, `ebnf`, `console` and `json` blocks are shown, not run (the README's `sh`
+  blocks are the commands CI runs: tests/docs/test_ci.py); a `stridec-opt` command in an
+  `sh` block must be one its parser accepts.
+
+A fence without a language, or an indented code block, is refused: the test could not
+tell how to check it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+import torch
+from markdown_blocks import PAGES, ROOT, Block, blocks_of
+
+import stridec
+
+SHOWN_ONLY = {"sh", "text", "ebnf", "console", "json"}
+
+
+ALL_BLOCKS = [block for page in PAGES for block in blocks_of(page)]
+
+
+def test_the_pages_are_found() -> None:
+    names = {p.name for p in PAGES}
+    assert {"README.md", "design.md", "text-ir.md", "passes.md", "torch.md"} <= names
+    assert any(b.language == "python" for b in ALL_BLOCKS)
+    assert any(b.language == "mlir" for b in ALL_BLOCKS)
+
+
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda b: b.where)
+def test_every_block_has_a_language_the_tests_know(block: Block) -> None:
+    assert block.language in {"python", "mlir"} | SHOWN_ONLY, (
+        f"{block.where}: fence the block with one of ```python, ```mlir, "
+        f"{', '.join(sorted(SHOWN_ONLY))} (got {block.language or 'nothing'!r})"
+    )
+    assert set(block.flags) <= {"gpu"}, f"{block.where}: unknown fence flags {block.flags}"
+
+
+# -- python: each page runs top to bottom ------------------------------------------------------
+PYTHON_PAGES = [p for p in PAGES if any(b.language == "python" for b in blocks_of(p))]
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_python_blocks_run(
+    page: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, object] = {"__name__": "__doc__"}
+    skipped = []
+    for block in blocks_of(page):
+        if block.language != "python":
+            continue
+        if "gpu" in block.flags and not torch.cuda.is_available():
+            skipped.append(block.where)
+            continue
+        # Line numbers in a traceback are the page's own.
+        code = compile("\n" * block.line + block.text, str(page.relative_to(ROOT)), "exec")
+        exec(code, namespace)
+    capsys.readouterr()
+    if skipped:
+        pytest.skip(f"needs a CUDA device: {', '.join(skipped)} (the rest ran)")
+
+
+# -- mlir: parses and prints as written ------------------------------------------------------
+MLIR_BLOCKS = [b for b in ALL_BLOCKS if b.language == "mlir"]
+
+
+@pytest.mark.parametrize("block", MLIR_BLOCKS, ids=lambda b: b.where)
+def test_ir_blocks_print_as_written(block: Block) -> None:
+    graph = stridec.parse(block.text)
+    graph.verify()
+    without_comments = "".join(
+        line + "\n" for line in block.text.splitlines() if not line.lstrip().startswith("//")
+    )
+    assert str(graph) == without_comments
+
+
+# -- sh: stridec-opt command lines are ones it accepts ---------------------------------------
+OPT_LINES = [
+    (b, line)
+    for b in ALL_BLOCKS
+    if b.language == "sh"
+    for line in b.text.splitlines()
+    if line.strip().startswith("stridec-opt")
+]
+
+
+@pytest.mark.parametrize("block, line", OPT_LINES, ids=[b.where for b, _ in OPT_LINES])
+def test_stridec_opt_commands_parse(block: Block, line: str) -> None:
+    from stridec.tools.opt import _parser
+
+    words = shlex.split(line, comments=True)
+    redirects = [i for i, w in enumerate(words) if w in ("<", ">", "2>", "|")]
+    words = words[: redirects[0]] if redirects else words
+    _parser().parse_args(words[1:])  # a bad flag exits (SystemExit fails the test)
