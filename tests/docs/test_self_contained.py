@@ -1,5 +1,5 @@
 """The repository speaks only of itself: no tracked file points at a design text or a
-folder outside the checkout, and every `docs/design.md#anchor` a file cites is a heading
+folder outside the checkout, and every anchor into docs/design.md a file cites is a heading
 of docs/design.md."""
 
 from __future__ import annotations
