@@ -3,6 +3,10 @@ after the passes and the generated kernel, run them (on the GPU when there is on
 through Triton's interpreter on the CPU) and check every output against torch.
 
     python examples/quickstart.py
+
+docs/codegen.md walks through what it prints: the lowered `copy` (`space`, `src`, `dst`,
+`masks`) and each kernel's header (`dims (outer -> inner)`, `tile axes … extents …
+blocks`, the strategies `linear`, `tiled_transpose` and `gather`).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ def slice_and_broadcast() -> tuple[stridec.Graph, list[torch.Tensor], list[torch
 
 def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"running on {device} ({'triton' if device == 'cuda' else 'interpret'} backend)\n")
+    print(f"running on {device} ({'triton' if device == 'cuda' else 'interpret'} backend)")
+    print("(docs/codegen.md explains the lowered IR and the kernel headers below)\n")
     for make in (nchw_to_nhwc, nchw_to_nchw4, slice_and_broadcast):
         graph, inputs, expected = make()
         print(f"=== {graph.name}: IR as built\n{graph}")

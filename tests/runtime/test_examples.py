@@ -26,3 +26,5 @@ def test_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.count("--- after the passes") == 3
     assert out.count("@triton.jit") >= 3
     assert out.rstrip().endswith("all outputs match torch")
+    assert "docs/codegen.md" in out  # where the kernel headers are explained
+    assert (EXAMPLES.parent / "docs" / "codegen.md").exists()
