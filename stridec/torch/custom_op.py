@@ -91,6 +91,20 @@ def _arg_names(graph: Graph) -> list[str]:
     return names
 
 
+def _out_names(names: Sequence[str], outputs: int) -> list[str]:
+    """Names of the out overload's outputs: `out`, or `out0`, `out1`, … (suffixed with `_`
+    where an input takes the name)."""
+    wanted = ["out"] if outputs == 1 else [f"out{k}" for k in range(outputs)]
+    taken = set(names)
+    result = []
+    for n in wanted:
+        while n in taken:
+            n += "_"
+        taken.add(n)
+        result.append(n)
+    return result
+
+
 def _signature(names: Sequence[str], outputs: int) -> tuple[inspect.Signature, str]:
     """The Python signature (for triton_op's schema inference) and the schema string."""
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -133,9 +147,21 @@ class TorchOp:
         self._backward_op: TorchOp | None = None
         self.custom_op = self._define()
         self.overload = self.custom_op._opoverload
+        self.out_names = _out_names(self.arg_names, len(self._outputs))
+        self.out_op = self._define_out()
+        self.out_overload = self.out_op._opoverload
 
-    def __call__(self, *tensors: torch.Tensor) -> Any:
-        return self.overload(*tensors)
+    def __call__(self, *tensors: torch.Tensor, out: Any = None) -> Any:
+        if out is None:
+            return self.overload(*tensors)
+        outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+        if len(outs) != len(self.out_names):
+            raise CallError(
+                f"{self.qualname}: 'out' must give one tensor per output: expected "
+                f"{len(self.out_names)}; got {len(outs)}"
+            )
+        self.out_overload(*tensors, **dict(zip(self.out_names, outs, strict=True)))
+        return out
 
     def __repr__(self) -> str:
         return f"<stridec TorchOp {self.qualname} graph={self.graph.name!r}>"
@@ -170,6 +196,49 @@ class TorchOp:
         op.register_fake(self._fake)
         op.register_autograd(self._backward, setup_context=self._setup_context)
         return op
+
+    def _define_out(self) -> Any:
+        """The `out=` overload `<ns>::<name>.out`: one `Tensor(a!)` argument per output
+        (`out`, or `out0`, `out1`, …), each written in place (`mutates_args`), returning
+        nothing. It runs `CompiledGraph.__call__(..., out=...)` on every device (the kernels
+        write the caller's tensors, whatever their strides); its fake checks the outs."""
+        ins = ", ".join(f"Tensor {n}" for n in self.arg_names)
+        outs = ", ".join(f"Tensor(a{k}!) {n}" for k, n in enumerate(self.out_names))
+        schema = f"({ins}, {outs}) -> ()"
+        n_in = len(self.arg_names)
+
+        def split(args: tuple, named: dict) -> tuple[tuple, tuple]:
+            given = (*args, *(named[n] for n in (*self.arg_names, *self.out_names)
+                              if n in named))
+            return given[:n_in], given[n_in:]
+
+        def out_impl(*args: torch.Tensor, **named: torch.Tensor) -> None:
+            tensors, outs = split(args, named)
+            self.compiled(*tensors, out=outs)
+
+        def out_fake(*args: torch.Tensor, **named: torch.Tensor) -> None:
+            tensors, outs = split(args, named)
+            self._check_args(tensors)
+            self._check_outs(outs, tensors[0].device)
+
+        try:
+            op = torch.library.custom_op(f"{self.qualname}.out", out_impl,
+                                         mutates_args=tuple(self.out_names), schema=schema)
+        except RuntimeError as e:
+            raise CallError(
+                f"as_torch_op: cannot define operator '{self.qualname}.out': {e}"
+            ) from e
+        op.register_fake(out_fake)
+        return op
+
+    def _check_outs(self, outs: Sequence[torch.Tensor], device: torch.device) -> None:
+        """The out checks that need no data: sizes, dtype, device (fake tensors)."""
+        for t, ty, name in zip(outs, self._outputs, self.out_names, strict=True):
+            if tuple(t.shape) != ty.sizes or t.dtype != ty.dtype.torch or t.device != device:
+                raise CallError(
+                    f"{self.qualname}.out: '{name}' must have sizes {list(ty.sizes)}, dtype "
+                    f"{ty.dtype} and device {device}; got {list(t.shape)}, {t.dtype}, {t.device}"
+                )
 
     def _decompose_cuda_only(self, op: Any) -> None:
         """triton_op inlines its function into the graph under functionalization (so
