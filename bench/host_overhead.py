@@ -32,6 +32,11 @@ On a machine with CUDA the same two graphs run for real on a 16x16 CUDA tensor (
 auto, Triton): the host clock over `--calls` calls (the launches are asynchronous), and
 the wall time to one `torch.cuda.synchronize()` after them.
 
+The `fn(x, out=o)` rows time a cached call writing into a preallocated 16x16 tensor
+(docs/outputs.md): its call key adds each out's layout and which tensors share a storage
+(`_out_call_key`), and no output is allocated. On the CPU only the copy graph has the row
+(its launch is stubbed; the view graph's `out=` call launches a real copy).
+
 Measured without a GPU, on the development machine (2 CPU cores, shared; torch 2.13 CPU,
 Python 3.11), `python bench/host_overhead.py`: µs per cached call, best of 5 x 20,000:
 
@@ -115,7 +120,7 @@ Row = tuple[str, str, tuple[float, float | None] | None]  # graph, what, (best, 
 
 
 def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
-             repeats: int) -> list[Row]:
+             repeats: int, with_out: bool = False) -> list[Row]:
     """The rows of one graph on the CPU: the cached call, its parts, the full path."""
     args = (x,)
     device = x.device
@@ -137,9 +142,12 @@ def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
                 for o in program.outputs]
 
     total = time_it(lambda: fn(*args))
+    out = torch.empty(program.outputs[0].sizes, dtype=x.dtype)
     rows: list[Row] = [
         (name, "cached call fn(x)", total),
         ("", "cached call fn(x), GC on", time_it(lambda: fn(*args), gc_off=False)),
+        ("", "cached call fn(x, out=o), preallocated",
+         time_it(lambda: fn(*args, out=out)) if with_out and _has_out(fn) else None),
     ]
     call_key = getattr(compile_module, "_call_key", None)  # absent before the fast path
     cached = getattr(fn, "_cached", None)
@@ -166,6 +174,13 @@ def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
          time_it(lambda: fn._program(args, device, fn._target(device)))),
     ]
     return rows
+
+
+def _has_out(fn: stridec.CompiledGraph) -> bool:
+    """Whether this tree's calls take `out=` (absent before it: the row prints "-")."""
+    import inspect
+
+    return "out" in inspect.signature(fn.__call__).parameters
 
 
 def cuda_rows(calls: int, repeats: int) -> list[Row]:
@@ -197,6 +212,12 @@ def cuda_rows(calls: int, repeats: int) -> list[Row]:
             wall.append((t2 - t0) / calls * 1e6)
         rows += [(name, "cached call, host clock", (min(host), statistics.median(host))),
                  ("", "cached call, wall to one sync", (min(wall), statistics.median(wall)))]
+        out = torch.empty_like(want(x))
+        if _has_out(fn):
+            if not torch.equal(fn(x, out=out), want(x)):
+                raise SystemExit(f"{name}: stridec's out= result differs from torch's")
+            best, median = per_call_us(lambda: fn(x, out=out), calls, repeats)  # noqa: B023
+            rows.append(("", "cached call fn(x, out=o), host clock", (best, median)))
     return rows
 
 
@@ -224,9 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     # One real call each (the copy through Triton's interpreter), checked against torch.
     if not (torch.equal(view(x), x.t()) and torch.equal(copy(x), x.t().contiguous())):
         raise SystemExit("stridec's output differs from torch's")
+    if _has_out(copy):
+        for fn in (view, copy):
+            o = torch.full((16, 16), -1.0)
+            if not torch.equal(fn(x, out=o), x.t()):
+                raise SystemExit("stridec's out= result differs from torch's")
     rows = cpu_rows("view", view, x, args.calls, args.repeats)
     with mock.patch.object(InterpretedKernel, "__call__", _stub_run):
-        rows += cpu_rows("copy, stubbed", copy, x, args.calls, args.repeats)
+        rows += cpu_rows("copy, stubbed", copy, x, args.calls, args.repeats, with_out=True)
     if torch.cuda.is_available() and not args.no_cuda:
         rows += cuda_rows(args.calls, args.repeats)
     print_table(rows, args.calls, args.repeats)

@@ -206,10 +206,11 @@ def _time_system(call: Callable[[], Any], s: Session, total: int) -> dict[str, A
     return {"ms": t.ms, "ms_q20": t.q20, "ms_q80": t.q80, "gbps": total / (t.ms * 1e6)}
 
 
-def _compiled(eager: Callable[..., Any], inputs: list[torch.Tensor], w: Workload, s: Session,
-              entry: dict[str, Any]) -> Callable[..., Any] | None:
+def _compiled(eager: Callable[..., Any], inputs: list[Any], w: Workload, s: Session,
+              entry: dict[str, Any], returns: bool = True) -> Callable[..., Any] | None:
     """torch.compile (Inductor, default mode) of the eager function; its first call (the
-    compilation) is timed apart, and its output checked against eager's."""
+    compilation) is timed apart, and its output checked against eager's (an `into`
+    function, `returns=False`, is checked by its first argument, the outputs)."""
     torch._dynamo.reset()  # fresh caches: rows share eager code objects
     try:
         compiled = torch.compile(eager)
@@ -222,8 +223,13 @@ def _compiled(eager: Callable[..., Any], inputs: list[torch.Tensor], w: Workload
         return None
     if w.oracle == "eager":
         try:
-            for k, (got, want) in enumerate(zip(_as_tuple(out), _as_tuple(eager(*inputs)),
-                                                strict=True)):
+            if not returns:
+                got_all = tuple(o.clone() for o in inputs[0])
+                eager(*inputs)
+                out, want_all = got_all, tuple(inputs[0])
+            else:
+                want_all = _as_tuple(eager(*inputs))
+            for k, (got, want) in enumerate(zip(_as_tuple(out), want_all, strict=True)):
                 assert_same(got, want, f"torch.compile output {k}")
             entry["correct"] = True
         except (Mismatch, ValueError) as e:
@@ -269,6 +275,39 @@ def _run_stridec(w: Workload, s: Session, row: dict[str, Any]) -> tuple | None:
     return fn, inputs, outputs
 
 
+def _preallocated(w: Workload, s: Session, fn: Any, inputs: list[torch.Tensor],
+                  outputs: tuple[torch.Tensor, ...], row: dict[str, Any]) -> dict | None:
+    """The row's calls with outputs preallocated, once checked against the oracle: stridec
+    `fn(*inputs, out=outs)`, eager `into(outs, *inputs)` (`out.copy_(view)`), and the same
+    `into` for torch.compile; one set of contiguous outputs shared by all three (each
+    system overwrites it). A fresh output costs page faults, not bandwidth: on a CPU a
+    50 MB allocation costs more than the copy. None where the row has no `into` (the
+    systems then allocate, as the row's `preallocated` says)."""
+    into = w.into_fn(s.scale)
+    if into is None:
+        row["preallocated"] = False
+        return None
+    outs = tuple(torch.empty(o.shape, dtype=o.dtype, device=o.device) for o in outputs)
+    if w.state_in_place:  # the state is its own out: a loop that updates it in place
+        state = inputs[0].clone()
+        fn(state, *inputs[1:], out=(*outs[:-1], state))
+        w.check(s.scale, w.graph(s.scale), [inputs[0]], (*outs[:-1], state))
+        stridec_outs = (*outs[:-1], inputs[0])
+    else:
+        fn(*inputs, out=outs)
+        s.sync()
+        w.check(s.scale, w.graph(s.scale), inputs, outs)
+        stridec_outs = outs
+    if w.oracle == "eager":
+        into(outs, *inputs)
+        s.sync()
+        w.check(s.scale, w.graph(s.scale), inputs, outs)
+    row["preallocated"] = True
+    return {"stridec": lambda: fn(*inputs, out=stridec_outs),
+            "eager": lambda: into(outs, *inputs),
+            "compile_of": (into, outs)}
+
+
 def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, Any]:
     row = _new_row("bandwidth", w, s)
     row.update(bytes_read=None, bytes_written=None, bytes_total=None, copy=None, fill=None,
@@ -281,16 +320,30 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
     read, written = w.bytes_moved(inputs, outputs)
     total = read + written
     row.update(bytes_read=read, bytes_written=written, bytes_total=total)
+    try:
+        pre = _preallocated(w, s, fn, inputs, outputs, row)
+    except Mismatch as e:
+        row["status"], row["error"] = "mismatch", f"out=: {e}"
+        return row
     del ran, outputs  # up to 6.4 GiB (NCHW64 of C = 3): not kept through the timing
     eager = w.eager_fn(s.scale)
     calls: dict[str, Callable[[], Any]] = {"stridec": lambda: fn(*inputs),
                                            "eager": lambda: eager(*inputs)}
+    if pre is not None:
+        calls = {"stridec": pre["stridec"], "eager": pre["eager"]}
     compile_entry: dict[str, Any] = {}
     if s.torch_compile:
-        compiled = _compiled(eager, inputs, w, s, compile_entry)
+        if pre is not None:
+            into, outs = pre["compile_of"]
+            compiled = _compiled(into, [outs, *inputs], w, s, compile_entry, returns=False)
+        else:
+            compiled = _compiled(eager, inputs, w, s, compile_entry)
         progress.step("i")
         if compiled is not None:
-            calls["compile"] = lambda: compiled(*inputs)
+            if pre is not None:
+                calls["compile"] = lambda: compiled(outs, *inputs)
+            else:
+                calls["compile"] = lambda: compiled(*inputs)
     if s.timer is not None:
         copy = s.baseline("copy", total)
         row["copy"] = {"ms": copy["ms"], "gbps": copy["gbps"], "bytes": copy["bytes"]}
@@ -336,10 +389,14 @@ def measure_host_overhead(w: Workload, s: Session, progress: Progress) -> dict[s
     progress.step("+" if row["status"] == "ok" else "!")
     if ran is None or s.timer is None:
         return row
-    fn, inputs, _ = ran
+    fn, inputs, outputs = ran
     eager = w.eager_fn(s.scale)
     calls: dict[str, Callable[[], Any]] = {"stridec": lambda: fn(*inputs),
                                            "eager": lambda: eager(*inputs)}
+    pre = _preallocated(w, s, fn, inputs, outputs, row)
+    if pre is not None:  # both: the allocating call and the one into `out=`
+        calls["stridec_out"] = pre["stridec"]
+        calls["eager_out"] = pre["eager"]
     if s.torch_compile:
         entry: dict[str, Any] = {}
         compiled = _compiled(eager, inputs, w, s, entry)
@@ -351,7 +408,7 @@ def measure_host_overhead(w: Workload, s: Session, progress: Progress) -> dict[s
             row["systems"].setdefault(name, {})["us_per_call"] = _host_us(call, s)
         except Exception as e:
             row["systems"].setdefault(name, {})["error"] = _error(e, "timing")
-        progress.step(MARKS[name])
+        progress.step(MARKS.get(name, "o"))
     return row
 
 

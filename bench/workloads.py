@@ -134,6 +134,12 @@ class Workload:
     check_fn: Callable[[Workload, stridec.Graph, Tensors, Tensors], None] | None = field(
         default=None, repr=False
     )
+    # `into(shape)(outs, *inputs)`: the row written into preallocated outputs as a torch
+    # user would (`out.copy_(view)`, `torch.cat(..., out=)`); what eager and torch.compile
+    # run when outputs are preallocated (stridec then runs `fn(*inputs, out=outs)`).
+    into: Callable[[Shape], Callable[..., None]] | None = field(default=None, repr=False)
+    # The row's state output is its state input, updated in place (Philox loops).
+    state_in_place: bool = False
 
     def shape(self, scale: str) -> Shape:
         if scale not in self.shapes:
@@ -154,6 +160,10 @@ class Workload:
         """The torch function of this row at `scale` (what eager and torch.compile run)."""
         return self.eager(self.shape(scale))
 
+    def into_fn(self, scale: str) -> Callable[..., None] | None:
+        """The row written into preallocated outputs, or None where torch cannot."""
+        return None if self.into is None else self.into(self.shape(scale))
+
     def bytes_moved(self, inputs: Tensors, outputs: Tensors) -> tuple[int, int]:
         """(bytes read, bytes written): each element the outputs depend on read once, each
         output element (padding included) written once."""
@@ -170,6 +180,11 @@ class Workload:
             raise Mismatch(f"{self.name}: {len(outputs)} outputs, expected {len(expected)}")
         for k, (got, want) in enumerate(zip(outputs, expected, strict=True)):
             assert_same(got, want, f"{self.name} output {k}")
+
+
+def _copy_into(view: Callable[..., torch.Tensor]) -> Callable[[Shape], Callable[..., None]]:
+    """`out.copy_(view(x))`: how torch writes a layout change into memory it already has."""
+    return lambda s: lambda outs, x: outs[0].copy_(view(x))
 
 
 def _one_input(dtype: str, physical: Callable[[Shape], Shape] = lambda s: s) -> Callable:
@@ -199,6 +214,7 @@ def transpose2d(dtype: str, full: Shape = (16384, 16384), tiny: Shape = (37, 70)
         shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, s, dtype, lambda x: x.t().contiguous()),
         make_inputs=_one_input(dtype), eager=lambda s: lambda x: x.t().contiguous(), note=note,
+        into=_copy_into(lambda x: x.t()),
     )
 
 
@@ -213,6 +229,7 @@ def nchw_to_nhwc(name: str, full: Shape, tiny: Shape, dtype: str = "float16") ->
         shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, s, dtype, lambda x: x.permute(0, 2, 3, 1).contiguous()),
         make_inputs=_one_input(dtype), eager=lambda s: lambda x: x.permute(0, 2, 3, 1).contiguous(),
+        into=_copy_into(lambda x: x.permute(0, 2, 3, 1)),
     )
 
 
@@ -225,6 +242,7 @@ def nhwc_to_nchw(name: str, full: Shape, tiny: Shape, dtype: str = "float16") ->
                                lambda x: x.permute(0, 3, 1, 2).contiguous()),
         make_inputs=_one_input(dtype, _nhwc_of),
         eager=lambda s: lambda x: x.permute(0, 3, 1, 2).contiguous(),
+        into=_copy_into(lambda x: x.permute(0, 3, 1, 2)),
     )
 
 
@@ -237,6 +255,7 @@ def attention_permute(full: Shape = (32, 4096, 32, 64), tiny: Shape = (2, 9, 4, 
         dtype=dtype, shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, s, dtype, lambda x: x.permute(0, 2, 1, 3).contiguous()),
         make_inputs=_one_input(dtype), eager=lambda s: lambda x: x.permute(0, 2, 1, 3).contiguous(),
+        into=_copy_into(lambda x: x.permute(0, 2, 1, 3)),
     )
 
 
@@ -256,6 +275,22 @@ def pack_eager(x: torch.Tensor, fmt: str) -> torch.Tensor:
     return x.reshape(n, padded // block, block, h, w).permute(order).contiguous()
 
 
+def pack_into(out: torch.Tensor, x: torch.Tensor, fmt: str) -> None:
+    """`pack_eager` into a preallocated physical tensor: the whole blocks as one copy of a
+    view, the last partial block's channels and its zero padding apart."""
+    block, order = _BLOCKED[fmt]
+    n, c, h, w = x.shape
+    inverse = [order.index(k) for k in range(len(order))]
+    blocks = out.permute(inverse)                      # (N, C/x, x, H, W) over `out`
+    whole = c // block
+    if whole:
+        blocks[:, :whole].copy_(x[:, : whole * block].view(n, whole, block, h, w))
+    if whole * block != c:
+        rest = c - whole * block
+        blocks[:, whole, :rest].copy_(x[:, whole * block:])
+        blocks[:, whole, rest:].zero_()
+
+
 def pack(fmt: str, full: Shape, tiny: Shape, suffix: str = "", dtype: str = "int8") -> Workload:
     name = f"pack_{fmt.lower()}{suffix}_{dtype}"
     return Workload(
@@ -263,6 +298,7 @@ def pack(fmt: str, full: Shape, tiny: Shape, suffix: str = "", dtype: str = "int
         shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, s, dtype, lambda x: x.pack(fmt)),
         make_inputs=_one_input(dtype), eager=lambda s: lambda x: pack_eager(x, fmt),
+        into=lambda s: lambda outs, x: pack_into(outs[0], x, fmt),
     )
 
 
@@ -285,6 +321,9 @@ def unpack_nchw32(full: Shape = (384, 256, 56, 56), tiny: Shape = (2, 64, 3, 5),
         shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, _nchw32_of(s), dtype, lambda x: x.unpack("NCHW32", s[1])),
         make_inputs=_one_input(dtype, _nchw32_of), eager=lambda s: eager,
+        into=lambda s: lambda outs, x: outs[0].view(x.shape[0], x.shape[1], x.shape[4],
+                                                   x.shape[2], x.shape[3]).copy_(
+            x.permute(0, 1, 4, 2, 3)),
     )
 
 
@@ -299,11 +338,16 @@ def pitched_rows(full: Shape = (16384, 9000), tiny: Shape = (5, 13), align: int 
         quantum = align // math.gcd(align, x.element_size())
         return F.pad(x, (0, -(-x.shape[-1] // quantum) * quantum - x.shape[-1]))
 
+    def into(outs: Tensors, x: torch.Tensor) -> None:
+        width = x.shape[-1]
+        outs[0][..., :width].copy_(x)
+        outs[0][..., width:].zero_()
+
     return Workload(
         name=name, description=f"rows padded to {align} bytes x.pack({fmt!r})", dtype=dtype,
         shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, s, dtype, lambda x: x.pack(fmt)),
-        make_inputs=_one_input(dtype), eager=lambda s: eager,
+        make_inputs=_one_input(dtype), eager=lambda s: eager, into=lambda s: into,
     )
 
 
@@ -325,6 +369,7 @@ def strided_slice(full: Shape = (4, 8192, 8192), tiny: Shape = (2, 9, 40),
         shapes={"full": full, "tiny": tiny},
         build=lambda s: _graph(name, s, dtype, lambda x: take(x, s).contiguous()),
         make_inputs=_one_input(dtype), eager=lambda s: lambda x: take(x, s).contiguous(),
+        into=lambda s: lambda outs, x: outs[0].copy_(take(x, s)),
         read_bytes=output_elements_read,
     )
 
@@ -339,6 +384,7 @@ def expand_rows(full: Shape = (8192, 16384), tiny: Shape = (7, 33),
         build=lambda s: _graph(name, (1, s[1]), dtype, lambda x: x.expand(s).contiguous()),
         make_inputs=lambda s, gen, dev: [random_tensor((1, s[1]), dtype, gen, dev)],
         eager=lambda s: lambda x: x.expand(s).contiguous(),
+        into=lambda s: lambda outs, x: outs[0].copy_(x.expand(s)),
     )
 
 
@@ -350,6 +396,7 @@ def cast_transpose(full: Shape = (16384, 16384), tiny: Shape = (37, 70)) -> Work
         build=lambda s: _graph(name, s, "float32", lambda x: x.t().to("float16")),
         make_inputs=_one_input("float32"),
         eager=lambda s: lambda x: x.t().to(torch.float16).contiguous(),
+        into=_copy_into(lambda x: x.t()),  # copy_ casts as it copies
     )
 
 
@@ -367,6 +414,7 @@ def chain3(full: Shape = (128, 256, 64, 64), tiny: Shape = (2, 16, 6, 5)) -> Wor
         build=lambda s: _graph(name, s, "float16", body),
         make_inputs=_one_input("float16"),
         eager=lambda s: lambda x: x.permute(0, 2, 3, 1).contiguous().float()[:, ::2].contiguous(),
+        into=_copy_into(lambda x: x.permute(0, 2, 3, 1)[:, ::2]),
         read_bytes=output_elements_read,
     )
 
@@ -397,6 +445,7 @@ def cat_channels(full: Shape = (256, 64, 32, 96, 64, 64), tiny: Shape = (2, 3, 1
         name=name, description="torch.cat([a, b, c], 1) of NCHW tensors", dtype=dtype,
         shapes={"full": full, "tiny": tiny}, build=build, make_inputs=make,
         eager=lambda s: lambda a, b, c: torch.cat([a, b, c], 1),
+        into=lambda s: lambda outs, a, b, c: torch.cat([a, b, c], 1, out=outs[0]),
     )
 
 
@@ -469,7 +518,8 @@ def philox_bits(full: Shape = (8192, 16384), tiny: Shape = (5, 37)) -> Workload:
         # torch has no Philox4x32 bits op: int32 random_() is the nearest comparison (speed only).
         eager=lambda s: lambda state: torch.empty(
             s, dtype=torch.int32, device=state.device).random_(),
-        oracle="reference", baseline="fill", check_fn=_check_philox(draw),
+        into=lambda s: lambda outs, state: outs[0].view(torch.int32).random_(),
+        state_in_place=True, oracle="reference", baseline="fill", check_fn=_check_philox(draw),
         note="eager/compile: torch int32 random_() (speed only); values checked against "
              "stridec.run_reference",
     )
@@ -486,7 +536,8 @@ def philox_uniform(full: Shape = (8192, 16384), tiny: Shape = (5, 37)) -> Worklo
         dtype="float32", shapes={"full": full, "tiny": tiny},
         build=lambda s: _philox_graph(name, draw, s), make_inputs=_state_input,
         eager=lambda s: lambda state: torch.rand(s, device=state.device),
-        oracle="reference", baseline="fill", check_fn=_check_philox(draw),
+        into=lambda s: lambda outs, state: outs[0].uniform_(),
+        state_in_place=True, oracle="reference", baseline="fill", check_fn=_check_philox(draw),
         note="eager/compile: torch.rand (speed only); values checked against "
              "stridec.run_reference",
     )

@@ -161,6 +161,29 @@ def _call_key(tensors: tuple[Any, ...]) -> tuple | None:
     return tuple(key)
 
 
+def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
+    """The call key of a call with `out=`: the inputs' `_call_key`, each out's dtype,
+    sizes, strides, offset, device, neg and conj bits, `requires_grad` and storage bytes,
+    and which of all the tensors share a storage (by data pointer). `check_outs` and the
+    program are functions of it: overlaps are decided from layouts within one storage, and
+    storages are told apart by pointer. None where `_call_key` is, or an out is not a
+    plain strided tensor (the full path then names the problem)."""
+    key = _call_key(tensors)
+    if key is None:
+        return None
+    outs = (out,) if type(out) is torch.Tensor else out
+    if type(outs) is not tuple:
+        return None
+    out_key = []
+    for t in outs:
+        if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
+            return None
+        out_key.append((t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.is_neg(),
+                        t.is_conj(), t.requires_grad, t.untyped_storage().nbytes()))
+    ptrs = [t.untyped_storage().data_ptr() for t in (*tensors, *outs)]
+    return ("out", key, tuple(out_key), tuple(ptrs.index(p) for p in ptrs))
+
+
 def _storage_need(t: torch.Tensor) -> int:
     """Bytes the storage of `t` must hold: (offset + Σ (n_k - 1)·stride_k + 1) elements,
     0 for an empty tensor (it reads nothing). `_check` raises where the storage holds
@@ -523,7 +546,20 @@ class CompiledGraph:
 
     def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any) -> Any:
         """`fn(*tensors, out=...)`: each output written in place into its `out` tensor,
-        which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`)."""
+        which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`).
+        A call whose `_out_call_key` was seen on a good call runs that call's program
+        (the inputs' storages re-checked, as `_cached` does)."""
+        key = _out_call_key(tensors, out) if self.backend != "reference" else None
+        if key is not None:
+            found = self._hits.get(key)
+            if found is not None:
+                hit, storage_outs = found
+                outs = (out,) if type(out) is torch.Tensor else out
+                if self._cached(key, tensors, hit) is not None:
+                    launch.run_with(hit.runner, (*tensors, *(outs[i] for i in storage_outs)),
+                                    hit.device)
+                    self.stats.launches += hit.program.launch_count
+                    return out
         device = self._check(tensors)
         call = check_outs(self.graph.name, self._output_types, out, tensors, device)
         if self.backend == "reference":
@@ -533,17 +569,28 @@ class CompiledGraph:
                 o.copy_(r)
         else:
             target = self._target(device)
-            program = self._lookup(self._specialization(tensors), device, target, call)[0]
-            launch.run_with(launch.runner(program, target), (*tensors, *call.storage_tensors),
-                            device)
+            program, local_key = self._lookup(self._specialization(tensors), device, target,
+                                              call)
+            runner = launch.runner(program, target)
+            if key is not None:
+                positions = {id(t): i for i, t in reversed(list(enumerate(call.outs)))}
+                storage_outs = tuple(positions[id(t)] for t in call.storage_tensors)
+                hit = _Hit(program, runner, device, local_key, self._storage_needs(tensors))
+                with self._lock:
+                    if self._programs.get(local_key) is program:
+                        self._hits[key] = (hit, storage_outs)
+            launch.run_with(runner, (*tensors, *call.storage_tensors), device)
             self.stats.launches += program.launch_count
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
-    def _cached(self, key: tuple, tensors: tuple[torch.Tensor, ...]) -> _Hit | None:
-        """The hit for a call key whose storages still hold its layouts, counted as the
-        full path counts a hit in `_programs` (and made its most recent entry); None sends
-        the call down the full path (a miss, or a shrunk storage: `_check` names it)."""
-        hit = self._hits.get(key)
+    def _cached(self, key: tuple, tensors: tuple[torch.Tensor, ...],
+                hit: _Hit | None = None) -> _Hit | None:
+        """The hit for a call key (or `hit`, found under an `out=` key) whose storages
+        still hold its layouts, counted as the full path counts a hit in `_programs` (and
+        made its most recent entry); None sends the call down the full path (a miss, or a
+        shrunk storage: `_check` names it)."""
+        if hit is None:
+            hit = self._hits.get(key)
         if hit is None:
             return None
         for t, need in zip(tensors, hit.needs, strict=True):

@@ -400,3 +400,34 @@ def test_view_of_a_sliced_input_needs_the_declaration() -> None:
     assert y.view(2, 2, 3).type.layout.strides == (0, 0, 1)
     with pytest.raises(stridec.LayoutError):
         x.view(24)
+
+
+def test_out_fast_path_rechecks_what_can_change() -> None:
+    """A repeated `out=` call is answered from its call key (no new compile, a cache hit);
+    an out or input storage shrunk since, or another out storage, goes down the full path
+    and is refused or re-planned there."""
+    g = stridec.Graph("fast")
+    x = g.input("x", (3, 4), "float32")
+    g.output(x.t().contiguous())
+    fn = stridec.compile(g, backend="interpret")
+    x = torch.randn(3, 4)
+    out = torch.empty(4, 3)
+    fn(x, out=out)
+    hits = fn.stats.cache_hits
+    fn(x, out=out)
+    assert fn.stats.compiles == 1 and fn.stats.cache_hits == hits + 1
+    assert_bits(out, x.t())
+    shrunk = torch.empty(4, 3)
+    shrunk.untyped_storage().resize_(4 * 8)
+    with pytest.raises(CallError, match="out: layout .* past its storage"):
+        fn(x, out=shrunk)
+    small = torch.randn(3, 4)
+    fn(small, out=out)
+    small.untyped_storage().resize_(4 * 8)
+    with pytest.raises(CallError, match="argument 'x'"):
+        fn(small, out=out)
+    y = torch.randn(4, 4)
+    x = y[:3]
+    want = x.t().clone()
+    fn(x, out=y.t()[:, :3])  # now the out overlaps the input: staged, still torch's answer
+    assert_bits(y.t()[:, :3], want)
