@@ -4,6 +4,8 @@ Build a graph of views, materializations and Philox random generation, let the c
 fold what is free into stride rewrites, and run the rest as Triton kernels.
 """
 
+from typing import Any
+
 from stridec import errors
 from stridec.errors import (
     CallError,
@@ -30,6 +32,17 @@ del _builder
 
 from stridec.version import __version__ as __version__  # noqa: E402
 
+
+def __getattr__(name: str) -> Any:
+    # `draw` pulls in matplotlib only when it runs; loading it lazily keeps `import
+    # stridec` free of the drawing code (PEP 562).
+    if name == "draw":
+        from stridec.viz import draw
+
+        return draw
+    raise AttributeError(f"module 'stridec' has no attribute {name!r}")
+
+
 __all__ = [
     "CallError",
     "CompiledGraph",
@@ -55,6 +68,7 @@ __all__ = [
     "VerificationError",
     "as_dtype",
     "cat",
+    "draw",
     "errors",
     "get_format",
     "pad",

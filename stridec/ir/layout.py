@@ -255,6 +255,46 @@ class Layout:
                 )
         return self.offset + sum(i * s for i, s in zip(coords, self.strides, strict=True))
 
+    def table(self, max_rows: int | None = 32) -> str:
+        """The seeds' table of logical index -> storage offset, with the arithmetic.
+
+        For DirectML's DHW example, sizes (2, 2, 3) packed, the row of (1, 0, 1) reads
+        ``(1, 0, 1) -> {1,0,1}·{6,3,1} = 7``; an offset is added in front
+        (``t[:, :, :, 2]`` of the PyTorch article: ``(0, 1, 2) -> 2 + {0,1,2}·{24,12,4} =
+        22``). Rows go in row-major order; past `max_rows` (None: no limit) the table shows
+        the first ones, a ``...`` line and the last.
+        """
+        head = f"sizes {self.sizes}, strides {self.strides}, offset {self.offset}"
+        numel = self.numel
+        if numel == 0:
+            return f"{head}\n(no elements)\n"
+        dot = "{" + ",".join(map(str, self.strides)) + "}"
+        rows = range(numel)
+        if max_rows is not None and numel > max_rows:
+            shown = max(max_rows - 2, 1)
+            rows = [*range(shown), -1, numel - 1]
+        strides = contiguous_strides(self.sizes)
+        cells: list[tuple[str, str]] = []
+        for flat in rows:
+            if flat < 0:
+                cells.append(("...", ""))
+                continue
+            coords = tuple((flat // s) % n for n, s in zip(self.sizes, strides, strict=True))
+            parts = [str(self.offset)] if self.offset or not coords else []
+            if coords:
+                parts.append("{" + ",".join(map(str, coords)) + "}·" + dot)
+            cells.append((str(coords), f"-> {' + '.join(parts)} = {self.index_of(coords)}"))
+        width = max(len(c) for c, _ in cells)
+        lines = [head] + [f"{c:<{width}} {sum_}".rstrip() for c, sum_ in cells]
+        return "\n".join(lines) + "\n"
+
+    def _repr_svg_(self) -> str | None:
+        """The storage picture (`stridec.draw`) for notebooks; None without matplotlib,
+        so the text form shows instead. Imported here, on use: `ir` does not need it."""
+        from stridec.viz import svg_or_none
+
+        return svg_or_none(self)
+
     def dim_index(self, dim: int) -> int:
         """`dim` wrapped into ``[0, rank)`` (negative dims count from the end)."""
         return _wrap_dim(dim, self.rank, "dim", self.sizes, scalar_ok=False)
