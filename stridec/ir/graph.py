@@ -349,6 +349,13 @@ class Graph:
     def __repr__(self) -> str:
         return f"<Graph {self.name!r}: {len(self.ops)} ops>"
 
+    def _repr_svg_(self) -> str | None:
+        """The picture of `stridec.draw` for notebooks; None without matplotlib, so the
+        text form shows. Imported here, on use: `ir` does not need it."""
+        from stridec.viz import svg_or_none
+
+        return svg_or_none(self)
+
     def specialize(self, layouts: Mapping[str, Layout]) -> Graph:
         """A copy whose inputs named in `layouts` have those layouts (the caller's strides
         and offset); every op is rebuilt by type inference, so each view's layout over its

@@ -54,11 +54,19 @@ class Stats:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one specialization runs: its kernels (each with `.kind` and `.source`) and IR."""
+    """What one specialization runs: its kernels (each with `.kind` and `.source`) and IR
+    (the graph after the passes); `graph` is the graph as written, for pictures."""
 
     kernels: list[KernelInfo]
     ir: str
     program: Program = field(repr=False)
+    graph: Graph | None = field(default=None, repr=False, compare=False)
+
+    def _repr_svg_(self) -> str | None:
+        """The picture of `stridec.draw` for notebooks; None without matplotlib."""
+        from stridec.viz import svg_or_none
+
+        return svg_or_none(self)
 
     @property
     def launches(self) -> int:
@@ -621,7 +629,7 @@ class CompiledGraph:
         target = self._target(device)
         program = self._program(tensors, device, target, call)
         kernels = [program.kernels[launch.kernel] for launch in program.launches]
-        return Plan(kernels=kernels, ir=program.ir, program=program)
+        return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)
 
     def as_torch_op(self, qualname: str) -> Any:
         """Register this graph as the torch operator `qualname` ("namespace::name"),

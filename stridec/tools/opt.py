@@ -5,6 +5,7 @@
     stridec-opt --print-ir-after-all graph.ir             # each pass's IR on stderr
     stridec-opt --emit=triton graph.ir                    # the generated kernels
     stridec-opt --list-passes                             # every pass, one line each
+    stridec-opt --emit=dot graph.ir | dot -Tsvg           # Graphviz: kernels as clusters
 
 Input layouts are whatever the text says (`tensor<…, strided<…>>` on an input
 specializes it; none means contiguous). As in `mlir-opt`, the result goes to stdout (or
@@ -87,9 +88,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--emit",
-        choices=("ir", "triton"),
+        choices=("ir", "triton", "dot"),
         default="ir",
-        help="print the resulting IR, or the generated Triton kernels",
+        help="print the resulting IR, the generated Triton kernels, or Graphviz DOT of "
+        "the IR with the ops of each kernel as a cluster",
     )
     p.add_argument(
         "--target", choices=("cuda", "cpu"), default="cuda", help="kernel target for --emit=triton"
@@ -185,7 +187,23 @@ def _process(text: str, args: argparse.Namespace) -> str:
             f"# kernel {i}: {k.kind} ({k.strategy}), grid {list(k.grid)}\n{k.source}\n"
             for i, k in enumerate(program.kernels)
         )
+    if args.emit == "dot":
+        return _dot(graph, args.target)
     return str(graph)
+
+
+def _dot(graph, target: str) -> str:
+    """DOT of the graph; its kernels as clusters where it lowers (after a pipeline that
+    leaves ops only kernels carry out), else none and a comment saying why."""
+    from stridec.compiler.codegen.lower import lower_to_program
+    from stridec.viz.dot import graph_to_dot
+    from stridec.viz.kernels import kernel_boxes
+
+    try:
+        program = lower_to_program(graph, target)
+    except StridecError as e:
+        return graph_to_dot(graph, note=f"no kernels: {e}")
+    return graph_to_dot(graph, kernel_boxes(program))
 
 
 if __name__ == "__main__":

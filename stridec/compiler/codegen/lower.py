@@ -86,13 +86,15 @@ class _HeldFill:
     """A fill of a new buffer not launched yet, and the box copies into it it will absorb.
 
     `value` is the buffer's latest value (the next copy into the buffer writes into it);
-    `taken` holds (spec, source slot, box) of the copies taken so far."""
+    `taken` holds (spec, source slot, box, op position) of the copies taken so far; `op`
+    is the fill's own position in the graph."""
 
     value: Value
     spec: CopySpec
     slot: int
     box: Box | None  # None: not a box of the buffer's layout; it takes one copy at most
-    taken: list[tuple[CopySpec, int, Box | None]] = field(default_factory=list)
+    op: int
+    taken: list[tuple[CopySpec, int, Box | None, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -101,6 +103,7 @@ class _Member:
     src_slot: int
     reads: int | None  # the slot read, None for a fill
     box: Box | None  # where it writes in its buffer's layout; None when not a box
+    ops: tuple[int, ...]  # positions in the graph of the ops this copy carries out
 
 
 @dataclass
@@ -144,7 +147,9 @@ class _Lowering:
         self.slot[id(value)] = slot
         return slot
 
-    def add_launch(self, kernel: Any, args: tuple[int, ...], views: tuple) -> None:
+    def add_launch(
+        self, kernel: Any, args: tuple[int, ...], views: tuple, ops: tuple[int, ...]
+    ) -> None:
         if kernel.numel == 0 and kernel.kind == "copy":
             return
         index = self.kernel_index.get(kernel.name)
@@ -152,12 +157,12 @@ class _Lowering:
             index = len(self.kernels)
             self.kernels.append(_info(kernel))
             self.kernel_index[kernel.name] = index
-        self.launches.append(Launch(index, args, views))
+        self.launches.append(Launch(index, args, views, tuple(sorted(set(ops)))))
 
     def slot_of(self, value: Value) -> int:
         return self.slot[id(value.root())]
 
-    def copy(self, op: Any) -> None:
+    def copy(self, op: Any, position: int) -> None:
         a = op.attrs
         layout: Layout = a["layout"]
         if len(op.operands) == 2:
@@ -193,13 +198,13 @@ class _Lowering:
         )
         held, self.held = self.held, None
         if held is not None:
-            if self._joins(held, op, spec, src_slot, dst_slot):
+            if self._joins(held, op, spec, src_slot, dst_slot, position):
                 self.held = held
                 return
             self._release(held)
-        if not op.operands and self._hold(op, spec, dst_slot):
+        if not op.operands and self._hold(op, spec, dst_slot, position):
             return
-        self._submit(spec, src_slot, dst_slot)
+        self._submit(spec, src_slot, dst_slot, (position,))
 
     def _box(self, spec: CopySpec, dst_slot: int) -> Box | None:
         layout = self.layouts.get(dst_slot)
@@ -207,15 +212,16 @@ class _Lowering:
             return None
         return dst_box(spec, layout.sizes, layout.strides, layout.offset)
 
-    def _hold(self, op: Any, spec: CopySpec, dst_slot: int) -> bool:
+    def _hold(self, op: Any, spec: CopySpec, dst_slot: int, position: int) -> bool:
         """Hold back a fill of a new buffer whose only reader is a copy into it."""
         if len(op.result.uses) != 1 or op.result.uses[0][0].name != "copy":
             return False
-        self.held = _HeldFill(op.result, spec, dst_slot, self._box(spec, dst_slot))
+        self.held = _HeldFill(op.result, spec, dst_slot, self._box(spec, dst_slot), position)
         return True
 
     def _joins(
-        self, held: _HeldFill, op: Any, spec: CopySpec, src_slot: int, dst_slot: int
+        self, held: _HeldFill, op: Any, spec: CopySpec, src_slot: int, dst_slot: int,
+        position: int,
     ) -> bool:
         """Take a copy into the held fill's buffer (a box inside the fill's, meeting no box
         taken), or launch it now when its box misses the fill's; False for anything else."""
@@ -228,13 +234,13 @@ class _Lowering:
             if held.box is None or box is None:  # no boxes to compare: the next copy only
                 if held.taken or held.box is not None:
                     return False
-                held.taken.append((spec, src_slot, box))
+                held.taken.append((spec, src_slot, box, position))
             elif _inside(box, held.box) and all(
-                b is not None and _disjoint(box, b) for _, _, b in held.taken
+                b is not None and _disjoint(box, b) for _, _, b, _ in held.taken
             ):
-                held.taken.append((spec, src_slot, box))
+                held.taken.append((spec, src_slot, box, position))
             elif _disjoint(box, held.box):
-                self._submit(spec, src_slot, dst_slot)
+                self._submit(spec, src_slot, dst_slot, (position,))
             else:
                 return False
         held.value = op.result
@@ -245,21 +251,24 @@ class _Lowering:
         masked copy each (`fill_around_box_copies`), else before them."""
         merged = None
         if held.taken:
-            merged = fill_around_box_copies(held.spec, [spec for spec, _, _ in held.taken])
+            merged = fill_around_box_copies(held.spec, [spec for spec, _, _, _ in held.taken])
         if merged is None:
-            self._submit(held.spec, held.slot, held.slot)
-            for spec, src_slot, _ in held.taken:
-                self._submit(spec, src_slot, held.slot)
+            self._submit(held.spec, held.slot, held.slot, (held.op,))
+            for spec, src_slot, _, position in held.taken:
+                self._submit(spec, src_slot, held.slot, (position,))
             return
-        for spec, (_, src_slot, _) in zip(merged, held.taken, strict=True):
-            self._submit(spec, src_slot, held.slot)
+        for spec, (_, src_slot, _, position) in zip(merged, held.taken, strict=True):
+            self._submit(spec, src_slot, held.slot, (held.op, position))
 
-    def _submit(self, spec: CopySpec, src_slot: int, dst_slot: int) -> None:
-        """Add a copy to the open group, or launch that group and open one with it."""
+    def _submit(
+        self, spec: CopySpec, src_slot: int, dst_slot: int, ops: tuple[int, ...]
+    ) -> None:
+        """Add a copy to the open group, or launch that group and open one with it. `ops`:
+        the positions of the graph's ops it carries out (a fill merged with a copy: two)."""
         if spec.numel == 0:
             return
         box = self._box(spec, dst_slot)
-        member = _Member(spec, src_slot, None if is_fill_only(spec) else src_slot, box)
+        member = _Member(spec, src_slot, None if is_fill_only(spec) else src_slot, box, ops)
         if self.group is not None and self.group.admits(member, dst_slot):
             self.group.members.append(member)
             return
@@ -276,13 +285,14 @@ class _Lowering:
             (m,) = group.members
             kernel: Any = generate_copy(m.spec, self.target, self.tuning)
             views = (_bits_view(m.spec.src_dtype.name), dst_view)
-            self.add_launch(kernel, (m.src_slot, dst), views)
+            self.add_launch(kernel, (m.src_slot, dst), views, m.ops)
             return
         kernel = generate_copy_batch([m.spec for m in group.members], self.target, self.tuning)
         self.add_launch(
             kernel,
             (dst, *(m.src_slot for m in group.members)),
             (dst_view, *(_bits_view(m.spec.src_dtype.name) for m in group.members)),
+            tuple(i for m in group.members for i in m.ops),
         )
 
     def flush(self) -> None:
@@ -292,7 +302,7 @@ class _Lowering:
             self._release(held)
         self._launch_group()
 
-    def philox(self, op: Any) -> None:
+    def philox(self, op: Any, position: int) -> None:
         self.flush()
         state = op.operands[0]
         sizes = op.attrs["sizes"]
@@ -329,6 +339,7 @@ class _Lowering:
             kernel,
             (self.slot_of(state), bits_slot, state_slot),
             ("int32", _bits_view(bits.type.dtype.name), "int32"),
+            (position,),
         )
 
     def run(self) -> Program:
@@ -340,13 +351,13 @@ class _Lowering:
             # windows boxes of this layout (`compiler.outputs`): they batch as a cat does.
             self.layouts[i] = v.type.layout
         outputs: list[OutputSpec] = []
-        for op in self.graph.ops:
+        for position, op in enumerate(self.graph.ops):
             if op.name in ("input", "as_strided"):
                 continue
             if op.name == "copy":
-                self.copy(op)
+                self.copy(op, position)
             elif op.name in ("philox", "philox_uniform"):
-                self.philox(op)
+                self.philox(op, position)
             elif op.name == "output":
                 self.flush()
                 for v in op.operands:

@@ -38,9 +38,13 @@ class KernelInfo:
 
 @dataclass(frozen=True)
 class Launch:
+    """Kernel `kernel` run over the slots `args`; `ops` are the positions, in the lowered
+    graph (`Program.ir`), of the ops it carries out (what pictures and DOT box together)."""
+
     kernel: int
     args: tuple[int, ...]
     views: tuple[str | None, ...]
+    ops: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ class Program:
             ],
             launches=[
                 Launch(int(x["kernel"]), tuple(int(a) for a in x["args"]),
-                       tuple(None if v is None else str(v) for v in x["views"]))
+                       tuple(None if v is None else str(v) for v in x["views"]),
+                       tuple(int(i) for i in x.get("ops", ())))
                 for x in data["launches"]
             ],
             outputs=[
