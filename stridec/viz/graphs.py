@@ -97,7 +97,8 @@ class _Panel:
                                         facecolor=colour, alpha=0.10, edgecolor=colour,
                                         linewidth=1.8, zorder=0))
             ax.text(ox + x0 + BOX_PAD, oy + y0 - 0.04, box.title, ha="left", va="bottom",
-                    fontsize=7.5, color=colour, weight="bold")
+                    fontsize=7.5, color=colour, weight="bold", zorder=4,
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))
         for k, (x, y, w, h) in self.rect.items():
             op = self.graph.ops[k]
             face = "#eeeeee" if op.name in ("input", "output") else "white"
@@ -161,7 +162,8 @@ def draw_plan(plan: Any, title: str | None = None) -> Any:
     panels = []
     source = getattr(plan, "graph", None)
     if source is not None:
-        panels.append(_Panel(source, (), f"as written: {len(source.ops)} ops"))
+        count_ops = sum(op.name not in ("input", "output") for op in source.ops)
+        panels.append(_Panel(source, (), f"as written: {count_ops} op{'s' * (count_ops != 1)}"))
     run = title or f"as run: {count} kernel launch{'es' if count != 1 else ''}"
     panels.append(_Panel(lowered, boxes, run))
     return _figure(panels, LEGEND + "; boxed: the ops one kernel carries out")

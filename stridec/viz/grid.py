@@ -31,6 +31,7 @@ from stridec.ir.layout import Layout, contiguous_strides
 __all__ = [
     "MAX_ENUMERATED",
     "Cell",
+    "elide",
     "StorageGrid",
     "StorageMap",
     "layout_map",
@@ -132,6 +133,34 @@ class StorageMap:
             return False
         point = _invert(packing.physical, index)
         return point is not None and not packing.valid(point)
+
+    def row_dims(self, width: int) -> str | None:
+        """For a format's buffer, the innermost buffer dims one storage row of `width`
+        elements holds, as MegEngine names them (``[W, 4]`` for NCHW4); else None."""
+        packing = self.packing
+        if packing is None:
+            return None
+        from stridec.ir.formats import get_format
+
+        fmt = get_format(packing.format)
+        rank = len(packing.logical_sizes)
+        if not hasattr(fmt, "split_order") or rank < 2:
+            return None
+        spatial = {0: (), 1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}.get(rank - 2)
+        if spatial is None:
+            return None
+        if fmt.is_blocked:
+            names = ("N", f"C/{fmt.block}", str(fmt.block), *spatial)
+        else:
+            names = ("N", "C", *spatial)
+        order = fmt.split_order(rank)
+        held, count = [], 1
+        for d in reversed(order):
+            if count >= width:
+                break
+            held.append(names[d])
+            count *= packing.space[d]
+        return "[" + ", ".join(reversed(held)) + "]" if count == width else None
 
     def broadcast_dims(self) -> tuple[int, ...]:
         """Logical dims of size > 1 and stride 0: moving along them reads the same element."""
@@ -278,7 +307,7 @@ class StorageGrid:
         return self.cells.get(row * self.width + column)
 
 
-def _pick(count: int, limit: int) -> tuple[int, ...]:
+def elide(count: int, limit: int) -> tuple[int, ...]:
     """All of range(count) when it fits in `limit`, else the first limit-2, then the last
     (the gap between them is drawn as an ellipsis)."""
     if count <= limit:
@@ -329,8 +358,8 @@ def storage_grid(obj: Layout | Packing | StorageMap, max_columns: int = 16, max_
         m = obj
     width = _width(m, max_columns)
     total_rows = -(-m.storage_size // width) if m.storage_size else 0
-    rows = _pick(total_rows, max_rows)
-    columns = _pick(width, max_columns)
+    rows = elide(total_rows, max_rows)
+    columns = elide(width, max_columns)
     blocks = tuple(s for s in sorted({s for _, s in m.strides}) if 1 < s < width and width % s == 0)
     cells: dict[int, Cell] = {}
     for r in rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stridec.viz.grid import StorageGrid, StorageMap, unravel
+from stridec.viz.grid import StorageGrid, StorageMap, elide, unravel
 
 __all__ = ["draw_storage", "dim_names"]
 
@@ -142,10 +142,10 @@ def draw_storage(grid: StorageGrid, title: str | None = None,
     kinds = _draw_strip(cv, grid, top=1.0)
     _draw_logical(cv, m, names, top=cv.bottom + 0.9)
     legend_top = cv.bottom + 0.6
-    _draw_legend(cv, m, names, kinds, legend_top)
+    _draw_legend(cv, m, names, kinds, legend_top, grid)
     cv.text(0.2, 0.45, title if title is not None else m.title, ha="left", va="center",
             fontsize=10, weight="bold")
-    width = max(cv.right + 0.6, 0.6 + 0.12 * len(title or m.title), 12.0)
+    width = max(cv.right + 0.6, 0.6 + 0.21 * len(title or m.title), 12.0)
     return cv.figure(width, cv.bottom + 0.4)
 
 
@@ -181,6 +181,7 @@ def _draw_strip(cv: _Canvas, grid: StorageGrid, top: float) -> set[str]:
         cv.text(LEFT + x + 0.5, top + 0.35, label, **small)
     y0 = top + 0.8
     start = m.layout.offset if m.layout is not None else 0
+
     for r, y in rows:
         yy = y0 + y
         if r is None:
@@ -257,8 +258,8 @@ def _draw_logical(cv: _Canvas, m: StorageMap, names: Sequence[str], top: float) 
     lead = sizes[:-2] if rank >= 2 else ()
     grid_rows = sizes[-2] if rank >= 2 else 1
     grid_cols = sizes[-1] if rank >= 1 else 1
-    lrows = _positions(_pick(grid_rows, MAX_LOGICAL))
-    lcols = _positions(_pick(grid_cols, MAX_LOGICAL))
+    lrows = _positions(elide(grid_rows, MAX_LOGICAL))
+    lcols = _positions(elide(grid_cols, MAX_LOGICAL))
     many = len(lrows) * len(lcols) > 16
     slices = _positions(_pick_slices(lead, 3 if many else MAX_SLICES))
     slice_w = len(lcols) + 1.4
@@ -313,7 +314,7 @@ def _draw_logical(cv: _Canvas, m: StorageMap, names: Sequence[str], top: float) 
 
 
 def _draw_legend(cv: _Canvas, m: StorageMap, names: Sequence[str], kinds: set[str],
-                 top: float) -> None:
+                 top: float, grid: StorageGrid) -> None:
     entries: list[tuple[dict, str]] = [
         (dict(facecolor=PALETTE[0], edgecolor=GREY),
          "cell: the logical index (row-major) of the element there; @: its storage index"),
@@ -347,9 +348,16 @@ def _draw_legend(cv: _Canvas, m: StorageMap, names: Sequence[str], kinds: set[st
                                       color="black"))
         cv.text(1.35, y + 0.3, text, ha="left", va="center", fontsize=7.5)
         y += 0.75
+    notes = []
     if m.color_dim is not None:
-        cv.text(0.4, y + 0.25, f"colour: the {names[m.color_dim]} coordinate (dim "
-                f"{m.color_dim})", ha="left", va="center", fontsize=7.5)
+        notes.append(f"colour: the {names[m.color_dim]} coordinate (dim {m.color_dim})")
+    if len(grid.rows) > 1:
+        dims = m.row_dims(grid.width)
+        notes.append(f"one storage row: {grid.width} elements" + (f", buffer dims {dims}"
+                                                                 if dims else ""))
+    for note in notes:
+        cv.text(0.4, y + 0.25, note, ha="left", va="center", fontsize=7.5)
+        y += 0.55
 
 
 def _flat(coords: Sequence[int], sizes: Sequence[int]) -> int:
@@ -359,14 +367,8 @@ def _flat(coords: Sequence[int], sizes: Sequence[int]) -> int:
     return flat
 
 
-def _pick(count: int, limit: int) -> tuple[int, ...]:
-    if count <= limit:
-        return tuple(range(count))
-    return tuple(range(limit - 2)) + (count - 1,)
-
-
 def _pick_slices(lead: Sequence[int], limit: int) -> tuple[int, ...]:
     count = 1
     for n in lead:
         count *= n
-    return _pick(count, limit)
+    return elide(count, limit)

@@ -3,13 +3,12 @@ without matplotlib the error names the extra."""
 
 from __future__ import annotations
 
-import struct
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from picture_files import assert_svg, png_size
 
 import stridec
 from stridec.errors import UnsupportedError
@@ -17,24 +16,6 @@ from stridec.ir.formats import CHWN4, NCHW4
 from stridec.ir.layout import Layout
 from stridec.viz.grid import storage_grid
 from stridec.viz.storage import _label
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    """(width, height) from the IHDR chunk, after checking the signature and chunk type."""
-    data = path.read_bytes()
-    assert data[:8] == PNG_MAGIC
-    length, kind = struct.unpack(">I4s", data[8:16])
-    assert kind == b"IHDR" and length == 13
-    return struct.unpack(">II", data[16:24])
-
-
-def assert_svg(path_or_text: Path | str) -> None:
-    text = path_or_text.read_text() if isinstance(path_or_text, Path) else path_or_text
-    root = ET.fromstring(text.encode())
-    assert root.tag.endswith("svg")
-
 
 LAYOUTS = [
     Layout.padded((2, 3), 5),
