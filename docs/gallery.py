@@ -37,12 +37,14 @@ def directml_nhwc() -> Any:
 
 
 def nchw_c3() -> Any:
-    return stridec.draw(Layout.contiguous((1, 3, 2, 3)), names="NCHW",
+    # One strip of all 18 elements, as MegEngine draws its formats, to compare with NHWC.
+    return stridec.draw(Layout.contiguous((1, 3, 2, 3)), names="NCHW", max_columns=18,
                         title="NCHW with C = 3: sizes {1, 3, 2, 3}, strides {18, 6, 3, 1}")
 
 
 def nhwc_c3() -> Any:
     return stridec.draw(Layout.for_order((1, 3, 2, 3), (0, 2, 3, 1)), names="NCHW",
+                        max_columns=18,
                         title="NHWC with C = 3: sizes {1, 3, 2, 3}, strides {18, 1, 9, 3}")
 
 

@@ -259,7 +259,8 @@ def packing_map(packing: Packing, title: str | None = None) -> StorageMap:
         sizes=sizes,
         storage_size=packing.physical_numel,
         strides=moving,
-        color_dim=1 if packing.channels is not None and len(sizes) > 1 else None,
+        # Blocks coloured by channel; pitched rows by row.
+        color_dim=(1 if packing.channels is not None else 0) if len(sizes) > 1 else None,
         title=title
         if title is not None
         else f"{packing.format} of sizes {sizes}: buffer {list(packing.physical_sizes)}",

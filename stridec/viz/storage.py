@@ -210,11 +210,11 @@ def _draw_strip(cv: _Canvas, grid: StorageGrid, top: float) -> set[str]:
                 kinds.add("offset")
     # Heavier lines every block of an inner stride (the pitch, a block of 4 channels).
     height = len(rows)
-    for b in grid.blocks:
+    for level, b in enumerate(grid.blocks):  # larger blocks, heavier lines
         for c, x in cols:
             if c is not None and c % b == 0 and c:
-                cv.line([LEFT + x, LEFT + x], [y0 - 0.1, y0 + height + 0.1], color="black",
-                        linewidth=1.8)
+                cv.line([LEFT + x, LEFT + x], [y0 - 0.1 * (level + 1), y0 + height +
+                        0.1 * (level + 1)], color="black", linewidth=1.6 + 1.2 * level)
     cv.bottom = max(cv.bottom, y0 + height + 0.2)
     return kinds
 
@@ -327,8 +327,10 @@ def _draw_legend(cv: _Canvas, m: StorageMap, names: Sequence[str], kinds: set[st
         entries.append((dict(facecolor="white", edgecolor=GREY),
                         f"black corner: element 0, at the offset ({m.layout.offset})"))
     if "fill" in kinds:
+        channels = m.packing is not None and m.packing.channels is not None
+        padded = "a padded channel" if channels else "row padding (the pitch)"
         entries.append((dict(facecolor=FILL, edgecolor=GREY, hatch="///"),
-                        "fill: a padded channel, written with the fill value, never read"))
+                        f"fill: {padded}, written with the fill value, never read"))
     if "broadcast" in kinds:
         entries.append((dict(facecolor="white", edgecolor=BROADCAST_EDGE, linewidth=2.4),
                         "broadcast: one element read ×k times (a stride-0 dim)"))

@@ -12,7 +12,7 @@ from picture_files import assert_svg, png_size
 
 import stridec
 from stridec.errors import UnsupportedError
-from stridec.ir.formats import CHWN4, NCHW4
+from stridec.ir.formats import CHWN4, NCHW4, get_format
 from stridec.ir.layout import Layout
 from stridec.viz.grid import storage_grid
 from stridec.viz.storage import _label
@@ -44,10 +44,10 @@ def test_layout_pictures_are_png_and_svg(tmp_path: Path, layout: Layout) -> None
             assert _label(cell.reads) in shown
 
 
-@pytest.mark.parametrize("fmt", [NCHW4, CHWN4])
+@pytest.mark.parametrize("fmt", [NCHW4, CHWN4, get_format("pitched<16>")], ids=str)
 def test_format_pictures(tmp_path: Path, fmt) -> None:
     pytest.importorskip("matplotlib")
-    fig = stridec.draw(fmt.packing((2, 3, 2, 3)), tmp_path / "f.png")
+    fig = stridec.draw(fmt.packing((2, 3, 2, 3), "float32"), tmp_path / "f.png")
     png_size(tmp_path / "f.png")
     assert "fill" in {t.get_text() for t in fig.axes[0].texts}
 

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stridec.ir.formats import CHWN4, NCHW4, NCHW32, NHWC
+from stridec.ir.formats import CHWN4, NCHW4, NCHW32, NHWC, get_format
 from stridec.ir.layout import Layout
 from stridec.viz.grid import storage_grid, unravel
 
@@ -155,3 +155,17 @@ def test_format_grids_hold_the_packed_elements(fmt, sizes) -> None:
         else:
             assert cell.reads == (want,) and cell.kind == "element"
     assert set(grid.cells) == set(range(size))
+
+
+def test_pitched_rows_pad_each_row_with_fill() -> None:
+    # DirectML's 3 x 3 float32 with 16-byte rows: a pitch of 4, one fill per row.
+    packing = get_format("pitched<16>").packing((3, 3), "float32")
+    layout = Layout.padded((3, 3), 4)
+    grid = storage_grid(packing)
+    assert grid.width == 12
+    for index, cell in grid.cells.items():
+        if index % 4 == 3:
+            assert cell.kind == "fill"
+        else:
+            (r,) = cell.reads
+            assert layout.index_of(unravel(r, (3, 3))) == index
