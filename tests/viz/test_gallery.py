@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from picture_files import assert_png
+from picture_files import assert_png, assert_svg
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "gallery.md"
@@ -45,12 +45,16 @@ def test_the_pages_code_blocks_run_and_print_what_it_shows(
     monkeypatch.chdir(tmp_path)
     blocks = _blocks(PAGE.read_text())
     assert [lang for lang, _ in blocks].count("python") == 3
+    namespaces = []
     for k, (lang, code) in enumerate(blocks):
         if lang != "python":
             continue
         out = io.StringIO()
+        namespace: dict = {}
         with contextlib.redirect_stdout(out):
-            exec(compile(code, f"gallery.md block {k}", "exec"), {})
+            exec(compile(code, f"gallery.md block {k}", "exec"), namespace)
+        namespaces.append(namespace)
         if k + 1 < len(blocks) and blocks[k + 1][0] == "text":
             assert out.getvalue() == blocks[k + 1][1] + "\n"
-    assert (tmp_path / "padding.svg").read_text().lstrip().startswith("<?xml")
+    assert_svg(namespaces[0]["path"])
+    assert list(tmp_path.iterdir()) == []  # the blocks write nothing where they run
