@@ -267,7 +267,7 @@ class Layout:
         head = f"sizes {self.sizes}, strides {self.strides}, offset {self.offset}"
         numel = self.numel
         if numel == 0:
-            return f"{head}\n(no elements)\n"
+            return f"{head}\n(no elements)"
         dot = "{" + ",".join(map(str, self.strides)) + "}"
         rows = range(numel)
         if max_rows is not None and numel > max_rows:
@@ -286,7 +286,7 @@ class Layout:
             cells.append((str(coords), f"-> {' + '.join(parts)} = {self.index_of(coords)}"))
         width = max(len(c) for c, _ in cells)
         lines = [head] + [f"{c:<{width}} {sum_}".rstrip() for c, sum_ in cells]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines)
 
     def _repr_svg_(self) -> str | None:
         """The storage picture (`stridec.draw`) for notebooks; None without matplotlib,

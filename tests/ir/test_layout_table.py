@@ -64,4 +64,4 @@ def test_long_tables_elide_the_middle() -> None:
     lines = layout.table(max_rows=6).splitlines()
     assert len(lines) == 1 + 6 and lines[5] == "..."
     assert _rows("\n".join(lines))[-1] == ((2, 39), layout.index_of((2, 39)))
-    assert Layout.contiguous((0, 3)).table().endswith("(no elements)\n")
+    assert Layout.contiguous((0, 3)).table().endswith("(no elements)")

@@ -3,14 +3,13 @@ and print what it says."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import re
 from pathlib import Path
 
 import pytest
-from picture_files import assert_png, assert_svg
+from markdown_blocks import blocks_of
+from picture_files import assert_png
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "gallery.md"
@@ -34,27 +33,12 @@ def test_gallery_script_draws_every_picture_of_the_page(tmp_path: Path) -> None:
         assert_png(ROOT / "docs" / "gallery" / p.name)
 
 
-def _blocks(text: str) -> list[tuple[str, str]]:
-    return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
-
-
-def test_the_pages_code_blocks_run_and_print_what_it_shows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_table_block_prints_what_the_page_shows(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("matplotlib")
-    monkeypatch.chdir(tmp_path)
-    blocks = _blocks(PAGE.read_text())
-    assert [lang for lang, _ in blocks].count("python") == 3
-    namespaces = []
-    for k, (lang, code) in enumerate(blocks):
-        if lang != "python":
-            continue
-        out = io.StringIO()
-        namespace: dict = {}
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, f"gallery.md block {k}", "exec"), namespace)
-        namespaces.append(namespace)
-        if k + 1 < len(blocks) and blocks[k + 1][0] == "text":
-            assert out.getvalue() == blocks[k + 1][1] + "\n"
-    assert_svg(namespaces[0]["path"])
-    assert list(tmp_path.iterdir()) == []  # the blocks write nothing where they run
+    # tests/docs runs every block of the page; here, the one whose output the page quotes.
+    blocks = blocks_of(PAGE)
+    (k,) = [i for i, b in enumerate(blocks) if b.language == "python" and ".table()" in b.text]
+    assert blocks[k + 1].language == "text"
+    exec(compile(blocks[k].text, blocks[k].where, "exec"), {})
+    assert capsys.readouterr().out == blocks[k + 1].text
