@@ -18,6 +18,16 @@ needs_gcc = pytest.mark.skipif(GCC is None, reason="needs gcc on PATH")
 # vector extensions, so some tests build twice.
 NATIVE = ("-O3", "-march=native")
 PORTABLE = ("-O2",)
+AVX2 = ("-O3", "-mavx2", "-mfma", "-mf16c")  # the AVX2 code paths on an AVX-512 machine
+
+
+def host_has(flag: str) -> bool:
+    """Whether the host CPU lists `flag` (e.g. "avx2") in /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return any(line.startswith("flags") and flag in line.split() for line in f)
+    except OSError:
+        return False
 
 
 def build_shared(source: str, folder: Path, name: str, flags: tuple[str, ...]) -> ctypes.CDLL:

@@ -1,11 +1,12 @@
 """The C Philox kernels (`stridec.compiler.codegen.c.philox`) against Random123's known-answer
 vectors and the numpy reference (`stridec.ir.philox`), bit for bit.
 
-The compile unit is built once per module and flavour (native: `-O3 -march=native`,
-vectorized; portable: `-O2`), then every case runs its calls through ctypes on torch
-storages. Expected storages are built as in `test_codegen_philox`: the reference values
-scattered through `torch.as_strided` into a sentinel-filled storage, so an element the
-kernel must not touch has to come back unchanged.
+The compile unit is built once per module and flavour (native: `-O3 -march=native`;
+portable: `-O2`, plain C; avx2: the AVX2 intrinsics path), then every case runs its
+calls through ctypes on torch storages. Expected storages are built as in
+`test_codegen_philox`: the reference values scattered through `torch.as_strided` into a
+sentinel-filled storage, so an element the kernel must not touch has to come back
+unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
 from stridec.ir.philox import make_state, philox_bits
-from tests.compiler.c_build import NATIVE, PORTABLE, build_shared, needs_gcc
+from tests.compiler.c_build import AVX2, NATIVE, PORTABLE, build_shared, host_has, needs_gcc
 from tests.compiler.test_codegen_philox import (
     KEY,
     NCHW4,
@@ -60,8 +61,12 @@ CARRY_COUNTERS = [
 ]
 
 
-@pytest.fixture(scope="module", params=[NATIVE, PORTABLE], ids=["native", "portable"])
+@pytest.fixture(
+    scope="module", params=[NATIVE, PORTABLE, AVX2], ids=["native", "portable", "avx2"]
+)
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    if request.param == AVX2 and not host_has("avx2"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU to run")
     folder = tmp_path_factory.mktemp("c_philox")
     return build_shared(PHILOX_C_SOURCE, folder, "philox", request.param)
 
