@@ -29,7 +29,7 @@ and writes the advanced counter.
 The int64 parameters `p` of an output call (`philox_params`), element positions counted
 in words of the storages:
 
-    p[0] = R, the rank of the iteration space (0 … 8)     p[1] = numel of the output
+    p[0] = R, the rank of the iteration space (1 … 8)     p[1] = numel of the output
     p[2] = index_offset        p[3] = dst_offset           p[4] = M, the number of masks
     p[5] = the fill's bits (low 16 or 32 bits)             p[6] = 1 for the linear path
     p[7] = the float32 bits of low32, p[8] = those of scale32 (uniforms; else 0)
@@ -105,8 +105,13 @@ typedef uint64_t u64;
 
 /* Blocks computed side by side: arrays of this many lanes are what gcc vectorizes. */
 #define LANES 16
+/* Before a loop over the lanes that fills an array the rounds then load as vectors: not
+   unrolled, so gcc vectorizes it as a loop; unrolled first, it stores lane by lane and the
+   vector loads stall on those stores. */
+#define LANE_LOOP _Pragma("GCC unroll 1")
 #define MAXT 256
-/* Below this many blocks a call runs on one thread (a thread start costs ~10 µs). */
+/* Below this much work (blocks or positions) a call runs on one thread: a thread start
+   costs ~10 µs, 32768 blocks ~15 µs. */
 #define PARALLEL_BLOCKS 32768
 
 typedef struct {
@@ -128,6 +133,7 @@ static philox_key_t read_state(const u32 *state, const i64 *pos) {
 /* The counter words of ctr + q[l] (mod 2^128), l < LANES, into x[0..3][l]. */
 static inline void philox_counters(const philox_key_t *s, const u64 *restrict q,
                                    u32 x[4][LANES]) {
+    LANE_LOOP
     for (int l = 0; l < LANES; l++) {
         u64 lo = s->ctr_lo + q[l];
         u64 hi = s->ctr_hi + (lo < q[l]); /* the carry out of the low 64 bits */
@@ -173,15 +179,61 @@ typedef __m256i vec_t;
 #define V_XOR3(a, b, c) _mm256_xor_si256(_mm256_xor_si256(a, b), c)
 #endif
 
+#if defined(__AVX512F__)
+/* The counter words of ctr + q[l], l < 16, in registers: 64-bit sums, then their low and
+   high halves gathered into 32-bit lanes. */
+static inline void philox_counters_v(const philox_key_t *s, const u64 *q, vec_t *x0, vec_t *x1,
+                                     vec_t *x2, vec_t *x3) {
+    const __m512i cl = _mm512_set1_epi64((long long)s->ctr_lo);
+    const __m512i ch = _mm512_set1_epi64((long long)s->ctr_hi);
+    const __m512i one = _mm512_set1_epi64(1);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
+                                          29, 31);
+    __m512i qa = _mm512_loadu_si512((const void *)q);
+    __m512i qb = _mm512_loadu_si512((const void *)(q + 8));
+    __m512i la = _mm512_add_epi64(cl, qa), lb = _mm512_add_epi64(cl, qb);
+    __m512i ha = _mm512_mask_add_epi64(ch, _mm512_cmplt_epu64_mask(la, qa), ch, one);
+    __m512i hb = _mm512_mask_add_epi64(ch, _mm512_cmplt_epu64_mask(lb, qb), ch, one);
+    *x0 = _mm512_permutex2var_epi32(la, even, lb);
+    *x1 = _mm512_permutex2var_epi32(la, odd, lb);
+    *x2 = _mm512_permutex2var_epi32(ha, even, hb);
+    *x3 = _mm512_permutex2var_epi32(ha, odd, hb);
+}
+#elif defined(__AVX2__)
+static inline __m256i philox_halves(__m256i a, __m256i b, int imm_odd) {
+    __m256 f = imm_odd ? _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), 0xDD)
+                       : _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), 0x88);
+    return _mm256_permute4x64_epi64(_mm256_castps_si256(f), 0xD8);
+}
+/* As the AVX-512 version, for 8 lanes. */
+static inline void philox_counters_v(const philox_key_t *s, const u64 *q, vec_t *x0, vec_t *x1,
+                                     vec_t *x2, vec_t *x3) {
+    const __m256i cl = _mm256_set1_epi64x((long long)s->ctr_lo);
+    const __m256i ch = _mm256_set1_epi64x((long long)s->ctr_hi);
+    const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ull);
+    __m256i qa = _mm256_loadu_si256((const __m256i *)q);
+    __m256i qb = _mm256_loadu_si256((const __m256i *)(q + 4));
+    __m256i la = _mm256_add_epi64(cl, qa), lb = _mm256_add_epi64(cl, qb);
+    /* unsigned la < qa as a signed compare of both with the top bit flipped: -1 or 0 */
+    __m256i ca = _mm256_cmpgt_epi64(_mm256_xor_si256(qa, sign), _mm256_xor_si256(la, sign));
+    __m256i cb = _mm256_cmpgt_epi64(_mm256_xor_si256(qb, sign), _mm256_xor_si256(lb, sign));
+    __m256i ha = _mm256_sub_epi64(ch, ca), hb = _mm256_sub_epi64(ch, cb);
+    *x0 = philox_halves(la, lb, 0);
+    *x1 = philox_halves(la, lb, 1);
+    *x2 = philox_halves(ha, hb, 0);
+    *x3 = philox_halves(ha, hb, 1);
+}
+#endif
+
 static inline void philox_lanes(const philox_key_t *s, const u64 *restrict q,
                                 u32 y[4][LANES]) {
-    u32 x[4][LANES];
-    philox_counters(s, q, x);
 #ifdef VLANES
     const vec_t m0 = V_SET1(PHILOX_M0), m1 = V_SET1(PHILOX_M1);
     for (int v = 0; v < LANES; v += VLANES) {
-        vec_t x0 = V_LOAD(&x[0][v]), x1 = V_LOAD(&x[1][v]);
-        vec_t x2 = V_LOAD(&x[2][v]), x3 = V_LOAD(&x[3][v]);
+        vec_t x0, x1, x2, x3;
+        philox_counters_v(s, q + v, &x0, &x1, &x2, &x3);
         u32 k0 = s->key0, k1 = s->key1;
         for (int r = 0; r < 10; r++) {
             /* 64-bit products of the even lanes, and of the odd lanes shifted down */
@@ -202,6 +254,8 @@ static inline void philox_lanes(const philox_key_t *s, const u64 *restrict q,
         V_STORE(&y[3][v], x3);
     }
 #else
+    u32 x[4][LANES];
+    philox_counters(s, q, x);
     for (int l = 0; l < LANES; l++) {
         u32 x0 = x[0][l], x1 = x[1][l], x2 = x[2][l], x3 = x[3][l];
         u32 k0 = s->key0, k1 = s->key1;
@@ -296,8 +350,7 @@ static void philox_run(const philox_job_t *J, philox_work_fn fn, i64 nthreads) {
     if (J->work <= 0) return;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > MAXT) nthreads = MAXT;
-    i64 blocks = J->linear ? J->work : J->work / 4;
-    if (blocks < PARALLEL_BLOCKS) nthreads = 1;
+    if (J->work < PARALLEL_BLOCKS) nthreads = 1; /* a block or a position: one Philox each */
     if (nthreads <= 1) { fn(J, 0, J->work); return; }
     pthread_t threads[MAXT];
     philox_part_t parts[MAXT];
@@ -345,6 +398,7 @@ static void @NAME@_linear(const philox_job_t *J, i64 q0, i64 q1) {
     u64 q[LANES];
     u32 y[4][LANES];
     for (i64 b = q0; b < q1; b += LANES) {
+        LANE_LOOP
         for (int l = 0; l < LANES; l++) q[l] = (u64)(b + l);
         philox_lanes(&J->key, q, y);
         if (b + LANES <= q1 && 4 * (b + LANES) <= J->numel) {
@@ -359,60 +413,84 @@ static void @NAME@_linear(const philox_job_t *J, i64 q0, i64 q1) {
     }
 }
 
-/* Positions [p0, p1) of the iteration space, walked row-major by an odometer. */
+/* Positions [p0, p1) of the iteration space, row-major: rows of the innermost dim in runs
+   of LANES, the outer dims by an odometer (additions, not divisions). */
 static void @NAME@_gather(const philox_job_t *J, i64 p0, i64 p1) {
     @OUT_T@ *restrict dst = (@OUT_T@ *)J->dst;
-    const i64 R = J->R, M = J->M;
+    const i64 R = J->R, M = J->M, K = R - 1; /* R >= 1; K: the innermost dim */
     const i64 *n = J->n, *is = J->is, *ds = J->ds, *mk = J->mk;
+    const i64 nk = n[K], isk = is[K], dsk = ds[K];
     const float low = J->low, scale = J->scale;
     @OUT_T@ fill;
     memcpy(&fill, &J->fill, sizeof fill); /* little-endian: the low bytes */
+    /* i, d, m[]: the logical index, destination and mask sums at the start of the row */
     i64 c[8], m[16];
     i64 i = J->ioff, d = J->doff;
     for (i64 j = 0; j < M; j++) m[j] = 0;
     i64 rest = p0;
-    for (i64 k = R - 1; k >= 0; k--) {
+    for (i64 k = K; k >= 0; k--) {
         c[k] = rest % n[k];
         rest /= n[k];
+        if (k == K) continue;
         i += c[k] * is[k];
         d += c[k] * ds[k];
         for (i64 j = 0; j < M; j++) m[j] += c[k] * mk[j * (R + 2) + k];
     }
     u64 q[LANES];
-    i64 at[LANES];
-    int word[LANES], valid[LANES];
+    i64 idx[LANES], at[LANES];
+    int valid[LANES];
     u32 y[4][LANES];
-    for (i64 b = p0; b < p1; b += LANES) {
-        int lanes = p1 - b < LANES ? (int)(p1 - b) : LANES;
-        for (int l = 0; l < LANES; l++) {
-            int ok = l < lanes;
+    @OUT_T@ val[LANES];
+    i64 left = p1 - p0, first = c[K];
+    while (left > 0) {
+        i64 end = nk - first < left ? nk : first + left;
+        for (i64 t = first; t < end; t += LANES) {
+            int lanes = end - t < LANES ? (int)(end - t) : LANES;
+            LANE_LOOP
+            for (int l = 0; l < LANES; l++) {
+                idx[l] = i + (t + l) * isk;
+                at[l] = d + (t + l) * dsk;
+                valid[l] = l < lanes;
+            }
             for (i64 j = 0; j < M; j++) {
                 const i64 *mj = mk + j * (R + 2);
-                ok = ok && mj[R] <= m[j] && m[j] < mj[R + 1];
-            }
-            i64 idx = ok ? i : 0; /* a masked-out lane may index anywhere */
-            q[l] = (u64)(idx >> 2);
-            word[l] = (int)(idx & 3);
-            valid[l] = ok;
-            at[l] = d;
-            if (l < lanes) { /* step the odometer, innermost dim first */
-                for (i64 k = R - 1; k >= 0; k--) {
-                    c[k]++;
-                    i += is[k];
-                    d += ds[k];
-                    for (i64 j = 0; j < M; j++) m[j] += mk[j * (R + 2) + k];
-                    if (c[k] < n[k]) break;
-                    c[k] = 0;
-                    i -= n[k] * is[k];
-                    d -= n[k] * ds[k];
-                    for (i64 j = 0; j < M; j++) m[j] -= n[k] * mk[j * (R + 2) + k];
+                const i64 lo = mj[R], hi = mj[R + 1], base = m[j], step = mj[K];
+                LANE_LOOP
+                for (int l = 0; l < LANES; l++) {
+                    i64 v = base + (t + l) * step;
+                    valid[l] &= lo <= v && v < hi;
                 }
             }
+            LANE_LOOP
+            for (int l = 0; l < LANES; l++) /* a masked-out lane may index anywhere */
+                q[l] = (u64)((valid[l] ? idx[l] : 0) >> 2);
+            philox_lanes(&J->key, q, y);
+            for (int l = 0; l < LANES; l++) {
+                i64 w = idx[l] & 3; /* the four words loaded unconditionally: a select */
+                u32 y0 = y[0][l], y1 = y[1][l], y2 = y[2][l], y3 = y[3][l];
+                u32 word = w == 0 ? y0 : w == 1 ? y1 : w == 2 ? y2 : y3;
+                @OUT_T@ v = @NAME@_convert(word, low, scale);
+                val[l] = valid[l] ? v : fill;
+            }
+            if (dsk == 1) {
+                @OUT_T@ *restrict out = dst + at[0];
+                for (int l = 0; l < lanes; l++) out[l] = val[l];
+            } else {
+                for (int l = 0; l < lanes; l++) dst[at[l]] = val[l];
+            }
         }
-        philox_lanes(&J->key, q, y);
-        for (int l = 0; l < lanes; l++) {
-            u32 w = y[word[l]][l];
-            dst[at[l]] = valid[l] ? @NAME@_convert(w, low, scale) : fill;
+        left -= end - first;
+        first = 0;
+        for (i64 k = K - 1; k >= 0; k--) { /* the next row */
+            c[k]++;
+            i += is[k];
+            d += ds[k];
+            for (i64 j = 0; j < M; j++) m[j] += mk[j * (R + 2) + k];
+            if (c[k] < n[k]) break;
+            c[k] = 0;
+            i -= n[k] * is[k];
+            d -= n[k] * ds[k];
+            for (i64 j = 0; j < M; j++) m[j] -= n[k] * mk[j * (R + 2) + k];
         }
     }
 }
@@ -496,9 +574,18 @@ def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6)) -> tu
         raise UnsupportedError(
             f"philox: at most {MAX_MASKS} masks are supported; got {len(plan.masks)}"
         )
-    params = header + list(plan.sizes) + list(plan.index_strides) + list(plan.dst_strides)
+    # The gather path may walk the space in any order (each element's value depends on its
+    # logical index only): destination strides descending, so the writes run forward
+    # through memory instead of striding across it.
+    # A rank-0 space is walked as one dim of size 1 (the gather path needs an innermost dim).
+    order = sorted(range(rank), key=lambda k: -abs(plan.dst_strides[k]))
+    sizes = [plan.sizes[k] for k in order] or [1]
+    params = header + sizes
+    params += [plan.index_strides[k] for k in order] or [0]
+    params += [plan.dst_strides[k] for k in order] or [0]
     for coeffs, lo, hi in plan.masks:
-        params += [*coeffs, lo, hi]
+        params += [*(coeffs[k] for k in order), lo, hi] if order else [0, lo, hi]
+    params[0] = len(sizes)
     return tuple(params)
 
 
