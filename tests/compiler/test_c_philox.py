@@ -22,6 +22,7 @@ import torch
 from stridec.compiler.codegen.c.philox import (
     PHILOX_C_SOURCE,
     advance_params,
+    call_fits,
     generate_c_philox,
     philox_params,
     run_calls,
@@ -234,6 +235,9 @@ def test_two_calls_through_new_state_equal_one_call(lib: ctypes.CDLL) -> None:
     assert same_bits(torch.cat([first, second]), both)
 
 
+STRIDED_LAYOUT_SPEC = PhiloxSpec((2, 3, 4), (12, 4, 1), 0, (1, 8, 2), 0, 24, u32)
+
+
 def test_params_layout() -> None:
     # (2, 3) at index offset 8 of a 24-element output, written with pitch 4 at offset 1:
     # header, sizes (2, 3), index strides (6, 1), dst strides (4, 1).
@@ -244,6 +248,18 @@ def test_params_layout() -> None:
     assert p[16:] == (2, 3, 6, 1, 4, 1)
     assert advance_params(24) == (0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6)
     assert advance_params(25)[-1] == 7  # ⌈25/4⌉
+
+
+def test_call_fits_accepts_generated_calls_only() -> None:
+    spec = packed_nchw4_spec(f16, 2.0)
+    for s in (spec, plain_spec(()), plain_spec((5, 3)), STRIDED_LAYOUT_SPEC):
+        for symbol, _, _, params in generate_c_philox(s).calls:
+            assert call_fits(symbol, params)
+            assert not call_fits(symbol, params[:-1])
+            assert not call_fits("stridec_copy_linear", params)
+    symbol, _, _, params = generate_c_philox(spec).calls[0]
+    assert not call_fits(symbol, (9, *params[1:]))  # rank 9
+    assert not call_fits(symbol, (*params[:9], -1, *params[10:]))  # a state word at -1
 
 
 def test_bad_arguments_name_the_field() -> None:

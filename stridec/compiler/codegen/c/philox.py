@@ -72,6 +72,7 @@ __all__ = [
     "PHILOX_C_SOURCE",
     "CPhiloxKernel",
     "advance_params",
+    "call_fits",
     "generate_c_philox",
     "philox_params",
     "philox_symbol",
@@ -596,6 +597,20 @@ def advance_params(
     blocks = -(-int(numel) // 4)
     return (*_word_positions(state_words, "state words"),
             *_word_positions(new_state_words, "new_state words"), blocks)
+
+
+def call_fits(symbol: str, params: Sequence[int]) -> bool:
+    """Whether `params` are whole parameters of the philox call `symbol` (the layouts in the
+    module docstring): for checking a program read back from disk before it runs."""
+    p = tuple(params)
+    if symbol == ADVANCE_SYMBOL:
+        return len(p) == 13 and all(w >= 0 for w in p)
+    if symbol not in _SYMBOLS.values() or len(p) < HEADER_WORDS:
+        return False
+    rank, masks = p[0], p[4]
+    return (1 <= rank <= 8 and 0 <= masks <= MAX_MASKS and p[1] >= 0 and p[6] in (0, 1)
+            and all(w >= 0 for w in p[9:15])
+            and len(p) == HEADER_WORDS + 3 * rank + masks * (rank + 2))
 
 
 @dataclass(frozen=True, slots=True)
