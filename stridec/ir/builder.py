@@ -285,6 +285,12 @@ def contiguous(self: Value) -> Value:
 
 
 @_method
+def clone(self: Value) -> Value:
+    """torch's `clone()`: new memory, strides as torch's `preserve_format` keeps them."""
+    return emit(self.graph, O.CloneOp, (self,), {})
+
+
+@_method
 def copy_to(
     self: Value, layout: Layout | Sequence[int] | None = None, dtype: Any = None, offset: int = 0
 ) -> Value:

@@ -373,6 +373,68 @@ class Layout:
         equal offsets and equal strides on every dim of size > 1."""
         return same_addresses(self, other)
 
+    def is_non_overlapping_and_dense(self) -> bool:
+        """torch's ``is_non_overlapping_and_dense``: sorted by stride (dims of size < 2
+        last), each stride is the product of the sizes inside it. An empty layout is;
+        negative strides never are (torch has none)."""
+        if any(s < 0 for s in self.strides):
+            return False
+        if self.numel == 0:
+            return True
+        if self.rank == 1:
+            return self.sizes[0] < 2 or self.strides[0] == 1
+        order = sorted(
+            range(self.rank), key=lambda d: (self.sizes[d] < 2, self.strides[d])
+        )
+        expected = 1
+        for d in order:
+            if self.sizes[d] < 2:
+                return True
+            if self.strides[d] != expected:
+                return False
+            expected *= self.sizes[d]
+        return True
+
+    def preserved(self) -> Layout:
+        """The layout of a new tensor made "like" this one with torch's
+        ``preserve_format`` (``clone``, ``flip``, ``empty_like``): these strides when they
+        are non-overlapping and dense, else dense strides nesting the dims as this layout
+        does (ATen's ``infer_dense_strides``): dims sorted by stride, innermost first, a
+        stride-0 dim keeping its place, and equal strides putting the smaller dim inside.
+        A transposed (2, 3) of strides (1, 2)... keeps (1, 2); sizes (4, 3) stepped as
+        strides (6, 2) become (3, 1); an expanded (3, 4) of strides (1, 0) becomes (4, 1).
+        The offset is 0."""
+        if self.is_non_overlapping_and_dense():
+            return Layout(self.sizes, self.strides)
+        rank = self.rank
+        sizes, strides = self.sizes, self.strides
+
+        def should_swap(d0: int, d1: int) -> int:
+            s0, s1 = strides[d0], strides[d1]
+            if s0 == 0 or s1 == 0:
+                return 0
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            return 1 if sizes[d0] > sizes[d1] else 0
+
+        perm = list(range(rank - 1, -1, -1))
+        for i in range(1, rank):
+            d1 = i
+            for d0 in range(i - 1, -1, -1):
+                comparison = should_swap(perm[d0], perm[d1])
+                if comparison > 0:
+                    perm[d0], perm[d1] = perm[d1], perm[d0]
+                    d1 = d0
+                elif comparison < 0:
+                    break
+        out = [0] * rank
+        running = 1
+        for d in perm:
+            out[d] = running
+            if sizes[d] > 1:
+                running *= sizes[d]
+        return Layout(sizes, tuple(out))
+
     # -- constructors -------------------------------------------------------------------
 
     @classmethod

@@ -483,27 +483,6 @@ class UnsqueezeOp(ViewOp):
 
 
 @register_op
-class FlipOp(ViewOp):
-    """Reverse `dims`: negative strides, offset moved to the last element (zero-copy here)."""
-
-    name = "flip"
-    attr_names = ("dims",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dims")
-        return {"dims": _ints(cls.name, "dims", attrs["dims"])}
-
-    def result_layout(self, layout):
-        return layout.flip(self.attrs["dims"])
-
-    def reference(self, t):
-        if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
-            return (torch.flip(t.view(torch.int32), self.attrs["dims"]).view(torch.uint32),)
-        return (torch.flip(t, self.attrs["dims"]),)
-
-
-@register_op
 class UnfoldOp(ViewOp):
     name = "unfold"
     attr_names = ("dim", "size", "step")
@@ -727,16 +706,75 @@ class SplitOp(ViewOp):
 # -- materializations --------------------------------------------------------------------
 @register_op
 class ContiguousOp(Op):
-    """A row-major copy (a no-op view when the operand already is; see eliminate-copies)."""
+    """torch's `contiguous()`: the operand itself -- a view, sharing its memory -- when it
+    already is contiguous (`Layout.is_contiguous`, torch's `is_contiguous`: the offset and
+    the strides of size-1 dims do not matter), else a row-major copy into new memory.
+    As `reshape`, which of the two it is follows from the operand's layout."""
 
     name = "contiguous"
 
+    def aliases_operand(self) -> bool:
+        return self.operands[0].type.layout.is_contiguous()
+
     def infer_types(self, operand_types):
         t = operand_types[0]
+        if t.layout.is_contiguous():
+            return [TensorType(t.sizes, t.dtype, t.layout)]
         return [TensorType(t.sizes, t.dtype)]
 
     def reference(self, t):
-        return (t.clone(memory_format=torch.contiguous_format),)
+        return (t.contiguous(),)
+
+
+class _FreshLikeOp(Op):
+    """A new tensor "like" the operand (torch's `preserve_format`, `Layout.preserved`):
+    always new memory, never a view, even where the copy is trivial."""
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(t.sizes, t.dtype, t.layout.preserved())]
+
+    def source_layout(self) -> Layout:
+        """The operand's layout read in the order the result is written."""
+        return self.operands[0].type.layout
+
+
+@register_op
+class CloneOp(_FreshLikeOp):
+    """torch's `clone()`: the same elements in new memory, strides as `preserve_format`."""
+
+    name = "clone"
+
+    def reference(self, t):
+        return (t.clone(),)
+
+
+@register_op
+class FlipOp(_FreshLikeOp):
+    """torch's `flip(dims)`: the elements reversed along `dims`, in new memory with the
+    operand's strides as `preserve_format` keeps them (a flipped `x.t()` stays
+    transposed). The compiler reads the operand through negative strides
+    (`Layout.flip`), so the copy fuses into whatever reads the flipped tensor; what reads
+    its storage (`as_strided`, `view`) reads the new tensor's, as in torch."""
+
+    name = "flip"
+    attr_names = ("dims",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        _require(attrs, cls.name, "dims")
+        dims = _ints(cls.name, "dims", attrs["dims"])
+        if operand_types:
+            _prefixed(cls.name, operand_types[0].layout.flip, dims)  # checks the dims
+        return {"dims": dims}
+
+    def source_layout(self) -> Layout:
+        return self.operands[0].type.layout.flip(self.attrs["dims"])
+
+    def reference(self, t):
+        if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
+            return (torch.flip(t.view(torch.int32), self.attrs["dims"]).view(torch.uint32),)
+        return (torch.flip(t, self.attrs["dims"]),)
 
 
 def _masks(op: str, value: Any) -> tuple[tuple[tuple[int, ...], int, int], ...] | None:
@@ -1089,8 +1127,15 @@ class CastOp(Op):
         _require(attrs, cls.name, "dtype")
         return {"dtype": as_dtype(attrs["dtype"], "cast: dtype")}
 
+    def aliases_operand(self) -> bool:
+        """A cast to the operand's own dtype is the operand (torch's `.to` returns `self`)."""
+        return self.attrs["dtype"] == self.operands[0].type.dtype
+
     def infer_types(self, operand_types):
-        return [TensorType(operand_types[0].sizes, self.attrs["dtype"])]
+        t = operand_types[0]
+        if self.attrs["dtype"] == t.dtype:
+            return [TensorType(t.sizes, t.dtype, t.layout)]
+        return [TensorType(t.sizes, self.attrs["dtype"])]
 
     def reference(self, t):
         return (t.to(self.attrs["dtype"].torch),)
@@ -1145,8 +1190,18 @@ class OutputOp(Op):
     name = "output"
     num_operands = None
 
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        if not operand_types:
+            raise VerificationError("output: expected at least one value to return; got none")
+        return attrs
+
     def infer_types(self, operand_types):
         return []
+
+    def verify_(self) -> None:
+        if not self.operands:
+            raise VerificationError("output: expected at least one value to return; got none")
 
 
 def is_materialization(op: Op) -> bool:

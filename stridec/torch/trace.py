@@ -22,7 +22,8 @@ repeat_interleave roll`, the matching `torch.*` functions, `torch.cat` (`concat`
 `torch.nn.functional.unfold` (im2col). Anything else — arithmetic, reductions, indexing
 with tensors, in-place methods, data-dependent calls — raises `UnsupportedError` naming
 the call. `contiguous(memory_format=torch.channels_last)` materializes channels-last
-strides; `clone` gives a contiguous copy (the same elements, strides may differ).
+strides; `clone` gives new memory with torch's `preserve_format` strides, `contiguous`
+the tensor itself where it already is contiguous (see docs/semantics.md).
 """
 
 from __future__ import annotations
@@ -306,7 +307,13 @@ class Proxy:
         return self._materialize(memory_format, "Tensor.clone")
 
     def _materialize(self, memory_format: Any, call: str) -> Proxy:
+        """`contiguous` may return the tensor itself (a view), `clone` never does."""
+        fresh = call == "Tensor.clone"
+        if memory_format == torch.preserve_format and fresh:
+            return self._wrap(self.value.clone())
         if memory_format in (torch.contiguous_format, torch.preserve_format):
+            if fresh:
+                return self._wrap(self.value.copy_to(Layout.contiguous(self.value.shape)))
             return self._wrap(self.value.contiguous())
         orders = {torch.channels_last: (4, (0, 2, 3, 1)),
                   torch.channels_last_3d: (5, (0, 2, 3, 4, 1))}

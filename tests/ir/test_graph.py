@@ -261,11 +261,14 @@ def test_a_value_of_a_refused_op_leaves_no_use() -> None:
 def test_root_walks_back_through_views_only() -> None:
     g = Graph("g")
     x = g.input("x", (2, 3, 4), "float32")
-    v = x.permute(2, 0, 1)[1:].flip(0)
+    v = x.permute(2, 0, 1)[1:]
     assert v.root() is x
     copied = v.reshape(-1)  # not viewable: a copy, its own root
     assert copied.root() is copied and copied[2:].root() is copied
     assert x.reshape(-1).root() is x
+    flipped = v.flip(0)  # torch's flip is new memory: its own root, as a copy is
+    assert flipped.root() is flipped and flipped[1:].root() is flipped
+    assert x.contiguous().root() is x and v.contiguous().root() is not x
 
 
 # -- clone, specialize, printing ----------------------------------------------------------

@@ -128,6 +128,8 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
 
     # materializations
     outs.append(p.contiguous())
+    outs.append(x[1:].contiguous())  # contiguous already: a view
+    outs.append(p.clone())
     outs.append(x.copy_to((1, 2, 6, 24), dtype="float32"))
     outs.append(x.copy_to(Layout((2, 3, 4, 5), (60, 20, 5, 1), 7)))
     outs.append(x.pack("NCHW4"))

@@ -51,7 +51,6 @@ VIEWS: list[tuple[str, Callable[[Any], Any], Callable[[torch.Tensor], torch.Tens
     ("unsqueeze_permute", lambda v: v.unsqueeze(1).permute(2, 1, 0),
      lambda t: t.unsqueeze(1).permute(2, 1, 0)),
     ("unfold", lambda v: v.unfold(1, 2, 2), lambda t: t.unfold(1, 2, 2)),
-    ("flip_flip", lambda v: v.flip(0).flip(0), lambda t: t),
     # Storage indices 7, 8, 13, 14 of the caller's storage, as torch reads them.
     ("as_strided", lambda v: v.as_strided((2, 2), (1, 6), 7),
      lambda t: t.as_strided((2, 2), (1, 6), 7)),
@@ -74,17 +73,31 @@ def test_a_view_of_an_input_is_a_torch_view(name: str, build: Callable[[Any], An
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_negative_stride_output_is_materialized(device: str) -> None:
-    """torch cannot hold a flipped layout: the output is a new, contiguous tensor."""
-    fn = compiled("flipped", (4, 6), lambda v: (v.flip(1), v.t().flip(0), v[::2].flip(0, 1)))
+def test_a_flip_is_new_memory_with_torchs_strides(device: str) -> None:
+    """torch's flip copies (strides as preserve_format): so does stridec, flipping twice
+    included, one kernel each."""
+    fn = compiled("flipped", (4, 6), lambda v: (v.flip(1), v.t().flip(0), v[::2].flip(0, 1),
+                                                v.flip(0).flip(0)))
     x = strided_input(device)
     outs = fn(x)
-    wants = (x.flip(1), x.t().flip(0), x[::2].flip(0, 1))
+    wants = (x.flip(1), x.t().flip(0), x[::2].flip(0, 1), x.flip(0).flip(0))
     for out, want in zip(outs, wants, strict=True):
         assert storage_ptr(out) != storage_ptr(x)
-        assert out.is_contiguous() and all(s >= 0 for s in out.stride())
+        assert out.stride() == want.stride()
         assert torch.equal(out, want)
-    assert len(fn.plan_for(x).kernels) == 3
+    assert len(fn.plan_for(x).kernels) == 4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_negative_stride_output_is_materialized(device: str) -> None:
+    """torch cannot hold a negative stride: an as_strided reading backwards comes back as
+    a new, contiguous tensor. x.flip(1)[i, j] = x[i, 5 - j], at storage index
+    6·i + (5 - j) = 5 + 6·i - j of a contiguous x."""
+    fn = compiled("backwards", (4, 6), lambda v: v.as_strided((4, 6), (6, -1), 5))
+    x = torch.randn(4, 6, device=device)
+    out = fn(x)
+    assert storage_ptr(out) != storage_ptr(x)
+    assert out.is_contiguous() and torch.equal(out, x.flip(1))
 
 
 @pytest.mark.parametrize("device", DEVICES)

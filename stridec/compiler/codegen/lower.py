@@ -360,8 +360,14 @@ class _Lowering:
                 self.philox(op, position)
             elif op.name == "output":
                 self.flush()
-                for v in op.operands:
+                for k, v in enumerate(op.operands):
                     lay = v.type.layout
+                    if any(st < 0 for st in lay.strides):
+                        raise UnsupportedError(
+                            f"lower-to-triton: output {k} has layout {lay}, with a negative "
+                            "stride no torch tensor can hold; expected a pipeline that ends "
+                            "with plan-memory, which copies such an output"
+                        )
                     outputs.append(OutputSpec(self.slot_of(v), lay.sizes, lay.strides, lay.offset))
             elif op.aliases_operand():
                 continue

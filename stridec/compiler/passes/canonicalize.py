@@ -136,7 +136,8 @@ class SliceOfSlice:
 
 
 class FlipOfFlip:
-    """Flipping a dim twice restores it: flip(flip(x, A), B) = flip(x, A xor B).
+    """Flipping a dim twice restores it: flip(flip(x, A), B) = flip(x, A xor B), and a
+    flip of no dim left is a clone (torch's flip gives new memory, so never `x` itself).
 
       %1 = flip %0 {dims = [0, 1]}
       %2 = flip %1 {dims = [1]}
@@ -154,8 +155,9 @@ class FlipOfFlip:
         rank = max(source.type.rank, 1)
         dims = {d % rank for d in inner.attrs["dims"]} ^ {d % rank for d in op.attrs["dims"]}
         if not dims:
-            return _replace_checked(op, source, rw)
-        new = rw.create(O.FlipOp, [source], {"dims": tuple(sorted(dims))})
+            new = rw.create(O.CloneOp, [source], {})
+        else:
+            new = rw.create(O.FlipOp, [source], {"dims": tuple(sorted(dims))})
         return _replace_checked(op, new.result, rw)
 
 
@@ -182,7 +184,8 @@ class SqueezeOfUnsqueeze:
 
 
 class CastToSameType:
-    """A cast to the dtype the value already has is the value.
+    """A cast to the dtype the value already has is the value (torch's `.to` returns
+    `self`: a view, sharing its memory).
 
       %1 = cast %0 {dtype = f16} : tensor<4xf16>   where %0 : tensor<4xf16>
     → uses of %1 become %0
@@ -195,13 +198,7 @@ class CastToSameType:
         source = op.operands[0]
         if op.attrs["dtype"] != source.type.dtype:
             return "the cast changes the dtype"
-        # The cast's result is a fresh contiguous buffer; keep a contiguous op when the
-        # source is not contiguous so the result layout does not change.
-        if source.type.layout != op.result.type.layout:
-            new = rw.create(O.ContiguousOp, [source], {})
-            return _replace_checked(op, new.result, rw)
-        rw.replace(op, [source])
-        return None
+        return _replace_checked(op, source, rw)
 
 
 PATTERNS: tuple[Pattern, ...] = (

@@ -22,6 +22,12 @@ above). Layouts over the buffer are absolute, so they move by δ:
 and a copy reading the buffer through `src = strided<[1, 5], offset: 0>` reads `%x` through
 `strided<[1, 5], offset: 10>`. A buffer read by any other op (an unfolded view: run
 `fold-views` first) is left alone.
+
+A copy whose buffer the caller gets (an output, or a view of it) stays: every copy here
+comes from an op whose torch result is new memory (`clone`, `copy`, `pad`, `cat`, `flip`,
+a copying `reshape`, a `contiguous` of what is not contiguous), and handing back the
+source instead would let a write to the result change an input. (A `contiguous` of what
+already is contiguous, or a cast to the same dtype, is a view, never a copy.)
 """
 
 from __future__ import annotations
@@ -44,6 +50,15 @@ def _shifted(layout: Layout, delta: int) -> Layout:
     return Layout(layout.sizes, layout.strides, layout.offset + delta)
 
 
+def _returned(value: Value) -> bool:
+    """Whether the caller gets `value`'s buffer: an output reads it, directly or through
+    a folded view."""
+    for user, _ in value.uses:
+        if user.name == "output" or (user.name == "as_strided" and _returned(user.result)):
+            return True
+    return False
+
+
 def _view_of_source(op: Op) -> Layout | str:
     """The copy's result as a layout over its source root, or why the copy must stay."""
     a = op.attrs
@@ -55,6 +70,8 @@ def _view_of_source(op: Op) -> Layout | str:
         return "masked or casting"
     if written_into(op):
         return "a later copy writes into its buffer"
+    if _returned(op.result):
+        return "its buffer is returned, and the op it came from gives new memory"
     # Necessary, and much cheaper than the proof below: a copy that moves some dim by a
     # different stride on each side (a transpose) is never a shift of addresses.
     space = a["space"]

@@ -11,7 +11,8 @@ NCHW4 with C = 3 from a contiguous (2, 3, 4, 5) tensor, for instance:
     masks = [[[0, 4, 1, 0, 0], 0, 3]]               (valid iff 4·co + ci < 3; else fill)
 
 What each op becomes:
-- contiguous, cast, copy, a reshape that is not viewable: one copy;
+- contiguous, cast, copy, clone, flip, a reshape that is not viewable: one copy (a
+  flip's reads its operand through negative strides);
 - pack / unpack: one copy over the format's split space (unpack restricted by the mask);
 - pad: a fill of the whole result (only when some pad is positive), then one copy of the
   kept region into it (`lower-to-triton` runs the two as one masked kernel);
@@ -127,6 +128,19 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
                 space=v.type.sizes,
                 src=v.type.layout,
                 dst=dst,
+            )
+        ]
+    if name in ("clone", "flip"):
+        assert v is not None and out_t is not None
+        return [
+            explicit_copy(
+                rw,
+                v,
+                layout=out_t.layout,
+                dtype=out_t.dtype,
+                space=v.type.sizes,
+                src=op.source_layout(),
+                dst=out_t.layout,
             )
         ]
     if name == "copy" and op.attrs["space"] is None:

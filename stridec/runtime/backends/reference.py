@@ -1,10 +1,14 @@
 """The reference executor: runs any graph op by op with plain torch (numpy for Philox).
 
-It is the oracle every compiled backend is compared against. Each value is kept as a
-logical torch tensor; ops that address raw storage (`as_strided`, the explicit form of
-`copy`) read the root value's storage as a flat 1-D tensor and gather through the
-layout's index map `offset + Σ i_k·stride_k` — which also covers negative strides, which
-torch tensors cannot express.
+It is the oracle every compiled backend is compared against: each op runs as torch
+runs it, so every value has torch's values, strides and storage -- a view of an input is
+a torch view of the caller's tensor, `contiguous()` of a contiguous tensor is that tensor,
+a `copy` to a layout is a new tensor with exactly that layout (offset included).
+`as_strided` reads the storage of its operand's tensor, as torch's does. Ops that address
+a buffer the compiler made (the explicit form of `copy`, placed Philox values) read the
+root value's storage as a flat 1-D tensor and gather through the layout's index map
+`offset + Σ i_k·stride_k` -- which also covers negative strides, which torch tensors
+cannot express.
 """
 
 from __future__ import annotations
@@ -73,6 +77,11 @@ def scatter(storage: torch.Tensor, layout: Layout, values: torch.Tensor) -> None
     put(storage, layout_indices(layout, storage.device), values)
 
 
+def _view(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """The tensor `layout` makes of a flat `storage`: a view sharing it."""
+    return torch.as_strided(storage, layout.sizes, layout.strides, layout.offset)
+
+
 def _valid(space: Layout, masks: Any, device: Any) -> torch.Tensor:
     """Where every bound `lo <= Σ coeffs_k·i_k < hi` holds over the space."""
     valid = torch.ones(space.sizes, dtype=torch.bool, device=device)
@@ -124,7 +133,7 @@ class _Executor:
         if a["space"] is None:
             scatter(buffer, layout, args[0].to(dtype))
             self.storages[id(op.result)] = buffer
-            return gather(buffer, layout)
+            return _view(buffer, layout)
         space = Layout.contiguous(a["space"])
         if op.operands and space.numel:
             storage = self.storage_of(op.operands[0])
@@ -144,7 +153,7 @@ class _Executor:
         else:
             scatter(buffer, a["dst"], _masked(values, space, a["masks"], a["fill"]))
         self.storages[id(op.result)] = buffer
-        return gather(buffer, layout)
+        return _view(buffer, layout)
 
     def run_placed_philox(self, op: Any, args: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Philox values written through an index map: value `index(j)` lands at `dst(j)`."""
@@ -164,7 +173,20 @@ class _Executor:
                 placed = _masked(placed, space, a["masks"], a["fill"])
             scatter(buffer, a["dst"], placed)
         self.storages[id(op.results[0])] = buffer
-        return gather(buffer, layout), new_state
+        return _view(buffer, layout), new_state
+
+    def run_as_strided(self, op: Any, t: torch.Tensor) -> torch.Tensor:
+        """torch's `as_strided` over the storage of the operand's tensor: a view of it.
+        Over a buffer the compiler made, or with negative strides, a gather."""
+        layout: Layout = op.result.type.layout
+        root = op.operands[0].root()
+        if id(root) in self.storages or any(st < 0 for st in layout.strides):
+            storage = self.storage_of(op.operands[0])
+            # The caller's storage may be smaller than the declared one (a broadcast).
+            layout.check_fits(storage.numel(), "as_strided")
+            return gather(storage, layout)
+        layout.check_fits(t.untyped_storage().nbytes() // t.element_size(), "as_strided")
+        return torch.as_strided(t, layout.sizes, layout.strides, layout.offset)
 
     def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors, strict=False)}
@@ -175,10 +197,7 @@ class _Executor:
             elif op.name == "output":
                 return tuple(args)
             elif op.name == "as_strided":
-                storage = self.storage_of(op.operands[0])
-                # The caller's storage may be smaller than the declared one (a broadcast).
-                op.result.type.layout.check_fits(storage.numel(), "as_strided")
-                results = (gather(storage, op.result.type.layout),)
+                results = (self.run_as_strided(op, args[0]),)
             elif op.name == "copy":
                 results = (self.run_copy(op, args),)
             elif op.name in ("philox", "philox_uniform") and op.attrs["space"] is not None:
