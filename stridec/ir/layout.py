@@ -395,6 +395,31 @@ class Layout:
             expected *= self.sizes[d]
         return True
 
+    def channels_last_order(self) -> tuple[int, ...] | None:
+        """The dim order of torch's `suggest_memory_format` when it suggests channels-last:
+        (0, 2, 3, 1) for a rank-4 layout whose strides look channels-last, (0, 2, 3, 4, 1)
+        for rank 5 (ATen's `is_channels_last_strides_2d` / `_3d`: C innermost, then the
+        spatial dims backwards, then N, each stride at least the span inside it; a
+        stride-0 C or a size-0 dim is not). None: torch suggests contiguous. `pad` and
+        `cat` write their result in the order suggested."""
+        if self.rank == 4:
+            walk, order = (1, 3, 2, 0), (0, 2, 3, 1)
+        elif self.rank == 5:
+            walk, order = (1, 4, 3, 2, 0), (0, 2, 3, 4, 1)
+        else:
+            return None
+        sizes, strides = self.sizes, self.strides
+        if strides[1] == 0:
+            return None
+        least = 0
+        for d in walk:
+            if sizes[d] == 0 or strides[d] < least:
+                return None
+            if d == 0 and least == strides[1]:
+                return None
+            least = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
+        return order
+
     def preserved(self) -> Layout:
         """The layout of a new tensor made "like" this one with torch's
         ``preserve_format`` (``clone``, ``flip``, ``empty_like``): these strides when they

@@ -1073,6 +1073,14 @@ class UnpackOp(Op):
         return (unpack_reference(fmt, t, sizes),)
 
 
+def _suggested(layout: Layout, sizes: Sequence[int]) -> Layout | None:
+    """The layout torch gives the new tensor of `sizes` that `pad` makes of one of
+    `layout` (`suggest_memory_format`): channels-last where `layout` looks channels-last,
+    else None (row-major)."""
+    order = layout.channels_last_order()
+    return None if order is None else Layout.for_order(sizes, order)
+
+
 @register_op
 class PadOp(Op):
     """torch.nn.functional.pad, constant mode: `pad` pairs from the last dim backwards."""
@@ -1106,7 +1114,8 @@ class PadOp(Op):
 
     def infer_types(self, operand_types):
         t = operand_types[0]
-        return [TensorType(self.padded_sizes(t.sizes), t.dtype)]
+        sizes = self.padded_sizes(t.sizes)
+        return [TensorType(sizes, t.dtype, _suggested(t.layout, sizes))]
 
     def reference(self, t):
         a = self.attrs
@@ -1177,7 +1186,10 @@ class CatOp(Op):
                 )
             total += t.sizes[dim]
         sizes = first.sizes[:dim] + (total,) + first.sizes[dim + 1 :]
-        return [TensorType(sizes, first.dtype)]
+        orders = {t.layout.channels_last_order() for t in operand_types}
+        order = orders.pop() if len(orders) == 1 else None
+        layout = None if order is None else Layout.for_order(sizes, order)
+        return [TensorType(sizes, first.dtype, layout)]
 
     def reference(self, *ts):
         return (torch.cat(ts, self.attrs["dim"]),)

@@ -215,7 +215,7 @@ def _lower_pad(op: Op, rw: Rewriter) -> Value:
     """
     v = op.operands[0]
     out_t = op.result.type
-    layout = Layout.contiguous(out_t.sizes)
+    layout = out_t.layout
     src, dst = v.type.layout, layout
     pad = op.attrs["pad"]
     rank = out_t.rank
@@ -249,7 +249,7 @@ def _lower_pad(op: Op, rw: Rewriter) -> Value:
 def _lower_cat(op: Op, rw: Rewriter) -> Value:
     """torch.cat: input k is written into the slice [start_k, start_k + n_k) of `dim`."""
     out_t = op.result.type
-    layout = Layout.contiguous(out_t.sizes)
+    layout = out_t.layout
     dim = op.attrs["dim"] % out_t.rank
     buffer: Value | None = None
     start = 0
