@@ -214,6 +214,12 @@ def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
 _PLACEMENT = ("layout", "space", "index", "dst", "masks", "fill")
 
 
+def _row_major(t: torch.Tensor) -> torch.Tensor:
+    """`t` with row-major strides, an empty one too (numpy gives those stride 0)."""
+    out = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return out.copy_(t) if t.numel() else out
+
+
 class _PhiloxBase(Op):
     """Shared by `philox` and `philox_uniform`.
 
@@ -290,7 +296,7 @@ class PhiloxOp(_PhiloxBase):
         from stridec.ir.philox import philox_bits
 
         bits, new_state = philox_bits(state.cpu().numpy(), self.attrs["sizes"])
-        bits_t = torch.from_numpy(bits.astype("uint32")).to(state.device)
+        bits_t = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
         return bits_t, _state_tensor(new_state, state)
 
 
@@ -329,7 +335,8 @@ class PhiloxUniformOp(_PhiloxBase):
         values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
         out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
         out = out.reshape(a["sizes"])
-        return out.to(a["dtype"].torch).to(state.device), _state_tensor(new_state, state)
+        out = _row_major(out.to(a["dtype"].torch).to(state.device))
+        return out, _state_tensor(new_state, state)
 
 
 # -- views -------------------------------------------------------------------------------
@@ -1115,6 +1122,14 @@ class PadOp(Op):
     def infer_types(self, operand_types):
         t = operand_types[0]
         sizes = self.padded_sizes(t.sizes)
+        pad = self.attrs["pad"]
+        if all(p <= 0 for p in pad):
+            # torch crops, then clones: strides as `preserve_format` keeps the crop's.
+            kept = t.layout
+            for k in range(len(pad) // 2):
+                d = t.rank - 1 - k
+                kept = kept.slice(d, -pad[2 * k], t.sizes[d] + pad[2 * k + 1], 1)
+            return [TensorType(sizes, t.dtype, kept.preserved())]
         return [TensorType(sizes, t.dtype, _suggested(t.layout, sizes))]
 
     def reference(self, t):

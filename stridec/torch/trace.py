@@ -406,7 +406,7 @@ class Proxy:
         expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
         v = self.value.reshape(*interleaved).expand(*expanded)
         v = v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True)))
-        return self._wrap(v.contiguous())
+        return self._wrap(_fresh(v))
 
     def tile(self, dims: Any) -> Proxy:
         reps = _ints((dims,), "Tensor.tile")
@@ -421,7 +421,7 @@ class Proxy:
         d = 0 if dim is None else dim % x.ndim
         sizes = list(x.shape)
         v = x.value.unsqueeze(d + 1).expand(*sizes[: d + 1], repeats, *sizes[d + 1 :])
-        return self._wrap(v.flatten(d, d + 1).contiguous())
+        return self._wrap(_fresh(v.flatten(d, d + 1)))
 
     def roll(self, shifts: Any, dims: Any = None) -> Proxy:
         """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
@@ -438,7 +438,7 @@ class Proxy:
             s = s % n if n else 0
             if s:
                 v = B.cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
-        return self._wrap(v)
+        return self._wrap(_fresh(v) if v is self.value else v)
 
     # -- everything else is not a layout operation ---------------------------------------
     __hash__ = object.__hash__
@@ -467,6 +467,13 @@ for _dunder in ("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ 
                 "__eq__ __ne__ __iadd__ __isub__ __imul__ __itruediv__").split():
     setattr(Proxy, _dunder, _refuse(_dunder))
 Proxy.__hash__ = object.__hash__  # type: ignore[method-assign] -- __eq__ is refused above
+
+
+def _fresh(v: Value) -> Value:
+    """`v` in new memory, row-major: what torch's composites (repeat, roll, pixel_shuffle,
+    unfold …) return, even where every step here was a view. (A copy that is already
+    one goes in `fuse-copies`.)"""
+    return v.copy_to(Layout.contiguous(v.shape))
 
 
 def _no_more(kwargs: dict, call: str) -> None:
@@ -520,7 +527,7 @@ def _pixel_shuffle(input: Any, upscale_factor: int) -> Proxy:
     n = len(batch)
     v = x.reshape(*batch, c // (r * r), r, r, h, w)
     v = v.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return v.reshape(*batch, c // (r * r), h * r, w * r)
+    return x._wrap(_fresh(v.reshape(*batch, c // (r * r), h * r, w * r).value))
 
 
 def _pixel_unshuffle(input: Any, downscale_factor: int) -> Proxy:
@@ -530,7 +537,7 @@ def _pixel_unshuffle(input: Any, downscale_factor: int) -> Proxy:
     n = len(batch)
     v = x.reshape(*batch, c, h // r, r, w // r, r)
     v = v.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return v.reshape(*batch, c * r * r, h // r, w // r)
+    return x._wrap(_fresh(v.reshape(*batch, c * r * r, h // r, w // r).value))
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -558,7 +565,7 @@ def _im2col(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
         v = v.slice(5, None, None, dw)
     n, c, oh, ow = v.shape[:4]
     v = v.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
-    return x._wrap(v)
+    return x._wrap(_fresh(v))
 
 
 def _full_like(input: Any, fill_value: float, *, dtype: Any = None, **kwargs: Any) -> Proxy:

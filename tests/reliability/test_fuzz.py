@@ -12,15 +12,20 @@ over as torch tensors with random strides and offsets over a bigger storage:
     padded      rows and elements with gaps (strides larger than packed)
     broadcast   some strides 0 (an expanded tensor)
     overlapping strides that revisit elements (a sliding window, as `unfold` makes)
+    sliced_transposed  stepped, then the dims in a random order
 
-and negative strides come in through views (a `flip` as the first op on an input).
+each at an offset of 0 to 4 elements. What torch makes new memory of -- a flip, a cast,
+a clone, a pad by nothing, a cat of one -- is often followed by what reads its storage
+(`as_strided`, `view`, `reshape`, `contiguous`), which must address the new tensor.
 
 The graph runs compiled by the `interpret` backend (the generated Triton kernels, run by
-Triton's interpreter on the CPU) and by the `reference` backend; every output must be
-equal bit for bit (two NaNs count as equal; +0.0 and -0.0 do not), with the same sizes
-and dtype, non-negative strides and inside its storage. Where the reference refuses a
-call (a `view` the caller's strides cannot take), the compiled graph must refuse it with
-the same error class.
+Triton's interpreter on the CPU) and by the `reference` backend, which runs the same ops
+in torch, one by one, on the same tensors; every output must be equal bit for bit (two
+NaNs count as equal; +0.0 and -0.0 do not), with the same sizes, dtype, strides and
+storage offset, inside its storage, and share storage with exactly the inputs torch's
+result shares it with (a view: its input; anything torch copies: none). Where the
+reference refuses a call (a `view` the caller's strides cannot take), the compiled graph
+must refuse it with the same error class.
 
 Casts are drawn only where both sides define the result: a float is cast to an integer
 type only when its values are known finite, small (|v| <= 8) and, for an unsigned type,
@@ -66,8 +71,11 @@ KINDS = (
     "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
     "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
-      "cast", "cast", "cat", "cat", "philox", "full") * 2,
+      "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view") * 2,
 )
+# What torch makes new memory of and a view may then read through its storage:
+# as_strided, view and reshape over it address the new tensor, not the input.
+STORAGE_VIEWS = ("as_strided", "view", "reshape", "flatten", "contiguous")
 
 
 # --------------------------------------------------------------------------- value ranges
@@ -174,7 +182,8 @@ def _step(b: Builder, v: Value) -> Value | None:
     dtype = v.dtype.name
     kind = d.choice(KINDS)
     if not rank and kind not in ("reshape", "view", "contiguous", "copy", "cast", "unsqueeze",
-                                 "expand", "philox", "as_strided", "full", "index"):
+                                 "expand", "philox", "as_strided", "full", "index", "clone",
+                                 "fresh_then_view"):
         return None
     if kind == "permute":
         return b.add(v.permute(*d.permutation(rank)), r)
@@ -251,6 +260,37 @@ def _step(b: Builder, v: Value) -> Value | None:
         return _as_strided(b, v)
     if kind == "contiguous":
         return b.add(v.contiguous(), r)
+    if kind == "clone":
+        return b.add(v.clone(), r)
+    if kind == "fresh_then_view":  # a flip, cast or clone, then a view of its storage
+        how = d.choice(("flip", "cast", "clone", "pad0", "cat1"))
+        if how == "flip" and rank:
+            fresh = v.flip(*sorted({d.int(0, rank - 1) for _ in range(d.int(1, rank))}))
+        elif how == "cast":
+            new_dtype = d.choice(DTYPES)
+            out_r = cast_range(r, dtype, new_dtype)
+            if out_r is None:
+                return None
+            fresh, r = v.to(new_dtype), out_r
+        elif how == "pad0" and rank:
+            fresh = stridec.pad(v, (0, 0))
+        elif how == "cat1" and rank:
+            fresh = stridec.cat([v], d.int(0, rank - 1))
+        else:
+            fresh = v.clone()
+        b.add(fresh, r)
+        then = d.choice(STORAGE_VIEWS)
+        if then == "as_strided":
+            return _as_strided(b, fresh)
+        if then == "contiguous":
+            return b.add(fresh.contiguous(), r)
+        if then == "flatten" and fresh.ndim:
+            return b.add(fresh.flatten(), r)
+        new = (-1,) if d.chance(0.5) or not fresh.numel() else d.factor(fresh.numel(), 2)
+        if then == "view":
+            ok = fresh.type.layout.view(_resolved(new, fresh.numel())) is not None
+            return b.add(fresh.view(*new), r) if ok else None
+        return b.add(fresh.reshape(*new), r)
     if kind == "copy":
         new_dtype = d.choice((None, None, *DTYPES))
         out_r = r if new_dtype is None else cast_range(r, dtype, new_dtype)
@@ -313,6 +353,12 @@ def _step(b: Builder, v: Value) -> Value | None:
     return None
 
 
+def _resolved(sizes: tuple[int, ...], numel: int) -> tuple[int, ...]:
+    """`sizes` with a -1 filled in (numel > 0)."""
+    known = math.prod(n for n in sizes if n != -1)
+    return tuple(numel // known if n == -1 else n for n in sizes)
+
+
 def _as_strided(b: Builder, v: Value) -> Value | None:
     """A random in-bounds `as_strided` over a materialized root without gaps.
 
@@ -365,7 +411,8 @@ def _philox(b: Builder) -> Value:
 def input_layout(d: Draw, sizes: tuple[int, ...]) -> Layout:
     """The caller's strides and offset for an input of `sizes` (see the module docstring)."""
     rank = len(sizes)
-    kind = d.choice(("contiguous", "transposed", "sliced", "padded", "broadcast", "overlapping"))
+    kind = d.choice(("contiguous", "transposed", "sliced", "padded", "broadcast", "overlapping",
+                     "sliced_transposed"))
     offset = d.int(0, 4)
     if kind == "contiguous" or not rank:
         return Layout(sizes, Layout.contiguous(sizes).strides, offset)
@@ -377,9 +424,11 @@ def input_layout(d: Draw, sizes: tuple[int, ...]) -> Layout:
     if kind == "overlapping":  # a sliding window: dim k steps by less than the inner span
         strides = tuple(d.int(1, 3) if k == rank - 1 else d.int(1, 4) for k in range(rank))
         return Layout(sizes, strides, offset)
-    steps = [d.int(1, 2) if kind == "sliced" else 1 for _ in sizes]
+    steps = [d.int(1, 2) if kind.startswith("sliced") else 1 for _ in sizes]
     gap = [d.int(0, 2) for _ in sizes]
-    big = Layout.contiguous([n * s + g_ for n, s, g_ in zip(sizes, steps, gap, strict=True)])
+    big_sizes = [n * s + g_ for n, s, g_ in zip(sizes, steps, gap, strict=True)]
+    order = d.permutation(rank) if kind == "sliced_transposed" else list(range(rank))
+    big = Layout.for_order(big_sizes, order)
     return Layout(sizes, tuple(x * s for x, s in zip(big.strides, steps, strict=True)), offset)
 
 
@@ -516,6 +565,30 @@ def assert_identical(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
         )
 
 
+def shared_inputs(out: torch.Tensor, inputs: list[torch.Tensor]) -> set[int] | None:
+    """The inputs whose storage `out` is a view of; None where that cannot be told (an
+    empty storage has no address of its own)."""
+    if not out.untyped_storage().nbytes():
+        return None
+    ptr = out.untyped_storage().data_ptr()
+    return {k for k, t in enumerate(inputs) if t.untyped_storage().data_ptr() == ptr}
+
+
+def assert_same_place(got: torch.Tensor, want: torch.Tensor, inputs: list[torch.Tensor],
+                      what: str) -> None:
+    """Strides and offset as the reference (torch) has them, and the same inputs shared."""
+    assert (got.stride(), got.storage_offset()) == (want.stride(), want.storage_offset()), (
+        f"{what}: strides {got.stride()} offset {got.storage_offset()}; torch gives "
+        f"{want.stride()} offset {want.storage_offset()}")
+    if any(not t.untyped_storage().nbytes() for t in inputs):
+        return
+    have, expect = shared_inputs(got, inputs), shared_inputs(want, inputs)
+    if have is not None and expect is not None:
+        assert have == expect, (
+            f"{what}: shares storage with inputs {sorted(have)}; torch's result with "
+            f"{sorted(expect)}")
+
+
 def _as_tuple(x: Any) -> tuple:
     return x if isinstance(x, tuple) else (x,)
 
@@ -535,6 +608,7 @@ def check_case(case: Case) -> None:
     assert len(got) == len(want)
     for i, (x, y) in enumerate(zip(got, want, strict=True)):
         assert_identical(x, y, f"output {i}")
+        assert_same_place(x, y, case.tensors, f"output {i}")
     for i, (t, before) in enumerate(zip(case.tensors, snapshot, strict=True)):
         assert_identical(t, before, f"argument {i} (inputs are never written)")
 
@@ -545,11 +619,28 @@ def check_case(case: Case) -> None:
 #: test_regressions.py. Examples that show one are rejected (so the fuzzer keeps looking
 #: for new ones); when a fix lands, its xfail test passes and fails as XPASS: delete the
 #: mark there and the entry here.
-KNOWN_BUGS: dict[str, Any] = {}
+def _cast_of_a_strided_value(case: Case) -> bool:
+    """A cast whose operand is not contiguous at the caller's strides: torch keeps those
+    strides (preserve_format), the compiled cast writes row-major."""
+    layouts = {v.owner.attrs["name"]: Layout(tuple(t.shape), tuple(t.stride()),
+                                             t.storage_offset())
+               for v, t in zip(case.graph.inputs, case.tensors, strict=True)}
+    try:
+        graph = case.graph.specialize(layouts)
+    except StridecError:
+        return False
+    return any(op.name == "cast" and op.attrs["dtype"] != op.operands[0].type.dtype
+               and op.result.type.layout != op.operands[0].type.layout.preserved()
+               for op in graph.ops)
 
 
-def known_bug(graph: Graph) -> str | None:
-    return next((name for name, shows in KNOWN_BUGS.items() if shows(graph)), None)
+KNOWN_BUGS: dict[str, Any] = {
+    "test_a_cast_keeps_the_strides_of_a_transposed_value": _cast_of_a_strided_value,
+}
+
+
+def known_bug(case: Case) -> str | None:
+    return next((name for name, shows in KNOWN_BUGS.items() if shows(case)), None)
 
 
 # --------------------------------------------------------------------------- the test
@@ -567,7 +658,7 @@ def test_fuzz_graphs_against_the_reference(fuzz_settings: settings, fuzz_stats: 
     def run(data: Any) -> None:
         case = random_case(Draw(data))
         note(case.describe())
-        bug = known_bug(case.graph)
+        bug = known_bug(case)
         if bug is not None:
             fuzz_stats[f"rejected {bug}"] += 1
         assume(bug is None)

@@ -113,11 +113,14 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
     name = op.name
     v = op.operands[0] if op.operands else None
     out_t = op.results[0].type if op.results else None
-    if name in ("contiguous", "cast") or (
+    if name in ("contiguous", "cast", "clone", "flip") or (
         name in ("reshape", "flatten") and not op.aliases_operand()
     ):
         assert v is not None and out_t is not None
-        dst = Layout.contiguous(out_t.sizes).view(v.type.sizes)
+        if name in ("clone", "flip"):  # same sizes; a flip reads its operand backwards
+            src, dst = op.source_layout(), out_t.layout
+        else:
+            src, dst = v.type.layout, Layout.contiguous(out_t.sizes).view(v.type.sizes)
         assert dst is not None  # a contiguous layout views any regrouping
         return [
             explicit_copy(
@@ -126,21 +129,8 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
                 layout=out_t.layout,
                 dtype=out_t.dtype,
                 space=v.type.sizes,
-                src=v.type.layout,
+                src=src,
                 dst=dst,
-            )
-        ]
-    if name in ("clone", "flip"):
-        assert v is not None and out_t is not None
-        return [
-            explicit_copy(
-                rw,
-                v,
-                layout=out_t.layout,
-                dtype=out_t.dtype,
-                space=v.type.sizes,
-                src=op.source_layout(),
-                dst=out_t.layout,
             )
         ]
     if name == "copy" and op.attrs["space"] is None:
