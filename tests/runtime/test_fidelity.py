@@ -10,7 +10,6 @@ stepped, expanded, at an offset.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from stridec.errors import StridecError, UnsupportedError, VerificationError
 from stridec.runtime.compile import BACKENDS
 
 CPU_BACKENDS = [b for b in BACKENDS if b not in ("auto", "triton")]
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def storage(t: torch.Tensor) -> int:
@@ -300,12 +298,3 @@ def test_an_output_of_nothing_is_refused_by_builder_parser_and_verifier() -> Non
     out.operands.clear()
     with pytest.raises(VerificationError, match="output: expected at least one"):
         g.verify()
-
-
-def test_the_semantics_doc_runs() -> None:
-    """Every ```python block of docs/semantics.md runs (its asserts check torch's meaning)."""
-    text = (DOCS / "semantics.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks
-    for block in blocks:
-        exec(compile(block, "docs/semantics.md", "exec"), {})
