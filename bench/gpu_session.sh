@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (see bench/README.md, "On a lent GPU"): run from the
-# repository root, with the machine's own python3, torch and Triton; stridec is used
-# from the working tree (no install). Everything it writes goes to $OUT (or
-# bench/results/session when OUT is unset), and it ends with the short tables.
+# One job on a GPU machine that has python3, torch and Triton of its own but no package
+# index and a limited time per command (see bench/README.md, "Before and on a GPU"): run
+# from the repository root; stridec is used from the working tree (no install).
+# Everything it writes goes to $OUT (or bench/results/session when OUT is unset), and it
+# ends with the short tables.
 #
 #   bash bench/gpu_session.sh tests    # nvidia-smi, then pytest -m gpu (xdist if present)
 #   bash bench/gpu_session.sh bench    # python bench/run.py: every row, JSON + md + png
 #   bash bench/gpu_session.sh tune     # python bench/tune.py: the plan sweep, JSON + table
 #   bash bench/gpu_session.sh quick    # tests, then bench without torch.compile's rows
 #
-# Each mode is meant to end well inside one call's 10 minutes on an H200. Extra
+# Each mode is bounded by `timeout` to end within 10 minutes (sized on an H200). Extra
 # arguments go to the Python command (e.g. `bench --only 'pack_*'`).
 set -uo pipefail
 mode=${1:-tests}

@@ -164,6 +164,28 @@ def compile_kernel(kernel: KernelInfo, pointer_dtypes: list[str], arch: int = 90
     )
 
 
+def tile_text(tile: dict[str, int]) -> str:
+    """The block constexprs as `64x64`; a batched kernel's members (`M0_BLOCK_R`, ...) as
+    `3×1x8192` when they share one tile, else one tile per member joined by `/`."""
+    members: dict[str, list[str]] = {}
+    for name, value in tile.items():
+        m = re.match(r"(M\d+)_", name)
+        members.setdefault(m.group(1) if m else "", []).append(str(value))
+    tiles = ["x".join(values) for values in members.values()]
+    if len(tiles) > 1 and len(set(tiles)) == 1:
+        return f"{len(tiles)}×{tiles[0]}"
+    return "/".join(tiles)
+
+
+def strategy_text(strategy: str) -> str:
+    """`batch(linear,linear,linear)` as `batch 3×linear`; other strategies as they are."""
+    m = re.fullmatch(r"batch\((.*)\)", strategy)
+    if m is None:
+        return strategy
+    parts = m.group(1).split(",")
+    return f"batch {len(parts)}×{parts[0]}" if len(set(parts)) == 1 else f"batch {'/'.join(parts)}"
+
+
 def lower(graph: Graph, tuning: Tuning | None = None) -> Program:
     """The program `stridec.compile` runs for `graph`'s declared (contiguous) inputs on CUDA
     (with `tuning`'s overrides, if any)."""
@@ -230,10 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         program = lower(graph, tuning)
         gb, floor = floor_ms(w, args.tbps)
         for k, r in enumerate(inspect_program(graph, program)):
-            tile = "x".join(str(v) for v in r.tile.values())
+            tile, strategy = tile_text(r.tile), strategy_text(r.strategy)
             moved = f" {gb:6.2f} {floor:8.3f}" if k == 0 else ""
             print(
-                f"{w.name:34} {r.strategy:16} {tile:>12} {r.num_warps:>5} {r.programs:>9} "
+                f"{w.name:34} {strategy:16} {tile:>12} {r.num_warps:>5} {r.programs:>9} "
                 f"{r.registers:>4} {r.shared:>6} {r.local:>5}  {_widths(r.loads):18} "
                 f"{_widths(r.stores):18}{moved}",
                 flush=True,

@@ -54,7 +54,9 @@ def _bandwidth_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [
-            f"`{r['name']}`", "×".join(str(n) for n in r["shape"]), r["dtype"],
+            f"`{r['name']}`",
+            r.get("shape_text", "x".join(map(str, r["shape"]))).replace("x", "×"),
+            r["dtype"],
             _num(r["bytes_total"] / 1e6 if r.get("bytes_total") else None, ",.4g"),
             _num(r.get("kernels"), "d"), _gbps((r.get("copy") or {}).get("gbps")),
         ]

@@ -239,7 +239,8 @@ def _compiled(eager: Callable[..., Any], inputs: list[Any], w: Workload, s: Sess
 
 def _new_row(kind: str, w: Workload, s: Session) -> dict[str, Any]:
     return {"kind": kind, "name": w.name, "description": w.description,
-            "shape": list(w.shape(s.scale)), "dtype": w.dtype, "note": w.note,
+            "shape": list(w.shape(s.scale)), "shape_text": w.shape_text(w.shape(s.scale)),
+            "dtype": w.dtype, "note": w.note,
             "oracle": w.oracle, "status": "error", "error": None, "kernels": None,
             "strategies": [], "index_bits": [], "systems": {}}
 
@@ -494,7 +495,8 @@ def measure_compile_time(w: Workload, s: Session, progress: Progress) -> dict[st
     second fresh process over the same folders (a disk hit: no passes, no Triton compile)."""
     row: dict[str, Any] = {
         "kind": "compile_time", "name": COMPILE_ROW, "workload": w.name,
-        "shape": list(w.shape(s.scale)), "dtype": w.dtype, "status": "error", "error": None,
+        "shape": list(w.shape(s.scale)), "shape_text": w.shape_text(w.shape(s.scale)),
+        "dtype": w.dtype, "status": "error", "error": None,
         "cold": None, "warm": None,
         "note": "each in a new process, timed after Triton and stridec's compiler modules "
                 "are imported and the CUDA context and Triton's driver are loaded by an "
@@ -615,8 +617,13 @@ def _summary(row: dict[str, Any]) -> str:
     return text
 
 
+def device_text(info: dict[str, Any]) -> str:
+    """`NVIDIA H200 (driver 570.1)`, or the name alone where there is no driver (the CPU)."""
+    return info["name"] + (f" (driver {info['driver']})" if info.get("driver") else "")
+
+
 def _detail(kind: str, w: Workload, s: Session) -> str:
-    shape = "x".join(str(n) for n in w.shape(s.scale))
+    shape = w.shape_text(w.shape(s.scale))
     return f"({shape} {w.dtype})" if kind != "compile_time" else f"({w.name})"
 
 
@@ -636,7 +643,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     s = Session(device, "tiny" if smoke else "full", backend, timer, torch_compile,
                 host_calls=args.host_calls, host_batches=args.host_batches)
     info, versions = environment(device)
-    print(f"stridec bench: {info['name']} (driver {info.get('driver')}), torch "
+    print(f"stridec bench: {device_text(info)}, torch "
           f"{versions['torch']}, triton {versions['triton']}, stridec {versions['stridec']}; "
           f"{'smoke: tiny sizes on the CPU, interpret backend' if smoke else 'full sizes'}")
     items = select(args.only)

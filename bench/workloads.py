@@ -111,13 +111,19 @@ def output_elements_read(inputs: Tensors, outputs: Tensors) -> int:
     return sum(o.numel() for o in outputs) * inputs[0].element_size()
 
 
+def dims_text(sizes: Shape) -> str:
+    """`(2, 3, 4)` as `2x3x4`."""
+    return "x".join(str(n) for n in sizes)
+
+
 @dataclass(frozen=True)
 class Workload:
     """One benchmark row. `shapes` maps a scale ("full", "tiny") to the shape parameter
     that `build`, `make_inputs` and `eager` take; `oracle` is "eager" (outputs equal the
     eager function's) or "reference" (`check_fn` compares with `stridec.run_reference`);
     `baseline` "fill" adds a write-only limit (Philox); `kernels` is the launch count the
-    plan must have (one per materialized output)."""
+    plan must have (one per materialized output); `shape_text` shows a shape parameter
+    (the input sizes, where they are not the parameter itself)."""
 
     name: str
     description: str
@@ -140,6 +146,7 @@ class Workload:
     into: Callable[[Shape], Callable[..., None]] | None = field(default=None, repr=False)
     # The row's state output is its state input, updated in place (Philox loops).
     state_in_place: bool = False
+    shape_text: Callable[[Shape], str] = field(default=dims_text, repr=False)
 
     def shape(self, scale: str) -> Shape:
         if scale not in self.shapes:
@@ -446,6 +453,7 @@ def cat_channels(full: Shape = (256, 64, 32, 96, 64, 64), tiny: Shape = (2, 3, 1
         shapes={"full": full, "tiny": tiny}, build=build, make_inputs=make,
         eager=lambda s: lambda a, b, c: torch.cat([a, b, c], 1),
         into=lambda s: lambda outs, a, b, c: torch.cat([a, b, c], 1, out=outs[0]),
+        shape_text=lambda s: ", ".join(dims_text(sizes) for sizes in _cat_inputs(s)),
     )
 
 
