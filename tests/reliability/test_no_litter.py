@@ -1,0 +1,41 @@
+"""A test run leaves nothing behind in the temporary folder: stridec's caches, Inductor's,
+pytest's `tmp_path` folders and every `tempfile` user go to one folder of the run
+(tests/conftest.py), removed when the run ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_everything_temporary_lives_in_the_runs_folder(tmp_path: Path) -> None:
+    root = Path(tempfile.gettempdir())
+    assert root.name.startswith("stridec-tests-")
+    for path in (tmp_path, Path(os.environ["STRIDEC_CACHE_DIR"]),
+                 Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])):
+        assert root in path.parents, path
+
+
+def test_a_run_leaves_its_temporary_folder_empty(tmp_path: Path) -> None:
+    """A pytest run in a subprocess whose temporary folder is an empty directory: tests
+    that write to tmp_path, compile and cache kernels and plans; afterwards the directory
+    is empty again."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("STRIDEC_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+    env["TMPDIR"] = str(temp)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/compiler/test_opt_cli.py::test_output_file",
+         "tests/runtime/test_examples.py::test_quickstart"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 passed" in done.stdout
+    assert list(temp.iterdir()) == []
