@@ -6,7 +6,8 @@ Each block is fenced with a language:
 - `python` blocks run, in order, one namespace per page (a page reads like one session);
   a block fenced `python gpu` needs CUDA and is skipped without it;
 - `mlir` blocks are text IR: each parses, verifies and prints exactly as written (less
-  its `//` comment lines);
+  its `//` comment lines); a block fenced `mlir pipeline=a,b` is also what that pass
+  pipeline makes of the page's previous `mlir` block (`stridec-opt --pass-pipeline=a,b`);
 - `sh`, `text`, `ebnf`, `console` and `json` blocks are shown, not run (the README's `sh`
   blocks are the commands CI runs: tests/docs/test_ci.py); a `stridec-opt` command in an
   `sh` block must be one its parser accepts.
@@ -45,7 +46,11 @@ def test_every_block_has_a_language_the_tests_know(block: Block) -> None:
         f"{block.where}: fence the block with one of ```python, ```mlir, "
         f"{', '.join(sorted(SHOWN_ONLY))} (got {block.language or 'nothing'!r})"
     )
-    assert set(block.flags) <= {"gpu"}, f"{block.where}: unknown fence flags {block.flags}"
+    known = {"python": ("gpu",), "mlir": ("pipeline=",)}.get(block.language, ())
+    for flag in block.flags:
+        assert flag.startswith(known) if known else False, (
+            f"{block.where}: unknown fence flag {flag!r} for {block.language}"
+        )
 
 
 # -- python: each page runs top to bottom ------------------------------------------------------
@@ -81,10 +86,48 @@ MLIR_BLOCKS = [b for b in ALL_BLOCKS if b.language == "mlir"]
 def test_ir_blocks_print_as_written(block: Block) -> None:
     graph = stridec.parse(block.text)
     graph.verify()
-    without_comments = "".join(
-        line + "\n" for line in block.text.splitlines() if not line.lstrip().startswith("//")
+    assert str(graph) == _without_comments(block.text)
+
+
+PIPELINE_PAIRS = [
+    (before, after)
+    for page in PAGES
+    for before, after in zip(
+        [b for b in blocks_of(page) if b.language == "mlir"],
+        [b for b in blocks_of(page) if b.language == "mlir"][1:],
+        strict=False,
     )
-    assert str(graph) == without_comments
+    if any(flag.startswith("pipeline=") for flag in after.flags)
+]
+
+
+@pytest.mark.parametrize("before, after", PIPELINE_PAIRS, ids=[a.where for _, a in PIPELINE_PAIRS])
+def test_ir_after_a_pipeline_is_what_the_passes_print(before: Block, after: Block) -> None:
+    from stridec.compiler.pass_manager import PassManager
+
+    (flag,) = [f for f in after.flags if f.startswith("pipeline=")]
+    graph = stridec.parse(before.text)
+    PassManager.parse(flag.removeprefix("pipeline=")).run(graph)
+    assert str(graph) == _without_comments(after.text)
+
+
+def test_passes_page_shows_each_pass_before_and_after() -> None:
+    """docs/passes.md: every pass of the default pipeline with an example has its result
+    checked (a `pipeline=` block)."""
+    checked = {
+        name
+        for _, after in PIPELINE_PAIRS
+        if after.page.name == "passes.md"
+        for f in after.flags
+        if f.startswith("pipeline=")
+        for name in f.removeprefix("pipeline=").split(",")
+    }
+    assert {"canonicalize", "fold-views", "lower-formats", "fuse-copies", "eliminate-copies",
+            "plan-memory"} <= checked
+
+
+def _without_comments(text: str) -> str:
+    return "".join(line + "\n" for line in text.splitlines() if not line.lstrip().startswith("//"))
 
 
 # -- sh: stridec-opt command lines are ones it accepts ---------------------------------------
