@@ -31,6 +31,12 @@ Casts are drawn only where both sides define the result: a float is cast to an i
 type only when its values are known finite, small (|v| <= 8) and, for an unsigned type,
 not negative (C leaves the others undefined, and torch and Triton differ there).
 
+About a third of the graphs are also called with `out=`: each output written into a
+window of a bigger buffer (dims in a drawn order, each padded, at an offset), now and then
+into an argument of the same sizes and dtype (an out sharing memory with an input: the
+call must stage it); each out must equal the reference output bit for bit, and every byte
+of the buffers outside the windows keep its value.
+
 Profiles (tests/reliability/conftest.py): about 200 examples by default, 5,000 with
 `--fuzz-long`. A failure found here becomes a named test in test_regressions.py.
 """
@@ -470,10 +476,24 @@ def state_tensor(d: Draw) -> torch.Tensor:
     return torch.tensor(words, dtype=torch.int64).to(torch.uint32)
 
 
+@dataclass(frozen=True)
+class OutDraw:
+    """Where one output goes under `out=`: a window of a fresh buffer (`order` of the dims,
+    outermost first, each dim's extent padded by `pads`, at `offset`, `tail` bytes of
+    buffer after it), or argument `argument` itself when not None."""
+
+    order: tuple[int, ...]
+    pads: tuple[int, ...]
+    offset: int
+    tail: int
+    argument: int | None = None
+
+
 @dataclass
 class Case:
     graph: Graph
     tensors: list[torch.Tensor]
+    outs: list[OutDraw] | None = None
 
     def describe(self) -> str:
         args = "\n".join(
@@ -528,7 +548,29 @@ def random_case(d: Draw) -> Case:
             continue
         r = next(r for w, r in declared if w is v)
         tensors.append(input_tensor(d, input_layout(d, v.shape), v.dtype.name, r))
-    return Case(g, tensors)
+    return Case(g, tensors, draw_outs(d, g, tensors) if d.chance(0.35) else None)
+
+
+def draw_outs(d: Draw, g: Graph, tensors: list[torch.Tensor]) -> list[OutDraw]:
+    """An `out=` target per output; an argument of the output's sizes and dtype, whose
+    elements are distinct, now and then (it is overwritten: the call must stage it)."""
+    draws = []
+    used: set[int] = set()
+    for v in g.outputs:
+        rank = v.type.rank
+        matching = [
+            k for k, t in enumerate(tensors)
+            if k not in used and tuple(t.shape) == v.type.sizes and t.dtype == v.type.dtype.torch
+            and not Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset()).may_overlap()
+        ]
+        if matching and d.chance(0.3):
+            k = d.choice(matching)
+            used.add(k)
+            draws.append(OutDraw((), (), 0, 0, k))
+            continue
+        draws.append(OutDraw(tuple(d.permutation(rank)), tuple(d.int(0, 2) for _ in range(rank)),
+                             d.int(0, 3), d.int(0, 9)))
+    return draws
 
 
 # --------------------------------------------------------------------------- checking
@@ -593,8 +635,59 @@ def _as_tuple(x: Any) -> tuple:
     return x if isinstance(x, tuple) else (x,)
 
 
+_SENTINEL_BYTE = 0xA5
+
+
+def out_tensors(case: Case) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """The `out=` tensors of a case, and the byte buffer under each (None: an argument)."""
+    assert case.outs is not None
+    outs, buffers = [], []
+    for v, o in zip(case.graph.outputs, case.outs, strict=True):
+        if o.argument is not None:
+            outs.append(case.tensors[o.argument])
+            buffers.append(None)
+            continue
+        sizes = v.type.sizes
+        strides = [0] * len(sizes)
+        running = 1
+        for dim in reversed(o.order):
+            strides[dim] = running
+            running *= sizes[dim] + o.pads[dim]
+        dtype = v.type.dtype.torch
+        item = torch.empty((), dtype=dtype).element_size()
+        span = Layout(sizes, tuple(strides), o.offset).min_storage_size()
+        raw = torch.full(((span + o.tail) * item,), _SENTINEL_BYTE, dtype=torch.uint8)
+        outs.append(torch.as_strided(raw.view(dtype), sizes, tuple(strides), o.offset))
+        buffers.append(raw)
+    return outs, buffers
+
+
+def check_out_call(case: Case, compiled: Any, want: tuple) -> None:
+    """The case called with `out=` (`case.outs`): each out equals the reference output
+    and the bytes around each window keep the sentinel."""
+    from stridec.runtime.backends.reference import layout_indices
+
+    outs, buffers = out_tensors(case)
+    returned = _as_tuple(compiled(*case.tensors, out=tuple(outs)))
+    for i, (r, o, w) in enumerate(zip(returned, outs, want, strict=True)):
+        assert r is o, f"out {i}: the call returns its out tensors"
+        assert_identical(o, w, f"out {i}")
+    for i, (o, raw) in enumerate(zip(outs, buffers, strict=True)):
+        if raw is None:
+            continue
+        written = torch.zeros(raw.numel(), dtype=torch.bool)
+        if o.numel():
+            item = o.element_size()
+            first = layout_indices(Layout(tuple(o.shape), tuple(o.stride()),
+                                          o.storage_offset())).reshape(-1) * item
+            for b in range(item):
+                written[first + b] = True
+        assert bool((raw[~written] == _SENTINEL_BYTE).all()), f"out {i}: wrote outside its window"
+
+
 def check_case(case: Case) -> None:
-    """Interpret backend against the reference backend, on the same arguments."""
+    """Interpret backend against the reference backend, on the same arguments (and with
+    `out=` where the case draws outs)."""
     reference = stridec.compile(case.graph, backend="reference")
     compiled = stridec.compile(case.graph, backend="interpret")
     try:
@@ -611,6 +704,9 @@ def check_case(case: Case) -> None:
         assert_same_place(x, y, case.tensors, f"output {i}")
     for i, (t, before) in enumerate(zip(case.tensors, snapshot, strict=True)):
         assert_identical(t, before, f"argument {i} (inputs are never written)")
+    if case.outs is not None:
+        want = tuple(w.clone() for w in want)  # an out may be an argument a view of which is `want`
+        check_out_call(case, compiled, want)
 
 
 # --------------------------------------------------------------------------- open bugs
@@ -676,8 +772,11 @@ def test_the_generator_covers_every_op_and_input_kind() -> None:
     formats: set[str] = set()
     dtypes: set[str] = set()
     sizes: list[int] = []
+    outs: Counter = Counter()
     for seed in range(300):
         case = random_case(SeededDraw(seed))
+        for o in case.outs or ():
+            outs["argument" if o.argument is not None else "window"] += 1
         for op in case.graph.ops:
             ops[op.name] += 1
             if op.name == "pack":
@@ -691,3 +790,4 @@ def test_the_generator_covers_every_op_and_input_kind() -> None:
     assert formats == {"NCHW", "NHWC", "NCHW4", "NCHW32", "NCHW64", "CHWN4", "pitched"}
     assert dtypes == set(DTYPES)
     assert 0 in sizes and max(sizes) > 4096
+    assert outs["window"] > 50 and outs["argument"] > 0, outs
