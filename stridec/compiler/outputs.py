@@ -242,7 +242,12 @@ def write_outputs(graph: Graph, storages: Sequence[OutStorage],
     out_op = graph.output_op
     assert out_op is not None
     inputs = _storage_inputs(graph, storages, targets)
-    graph.set_ops([*graph.ops[:-1], *inputs, out_op])
+    # The graph's inputs first (an input reads nothing, so it may move up), then the out
+    # storages: defined before any op that may come to write them (a placed generator),
+    # and numbered after the caller's arguments.
+    body = graph.ops[:-1]
+    graph.set_ops([*(op for op in body if op.name == "input"), *inputs,
+                   *(op for op in body if op.name != "input"), out_op])
     buffers = [op.result for op in inputs]
     direct = {i for i, t in enumerate(targets) if not storages[t.storage].staged}
     _rebuild(graph, targets, direct, buffers)

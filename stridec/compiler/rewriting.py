@@ -48,7 +48,8 @@ def written_into(op: Op) -> bool:
     """Whether a copy writes into a result of `op` in place (`copy %src, %buffer`: cat and
     pad fill one buffer piece by piece). Such a buffer has exactly one writer after `op`;
     a pass must neither drop `op` for another value nor give the buffer a second reader."""
-    return any(user.name == "copy" and i == 1 for r in op.results for user, i in r.uses)
+    return any(user.name in ("copy", "philox", "philox_uniform") and i == 1
+               for r in op.results for user, i in r.uses)
 
 
 class Pattern:

@@ -228,8 +228,12 @@ class _PhiloxBase(Op):
     folds a copy of the values into the generator): iterate over `space`; at point `j` the
     value of logical index `index(j)` is stored at `dst(j)` of a buffer with result
     `layout` (or `fill` where a mask fails). `sizes` keeps the logical shape, which sets
-    how far the state advances: ⌈numel/4⌉ counters.
+    how far the state advances: ⌈numel/4⌉ counters. A placed generator may take a second
+    operand, a buffer it writes in place (a caller's `out` storage): its values then have
+    that buffer's type, as a `copy` into a buffer has.
     """
+
+    num_operands = None
 
     def value_dtype(self) -> DType:
         raise NotImplementedError
@@ -260,9 +264,21 @@ class _PhiloxBase(Op):
         }
 
     def infer_types(self, operand_types):
+        if len(operand_types) not in (1, 2):
+            raise VerificationError(
+                f"{self.name}: expected a state (and a buffer to write into); got "
+                f"{len(operand_types)} operand(s)"
+            )
         _check_state(self.name, operand_types[0])
         state = operand_types[0]
         layout = self.attrs["layout"]
+        if len(operand_types) == 2:
+            into = operand_types[1]
+            if layout is None or into.layout != layout or into.dtype != self.value_dtype():
+                raise VerificationError(
+                    f"{self.name}: buffer operand {into} does not match placed layout {layout} "
+                    f"/ dtype {self.value_dtype()}"
+                )
         if layout is None:
             values = TensorType(self.attrs["sizes"], self.value_dtype())
         else:

@@ -310,7 +310,11 @@ class _Lowering:
             raise UnsupportedError("philox: the state must be a contiguous tensor of 6 words")
         a = op.attrs
         bits, new_state = op.results
-        bits_slot = self.new_buffer(bits, bits.type.layout.min_storage_size())
+        if len(op.operands) == 2:  # placed into a caller's buffer
+            bits_slot = self.slot_of(op.operands[1])
+            self.slot[id(bits)] = bits_slot
+        else:
+            bits_slot = self.new_buffer(bits, bits.type.layout.min_storage_size())
         state_slot = self.new_buffer(new_state, 6)
         uniform = op.name == "philox_uniform"
         if a["space"] is None:  # natural: contiguous, logical index = address

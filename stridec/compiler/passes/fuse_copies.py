@@ -233,8 +233,12 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
         return "the copy reads the new state, not the values"
     if any(user is not consumer for user, _ in values.uses):
         return "the values have other users"
-    if len(consumer.operands) != 1 or consumer.attrs["dtype"] != values.type.dtype:
-        return "the copy writes into another buffer or casts"
+    if consumer.attrs["dtype"] != values.type.dtype:
+        return "the copy casts"
+    if len(consumer.operands) == 2 and consumer.operands[1].owner.name != "input":
+        # A caller's `out` storage (an input) is written by this copy alone; a buffer that
+        # other copies write (a cat's) keeps its copies.
+        return "the copy writes into a buffer other copies write"
     if consumer.attrs["masks"] and consumer.attrs["fill"] is None:
         return "the copy restricts its domain"
     # The natural output is contiguous at offset 0: the address the consumer reads *is* the
@@ -248,7 +252,7 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
         masks=consumer.attrs["masks"],
         fill=consumer.attrs["fill"],
     )
-    return list(producer.operands), attrs
+    return [*producer.operands, *consumer.operands[1:]], attrs
 
 
 # ------------------------------------------------------------ buffers assembled by copies

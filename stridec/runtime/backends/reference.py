@@ -158,10 +158,13 @@ class _Executor:
     def run_placed_philox(self, op: Any, args: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Philox values written through an index map: value `index(j)` lands at `dst(j)`."""
         a = op.attrs
-        values, new_state = op.reference(*args)
+        values, new_state = op.reference(args[0])
         flat = values.reshape(-1)
         layout: Layout = a["layout"]
-        buffer = torch.zeros(layout.min_storage_size(), dtype=flat.dtype, device=flat.device)
+        if len(op.operands) == 2:  # written into a buffer in place
+            buffer = self.storage_of(op.operands[1]).clone()
+        else:
+            buffer = torch.zeros(layout.min_storage_size(), dtype=flat.dtype, device=flat.device)
         space = Layout.contiguous(a["space"])
         if space.numel:
             indices = layout_indices(a["index"], flat.device)
