@@ -6,6 +6,7 @@ draws deterministically."""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
@@ -23,7 +24,36 @@ if os.environ.get("CI"):
 # One temporary root for the whole run. TMPDIR also reaches subprocesses and every
 # `tempfile` user in this one (pytest's basetemp and Inductor's cache are read lazily
 # from `tempfile.gettempdir()`); the caches are named explicitly as well.
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _sweep_stale_roots(parent: str) -> None:
+    """Remove the roots of earlier runs that were killed (by a timeout, say) before they
+    could remove their own: each root names its run's process, and a root whose process
+    is gone is stale. Roots of runs still going are left alone."""
+    for path in glob.glob(os.path.join(parent, "stridec-tests-*")):
+        try:
+            with open(os.path.join(path, "pid"), encoding="ascii") as f:
+                pid = int(f.read())
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+_sweep_stale_roots(tempfile.gettempdir())
 _ROOT = tempfile.mkdtemp(prefix="stridec-tests-")
+with open(os.path.join(_ROOT, "pid"), "w", encoding="ascii") as _f:
+    _f.write(str(os.getpid()))
 os.environ["TMPDIR"] = _ROOT
 tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 os.environ.setdefault("STRIDEC_CACHE_DIR", os.path.join(_ROOT, "stridec-cache"))

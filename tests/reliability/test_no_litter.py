@@ -22,11 +22,18 @@ def test_everything_temporary_lives_in_the_runs_folder(tmp_path: Path) -> None:
 
 
 def test_a_run_leaves_its_temporary_folder_empty(tmp_path: Path) -> None:
-    """A pytest run in a subprocess whose temporary folder is an empty directory: tests
-    that write to tmp_path, compile and cache kernels and plans; afterwards the directory
-    is empty again."""
+    """A pytest run in a subprocess whose temporary folder holds only the roots of two
+    earlier runs, one killed (its process is gone) and one still going (this process):
+    tests that write to tmp_path, compile and cache kernels and plans; afterwards the
+    killed run's root is gone too, and the running one's is left alone."""
     temp = tmp_path / "temp"
     temp.mkdir()
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    for name, pid in (("stridec-tests-killed", finished.stdout.strip()),
+                      ("stridec-tests-running", str(os.getpid()))):
+        (temp / name / "stridec-cache").mkdir(parents=True)
+        (temp / name / "pid").write_text(pid)
     env = {k: v for k, v in os.environ.items()
            if k not in ("STRIDEC_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
     env["TMPDIR"] = str(temp)
@@ -38,4 +45,4 @@ def test_a_run_leaves_its_temporary_folder_empty(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 passed" in done.stdout
-    assert list(temp.iterdir()) == []
+    assert [p.name for p in temp.iterdir()] == ["stridec-tests-running"]
