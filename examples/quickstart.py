@@ -1,6 +1,6 @@
 """stridec in one file: build three layout graphs, compile them, show the IR before and
 after the passes and the generated kernel, run them (on the GPU when there is one, else
-through Triton's interpreter on the CPU) and check every output against torch.
+as native C kernels on the CPU) and check every output against torch.
 
     python examples/quickstart.py
 
@@ -47,7 +47,7 @@ def slice_and_broadcast() -> tuple[stridec.Graph, list[torch.Tensor], list[torch
 
 def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"running on {device} ({'triton' if device == 'cuda' else 'interpret'} backend)")
+    print(f"running on {device} ({'triton' if device == 'cuda' else 'cpu'} backend)")
     print("(docs/codegen.md explains the lowered IR and the kernel headers below)\n")
     for make in (nchw_to_nhwc, nchw_to_nchw4, slice_and_broadcast):
         graph, inputs, expected = make()

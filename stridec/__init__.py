@@ -14,6 +14,7 @@ from stridec.errors import (
     ShapeError,
     StridecError,
     UnsupportedError,
+    BuildError,
     VerificationError,
 )
 from stridec.ir import builder as _builder  # attaches the builder methods
@@ -64,6 +65,7 @@ __all__ = [
     "StridecError",
     "TensorType",
     "UnsupportedError",
+    "BuildError",
     "Value",
     "VerificationError",
     "as_dtype",

@@ -13,6 +13,7 @@ __all__ = [
     "ParseError",
     "CallError",
     "UnsupportedError",
+    "BuildError",
 ]
 
 
@@ -48,3 +49,8 @@ class CallError(StridecError, TypeError):
 
 class UnsupportedError(StridecError, NotImplementedError):
     """A well-formed request stridec does not support (rank above 8, unknown dtype, ...)."""
+
+
+class BuildError(StridecError, RuntimeError):
+    """A native kernel could not be built: the message names the tool (the C compiler)
+    and the kept source file."""

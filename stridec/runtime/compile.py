@@ -1,7 +1,7 @@
 """`stridec.compile(graph)` → `CompiledGraph`: validate, specialize, cache, launch
 (docs/design.md#execution-and-backends).
 
-fn = stridec.compile(graph)          # backend "auto": triton on CUDA, interpret on CPU
+fn = stridec.compile(graph)          # backend "auto": triton on CUDA, cpu (native) on CPU
 out = fn(x)                          # one tensor, or a tuple for several outputs
 plan = fn.plan_for(x)                # the kernels and lowered IR, without running
 """
@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import hashlib
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from stridec.runtime.outs import OutCall, check_outs
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
            "set_torch_op_factory"]
 
-BACKENDS = ("auto", "triton", "interpret", "reference")
+BACKENDS = ("auto", "triton", "interpret", "cpu", "reference")
 # Specializations one CompiledGraph keeps at hand (the shared MEMORY_CACHE holds more).
 LOCAL_CAPACITY = 64
 
@@ -137,6 +138,27 @@ def _declared_inputs(graph: Graph) -> list[tuple[int, Layout, int | None, bool]]
         for i, v in enumerate(graph.inputs)
         if v.owner.declared
     ]
+
+
+_fallback_warned: list[bool] = []
+
+
+def _cpu_backend() -> str:
+    """What `auto` runs CPU tensors on: `cpu` when C kernels build here, else `interpret`
+    (warned once per process)."""
+    from stridec.runtime.backends.cpu import available, compiler
+
+    if available():
+        return "cpu"
+    if not _fallback_warned:
+        _fallback_warned.append(True)
+        warnings.warn(
+            f"stridec: no working C compiler ({compiler()!r}; set STRIDEC_CC or CC): backend "
+            "'auto' runs CPU tensors through Triton's interpreter ('interpret'), which is slow",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return "interpret"
 
 
 def _capability(device: torch.device) -> str:
@@ -380,11 +402,11 @@ class CompiledGraph:
     def _target(self, device: torch.device) -> str:
         backend = self.backend
         if backend == "auto":
-            backend = "triton" if device.type == "cuda" else "interpret"
+            backend = "triton" if device.type == "cuda" else _cpu_backend()
         if backend == "triton" and device.type != "cuda":
             raise CallError(f"backend 'triton' runs CUDA tensors; got tensors on {device}")
-        if backend == "interpret" and device.type != "cpu":
-            raise CallError(f"backend 'interpret' runs CPU tensors; got tensors on {device}")
+        if backend in ("interpret", "cpu") and device.type != "cpu":
+            raise CallError(f"backend {backend!r} runs CPU tensors; got tensors on {device}")
         return backend
 
     @staticmethod
@@ -452,7 +474,7 @@ class CompiledGraph:
         if outs is not None and buffers is not None:
             stage_outputs(graph, outs.storages, outs.targets, buffers)
         self.stats.pipeline_runs += 1
-        program = lower_to_program(graph, "cuda" if target == "triton" else "cpu")
+        program = lower_to_program(graph, {"triton": "cuda", "cpu": "c"}.get(target, "cpu"))
         self.stats.codegen_runs += 1
         return program
 
@@ -460,8 +482,8 @@ class CompiledGraph:
         self, layouts: Sequence[tuple[Sequence[int], int]], device: torch.device | str
     ) -> Program:
         """The program for arguments of these (strides, storage offset), one per input, on
-        `device`, for the kernel backend of that device (triton on CUDA, interpret on the
-        CPU); compiled on first use, no kernel runs. For callers whose tensors carry no data
+        `device`, for the kernel backend of that device (triton on CUDA; on the CPU this
+        graph's backend, interpret for the reference backend); compiled on first use, no kernel runs. For callers whose tensors carry no data
         to check (fake tensors under tracing); the layouts must fit the inputs' sizes."""
         device = torch.device(device)
         if len(layouts) != len(self._inputs):
@@ -469,7 +491,10 @@ class CompiledGraph:
                 f"{self.graph.name}: expected {len(self._inputs)} layout(s); got {len(layouts)}"
             )
         spec = tuple((tuple(int(s) for s in strides), int(offset)) for strides, offset in layouts)
-        return self._lookup(spec, device, "triton" if device.type == "cuda" else "interpret")[0]
+        target = "triton" if device.type == "cuda" else self._target(device)
+        if target == "reference":  # plans (for a fake) as the interpreter's
+            target = "interpret"
+        return self._lookup(spec, device, target)[0]
 
     def _program(
         self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str,

@@ -9,7 +9,7 @@ Tensor or a tuple, one per graph output. It has:
 - a **fake** implementation that needs no data: the output sizes, strides and dtypes of
   the plan for the fake inputs' strides (the pass pipeline and code generation run, the
   kernels do not), so `torch.compile` sees the exact layouts the kernels write;
-- a **CPU** kernel running the interpret backend, and on a machine with CUDA a
+- a **CPU** kernel running the `cpu` backend (native kernels), and on a machine with CUDA a
   `torch.library.triton_op` whose function launches the generated Triton kernels through
   `wrap_triton`, so Inductor sees them (eager CUDA calls launch them directly);
 - **autograd** through the adjoint graph (`stridec.torch.adjoint`), itself registered as
@@ -243,7 +243,7 @@ class TorchOp:
     def _decompose_cuda_only(self, op: Any) -> None:
         """triton_op inlines its function into the graph under functionalization (so
         Inductor sees the kernels). Only CUDA calls may be inlined: on CPU the op stays
-        opaque and runs the interpreter."""
+        opaque and runs the `cpu` backend."""
         from torch._subclasses.fake_tensor import FakeTensor
         from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
@@ -303,7 +303,7 @@ class TorchOp:
         ])
 
     def _run_compiled(self, tensors: tuple[torch.Tensor, ...]) -> Any:
-        """Eager run through the CompiledGraph (the interpret backend on CPU), outputs
+        """Eager run through the CompiledGraph (the `cpu` backend on CPU), outputs
         brought to the fake implementation's strides, never aliasing."""
         outs = self.compiled(*tensors)
         outs = list(outs) if isinstance(outs, tuple) else [outs]

@@ -243,9 +243,10 @@ def test_two_cats_sharing_a_part_run_correctly_compiled() -> None:
     x, y, z = (g.input(n, (2, 3)) for n in "xyz")
     g.output(stridec.cat([x, y], 0), stridec.cat([x, z], 0))
     a, b, c = (torch.full((2, 3), float(v)) for v in (1, 2, 3))
-    first, second = stridec.compile(g, backend="interpret")(a, b, c)
-    torch.testing.assert_close(first, torch.cat([a, b]))
-    torch.testing.assert_close(second, torch.cat([a, c]))
+    for backend in ("interpret", "cpu"):
+        first, second = stridec.compile(g, backend=backend)(a, b, c)
+        torch.testing.assert_close(first, torch.cat([a, b]))
+        torch.testing.assert_close(second, torch.cat([a, c]))
 
 
 def test_equal_materialized_outputs_stay_independent() -> None:

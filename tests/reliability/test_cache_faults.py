@@ -34,6 +34,7 @@ import torch
 
 import stridec
 from stridec.runtime import compile as compile_module
+from stridec.runtime.backends import cpu as c_build
 from stridec.runtime.backends import triton as loader
 from stridec.runtime.cache import MEMORY_CACHE, _digest
 
@@ -174,6 +175,7 @@ def test_a_folder_that_cannot_be_created(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("STRIDEC_CACHE_DIR", str(folder))
     monkeypatch.setattr(loader, "_warned", set())
     monkeypatch.setattr(loader, "_loaded", {})  # kernels are written again, as in a new process
+    monkeypatch.setattr(c_build, "_units", {})
     MEMORY_CACHE.clear_memory()
     try:
         plans, kernels = _cache_warnings(_run_three_graphs(folder))
@@ -203,6 +205,7 @@ def test_a_read_only_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv("STRIDEC_CACHE_DIR", str(folder))
         monkeypatch.setattr(loader, "_warned", set())
         monkeypatch.setattr(loader, "_loaded", {})
+        monkeypatch.setattr(c_build, "_units", {})
         MEMORY_CACHE.clear_memory()
         plans, kernels = _cache_warnings(_run_three_graphs(folder))
         assert len(plans) == 1 and len(kernels) == 1

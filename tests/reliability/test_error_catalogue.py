@@ -362,7 +362,7 @@ ROWS: list[Row] = [
         CallError, lambda: call(torch.zeros(2, 3), backend="triton"), ("triton", "cpu"),
         C + "test_triton_backend_with_cpu_tensors"),
     Row("call-meta-tensors", "call", 'fn(torch.zeros(2, 3, device="meta"))', CallError,
-        lambda: call(torch.zeros(2, 3, device="meta")), ("interpret", "meta"),
+        lambda: call(torch.zeros(2, 3, device="meta")), ("cpu", "meta"),
         C + "test_kernel_backends_with_meta_tensors"),
     Row("call-plan-for-reference", "call", 'stridec.compile(g, backend="reference").plan_for(t)',
         UnsupportedError,

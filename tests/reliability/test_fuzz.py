@@ -18,8 +18,9 @@ each at an offset of 0 to 4 elements. What torch makes new memory of -- a flip, 
 a clone, a pad by nothing, a cat of one -- is often followed by what reads its storage
 (`as_strided`, `view`, `reshape`, `contiguous`), which must address the new tensor.
 
-The graph runs compiled by the `interpret` backend (the generated Triton kernels, run by
-Triton's interpreter on the CPU) and by the `reference` backend, which runs the same ops
+The graph runs compiled by the `cpu` backend (native kernels; one case in three by the
+`interpret` backend too: the generated Triton kernels, run by Triton's interpreter on the
+CPU) and by the `reference` backend, which runs the same ops
 in torch, one by one, on the same tensors; every output must be equal bit for bit (two
 NaNs count as equal; +0.0 and -0.0 do not), with the same sizes, dtype, strides and
 storage offset, inside its storage, and share storage with exactly the inputs torch's
@@ -685,28 +686,37 @@ def check_out_call(case: Case, compiled: Any, want: tuple) -> None:
         assert bool((raw[~written] == _SENTINEL_BYTE).all()), f"out {i}: wrote outside its window"
 
 
+def backends_for(graph: Graph) -> tuple[str, ...]:
+    """The compiled backends a case runs on: `cpu` always, and one case in three (fixed by
+    its text) the interpreter too, which costs ~1 ms per program."""
+    text = str(graph)
+    return ("cpu", "interpret") if sum(text.encode()) % 3 == 0 else ("cpu",)
+
+
 def check_case(case: Case) -> None:
-    """Interpret backend against the reference backend, on the same arguments (and with
-    `out=` where the case draws outs)."""
+    """The compiled backends against the reference backend, on the same arguments (and
+    with `out=` where the case draws outs)."""
     reference = stridec.compile(case.graph, backend="reference")
-    compiled = stridec.compile(case.graph, backend="interpret")
     try:
         want = _as_tuple(reference(*case.tensors))
     except StridecError as e:
-        with pytest.raises(type(e)):
-            compiled(*case.tensors)
+        for backend in backends_for(case.graph):
+            with pytest.raises(type(e)):
+                stridec.compile(case.graph, backend=backend)(*case.tensors)
         return
     snapshot = [t.clone() for t in case.tensors]
-    got = _as_tuple(compiled(*case.tensors))
-    assert len(got) == len(want)
-    for i, (x, y) in enumerate(zip(got, want, strict=True)):
-        assert_identical(x, y, f"output {i}")
-        assert_same_place(x, y, case.tensors, f"output {i}")
-    for i, (t, before) in enumerate(zip(case.tensors, snapshot, strict=True)):
-        assert_identical(t, before, f"argument {i} (inputs are never written)")
-    if case.outs is not None:
-        want = tuple(w.clone() for w in want)  # an out may be an argument a view of which is `want`
-        check_out_call(case, compiled, want)
+    for backend in backends_for(case.graph):
+        compiled = stridec.compile(case.graph, backend=backend)
+        got = _as_tuple(compiled(*case.tensors))
+        assert len(got) == len(want)
+        for i, (x, y) in enumerate(zip(got, want, strict=True)):
+            assert_identical(x, y, f"{backend}: output {i}")
+            assert_same_place(x, y, case.tensors, f"{backend}: output {i}")
+        for i, (t, before) in enumerate(zip(case.tensors, snapshot, strict=True)):
+            assert_identical(t, before, f"{backend}: argument {i} (inputs are never written)")
+        if case.outs is not None:
+            # an out may be an argument a view of which is `want`
+            check_out_call(case, compiled, tuple(w.clone() for w in want))
 
 
 # --------------------------------------------------------------------------- open bugs

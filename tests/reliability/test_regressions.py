@@ -21,7 +21,15 @@ from stridec.errors import ShapeError
 
 
 def compiled(g: stridec.Graph, *args: torch.Tensor) -> torch.Tensor:
-    return stridec.compile(g, backend="interpret")(*args)
+    """The graph run by the interpreter and by the cpu backend, which must agree bit for
+    bit; the cpu backend's result."""
+    interpreted = stridec.compile(g, backend="interpret")(*args)
+    native = stridec.compile(g, backend="cpu")(*args)
+    pairs = zip(interpreted, native) if isinstance(native, tuple) else [(interpreted, native)]
+    for a, b in pairs:
+        assert a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+        assert torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    return native
 
 
 def state(*words: int) -> torch.Tensor:

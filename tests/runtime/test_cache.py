@@ -194,7 +194,8 @@ def _damage_flipped_source(path: Path) -> None:
     checksum catches it (without it the kernel would fail to compile — or worse)."""
     envelope = json.loads(path.read_text())
     program = json.loads(envelope["program"])
-    program["kernels"][0]["source"] = program["kernels"][0]["source"].replace("tl.store", "tl.stor")
+    source = program["kernels"][0]["source"]
+    program["kernels"][0]["source"] = source[:9] + chr(ord(source[9]) ^ 1) + source[10:]
     envelope["program"] = json.dumps(program, sort_keys=True)
     path.write_text(json.dumps(envelope))
 
@@ -248,7 +249,7 @@ def test_a_damaged_entry_is_discarded_and_rebuilt(cache_dir: Path, damage: Any) 
 def test_a_damaged_kernel_file_is_rewritten(cache_dir: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launch, "_loaded", {})  # no kernel loaded yet, as in a new process
-    run_and_check(stridec.compile(nchw4_graph()))
+    run_and_check(stridec.compile(nchw4_graph(), backend="interpret"))
     kernels = sorted((cache_dir / "kernels").glob("k_*.py"))
     assert len(kernels) == 2
     sources = {p: p.read_text() for p in kernels}
@@ -256,10 +257,34 @@ def test_a_damaged_kernel_file_is_rewritten(cache_dir: Path,
         p.write_text("this is not python (")
     monkeypatch.setattr(launch, "_loaded", {})
     MEMORY_CACHE.clear_memory()
-    fn = stridec.compile(nchw4_graph())
+    fn = stridec.compile(nchw4_graph(), backend="interpret")
     run_and_check(fn)
     assert fn.stats.disk_hits == 1
     assert {p: p.read_text() for p in kernels} == sources
+
+
+def test_a_damaged_c_library_is_rebuilt(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cpu backend's libraries: a damaged one fails its checksum and is rebuilt."""
+    from stridec.runtime.backends import cpu as build
+
+    monkeypatch.setattr(build, "_units", {})
+    run_and_check(stridec.compile(nchw4_graph(), backend="cpu"))
+    libraries = sorted((cache_dir / "kernels" / "c").glob("*.so"))
+    assert libraries
+    good = {p: p.read_bytes() for p in libraries}
+    for p in libraries:  # a new file over the name: this process still maps the old one
+        damaged = p.with_suffix(".damaged")
+        damaged.write_bytes(b"\x7fELF damaged")
+        damaged.replace(p)
+    monkeypatch.setattr(build, "_units", {})
+    MEMORY_CACHE.clear_memory()
+    runs = build.BUILD_STATS.compiler_runs
+    fn = stridec.compile(nchw4_graph(), backend="cpu")
+    run_and_check(fn)
+    assert fn.stats.disk_hits == 1
+    assert build.BUILD_STATS.compiler_runs - runs == len(libraries)
+    assert all(p.read_bytes() != b"\x7fELF damaged" and len(p.read_bytes()) > 1000
+               for p in good)
 
 
 def test_writes_are_atomic_and_leave_no_temp_files(cache_dir: Path) -> None:
@@ -293,20 +318,25 @@ def test_writes_are_atomic_and_leave_no_temp_files(cache_dir: Path) -> None:
     assert leftovers == []
 
 
-def test_an_unwritable_cache_dir_still_runs(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """STRIDEC_CACHE_DIR names a file: plans stay in memory and kernels go to a private
-    temp folder, each with a warning; results are right."""
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_an_unwritable_cache_dir_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            backend: str) -> None:
+    """STRIDEC_CACHE_DIR names a file: plans stay in memory and kernels (Triton modules or
+    C libraries) go to a private temp folder, each with a warning; results are right."""
+    from stridec.runtime.backends import cpu
+
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     monkeypatch.setenv("STRIDEC_CACHE_DIR", str(blocker))
     monkeypatch.setattr(launch, "_loaded", {})
+    monkeypatch.setattr(launch, "_warned", set())
+    monkeypatch.setattr(cpu, "_units", {})  # as in a new process
     MEMORY_CACHE.clear_memory()
     try:
         g = stridec.Graph("unwritable")  # a graph no other test compiles
         x = g.input("x", (3, 5), "float32")
         g.output(x.t().flip(0).contiguous())
-        fn = stridec.compile(g)
+        fn = stridec.compile(g, backend=backend)
         t = torch.randn(3, 5)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -25,7 +25,7 @@ def good_args(device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(2, 3, device=device), torch.arange(3, dtype=torch.int8, device=device)
 
 
-BACKENDS = ["auto", "interpret", "reference"]
+BACKENDS = ["auto", "interpret", "cpu", "reference"]
 
 
 def call_error(fn: stridec.CompiledGraph, *args: Any) -> str:
@@ -142,7 +142,7 @@ def test_triton_backend_with_cpu_tensors() -> None:
     assert "triton" in msg and "CUDA" in msg and "cpu" in msg
 
 
-@pytest.mark.parametrize("backend", ["auto", "triton", "interpret"])
+@pytest.mark.parametrize("backend", ["auto", "triton", "interpret", "cpu"])
 def test_kernel_backends_with_meta_tensors(backend: str) -> None:
     fn = stridec.compile(two_input_graph(), backend=backend)
     msg = call_error(fn, *good_args("meta"))
@@ -158,7 +158,7 @@ def test_interpret_backend_with_cuda_tensors() -> None:
 
 def test_an_unknown_backend() -> None:
     with pytest.raises(UnsupportedError, match="backend must be one of auto, triton, "
-                                                "interpret, reference; got 'cuda'"):
+                                                "interpret, cpu, reference; got 'cuda'"):
         stridec.compile(two_input_graph(), backend="cuda")
 
 

@@ -21,7 +21,12 @@ from stridec.compiler.specialize import specialize
 from stridec.ir.layout import Layout
 from stridec.runtime.cache import MEMORY_CACHE
 
-DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+# (backend, device) pairs; the plan tests that read Triton source use "interpret".
+BACKENDS = [
+    pytest.param(("interpret", "cpu"), id="interpret"),
+    pytest.param(("cpu", "cpu"), id="cpu"),
+    pytest.param(("triton", "cuda"), id="cuda", marks=pytest.mark.gpu),
+]
 INT32_MAX = 2**31 - 1
 
 
@@ -44,7 +49,16 @@ def graph_of(name: str, inputs: list[tuple[str, tuple[int, ...], str]],
 
 
 def plan(graph: stridec.Graph, *tensors: torch.Tensor) -> stridec.Plan:
-    return stridec.compile(graph).plan_for(*tensors)
+    """The plan of the Triton kernels (the interpreter's on CPU tensors)."""
+    backend = "triton" if tensors and tensors[0].is_cuda else "interpret"
+    return stridec.compile(graph, backend=backend).plan_for(*tensors)
+
+
+def names_its_kernel(k: Any) -> bool:
+    """A Triton kernel defines `k.name`; a C kernel's units define every symbol it calls."""
+    if k.lang == "c":
+        return bool(k.calls) and all(f"void {c[0]}(" in k.source for c in k.calls)
+    return f"@triton.jit\ndef {k.name}(" in k.source
 
 
 def kinds(p: stridec.Plan) -> list[tuple[str, str]]:
@@ -101,16 +115,18 @@ COUNTS: list[tuple[str, list, Callable[..., Any], list[tuple[str, str]]]] = [
 
 @pytest.mark.parametrize(("name", "inputs", "build", "expected"), COUNTS,
                          ids=[c[0] for c in COUNTS])
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("target", BACKENDS)
 def test_kernel_counts_kinds_and_strategies(name: str, inputs: list, build: Callable[..., Any],
-                                            expected: list, device: str) -> None:
+                                            expected: list, target: tuple[str, str]) -> None:
+    backend, device = target
     g = graph_of(name, inputs, build)
     tensors = [torch.zeros(s, dtype=getattr(torch, d), device=device) for _, s, d in inputs]
-    fn = stridec.compile(g)
+    fn = stridec.compile(g, backend=backend)
     p = fn.plan_for(*tensors)
     assert kinds(p) == expected
     assert p.launches == len(expected)
-    assert all(f"@triton.jit\ndef {k.name}(" in k.source for k in p.kernels)
+    assert all(names_its_kernel(k) for k in p.kernels)
+    assert all((k.lang == "c") == (backend == "cpu") for k in p.kernels)
     assert fn.stats.launches == 0  # plan_for runs nothing
     fn(*tensors)
     assert fn.stats.launches == len(expected)
@@ -147,7 +163,7 @@ def test_specialization_changes_the_plan(fresh_caches: Any) -> None:
     argument and nothing runs; rows of pitch 8 (strides (8, 1)) transpose too, but from
     another layout. Each specialization compiles once."""
     g = graph_of("t", [("x", (4, 6), F32)], lambda g, x: x.t().contiguous())
-    fn = stridec.compile(g)
+    fn = stridec.compile(g, backend="interpret")
     row_major = torch.randn(4, 6)
     col_major = torch.randn(6, 4).t()
     pitched = torch.randn(4, 8)[:, :6]
@@ -237,18 +253,20 @@ def test_same_graph_gives_byte_identical_source(fresh_caches: Any) -> None:
                         lambda g, x: (x.pack("NCHW4"), x.flip(3).permute(0, 2, 3, 1).contiguous()))
 
     x = torch.zeros(2, 5, 3, 4, dtype=torch.float16)
-    fn1 = stridec.compile(build())
-    first = fn1.plan_for(x)
-    MEMORY_CACHE.clear_memory()
-    for path in (fresh_caches / "plans").glob("*.json"):
-        path.unlink()
-    fn2 = stridec.compile(build())
-    second = fn2.plan_for(x)
-    assert fn1.stats.codegen_runs == fn2.stats.codegen_runs == 1
-    assert [k.source for k in first.kernels] == [k.source for k in second.kernels]
-    assert [k.name for k in first.kernels] == [k.name for k in second.kernels]
-    assert first.ir == second.ir
-    assert all(k.name in k.source for k in first.kernels)
+    for backend in ("interpret", "cpu"):
+        fn1 = stridec.compile(build(), backend=backend)
+        first = fn1.plan_for(x)
+        MEMORY_CACHE.clear_memory()
+        for path in (fresh_caches / "plans").glob("*.json"):
+            path.unlink()
+        fn2 = stridec.compile(build(), backend=backend)
+        second = fn2.plan_for(x)
+        assert fn1.stats.codegen_runs == fn2.stats.codegen_runs == 1
+        assert [k.source for k in first.kernels] == [k.source for k in second.kernels]
+        assert [k.calls for k in first.kernels] == [k.calls for k in second.kernels]
+        assert [k.name for k in first.kernels] == [k.name for k in second.kernels]
+        assert first.ir == second.ir
+        assert all(names_its_kernel(k) for k in first.kernels)
 
     other = fn2.plan_for(torch.zeros(2, 4, 3, 5, dtype=torch.float16).permute(0, 3, 2, 1))
     assert [k.source for k in other.kernels] != [k.source for k in first.kernels]

@@ -66,6 +66,7 @@ __all__ = [
     "touched_spans",
     "generate_copy",
     "index_bits_for",
+    "fill_bits",
 ]
 
 STRATEGIES = ("linear", "tiled_transpose", "gather")
@@ -328,7 +329,7 @@ def _tuned(
 # --------------------------------------------------------------------------- emission
 
 
-def _fill_bits(fill: float | int | bool, dst: DType) -> int:
+def fill_bits(fill: float | int | bool, dst: DType) -> int:
     """`fill` cast to `dst` as torch does, as the signed integer of the same bit pattern."""
     if isinstance(fill, bool):
         value = torch.tensor(fill, dtype=torch.bool)
@@ -348,7 +349,7 @@ def _fill_bits(fill: float | int | bool, dst: DType) -> int:
 
 
 def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
-    bits = _fill_bits(fill, dst)
+    bits = fill_bits(fill, dst)
     if bits == 0:
         return f"tl.full({shape}, 0, {dst.triton})"
     if dst.name == "bool":

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stridec.compiler.codegen.batch import generate_copy_batch
+from stridec.compiler.codegen.c.copy import generate_c_copy, generate_c_copy_batch
+from stridec.compiler.codegen.c.philox import generate_c_philox
 from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
@@ -50,6 +52,12 @@ def _info(kernel: Any) -> KernelInfo:
     constexprs = kernel.constexprs
     if not isinstance(constexprs, dict):
         constexprs = dict(constexprs)
+    if getattr(kernel, "lang", "triton") == "c":
+        return KernelInfo(
+            kind=kernel.kind, name=kernel.name, source=kernel.source, grid=(1,),
+            constexprs={}, num_warps=1, strategy=kernel.strategy, index_bits=64, lang="c",
+            calls=kernel.calls,
+        )
     return KernelInfo(
         kind=kernel.kind,
         name=kernel.name,
@@ -152,7 +160,7 @@ class _Lowering:
     ) -> None:
         if kernel.numel == 0 and kernel.kind == "copy":
             return
-        index = self.kernel_index.get(kernel.name)
+        index = self.kernel_index.get(kernel.name)  # a C kernel's name covers its params
         if index is None:
             index = len(self.kernels)
             self.kernels.append(_info(kernel))
@@ -281,6 +289,16 @@ class _Lowering:
             return
         dst = group.dst_slot
         dst_view = _bits_view(group.members[0].spec.dst_dtype.name)
+        if self.target == "c":
+            specs = [m.spec for m in group.members]
+            if len(specs) == 1:
+                (m,) = group.members
+                self.add_launch(generate_c_copy(m.spec), (m.src_slot, dst), (None, None))
+            else:
+                self.add_launch(generate_c_copy_batch(specs),
+                                (dst, *(m.src_slot for m in group.members)),
+                                (None,) * (len(specs) + 1))
+            return
         if len(group.members) == 1:
             (m,) = group.members
             kernel: Any = generate_copy(m.spec, self.target, self.tuning)
@@ -338,7 +356,10 @@ class _Lowering:
         tuning = self.tuning if self.target == "cuda" else None
         block = tuning.blocks[0] if tuning and tuning.blocks else None
         warps = tuning.num_warps if tuning and tuning.num_warps else 4
-        kernel = generate_philox(spec, self.target, block, warps)
+        if self.target == "c":
+            kernel = generate_c_philox(spec)
+        else:
+            kernel = generate_philox(spec, self.target, block, warps)
         self.add_launch(
             kernel,
             (self.slot_of(state), bits_slot, state_slot),
@@ -386,6 +407,7 @@ class _Lowering:
 
 
 def lower_to_program(graph: Graph, target: str = "cuda", tuning: Tuning | None = None) -> Program:
-    """Generate the kernels of `graph` (after the default pipeline) for `target`;
+    """Generate the kernels of `graph` (after the default pipeline) for `target`: "cuda"
+    (Triton), "cpu" (Triton kernels for the interpreter) or "c" (C for the `cpu` backend);
     `tuning` overrides every kernel's CUDA plan (sweeps in `bench/tune.py`)."""
     return _Lowering(graph, target, tuning).run()

@@ -19,12 +19,13 @@ from dataclasses import asdict, dataclass
 
 __all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec"]
 
-PROGRAM_FORMAT = 1
+PROGRAM_FORMAT = 2
 
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """One generated kernel: `kind` is "copy" or "philox"; `source` is its Triton module."""
+    """One generated kernel: `kind` is "copy" or "philox"; `source` is its Triton module,
+    or for `lang == "c"` its C compile units, run as `calls` (see `CCopyKernel`)."""
 
     kind: str
     name: str
@@ -34,6 +35,18 @@ class KernelInfo:
     num_warps: int = 4
     strategy: str = ""
     index_bits: int = 32
+    lang: str = "triton"
+    calls: tuple[tuple[str, int, int, tuple[int, ...]], ...] = ()
+
+
+def _call_fits(call: tuple, n_args: int) -> bool:
+    """A C call's arguments name launch arguments, and its params hold a whole header
+    (`codegen/c/copy.py`): rank 1..8, then sizes, strides and each mask."""
+    _, src_arg, dst_arg, params = call
+    if not (0 <= src_arg < n_args and 0 <= dst_arg < n_args) or len(params) < 8:
+        return False
+    rank, masks = params[0], params[3]
+    return 1 <= rank <= 8 and masks >= 0 and len(params) == 8 + 3 * rank + masks * (rank + 2)
 
 
 @dataclass(frozen=True)
@@ -98,7 +111,11 @@ class Program:
                     grid=tuple(int(g) for g in k["grid"]),
                     constexprs={str(a): int(b) for a, b in k["constexprs"].items()},
                     num_warps=int(k["num_warps"]), strategy=str(k["strategy"]),
-                    index_bits=int(k["index_bits"]),
+                    index_bits=int(k["index_bits"]), lang=str(k["lang"]),
+                    calls=tuple(
+                        (str(c[0]), int(c[1]), int(c[2]), tuple(int(p) for p in c[3]))
+                        for c in k["calls"]
+                    ),
                 )
                 for k in data["kernels"]
             ],
@@ -130,6 +147,9 @@ class Program:
                 not 0 <= a < slots for a in launch.args
             ):
                 raise ValueError(f"program: launch arguments {launch.args} outside {slots} slots")
+            for call in self.kernels[launch.kernel].calls:
+                if not _call_fits(call, len(launch.args)):
+                    raise ValueError(f"program: C call {call[0]} does not fit its launch")
         for o in self.outputs:
             if not 0 <= o.slot < slots or len(o.sizes) != len(o.strides):
                 raise ValueError(f"program: output over slot {o.slot} of {slots}")

@@ -11,6 +11,7 @@ storages of the launch's slots and the kernel's `num_warps` and constexprs as ke
 
 - `triton`: the generated `@triton.jit` functions, compiled, on CUDA tensors;
 - `interpret`: the same functions through Triton's interpreter, on CPU tensors;
+- `cpu`: native C kernels built by the system compiler, on CPU tensors;
 - `reference`: no kernels: it runs the graph itself in plain torch (`run_reference`),
   the oracle the others are tested against.
 
@@ -31,7 +32,7 @@ __all__ = ["Backend", "Launcher", "backend", "KERNEL_BACKENDS"]
 # `launcher(grid, *storages, num_warps=…, **constexprs)`: runs one kernel once.
 Launcher = Callable[..., None]
 
-KERNEL_BACKENDS = ("triton", "interpret")
+KERNEL_BACKENDS = ("triton", "interpret", "cpu")
 
 
 class Backend(Protocol):

@@ -1,1 +1,2 @@
-"""C kernel source for the cpu backend: casts, Philox."""
+"""C kernel source for the native CPU backend (`backend="cpu"`): copies, casts,
+Philox."""

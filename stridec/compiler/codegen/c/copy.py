@@ -1,0 +1,600 @@
+"""C code generation for strided copies: the native CPU backend (`backend="cpu"`).
+
+A C kernel serves a *class* of copies, not one copy: its source depends only on the
+strategy and the element types, and everything else — sizes, strides, offsets, mask
+coefficients and bounds, the fill bits — is a runtime argument, one `int64` array per
+call. One compiled library thus runs every copy of its class, whatever the graph, so a
+test suite of thousands of programs builds a few dozen libraries.
+
+`generate_c_copy(spec)` canonicalizes `spec` (`canonicalize_copy`: unit dims dropped,
+masks simplified, destination strides made >= 0, dims ordered for writes, dims merged)
+and picks a strategy on the canonical dims:
+
+- `linear`: the innermost dim is unit-stride on both sides. Each row (one coordinate of
+  the outer dims) is one `memcpy` of its valid run (or a converting loop for a cast),
+  with the fill written before and after it.
+- `tiled_transpose`: the destination is unit-stride innermost and the source unit-stride in
+  another dim `u`. That dim is moved next to the innermost (the order of a copy's loops
+  does not change its result), and the two are walked in cache-sized tiles; inside a
+  tile, V×V blocks (V = vector bytes / element size) are loaded as V source vectors,
+  transposed in registers by log2(V) rounds of interleaves (`__builtin_shuffle`), and
+  stored as V destination vectors. Casts take a scalar loop per tile.
+- `gather`: anything else (a strided innermost dim on either side): a strided loop.
+
+Masks restrict each row to one interval: along the row's dim `j`,
+`lo <= base + c·j < hi` holds for `j` in `[⌈(lo - base)/c⌉, ⌈(hi - base)/c⌉)` when
+`c > 0` (and mirrored for `c < 0`), so a row is `fill`, then a copy, then `fill` —
+no per-element test. A transposed tile checks its corners: wholly valid (the vector
+path), wholly masked (fill), or mixed (rows with their intervals).
+
+The work is split into units (rows, or chunks of long rows; tiles for a transpose),
+walked by an odometer so a unit costs additions, not divisions, and shared among
+`nthreads` POSIX threads when the copy moves at least `PARALLEL_BYTES`. Indices are
+`int64` throughout.
+
+The runtime arguments, in order (`copy_params`):
+
+    p[0] = R (rank, >= 1)    p[1] = src offset   p[2] = dst offset   p[3] = M (masks)
+    p[4] = 1 when masked elements get the fill, else 0   p[5] = the fill's bits
+    p[6], p[7] = 0           p[8 : 8+R] sizes    p[8+R : 8+2R] src strides
+    p[8+2R : 8+3R] dst strides                   then per mask: R coeffs, lo, hi
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_type
+from stridec.compiler.codegen.copy import fill_bits
+from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
+from stridec.errors import UnsupportedError
+from stridec.ir.dtypes import DType
+
+__all__ = [
+    "C_STRATEGIES",
+    "CCopyKernel",
+    "CopyClass",
+    "UNIT_SEPARATOR",
+    "copy_class",
+    "copy_params",
+    "emit_class_source",
+    "generate_c_copy",
+    "generate_c_copy_batch",
+]
+
+C_STRATEGIES = ("linear", "tiled_transpose", "gather")
+# Between the compile units of a kernel that calls several classes (a batch).
+UNIT_SEPARATOR = "/* ---- stridec compile unit ---- */\n"
+HEADER_WORDS = 8
+
+# The unsigned C type moving `n` bytes unchanged: same-dtype copies move bits, so float16,
+# int16 and bfloat16 copies share one class (and NaN payloads survive).
+_BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+# Vector width (bytes) of the in-register transpose, by element size: V = width / size
+# lanes, a V×V block in V registers (16 of them at most, so no spills on x86-64).
+_TRANSPOSE_VECTOR = {1: 16, 2: 16, 4: 32, 8: 32}
+# Side of a cache tile in elements, by element size: a source and a destination tile of
+# 16 KiB or less each, so both stay in L1 while the tile is transposed.
+_TILE = {1: 128, 2: 64, 4: 64, 8: 32}
+
+
+@dataclass(frozen=True, slots=True)
+class CopyClass:
+    """What a compiled C copy depends on: the strategy and the element types (for a
+    same-dtype copy only the element size: bits are moved as they are)."""
+
+    strategy: str
+    src: str  # a dtype name, or "bits<size>" for a same-dtype copy
+    dst: str
+
+    @property
+    def symbol(self) -> str:
+        return f"stridec_copy_{self.strategy}_{self.src}_{self.dst}"
+
+
+def copy_class(spec: CopySpec, strategy: str) -> CopyClass:
+    if spec.src_dtype == spec.dst_dtype:
+        bits = f"bits{spec.src_dtype.itemsize}"
+        return CopyClass(strategy, bits, bits)
+    return CopyClass(strategy, spec.src_dtype.name, spec.dst_dtype.name)
+
+
+def _choose(canon: CopySpec, fill_only: bool) -> tuple[str, int | None]:
+    """Strategy on canonical dims and, for a transpose, the source's unit-stride dim."""
+    dst_inner, src_inner = canon.dst_strides[-1], canon.src_strides[-1]
+    if fill_only:
+        return ("linear" if dst_inner == 1 else "gather"), None
+    if dst_inner == 1 and src_inner == 1:
+        return "linear", None
+    if dst_inner == 1 and canon.rank >= 2:
+        unit = [k for k in range(canon.rank - 1) if canon.src_strides[k] == 1]
+        if unit:
+            return "tiled_transpose", max(unit, key=lambda k: (canon.sizes[k], k))
+    return "gather", None
+
+
+def copy_params(canon: CopySpec, order: Sequence[int]) -> tuple[int, ...]:
+    """The runtime arguments of `canon` with its dims taken in `order` (module docstring)."""
+    r = len(order)
+    fill = canon.fill
+    words = [r, canon.src_offset, canon.dst_offset, len(canon.masks)]
+    words += [0 if fill is None else 1, 0 if fill is None else fill_bits(fill, canon.dst_dtype)]
+    words += [0] * (HEADER_WORDS - len(words))
+    words += [canon.sizes[k] for k in order]
+    words += [canon.src_strides[k] for k in order]
+    words += [canon.dst_strides[k] for k in order]
+    for m in canon.masks:
+        words += [m.coeffs[k] for k in order] + [m.lo, m.hi]
+    return tuple(words)
+
+
+def _rank1(spec: CopySpec) -> CopySpec:
+    """A canonical spec of rank 0 (one element) as rank 1: strides 1, coeffs 0."""
+    if spec.rank:
+        return spec
+    from stridec.compiler.codegen.spec import MaskBound
+
+    return CopySpec(
+        (1,), (1,), spec.src_offset, (1,), spec.dst_offset, spec.src_dtype, spec.dst_dtype,
+        tuple(MaskBound((0,), m.lo, m.hi) for m in spec.masks), spec.fill,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CCopyKernel:
+    """A copy (or a batch of copies into one buffer) as calls of compiled C classes.
+
+    `calls` holds one `(symbol, src_arg, dst_arg, params)` per copy: the kernel's launch
+    passes storages, and call `i` runs `symbol(storage[src_arg], storage[dst_arg],
+    params, nthreads)`. `source` is the C text of every class it calls, one compile unit
+    each, joined by `UNIT_SEPARATOR`."""
+
+    name: str
+    strategy: str
+    source: str
+    calls: tuple[tuple[str, int, int, tuple[int, ...]], ...]
+    numel: int
+    kind: str = "copy"
+    lang: str = "c"
+    grid: tuple[int, ...] = (1,)
+    index_bits: int = 64
+    num_warps: int = 1
+
+    @property
+    def constexprs(self) -> dict[str, int]:
+        return {}
+
+
+def _plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
+    """(class, runtime params) of one copy; None when it writes nothing."""
+    canon = canonicalize_copy(spec)
+    fill_only = is_fill_only(canon)
+    if fill_only and canon.fill is None:
+        return None
+    canon = _rank1(canon)
+    if fill_only:  # nothing is read or converted: the class of a same-dtype copy
+        canon = dataclasses.replace(canon, src_dtype=canon.dst_dtype)
+    strategy, unit = _choose(canon, fill_only)
+    order = list(range(canon.rank))
+    if unit is not None:  # the source's unit dim goes next to the innermost
+        order.remove(unit)
+        order.insert(len(order) - 1, unit)
+    return copy_class(canon, strategy), copy_params(canon, order)
+
+
+def _kernel(
+    specs: Sequence[CopySpec], args: Sequence[tuple[int, int]], label: str
+) -> CCopyKernel:
+    calls = []
+    call_classes: list[CopyClass] = []
+    classes: list[CopyClass] = []
+    for spec, (src_arg, dst_arg) in zip(specs, args, strict=True):
+        if spec.numel == 0:
+            continue
+        planned = _plan(spec)
+        if planned is None:
+            continue
+        cls, params = planned
+        calls.append((cls.symbol, src_arg, dst_arg, params))
+        call_classes.append(cls)
+        if cls not in classes:
+            classes.append(cls)
+    source = UNIT_SEPARATOR.join(emit_class_source(c) for c in classes)
+    digest = hashlib.sha256(repr((source, calls)).encode()).hexdigest()[:16]
+    strategies = [cls.strategy for cls in call_classes]
+    strategy = strategies[0] if len(strategies) == 1 else f"{label}({','.join(strategies)})"
+    numel = sum(s.numel for s in specs) if calls else 0
+    return CCopyKernel(f"stridec_c_copy_{digest}", strategy, source, tuple(calls), numel)
+
+
+def generate_c_copy(spec: CopySpec) -> CCopyKernel:
+    """The C kernel of one copy, launched as `(src_storage, dst_storage)`; casts convert
+    as torch's CPU `.to()` (`codegen/c/casts.py`)."""
+    return _kernel([spec], [(0, 1)], "copy")
+
+
+def generate_c_copy_batch(specs: Sequence[CopySpec]) -> CCopyKernel:
+    """The C kernel of copies into one buffer, launched as `(dst, src_0, …, src_{k-1})`;
+    the copies run one after another, each on every thread."""
+    return _kernel(list(specs), [(j + 1, 0) for j in range(len(specs))], "batch")
+
+
+# --------------------------------------------------------------------------- C text
+
+
+def _dtype_of(key: str) -> DType | None:
+    from stridec.ir.dtypes import DTYPES
+
+    return DTYPES.get(key)
+
+
+def _c_type(key: str) -> str:
+    return _BITS[int(key[4:])] if key.startswith("bits") else c_type(key)
+
+
+def _itemsize(key: str) -> int:
+    if key.startswith("bits"):
+        return int(key[4:])
+    dtype = _dtype_of(key)
+    assert dtype is not None
+    return dtype.itemsize
+
+
+def _transpose_block(elem: str, size: int) -> list[str]:
+    """`tr_block`: a V×V block transposed in registers, V = vector bytes / `size`.
+
+    Round after round, rows i and i + V/2 are interleaved into rows 2i (their low halves)
+    and 2i + 1 (their high halves); after log2(V) rounds row a holds column a."""
+    width = _TRANSPOSE_VECTOR[size]
+    lanes = width // size
+    half = lanes // 2
+    lo = [k // 2 if k % 2 == 0 else lanes + k // 2 for k in range(lanes)]
+    hi = [half + k // 2 if k % 2 == 0 else lanes + half + k // 2 for k in range(lanes)]
+    out = [
+        f"#define V {lanes}",
+        f"typedef {elem} vec_t __attribute__((vector_size({width})));",
+        "",
+        "/* Block (a, b), 0 <= a, b < V: source element s[a + b*ss] lands at d[a*ds + b]. */",
+        f"static inline void tr_block(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
+        f"    const vec_t LO = {{{', '.join(map(str, lo))}}};",
+        f"    const vec_t HI = {{{', '.join(map(str, hi))}}};",
+    ]
+    names = [f"r0_{b}" for b in range(lanes)]
+    for b in range(lanes):
+        out.append(f"    vec_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, {width});")
+    rounds = lanes.bit_length() - 1
+    for r in range(1, rounds + 1):
+        new = [f"r{r}_{b}" for b in range(lanes)]
+        for i in range(half):
+            a, b = names[i], names[i + half]
+            out.append(f"    vec_t {new[2 * i]} = __builtin_shuffle({a}, {b}, LO);")
+            out.append(f"    vec_t {new[2 * i + 1]} = __builtin_shuffle({a}, {b}, HI);")
+        names = new
+    for a in range(lanes):
+        out.append(f"    memcpy(d + {a} * ds, &{names[a]}, {width});")
+    out.append("}")
+    return out
+
+
+_COMMON = r"""
+@PRELUDE@
+#include <pthread.h>
+
+typedef int64_t i64;
+typedef @SRC_T@ src_t;
+typedef @DST_T@ dst_t;
+
+static inline dst_t convert(src_t x) { return @CONVERT@; }
+
+#define MAXR 8
+#define MAXT 64
+/* Copies moving fewer bytes run on the calling thread: a thread costs ~10 us to start. */
+#define PARALLEL_BYTES (1 << 20)
+
+typedef struct {
+    const src_t* src;
+    dst_t* dst;
+    i64 R, M, soff, doff;
+    int has_fill;
+    dst_t fill;
+    const i64 *n, *ss, *ds, *mk;
+    i64 units;
+    i64 chunk, nch;          /* rows: chunks of the innermost dim */
+    i64 tile, ntu, nti;      /* transpose: tiles of the two last dims */
+} job_t;
+
+static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
+    i64 q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+static inline i64 ceildiv(i64 a, i64 b) { return -floordiv(-a, b); }
+static inline i64 coef(const job_t* J, i64 m, i64 k) { return J->mk[m * (J->R + 2) + k]; }
+
+/* Narrow [*a, *b) to the j where every mask holds: lo <= base[m] + c_m*j < hi, c_m the
+   coefficient of dim `dim`. An empty result is [j1, j1). */
+static inline void clip(const job_t* J, const i64* base, i64 dim, i64 j1, i64* a, i64* b) {
+    for (i64 m = 0; m < J->M; m++) {
+        i64 c = coef(J, m, dim), lo = coef(J, m, J->R), hi = coef(J, m, J->R + 1);
+        i64 B = base[m], x, y;
+        if (c > 0) { x = ceildiv(lo - B, c); y = ceildiv(hi - B, c); }
+        else if (c < 0) { x = floordiv(B - hi, -c) + 1; y = floordiv(B - lo, -c) + 1; }
+        else if (lo <= B && B < hi) continue;
+        else { x = 0; y = 0; }
+        if (x > *a) *a = x;
+        if (y < *b) *b = y;
+    }
+    if (*b <= *a) { *a = j1; *b = j1; }
+}
+
+static inline void fill_run(const job_t* J, i64 d, i64 step, i64 count) {
+    if (!J->has_fill) return;
+    dst_t* p = J->dst + d;
+    dst_t f = J->fill;
+    if (step == 1) { for (i64 j = 0; j < count; j++) p[j] = f; }
+    else { for (i64 j = 0; j < count; j++) p[j * step] = f; }
+}
+
+/* One row of the innermost dim R-1 (or of the last tile dim): [j0, j1) from source index
+   so and destination index dof, mask sums mb at j = 0. */
+static inline void strided_row(const job_t* J, i64 so, i64 dof, const i64* mb, i64 sj,
+                               i64 dj, i64 dim, i64 j0, i64 j1) {
+    i64 a = j0, b = j1;
+    if (J->M) clip(J, mb, dim, j1, &a, &b);
+    fill_run(J, dof + j0 * dj, dj, a - j0);
+    const src_t* s = J->src;
+    dst_t* d = J->dst;
+    for (i64 j = a; j < b; j++) d[dof + j * dj] = convert(s[so + j * sj]);
+    fill_run(J, dof + b * dj, dj, j1 - b);
+}
+"""
+
+_ROWS = r"""
+static inline void row(const job_t* J, i64 so, i64 dof, const i64* mb, i64 j0, i64 j1) {
+    i64 R = J->R;
+@ROW_BODY@
+}
+
+/* Units [u0, u1): unit u is chunk u % nch of row u / nch; the outer coordinates advance
+   as an odometer, their offsets and mask sums with them. */
+static void work(const job_t* J, i64 u0, i64 u1) {
+    i64 nout = J->R - 1, c[MAXR], mb[J->M + 1];
+    i64 row_index = u0 / J->nch, ch = u0 % J->nch, so = J->soff, dof = J->doff;
+    for (i64 m = 0; m < J->M; m++) mb[m] = 0;
+    for (i64 k = nout - 1; k >= 0; k--) {
+        c[k] = row_index % J->n[k];
+        row_index /= J->n[k];
+        so += c[k] * J->ss[k];
+        dof += c[k] * J->ds[k];
+        for (i64 m = 0; m < J->M; m++) mb[m] += c[k] * coef(J, m, k);
+    }
+    i64 n_in = J->n[J->R - 1];
+    for (i64 u = u0; u < u1; u++) {
+        i64 j0 = ch * J->chunk, j1 = j0 + J->chunk < n_in ? j0 + J->chunk : n_in;
+        row(J, so, dof, mb, j0, j1);
+        if (++ch < J->nch) continue;
+        ch = 0;
+        for (i64 k = nout - 1; k >= 0; k--) {
+            so += J->ss[k];
+            dof += J->ds[k];
+            for (i64 m = 0; m < J->M; m++) mb[m] += coef(J, m, k);
+            if (++c[k] < J->n[k]) break;
+            so -= J->n[k] * J->ss[k];
+            dof -= J->n[k] * J->ds[k];
+            for (i64 m = 0; m < J->M; m++) mb[m] -= J->n[k] * coef(J, m, k);
+            c[k] = 0;
+        }
+    }
+}
+
+static void plan_units(job_t* J, i64 nthreads) {
+    i64 rows = 1, n_in = J->n[J->R - 1];
+    for (i64 k = 0; k < J->R - 1; k++) rows *= J->n[k];
+    /* Long rows are cut so every thread gets work and a unit stays cache-sized. */
+    J->chunk = n_in > 16384 ? 16384 : n_in;
+    if (rows < 4 * nthreads && n_in > 4096) {
+        i64 want = (4 * nthreads + rows - 1) / rows;
+        i64 c = (n_in + want - 1) / want;
+        if (c < J->chunk) J->chunk = c < 4096 ? 4096 : c;
+    }
+    if (J->chunk < 1) J->chunk = 1;
+    J->nch = (n_in + J->chunk - 1) / J->chunk;
+    J->units = rows * J->nch;
+}
+"""
+
+_LINEAR_SAME = r"""    i64 a = j0, b = j1;
+    if (J->M) clip(J, mb, R - 1, j1, &a, &b);
+    fill_run(J, dof + j0, 1, a - j0);
+    if (b > a) memcpy(J->dst + dof + a, J->src + so + a, (size_t)(b - a) * sizeof(dst_t));
+    fill_run(J, dof + b, 1, j1 - b);"""
+
+_LINEAR_CAST = r"""    i64 a = j0, b = j1;
+    if (J->M) clip(J, mb, R - 1, j1, &a, &b);
+    fill_run(J, dof + j0, 1, a - j0);
+    const src_t* s = J->src + so;
+    dst_t* d = J->dst + dof;
+    for (i64 j = a; j < b; j++) d[j] = convert(s[j]);
+    fill_run(J, dof + b, 1, j1 - b);"""
+
+_GATHER = r"""    strided_row(J, so, dof, mb, J->ss[R - 1], J->ds[R - 1], R - 1, j0, j1);"""
+
+_TRANSPOSE = r"""
+#define TILE @TILE@
+
+/* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
+   b = dim R-1 (destination stride 1). */
+static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
+                 i64 b1) {
+    i64 R = J->R, dsa = J->ds[R - 2], ssb = J->ss[R - 1];
+    int state = 1;  /* 1: every mask holds on the tile, 0: some mask nowhere, 2: mixed */
+    for (i64 m = 0; m < J->M; m++) {
+        i64 ca = coef(J, m, R - 2), cb = coef(J, m, R - 1);
+        i64 lo = coef(J, m, R), hi = coef(J, m, R + 1);
+        i64 pa = ca * a0, qa = ca * (a1 - 1), pb = cb * b0, qb = cb * (b1 - 1);
+        i64 low = mb[m] + (pa < qa ? pa : qa) + (pb < qb ? pb : qb);
+        i64 high = mb[m] + (pa < qa ? qa : pa) + (pb < qb ? qb : pb);
+        if (high < lo || low >= hi) { state = 0; break; }
+        if (low < lo || high >= hi) state = 2;
+    }
+    if (state == 0) {
+        for (i64 a = a0; a < a1; a++) fill_run(J, dof + a * dsa + b0, 1, b1 - b0);
+        return;
+    }
+    if (state == 2) {
+        i64 row_mb[J->M + 1];
+        for (i64 a = a0; a < a1; a++) {
+            for (i64 m = 0; m < J->M; m++) row_mb[m] = mb[m] + coef(J, m, R - 2) * a;
+            strided_row(J, so + a, dof + a * dsa, row_mb, ssb, 1, R - 1, b0, b1);
+        }
+        return;
+    }
+    const src_t* s = J->src;
+    dst_t* d = J->dst;
+    i64 a = a0;
+@FAST@
+    for (; a < a1; a++)
+        for (i64 b = b0; b < b1; b++) d[dof + a * dsa + b] = convert(s[so + a + b * ssb]);
+}
+
+/* Units [u0, u1): unit u is tile (u / nti % ntu, u % nti) of outer row u / (ntu * nti). */
+static void work(const job_t* J, i64 u0, i64 u1) {
+    i64 R = J->R, nout = R - 2, c[MAXR], mb[J->M + 1];
+    i64 per_row = J->ntu * J->nti;
+    i64 row_index = u0 / per_row, tu = u0 % per_row / J->nti, ti = u0 % J->nti;
+    i64 so = J->soff, dof = J->doff;
+    for (i64 m = 0; m < J->M; m++) mb[m] = 0;
+    for (i64 k = nout - 1; k >= 0; k--) {
+        c[k] = row_index % J->n[k];
+        row_index /= J->n[k];
+        so += c[k] * J->ss[k];
+        dof += c[k] * J->ds[k];
+        for (i64 m = 0; m < J->M; m++) mb[m] += c[k] * coef(J, m, k);
+    }
+    i64 na = J->n[R - 2], nb = J->n[R - 1];
+    for (i64 u = u0; u < u1; u++) {
+        i64 a0 = tu * TILE, b0 = ti * TILE;
+        tile(J, so, dof, mb, a0, a0 + TILE < na ? a0 + TILE : na, b0,
+             b0 + TILE < nb ? b0 + TILE : nb);
+        if (++ti < J->nti) continue;
+        ti = 0;
+        if (++tu < J->ntu) continue;
+        tu = 0;
+        for (i64 k = nout - 1; k >= 0; k--) {
+            so += J->ss[k];
+            dof += J->ds[k];
+            for (i64 m = 0; m < J->M; m++) mb[m] += coef(J, m, k);
+            if (++c[k] < J->n[k]) break;
+            so -= J->n[k] * J->ss[k];
+            dof -= J->n[k] * J->ds[k];
+            for (i64 m = 0; m < J->M; m++) mb[m] -= J->n[k] * coef(J, m, k);
+            c[k] = 0;
+        }
+    }
+}
+
+static void plan_units(job_t* J, i64 nthreads) {
+    (void)nthreads;
+    i64 rows = 1;
+    for (i64 k = 0; k < J->R - 2; k++) rows *= J->n[k];
+    J->ntu = (J->n[J->R - 2] + TILE - 1) / TILE;
+    J->nti = (J->n[J->R - 1] + TILE - 1) / TILE;
+    J->units = rows * J->ntu * J->nti;
+}
+"""
+
+_FAST_VECTOR = r"""    for (; a + V <= a1; a += V) {
+        i64 b = b0;
+        for (; b + V <= b1; b += V) tr_block(s + so + a + b * ssb, ssb, d + dof + a * dsa + b, dsa);
+        for (i64 x = a; x < a + V; x++)
+            for (i64 y = b; y < b1; y++) d[dof + x * dsa + y] = s[so + x + y * ssb];
+    }"""
+
+_DRIVER = r"""
+typedef struct { const job_t* J; i64 u0, u1; } part_t;
+
+static void* part_main(void* arg) {
+    part_t* P = (part_t*)arg;
+    work(P->J, P->u0, P->u1);
+    return 0;
+}
+
+void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
+    job_t J;
+    memset(&J, 0, sizeof J);
+    J.src = (const src_t*)src;
+    J.dst = (dst_t*)dst;
+    J.R = p[0];
+    J.soff = p[1];
+    J.doff = p[2];
+    J.M = p[3];
+    J.has_fill = (int)p[4];
+    i64 bits = p[5];
+    memcpy(&J.fill, &bits, sizeof(dst_t));  /* little-endian: the low bytes */
+    J.n = p + 8;
+    J.ss = p + 8 + J.R;
+    J.ds = p + 8 + 2 * J.R;
+    J.mk = p + 8 + 3 * J.R;
+    i64 numel = 1;
+    for (i64 k = 0; k < J.R; k++) numel *= J.n[k];
+    if (numel == 0) return;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > MAXT) nthreads = MAXT;
+    plan_units(&J, nthreads);
+    if ((double)numel * (double)(sizeof(src_t) + sizeof(dst_t)) < PARALLEL_BYTES) nthreads = 1;
+    if (nthreads > J.units) nthreads = J.units;
+    if (nthreads <= 1) { work(&J, 0, J.units); return; }
+    pthread_t threads[MAXT];
+    part_t parts[MAXT];
+    int started[MAXT];
+    for (i64 t = 0; t < nthreads; t++) {
+        parts[t].J = &J;
+        parts[t].u0 = J.units * t / nthreads;
+        parts[t].u1 = J.units * (t + 1) / nthreads;
+        started[t] = 0;
+    }
+    for (i64 t = 1; t < nthreads; t++)
+        started[t] = pthread_create(&threads[t], 0, part_main, &parts[t]) == 0;
+    work(&J, parts[0].u0, parts[0].u1);
+    for (i64 t = 1; t < nthreads; t++) {
+        if (started[t]) pthread_join(threads[t], 0);
+        else work(&J, parts[t].u0, parts[t].u1);  /* no thread to be had: do it here */
+    }
+}
+"""
+
+
+@functools.cache
+def emit_class_source(cls: CopyClass) -> str:
+    """The C compile unit of a copy class: one exported function `cls.symbol`."""
+    src_t, dst_t = _c_type(cls.src), _c_type(cls.dst)
+    convert = "x" if cls.src == cls.dst else c_convert(cls.src, cls.dst, "x")
+    same = cls.src == cls.dst
+    parts = [
+        f"/* stridec C copy kernel {cls.symbol}: strategy {cls.strategy}, "
+        f"{cls.src} -> {cls.dst} */",
+        _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
+        .replace("@PRELUDE@", C_PRELUDE),
+    ]
+    if cls.strategy == "tiled_transpose":
+        size = _itemsize(cls.src)
+        fast = ""
+        if same:
+            parts.append("\n".join(_transpose_block(src_t, size)))
+            fast = _FAST_VECTOR
+        parts.append(_TRANSPOSE.replace("@TILE@", str(_TILE[max(size, _itemsize(cls.dst))]))
+                     .replace("@FAST@", fast))
+    else:
+        if cls.strategy == "linear":
+            body = _LINEAR_SAME if same else _LINEAR_CAST
+        elif cls.strategy == "gather":
+            body = _GATHER
+        else:
+            raise UnsupportedError(f"cpu copy: strategy must be one of {C_STRATEGIES}; "
+                                   f"got {cls.strategy!r}")
+        parts.append(_ROWS.replace("@ROW_BODY@", body))
+    parts.append(_DRIVER.replace("@SYMBOL@", cls.symbol))
+    return "\n".join(parts)

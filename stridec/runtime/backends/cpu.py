@@ -1,0 +1,314 @@
+"""The `cpu` backend: the program's kernels as native code for the host CPU,
+C built by the system compiler and loaded with ctypes.
+
+A compile unit (one copy class, `codegen/c/copy.py`) is built once into a shared library
+and cached on disk beside the Triton kernels, `<kernel dir>/c/<digest>.so`, where the
+digest covers the C source, the compiler (its path, size and modification time, so an
+upgraded compiler rebuilds), the flags, and the host CPU's model and feature flags: the
+library is built with `-march=native`, and one built for another machine's vector
+extensions must never load here. Next to it, `<digest>.c` keeps the source (a failed
+build names it) and `<digest>.so.sha256` the library's checksum, written after the
+library: a library whose bytes no longer match, or that the dynamic loader refuses, is
+rebuilt. Both are written atomically (temporary name in the same folder, then rename),
+so concurrent processes never load half a file.
+
+The compiler is `$STRIDEC_CC`, else `$CC`, else `gcc`. A missing compiler or a failed
+build raises `BuildError` naming the tool and the kept source file. `BUILD_STATS` counts
+compiler runs and their time in this process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
+from stridec.compiler.codegen.program import Program
+from stridec.errors import BuildError
+
+__all__ = [
+    "BACKEND",
+    "BUILD_STATS",
+    "BuildStats",
+    "CFLAGS",
+    "CpuBackend",
+    "CpuKernel",
+    "available",
+    "compiler",
+    "load_c_kernel",
+    "load_unit",
+]
+
+CFLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC", "-pthread",
+          "-fno-strict-aliasing", "-Wall", "-Wno-unused-function")
+BUILD_FORMAT = 1
+
+
+@dataclass
+class BuildStats:
+    """Compiler runs in this process, their total wall time (seconds), and libraries
+    loaded from the disk cache instead."""
+
+    compiler_runs: int = 0
+    compile_seconds: float = 0.0
+    disk_loads: int = 0
+
+
+BUILD_STATS = BuildStats()
+_lock = threading.RLock()
+_units: dict[str, Any] = {}  # digest -> loaded ctypes library
+_toolchain: dict[str, str] = {}
+
+
+def compiler() -> str:
+    """The C compiler command: `$STRIDEC_CC`, else `$CC`, else `gcc`."""
+    return os.environ.get("STRIDEC_CC") or os.environ.get("CC") or "gcc"
+
+
+def _cpu_features() -> str:
+    """The host CPU's model and feature flags (what `-march=native` targets)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = ("vendor_id", "model name", "cpu family", "model\t", "flags", "Features",
+              "CPU implementer", "CPU part")
+    seen = []
+    for line in lines:
+        if line.startswith(wanted) and line not in seen:
+            seen.append(line)
+        if not line.strip() and seen:
+            break  # the first processor describes them all
+    return f"{platform.machine()}\n" + "\n".join(seen)
+
+
+def _toolchain_key(cc: str) -> str:
+    """What a library depends on besides its source: compiler binary, flags, CPU."""
+    key = _toolchain.get(cc)
+    if key is None:
+        argv = shlex.split(cc)
+        path = shutil.which(argv[0]) if argv else None
+        if path is None:
+            return ""
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        parts = [f"format {BUILD_FORMAT}", cc, real, str(st.st_size), str(st.st_mtime_ns),
+                 " ".join(CFLAGS), _cpu_features()]
+        key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        _toolchain[cc] = key
+    return key
+
+
+def _unit_dir() -> str:
+    """`<kernel dir>/c`, or a private folder of this process when that cannot be written
+    (the Triton loader warns once about it)."""
+    from stridec.runtime.backends import triton as loader
+
+    try:
+        path = os.path.join(loader.kernel_dir(), "c")
+        os.makedirs(path, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+        error: Exception = PermissionError(f"cannot write {path}")
+    except OSError as e:
+        error = e
+    fallback = loader._private_kernel_dir()
+    if fallback not in loader._warned:  # one warning, whichever kernel comes first
+        loader._warned.add(fallback)
+        warnings.warn(
+            f"stridec: kernel cache directory is not writable ({error}); generated kernels "
+            f"go to {fallback!r}",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+    path = os.path.join(fallback, "c")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _sha256_file(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _build(cc: str, source_path: str, lib_path: str) -> None:
+    """Compile `source_path` into `lib_path` (atomically); BuildError on failure."""
+    argv = shlex.split(cc)
+    if not argv or shutil.which(argv[0]) is None:
+        raise BuildError(
+            f"cpu backend: C compiler {cc!r} not found (set STRIDEC_CC or CC); "
+            f"the kernel source is kept at {source_path}"
+        )
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(lib_path), prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    command = [*argv, *CFLAGS, "-o", tmp, source_path]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as e:
+        os.remove(tmp)
+        raise BuildError(
+            f"cpu backend: could not run C compiler {cc!r} ({e}); the kernel source is "
+            f"kept at {source_path}"
+        ) from e
+    finally:
+        BUILD_STATS.compiler_runs += 1
+        BUILD_STATS.compile_seconds += time.perf_counter() - start
+    if done.returncode != 0:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        tail = (done.stderr or done.stdout).strip()[-2000:]
+        raise BuildError(
+            f"cpu backend: C compiler {cc!r} failed with exit status {done.returncode} on "
+            f"{source_path}: {tail}"
+        )
+    with open(tmp, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    os.replace(tmp, lib_path)
+    _write_atomically(lib_path + ".sha256", digest.encode())
+
+
+def load_unit(source: str) -> Any:
+    """The loaded library of one compile unit (built, or read from the disk cache)."""
+    cc = compiler()
+    toolchain = _toolchain_key(cc)
+    digest = hashlib.sha256(f"{toolchain}\n{source}".encode()).hexdigest()[:32]
+    with _lock:
+        lib = _units.get(digest)
+        if lib is not None:
+            return lib
+        folder = _unit_dir()
+        source_path = os.path.join(folder, f"{digest}.c")
+        lib_path = os.path.join(folder, f"{digest}.so")
+        lib = None
+        expected = None
+        try:
+            with open(lib_path + ".sha256", encoding="ascii") as f:
+                expected = f.read().strip()
+        except OSError:
+            pass
+        if toolchain and expected and _sha256_file(lib_path) == expected:
+            try:
+                lib = ctypes.CDLL(lib_path)
+                BUILD_STATS.disk_loads += 1
+            except OSError:
+                lib = None  # damaged beyond its checksum's reach: rebuilt below
+        if lib is None:
+            try:
+                with open(source_path, encoding="utf-8") as f:
+                    kept = f.read()
+            except OSError:
+                kept = None
+            if kept != source:
+                _write_atomically(source_path, source.encode())
+            _build(cc, source_path, lib_path)
+            lib = ctypes.CDLL(lib_path)
+        _units[digest] = lib
+        return lib
+
+
+_available: dict[str, bool] = {}
+_PROBE = (
+    "#include <stdint.h>\n#include <pthread.h>\n"
+    "int64_t stridec_probe(int64_t x) { return x + 1; }\n"
+)
+
+
+def available() -> bool:
+    """Whether C kernels can be built and loaded here (a probe unit, cached on disk)."""
+    cc = compiler()
+    ok = _available.get(cc)
+    if ok is None:
+        try:
+            ok = load_unit(_PROBE).stridec_probe(41) == 42
+        except (BuildError, OSError, AttributeError):
+            ok = False
+        _available[cc] = ok
+    return ok
+
+
+_SIGNATURE = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+
+class CpuKernel:
+    """A launcher of a C kernel: `launcher(grid, *storages)` makes each of its calls (see
+    `CCopyKernel.calls`) on `torch.get_num_threads()` threads; the grid and the launch
+    keywords of the Triton kernels are ignored."""
+
+    __slots__ = ("name", "_calls", "_arrays")
+
+    def __init__(self, name: str, source: str, calls: Any) -> None:
+        units = source.split(UNIT_SEPARATOR) if source else []
+        functions: dict[str, Any] = {}
+        for unit in units:
+            lib = load_unit(unit)
+            for symbol, *_ in calls:
+                if symbol not in functions and hasattr(lib, symbol):
+                    fn = getattr(lib, symbol)
+                    fn.argtypes = _SIGNATURE
+                    fn.restype = None
+                    functions[symbol] = fn
+        self.name = name
+        self._arrays = []
+        resolved = []
+        for symbol, src_arg, dst_arg, params in calls:
+            array = (ctypes.c_int64 * len(params))(*params)
+            self._arrays.append(array)  # kept alive with the kernel
+            resolved.append((functions[symbol], int(src_arg), int(dst_arg),
+                             ctypes.addressof(array)))
+        self._calls = tuple(resolved)
+
+    def __call__(self, grid: Any, *storages: torch.Tensor, **_: Any) -> None:
+        threads = torch.get_num_threads()
+        for fn, src_arg, dst_arg, params in self._calls:
+            fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), params, threads)
+
+
+def load_c_kernel(name: str, source: str, calls: Any) -> CpuKernel:
+    return CpuKernel(name, source, calls)
+
+
+class CpuBackend:
+    """Native kernels for CPU tensors: every kernel of a program lowered for the "c"
+    target is C (copies: `codegen/c/copy.py`, Philox: `codegen/c/philox.py`)."""
+
+    name = "cpu"
+
+    def load(self, program: Program) -> list[CpuKernel]:
+        return [load_c_kernel(k.name, k.source, k.calls) for k in program.kernels]
+
+
+BACKEND = CpuBackend()

@@ -1,0 +1,240 @@
+"""C copy kernels (the `cpu` backend): each compared with torch on the whole destination
+storage, which starts filled with a sentinel (an element the copy must not touch comes
+back unchanged). Helpers and random specs are those of the Triton kernels' tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from stridec.compiler.codegen.c.copy import (
+    CopyClass,
+    emit_class_source,
+    generate_c_copy,
+    generate_c_copy_batch,
+)
+from stridec.compiler.codegen.spec import CopySpec, MaskBound
+from stridec.errors import BuildError
+from stridec.ir.dtypes import DTYPES
+from stridec.runtime.backends import cpu as build
+from tests.compiler.test_codegen_copy import (
+    b1,
+    bf16,
+    contiguous_strides,
+    copy_specs,
+    f16,
+    f32,
+    f64,
+    i8,
+    i32,
+    i64,
+    order_strides,
+    permute_spec,
+    random_storage,
+    reference_copy,
+    sentinel,
+    span,
+)
+
+u8 = DTYPES["uint8"]
+
+
+def launch(kernel, *storages: torch.Tensor) -> None:
+    build.load_c_kernel(kernel.name, kernel.source, kernel.calls)((1,), *storages)
+
+
+def run_c(spec: CopySpec, *, src: torch.Tensor | None = None, seed: int = 0, slack: int = 3):
+    kernel = generate_c_copy(spec)
+    gen = torch.Generator().manual_seed(seed)
+    if src is None:
+        src = random_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset), gen)
+    dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + slack)
+    expected = reference_copy(spec, src, dst)
+    launch(kernel, src, dst)
+    assert torch.equal(dst, expected), (kernel.strategy, spec)
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", [i8, f16, f32, f64])
+@pytest.mark.parametrize("sizes", [(70, 45), (16, 32), (3, 200), (129, 257)])
+def test_transpose_every_element_size(dtype, sizes):
+    # Shapes cover whole V×V blocks (16·32), block remainders on both sides and tiles of
+    # several blocks (129·257 crosses the 128-element tile of 1-byte elements).
+    kernel = run_c(permute_spec(sizes, (1, 0), dtype))
+    assert kernel.strategy == "tiled_transpose"
+
+
+def test_transposes_use_vector_shuffles():
+    source = emit_class_source(CopyClass("tiled_transpose", "bits4", "bits4"))
+    assert "__builtin_shuffle" in source and "vector_size(32)" in source
+    assert "__builtin_shuffle" not in emit_class_source(CopyClass("tiled_transpose", "int32", "float32"))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "perm", "dtype"),
+    [
+        ((2, 5, 6, 7), (0, 2, 3, 1), f16),  # NCHW -> NHWC
+        ((2, 9, 10, 3), (0, 3, 1, 2), f32),  # NHWC -> NCHW, C = 3
+        ((2, 6, 5, 16), (0, 2, 1, 3), bf16),  # permute(0, 2, 1, 3): rows
+        ((3, 4, 33, 17), (0, 1, 3, 2), i8),  # batched transpose
+        ((2, 1, 3, 2, 1, 2, 3, 2), (7, 2, 0, 5, 1, 3, 6, 4), f32),  # rank 8
+    ],
+)
+def test_permutes(sizes, perm, dtype):
+    run_c(permute_spec(sizes, perm, dtype))
+
+
+def test_strategies():
+    assert generate_c_copy(CopySpec((4, 8), (8, 1), 0, (8, 1), 0, f32, f32)).strategy == "linear"
+    assert generate_c_copy(permute_spec((16, 32), (1, 0))).strategy == "tiled_transpose"
+    assert generate_c_copy(CopySpec((4, 8), (16, 2), 0, (8, 1), 0, f32, f32)).strategy == "gather"
+
+
+def test_nchw_to_nchw4_pads_channels_with_fill():
+    n, c, h, w = 2, 3, 5, 6
+    spec = CopySpec(
+        (n, 1, 4, h, w),
+        (c * h * w, 4 * h * w, h * w, w, 1),
+        0,
+        (4 * h * w, 4 * h * w, 1, 4 * w, 4),
+        0,
+        f32,
+        f32,
+        (MaskBound((0, 4, 1, 0, 0), 0, 3),),
+        0,
+    )
+    src = random_storage(f32, n * c * h * w, torch.Generator().manual_seed(1))
+    run_c(spec, src=src)  # exactly the source: the padding channel is never read
+    run_c(dataclasses.replace(spec, fill=-1.5), src=src)
+    run_c(dataclasses.replace(spec, fill=None), src=src)
+
+
+def test_fill_none_and_fill_only():
+    spec = permute_spec(
+        (6, 8), (1, 0), f32, masks=(MaskBound((1, 0), 0, 5), MaskBound((0, 1), 0, 3)), fill=None
+    )
+    run_c(spec)
+    never = dataclasses.replace(spec, masks=(MaskBound((0, 0), 1, 1),))
+    assert generate_c_copy(never).calls == () and generate_c_copy(never).numel == 0
+    fill = CopySpec((4, 5), (5, 1), 0, (5, 1), 0, f32, i32, (MaskBound((1, 1), 10, 20),), 7)
+    run_c(fill, src=torch.empty(0))
+
+
+def test_flips_offsets_broadcasts_rank_0():
+    run_c(CopySpec((6, 7), (-7, -1), 41, (7, 1), 0, f32, f32))
+    run_c(CopySpec((6, 7), (7, 1), 0, (1, -6), 36, f32, f32))
+    run_c(CopySpec((5, 9), (1, -5), 40, (9, 1), 2, f32, f32))
+    run_c(CopySpec((5, 8), (1, 0), 0, (8, 1), 0, f32, f32))
+    run_c(CopySpec((3, 4, 5), (0, 0, 0), 2, (20, 5, 1), 0, f16, f16))
+    run_c(CopySpec((), (), 3, (), 2, f32, f32))
+    run_c(CopySpec((4, 6), (12, 2), 5, (6, 1), 11, i8, i8))
+
+
+SIMPLE_CASTS = [(i8, f32), (i32, f64), (i64, i32), (f64, f32), (f32, f64), (f32, b1),
+                (f16, b1), (bf16, b1), (b1, f32), (b1, f16), (b1, bf16), (i32, u8)]
+
+
+@pytest.mark.parametrize(("src", "dst"), SIMPLE_CASTS, ids=[f"{a}-{b}" for a, b in SIMPLE_CASTS])
+def test_casts_in_every_strategy(src, dst):
+    run_c(CopySpec((37, 129), (129, 1), 0, (129, 1), 0, src, dst))
+    run_c(permute_spec((9, 13), (1, 0), src, dst))
+    run_c(CopySpec((4, 8), (16, 2), 0, (8, 1), 0, src, dst))
+
+
+def test_big_copies_run_on_several_threads_alike():
+    # Past PARALLEL_BYTES each thread takes a share of the units (rows, chunks or tiles).
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        run_c(CopySpec((1 << 19,), (1,), 0, (1,), 0, f32, f32))
+        run_c(permute_spec((3, 300, 500), (0, 2, 1), f32))
+        spec = CopySpec((700, 1000), (1000, 1), 0, (1000, 1), 0, f32, f32,
+                        (MaskBound((1, 1), 100, 1500),), 3.0)
+        run_c(spec)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_64_bit_mask_sums():
+    # Mask sums far past 2^31 over a small tensor: 2^40·i + j must not wrap.
+    big = 1 << 40
+    masked = CopySpec((4, 5), (5, 1), 0, (5, 1), 0, f32, f32,
+                      (MaskBound((big, 1), big, 3 * big),), 9.0)
+    run_c(masked)
+
+
+def test_batch_runs_every_member():
+    a = CopySpec((3, 4), (4, 1), 0, (8, 1), 0, f32, f32)
+    b = CopySpec((3, 4), (1, 3), 0, (8, 1), 4, f32, f32)
+    kernel = generate_c_copy_batch([a, b])
+    assert len(kernel.calls) == 2 and kernel.strategy == "batch(linear,tiled_transpose)"
+    src_a = torch.randn(12)
+    src_b = torch.randn(12)
+    dst = torch.zeros(24)
+    launch(kernel, dst, src_a, src_b)
+    expected = torch.cat([src_a.view(3, 4), src_b.view(4, 3).t()], 1).reshape(-1)
+    assert torch.equal(dst, expected)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(copy_specs())
+def test_random_specs_match_torch(spec):
+    kernel = run_c(spec)
+    assert kernel.numel in (0, spec.numel)
+
+
+def test_one_library_serves_every_copy_of_a_class():
+    first = generate_c_copy(permute_spec((5, 7), (1, 0), f32))
+    second = generate_c_copy(permute_spec((2, 30, 11), (0, 2, 1), i32))
+    assert first.source == second.source and first.calls != second.calls
+
+
+def test_missing_compiler_names_the_tool_and_the_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRIDEC_CC", "stridec-no-such-cc")
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(tmp_path))
+    with pytest.raises(BuildError, match=r"'stridec-no-such-cc' not found.*\.c"):
+        build.load_unit("int stridec_unit_for_a_missing_compiler;\n")
+    assert not build.available()
+
+
+def test_failed_build_names_the_compiler_and_keeps_the_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(tmp_path))
+    with pytest.raises(BuildError, match=r"failed with exit status .* on (\S+\.c)") as info:
+        build.load_unit("this is not C;\n")
+    path = info.value.args[0].split(" on ")[1].split(":")[0]
+    assert open(path).read() == "this is not C;\n"
+
+
+def test_a_corrupt_cached_library_is_rebuilt(tmp_path):
+    source = "long stridec_corrupt_probe(void) { return 7; }\n"
+    code = (
+        "import sys; from stridec.runtime.backends import cpu as b;"
+        f"lib = b.load_unit({source!r}); print(lib.stridec_corrupt_probe(),"
+        " b.BUILD_STATS.compiler_runs, b.BUILD_STATS.disk_loads)"
+    )
+    env = {**__import__("os").environ, "STRIDEC_CACHE_DIR": str(tmp_path)}
+
+    def run() -> str:
+        return subprocess.run(["python", "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    assert run() == ["7", "1", "0"]  # built
+    assert run() == ["7", "0", "1"]  # loaded from disk
+    (lib,) = (tmp_path / "kernels" / "c").glob("*.so")
+    lib.write_bytes(lib.read_bytes()[:100])  # truncated
+    assert run() == ["7", "1", "0"]  # rebuilt
+    assert run() == ["7", "0", "1"]
+
+
+def test_toolchain_key_covers_compiler_flags_and_cpu(monkeypatch):
+    key = build._toolchain_key(build.compiler())
+    monkeypatch.setattr(build, "_cpu_features", lambda: "another machine")
+    monkeypatch.setattr(build, "_toolchain", {})
+    assert build._toolchain_key(build.compiler()) != key
+    monkeypatch.setattr(build, "CFLAGS", (*build.CFLAGS, "-DX"))
+    monkeypatch.setattr(build, "_toolchain", {})
+    assert build._toolchain_key(build.compiler()) not in ("", key)
