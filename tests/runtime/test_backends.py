@@ -125,6 +125,14 @@ def assert_same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     assert torch.equal(got, want), f"{what}: values differ\n got {got}\nwant {want}"
 
 
+def kernel_backends(tensors: Sequence[torch.Tensor]) -> tuple[str, ...]:
+    """The kernel backends for these tensors: triton on CUDA; on the CPU the native `cpu`
+    backend (what `auto` picks) and the interpreter of the Triton kernels."""
+    if tensors and tensors[0].is_cuda:
+        return ("auto",)
+    return ("cpu", "interpret")
+
+
 def run_both(graph: stridec.Graph, tensors: Sequence[torch.Tensor]) -> tuple[tuple, tuple]:
     """Outputs of the default backend and of the reference backend."""
     compiled = _as_tuple(stridec.compile(graph)(*tensors))
@@ -133,14 +141,16 @@ def run_both(graph: stridec.Graph, tensors: Sequence[torch.Tensor]) -> tuple[tup
 
 
 def check_graph(graph: stridec.Graph, tensors: Sequence[torch.Tensor], expected: Any) -> None:
-    compiled, reference = run_both(graph, tensors)
+    reference = _as_tuple(stridec.compile(graph, backend="reference")(*tensors))
     expected = _as_tuple(expected)
-    assert len(compiled) == len(reference) == len(expected)
     device = tensors[0].device if tensors else torch.device("cpu")
-    for i, (c, r, e) in enumerate(zip(compiled, reference, expected, strict=True)):
-        assert_same(r, e, f"{graph.name}: reference output {i}")
-        assert_same(c, e, f"{graph.name}: compiled output {i}")
-        assert c.device == device, f"{graph.name}: output {i} on {c.device}, not {device}"
+    for backend in kernel_backends(tensors):
+        compiled = _as_tuple(stridec.compile(graph, backend=backend)(*tensors))
+        assert len(compiled) == len(reference) == len(expected)
+        for i, (c, r, e) in enumerate(zip(compiled, reference, expected, strict=True)):
+            assert_same(r, e, f"{graph.name}: reference output {i}")
+            assert_same(c, e, f"{graph.name}: {backend} output {i}")
+            assert c.device == device, f"{graph.name}: output {i} on {c.device}, not {device}"
 
 
 

@@ -19,16 +19,20 @@ def _state(counter: int, key: int, dtype: torch.dtype = torch.uint32) -> torch.T
 
 
 def _check(g: stridec.Graph, *inputs: torch.Tensor, kernels: int | None = None) -> None:
+    """Each kernel backend of the inputs' device (on the CPU: the native `cpu` one and
+    the interpreter) against the reference."""
     expected = stridec.run_reference(g, *[t.cpu() for t in inputs])
-    fn = stridec.compile(g)
-    got = fn(*inputs)
-    got = got if isinstance(got, tuple) else (got,)
-    for e, o in zip(expected, got, strict=True):
-        assert o.shape == e.shape and o.dtype == e.dtype
-        assert torch.equal(o.cpu().view(torch.int32) if o.dtype == torch.uint32 else o.cpu(),
-                           e.view(torch.int32) if e.dtype == torch.uint32 else e)
-    if kernels is not None:
-        assert len(fn.plan_for(*inputs).kernels) == kernels
+    cuda = bool(inputs) and inputs[0].is_cuda
+    for backend in ("triton",) if cuda else ("cpu", "interpret"):
+        fn = stridec.compile(g, backend=backend)
+        got = fn(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        for e, o in zip(expected, got, strict=True):
+            assert o.shape == e.shape and o.dtype == e.dtype
+            assert torch.equal(o.cpu().view(torch.int32) if o.dtype == torch.uint32 else o.cpu(),
+                               e.view(torch.int32) if e.dtype == torch.uint32 else e), backend
+        if kernels is not None:
+            assert len(fn.plan_for(*inputs).kernels) == kernels
 
 
 @pytest.mark.parametrize("device", DEVICES)
