@@ -71,3 +71,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """The cpu backend's compile cost over the run: C compiler runs (one per new library),
+    their total time, and libraries loaded from the disk cache instead."""
+    import sys
+
+    cpu = sys.modules.get("stridec.runtime.backends.cpu")
+    if cpu is None:
+        return
+    stats = cpu.BUILD_STATS
+    terminalreporter.write_sep("-", "cpu backend builds")
+    terminalreporter.write_line(
+        f"C compiler runs: {stats.compiler_runs}, {stats.compile_seconds:.1f} s in all; "
+        f"libraries loaded from the disk cache: {stats.disk_loads}"
+    )

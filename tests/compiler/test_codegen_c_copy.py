@@ -238,3 +238,25 @@ def test_toolchain_key_covers_compiler_flags_and_cpu(monkeypatch):
     monkeypatch.setattr(build, "CFLAGS", (*build.CFLAGS, "-DX"))
     monkeypatch.setattr(build, "_toolchain", {})
     assert build._toolchain_key(build.compiler()) not in ("", key)
+
+
+def test_offsets_and_strides_past_2_31_elements():
+    """64-bit indexing: a source offset and a source stride past 2^31 int8 elements, in a
+    storage of 2^31 + 64 bytes that is allocated but never touched except where read."""
+    big = 1 << 31
+    try:
+        storage = torch.empty(big + 64, dtype=torch.int8)
+    except (RuntimeError, MemoryError) as e:  # an address space without overcommit
+        pytest.skip(f"cannot reserve 2 GiB: {e}")
+    storage[:64] = torch.arange(64, dtype=torch.int8)
+    storage[big:] = torch.arange(64, dtype=torch.int8) - 64
+    # Rows 0 and 1 of a (2, 8) view with strides (2^31, 1): elements 0..7 and 2^31..2^31+7.
+    spec = CopySpec((2, 8), (big, 1), 3, (8, 1), 0, i8, i8)
+    out = torch.zeros(16, dtype=torch.int8)
+    launch(generate_c_copy(spec), storage, out)
+    assert torch.equal(out, torch.cat([storage[3:11], storage[big + 3:big + 11]]))
+    # A transpose reading at offset 2^31 + 8.
+    spec = CopySpec((4, 6), (1, 4), big + 8, (6, 1), 0, i8, i8)
+    out = torch.zeros(24, dtype=torch.int8)
+    launch(generate_c_copy(spec), storage, out)
+    assert torch.equal(out, storage[big + 8:big + 32].view(6, 4).t().reshape(-1))

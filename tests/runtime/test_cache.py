@@ -420,3 +420,21 @@ def test_threads_share_one_compiled_graph(cache_dir: Path) -> None:
         t.join()
     assert failures == []
     assert fn.stats.compiles == 2 and fn.stats.launches == 4 * 6 * 2 - 4 * 3
+
+
+def test_a_cpu_program_read_back_from_disk_runs_without_rebuilding(cache_dir: Path) -> None:
+    """A C program (copies and Philox) passes the checks of a disk entry: a new
+    CompiledGraph finds it on disk and compiles nothing."""
+    g = stridec.Graph("cpu_disk")
+    s = g.input("s", (6,), "int32")
+    x = g.input("x", (3, 5), "float32")
+    bits, state = g.philox(s, (2, 3))
+    g.output(x.t().contiguous(), bits, state)
+    args = (torch.zeros(6, dtype=torch.int32), torch.randn(3, 5))
+    first = stridec.compile(g, backend="cpu")
+    want = first(*args)
+    MEMORY_CACHE.clear_memory()
+    again = stridec.compile(g, backend="cpu")
+    got = again(*args)
+    assert (again.stats.compiles, again.stats.disk_hits) == (0, 1)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))

@@ -293,11 +293,12 @@ class _Lowering:
             specs = [m.spec for m in group.members]
             if len(specs) == 1:
                 (m,) = group.members
-                self.add_launch(generate_c_copy(m.spec), (m.src_slot, dst), (None, None))
+                self.add_launch(generate_c_copy(m.spec), (m.src_slot, dst), (None, None), m.ops)
             else:
                 self.add_launch(generate_c_copy_batch(specs),
                                 (dst, *(m.src_slot for m in group.members)),
-                                (None,) * (len(specs) + 1))
+                                (None,) * (len(specs) + 1),
+                                tuple(i for m in group.members for i in m.ops))
             return
         if len(group.members) == 1:
             (m,) = group.members

@@ -40,13 +40,16 @@ class KernelInfo:
 
 
 def _call_fits(call: tuple, n_args: int) -> bool:
-    """A C call's arguments name launch arguments, and its params hold a whole header
-    (`codegen/c/copy.py`): rank 1..8, then sizes, strides and each mask."""
-    _, src_arg, dst_arg, params = call
-    if not (0 <= src_arg < n_args and 0 <= dst_arg < n_args) or len(params) < 8:
+    """A C call's arguments name launch arguments, and its params are whole parameters of
+    its symbol (`codegen/c/copy.py`, `codegen/c/philox.py`)."""
+    from stridec.compiler.codegen.c import copy, philox
+
+    symbol, src_arg, dst_arg, params = call
+    if not (0 <= src_arg < n_args and 0 <= dst_arg < n_args):
         return False
-    rank, masks = params[0], params[3]
-    return 1 <= rank <= 8 and masks >= 0 and len(params) == 8 + 3 * rank + masks * (rank + 2)
+    if symbol.startswith("stridec_philox_"):
+        return philox.call_fits(symbol, params)
+    return copy.call_fits(symbol, params)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ __all__ = [
     "CCopyKernel",
     "CopyClass",
     "UNIT_SEPARATOR",
+    "call_fits",
     "copy_class",
     "copy_params",
     "emit_class_source",
@@ -130,6 +131,17 @@ def copy_params(canon: CopySpec, order: Sequence[int]) -> tuple[int, ...]:
     for m in canon.masks:
         words += [m.coeffs[k] for k in order] + [m.lo, m.hi]
     return tuple(words)
+
+
+def call_fits(symbol: str, params: Sequence[int]) -> bool:
+    """Whether `params` are whole parameters of the copy call `symbol` (the layout in the
+    module docstring): for checking a program read back from disk before it runs."""
+    p = tuple(params)
+    if not symbol.startswith("stridec_copy_") or len(p) < HEADER_WORDS:
+        return False
+    rank, masks = p[0], p[3]
+    return (1 <= rank <= 8 and masks >= 0 and p[4] in (0, 1)
+            and len(p) == HEADER_WORDS + 3 * rank + masks * (rank + 2))
 
 
 def _rank1(spec: CopySpec) -> CopySpec:
