@@ -54,8 +54,9 @@ def pass_summaries() -> list[tuple[str, str]]:
 def _pass_list() -> str:
     from stridec.compiler.pass_manager import DEFAULT_PIPELINE
 
-    width = max(len(name) for name, _ in pass_summaries())
-    lines = [f"  {name:<{width}}  {summary}" for name, summary in pass_summaries()]
+    rows = pass_summaries()
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name:<{width}}  {summary}" for name, summary in rows]
     return (
         "passes (--pass-pipeline=a,b{option=value},...):\n"
         + "\n".join(lines)
