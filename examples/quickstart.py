@@ -5,8 +5,8 @@ as native C kernels on the CPU) and check every output against torch.
     python examples/quickstart.py
 
 docs/codegen.md walks through what it prints: the lowered `copy` (`space`, `src`, `dst`,
-`masks`) and each kernel's header (`dims (outer -> inner)`, `tile axes … extents …
-blocks`, the strategies `linear`, `tiled_transpose` and `gather`).
+`masks`), the strategies `linear`, `tiled_transpose` and `gather`, a Triton kernel's
+header (`dims (outer -> inner)`, `tile axes … extents … blocks`) and a C kernel's class.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def slice_and_broadcast() -> tuple[stridec.Graph, list[torch.Tensor], list[torch
 def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"running on {device} ({'triton' if device == 'cuda' else 'cpu'} backend)")
-    print("(docs/codegen.md explains the lowered IR and the kernel headers below)\n")
+    print("(docs/codegen.md explains the lowered IR and the kernels below)\n")
     for make in (nchw_to_nhwc, nchw_to_nchw4, slice_and_broadcast):
         graph, inputs, expected = make()
         print(f"=== {graph.name}: IR as built\n{graph}")
