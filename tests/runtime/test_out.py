@@ -432,3 +432,54 @@ def test_out_fast_path_rechecks_what_can_change() -> None:
     want = x.t().clone()
     fn(x, out=y.t()[:, :3])  # now the out overlaps the input: staged, still torch's answer
     assert_bits(y.t()[:, :3], want)
+
+
+# -- the same on CUDA (the triton backend; skipped without a GPU) ----------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_out_windows_on_cuda(case: Any) -> None:
+    g = graph_of(case[0], case[1], case[2])
+    fn = stridec.compile(g)
+    tensors = [t.cuda() for t in inputs_for(case[1])]
+    want = expected(case, [t.cpu() for t in tensors])
+    buffers, outs = [], []
+    for k, w in enumerate(want):
+        order = list(range(w.dim()))[::-1] if k % 2 == 0 else list(range(w.dim()))
+        buf, o = strided_out(w.shape, order, [1] * w.dim(), 3, 2, w.dtype)
+        buffers.append(buf.cuda())
+        outs.append(torch.as_strided(buffers[-1], o.shape, o.stride(), o.storage_offset()))
+    fn(*tensors, out=tuple(outs))
+    torch.cuda.synchronize()
+    for o, w, buf in zip(outs, want, buffers, strict=True):
+        assert_bits(o.cpu(), w)
+        host = buf.cpu()
+        assert_untouched(host, [torch.as_strided(host, o.shape, o.stride(), o.storage_offset())])
+
+
+@pytest.mark.gpu
+def test_zero_copy_cat_and_philox_loop_on_cuda() -> None:
+    g = stridec.Graph("zcat_cuda")
+    a = g.input("a", (2, 3, 4, 5), "float16")
+    b = g.input("b", (2, 5, 4, 3), "float16")
+    g.output(a, b.permute(0, 3, 2, 1))
+    fn = stridec.compile(g)
+    A, B = torch.randn(2, 3, 4, 5, device="cuda").half(), torch.randn(2, 5, 4, 3, device="cuda").half()
+    whole = torch.empty(2, 6, 4, 5, device="cuda", dtype=torch.float16)
+    outs = (whole[:, :3], whole[:, 3:])
+    fn(A, B, out=outs)
+    assert torch.equal(whole, torch.cat([A, B.permute(0, 3, 2, 1)], 1))
+    assert len(fn.plan_for(A, B, out=outs).kernels) == 1
+
+    g = stridec.Graph("rng_cuda")
+    s = g.input("s", (6,), "uint32")
+    g.output(*g.philox(s, (64, 1000)))
+    fn, oracle = stridec.compile(g), stridec.compile(g, backend="reference")
+    state = torch.tensor([0xFFFFFFF0, 0xFFFFFFFF, 0, 0, 1, 2], dtype=torch.int64).to(torch.uint32)
+    expect, state = state.clone(), state.cuda()
+    bits = torch.empty(1000, 64, dtype=torch.uint32, device="cuda").t()  # column-major
+    for _ in range(3):  # many programs read the old state; a later launch writes the new
+        fn(state, out=(bits, state))
+        want_bits, expect = oracle(expect)
+        assert_bits(bits.cpu(), want_bits)
+        assert_bits(state.cpu(), expect)
