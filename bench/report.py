@@ -75,6 +75,11 @@ def _host_table(row: dict[str, Any]) -> list[str]:
         m = _system(row, s)
         kernels = _num(row.get("kernels"), "d") if s == "stridec" else DASH
         lines.append(f"| {LABELS[s]} | {_num(m.get('us_per_call'), '.1f')} | {kernels} |")
+    for s, label in (("stridec_out", "stridec, `out=` preallocated"),
+                     ("eager_out", "torch eager, `out.copy_(view)`")):
+        m = _system(row, s)
+        if m:
+            lines.append(f"| {label} | {_num(m.get('us_per_call'), '.1f')} | {DASH} |")
     return lines
 
 
