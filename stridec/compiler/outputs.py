@@ -79,8 +79,8 @@ def _lattice(a: Layout, b: Layout) -> tuple[list[int], list[int], list[int], lis
     they agree there; None when some dim has two strides."""
     na, nb, strides = [], [], []
     for n, m, s, t in zip(a.sizes, b.sizes, a.strides, b.strides, strict=True):
-        if n == 1 and m == 1:
-            continue
+        if n == 1 and m == 1 and (s != t or s <= 0):
+            continue  # a stride no element moves along: the dim says nothing
         if n > 1 and m > 1 and s != t:
             return None
         na.append(n)
