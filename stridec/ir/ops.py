@@ -12,10 +12,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.ir.casts import cast
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
@@ -332,11 +334,24 @@ class PhiloxUniformOp(_PhiloxBase):
             raise VerificationError(
                 f"philox_uniform: dtype must be float32, float16 or bfloat16; got {dtype.name}"
             )
+        low = float(_number(cls.name, "low", attrs.get("low", 0.0)))
+        high = float(_number(cls.name, "high", attrs.get("high", 1.0)))
+        # As torch's uniform_: finite bounds, low <= high, and high - low a finite float
+        # (so no value is ever NaN).
+        with np.errstate(over="ignore"):
+            scale32 = float(np.float32(high) - np.float32(low))
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high) or not (
+            math.isfinite(scale32)
+        ):
+            raise ShapeError(
+                f"philox_uniform: expects finite low <= high with a finite float32 "
+                f"high - low; got low={low!r}, high={high!r}"
+            )
         return {
             "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
             "dtype": dtype,
-            "low": float(_number(cls.name, "low", attrs.get("low", 0.0))),
-            "high": float(_number(cls.name, "high", attrs.get("high", 1.0))),
+            "low": low,
+            "high": high,
             **cls.normalize_placement(attrs),
         }
 
@@ -957,7 +972,8 @@ class CopyOp(Op):
     def reference(self, t, into=None):
         if self.is_explicit:
             raise VerificationError("copy: the explicit form needs root storage; use the executor")
-        return (t.to(self.attrs["dtype"].torch).clone(),)
+        out = cast(t, self.attrs["dtype"].torch)
+        return (out.clone() if out is t else out,)
 
 
 def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
@@ -1157,7 +1173,7 @@ class PadOp(Op):
 
 @register_op
 class CastOp(Op):
-    """Element type conversion with torch's `.to(dtype)` rules."""
+    """Element type conversion with torch's `.to(dtype)` rules (`stridec.ir.casts`)."""
 
     name = "cast"
     attr_names = ("dtype",)
@@ -1178,7 +1194,7 @@ class CastOp(Op):
         return [TensorType(t.sizes, self.attrs["dtype"])]
 
     def reference(self, t):
-        return (t.to(self.attrs["dtype"].torch),)
+        return (cast(t, self.attrs["dtype"].torch),)
 
 
 @register_op

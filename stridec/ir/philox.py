@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from stridec.errors import CallError, ShapeError, UnsupportedError
+from stridec.ir.casts import cast
 from stridec.ir.dtypes import DType, as_dtype
 
 __all__ = [
@@ -276,4 +277,4 @@ def uniform_from_bits(
     u = (words >> np.uint32(8)).astype(np.float32) * np.float32(2.0**-24)
     low32, scale32 = uniform_scale(low, high)
     r = _fma_f32(u.reshape(-1), scale32, low32).reshape(u.shape)
-    return torch.from_numpy(np.ascontiguousarray(r)).to(target.torch)
+    return cast(torch.from_numpy(np.ascontiguousarray(r)), target.torch)

@@ -361,30 +361,97 @@ def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
 
 
 def _cast_lines(src: DType, dst: DType) -> list[str]:
-    """Lines turning the loaded `x` (of `src`) into `y` (of `dst`), as torch's `.to()`."""
-    if src == dst:
+    """Lines turning the loaded `x` (of `src`) into `y` (of `dst`), bit for bit as torch's
+    CPU `.to()` of a contiguous tensor (`stridec.ir.casts` states the rules).
+
+    Every NaN is rebuilt from its bits, so neither Triton's interpreter (numpy keeps a
+    signalling NaN's payload as is) nor a GPU's conversion instructions choose them:
+    float16/float32/float64 NaNs are quieted keeping the payload's top bits, as x86's
+    conversion instructions do; a bfloat16 result is rounded to nearest even on the bits
+    and its NaN is `0xFFFF` from float32/float64 and `0x7FC0` from float16. Floats go to
+    int64 and int32 as x86's truncation does (NaN and out-of-range give the minimum), to
+    int16 and int8 through int32 and to uint8 through int64, wrapping; uint32 as below.
+    """
+    s, d = src.name, dst.name
+    if s == d:
         return ["y = x"]
-    lines = []
-    if src.name == "bfloat16":
-        # Widen first: exact, and the interpreter casts bf16 bit patterns, not values.
-        lines.append("x = x.to(tl.float32)")
-        if dst.name == "float32":
-            return lines + ["y = x"]
-    if dst.name == "bool":
+    lines: list[str] = []
+    if s == "bfloat16":
+        # Widen on the bits: exact, a signalling NaN kept (the interpreter would flush
+        # subnormals).
+        lines.append(
+            "x = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)"
+        )
+        s = "float32"
+    elif s == "float16" and d in ("float32", "float64"):
+        lines += [
+            "f = x.to(tl.float32)",
+            "u = x.to(tl.uint16, bitcast=True).to(tl.uint32)",
+            "u = ((u & 0x8000) << 16) | 0x7FC00000 | ((u & 0x3FF) << 13)",
+            "x = tl.where(x != x, u.to(tl.float32, bitcast=True), f)",
+        ]
+        s = "float32"
+    elif s == "float64" and d in ("float32", "float16", "bfloat16"):
+        # torch narrows double to half and bfloat16 through float: two roundings.
+        lines += [
+            "f = x.to(tl.float32)",
+            "u = x.to(tl.uint64, bitcast=True)",
+            "u = (((u >> 32) & 0x80000000) | 0x7FC00000 | ((u >> 29) & 0x7FFFFF)).to(tl.uint32)",
+            "x = tl.where(x != x, u.to(tl.float32, bitcast=True), f)",
+        ]
+        s = "float32"
+    if s == d:
+        return lines + ["y = x"]
+    if d == "bool":
         return lines + ["y = x != 0"]
-    if src.name == "float64" and dst.name == "float16":
-        # torch converts double to half through float (c10::Half takes a float): two roundings.
-        lines.append("x = x.to(tl.float32)")
-    if dst.name == "bfloat16":
-        # Round to nearest even through float32 as torch does (c10::round_to_nearest_even;
-        # NaN -> 0x7FC0); Triton's interpreter would truncate.
+    if s == "float32" and d == "float64":
+        return lines + [
+            "f = x.to(tl.float64)",
+            "u = x.to(tl.uint32, bitcast=True).to(tl.uint64)",
+            "u = ((u & 0x80000000) << 32) | 0x7FF8000000000000 | ((u & 0x7FFFFF) << 29)",
+            "y = tl.where(x != x, u.to(tl.float64, bitcast=True), f)",
+        ]
+    if s == "float32" and d == "float16":
+        return lines + [
+            "f = x.to(tl.float16)",
+            "u = x.to(tl.uint32, bitcast=True)",
+            "u = (((u >> 16) & 0x8000) | 0x7E00 | ((u >> 13) & 0x3FF)).to(tl.uint16)",
+            "y = tl.where(x != x, u.to(tl.float16, bitcast=True), f)",
+        ]
+    if d == "bfloat16":
+        # Round to nearest even through float32 (c10::round_to_nearest_even); Triton's
+        # interpreter would truncate.
+        nan = "0x7FC0" if src.name == "float16" else "0xFFFF"
         return lines + [
             "f = x.to(tl.float32)",
             "u = f.to(tl.uint32, bitcast=True)",
-            "u = tl.where(f != f, 0x7FC00000, u + 0x7FFF + ((u >> 16) & 1))",
-            "y = (u >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)",
+            f"u = tl.where(f != f, {nan}, (u + 0x7FFF + ((u >> 16) & 1)) >> 16)",
+            "y = u.to(tl.uint16).to(tl.bfloat16, bitcast=True)",
         ]
+    if src.is_floating and not dst.is_floating:
+        if s == "float16":  # exact; the bounds below would round to inf in float16
+            lines.append("x = x.to(tl.float32)")
+        if d == "uint32" and src.name != "float16":
+            # x >= 2^31 ? int32(x - 2^31) + 2^31 : int32(x), modulo 2^32.
+            return lines + [
+                "f = tl.where(x >= 2147483648.0, x - 2147483648.0, x)",
+                *_truncate("f", 32),
+                "y = (y ^ tl.where(x >= 2147483648.0, -2147483648, 0)).to(tl.uint32, bitcast=True)",
+            ]
+        bits = 64 if d in ("int64", "uint32", "uint8") else 32
+        lines += _truncate("x", bits)
+        return lines + ([] if d == f"int{bits}" else [f"y = y.to({dst.triton})"])
     return lines + [f"y = x.to({dst.triton})"]
+
+
+def _truncate(name: str, bits: int) -> list[str]:
+    """`y` = float `name` truncated to int<bits>, the minimum for NaN and out of range
+    (which are never converted: LLVM's conversion of them is poison)."""
+    limit = float(2 ** (bits - 1))
+    return [
+        f"u = ({name} != {name}) | ({name} >= {limit!r}) | ({name} < {-limit!r})",
+        f"y = tl.where(u, {-(2 ** (bits - 1))}, tl.where(u, 0, {name}).to(tl.int{bits}))",
+    ]
 
 
 def _affine(coeffs: dict[int, int], const: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from stridec.errors import CallError
+from stridec.ir.casts import cast
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 from stridec.runtime.launch import flat_storage
@@ -131,7 +132,7 @@ class _Executor:
         else:
             buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=self.device)
         if a["space"] is None:
-            scatter(buffer, layout, args[0].to(dtype))
+            scatter(buffer, layout, cast(args[0], dtype))
             self.storages[id(op.result)] = buffer
             return _view(buffer, layout)
         space = Layout.contiguous(a["space"])
@@ -140,7 +141,7 @@ class _Executor:
             indices = layout_indices(a["src"], storage.device)
             if a["masks"]:  # masked points are never read: point them at element 0
                 indices = torch.where(_valid(space, a["masks"], storage.device), indices, 0)
-            values = storage[indices].to(dtype)
+            values = cast(storage[indices], dtype)
         elif op.operands:
             values = torch.empty(a["space"], dtype=dtype, device=self.device)
         else:
