@@ -8,7 +8,7 @@ import torch
 
 from stridec.errors import UnsupportedError
 
-__all__ = ["DType", "DTYPES", "as_dtype"]
+__all__ = ["DType", "DTYPES", "as_dtype", "fill_fits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +77,34 @@ def as_dtype(value: object, what: str = "dtype") -> DType:
         names = ", ".join(DTYPES)
         raise UnsupportedError(f"{what}: expected one of {names}; got {value!r}")
     return found
+
+
+# The largest finite value of each float type (float64: every finite Python float).
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+              "float32": 3.4028234663852886e38, "float64": float("inf")}
+
+
+def fill_fits(value: bool | int | float, dtype: DType) -> bool:
+    """Whether torch fills a `dtype` tensor with `value` without overflow (c10's check,
+    as `F.pad` applies it, compared exactly, not after rounding):
+
+    - an int must fit int64 or uint64, as torch reads it; then bool holds anything
+      (`value != 0`);
+    - an integer type holds the numbers within its range, a float truncated toward zero
+      (`1.5` -> 1, `255.0` fits uint8, `255.5` does not), never NaN or ±inf, and no
+      negative number in an unsigned type (`torch.full` wraps -1 to 255 there, `F.pad`
+      refuses it: stridec never wraps);
+    - a float type holds NaN, ±inf and the finite numbers within ±its largest value
+      (65504.5 does not fit float16 though it would round to 65504).
+    """
+    if isinstance(value, int) and not -(2**63) <= value <= 2**64 - 1:
+        return False
+    if dtype.name == "bool" or isinstance(value, bool):
+        return True
+    if dtype.is_floating:
+        return value != value or abs(value) in (float("inf"), _FLOAT_MAX[dtype.name]) or (
+            abs(value) <= _FLOAT_MAX[dtype.name]
+        )
+    bits = dtype.itemsize * 8
+    low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.is_signed else (0, 2**bits - 1)
+    return low <= value <= high  # False for NaN; Python compares int and float exactly

@@ -9,6 +9,8 @@ reference executor and the tests use as the oracle.
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +20,7 @@ import torch.nn.functional as F
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
 from stridec.ir.casts import cast
-from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.dtypes import DType, as_dtype, fill_fits
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
 from stridec.ir.layout import Layout
@@ -47,25 +49,23 @@ def _ints(op: str, key: str, value: Any) -> tuple[int, ...]:
 
 
 def _number(op: str, key: str, value: Any) -> int | float | bool:
+    """A Python bool, int or float; numpy scalars (and anything with `__index__`) become one."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
     if not isinstance(value, (int, float)):
-        raise VerificationError(f"{op}: attribute '{key}' must be a number; got {value!r}")
+        if hasattr(type(value), "__index__"):
+            return operator.index(value)
+        if not isinstance(value, numbers.Real) or isinstance(value, torch.Tensor):
+            raise VerificationError(f"{op}: attribute '{key}' must be a number; got {value!r}")
+        return float(value)
     return value
 
 
 def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | bool:
-    """A number `dtype` can hold: torch refuses to fill with a value that overflows it.
-
-    Checked with a 2-element fill, as the reference fills whole tensors: torch's `full`
-    of one element turns 70000 into float16 inf, where any larger one refuses it.
-    """
+    """A number `dtype` can hold (`fill_fits`): torch refuses a fill that overflows it."""
     value = _number(op, key, value)
-    if dtype is not None:
-        try:
-            torch.full((2,), value, dtype=dtype.torch)
-        except (RuntimeError, OverflowError):
-            raise ShapeError(
-                f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}"
-            ) from None
+    if dtype is not None and not fill_fits(value, dtype):
+        raise ShapeError(f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}")
     return value
 
 
@@ -1166,9 +1166,16 @@ class PadOp(Op):
 
     def reference(self, t):
         a = self.attrs
-        # The fill converted as `full` converts it: F.pad refuses e.g. -1 for uint32.
-        value = torch.full((), a["value"], dtype=t.dtype).item()
-        return (F.pad(t, list(a["pad"]), mode="constant", value=value),)
+        # F.pad places the input; the fill is written as `full` writes it (F.pad reads an
+        # int64 fill through a double, turning 2^63 - 1 into -2^63).
+        pads = list(a["pad"])
+        placed = F.pad(t, pads, mode="constant", value=0)
+        inside = F.pad(torch.ones(t.shape, dtype=torch.bool, device=t.device), pads, value=False)
+        fill = torch.full((), a["value"], dtype=t.dtype, device=t.device)
+        if t.dtype == torch.uint32:  # no `where` for uint32 on CPU: select the bit patterns
+            out = torch.where(inside, placed.view(torch.int32), fill.view(torch.int32))
+            return (out.view(torch.uint32),)
+        return (torch.where(inside, placed, fill),)
 
 
 @register_op

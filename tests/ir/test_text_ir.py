@@ -518,12 +518,14 @@ def random_graphs(draw: st.DrawFn) -> tuple[Graph, list[torch.Tensor]]:
             results.extend(g.philox(state, sizes_of(draw)))
         else:
             # rank >= 1: the reference returns shape (1,) for sizes [] (reported)
+            low, high = sorted([draw(st.sampled_from([0.0, -1.0, 0.1])),
+                                draw(st.sampled_from([1.0, 2.5, 1e-05]))])  # as uniform_
             uniform, new_state = g.philox_uniform(
                 state,
                 sizes_of(draw) or (1,),
                 draw(st.sampled_from(["float32", "float16"])),
-                draw(st.sampled_from([0.0, -1.0, 0.1])),
-                draw(st.sampled_from([1.0, 2.5, 1e-05])),
+                low,
+                high,
             )
             pool.append(uniform)
             results.append(new_state)

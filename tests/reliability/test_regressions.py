@@ -73,16 +73,18 @@ def test_copy_of_an_empty_generators_new_state() -> None:
 # --------------------------------------------------------------------------- fill values
 
 
-def test_a_pack_fill_wraps_before_a_fused_cast() -> None:
-    """`x.pack("NCHW4", fill=-2).to(float32)` on uint8: the padded channels hold -2 as
-    uint8 holds it, 254 (torch.full((1,), -2, dtype=uint8) == 254), and the cast gives
-    254.0 -- not -2.0, which the fused copy wrote when it cast the raw fill (fixed in
-    compiler/passes/fuse_copies.py: the producer's fill goes through its dtype)."""
+def test_a_pack_fill_converts_before_a_fused_cast() -> None:
+    """`x.pack("NCHW4", fill=254.75).to(float32)` on uint8: the padded channels hold the
+    fill as uint8 holds it, 254 (torch.full((2,), 254.75, dtype=uint8)), and the cast
+    gives 254.0 -- not 254.75, which the fused copy wrote when it cast the raw fill (fixed
+    in compiler/passes/fuse_copies.py: the producer's fill goes through its dtype). (The
+    first form of this test packed fill=-2, which wrapped to 254; a fill never wraps now.)"""
     g = stridec.Graph("pack_fill_cast")
     x = g.input("x", (1, 1, 1, 1), "uint8")
-    g.output(x.pack("NCHW4", fill=-2).to("float32"))
+    g.output(x.pack("NCHW4", fill=254.75).to("float32"))
     t = torch.full((1, 1, 1, 1), 7, dtype=torch.uint8)
-    want = torch.tensor([7.0, 254.0, 254.0, 254.0]).reshape(1, 1, 1, 1, 4)
+    held = torch.full((2,), 254.75, dtype=torch.uint8)[0].item()
+    want = torch.tensor([7.0, held, held, held]).reshape(1, 1, 1, 1, 4)
     assert torch.equal(compiled(g, t), want)
 
 
@@ -106,15 +108,20 @@ def test_a_fill_float16_cannot_hold_is_refused(build: object) -> None:
         build(x)  # type: ignore[operator]
 
 
-def test_philox_packing_with_a_wrapping_fill() -> None:
-    """Philox bits (1, 3, 1, 1) packed NCHW4 with fill -2: the padded channel holds
-    4294967294, as torch.full((1,), -2, dtype=uint32) does. (The fused generator used to
-    refuse the fill with a ShapeError at compile time, though the pack op accepts it:
-    fixed in compiler/codegen/philox.py `_fill_bits`.)"""
+def test_philox_packing_with_a_high_fill() -> None:
+    """Philox bits (1, 3, 1, 1) packed NCHW4 with fill 4294967294: the padded channel holds
+    it. (The fused generator used to refuse the fill with a ShapeError at compile time,
+    though the pack op accepts it: fixed in compiler/codegen/philox.py `_fill_bits`.)
+    A fill of -2 is refused, as F.pad refuses it for uint32, never wrapped (torch.full
+    would wrap it)."""
     g = stridec.Graph("philox_pack_fill")
     s = g.input("state", (6,), "uint32")
     bits, _ = g.philox(s, (1, 3, 1, 1))
-    g.output(bits.pack("NCHW4", fill=-2))
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.nn.functional.pad(torch.zeros(2, dtype=torch.uint32), (1, 1), value=-2)
+    with pytest.raises(ShapeError, match="'fill' = -2 does not fit dtype uint32"):
+        bits.pack("NCHW4", fill=-2)
+    g.output(bits.pack("NCHW4", fill=4294967294))
     words = state(0, 0, 0, 0, 0, 0)
     got = compiled(g, words)
     # Random123 known answer for counter 0, key 0: 6627e8d5 e169c58d bc57ac4c 9b00dbd8.
