@@ -1180,7 +1180,9 @@ class PadOp(Op):
 
 @register_op
 class CastOp(Op):
-    """Element type conversion with torch's `.to(dtype)` rules (`stridec.ir.casts`)."""
+    """Element type conversion with torch's `.to(dtype)` rules (`stridec.ir.casts`), into a
+    new buffer laid out as torch's `preserve_format` lays it (`Layout.preserved`): a
+    transpose's cast keeps the transposed strides."""
 
     name = "cast"
     attr_names = ("dtype",)
@@ -1198,10 +1200,16 @@ class CastOp(Op):
         t = operand_types[0]
         if self.attrs["dtype"] == t.dtype:
             return [TensorType(t.sizes, t.dtype, t.layout)]
-        return [TensorType(t.sizes, self.attrs["dtype"])]
+        return [TensorType(t.sizes, self.attrs["dtype"], t.layout.preserved())]
 
     def reference(self, t):
-        return (cast(t, self.attrs["dtype"].torch),)
+        if self.aliases_operand():
+            return (t,)
+        layout = self.result.type.layout
+        out = torch.empty_strided(
+            layout.sizes, layout.strides, dtype=self.attrs["dtype"].torch, device=t.device
+        )
+        return (out.copy_(cast(t, self.attrs["dtype"].torch)),)
 
 
 @register_op

@@ -119,6 +119,8 @@ def lower(op: Op, rw: Rewriter) -> list[Value] | None:
         assert v is not None and out_t is not None
         if name in ("clone", "flip"):  # same sizes; a flip reads its operand backwards
             src, dst = op.source_layout(), out_t.layout
+        elif name == "cast":  # same sizes, into its own (preserve_format) layout
+            src, dst = v.type.layout, out_t.layout
         else:
             src, dst = v.type.layout, Layout.contiguous(out_t.sizes).view(v.type.sizes)
         assert dst is not None  # a contiguous layout views any regrouping
