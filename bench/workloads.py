@@ -398,9 +398,10 @@ def expand_rows(full: Shape = (8192, 16384), tiny: Shape = (7, 33),
 def cast_transpose(full: Shape = (16384, 16384), tiny: Shape = (37, 70)) -> Workload:
     name = "cast_transpose_fp32_fp16"
     return Workload(
-        name=name, description="x.t().to(float16) from float32: one pass in stridec",
+        name=name, description="x.t().to(float16).contiguous() from float32: one pass in "
+                                "stridec (the cast alone keeps the transposed strides)",
         dtype="float32", shapes={"full": full, "tiny": tiny},
-        build=lambda s: _graph(name, s, "float32", lambda x: x.t().to("float16")),
+        build=lambda s: _graph(name, s, "float32", lambda x: x.t().to("float16").contiguous()),
         make_inputs=_one_input("float32"),
         eager=lambda s: lambda x: x.t().to(torch.float16).contiguous(),
         into=_copy_into(lambda x: x.t()),  # copy_ casts as it copies
