@@ -325,8 +325,12 @@ class _Lowering:
         self.flush()
         state = op.operands[0]
         sizes = op.attrs["sizes"]
-        if state.type.layout != Layout.contiguous(state.type.sizes):
-            raise UnsupportedError("philox: the state must be a contiguous tensor of 6 words")
+        # Word k of the state (sizes (6,) or (1, 1, 1, 6): k is the last coordinate) is
+        # read where its layout puts it: any view of the words is read in place.
+        state_layout = state.type.layout
+        state_index = tuple(
+            state_layout.index_of((0,) * (state_layout.rank - 1) + (k,)) for k in range(6)
+        )
         a = op.attrs
         bits, new_state = op.results
         if len(op.operands) == 2:  # placed into a caller's buffer
@@ -353,6 +357,7 @@ class _Lowering:
             high=a.get("high", 1.0) if uniform else 1.0,
             masks=tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ()),
             fill=a["fill"] if a["fill"] is not None else 0,
+            state_index=state_index,
         )
         tuning = self.tuning if self.target == "cuda" else None
         block = tuning.blocks[0] if tuning and tuning.blocks else None

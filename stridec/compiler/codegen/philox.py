@@ -43,7 +43,10 @@ round-to-nearest-even cast; bfloat16 is rounded to nearest even on the integer b
 because Triton's interpreter truncates in its own float32 -> bfloat16 cast while CUDA
 rounds.
 
-The state is read on the device by every program; program 0 also writes `new_state`.
+The state is read on the device by every program, word k at `state_ptr + state_index[k]`
+(so any layout of the 6 words is read in place, with no copy and no extra launch: a row
+`states[1]` of a (k, 6) tensor reads addresses 6 … 11); program 0 also writes `new_state`,
+contiguously.
 `state` and `new_state` must therefore not overlap (`stridec.runtime.launch.launch_philox`
 checks it): a program that starts after program 0 has stored would read the advanced
 counter.
@@ -99,6 +102,9 @@ class PhiloxSpec:
     high: float = 1.0
     masks: tuple = ()
     fill: float | int = 0
+    # Where word k of the state lies, in elements from `state_ptr`: a row of a (k, 6)
+    # tensor, a strided column or a flipped view reads its words through its layout.
+    state_index: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ class _Plan:
     low32: float
     scale32: float
     fill_bits: int
+    state_index: tuple[int, ...]
 
 
 def _ints(values: Any, what: str) -> tuple[int, ...]:
@@ -232,6 +239,9 @@ def _plan(spec: PhiloxSpec) -> _Plan:
         )
     index_offset = int(spec.index_offset)
     dst_offset = int(spec.dst_offset)
+    state_index = _ints(spec.state_index, "state_index")
+    if len(state_index) != 6 or min(state_index) < 0:
+        raise ShapeError(f"philox: state_index must be 6 addresses >= 0; got {state_index}")
 
     masks = []
     for m in spec.masks:
@@ -294,6 +304,7 @@ def _plan(spec: PhiloxSpec) -> _Plan:
         low32=float(low32),
         scale32=float(scale32),
         fill_bits=_fill_bits(spec.fill, dtype) if masks else 0,
+        state_index=state_index,
     )
 
 
@@ -335,10 +346,11 @@ def _emit_rounds(lines: list[str]) -> None:
     ]
 
 
-def _emit_state_reads(lines: list[str]) -> None:
+def _emit_state_reads(lines: list[str], state_index: tuple[int, ...]) -> None:
     lines.append("    # The state as uint32 words: counter ctr0 (low) .. ctr3, key key0 .. key1.")
-    for k, name in enumerate(("ctr0", "ctr1", "ctr2", "ctr3", "key0", "key1")):
-        lines.append(f"    {name} = tl.load(state_ptr + {k}).to(tl.uint32, bitcast=True)")
+    for name, at in zip(("ctr0", "ctr1", "ctr2", "ctr3", "key0", "key1"), state_index,
+                        strict=True):
+        lines.append(f"    {name} = tl.load(state_ptr + {at}).to(tl.uint32, bitcast=True)")
 
 
 def _emit_counter_add(lines: list[str], q: str, wide: bool) -> None:
@@ -514,7 +526,7 @@ def generate_philox(
     lines.append(
         "    pid = tl.program_id(0).to(tl.int64)" if wide else "    pid = tl.program_id(0)"
     )
-    _emit_state_reads(lines)
+    _emit_state_reads(lines, plan.state_index)
     if linear:
         _linear_body(lines, plan, wide)
     elif not empty:
