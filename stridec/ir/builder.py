@@ -8,15 +8,17 @@ g.output(x.permute(0, 2, 3, 1).contiguous())
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
 from stridec.ir import ops as O
+from stridec.ir.dtypes import as_dtype, promote_types
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
-__all__ = ["cat", "pad", "emit"]
+__all__ = ["cat", "stack", "hstack", "vstack", "dstack", "pad", "emit", "SURFACE"]
 
 
 def emit(graph: Graph | None, cls: type[Op], operands: Sequence[Value], attrs: dict) -> Any:
@@ -41,6 +43,17 @@ def _dims(args: tuple) -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         return tuple(args[0])
     return tuple(args)
+
+
+def _is_int(value: Any) -> bool:
+    """An int where torch takes one: a Python int or anything with `__index__` (numpy
+    integers), never a bool or a sequence."""
+    return not isinstance(value, (bool, list, tuple)) and hasattr(type(value), "__index__")
+
+
+def _int_or_ints(value: Any) -> tuple[Any, ...]:
+    """`3` or `(3, 4)` as a tuple."""
+    return (operator.index(value),) if _is_int(value) else tuple(value)
 
 
 # -- Graph sources -----------------------------------------------------------------------
@@ -172,7 +185,7 @@ def select(self: Value, dim: int, index: int) -> Value:
 
 @_method
 def squeeze(self: Value, dim: int | Sequence[int] | None = None) -> Value:
-    dims = None if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    dims = None if dim is None else _int_or_ints(dim)
     return emit(self.graph, O.SqueezeOp, (self,), {"dims": dims})
 
 
@@ -213,8 +226,7 @@ def unflatten(self: Value, dim: int, sizes: Sequence[int]) -> Value:
 
 @_method
 def movedim(self: Value, source: int | Sequence[int], destination: int | Sequence[int]) -> Value:
-    src = (source,) if isinstance(source, int) else tuple(source)
-    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    src, dst = _int_or_ints(source), _int_or_ints(destination)
     rank = self.ndim
     if len(src) != len(dst):
         raise LayoutError(f"movedim: source {src} and destination {dst} differ in length")
@@ -253,8 +265,8 @@ def as_strided(
 @_method
 def split(self: Value, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
     sizes = split_size_or_sections
-    if isinstance(sizes, int):
-        sizes = (sizes,)
+    if _is_int(sizes):
+        sizes = (operator.index(sizes),)
     else:
         sizes = tuple(sizes)
         if len(sizes) == 1 and -self.ndim <= dim < self.ndim and sizes[0] != self.shape[dim]:
@@ -302,6 +314,10 @@ def copy_to(
 
 @_method
 def to(self: Value, dtype: Any) -> Value:
+    """torch's `.to(dtype)`: the value itself when it has that dtype, else a cast (laid
+    out as torch's `preserve_format`)."""
+    if as_dtype(dtype, "to: dtype") == self.type.dtype:
+        return self
     return emit(self.graph, O.CastOp, (self,), {"dtype": dtype})
 
 
@@ -313,6 +329,213 @@ def pack(self: Value, format: str, fill: float = 0) -> Value:
 @_method
 def unpack(self: Value, format: str, channels: int) -> Value:
     return emit(self.graph, O.UnpackOp, (self,), {"format": format, "channels": channels})
+
+
+@_method
+def diagonal(self: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
+    return emit(
+        self.graph, O.DiagonalOp, (self,), {"offset": offset, "dim1": dim1, "dim2": dim2}
+    )
+
+
+@_method
+def tensor_split(self: Value, indices_or_sections: Any, dim: int = 0) -> tuple:
+    """torch.tensor_split: `n` sections (the first `size % n` one longer) or the pieces
+    between the given indices (clamped to the dim, as torch slices) — views."""
+    rank = self.ndim
+    if not -rank <= operator.index(dim) < rank:
+        raise LayoutError(f"tensor_split: dim {dim} out of range for rank {rank}")
+    dim = operator.index(dim) % rank
+    size = self.shape[dim]
+    if _is_int(indices_or_sections):
+        n = operator.index(indices_or_sections)
+        if n <= 0:
+            raise LayoutError(f"tensor_split: sections must be positive; got {n}")
+        lengths = [size // n + (1 if k < size % n else 0) for k in range(n)]
+        bounds = [sum(lengths[:k]) for k in range(n + 1)]
+        return tuple(self.slice(dim, bounds[k], bounds[k + 1]) for k in range(n))
+    cuts = [operator.index(i) for i in indices_or_sections]
+    starts, stops = [0, *cuts], [*cuts, size]
+    return tuple(self.slice(dim, a, b) for a, b in zip(starts, stops, strict=True))
+
+
+@_method
+def unbind(self: Value, dim: int = 0) -> tuple:
+    rank = self.ndim
+    if not -rank <= operator.index(dim) < rank:
+        raise LayoutError(f"unbind: dim {dim} out of range for rank {rank}")
+    return tuple(self.select(dim, i) for i in range(self.shape[operator.index(dim)]))
+
+
+@_method
+def swapaxes(self: Value, dim0: int, dim1: int) -> Value:
+    return self.transpose(dim0, dim1)
+
+
+Value.swapdims = swapaxes  # type: ignore[attr-defined]
+Value.moveaxis = movedim  # type: ignore[attr-defined]
+
+
+def _reversed_dims(self: Value) -> Value:
+    """`.T`: every dim reversed."""
+    return self.permute(tuple(reversed(range(self.ndim))))
+
+
+def _matrix_transpose(self: Value) -> Value:
+    """`.mT`: the last two dims swapped."""
+    if self.ndim < 2:
+        raise LayoutError(f"mT: needs rank >= 2; got rank {self.ndim}")
+    return self.transpose(-2, -1)
+
+
+Value.T = property(_reversed_dims)  # type: ignore[attr-defined]
+Value.mT = property(_matrix_transpose)  # type: ignore[attr-defined]
+
+
+@_method
+def __len__(self: Value) -> int:
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+@_method
+def ndimension(self: Value) -> int:
+    return self.ndim
+
+
+@_method
+def nelement(self: Value) -> int:
+    return self.numel()
+
+
+@_method
+def element_size(self: Value) -> int:
+    return self.type.dtype.itemsize
+
+
+@_method
+def is_floating_point(self: Value) -> bool:
+    return self.type.dtype.is_floating
+
+
+@_method
+def is_contiguous(self: Value) -> bool:
+    """Whether the layout is row-major (an input's is the declared one until a call
+    specializes it)."""
+    return self.type.layout.is_contiguous()
+
+
+@_method
+def broadcast_to(self: Value, *sizes: int) -> Value:
+    return self.expand(*sizes)
+
+
+@_method
+def reshape_as(self: Value, other: Value) -> Value:
+    return self.reshape(other.shape)
+
+
+@_method
+def view_as(self: Value, other: Value) -> Value:
+    return self.view(other.shape)
+
+
+@_method
+def fliplr(self: Value) -> Value:
+    return self.flip(1)
+
+
+@_method
+def flipud(self: Value) -> Value:
+    return self.flip(0)
+
+
+@_method
+def detach(self: Value) -> Value:
+    return self
+
+
+@_method
+def type_as(self: Value, other: Value) -> Value:
+    return self.to(other.type.dtype)
+
+
+def _cast_method(name: str, dtype: str) -> None:
+    def cast(self: Value) -> Value:
+        return self.to(dtype)
+
+    cast.__name__ = name
+    cast.__doc__ = f"`.to({dtype})`, as torch's `Tensor.{name}()`."
+    setattr(Value, name, cast)
+
+
+for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
+                      ("bfloat16", "bfloat16"), ("int", "int32"), ("long", "int64"),
+                      ("short", "int16"), ("char", "int8"), ("byte", "uint8"),
+                      ("bool", "bool")):
+    _cast_method(_name, _dtype)
+
+
+@_method
+def repeat(self: Value, *sizes: int) -> Value:
+    """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
+    (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
+    repeats = tuple(operator.index(r) for r in _dims(sizes))
+    if len(repeats) < self.ndim:
+        raise LayoutError(
+            f"repeat: {len(repeats)} repeats for a value of rank {self.ndim}; expected at "
+            f"least {self.ndim}"
+        )
+    shape = (1,) * (len(repeats) - self.ndim) + tuple(self.shape)
+    interleaved = [n for s in shape for n in (1, s)]
+    expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
+    v = self.reshape(*interleaved).expand(*expanded)
+    return _fresh(v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True))))
+
+
+@_method
+def tile(self: Value, *dims: int) -> Value:
+    reps = tuple(operator.index(r) for r in _dims(dims))
+    return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
+
+
+@_method
+def repeat_interleave(self: Value, repeats: int, dim: int | None = None) -> Value:
+    if not _is_int(repeats):
+        from stridec.errors import UnsupportedError
+
+        raise UnsupportedError(
+            f"repeat_interleave: only an int number of repeats; got {type(repeats).__name__}"
+        )
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else operator.index(dim) % x.ndim
+    sizes = list(x.shape)
+    v = x.unsqueeze(d + 1).expand(*sizes[: d + 1], operator.index(repeats), *sizes[d + 1 :])
+    return _fresh(v.flatten(d, d + 1))
+
+
+@_method
+def roll(self: Value, shifts: Any, dims: Any = None) -> Value:
+    """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
+    if dims is None:
+        return self.flatten().roll(shifts, 0).view(*self.shape)
+    shifts, dims = _int_or_ints(shifts), _int_or_ints(dims)
+    if len(shifts) != len(dims):
+        raise LayoutError(f"roll: shifts {shifts} and dims {dims} differ in length")
+    v = self
+    for s, d in zip(shifts, dims, strict=True):
+        n = v.shape[d]
+        s = s % n if n else 0
+        if s:
+            v = cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
+    return _fresh(v) if v is self else v
+
+
+def _fresh(v: Value) -> Value:
+    """`v` in new memory, row-major: what torch's composites (repeat, roll, …) return,
+    even where every step here was a view."""
+    return v.copy_to(Layout.contiguous(v.shape))
 
 
 def _getitem(self: Value, index: Any) -> Value:
@@ -335,10 +558,10 @@ def _getitem(self: Value, index: Any) -> Value:
         if i is None:
             out = out.unsqueeze(dim)
             dim += 1
-        elif isinstance(i, bool) or not isinstance(i, (int, builtins.slice)):
+        elif not (isinstance(i, builtins.slice) or _is_int(i)):
             raise LayoutError(f"index: expected int, slice, None or '...'; got {type(i).__name__}")
-        elif isinstance(i, int):
-            out = out.select(dim, i)
+        elif _is_int(i):
+            out = out.select(dim, operator.index(i))
         else:
             if i != builtins.slice(None):
                 out = out.slice(dim, i.start, i.stop, 1 if i.step is None else i.step)
@@ -360,11 +583,55 @@ def __iter__(self: Value) -> Iterator[Value]:
 
 # -- module functions ------------------------------------------------------------------
 def cat(tensors: Sequence[Value], dim: int = 0) -> Value:
-    """torch.cat: one output buffer, each input written into a slice of it."""
+    """torch.cat: one output buffer, each input written into a slice of it. Values of
+    different dtypes are cast to the one torch promotes them to (`promote_types`)."""
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of values; got none")
+    dtype = tensors[0].type.dtype
+    for t in tensors[1:]:
+        dtype = promote_types(dtype, t.type.dtype, "cat")
+    tensors = [t.to(dtype) for t in tensors]
     return emit(tensors[0].graph, O.CatOp, tensors, {"dim": dim})
+
+
+def stack(tensors: Sequence[Value], dim: int = 0) -> Value:
+    """torch.stack: each value unsqueezed at `dim`, then `cat`."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("stack: expected a non-empty sequence of values; got none")
+    rank = tensors[0].ndim + 1
+    if not -rank <= operator.index(dim) < rank:
+        raise LayoutError(f"stack: dim {dim} out of range for rank {rank}")
+    d = operator.index(dim) % rank
+    return cat([t.unsqueeze(d) for t in tensors], d)
+
+
+def _at_least(value: Value, rank: int) -> Value:
+    """torch.atleast_1d / 2d / 3d: (n,) -> (1, n) -> (1, n, 1); a scalar -> (1, ..., 1)."""
+    if value.ndim >= rank:
+        return value
+    if value.ndim == 0:
+        return value.reshape((1,) * rank)
+    if value.ndim == 1:
+        value = value.unsqueeze(0)
+    return value if rank == 2 else value.unsqueeze(-1)
+
+
+def hstack(tensors: Sequence[Value]) -> Value:
+    """torch.hstack: `cat` along dim 1, or dim 0 of 1-d values."""
+    ts = [_at_least(t, 1) for t in tensors]
+    return cat(ts, 0 if ts and ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Sequence[Value]) -> Value:
+    """torch.vstack: values made at least 2-d, then `cat` along dim 0."""
+    return cat([_at_least(t, 2) for t in tensors], 0)
+
+
+def dstack(tensors: Sequence[Value]) -> Value:
+    """torch.dstack: values made at least 3-d, then `cat` along dim 2."""
+    return cat([_at_least(t, 3) for t in tensors], 2)
 
 
 def pad(value: Value, pad: Sequence[int], mode: str = "constant", fill: float = 0) -> Value:
@@ -374,3 +641,24 @@ def pad(value: Value, pad: Sequence[int], mode: str = "constant", fill: float = 
 
         raise UnsupportedError(f"pad: mode must be 'constant'; got {mode!r}")
     return emit(value.graph, O.PadOp, (value,), {"pad": tuple(pad), "value": fill})
+
+
+# The tensor surface builder and trace share: every name is a `Value` attribute that
+# mirrors `torch.Tensor`'s, and `stridec.trace` records it through the `Value` method
+# (docs/torch.md lists it; tests check both directions).
+SURFACE: tuple[str, ...] = (
+    # views
+    "permute", "transpose", "swapaxes", "swapdims", "t", "T", "mT", "expand", "expand_as",
+    "broadcast_to", "reshape", "reshape_as", "view", "view_as", "flatten", "unflatten",
+    "squeeze", "unsqueeze", "flip", "fliplr", "flipud", "unfold", "movedim", "moveaxis",
+    "narrow", "select", "diagonal", "as_strided", "split", "chunk", "tensor_split", "unbind",
+    "detach", "__getitem__", "__iter__",
+    # new memory
+    "contiguous", "clone", "repeat", "tile", "repeat_interleave", "roll",
+    # dtypes
+    "to", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "char",
+    "byte", "bool",
+    # metadata
+    "shape", "size", "dim", "ndim", "ndimension", "numel", "nelement", "dtype",
+    "element_size", "is_floating_point", "is_contiguous", "__len__",
+)

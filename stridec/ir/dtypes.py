@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
-from stridec.errors import UnsupportedError
+from stridec.errors import ShapeError, UnsupportedError
 
-__all__ = ["DType", "DTYPES", "as_dtype", "fill_fits"]
+__all__ = ["DType", "DTYPES", "as_dtype", "fill_fits", "promote_types"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +108,15 @@ def fill_fits(value: bool | int | float, dtype: DType) -> bool:
     bits = dtype.itemsize * 8
     low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.is_signed else (0, 2**bits - 1)
     return low <= value <= high  # False for NaN; Python compares int and float exactly
+
+
+def promote_types(a: DType, b: DType, what: str = "promote_types") -> DType:
+    """torch's `promote_types` (the dtype `torch.cat` of the two gives). torch promotes
+    uint32 with no other integer type (nor bool): that is a `ShapeError` naming both."""
+    try:
+        return as_dtype(torch.promote_types(a.torch, b.torch))
+    except RuntimeError:
+        raise ShapeError(
+            f"{what}: torch promotes {a} with {b} to no dtype (uint32 promotes only with "
+            f"floats and itself)"
+        ) from None

@@ -685,6 +685,30 @@ class Layout:
             self.offset,
         )
 
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Layout:
+        """torch.diagonal: drop `dim1` and `dim2`, append the diagonal (stride
+        ``strides[dim1] + strides[dim2]``) starting `offset` above it (below for a negative
+        offset). Of a (3, 4) row-major layout, offset 1: elements (0, 1), (1, 2), (2, 3) at
+        1, 1 + 5, 1 + 2·5: sizes (3,), strides (4 + 1,) = (5,), offset 1·1 = 1."""
+        d1 = _wrap_dim(dim1, self.rank, "diagonal: dim1", self.sizes, False)
+        d2 = _wrap_dim(dim2, self.rank, "diagonal: dim2", self.sizes, False)
+        k = _as_int(offset, "diagonal: offset")
+        if d1 == d2:
+            raise LayoutError(
+                f"diagonal: dim1 and dim2 must differ; got {dim1} and {dim2} (sizes {self.sizes})"
+            )
+        n1, n2 = self.sizes[d1], self.sizes[d2]
+        length = max(min(n1, n2 - k), 0) if k >= 0 else max(min(n1 + k, n2), 0)
+        start = self.offset
+        if length:
+            start += k * self.strides[d2] if k >= 0 else -k * self.strides[d1]
+        keep = [d for d in range(self.rank) if d not in (d1, d2)]
+        return Layout(
+            tuple(self.sizes[d] for d in keep) + (length,),
+            tuple(self.strides[d] for d in keep) + (self.strides[d1] + self.strides[d2],),
+            start,
+        )
+
     def flip(self, dims: int | Sequence[int]) -> Layout:
         """Reverse `dims` without copying: negate their strides and move the offset to
         what was their last element (offset + (size-1)*stride). An empty layout only

@@ -30,10 +30,21 @@ MAX_RANK = 8
 
 
 # -- attribute helpers -------------------------------------------------------------------
+def _is_index(value: Any) -> bool:
+    """An int as torch takes one: a Python int or anything with `__index__` (numpy
+    integers), never a bool."""
+    return not isinstance(value, (bool, np.bool_)) and (
+        isinstance(value, int) or hasattr(type(value), "__index__")
+    )
+
+
 def _int(op: str, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_index(value):
         raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}")
-    return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}") from None
 
 
 def _opt_int(op: str, key: str, value: Any) -> int | None:
@@ -41,8 +52,8 @@ def _opt_int(op: str, key: str, value: Any) -> int | None:
 
 
 def _ints(op: str, key: str, value: Any) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (int(value),)
+    if _is_index(value) and not isinstance(value, (list, tuple, torch.Size)):
+        return (_int(op, key, value),)
     if not isinstance(value, (list, tuple, torch.Size)):
         raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
     return tuple(_int(op, key, v) for v in value)
@@ -537,6 +548,30 @@ class UnfoldOp(ViewOp):
     def reference(self, t):
         a = self.attrs
         return (t.unfold(a["dim"], a["size"], a["step"]),)
+
+
+@register_op
+class DiagonalOp(ViewOp):
+    """torch.diagonal(offset, dim1, dim2): a view (`Layout.diagonal`)."""
+
+    name = "diagonal"
+    attr_names = ("offset", "dim1", "dim2")
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        return {
+            "offset": _int(cls.name, "offset", attrs.get("offset", 0)),
+            "dim1": _int(cls.name, "dim1", attrs.get("dim1", 0)),
+            "dim2": _int(cls.name, "dim2", attrs.get("dim2", 1)),
+        }
+
+    def result_layout(self, layout):
+        a = self.attrs
+        return layout.diagonal(a["offset"], a["dim1"], a["dim2"])
+
+    def reference(self, t):
+        a = self.attrs
+        return (torch.diagonal(t, a["offset"], a["dim1"], a["dim2"]),)
 
 
 @register_op

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,13 +62,32 @@ def _value(x: Any, call: str) -> Value:
 
 
 def _ints(args: tuple, call: str) -> tuple[int, ...]:
-    """`f(2, 3)`, `f((2, 3))` and `f(torch.Size([2, 3]))` alike, as torch takes sizes."""
+    """`f(2, 3)`, `f((2, 3))` and `f(torch.Size([2, 3]))` alike, as torch takes sizes;
+    numpy integers too (anything with `__index__`)."""
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         args = tuple(args[0])
     for a in args:
         if isinstance(a, (Proxy, torch.Tensor)):
             raise _unsupported(call, "sizes or dims given as tensors")
-    return tuple(int(a) for a in args)
+    try:
+        return tuple(operator.index(a) for a in args)
+    except TypeError:
+        raise CallError(f"stridec.trace: {call}: expected ints; got {list(args)!r}") from None
+
+
+def _unwrap(args: Any, call: str) -> Any:
+    """Arguments for a `Value` method: traced tensors as their values (in tuples and
+    lists too); a tensor that is no traced input cannot enter the graph."""
+    if isinstance(args, Proxy):
+        return args.value
+    if isinstance(args, torch.Tensor):
+        raise _unsupported(call, "a torch.Tensor that is not a traced input")
+    if isinstance(args, dict):
+        return {k: _unwrap(v, call) for k, v in args.items()}
+    if isinstance(args, (list, tuple)) and not isinstance(args, torch.Size):
+        return type(args)(_unwrap(a, call) for a in args) if isinstance(args, list) else tuple(
+            _unwrap(a, call) for a in args)
+    return args
 
 
 def _dims_tuple(dims: Any) -> tuple[int, ...]:
@@ -112,9 +132,29 @@ class Proxy:
         return handler(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        """The shared surface (`stridec.ir.builder.SURFACE`) not overridden here: the
+        `Value` method of that name, on unwrapped arguments, its results wrapped."""
+        if name in B.SURFACE:
+            member = getattr(self.value, name)
+            if isinstance(member, Value):  # a property: .T, .mT
+                return self._wrap(member)
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                call = f"Tensor.{name}"
+                out = member(*_unwrap(args, call), **_unwrap(kwargs, call))
+                return self._wrap_result(out)
+
+            return method
         if hasattr(torch.Tensor, name):
             raise _unsupported(f"Tensor.{name}")
         raise AttributeError(f"'Proxy' object has no attribute {name!r}")
+
+    def _wrap_result(self, out: Any) -> Any:
+        if isinstance(out, Value):
+            return self._wrap(out)
+        if isinstance(out, tuple):
+            return tuple(self._wrap_result(o) for o in out)
+        return out
 
     # -- metadata ------------------------------------------------------------------------
     @property
@@ -189,32 +229,8 @@ class Proxy:
         _no_more(kwargs, "Tensor.permute")
         return self._wrap(self.value.permute(*_ints(dims, "Tensor.permute")))
 
-    def transpose(self, dim0: int, dim1: int) -> Proxy:
-        return self._wrap(self.value.transpose(dim0, dim1))
-
-    swapaxes = swapdims = transpose
-
-    def t(self) -> Proxy:
-        return self._wrap(self.value.t())
-
-    @property
-    def T(self) -> Proxy:  # noqa: N802 -- torch's name
-        return self.permute(*reversed(range(self.ndim)))
-
-    @property
-    def mT(self) -> Proxy:  # noqa: N802 -- torch's name
-        if self.ndim < 2:
-            raise CallError(f"stridec.trace: Tensor.mT needs rank >= 2; got rank {self.ndim}")
-        return self.transpose(-2, -1)
-
     def expand(self, *sizes: Any) -> Proxy:
         return self._wrap(self.value.expand(*_ints(sizes, "Tensor.expand")))
-
-    def expand_as(self, other: Any) -> Proxy:
-        return self.expand(*_value(other, "Tensor.expand_as").shape)
-
-    def broadcast_to(self, size: Sequence[int]) -> Proxy:
-        return self.expand(*_ints((size,), "Tensor.broadcast_to"))
 
     def __getitem__(self, index: Any) -> Proxy:
         items = index if isinstance(index, tuple) else (index,)
@@ -241,51 +257,11 @@ class Proxy:
             raise _unsupported("Tensor.view(dtype)", "reinterpreting bits")
         return self._wrap(self.value.view(*_ints(shape, "Tensor.view")))
 
-    def view_as(self, other: Any) -> Proxy:
-        return self.view(*_value(other, "Tensor.view_as").shape)
-
-    def reshape_as(self, other: Any) -> Proxy:
-        return self.reshape(*_value(other, "Tensor.reshape_as").shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Proxy:
-        return self._wrap(self.value.flatten(start_dim, end_dim))
-
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Proxy:
         return self._wrap(self.value.unflatten(dim, _ints((sizes,), "Tensor.unflatten")))
 
-    def squeeze(self, dim: int | Sequence[int] | None = None) -> Proxy:
-        return self._wrap(self.value.squeeze(dim))
-
-    def unsqueeze(self, dim: int) -> Proxy:
-        return self._wrap(self.value.unsqueeze(dim))
-
     def flip(self, *dims: Any) -> Proxy:
         return self._wrap(self.value.flip(*_ints(dims, "Tensor.flip")))
-
-    def fliplr(self) -> Proxy:
-        return self.flip(1)
-
-    def flipud(self) -> Proxy:
-        return self.flip(0)
-
-    def unfold(self, dimension: int, size: int, step: int) -> Proxy:
-        return self._wrap(self.value.unfold(dimension, size, step))
-
-    def movedim(self, source: Any, destination: Any) -> Proxy:
-        return self._wrap(self.value.movedim(source, destination))
-
-    moveaxis = movedim
-
-    def narrow(self, dim: int, start: int, length: int) -> Proxy:
-        if isinstance(start, (Proxy, torch.Tensor)):
-            raise _unsupported("Tensor.narrow", "a start given as a tensor")
-        return self._wrap(self.value.narrow(dim, start, length))
-
-    def select(self, dim: int, index: int) -> Proxy:
-        return self._wrap(self.value.select(dim, index))
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[Proxy, ...]:
-        return self._wrap_all(self.value.chunk(chunks, dim))
 
     def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple[Proxy, ...]:
         sizes = split_size_or_sections
@@ -293,17 +269,13 @@ class Proxy:
             sizes = _ints((sizes,), "Tensor.split")
         return self._wrap_all(self.value.split(sizes, dim))
 
-    def unbind(self, dim: int = 0) -> tuple[Proxy, ...]:
-        rank = self.ndim
-        if not -rank <= dim < rank:
-            raise CallError(f"stridec.trace: Tensor.unbind: dim {dim} out of range for rank {rank}")
-        return tuple(self.select(dim, i) for i in range(self.shape[dim]))
-
     # -- copies --------------------------------------------------------------------------
     def contiguous(self, memory_format: torch.memory_format = torch.contiguous_format) -> Proxy:
         return self._materialize(memory_format, "Tensor.contiguous")
 
     def clone(self, memory_format: torch.memory_format = torch.preserve_format) -> Proxy:
+        if memory_format == torch.preserve_format:  # new memory, laid out as torch's
+            return self._wrap(self.value.clone())
         return self._materialize(memory_format, "Tensor.clone")
 
     def _materialize(self, memory_format: Any, call: str) -> Proxy:
@@ -325,9 +297,6 @@ class Proxy:
                 f"stridec.trace: {call}: {memory_format} needs rank {rank}; got rank {self.ndim}"
             )
         return self._wrap(self.value.copy_to(Layout.for_order(self.value.shape, order)))
-
-    def detach(self) -> Proxy:
-        return self
 
     def to(self, *args: Any, **kwargs: Any) -> Proxy:
         dtype = kwargs.pop("dtype", None)
@@ -357,88 +326,6 @@ class Proxy:
         if dtype is None or isinstance(dtype, str):
             raise _unsupported("Tensor.type", "only type(torch.dtype) casts")
         return self.to(dtype)
-
-    def type_as(self, other: Any) -> Proxy:
-        return self.to(_value(other, "Tensor.type_as").type.dtype.torch)
-
-    def float(self) -> Proxy:
-        return self.to(torch.float32)
-
-    def double(self) -> Proxy:
-        return self.to(torch.float64)
-
-    def half(self) -> Proxy:
-        return self.to(torch.float16)
-
-    def bfloat16(self) -> Proxy:
-        return self.to(torch.bfloat16)
-
-    def int(self) -> Proxy:
-        return self.to(torch.int32)
-
-    def long(self) -> Proxy:
-        return self.to(torch.int64)
-
-    def short(self) -> Proxy:
-        return self.to(torch.int16)
-
-    def char(self) -> Proxy:
-        return self.to(torch.int8)
-
-    def byte(self) -> Proxy:
-        return self.to(torch.uint8)
-
-    def bool(self) -> Proxy:
-        return self.to(torch.bool)
-
-    # -- composites ----------------------------------------------------------------------
-    def repeat(self, *sizes: Any) -> Proxy:
-        """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
-        (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
-        repeats = _ints(sizes, "Tensor.repeat")
-        if len(repeats) < self.ndim:
-            raise CallError(
-                f"stridec.trace: Tensor.repeat: {len(repeats)} repeats for a tensor of rank "
-                f"{self.ndim}; expected at least {self.ndim}"
-            )
-        shape = (1,) * (len(repeats) - self.ndim) + tuple(self.shape)
-        interleaved = [n for s in shape for n in (1, s)]
-        expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
-        v = self.value.reshape(*interleaved).expand(*expanded)
-        v = v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True)))
-        return self._wrap(_fresh(v))
-
-    def tile(self, dims: Any) -> Proxy:
-        reps = _ints((dims,), "Tensor.tile")
-        return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
-
-    def repeat_interleave(self, repeats: Any, dim: int | None = None, **kwargs: Any) -> Proxy:
-        kwargs.pop("output_size", None)
-        _no_more(kwargs, "Tensor.repeat_interleave")
-        if not isinstance(repeats, int) or isinstance(repeats, bool):
-            raise _unsupported("Tensor.repeat_interleave", "only an int number of repeats")
-        x = self.flatten() if dim is None else self
-        d = 0 if dim is None else dim % x.ndim
-        sizes = list(x.shape)
-        v = x.value.unsqueeze(d + 1).expand(*sizes[: d + 1], repeats, *sizes[d + 1 :])
-        return self._wrap(_fresh(v.flatten(d, d + 1)))
-
-    def roll(self, shifts: Any, dims: Any = None) -> Proxy:
-        """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
-        if dims is None:
-            return self.flatten().roll(shifts, 0).view(*self.shape)
-        shifts, dims = _dims_tuple(shifts), _dims_tuple(dims)
-        if len(shifts) != len(dims):
-            raise CallError(
-                f"stridec.trace: Tensor.roll: shifts {shifts} and dims {dims} differ in length"
-            )
-        v = self.value
-        for s, d in zip(shifts, dims, strict=True):
-            n = v.shape[d]
-            s = s % n if n else 0
-            if s:
-                v = B.cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
-        return self._wrap(_fresh(v) if v is self.value else v)
 
     # -- everything else is not a layout operation ---------------------------------------
     __hash__ = object.__hash__
@@ -481,8 +368,12 @@ def _no_more(kwargs: dict, call: str) -> None:
         raise _unsupported(call, f"keyword argument(s) {sorted(kwargs)}")
 
 
-_METHODS = {name for name, member in vars(Proxy).items()
-            if not name.startswith("_") and (callable(member) or isinstance(member, property))}
+# Every tensor method trace understands: the shared surface, and the ones only a traced
+# tensor has (`type` is a Value's TensorType; devices and memory formats are torch's).
+TRACE_ONLY = frozenset({"type", "device", "is_cuda", "requires_grad", "layout"})
+_METHODS = {name for name in B.SURFACE if not name.startswith("_")} | {
+    name for name, member in vars(Proxy).items()
+    if not name.startswith("_") and (callable(member) or isinstance(member, property))}
 
 
 # -- torch functions ---------------------------------------------------------------------
@@ -496,13 +387,26 @@ def _cat(tensors: Sequence[Any], dim: int = 0, **kwargs: Any) -> Proxy:
 
 
 def _stack(tensors: Sequence[Any], dim: int = 0, **kwargs: Any) -> Proxy:
+    _no_more({k: v for k, v in kwargs.items() if k != "out" or v is not None}, "torch.stack")
     tensors = [_proxy(t, "torch.stack") for t in tensors]
     if not tensors:
         raise CallError("stridec.trace: torch.stack: expected a non-empty list of tensors")
-    rank = tensors[0].ndim + 1
-    if not -rank <= dim < rank:
-        raise CallError(f"stridec.trace: torch.stack: dim {dim} out of range for rank {rank}")
-    return _cat([t.unsqueeze(dim % rank) for t in tensors], dim % rank, **kwargs)
+    return tensors[0]._wrap(B.stack([t.value for t in tensors], dim))
+
+
+def _stacker(name: str) -> Callable[..., Proxy]:
+    """torch.hstack / vstack / dstack as the builder's."""
+    build = getattr(B, name)
+
+    def stacked(tensors: Sequence[Any], **kwargs: Any) -> Proxy:
+        _no_more({k: v for k, v in kwargs.items() if k != "out" or v is not None},
+                 f"torch.{name}")
+        tensors = [_proxy(t, f"torch.{name}") for t in tensors]
+        if not tensors:
+            raise CallError(f"stridec.trace: torch.{name}: expected a non-empty list of tensors")
+        return tensors[0]._wrap(build([t.value for t in tensors]))
+
+    return stacked
 
 
 def _proxy(x: Any, call: str) -> Proxy:
@@ -591,13 +495,17 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     for name in ("permute", "transpose", "swapaxes", "swapdims", "t", "reshape", "flatten",
                  "unflatten", "squeeze", "unsqueeze", "flip", "fliplr", "flipud", "movedim",
                  "moveaxis", "narrow", "select", "chunk", "split", "unbind", "clone", "detach",
-                 "roll", "tile", "repeat_interleave", "broadcast_to", "numel")
+                 "roll", "tile", "repeat_interleave", "broadcast_to", "numel", "as_strided",
+                 "diagonal", "tensor_split")
 }
 _FUNCTIONS.update({
     "torch.cat": _cat,
     "torch.concat": _cat,
     "torch.concatenate": _cat,
     "torch.stack": _stack,
+    "torch.hstack": _stacker("hstack"),
+    "torch.vstack": _stacker("vstack"),
+    "torch.dstack": _stacker("dstack"),
     "torch.nn.functional.pad": _pad,
     "torch._C._nn.pad": _pad,
     "torch.nn.functional.pixel_shuffle": _pixel_shuffle,

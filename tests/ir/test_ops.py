@@ -70,7 +70,7 @@ def test_the_catalogue_is_registered() -> None:
     assert set(OP_REGISTRY) == {
         "input", "full", "philox", "philox_uniform",
         "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
-        "reshape", "view", "flatten", "unfold", "as_strided", "split",
+        "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "split",
         "contiguous", "clone", "copy", "pack", "unpack", "pad", "cast", "cat", "output",
     }
 
@@ -448,12 +448,14 @@ def test_cat_mismatches() -> None:
     with pytest.raises(ShapeError, match=r"cat: operand 1 has sizes \[3, 3\]; expected \[2, 3\]"):
         stridec.cat([x, y], 1)
     with pytest.raises(ShapeError, match="cat: operand 1 has dtype float16"):
-        stridec.cat([x, z], 0)
+        O.CatOp([x, z], {"dim": 0})  # the op takes one dtype; the builder promotes (below)
     with pytest.raises(LayoutError, match="cat: dim 0 out of range for rank 0"):
         stridec.cat([s, s])
     with pytest.raises(ShapeError, match="cat: expected a non-empty sequence"):
         stridec.cat([])
     assert all(v.uses == [] for v in (x, y, z, s))
+    # As torch.cat: float32 with float16 is float32, z cast first.
+    assert stridec.cat([x, z], 0).dtype.name == "float32"
 
 
 # -- pack and unpack ------------------------------------------------------------------------

@@ -122,6 +122,7 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     outs.append(x.reshape(2, -1))  # viewable
     outs.append(p.flatten(1))
     outs.append(x.unfold(3, 2, 1))
+    outs.append(x.diagonal(-1, 3, 1))
     outs.append(x.as_strided((2, 2), (1, 1), 3))
     outs.append(x.flip(0).as_strided((3,), (2,)))  # offset none: the operand's
     outs.append(y.t())
@@ -405,7 +406,7 @@ def reshaped_sizes(draw: st.DrawFn, sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 STEP_KINDS = (
     "permute transpose expand slice select squeeze unsqueeze flip reshape view flatten unfold "
-    "as_strided split contiguous copy pack unpack pad cast cat full"
+    "diagonal as_strided split contiguous copy pack unpack pad cast cat full"
 ).split()
 
 
@@ -448,6 +449,8 @@ def random_step(draw: st.DrawFn, g: Graph, v: Value) -> object:
         return v.flatten(dim_of(draw, rank), dim_of(draw, rank))
     if kind == "unfold":
         return v.unfold(dim_of(draw, rank), draw(st.integers(0, 3)), draw(st.integers(1, 3)))
+    if kind == "diagonal":
+        return v.diagonal(draw(st.integers(-3, 3)), dim_of(draw, rank), dim_of(draw, rank))
     if kind == "as_strided":
         storage = v.root().type.layout.min_storage_size()
         new = tuple(draw(st.lists(st.integers(0, 3), max_size=3)))

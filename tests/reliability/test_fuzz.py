@@ -77,6 +77,7 @@ FORMATS_BY_RANK = {
 KINDS = (
     "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
     "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
+    "diagonal",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
       "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view") * 2,
 )
@@ -231,6 +232,13 @@ def _step(b: Builder, v: Value) -> Value | None:
         dim = d.int(0, rank - 1)
         out = v.unfold(dim, d.int(0, sizes[dim]), d.int(1, 3))
         return b.add(out, r) if b.fits(out) else None
+    if kind == "diagonal":
+        if rank < 2:
+            return None
+        dim1, dim2 = d.int(-rank, rank - 1), d.int(-rank, rank - 1)
+        if dim1 % rank == dim2 % rank:
+            return None
+        return b.add(v.diagonal(d.int(-2, 2), dim1, dim2), r)
     if kind == "index":  # torch indexing sugar: ints, steps, None and `...`
         index: list[Any] = []
         for n in sizes[: d.int(0, rank)]:
