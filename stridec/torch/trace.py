@@ -356,13 +356,6 @@ for _dunder in ("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ 
 Proxy.__hash__ = object.__hash__  # type: ignore[method-assign] -- __eq__ is refused above
 
 
-def _fresh(v: Value) -> Value:
-    """`v` in new memory, row-major: what torch's composites (repeat, roll, pixel_shuffle,
-    unfold …) return, even where every step here was a view. (A copy that is already
-    one goes in `fuse-copies`.)"""
-    return v.copy_to(Layout.contiguous(v.shape))
-
-
 def _no_more(kwargs: dict, call: str) -> None:
     if kwargs:
         raise _unsupported(call, f"keyword argument(s) {sorted(kwargs)}")
@@ -431,7 +424,7 @@ def _pixel_shuffle(input: Any, upscale_factor: int) -> Proxy:
     n = len(batch)
     v = x.reshape(*batch, c // (r * r), r, r, h, w)
     v = v.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return x._wrap(_fresh(v.reshape(*batch, c // (r * r), h * r, w * r).value))
+    return x._wrap(B._fresh(v.reshape(*batch, c // (r * r), h * r, w * r).value))
 
 
 def _pixel_unshuffle(input: Any, downscale_factor: int) -> Proxy:
@@ -441,7 +434,7 @@ def _pixel_unshuffle(input: Any, downscale_factor: int) -> Proxy:
     n = len(batch)
     v = x.reshape(*batch, c, h // r, r, w // r, r)
     v = v.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return x._wrap(_fresh(v.reshape(*batch, c * r * r, h // r, w // r).value))
+    return x._wrap(B._fresh(v.reshape(*batch, c * r * r, h // r, w // r).value))
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -469,7 +462,7 @@ def _im2col(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
         v = v.slice(5, None, None, dw)
     n, c, oh, ow = v.shape[:4]
     v = v.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
-    return x._wrap(_fresh(v))
+    return x._wrap(B._fresh(v))
 
 
 def _full_like(input: Any, fill_value: float, *, dtype: Any = None, **kwargs: Any) -> Proxy:
