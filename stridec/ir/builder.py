@@ -316,7 +316,7 @@ def copy_to(
 def to(self: Value, dtype: Any) -> Value:
     """torch's `.to(dtype)`: the value itself when it has that dtype, else a cast (laid
     out as torch's `preserve_format`)."""
-    if as_dtype(dtype, "to: dtype") == self.type.dtype:
+    if as_dtype(dtype, "cast: dtype") == self.type.dtype:
         return self
     return emit(self.graph, O.CastOp, (self,), {"dtype": dtype})
 
