@@ -588,10 +588,11 @@ def cat(tensors: Sequence[Value], dim: int = 0) -> Value:
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of values; got none")
-    dtype = tensors[0].type.dtype
-    for t in tensors[1:]:
-        dtype = promote_types(dtype, t.type.dtype, "cat")
-    tensors = [t.to(dtype) for t in tensors]
+    if all(isinstance(t, Value) for t in tensors):  # else the op names what is not one
+        dtype = tensors[0].type.dtype
+        for t in tensors[1:]:
+            dtype = promote_types(dtype, t.type.dtype, "cat")
+        tensors = [t.to(dtype) for t in tensors]
     return emit(tensors[0].graph, O.CatOp, tensors, {"dim": dim})
 
 
