@@ -363,7 +363,7 @@ class _Lowering:
         block = tuning.blocks[0] if tuning and tuning.blocks else None
         warps = tuning.num_warps if tuning and tuning.num_warps else 4
         if self.target == "c":
-            kernel = generate_c_philox(spec)
+            kernel = generate_c_philox(spec, state_index)
         else:
             kernel = generate_philox(spec, self.target, block, warps)
         self.add_launch(
