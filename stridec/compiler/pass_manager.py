@@ -17,8 +17,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
+from stridec.compiler.pass_base import PASS_REGISTRY, Pass, register_pass
 from stridec.errors import StridecError, UnsupportedError, VerificationError
 from stridec.ir.graph import Graph
 from stridec.ir.verifier import verify_graph
@@ -28,23 +29,6 @@ __all__ = ["Pass", "PassManager", "PASS_REGISTRY", "register_pass", "DEFAULT_PIP
 DEFAULT_PIPELINE = (
     "canonicalize,fold-views,lower-formats,fuse-copies,eliminate-copies,dce,cse,plan-memory"
 )
-
-PASS_REGISTRY: dict[str, type[Pass]] = {}
-
-
-class Pass:
-    """Base of every pass: subclasses are dataclasses with a `name` and `run(graph)`."""
-
-    name: ClassVar[str] = "pass"
-
-    def run(self, graph: Graph) -> None:
-        raise NotImplementedError(self.name)
-
-
-def register_pass(cls: type[Pass]) -> type[Pass]:
-    PASS_REGISTRY[cls.name] = cls
-    return cls
-
 
 def _load_passes() -> None:
     # Importing the package registers every pass module.

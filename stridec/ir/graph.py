@@ -135,7 +135,8 @@ class Op:
     - `verify_()` checks what normalization cannot (operand counts, dtypes); it may read
       the op's attributes and types and its operands' root storage (`Value.root`): the
       verification after each pass runs it again when one of those changed;
-    - `reference(*tensors)` gives the op's meaning in plain torch on logical tensors.
+    An op's meaning in plain torch lives with the reference backend
+    (`stridec.runtime.backends.reference.RULES`), not here: the IR needs no torch.
 
     Two records let the verification after each pass (`verify_graph(graph,
     incremental=True)` in `stridec.ir.verifier`) skip work whose inputs did not change:
@@ -210,9 +211,6 @@ class Op:
 
     def verify_(self) -> None:
         """Per-op checks beyond attribute normalization; raise VerificationError."""
-
-    def reference(self, *tensors: Any) -> tuple[Any, ...]:
-        raise NotImplementedError(self.name)
 
     def aliases_operand(self) -> bool:
         """Whether the results address the storage of operand 0 (a view)."""

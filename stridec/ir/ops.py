@@ -2,8 +2,8 @@
 
 Each op validates its attributes (`normalize`), infers its result types — including the
 layout over the root storage, so every view is visibly a stride rewrite — verifies what
-normalization cannot, and states its meaning in plain torch (`reference`), which the
-reference executor and the tests use as the oracle.
+normalization cannot. Their meaning in plain torch — the oracle — is the reference
+backend's (`stridec.runtime.backends.reference.RULES`): the IR itself needs no torch.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
-from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.dtypes import DType, as_dtype, fits
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
 from stridec.ir.layout import Layout
@@ -39,7 +36,7 @@ def _opt_int(op: str, key: str, value: Any) -> int | None:
 def _ints(op: str, key: str, value: Any) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         return (int(value),)
-    if not isinstance(value, (list, tuple, torch.Size)):
+    if not isinstance(value, (list, tuple)):  # torch.Size is a tuple
         raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
     return tuple(_int(op, key, v) for v in value)
 
@@ -51,19 +48,13 @@ def _number(op: str, key: str, value: Any) -> int | float | bool:
 
 
 def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | bool:
-    """A number `dtype` can hold: torch refuses to fill with a value that overflows it.
-
-    Checked with a 2-element fill, as the reference fills whole tensors: torch's `full`
-    of one element turns 70000 into float16 inf, where any larger one refuses it.
-    """
+    """A number `dtype` can hold: torch refuses to fill with a value that overflows it
+    (`stridec.ir.dtypes.fits`, the rule of a fill of two or more elements, as the
+    reference fills whole tensors: torch's `full` of one element turns 70000 into float16
+    inf, where any larger one refuses it)."""
     value = _number(op, key, value)
-    if dtype is not None:
-        try:
-            torch.full((2,), value, dtype=dtype.torch)
-        except (RuntimeError, OverflowError):
-            raise ShapeError(
-                f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}"
-            ) from None
+    if dtype is not None and not fits(value, dtype):
+        raise ShapeError(f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}")
     return value
 
 
@@ -193,10 +184,6 @@ class FullOp(Op):
     def infer_types(self, operand_types):
         return [TensorType(self.attrs["sizes"], self.attrs["dtype"])]
 
-    def reference(self, *tensors, device: Any = "cpu"):
-        a = self.attrs
-        return (torch.full(a["sizes"], a["value"], dtype=a["dtype"].torch, device=device),)
-
 
 def _check_state(op: str, t: TensorType) -> None:
     if t.dtype.name not in ("uint32", "int32"):
@@ -205,19 +192,7 @@ def _check_state(op: str, t: TensorType) -> None:
         raise VerificationError(f"{op}: state must have shape (6,) or (1, 1, 1, 6); got {t.sizes}")
 
 
-def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
-    """Six uint32 words as a tensor of `like`'s dtype (bit pattern), shape and device."""
-    t = torch.from_numpy(words.astype("uint32").reshape(-1)).view(like.dtype)
-    return t.reshape(like.shape).to(like.device)
-
-
 _PLACEMENT = ("layout", "space", "index", "dst", "masks", "fill")
-
-
-def _row_major(t: torch.Tensor) -> torch.Tensor:
-    """`t` with row-major strides, an empty one too (numpy gives those stride 0)."""
-    out = torch.empty(t.shape, dtype=t.dtype, device=t.device)
-    return out.copy_(t) if t.numel() else out
 
 
 class _PhiloxBase(Op):
@@ -308,13 +283,6 @@ class PhiloxOp(_PhiloxBase):
     def value_dtype(self) -> DType:
         return as_dtype("uint32")
 
-    def reference(self, state):
-        from stridec.ir.philox import philox_bits
-
-        bits, new_state = philox_bits(state.cpu().numpy(), self.attrs["sizes"])
-        bits_t = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
-        return bits_t, _state_tensor(new_state, state)
-
 
 @register_op
 class PhiloxUniformOp(_PhiloxBase):
@@ -342,17 +310,6 @@ class PhiloxUniformOp(_PhiloxBase):
 
     def value_dtype(self) -> DType:
         return self.attrs["dtype"]
-
-    def reference(self, state):
-        from stridec.ir.philox import philox_bits, uniform_from_bits
-
-        a = self.attrs
-        bits, new_state = philox_bits(state.cpu().numpy(), a["sizes"])
-        values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
-        out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
-        out = out.reshape(a["sizes"])
-        out = _row_major(out.to(a["dtype"].torch).to(state.device))
-        return out, _state_tensor(new_state, state)
 
 
 # -- views -------------------------------------------------------------------------------
@@ -383,9 +340,6 @@ class PermuteOp(ViewOp):
     def result_layout(self, layout):
         return layout.permute(self.attrs["dims"])
 
-    def reference(self, t):
-        return (t.permute(self.attrs["dims"]),)
-
 
 @register_op
 class TransposeOp(ViewOp):
@@ -399,9 +353,6 @@ class TransposeOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.transpose(self.attrs["dim0"], self.attrs["dim1"])
-
-    def reference(self, t):
-        return (t.transpose(self.attrs["dim0"], self.attrs["dim1"]),)
 
 
 @register_op
@@ -419,9 +370,6 @@ class ExpandOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.expand(self.attrs["sizes"])
-
-    def reference(self, t):
-        return (t.expand(self.attrs["sizes"]),)
 
 
 @register_op
@@ -445,12 +393,6 @@ class SliceOp(ViewOp):
         a = self.attrs
         return layout.slice(a["dim"], a["start"], a["stop"], a["step"])
 
-    def reference(self, t):
-        a = self.attrs
-        dim = a["dim"] % t.dim()
-        index = (slice(None),) * dim + (slice(a["start"], a["stop"], a["step"]),)
-        return (t[index],)
-
 
 @register_op
 class SelectOp(ViewOp):
@@ -464,9 +406,6 @@ class SelectOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.select(self.attrs["dim"], self.attrs["index"])
-
-    def reference(self, t):
-        return (t.select(self.attrs["dim"], self.attrs["index"]),)
 
 
 @register_op
@@ -483,10 +422,6 @@ class SqueezeOp(ViewOp):
         dims = self.attrs["dims"]
         return layout.squeeze(None if dims is None else tuple(dims))
 
-    def reference(self, t):
-        dims = self.attrs["dims"]
-        return (t.squeeze() if dims is None else t.squeeze(tuple(dims)),)
-
 
 @register_op
 class UnsqueezeOp(ViewOp):
@@ -500,9 +435,6 @@ class UnsqueezeOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.unsqueeze(self.attrs["dim"])
-
-    def reference(self, t):
-        return (t.unsqueeze(self.attrs["dim"]),)
 
 
 @register_op
@@ -518,10 +450,6 @@ class UnfoldOp(ViewOp):
     def result_layout(self, layout):
         a = self.attrs
         return layout.unfold(a["dim"], a["size"], a["step"])
-
-    def reference(self, t):
-        a = self.attrs
-        return (t.unfold(a["dim"], a["size"], a["step"]),)
 
 
 @register_op
@@ -554,9 +482,6 @@ class AsStridedOp(ViewOp):
         """The result must address only the root's storage, as torch's as_strided checks."""
         storage = storage_elements(self.operands[0].root())
         self.result.type.layout.check_fits(storage, "as_strided")
-
-    def reference(self, t):
-        raise VerificationError("as_strided: needs the root storage; run it through the executor")
 
 
 def _resolve_sizes(op: str, sizes: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -598,9 +523,6 @@ class _ReshapeBase(ViewOp):
         t = operand_types[0]
         layout = self.viewed(t.layout)
         return [TensorType(self.attrs["sizes"], t.dtype, layout)]
-
-    def reference(self, t):
-        return (t.reshape(self.attrs["sizes"]),)
 
 
 @register_op
@@ -664,9 +586,6 @@ class FlattenOp(_ReshapeBase):
         t = operand_types[0]
         return [TensorType(self._sizes_for(t.sizes), t.dtype, self.viewed(t.layout))]
 
-    def reference(self, t):
-        return (t.flatten(self.attrs["start_dim"], self.attrs["end_dim"]),)
-
 
 @register_op
 class SplitOp(ViewOp):
@@ -721,10 +640,6 @@ class SplitOp(ViewOp):
             results.append(TensorType(layout.sizes, t.dtype, layout))
         return results
 
-    def reference(self, t):
-        s = self.attrs["sizes"]
-        return tuple(t.split(s[0] if len(s) == 1 else list(s), self.attrs["dim"]))
-
 
 # -- materializations --------------------------------------------------------------------
 @register_op
@@ -745,9 +660,6 @@ class ContiguousOp(Op):
             return [TensorType(t.sizes, t.dtype, t.layout)]
         return [TensorType(t.sizes, t.dtype)]
 
-    def reference(self, t):
-        return (t.contiguous(),)
-
 
 class _FreshLikeOp(Op):
     """A new tensor "like" the operand (torch's `preserve_format`, `Layout.preserved`):
@@ -767,9 +679,6 @@ class CloneOp(_FreshLikeOp):
     """torch's `clone()`: the same elements in new memory, strides as `preserve_format`."""
 
     name = "clone"
-
-    def reference(self, t):
-        return (t.clone(),)
 
 
 @register_op
@@ -793,11 +702,6 @@ class FlipOp(_FreshLikeOp):
 
     def source_layout(self) -> Layout:
         return self.operands[0].type.layout.flip(self.attrs["dims"])
-
-    def reference(self, t):
-        if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
-            return (torch.flip(t.view(torch.int32), self.attrs["dims"]).view(torch.uint32),)
-        return (torch.flip(t, self.attrs["dims"]),)
 
 
 def _masks(op: str, value: Any) -> tuple[tuple[tuple[int, ...], int, int], ...] | None:
@@ -954,55 +858,6 @@ class CopyOp(Op):
         except StridecError:
             return None
 
-    def reference(self, t, into=None):
-        if self.is_explicit:
-            raise VerificationError("copy: the explicit form needs root storage; use the executor")
-        return (t.to(self.attrs["dtype"].torch).clone(),)
-
-
-def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
-    """Bool tensor over `space`: where every bound `lo <= Σ coeffs_k·i_k < hi` holds."""
-    from stridec.runtime.backends.reference import linear_form
-
-    valid = torch.ones(tuple(space), dtype=torch.bool, device=device)
-    for m in masks:
-        linear = linear_form(tuple(space), m.coeffs, 0, device)
-        valid &= (linear >= m.lo) & (linear < m.hi)
-    return valid
-
-
-def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
-    """Pack a logical tensor through the format's `Packing` description, in plain torch."""
-    p = fmt.packing(tuple(t.shape), as_dtype(t.dtype), fill)
-    from stridec.runtime.backends.reference import layout_indices, put
-
-    out = torch.full(p.physical_sizes, fill, dtype=t.dtype, device=t.device)
-    if out.numel() == 0:
-        return out
-    valid = _valid_points(p.space, p.mask, t.device)
-    src = layout_indices(p.logical, t.device).clamp(0, max(t.numel() - 1, 0))
-    values = (
-        t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
-    )
-    dst = layout_indices(p.physical, t.device)
-    put(out.view(-1), dst[valid], values[valid])
-    return out
-
-
-def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) -> torch.Tensor:
-    """Unpack a physical tensor to `logical_sizes` through the format's `Packing`, in torch."""
-    p = fmt.unpacking(tuple(logical_sizes), as_dtype(t.dtype))
-    from stridec.runtime.backends.reference import layout_indices, put
-
-    out = torch.empty(tuple(logical_sizes), dtype=t.dtype, device=t.device)
-    if out.numel() == 0:
-        return out
-    valid = _valid_points(p.space, p.mask, t.device)
-    src = layout_indices(p.physical, t.device)[valid]
-    dst = layout_indices(p.logical, t.device)[valid]
-    put(out.view(-1), dst, t.contiguous().reshape(-1)[src])
-    return out
-
 
 @register_op
 class PackOp(Op):
@@ -1033,9 +888,6 @@ class PackOp(Op):
         if shown.get("fill") == 0 and not isinstance(shown.get("fill"), float):
             shown.pop("fill")
         return shown
-
-    def reference(self, t):
-        return (pack_reference(get_format(self.attrs["format"]), t, self.attrs["fill"]),)
 
 
 def logical_sizes_of(
@@ -1090,11 +942,6 @@ class UnpackOp(Op):
         t = operand_types[0]
         return [TensorType(self.logical_sizes(t.sizes, t.dtype), t.dtype)]
 
-    def reference(self, t):
-        fmt = get_format(self.attrs["format"])
-        sizes = self.logical_sizes(tuple(t.shape), as_dtype(t.dtype))
-        return (unpack_reference(fmt, t, sizes),)
-
 
 def _suggested(layout: Layout, sizes: Sequence[int]) -> Layout | None:
     """The layout torch gives the new tensor of `sizes` that `pad` makes of one of
@@ -1148,12 +995,6 @@ class PadOp(Op):
             return [TensorType(sizes, t.dtype, kept.preserved())]
         return [TensorType(sizes, t.dtype, _suggested(t.layout, sizes))]
 
-    def reference(self, t):
-        a = self.attrs
-        # The fill converted as `full` converts it: F.pad refuses e.g. -1 for uint32.
-        value = torch.full((), a["value"], dtype=t.dtype).item()
-        return (F.pad(t, list(a["pad"]), mode="constant", value=value),)
-
 
 @register_op
 class CastOp(Op):
@@ -1176,9 +1017,6 @@ class CastOp(Op):
         if self.attrs["dtype"] == t.dtype:
             return [TensorType(t.sizes, t.dtype, t.layout)]
         return [TensorType(t.sizes, self.attrs["dtype"])]
-
-    def reference(self, t):
-        return (t.to(self.attrs["dtype"].torch),)
 
 
 @register_op
@@ -1221,9 +1059,6 @@ class CatOp(Op):
         order = orders.pop() if len(orders) == 1 else None
         layout = None if order is None else Layout.for_order(sizes, order)
         return [TensorType(sizes, first.dtype, layout)]
-
-    def reference(self, *ts):
-        return (torch.cat(ts, self.attrs["dim"]),)
 
 
 @register_op

@@ -36,10 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import struct
 from dataclasses import dataclass, field
-
-import torch
 
 from stridec.compiler.codegen.spec import (
     CopySpec,
@@ -50,7 +47,7 @@ from stridec.compiler.codegen.spec import (
     mask_range,
 )
 from stridec.errors import UnsupportedError
-from stridec.ir.dtypes import DType
+from stridec.ir.dtypes import DType, bit_pattern
 
 __all__ = [
     "STRATEGIES",
@@ -66,7 +63,6 @@ __all__ = [
     "touched_spans",
     "generate_copy",
     "index_bits_for",
-    "fill_bits",
 ]
 
 STRATEGIES = ("linear", "tiled_transpose", "gather")
@@ -329,27 +325,9 @@ def _tuned(
 # --------------------------------------------------------------------------- emission
 
 
-def fill_bits(fill: float | int | bool, dst: DType) -> int:
-    """`fill` cast to `dst` as torch does, as the signed integer of the same bit pattern."""
-    if isinstance(fill, bool):
-        value = torch.tensor(fill, dtype=torch.bool)
-    elif isinstance(fill, int):
-        value = torch.tensor(fill, dtype=torch.int64)
-    else:
-        value = torch.tensor(fill, dtype=torch.float64)
-    cast = value.to(dst.torch)
-    if dst.name == "bool":
-        return int(bool(cast.item()))
-    if not dst.is_floating and dst.is_signed:
-        return int(cast.item())
-    # Floats and unsigned ints: reinterpret the bytes as a signed int of the same width.
-    raw = cast.reshape(1).contiguous().view(torch.uint8).tolist()
-    fmt = {1: "<b", 2: "<h", 4: "<i", 8: "<q"}[dst.itemsize]
-    return int(struct.unpack(fmt, bytes(raw))[0])
-
-
 def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
-    bits = fill_bits(fill, dst)
+    """`tl.full` of `fill` cast to `dst` as torch does, written as its bit pattern."""
+    bits = bit_pattern(fill, dst)
     if bits == 0:
         return f"tl.full({shape}, 0, {dst.triton})"
     if dst.name == "bool":

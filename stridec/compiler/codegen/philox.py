@@ -35,13 +35,13 @@ low and high 32-bit halves and the carries run through words 1–3, so a counter
 2^32, 2^64, 2^96 or 2^128 − 1 carries (and wraps) exactly as the reference.
 
 Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with the float32
-constants of `stridec.ir.philox.uniform_scale`: an explicit fused multiply-add rounds once
-on every backend, so Triton's FP contraction cannot change the bits (except in the
-interpreter of Triton < 3.9, which computes `tl.fma` as a multiply then an add: there the
-interpret backend warns once, see `stridec.runtime.backends.interpret`). float16 is a plain
-round-to-nearest-even cast; bfloat16 is rounded to nearest even on the integer bits,
-because Triton's interpreter truncates in its own float32 -> bfloat16 cast while CUDA
-rounds.
+constants of `stridec.runtime.backends.reference_philox.uniform_scale`: an explicit
+fused multiply-add rounds once on every backend, so Triton's FP contraction cannot
+change the bits (except in the interpreter of Triton < 3.9, which computes `tl.fma` as a
+multiply then an add: there the interpret backend warns once, see
+`stridec.runtime.backends.interpret`). float16 is a plain round-to-nearest-even cast;
+bfloat16 is rounded to nearest even on the integer bits, because Triton's interpreter
+truncates in its own float32 -> bfloat16 cast while CUDA rounds.
 
 The state is read on the device by every program; program 0 also writes `new_state`.
 `state` and `new_state` must therefore not overlap (`stridec.runtime.launch.launch_philox`
@@ -56,18 +56,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
-
 from stridec.errors import ShapeError, UnsupportedError
-from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
 
 __all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
 
 _MAX_RANK = 8
 _INT32_LIMIT = 2**31 - 1
 # Random123 philox.h constants, written here again rather than imported: the kernel and
-# the reference in stridec.ir.philox are kept independent so that one checks the other.
+# the reference in stridec.runtime.backends.reference_philox are kept independent so
+# that one checks the other.
 PHILOX_M0 = 0xD2511F53
 PHILOX_M1 = 0xCD9E8D57
 PHILOX_W0 = 0x9E3779B9
@@ -75,7 +73,8 @@ PHILOX_W1 = 0xBB67AE85
 _BITS_DTYPES = ("uint32", "int32")
 _UNIFORM_DTYPES = ("float32", "float16", "bfloat16")
 # Bit-pattern integer type of each output dtype (fills are written as bit patterns).
-_BITS_OF = {4: (torch.int32, "tl.int32"), 2: (torch.int16, "tl.int16")}
+_BITS_OF = {4: "tl.int32", 2: "tl.int16"}
+FLOAT32 = DTYPES["float32"]
 
 
 @dataclass(frozen=True)
@@ -199,15 +198,7 @@ def _fill_bits(fill: float | int, dtype: DType) -> int:
     integer types, integers wrap), as the signed bit pattern of that width."""
     if isinstance(fill, bool) or not isinstance(fill, (int, float)):
         raise ShapeError(f"philox: fill must be a number; got {fill!r}")
-    source = torch.tensor(fill, dtype=torch.float64 if isinstance(fill, float) else torch.int64)
-    try:
-        value = source.to(dtype.torch).reshape(1)
-    except RuntimeError as e:
-        raise ShapeError(f"philox: fill {fill!r} does not convert to {dtype.name}: {e}") from None
-    if dtype.name == "uint32":
-        value = value.view(torch.int32)
-    bits_dtype, _ = _BITS_OF[dtype.itemsize]
-    return int(value.view(bits_dtype).item())
+    return bit_pattern(fill, dtype)
 
 
 def _plan(spec: PhiloxSpec) -> _Plan:
@@ -253,10 +244,11 @@ def _plan(spec: PhiloxSpec) -> _Plan:
         raise UnsupportedError(
             f"philox: distribution must be 'bits' or 'uniform'; got {spec.distribution!r}"
         )
-    low32 = np.float32(spec.low)
-    with np.errstate(over="ignore", invalid="ignore"):
-        scale32 = np.float32(np.float32(spec.high) - low32)  # as stridec.ir.philox.uniform_scale
-    if spec.distribution == "uniform" and not (np.isfinite(low32) and np.isfinite(scale32)):
+    # As reference_philox.uniform_scale: a float32 difference of float32 values (exact in
+    # a double, then rounded once).
+    low32 = convert(float(spec.low), FLOAT32)
+    scale32 = convert(convert(float(spec.high), FLOAT32) - low32, FLOAT32)
+    if spec.distribution == "uniform" and not (math.isfinite(low32) and math.isfinite(scale32)):
         raise UnsupportedError(
             f"philox: low={spec.low!r}, high={spec.high!r} give a non-finite float32 range"
         )
@@ -448,7 +440,7 @@ def _gather_body(lines: list[str], plan: _Plan, wide: bool) -> None:
     lines.append("    word = tl.where(w == 0, y0, tl.where(w == 1, y1, tl.where(w == 2, y2, y3)))")
     _emit_convert(lines, plan, "word")
     if plan.masks:
-        _, bits_tl = _BITS_OF[plan.dtype.itemsize]
+        bits_tl = _BITS_OF[plan.dtype.itemsize]
         elem = "tl.int32" if not plan.uniform else plan.dtype.triton
         lines.append(
             f"    fill = tl.full([BLOCK], {plan.fill_bits}, {bits_tl}).to({elem}, bitcast=True)"

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.index_maps import as_view
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import written_into
 from stridec.errors import LayoutError
 from stridec.ir import ops as O

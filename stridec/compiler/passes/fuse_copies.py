@@ -50,8 +50,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from stridec.compiler.index_maps import (
     Bound,
     Box,
@@ -63,11 +61,11 @@ from stridec.compiler.index_maps import (
     restrict,
     split_box,
 )
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
 from stridec.errors import StridecError
 from stridec.ir import ops as O
-from stridec.ir.dtypes import DType
+from stridec.ir.dtypes import DType, convert
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
@@ -102,7 +100,7 @@ def _explicit(op: Op) -> bool:
 def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
     """`fill` as a producer storing `stored` writes it, read back as `read`: the fill
     0.1 of an f32 pack, cast to f64 by its consumer, is 0.10000000149011612, not 0.1."""
-    return torch.tensor(fill, dtype=stored.torch).to(read.torch).item()
+    return convert(convert(fill, stored), read)
 
 
 def _valid_box(sizes: Sequence[int], masks: Sequence[tuple]) -> list[tuple[int, int]] | None:
