@@ -29,8 +29,8 @@ from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
-from stridec.version import __version__
 from stridec.runtime.outs import OutCall, check_outs
+from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
            "set_torch_op_factory"]
