@@ -17,6 +17,7 @@ from typing import Any
 from stridec import errors
 from stridec.errors import (
     CallError,
+    InternalError,
     LayoutError,
     ParseError,
     ShapeError,
@@ -68,6 +69,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CallError",
     "CompiledGraph",
+    "InternalError",
     "Plan",
     "compile",
     "DTYPES",

@@ -1,6 +1,6 @@
-"""The package's layers, read from its source: every `import` and `from … import` in
-every module — at the top or inside a function, a lazy import counts the same — and
-every `importlib.import_module("…")` of a constant name.
+"""The package's layers, read from its source (`stridec.tools.layers`): every `import`
+and `from … import` in every module — at the top or inside a function, a lazy import
+counts the same — and every `importlib.import_module("…")` of a constant name.
 
 Data flows one way (`ir` ← `compiler` ← `runtime` ← `torch`): a module imports only its
 own layer and the ones below it, plus the package's base modules (`stridec.errors`,
@@ -12,50 +12,22 @@ never import each other in a cycle.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "stridec"
+from stridec.tools import layers
+
 LAYERS = {"ir": 0, "compiler": 1, "runtime": 2, "torch": 3, "tools": 4}
 BASE = {"stridec.errors", "stridec.version"}
 FOREIGN_BELOW_RUNTIME = ("torch", "triton")  # what ir/ and compiler/ must not import
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+PACKAGE = layers.PACKAGE
+MODULES = layers.package_modules()
 
 
 def imports(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, imported module) for each import in the file, wherever it sits. For
-    `from a.b import c`, the module is `a.b.c` when that is a module of the package."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = module_name(path)
-    if path.name != "__init__.py":
-        package = package.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            for alias in node.names:
-                full = f"{base}.{alias.name}"
-                yield node.lineno, full if full in MODULES else base
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            yield node.lineno, node.args[0].value
+    return layers.imports(path, MODULES, PACKAGE)
 
 
 def layer(module: str) -> int | None:
@@ -91,19 +63,11 @@ def test_no_module_imports_a_higher_layer() -> None:
 
 
 def folder(module: str) -> str:
-    path = MODULES[module]
-    return str(path.parent.relative_to(PACKAGE.parent))
+    return layers.folder_of(module, MODULES, PACKAGE)
 
 
 def import_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for module, path in MODULES.items():
-        for _, target in imports(path):
-            while target and target not in MODULES:  # `from pkg.mod import name`
-                target = target.rpartition(".")[0]
-            if target and target != module:
-                graph[module].add(target)
-    return graph
+    return layers.import_graph(MODULES, PACKAGE)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -163,7 +127,7 @@ def test_the_checks_see_lazy_upward_imports_and_cycles(tmp_path: Path) -> None:
     global PACKAGE, MODULES
     saved = PACKAGE, MODULES
     PACKAGE = fake
-    MODULES = {module_name(p): p for p in sorted(fake.rglob("*.py"))}
+    MODULES = layers.package_modules(fake)
     try:
         found = violations("stridec.ir.a", MODULES["stridec.ir.a"])
         assert any("imports torch" in v for v in found)
@@ -202,3 +166,14 @@ def test_stridec_opt_emits_kernels_without_torch(tmp_path: Path) -> None:
                           timeout=120, cwd=PACKAGE.parent)
     assert done.returncode == 0, done.stderr
     assert "@triton.jit" in done.stdout and "tl.full" in done.stdout, done.stdout
+
+
+def test_the_architecture_picture_is_generated_from_the_code() -> None:
+    """docs/architecture.md shows `python -m stridec.tools.layers` as it prints now."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = page.index("```mermaid\n") + len("```mermaid\n")
+    shown = page[start : page.index("```", start)]
+    assert shown == layers.mermaid(), (
+        "docs/architecture.md: the picture is stale; paste the output of "
+        "`python -m stridec.tools.layers` into its mermaid block"
+    )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from stridec.compiler.pass_base import PASS_REGISTRY, Pass, register_pass
-from stridec.errors import StridecError, UnsupportedError, VerificationError
+from stridec.errors import InternalError, StridecError, UnsupportedError, VerificationError
 from stridec.ir.graph import Graph
 from stridec.ir.verifier import verify_graph
 
@@ -137,8 +137,11 @@ class PassManager:
             except StridecError as e:  # keep the error as it is, say which pass raised it
                 e.args = (f"pass '{p.name}': {e}",)
                 raise
-            except Exception as e:  # a bug in a pass: say which one
-                raise VerificationError(f"pass '{p.name}' failed: {type(e).__name__}: {e}") from e
+            except Exception as e:  # a bug in a pass: say so and which pass, keep the cause
+                raise InternalError(
+                    f"bug in stridec: pass '{p.name}' raised {type(e).__name__}: {e} "
+                    "(the traceback of the cause shows where)"
+                ) from e
             self.timings.append(PassTiming(p.name, time.perf_counter() - start))
             if self.verify_each:
                 try:

@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DType, as_dtype, fits
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
-
-MAX_RANK = 8
 
 
 # -- attribute helpers -------------------------------------------------------------------
@@ -814,9 +813,49 @@ class CopyOp(Op):
                 )
         return [TensorType(a["layout"].sizes, a["dtype"], a["layout"])]
 
+    # Typed accessors: code reads `op.layout`, not `op.attrs["layout"]`.
+    @property
+    def layout(self) -> Layout:
+        """The result's layout."""
+        return self.attrs["layout"]
+
+    @property
+    def dtype(self) -> DType:
+        """The result's dtype (a cast fused into the copy when it differs)."""
+        return self.attrs["dtype"]
+
+    @property
+    def space(self) -> tuple[int, ...] | None:
+        """The iteration space of the explicit form; None for the natural form."""
+        return self.attrs["space"]
+
+    @property
+    def src(self) -> Layout | None:
+        """Explicit form: the operand root's storage index of each point of `space`."""
+        return self.attrs["src"]
+
+    @property
+    def dst(self) -> Layout | None:
+        """Explicit form: the buffer's storage index of each point of `space`."""
+        return self.attrs["dst"]
+
+    @property
+    def masks(self) -> tuple | None:
+        """Explicit form: `(coeffs, lo, hi)` bounds; where one fails, `fill` is written."""
+        return self.attrs["masks"]
+
+    @property
+    def fill(self) -> int | float | bool | None:
+        return self.attrs["fill"]
+
     @property
     def is_explicit(self) -> bool:
         return self.attrs["space"] is not None
+
+    @property
+    def writes_into(self) -> bool:
+        """Whether the copy writes into a buffer operand in place (`copy %src, %buffer`)."""
+        return len(self.operands) == 2
 
     def verify_(self) -> None:
         """An explicit copy reads inside its source's storage and writes inside its buffer,

@@ -25,6 +25,7 @@ from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
+from stridec.ir.ops import AsStridedOp, CopyOp
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
@@ -115,8 +116,8 @@ def _check_runnable(graph: Graph) -> None:
                     f"{r.type.numel} elements and reaches element {top}; the limit is "
                     f"2^63 - 1 = {INT64_MAX}"
                 )
-        if op.name == "copy" and op.attrs["space"] is None and op.attrs["layout"].may_overlap():
-            layout = op.attrs["layout"]
+        if isinstance(op, CopyOp) and not op.is_explicit and op.layout.may_overlap():
+            layout = op.layout
             raise LayoutError(
                 f"{where}: result layout {layout} of sizes {list(layout.sizes)} may write "
                 "two elements to one address; expected each stride, smallest first, to "
@@ -130,8 +131,8 @@ def _declared_inputs(graph: Graph) -> list[tuple[int, Layout, int | None, bool]]
     of text IR, over it), so that its meaning depends on the declared layout."""
     raw: set[int] = set()
     for op in graph.ops:
-        if op.name == "as_strided" or (op.name == "copy" and op.attrs["space"] is not None
-                                       and op.operands):
+        if isinstance(op, AsStridedOp) or (isinstance(op, CopyOp) and op.is_explicit
+                                           and op.operands):
             raw.add(id(op.operands[0].root()))
     return [
         (i, v.type.layout, v.owner.attrs["storage"], id(v) in raw)

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from stridec.compiler.codegen.spec import (
     CopySpec,
     Tuning,
-    address_range,
+    address_span,
     canonicalize_copy,
     is_fill_only,
-    mask_range,
+    linear_span,
 )
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
@@ -204,7 +204,7 @@ def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> i
             abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides, strict=True))
         )
     for m in spec.masks:
-        low, high = mask_range(spec.sizes, m.coeffs)
+        low, high = linear_span(spec.sizes, m.coeffs)
         bounds.append(sum((n - 1) * abs(c) for n, c in zip(spec.sizes, m.coeffs, strict=True)))
         if low < m.lo:
             bounds.append(abs(m.lo))
@@ -518,7 +518,7 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
         src_idx = e.full("src_idx", spec.src_strides, spec.src_offset)
         conds = []
         for j, m in enumerate(spec.masks):
-            low, high = mask_range(spec.sizes, m.coeffs)
+            low, high = linear_span(spec.sizes, m.coeffs)
             msum = e.full(f"m{j}", m.coeffs, 0)
             if low < m.lo:
                 conds.append(f"({msum} >= {m.lo})")
@@ -594,14 +594,10 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class CopyKernel:
-    """A generated copy kernel: source, grid and launch arguments (an entry of `plan.kernels`,
-    docs/design.md#execution-and-backends).
-
-    `launch(src_storage, dst_storage)` takes both storages as flat contiguous tensors that
-    start at storage element 0; a kernel of `numel == 0` (or grid `(0,)`, when every element
-    is masked and `fill` is None) launches nothing.
-    """
+class GeneratedKernel:
+    """What every generated copy kernel records: its name and Triton module `source`, the
+    `strategy` it uses, its `grid` and launch arguments (`constexprs`, `num_warps`), the
+    elements it covers (`numel`), its index width and the target it was generated for."""
 
     name: str
     strategy: str
@@ -612,6 +608,18 @@ class CopyKernel:
     index_bits: int
     num_warps: int
     target: str
+
+
+@dataclass(frozen=True, slots=True)
+class CopyKernel(GeneratedKernel):
+    """A generated copy kernel: source, grid and launch arguments (an entry of `plan.kernels`,
+    docs/design.md#execution-and-backends).
+
+    `stridec.runtime.launch.launch_copy(kernel, src_storage, dst_storage)` runs it on flat
+    contiguous storages that start at storage element 0; a kernel of `numel == 0` (or grid
+    `(0,)`, when every element is masked and `fill` is None) launches nothing.
+    """
+
     spec: CopySpec
     # Addresses the kernel may touch, (lowest, highest); None when nothing is touched or,
     # for the source, when masks decide which addresses are read.
@@ -627,9 +635,9 @@ def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, in
     if plan.numel:
         canon = plan.spec
         if not canon.masks or canon.fill is not None:
-            dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
+            dst_span = address_span(canon.sizes, canon.dst_strides, canon.dst_offset)
         if not canon.masks:
-            src_span = address_range(canon.sizes, canon.src_strides, canon.src_offset)
+            src_span = address_span(canon.sizes, canon.src_strides, canon.src_offset)
     return src_span, dst_span
 
 

@@ -57,11 +57,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.errors import ShapeError, UnsupportedError
+from stridec.ir.affine import MAX_RANK, address_span, merge_dims
 from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
 
 __all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
 
-_MAX_RANK = 8
 _INT32_LIMIT = 2**31 - 1
 # Random123 philox.h constants, written here again rather than imported: the kernel and
 # the reference in stridec.runtime.backends.reference_philox are kept independent so
@@ -152,45 +152,9 @@ def _ints(values: Any, what: str) -> tuple[int, ...]:
         raise ShapeError(f"philox: {what} must be a sequence of ints; got {values!r}") from None
 
 
-def _span(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple[int, int]:
-    """Smallest and largest value of `offset + Σ c_k·strides_k` over a non-empty space."""
-    lo = hi = offset
-    for s, st in zip(sizes, strides, strict=True):
-        step = (s - 1) * st
-        lo += min(0, step)
-        hi += max(0, step)
-    return lo, hi
-
-
 def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:
     """A bound on `|partial sum|` of `offset + Σ c_k·strides_k`, for the int32 check."""
     return abs(offset) + sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True))
-
-
-def _coalesce(
-    sizes: tuple[int, ...], forms: list[tuple[int, ...]]
-) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Drop size-1 dims and merge dims `k, k+1` where every linear form agrees.
-
-    A merge needs `form_k == sizes_{k+1} · form_{k+1}` for each form (index strides,
-    destination strides, mask coefficients): then `c_k·f_k + c_{k+1}·f_{k+1}` is
-    `(c_k·sizes_{k+1} + c_{k+1})·f_{k+1}`, one coordinate of the merged dim.
-    """
-    keep = [k for k, s in enumerate(sizes) if s != 1]
-    out_sizes: list[int] = []
-    out_forms: list[list[int]] = [[] for _ in forms]
-    for k in keep:
-        if out_sizes and all(
-            out[-1] == sizes[k] * f[k] for out, f in zip(out_forms, forms, strict=True)
-        ):
-            out_sizes[-1] *= sizes[k]
-            for out, f in zip(out_forms, forms, strict=True):
-                out[-1] = f[k]
-            continue
-        out_sizes.append(sizes[k])
-        for out, f in zip(out_forms, forms, strict=True):
-            out.append(f[k])
-    return tuple(out_sizes), [tuple(f) for f in out_forms]
 
 
 def _fill_bits(fill: float | int, dtype: DType) -> int:
@@ -203,8 +167,8 @@ def _fill_bits(fill: float | int, dtype: DType) -> int:
 
 def _plan(spec: PhiloxSpec) -> _Plan:
     sizes = _ints(spec.sizes, "sizes")
-    if len(sizes) > _MAX_RANK:
-        raise UnsupportedError(f"philox: rank at most {_MAX_RANK} is supported; got sizes {sizes}")
+    if len(sizes) > MAX_RANK:
+        raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {sizes}")
     if any(s < 0 for s in sizes):
         raise ShapeError(f"philox: sizes must be >= 0; got {sizes}")
     index_strides = _ints(spec.index_strides, "index_strides")
@@ -255,14 +219,14 @@ def _plan(spec: PhiloxSpec) -> _Plan:
 
     space_numel = math.prod(sizes)
     if space_numel > 0:
-        d_lo, _ = _span(sizes, dst_strides, dst_offset)
+        d_lo, _ = address_span(sizes, dst_strides, dst_offset)
         if d_lo < 0:
             raise ShapeError(
                 f"philox: destination offsets go below 0 (sizes {sizes}, dst_strides "
                 f"{dst_strides}, dst_offset {dst_offset})"
             )
         if not masks:
-            i_lo, i_hi = _span(sizes, index_strides, index_offset)
+            i_lo, i_hi = address_span(sizes, index_strides, index_offset)
             if i_lo < 0 or i_hi >= numel:
                 raise ShapeError(
                     f"philox: logical indices [{i_lo}, {i_hi}] leave the output's "
@@ -271,7 +235,7 @@ def _plan(spec: PhiloxSpec) -> _Plan:
                 )
 
     forms = [index_strides, dst_strides] + [c for c, _, _ in masks]
-    c_sizes, c_forms = _coalesce(sizes, forms) if space_numel > 0 else (sizes, forms)
+    c_sizes, c_forms = merge_dims(sizes, forms) if space_numel > 0 else (sizes, forms)
     return _Plan(
         sizes=c_sizes,
         index_strides=c_forms[0],
@@ -524,7 +488,7 @@ def generate_philox(
     if plan.space_numel == 0:
         dst_elements = 0
     else:
-        dst_elements = _span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
+        dst_elements = address_span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
     return PhiloxKernel(
         name=name,
         kind="philox",

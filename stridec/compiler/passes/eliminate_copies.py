@@ -83,7 +83,7 @@ def _view_of_source(op: Op) -> Layout | str:
     if view is None:
         return "the source does not have the requested layout"
     for user, i in op.result.uses:
-        if not (user.name in ("output", "as_strided") or (user.name == "copy" and i == 0)):
+        if not (user.name in ("output", "as_strided") or (isinstance(user, O.CopyOp) and i == 0)):
             return f"'{user.name}' reads the buffer (not a folded view)"
     return view
 

@@ -51,8 +51,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.index_maps import (
-    Bound,
-    Box,
     box_of,
     compose,
     compose_mask,
@@ -65,6 +63,7 @@ from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
 from stridec.errors import StridecError
 from stridec.ir import ops as O
+from stridec.ir.affine import Box, MaskBound, boxes_disjoint
 from stridec.ir.dtypes import DType, convert
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
@@ -94,7 +93,7 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
 
 
 def _explicit(op: Op) -> bool:
-    return op.name == "copy" and op.attrs["space"] is not None
+    return isinstance(op, O.CopyOp) and op.is_explicit
 
 
 def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
@@ -364,10 +363,6 @@ def _shift(box: Box, start: Sequence[int]) -> Box:
     return tuple((lo + s, hi + s) for (lo, hi), s in zip(box, start, strict=True))
 
 
-def _meet(a: Box, b: Box) -> bool:
-    return all(lo0 < hi1 and lo1 < hi0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
-
-
 @dataclass
 class Assembly:
     """What a copy reading an assembled buffer becomes (`plan_assembled`).
@@ -432,7 +427,9 @@ def _cells_per_writer(
         starts = [lo for lo, _ in cell]
         for j, box in enumerate(boxes):
             bounds = [
-                Bound(row, base - sum(c * s for c, s in zip(row, starts, strict=True)), lo, hi)
+                MaskBound(row, lo, hi).shifted(
+                    base - sum(c * s for c, s in zip(row, starts, strict=True))
+                )
                 for row, base, (lo, hi) in zip(read.coord_map, read.coord_base, box, strict=True)
             ]
             parts = split_box(cell, bounds, MAX_CELLS)
@@ -468,7 +465,7 @@ def _hoist(
         rest, spanned, how = chain[1:], _bbox([start, box]), "extend"
     for w in rest:
         written = image_box(w.attrs["dst"], out)
-        if written is None or _meet(written, box):
+        if written is None or not boxes_disjoint(written, box):
             return "an earlier writer of the buffer written into meets the fill"
     return how, first, spanned
 
@@ -505,7 +502,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     layout: Layout = writers[0].attrs["layout"]
     d1, d2 = writers[0].attrs["dtype"], consumer.attrs["dtype"]
     full = tuple((0, n) for n in aligned.sizes)
-    split = split_box(full, [Bound(c, 0, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
+    split = split_box(full, [MaskBound(c, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
     if split is None:
         return "the consumer's masks cut its space into too many boxes"
     valid, masked = split

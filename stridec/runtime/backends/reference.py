@@ -423,7 +423,7 @@ class _Executor:
                 return tuple(args)
             elif op.name == "as_strided":
                 results = (self.run_as_strided(op, args[0]),)
-            elif op.name == "copy":
+            elif isinstance(op, O.CopyOp):
                 results = (self.run_copy(op, args),)
             elif op.name in ("philox", "philox_uniform") and op.attrs["space"] is not None:
                 results = self.run_placed_philox(op, args)
