@@ -27,6 +27,7 @@ from stridec.errors import (
     VerificationError,
 )
 from stridec.ir import builder as _builder  # attaches the builder methods
+from stridec.ir import display as _display
 from stridec.ir.builder import cat, pad
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
 from stridec.ir.formats import FORMATS, Format, MaskBound, Packing, PitchedRows, get_format
@@ -37,6 +38,16 @@ from stridec.ir.types import TensorType
 from stridec.version import __version__
 
 del _builder
+
+
+def _svg_or_none(obj: Any) -> str | None:
+    # Notebook pictures of graphs and layouts: the drawing code loads on first use.
+    from stridec.viz import svg_or_none
+
+    return svg_or_none(obj)
+
+
+_display.set_renderer(_svg_or_none)
 
 # name → module defining it, imported on first access.
 _LAZY = {

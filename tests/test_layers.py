@@ -19,7 +19,8 @@ import pytest
 
 from stridec.tools import layers
 
-LAYERS = {"ir": 0, "compiler": 1, "runtime": 2, "torch": 3, "tools": 4}
+# viz (pictures) reads only the IR: beside the compiler.
+LAYERS = {"ir": 0, "compiler": 1, "viz": 1, "runtime": 2, "torch": 3, "tools": 4}
 BASE = {"stridec.errors", "stridec.version"}
 FOREIGN_BELOW_RUNTIME = ("torch", "triton")  # what ir/ and compiler/ must not import
 PACKAGE = layers.PACKAGE

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from stridec.errors import VerificationError
+from stridec.ir import display
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
 
@@ -349,10 +350,9 @@ class Graph:
 
     def _repr_svg_(self) -> str | None:
         """The picture of `stridec.draw` for notebooks; None without matplotlib, so the
-        text form shows. Imported here, on use: `ir` does not need it."""
-        from stridec.viz import svg_or_none
-
-        return svg_or_none(self)
+        text form shows. Drawn by `stridec.ir.display`'s renderer: `ir` does not import
+        the drawing code."""
+        return display.svg(self)
 
     def specialize(self, layouts: Mapping[str, Layout]) -> Graph:
         """A copy whose inputs named in `layouts` have those layouts (the caller's strides

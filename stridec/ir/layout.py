@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from stridec.errors import LayoutError, ShapeError, UnsupportedError
+from stridec.ir import display
 from stridec.ir.affine import MAX_RANK, Shaped, merge_dims
 from stridec.ir.dtypes import as_dtype
 
@@ -282,10 +283,9 @@ class Layout(Shaped):
 
     def _repr_svg_(self) -> str | None:
         """The storage picture (`stridec.draw`) for notebooks; None without matplotlib,
-        so the text form shows instead. Imported here, on use: `ir` does not need it."""
-        from stridec.viz import svg_or_none
-
-        return svg_or_none(self)
+        so the text form shows instead. Drawn by `stridec.ir.display`'s renderer: `ir` does
+        not import the drawing code."""
+        return display.svg(self)
 
     def dim_index(self, dim: int) -> int:
         """`dim` wrapped into ``[0, rank)`` (negative dims count from the end)."""

@@ -21,7 +21,7 @@ __all__ = ["PACKAGE", "module_name", "package_modules", "imports", "import_graph
 PACKAGE = Path(__file__).resolve().parents[1]
 
 # The folders, lowest layer first, as the picture stacks them.
-LAYER_ORDER = ("ir", "compiler", "runtime", "torch", "tools")
+LAYER_ORDER = ("ir", "compiler", "viz", "runtime", "torch", "tools")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
