@@ -16,6 +16,7 @@ from typing import Any
 
 from stridec import errors
 from stridec.errors import (
+    BuildError,
     CallError,
     InternalError,
     LayoutError,
@@ -23,7 +24,6 @@ from stridec.errors import (
     ShapeError,
     StridecError,
     UnsupportedError,
-    BuildError,
     VerificationError,
 )
 from stridec.ir import builder as _builder  # attaches the builder methods

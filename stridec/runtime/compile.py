@@ -484,8 +484,9 @@ class CompiledGraph:
     ) -> Program:
         """The program for arguments of these (strides, storage offset), one per input, on
         `device`, for the kernel backend of that device (triton on CUDA; on the CPU this
-        graph's backend, interpret for the reference backend); compiled on first use, no kernel runs. For callers whose tensors carry no data
-        to check (fake tensors under tracing); the layouts must fit the inputs' sizes."""
+        graph's backend, interpret for the reference backend); compiled on first use, no
+        kernel runs. For callers whose tensors carry no data to check (fake tensors under
+        tracing); the layouts must fit the inputs' sizes."""
         device = torch.device(device)
         if len(layouts) != len(self._inputs):
             raise CallError(
