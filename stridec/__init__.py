@@ -2,22 +2,32 @@
 
 Build a graph of views, materializations and Philox random generation, let the compiler
 fold what is free into stride rewrites, and run the rest as Triton kernels.
+
+The IR names load with the package; the names that run graphs (and so need torch) —
+`compile`, `CompiledGraph`, `Plan`, `run_reference`, `trace` — load on first use
+(PEP 562), so parsing, optimizing and printing IR never imports torch; so does `draw`
+(matplotlib).
 """
 
+from __future__ import annotations
+
+import importlib
 from typing import Any
 
 from stridec import errors
 from stridec.errors import (
+    BuildError,
     CallError,
+    InternalError,
     LayoutError,
     ParseError,
     ShapeError,
     StridecError,
     UnsupportedError,
-    BuildError,
     VerificationError,
 )
 from stridec.ir import builder as _builder  # attaches the builder methods
+from stridec.ir import display as _display
 from stridec.ir.builder import cat, pad
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
 from stridec.ir.formats import FORMATS, Format, MaskBound, Packing, PitchedRows, get_format
@@ -25,28 +35,52 @@ from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.parser import parse
 from stridec.ir.types import TensorType
-from stridec.runtime.backends.reference import run_reference
-from stridec.runtime.compile import CompiledGraph, Plan, compile
-from stridec.torch.trace import trace
+from stridec.version import __version__
 
 del _builder
 
-from stridec.version import __version__ as __version__  # noqa: E402
+
+def _svg_or_none(obj: Any) -> str | None:
+    # Notebook pictures of graphs and layouts: the drawing code loads on first use.
+    from stridec.viz import svg_or_none
+
+    return svg_or_none(obj)
+
+
+_display.set_renderer(_svg_or_none)
+
+# name → module defining it, imported on first access.
+_LAZY = {
+    "CompiledGraph": "stridec.runtime.compile",
+    "Plan": "stridec.runtime.compile",
+    "compile": "stridec.runtime.compile",
+    "run_reference": "stridec.runtime.backends.reference",
+    "trace": "stridec.torch.trace",
+    # `draw` pulls in matplotlib only when it runs.
+    "draw": "stridec.viz",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # `draw` pulls in matplotlib only when it runs; loading it lazily keeps `import
-    # stridec` free of the drawing code (PEP 562).
-    if name == "draw":
-        from stridec.viz import draw
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stridec' has no attribute {name!r}")
+    if name != "draw":
+        # The torch layer installs `CompiledGraph.as_torch_op`'s operator factory on import.
+        importlib.import_module("stridec.torch")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return draw
-    raise AttributeError(f"module 'stridec' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [
     "CallError",
     "CompiledGraph",
+    "InternalError",
     "Plan",
     "compile",
     "DTYPES",
@@ -68,6 +102,7 @@ __all__ = [
     "BuildError",
     "Value",
     "VerificationError",
+    "__version__",
     "as_dtype",
     "cat",
     "draw",

@@ -14,6 +14,7 @@ __all__ = [
     "CallError",
     "UnsupportedError",
     "BuildError",
+    "InternalError",
 ]
 
 
@@ -54,3 +55,9 @@ class UnsupportedError(StridecError, NotImplementedError):
 class BuildError(StridecError, RuntimeError):
     """A native kernel could not be built: the message names the tool (the C compiler)
     and the kept source file."""
+
+
+class InternalError(RuntimeError):
+    """A bug in stridec, not a mistake of the caller (so not a `StridecError`): an
+    exception no check anticipated, raised inside the compiler. The message says where;
+    the original exception, with its traceback, is the `__cause__`."""

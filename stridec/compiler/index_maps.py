@@ -54,11 +54,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.errors import LayoutError
-from stridec.ir.layout import MAX_RANK, Layout, contiguous_strides
+from stridec.ir.affine import MAX_RANK, Box, MaskBound, StridedInverse, invert_strided
+from stridec.ir.layout import Layout, contiguous_strides
 
 __all__ = [
-    "Bound",
-    "Box",
     "Composition",
     "as_view",
     "box_of",
@@ -71,7 +70,6 @@ __all__ = [
 ]
 
 #: A box of coordinates: per dim the half-open range ``[start, stop)``.
-Box = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,59 +99,10 @@ class Composition:
         return any(len(factors) > 1 for factors in self.split)
 
 
-@dataclass(frozen=True, slots=True)
-class _WriterInverse:
-    """Wd⁻¹ for an injective, nested Wd.
-
-    `low` is Wd's lowest address; `dims` holds (P dim, |stride|, size, flipped) of the dims
-    of size > 1, largest stride first. A flipped dim (negative stride) is decoded as the
-    unflipped one and counted back from its end.
-    """
-
-    rank: int
-    low: int
-    dims: tuple[tuple[int, int, int, bool], ...]
-
-    def coords_of(self, address: int) -> tuple[int, ...] | None:
-        """The P-coordinates Wd maps to `address`, or ``None`` if Wd never writes it."""
-        rest = address - self.low
-        if rest < 0:
-            return None
-        coords = [0] * self.rank
-        for m, stride, size, flipped in self.dims:
-            i, rest = divmod(rest, stride)
-            if i >= size:
-                return None
-            coords[m] = size - 1 - i if flipped else i
-        return tuple(coords) if rest == 0 else None
-
-
-def _invert(writer_dst: Layout) -> _WriterInverse | None:
-    """Wd⁻¹, or ``None`` unless Wd provably writes each coordinate to its own address.
-
-    The proof is the nesting of `Layout.may_overlap`: sorted by |stride|, every stride
-    exceeds the reach of the dims inside it. Rows of 3 at pitch 5, strides (15, 5, 1) over
-    sizes (2, 3, 3), nest: 1 > 0, 5 > (3-1)*1 = 2, 15 > 2 + (3-1)*5 = 12. Permuted layouts
-    nest too; a broadcast dim (stride 0) never does.
-    """
-    low = writer_dst.min_index()
-    if low is None:
-        return None
-    moving = sorted(
-        (abs(s), m)
-        for m, (n, s) in enumerate(zip(writer_dst.sizes, writer_dst.strides, strict=True))
-        if n > 1
-    )
-    reach = 0
-    for stride, m in moving:
-        if stride <= reach:
-            return None
-        reach += (writer_dst.sizes[m] - 1) * stride
-    dims = tuple(
-        (m, stride, writer_dst.sizes[m], writer_dst.strides[m] < 0)
-        for stride, m in reversed(moving)
-    )
-    return _WriterInverse(writer_dst.rank, low, dims)
+def _invert(writer_dst: Layout) -> StridedInverse | None:
+    """Wd⁻¹, or ``None`` unless Wd provably writes each coordinate to its own address
+    (`stridec.ir.affine.invert_strided`)."""
+    return invert_strided(writer_dst.sizes, writer_dst.strides, writer_dst.offset)
 
 
 def _steps_that_fit(
@@ -435,27 +384,7 @@ def image_box(dst: Layout, whole: Layout) -> Box | None:
     return tuple(box)
 
 
-@dataclass(frozen=True, slots=True)
-class Bound:
-    """The constraint ``lo <= const + Σ_k coeffs[k]·j_k < hi`` on coordinates j."""
-
-    coeffs: tuple[int, ...]
-    const: int
-    lo: int
-    hi: int
-
-    def span(self, box: Box, skip: int | None = None) -> tuple[int, int]:
-        """Smallest and largest value of the form over a non-empty `box` (dim `skip`
-        left out): coefficient 3 over [1, 4) adds from 3 to 9."""
-        low = high = self.const
-        for k, (c, (start, stop)) in enumerate(zip(self.coeffs, box, strict=True)):
-            if k != skip:
-                a, b = c * start, c * (stop - 1)
-                low, high = low + min(a, b), high + max(a, b)
-        return low, high
-
-
-def _cuts(box: Box, k: int, crossed: Sequence[int], b: Bound) -> list[int]:
+def _cuts(box: Box, k: int, crossed: Sequence[int], b: MaskBound) -> list[int]:
     """Where along dim k the form stops lying wholly below a crossed threshold t, or starts
     lying wholly above it: with the rest of the form in [r_lo, r_hi] and coefficient c,
     below is ``c·v + r_hi < t`` and above ``c·v + r_lo >= t``."""
@@ -472,7 +401,9 @@ def _cuts(box: Box, k: int, crossed: Sequence[int], b: Bound) -> list[int]:
     return sorted(points)
 
 
-def split_box(box: Box, bounds: Sequence[Bound], limit: int) -> tuple[list[Box], list[Box]] | None:
+def split_box(
+    box: Box, bounds: Sequence[MaskBound], limit: int
+) -> tuple[list[Box], list[Box]] | None:
     """Cut `box` into boxes on each of which every bound holds everywhere (`inside`) or some
     bound fails everywhere (`outside`); ``None`` past `limit` boxes.
 
@@ -494,7 +425,7 @@ def split_box(box: Box, bounds: Sequence[Bound], limit: int) -> tuple[list[Box],
         if steps > 16 * limit:  # each step cuts or settles a box; never reached
             return None
         b = stack.pop()
-        crossing: tuple[Bound, list[int]] | None = None
+        crossing: tuple[MaskBound, list[int]] | None = None
         failed = False
         for bound in bounds:
             low, high = bound.span(b)

@@ -17,9 +17,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
-from stridec.errors import StridecError, UnsupportedError, VerificationError
+from stridec.compiler.pass_base import PASS_REGISTRY, Pass, register_pass
+from stridec.errors import InternalError, StridecError, UnsupportedError, VerificationError
 from stridec.ir.graph import Graph
 from stridec.ir.verifier import verify_graph
 
@@ -28,23 +29,6 @@ __all__ = ["Pass", "PassManager", "PASS_REGISTRY", "register_pass", "DEFAULT_PIP
 DEFAULT_PIPELINE = (
     "canonicalize,fold-views,lower-formats,fuse-copies,eliminate-copies,dce,cse,plan-memory"
 )
-
-PASS_REGISTRY: dict[str, type[Pass]] = {}
-
-
-class Pass:
-    """Base of every pass: subclasses are dataclasses with a `name` and `run(graph)`."""
-
-    name: ClassVar[str] = "pass"
-
-    def run(self, graph: Graph) -> None:
-        raise NotImplementedError(self.name)
-
-
-def register_pass(cls: type[Pass]) -> type[Pass]:
-    PASS_REGISTRY[cls.name] = cls
-    return cls
-
 
 def _load_passes() -> None:
     # Importing the package registers every pass module.
@@ -153,8 +137,11 @@ class PassManager:
             except StridecError as e:  # keep the error as it is, say which pass raised it
                 e.args = (f"pass '{p.name}': {e}",)
                 raise
-            except Exception as e:  # a bug in a pass: say which one
-                raise VerificationError(f"pass '{p.name}' failed: {type(e).__name__}: {e}") from e
+            except Exception as e:  # a bug in a pass: say so and which pass, keep the cause
+                raise InternalError(
+                    f"bug in stridec: pass '{p.name}' raised {type(e).__name__}: {e} "
+                    "(the traceback of the cause shows where)"
+                ) from e
             self.timings.append(PassTiming(p.name, time.perf_counter() - start))
             if self.verify_each:
                 try:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.ops import CopyOp, PhiloxOp, PhiloxUniformOp
 
 __all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "written_into"]
 
@@ -48,7 +49,7 @@ def written_into(op: Op) -> bool:
     """Whether a copy writes into a result of `op` in place (`copy %src, %buffer`: cat and
     pad fill one buffer piece by piece). Such a buffer has exactly one writer after `op`;
     a pass must neither drop `op` for another value nor give the buffer a second reader."""
-    return any(user.name in ("copy", "philox", "philox_uniform") and i == 1
+    return any(isinstance(user, (CopyOp, PhiloxOp, PhiloxUniformOp)) and i == 1
                for r in op.results for user, i in r.uses)
 
 

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.errors import LayoutError, ShapeError, UnsupportedError
+from stridec.ir.affine import MAX_RANK, MaskBound
 from stridec.ir.dtypes import as_dtype
-from stridec.ir.layout import MAX_RANK, Layout, contiguous_strides
+from stridec.ir.layout import Layout, contiguous_strides
 
 __all__ = [
     "CHWN4",
@@ -46,35 +47,6 @@ __all__ = [
 ]
 
 Fill = int | float | bool
-
-
-@dataclass(frozen=True, slots=True)
-class MaskBound:
-    """A linear bound on a coordinate ``i`` of an iteration space:
-    ``lo <= sum(coeffs[k] * i[k]) < hi``.
-
-    Padded channels of NCHW4 with C = 6 over the space (N, C/4, 4, H, W) are the points
-    where ``MaskBound((0, 4, 1, 0, 0), 0, 6)`` fails: co = 1, ci = 2 gives 4*1 + 2 = 6.
-    """
-
-    coeffs: tuple[int, ...]
-    lo: int
-    hi: int
-
-    def value(self, coords: Sequence[int]) -> int:
-        if len(coords) != len(self.coeffs):
-            raise LayoutError(
-                f"mask: coords {tuple(coords)} have rank {len(coords)}; the bound has "
-                f"{len(self.coeffs)} coefficients {self.coeffs}"
-            )
-        return sum(a * i for a, i in zip(self.coeffs, coords, strict=True))
-
-    def holds(self, coords: Sequence[int]) -> bool:
-        return self.lo <= self.value(coords) < self.hi
-
-    def __str__(self) -> str:
-        terms = [(f"i{k}" if a == 1 else f"{a}*i{k}") for k, a in enumerate(self.coeffs) if a != 0]
-        return f"{self.lo} <= {' + '.join(terms) or '0'} < {self.hi}"
 
 
 @dataclass(frozen=True, slots=True)

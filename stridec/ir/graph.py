@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from stridec.errors import VerificationError
+from stridec.ir import display
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
 
@@ -135,7 +136,8 @@ class Op:
     - `verify_()` checks what normalization cannot (operand counts, dtypes); it may read
       the op's attributes and types and its operands' root storage (`Value.root`): the
       verification after each pass runs it again when one of those changed;
-    - `reference(*tensors)` gives the op's meaning in plain torch on logical tensors.
+    An op's meaning in plain torch lives with the reference backend
+    (`stridec.runtime.backends.reference.RULES`), not here: the IR needs no torch.
 
     Two records let the verification after each pass (`verify_graph(graph,
     incremental=True)` in `stridec.ir.verifier`) skip work whose inputs did not change:
@@ -210,9 +212,6 @@ class Op:
 
     def verify_(self) -> None:
         """Per-op checks beyond attribute normalization; raise VerificationError."""
-
-    def reference(self, *tensors: Any) -> tuple[Any, ...]:
-        raise NotImplementedError(self.name)
 
     def aliases_operand(self) -> bool:
         """Whether the results address the storage of operand 0 (a view)."""
@@ -351,10 +350,9 @@ class Graph:
 
     def _repr_svg_(self) -> str | None:
         """The picture of `stridec.draw` for notebooks; None without matplotlib, so the
-        text form shows. Imported here, on use: `ir` does not need it."""
-        from stridec.viz import svg_or_none
-
-        return svg_or_none(self)
+        text form shows. Drawn by `stridec.ir.display`'s renderer: `ir` does not import
+        the drawing code."""
+        return display.svg(self)
 
     def specialize(self, layouts: Mapping[str, Layout]) -> Graph:
         """A copy whose inputs named in `layouts` have those layouts (the caller's strides

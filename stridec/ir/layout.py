@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import overload
 
 from stridec.errors import LayoutError, ShapeError, UnsupportedError
+from stridec.ir import display
+from stridec.ir.affine import MAX_RANK, Shaped, merge_dims
 from stridec.ir.dtypes import as_dtype
 
 __all__ = [
@@ -38,7 +40,6 @@ __all__ = [
     "same_addresses",
 ]
 
-MAX_RANK = 8
 """The highest rank stridec supports (DirectML supports 1 to 8 dims; stridec adds 0)."""
 
 
@@ -133,7 +134,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Layout:
+class Layout(Shaped):
     """Sizes, strides and offset of a strided tensor, in elements.
 
     Immutable and hashable: equal layouts hash equal and serve as cache keys. Any int
@@ -177,14 +178,6 @@ class Layout:
         return f"strided<[{', '.join(map(str, self.strides))}], offset: {self.offset}>"
 
     # -- derived quantities -------------------------------------------------------------
-
-    @property
-    def rank(self) -> int:
-        return len(self.sizes)
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.sizes)
 
     def max_index(self) -> int | None:
         """The highest storage index addressed; ``None`` for an empty layout."""
@@ -290,10 +283,9 @@ class Layout:
 
     def _repr_svg_(self) -> str | None:
         """The storage picture (`stridec.draw`) for notebooks; None without matplotlib,
-        so the text form shows instead. Imported here, on use: `ir` does not need it."""
-        from stridec.viz import svg_or_none
-
-        return svg_or_none(self)
+        so the text form shows instead. Drawn by `stridec.ir.display`'s renderer: `ir` does
+        not import the drawing code."""
+        return display.svg(self)
 
     def dim_index(self, dim: int) -> int:
         """`dim` wrapped into ``[0, rank)`` (negative dims count from the end)."""
@@ -884,29 +876,14 @@ def _view_strides(
 
 
 def _coalesce(layouts: tuple[Layout, ...]) -> tuple[Layout, ...]:
-    """Coalesce layouts of equal sizes together: a merge happens only where all allow it."""
+    """Coalesce layouts of equal sizes together: a merge happens only where all allow it
+    (`stridec.ir.affine.merge_dims`)."""
     sizes = layouts[0].sizes
     if math.prod(sizes) == 0:
         return tuple(Layout((0,), (1,), lay.offset) for lay in layouts)
-    keep = [k for k, n in enumerate(sizes) if n != 1]
-    out_sizes: list[int] = []
-    out_strides: list[list[int]] = [[] for _ in layouts]
-    for k in keep:
-        n = sizes[k]
-        mergeable = bool(out_sizes) and all(
-            st[-1] == n * lay.strides[k] for st, lay in zip(out_strides, layouts, strict=True)
-        )
-        if mergeable:
-            out_sizes[-1] *= n
-            for st, lay in zip(out_strides, layouts, strict=True):
-                st[-1] = lay.strides[k]
-        else:
-            out_sizes.append(n)
-            for st, lay in zip(out_strides, layouts, strict=True):
-                st.append(lay.strides[k])
+    out_sizes, out_strides = merge_dims(sizes, [lay.strides for lay in layouts])
     return tuple(
-        Layout(tuple(out_sizes), tuple(st), lay.offset)
-        for st, lay in zip(out_strides, layouts, strict=True)
+        Layout(out_sizes, st, lay.offset) for st, lay in zip(out_strides, layouts, strict=True)
     )
 
 

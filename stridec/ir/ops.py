@@ -2,8 +2,8 @@
 
 Each op validates its attributes (`normalize`), infers its result types — including the
 layout over the root storage, so every view is visibly a stride rewrite — verifies what
-normalization cannot, and states its meaning in plain torch (`reference`), which the
-reference executor and the tests use as the oracle.
+normalization cannot. Their meaning in plain torch — the oracle — is the reference
+backend's (`stridec.runtime.backends.reference.RULES`): the IR itself needs no torch.
 """
 
 from __future__ import annotations
@@ -14,26 +14,25 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
-from stridec.ir.casts import cast
-from stridec.ir.dtypes import DType, as_dtype, fill_fits
+from stridec.ir.affine import MAX_RANK
+from stridec.ir.dtypes import DType, as_dtype, convert, fill_fits
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
 
-MAX_RANK = 8
-
 
 # -- attribute helpers -------------------------------------------------------------------
+def _is_bool(value: Any) -> bool:
+    """A Python or numpy bool."""
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
 def _is_index(value: Any) -> bool:
     """An int as torch takes one: a Python int or anything with `__index__` (numpy
     integers), never a bool."""
-    return not isinstance(value, (bool, np.bool_)) and (
+    return not _is_bool(value) and (
         isinstance(value, int) or hasattr(type(value), "__index__")
     )
 
@@ -52,28 +51,29 @@ def _opt_int(op: str, key: str, value: Any) -> int | None:
 
 
 def _ints(op: str, key: str, value: Any) -> tuple[int, ...]:
-    if _is_index(value) and not isinstance(value, (list, tuple, torch.Size)):
+    if _is_index(value) and not isinstance(value, (list, tuple)):
         return (_int(op, key, value),)
-    if not isinstance(value, (list, tuple, torch.Size)):
+    if not isinstance(value, (list, tuple)):  # torch.Size is a tuple
         raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
     return tuple(_int(op, key, v) for v in value)
 
 
 def _number(op: str, key: str, value: Any) -> int | float | bool:
     """A Python bool, int or float; numpy scalars (and anything with `__index__`) become one."""
-    if isinstance(value, (bool, np.bool_)):
+    if _is_bool(value):
         return bool(value)
     if not isinstance(value, (int, float)):
         if hasattr(type(value), "__index__"):
             return operator.index(value)
-        if not isinstance(value, numbers.Real) or isinstance(value, torch.Tensor):
+        if not isinstance(value, numbers.Real):
             raise VerificationError(f"{op}: attribute '{key}' must be a number; got {value!r}")
         return float(value)
     return value
 
 
 def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | bool:
-    """A number `dtype` can hold (`fill_fits`): torch refuses a fill that overflows it."""
+    """A number `dtype` can hold (`stridec.ir.dtypes.fill_fits`): torch refuses a fill that
+    overflows it, and a fill never wraps."""
     value = _number(op, key, value)
     if dtype is not None and not fill_fits(value, dtype):
         raise ShapeError(f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}")
@@ -206,10 +206,6 @@ class FullOp(Op):
     def infer_types(self, operand_types):
         return [TensorType(self.attrs["sizes"], self.attrs["dtype"])]
 
-    def reference(self, *tensors, device: Any = "cpu"):
-        a = self.attrs
-        return (torch.full(a["sizes"], a["value"], dtype=a["dtype"].torch, device=device),)
-
 
 def _check_state(op: str, t: TensorType) -> None:
     if t.dtype.name not in ("uint32", "int32"):
@@ -218,19 +214,7 @@ def _check_state(op: str, t: TensorType) -> None:
         raise VerificationError(f"{op}: state must have shape (6,) or (1, 1, 1, 6); got {t.sizes}")
 
 
-def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
-    """Six uint32 words as a tensor of `like`'s dtype (bit pattern), shape and device."""
-    t = torch.from_numpy(words.astype("uint32").reshape(-1)).view(like.dtype)
-    return t.reshape(like.shape).to(like.device)
-
-
 _PLACEMENT = ("layout", "space", "index", "dst", "masks", "fill")
-
-
-def _row_major(t: torch.Tensor) -> torch.Tensor:
-    """`t` with row-major strides, an empty one too (numpy gives those stride 0)."""
-    out = torch.empty(t.shape, dtype=t.dtype, device=t.device)
-    return out.copy_(t) if t.numel() else out
 
 
 class _PhiloxBase(Op):
@@ -321,13 +305,6 @@ class PhiloxOp(_PhiloxBase):
     def value_dtype(self) -> DType:
         return as_dtype("uint32")
 
-    def reference(self, state):
-        from stridec.ir.philox import philox_bits
-
-        bits, new_state = philox_bits(state.cpu().numpy(), self.attrs["sizes"])
-        bits_t = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
-        return bits_t, _state_tensor(new_state, state)
-
 
 @register_op
 class PhiloxUniformOp(_PhiloxBase):
@@ -349,8 +326,11 @@ class PhiloxUniformOp(_PhiloxBase):
         high = float(_number(cls.name, "high", attrs.get("high", 1.0)))
         # As torch's uniform_: finite bounds, low <= high, and high - low a finite float
         # (so no value is ever NaN).
-        with np.errstate(over="ignore"):
-            scale32 = float(np.float32(high) - np.float32(low))
+        f32 = as_dtype("float32")
+        scale32 = (
+            convert(convert(high, f32) - convert(low, f32), f32)
+            if math.isfinite(low) and math.isfinite(high) else math.inf
+        )
         if not (math.isfinite(low) and math.isfinite(high) and low <= high) or not (
             math.isfinite(scale32)
         ):
@@ -368,17 +348,6 @@ class PhiloxUniformOp(_PhiloxBase):
 
     def value_dtype(self) -> DType:
         return self.attrs["dtype"]
-
-    def reference(self, state):
-        from stridec.ir.philox import philox_bits, uniform_from_bits
-
-        a = self.attrs
-        bits, new_state = philox_bits(state.cpu().numpy(), a["sizes"])
-        values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
-        out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
-        out = out.reshape(a["sizes"])
-        out = _row_major(out.to(a["dtype"].torch).to(state.device))
-        return out, _state_tensor(new_state, state)
 
 
 # -- views -------------------------------------------------------------------------------
@@ -409,9 +378,6 @@ class PermuteOp(ViewOp):
     def result_layout(self, layout):
         return layout.permute(self.attrs["dims"])
 
-    def reference(self, t):
-        return (t.permute(self.attrs["dims"]),)
-
 
 @register_op
 class TransposeOp(ViewOp):
@@ -425,9 +391,6 @@ class TransposeOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.transpose(self.attrs["dim0"], self.attrs["dim1"])
-
-    def reference(self, t):
-        return (t.transpose(self.attrs["dim0"], self.attrs["dim1"]),)
 
 
 @register_op
@@ -445,9 +408,6 @@ class ExpandOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.expand(self.attrs["sizes"])
-
-    def reference(self, t):
-        return (t.expand(self.attrs["sizes"]),)
 
 
 @register_op
@@ -471,12 +431,6 @@ class SliceOp(ViewOp):
         a = self.attrs
         return layout.slice(a["dim"], a["start"], a["stop"], a["step"])
 
-    def reference(self, t):
-        a = self.attrs
-        dim = a["dim"] % t.dim()
-        index = (slice(None),) * dim + (slice(a["start"], a["stop"], a["step"]),)
-        return (t[index],)
-
 
 @register_op
 class SelectOp(ViewOp):
@@ -490,9 +444,6 @@ class SelectOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.select(self.attrs["dim"], self.attrs["index"])
-
-    def reference(self, t):
-        return (t.select(self.attrs["dim"], self.attrs["index"]),)
 
 
 @register_op
@@ -509,10 +460,6 @@ class SqueezeOp(ViewOp):
         dims = self.attrs["dims"]
         return layout.squeeze(None if dims is None else tuple(dims))
 
-    def reference(self, t):
-        dims = self.attrs["dims"]
-        return (t.squeeze() if dims is None else t.squeeze(tuple(dims)),)
-
 
 @register_op
 class UnsqueezeOp(ViewOp):
@@ -526,9 +473,6 @@ class UnsqueezeOp(ViewOp):
 
     def result_layout(self, layout):
         return layout.unsqueeze(self.attrs["dim"])
-
-    def reference(self, t):
-        return (t.unsqueeze(self.attrs["dim"]),)
 
 
 @register_op
@@ -544,10 +488,6 @@ class UnfoldOp(ViewOp):
     def result_layout(self, layout):
         a = self.attrs
         return layout.unfold(a["dim"], a["size"], a["step"])
-
-    def reference(self, t):
-        a = self.attrs
-        return (t.unfold(a["dim"], a["size"], a["step"]),)
 
 
 @register_op
@@ -568,10 +508,6 @@ class DiagonalOp(ViewOp):
     def result_layout(self, layout):
         a = self.attrs
         return layout.diagonal(a["offset"], a["dim1"], a["dim2"])
-
-    def reference(self, t):
-        a = self.attrs
-        return (torch.diagonal(t, a["offset"], a["dim1"], a["dim2"]),)
 
 
 @register_op
@@ -604,9 +540,6 @@ class AsStridedOp(ViewOp):
         """The result must address only the root's storage, as torch's as_strided checks."""
         storage = storage_elements(self.operands[0].root())
         self.result.type.layout.check_fits(storage, "as_strided")
-
-    def reference(self, t):
-        raise VerificationError("as_strided: needs the root storage; run it through the executor")
 
 
 def _resolve_sizes(op: str, sizes: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -648,9 +581,6 @@ class _ReshapeBase(ViewOp):
         t = operand_types[0]
         layout = self.viewed(t.layout)
         return [TensorType(self.attrs["sizes"], t.dtype, layout)]
-
-    def reference(self, t):
-        return (t.reshape(self.attrs["sizes"]),)
 
 
 @register_op
@@ -714,9 +644,6 @@ class FlattenOp(_ReshapeBase):
         t = operand_types[0]
         return [TensorType(self._sizes_for(t.sizes), t.dtype, self.viewed(t.layout))]
 
-    def reference(self, t):
-        return (t.flatten(self.attrs["start_dim"], self.attrs["end_dim"]),)
-
 
 @register_op
 class SplitOp(ViewOp):
@@ -771,10 +698,6 @@ class SplitOp(ViewOp):
             results.append(TensorType(layout.sizes, t.dtype, layout))
         return results
 
-    def reference(self, t):
-        s = self.attrs["sizes"]
-        return tuple(t.split(s[0] if len(s) == 1 else list(s), self.attrs["dim"]))
-
 
 # -- materializations --------------------------------------------------------------------
 @register_op
@@ -795,9 +718,6 @@ class ContiguousOp(Op):
             return [TensorType(t.sizes, t.dtype, t.layout)]
         return [TensorType(t.sizes, t.dtype)]
 
-    def reference(self, t):
-        return (t.contiguous(),)
-
 
 class _FreshLikeOp(Op):
     """A new tensor "like" the operand (torch's `preserve_format`, `Layout.preserved`):
@@ -817,9 +737,6 @@ class CloneOp(_FreshLikeOp):
     """torch's `clone()`: the same elements in new memory, strides as `preserve_format`."""
 
     name = "clone"
-
-    def reference(self, t):
-        return (t.clone(),)
 
 
 @register_op
@@ -843,11 +760,6 @@ class FlipOp(_FreshLikeOp):
 
     def source_layout(self) -> Layout:
         return self.operands[0].type.layout.flip(self.attrs["dims"])
-
-    def reference(self, t):
-        if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
-            return (torch.flip(t.view(torch.int32), self.attrs["dims"]).view(torch.uint32),)
-        return (torch.flip(t, self.attrs["dims"]),)
 
 
 def _masks(op: str, value: Any) -> tuple[tuple[tuple[int, ...], int, int], ...] | None:
@@ -960,9 +872,49 @@ class CopyOp(Op):
                 )
         return [TensorType(a["layout"].sizes, a["dtype"], a["layout"])]
 
+    # Typed accessors: code reads `op.layout`, not `op.attrs["layout"]`.
+    @property
+    def layout(self) -> Layout:
+        """The result's layout."""
+        return self.attrs["layout"]
+
+    @property
+    def dtype(self) -> DType:
+        """The result's dtype (a cast fused into the copy when it differs)."""
+        return self.attrs["dtype"]
+
+    @property
+    def space(self) -> tuple[int, ...] | None:
+        """The iteration space of the explicit form; None for the natural form."""
+        return self.attrs["space"]
+
+    @property
+    def src(self) -> Layout | None:
+        """Explicit form: the operand root's storage index of each point of `space`."""
+        return self.attrs["src"]
+
+    @property
+    def dst(self) -> Layout | None:
+        """Explicit form: the buffer's storage index of each point of `space`."""
+        return self.attrs["dst"]
+
+    @property
+    def masks(self) -> tuple | None:
+        """Explicit form: `(coeffs, lo, hi)` bounds; where one fails, `fill` is written."""
+        return self.attrs["masks"]
+
+    @property
+    def fill(self) -> int | float | bool | None:
+        return self.attrs["fill"]
+
     @property
     def is_explicit(self) -> bool:
         return self.attrs["space"] is not None
+
+    @property
+    def writes_into(self) -> bool:
+        """Whether the copy writes into a buffer operand in place (`copy %src, %buffer`)."""
+        return len(self.operands) == 2
 
     def verify_(self) -> None:
         """An explicit copy reads inside its source's storage and writes inside its buffer,
@@ -1004,56 +956,6 @@ class CopyOp(Op):
         except StridecError:
             return None
 
-    def reference(self, t, into=None):
-        if self.is_explicit:
-            raise VerificationError("copy: the explicit form needs root storage; use the executor")
-        out = cast(t, self.attrs["dtype"].torch)
-        return (out.clone() if out is t else out,)
-
-
-def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
-    """Bool tensor over `space`: where every bound `lo <= Σ coeffs_k·i_k < hi` holds."""
-    from stridec.runtime.backends.reference import linear_form
-
-    valid = torch.ones(tuple(space), dtype=torch.bool, device=device)
-    for m in masks:
-        linear = linear_form(tuple(space), m.coeffs, 0, device)
-        valid &= (linear >= m.lo) & (linear < m.hi)
-    return valid
-
-
-def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
-    """Pack a logical tensor through the format's `Packing` description, in plain torch."""
-    p = fmt.packing(tuple(t.shape), as_dtype(t.dtype), fill)
-    from stridec.runtime.backends.reference import layout_indices, put
-
-    out = torch.full(p.physical_sizes, fill, dtype=t.dtype, device=t.device)
-    if out.numel() == 0:
-        return out
-    valid = _valid_points(p.space, p.mask, t.device)
-    src = layout_indices(p.logical, t.device).clamp(0, max(t.numel() - 1, 0))
-    values = (
-        t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
-    )
-    dst = layout_indices(p.physical, t.device)
-    put(out.view(-1), dst[valid], values[valid])
-    return out
-
-
-def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) -> torch.Tensor:
-    """Unpack a physical tensor to `logical_sizes` through the format's `Packing`, in torch."""
-    p = fmt.unpacking(tuple(logical_sizes), as_dtype(t.dtype))
-    from stridec.runtime.backends.reference import layout_indices, put
-
-    out = torch.empty(tuple(logical_sizes), dtype=t.dtype, device=t.device)
-    if out.numel() == 0:
-        return out
-    valid = _valid_points(p.space, p.mask, t.device)
-    src = layout_indices(p.physical, t.device)[valid]
-    dst = layout_indices(p.logical, t.device)[valid]
-    put(out.view(-1), dst, t.contiguous().reshape(-1)[src])
-    return out
-
 
 @register_op
 class PackOp(Op):
@@ -1084,9 +986,6 @@ class PackOp(Op):
         if shown.get("fill") == 0 and not isinstance(shown.get("fill"), float):
             shown.pop("fill")
         return shown
-
-    def reference(self, t):
-        return (pack_reference(get_format(self.attrs["format"]), t, self.attrs["fill"]),)
 
 
 def logical_sizes_of(
@@ -1141,11 +1040,6 @@ class UnpackOp(Op):
         t = operand_types[0]
         return [TensorType(self.logical_sizes(t.sizes, t.dtype), t.dtype)]
 
-    def reference(self, t):
-        fmt = get_format(self.attrs["format"])
-        sizes = self.logical_sizes(tuple(t.shape), as_dtype(t.dtype))
-        return (unpack_reference(fmt, t, sizes),)
-
 
 def _suggested(layout: Layout, sizes: Sequence[int]) -> Layout | None:
     """The layout torch gives the new tensor of `sizes` that `pad` makes of one of
@@ -1199,24 +1093,11 @@ class PadOp(Op):
             return [TensorType(sizes, t.dtype, kept.preserved())]
         return [TensorType(sizes, t.dtype, _suggested(t.layout, sizes))]
 
-    def reference(self, t):
-        a = self.attrs
-        # F.pad places the input; the fill is written as `full` writes it (F.pad reads an
-        # int64 fill through a double, turning 2^63 - 1 into -2^63).
-        pads = list(a["pad"])
-        placed = F.pad(t, pads, mode="constant", value=0)
-        inside = F.pad(torch.ones(t.shape, dtype=torch.bool, device=t.device), pads, value=False)
-        fill = torch.full((), a["value"], dtype=t.dtype, device=t.device)
-        if t.dtype == torch.uint32:  # no `where` for uint32 on CPU: select the bit patterns
-            out = torch.where(inside, placed.view(torch.int32), fill.view(torch.int32))
-            return (out.view(torch.uint32),)
-        return (torch.where(inside, placed, fill),)
-
 
 @register_op
 class CastOp(Op):
-    """Element type conversion with torch's `.to(dtype)` rules (`stridec.ir.casts`), into a
-    new buffer laid out as torch's `preserve_format` lays it (`Layout.preserved`): a
+    """Element type conversion with torch's `.to(dtype)` rules (the reference backend's
+    `reference_casts`), into a new buffer laid out as torch's `preserve_format` lays it (`Layout.preserved`): a
     transpose's cast keeps the transposed strides."""
 
     name = "cast"
@@ -1236,15 +1117,6 @@ class CastOp(Op):
         if self.attrs["dtype"] == t.dtype:
             return [TensorType(t.sizes, t.dtype, t.layout)]
         return [TensorType(t.sizes, self.attrs["dtype"], t.layout.preserved())]
-
-    def reference(self, t):
-        if self.aliases_operand():
-            return (t,)
-        layout = self.result.type.layout
-        out = torch.empty_strided(
-            layout.sizes, layout.strides, dtype=self.attrs["dtype"].torch, device=t.device
-        )
-        return (out.copy_(cast(t, self.attrs["dtype"].torch)),)
 
 
 @register_op
@@ -1287,9 +1159,6 @@ class CatOp(Op):
         order = orders.pop() if len(orders) == 1 else None
         layout = None if order is None else Layout.for_order(sizes, order)
         return [TensorType(sizes, first.dtype, layout)]
-
-    def reference(self, *ts):
-        return (torch.cat(ts, self.attrs["dim"]),)
 
 
 @register_op

@@ -25,12 +25,13 @@ from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
+from stridec.ir.ops import AsStridedOp, CopyOp
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
-from stridec.version import __version__
 from stridec.runtime.outs import OutCall, check_outs
+from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
            "set_torch_op_factory"]
@@ -115,8 +116,8 @@ def _check_runnable(graph: Graph) -> None:
                     f"{r.type.numel} elements and reaches element {top}; the limit is "
                     f"2^63 - 1 = {INT64_MAX}"
                 )
-        if op.name == "copy" and op.attrs["space"] is None and op.attrs["layout"].may_overlap():
-            layout = op.attrs["layout"]
+        if isinstance(op, CopyOp) and not op.is_explicit and op.layout.may_overlap():
+            layout = op.layout
             raise LayoutError(
                 f"{where}: result layout {layout} of sizes {list(layout.sizes)} may write "
                 "two elements to one address; expected each stride, smallest first, to "
@@ -130,8 +131,8 @@ def _declared_inputs(graph: Graph) -> list[tuple[int, Layout, int | None, bool]]
     of text IR, over it), so that its meaning depends on the declared layout."""
     raw: set[int] = set()
     for op in graph.ops:
-        if op.name == "as_strided" or (op.name == "copy" and op.attrs["space"] is not None
-                                       and op.operands):
+        if isinstance(op, AsStridedOp) or (isinstance(op, CopyOp) and op.is_explicit
+                                           and op.operands):
             raw.add(id(op.operands[0].root()))
     return [
         (i, v.type.layout, v.owner.attrs["storage"], id(v) in raw)
@@ -483,8 +484,9 @@ class CompiledGraph:
     ) -> Program:
         """The program for arguments of these (strides, storage offset), one per input, on
         `device`, for the kernel backend of that device (triton on CUDA; on the CPU this
-        graph's backend, interpret for the reference backend); compiled on first use, no kernel runs. For callers whose tensors carry no data
-        to check (fake tensors under tracing); the layouts must fit the inputs' sizes."""
+        graph's backend, interpret for the reference backend); compiled on first use, no
+        kernel runs. For callers whose tensors carry no data to check (fake tensors under
+        tracing); the layouts must fit the inputs' sizes."""
         device = torch.device(device)
         if len(layouts) != len(self._inputs):
             raise CallError(

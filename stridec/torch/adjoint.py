@@ -49,6 +49,7 @@ import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.formats import Format, get_format
 from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.ops import CopyOp
 
 __all__ = ["Adjoint", "Contribution", "adjoint"]
 
@@ -216,7 +217,7 @@ class _Builder:
                 self.unfold(op, term)
             return
         rule = getattr(self, f"op_{op.name}", None)
-        explicit = op.name == "copy" and (op.attrs["space"] is not None or len(op.operands) > 1)
+        explicit = isinstance(op, CopyOp) and (op.is_explicit or op.writes_into)
         if rule is None or explicit:
             raise UnsupportedError(
                 f"adjoint: op '{op.name}' has no adjoint in stridec "

@@ -1,5 +1,5 @@
 """The C Philox kernels (`stridec.compiler.codegen.c.philox`) against Random123's known-answer
-vectors and the numpy reference (`stridec.ir.philox`), bit for bit.
+vectors and the numpy reference (`stridec.runtime.backends.reference_philox`), bit for bit.
 
 The compile unit is built once per module and flavour (native: `-O3 -march=native`;
 portable: `-O2`, plain C; avx2: the AVX2 intrinsics path), then every case runs its
@@ -31,7 +31,7 @@ from stridec.compiler.codegen.philox import PhiloxSpec
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
-from stridec.ir.philox import make_state, philox_bits
+from stridec.runtime.backends.reference_philox import make_state, philox_bits
 from tests.compiler.c_build import AVX2, NATIVE, PORTABLE, build_shared, host_has, needs_gcc
 from tests.compiler.test_codegen_philox import (
     KEY,

@@ -29,7 +29,7 @@ from stridec.compiler.codegen.spec import (
     canonicalize_copy,
     coalesce_copy_dims,
     drop_unit_dims,
-    mask_range,
+    linear_span,
     order_for_writes,
     orient_for_writes,
     simplify_masks,
@@ -146,7 +146,7 @@ def span(spec: CopySpec, strides, offset) -> int:
     """One past the largest address over the whole box (masked elements included)."""
     if spec.numel == 0:
         return 0
-    low, high = mask_range(spec.sizes, strides)
+    low, high = linear_span(spec.sizes, strides)
     assert offset + low >= 0, "test spec addresses a negative index"
     return offset + high + 1
 

@@ -2,10 +2,10 @@
 
 Every kernel runs through Triton's interpreter on CPU tensors (tests marked `gpu` repeat
 a few on CUDA). The expected destination storage is built from the reference bits
-(`stridec.ir.philox`) with torch: padded to the iteration space where masks apply, then
-scattered through `torch.as_strided` with the destination strides into a storage that
-starts filled with a sentinel, so an element the kernel must not touch has to come back
-unchanged.
+(`stridec.runtime.backends.reference_philox`) with torch: padded to the iteration space
+where masks apply, then scattered through `torch.as_strided` with the destination
+strides into a storage that starts filled with a sentinel, so an element the kernel must
+not touch has to come back unchanged.
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ from stridec.compiler.codegen.philox import (
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import CallError, ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
-from stridec.ir.philox import make_state, philox_bits, state_words, uniform_from_bits
 from stridec.runtime.backends.interpret import interpreter_fma_is_exact
+from stridec.runtime.backends.reference_philox import (
+    make_state,
+    philox_bits,
+    state_words,
+    uniform_from_bits,
+)
 from stridec.runtime.launch import launch_philox
 
 u32, i32, f32 = DTYPES["uint32"], DTYPES["int32"], DTYPES["float32"]

@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 
 import stridec
 from bench.workloads import pack_eager
-from stridec.compiler.index_maps import Bound, box_of, image_box, split_box
+from stridec.compiler.index_maps import box_of, image_box, split_box
 from stridec.compiler.pass_manager import PassManager
+from stridec.ir.affine import MaskBound
 from stridec.ir.layout import Layout
 
 cat, pad = stridec.cat, stridec.pad
@@ -308,7 +309,8 @@ def box_and_bounds(draw):
     for _ in range(draw(st.integers(0, 3))):
         coeffs = tuple(draw(st.integers(-5, 5)) for _ in range(rank))
         lo = draw(st.integers(-6, 12))
-        bounds.append(Bound(coeffs, draw(st.integers(-3, 3)), lo, lo + draw(st.integers(0, 8))))
+        const, width = draw(st.integers(-3, 3)), draw(st.integers(0, 8))
+        bounds.append(MaskBound(coeffs, lo - const, lo + width - const))
     return box, bounds
 
 
@@ -316,8 +318,8 @@ def _points(box):
     return itertools.product(*(range(a, b) for a, b in box))
 
 
-def _holds(bound: Bound, j) -> bool:
-    value = bound.const + sum(c * x for c, x in zip(bound.coeffs, j, strict=True))
+def _holds(bound: MaskBound, j) -> bool:
+    value = sum(c * x for c, x in zip(bound.coeffs, j, strict=True))
     return bound.lo <= value < bound.hi
 
 
@@ -338,13 +340,13 @@ def test_split_box_partitions_by_where_every_bound_holds(case) -> None:
 
 def test_split_box_of_nchw4_with_six_channels() -> None:
     """c = 4·co + ci < 6 over co in [0, 2), ci in [0, 4): block 0 whole, block 1 cut at 2."""
-    inside, outside = split_box(((0, 2), (0, 4)), [Bound((4, 1), 0, 0, 6)], 64)
+    inside, outside = split_box(((0, 2), (0, 4)), [MaskBound((4, 1), 0, 6)], 64)
     assert inside == [((0, 1), (0, 4)), ((1, 2), (0, 2))] and outside == [((1, 2), (2, 4))]
 
 
 def test_split_box_gives_up_past_its_limit() -> None:
     """i + j < 50 over 100 x 100 straddles at every i: more boxes than the limit."""
-    assert split_box(((0, 100), (0, 100)), [Bound((1, 1), 0, 0, 50)], 64) is None
+    assert split_box(((0, 100), (0, 100)), [MaskBound((1, 1), 0, 50)], 64) is None
 
 
 LAYOUTS = st.lists(st.integers(1, 4), min_size=1, max_size=3).flatmap(

@@ -21,7 +21,13 @@ from stridec.compiler.pass_manager import (
     parse_pipeline,
 )
 from stridec.compiler.passes.plan_memory import OutputPlan
-from stridec.errors import LayoutError, UnsupportedError, VerificationError
+from stridec.errors import (
+    InternalError,
+    LayoutError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
@@ -145,9 +151,14 @@ def test_without_verify_each_the_broken_ir_goes_through() -> None:
 
 
 @pytest.mark.usefixtures("test_passes")
-def test_a_pass_that_crashes_is_named() -> None:
-    with pytest.raises(VerificationError, match=r"pass 'test-crashes' failed: KeyError"):
+def test_a_pass_that_crashes_is_named_as_a_bug_with_its_traceback() -> None:
+    """A crash inside a pass is no mistake of the caller: an InternalError (not a
+    StridecError) saying so, with the original exception and its traceback as the cause."""
+    with pytest.raises(InternalError, match=r"bug in stridec: pass 'test-crashes' raised KeyError"
+                       ) as e:
         PassManager.parse("dce,test-crashes").run(_nhwc())
+    assert not isinstance(e.value, StridecError)
+    assert isinstance(e.value.__cause__, KeyError) and e.value.__cause__.__traceback__
 
 
 @pytest.mark.usefixtures("test_passes")

@@ -8,9 +8,10 @@ Each block is fenced with a language:
 - `mlir` blocks are text IR: each parses, verifies and prints exactly as written (less
   its `//` comment lines); a block fenced `mlir pipeline=a,b` is also what that pass
   pipeline makes of the page's previous `mlir` block (`stridec-opt --pass-pipeline=a,b`);
-- `sh`, `text`, `ebnf`, `console` and `json` blocks are shown, not run (the README's `sh`
-  blocks are the commands CI runs: tests/docs/test_ci.py); a `stridec-opt` command in an
-  `sh` block must be one its parser accepts.
+- `sh`, `text`, `ebnf`, `console`, `json` and `mermaid` blocks are shown, not run (the
+  README's `sh` blocks are the commands CI runs: tests/docs/test_ci.py; a `mermaid`
+  picture is generated from the code and compared by tests/test_layers.py); a
+  `stridec-opt` command in an `sh` block must be one its parser accepts.
 
 A fence without a language, or an indented code block, is refused: the test could not
 tell how to check it.
@@ -27,7 +28,7 @@ from markdown_blocks import PAGES, ROOT, Block, blocks_of
 
 import stridec
 
-SHOWN_ONLY = {"sh", "text", "ebnf", "console", "json"}
+SHOWN_ONLY = {"sh", "text", "ebnf", "console", "json", "mermaid"}
 
 
 ALL_BLOCKS = [block for page in PAGES for block in blocks_of(page)]

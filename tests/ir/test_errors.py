@@ -55,6 +55,9 @@ def test_the_hierarchy() -> None:
         assert issubclass(e, StridecError)
         assert e.__name__ in stridec.__all__
     assert issubclass(StridecError, Exception)
+    # A bug in stridec is no mistake of the caller: not a StridecError.
+    assert not issubclass(stridec.InternalError, StridecError)
+    assert "InternalError" in stridec.__all__
 
 
 # -- perm not a permutation ---------------------------------------------------------------

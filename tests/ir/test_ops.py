@@ -27,7 +27,7 @@ from stridec.errors import (
 )
 from stridec.ir import ops as O
 from stridec.ir.graph import OP_REGISTRY, Value
-from stridec.runtime.backends.reference import flat_storage, gather
+from stridec.runtime.backends.reference import evaluate, flat_storage, gather
 
 DTYPES = sorted(stridec.DTYPES)
 FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -326,7 +326,7 @@ def test_reference_matches_torch(cls: type, sizes: tuple, attrs: dict, torch_fn:
     t = random_tensor(sizes, "float32")
     expected = torch_fn(t)
     expected = tuple(expected) if isinstance(expected, tuple) else (expected,)
-    got = op.reference(t)
+    got = evaluate(op, t)
     assert len(got) == len(expected) == len(op.results)
     for v, a, e in zip(op.results, got, expected, strict=True):
         assert v.shape == tuple(e.shape) and v.dtype.torch == e.dtype
@@ -335,7 +335,7 @@ def test_reference_matches_torch(cls: type, sizes: tuple, attrs: dict, torch_fn:
 
 def test_full_reference() -> None:
     op = O.FullOp([], {"sizes": (2, 3), "value": -1.5, "dtype": "bfloat16"})
-    (got,) = op.reference()
+    (got,) = evaluate(op)
     assert torch.equal(got, torch.full((2, 3), -1.5, dtype=torch.bfloat16))
 
 
@@ -343,11 +343,11 @@ def test_storage_ops_need_the_executor() -> None:
     _, x = graph_with_input((2, 3))
     t = torch.zeros(2, 3)
     with pytest.raises(VerificationError, match="as_strided: needs the root storage"):
-        O.AsStridedOp([x], {"sizes": (2,), "strides": (1,)}).reference(t)
+        evaluate(O.AsStridedOp([x], {"sizes": (2,), "strides": (1,)}), t)
     explicit = O.CopyOp([x], {"space": (2, 3), "src": Layout.contiguous((2, 3)),
                               "dst": Layout.contiguous((2, 3))})
     with pytest.raises(VerificationError, match="copy: the explicit form needs root storage"):
-        explicit.reference(t)
+        evaluate(explicit, t)
 
 
 # -- cast -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The numpy Philox4x32-10 reference (stridec.ir.philox) against Random123 and the
-definition in docs/design.md#philox.
+"""The numpy Philox4x32-10 reference (stridec.runtime.backends.reference_philox) against
+Random123 and the definition in docs/design.md#philox.
 
 The block function is checked against Random123's known-answer vectors; everything
 built on it (counter arithmetic, new_state, uniforms) against scalar Python-int and
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from stridec.errors import CallError, ShapeError, UnsupportedError
-from stridec.ir.philox import (
+from stridec.runtime.backends.reference_philox import (
     make_state,
     philox4x32_10,
     philox_bits,

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stridec
-from stridec.ir.casts import cast
+from stridec.runtime.backends.reference_casts import cast
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.compile import BACKENDS
 
@@ -140,7 +140,7 @@ def test_issue_nan_examples(backend: str) -> None:
     dst=st.sampled_from(NAMES),
 )
 def test_reference_cast_matches_torch_on_any_bits(raw: list[int], src: str, dst: str) -> None:
-    """The reference rules (`stridec.ir.casts.cast`) on any float32 / float64 bits."""
+    """The reference rules (`stridec.runtime.backends.reference_casts.cast`) on any float32 / float64 bits."""
     if src == "float32":
         x = torch.tensor([r & 0xFFFFFFFF for r in raw], dtype=torch.int64)
         x = x.to(torch.int32).view(torch.float32)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import stridec
-from stridec.ir.philox import make_state
 from stridec.runtime.backends.interpret import interpreter_fma_is_exact
+from stridec.runtime.backends.reference_philox import make_state
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 

@@ -32,11 +32,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from stridec.compiler.codegen.copy import (
     BODY_LOCALS,
     CopyPlan,
+    GeneratedKernel,
     describe_plan,
     emit_copy_body,
     kernel_module,
@@ -98,20 +99,11 @@ def emit_batch_source(plans: Sequence[CopyPlan], name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class CopyBatchKernel:
+class CopyBatchKernel(GeneratedKernel):
     """A generated batch of copies into one destination (a `plan.kernels` entry of kind
-    "copy"): `launch(dst_storage, *src_storages)` takes flat storages from element 0, one
-    source per spec (a fill's is never read)."""
+    "copy"): `stridec.runtime.launch.launch_copy_batch(kernel, dst_storage, *src_storages)`
+    runs it on flat storages from element 0, one source per spec (a fill's is never read)."""
 
-    name: str
-    strategy: str
-    source: str
-    grid: tuple[int, ...]
-    constexprs: dict[str, int] = field(hash=False)
-    numel: int
-    index_bits: int
-    num_warps: int
-    target: str
     specs: tuple[CopySpec, ...]
     # Per member: addresses it may touch, as `CopyKernel.src_span` and `dst_span`.
     src_spans: tuple[tuple[int, int] | None, ...]

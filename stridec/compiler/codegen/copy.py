@@ -36,21 +36,18 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import struct
 from dataclasses import dataclass, field
-
-import torch
 
 from stridec.compiler.codegen.spec import (
     CopySpec,
     Tuning,
-    address_range,
+    address_span,
     canonicalize_copy,
     is_fill_only,
-    mask_range,
+    linear_span,
 )
 from stridec.errors import UnsupportedError
-from stridec.ir.dtypes import DType
+from stridec.ir.dtypes import DType, bit_pattern
 
 __all__ = [
     "STRATEGIES",
@@ -66,7 +63,6 @@ __all__ = [
     "touched_spans",
     "generate_copy",
     "index_bits_for",
-    "fill_bits",
 ]
 
 STRATEGIES = ("linear", "tiled_transpose", "gather")
@@ -208,7 +204,7 @@ def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> i
             abs(offset) + sum((n - 1) * abs(s) for n, s in zip(spec.sizes, strides, strict=True))
         )
     for m in spec.masks:
-        low, high = mask_range(spec.sizes, m.coeffs)
+        low, high = linear_span(spec.sizes, m.coeffs)
         bounds.append(sum((n - 1) * abs(c) for n, c in zip(spec.sizes, m.coeffs, strict=True)))
         if low < m.lo:
             bounds.append(abs(m.lo))
@@ -329,27 +325,9 @@ def _tuned(
 # --------------------------------------------------------------------------- emission
 
 
-def fill_bits(fill: float | int | bool, dst: DType) -> int:
-    """`fill` cast to `dst` as torch does, as the signed integer of the same bit pattern."""
-    if isinstance(fill, bool):
-        value = torch.tensor(fill, dtype=torch.bool)
-    elif isinstance(fill, int):
-        value = torch.tensor(fill, dtype=torch.int64)
-    else:
-        value = torch.tensor(fill, dtype=torch.float64)
-    cast = value.to(dst.torch)
-    if dst.name == "bool":
-        return int(bool(cast.item()))
-    if not dst.is_floating and dst.is_signed:
-        return int(cast.item())
-    # Floats and unsigned ints: reinterpret the bytes as a signed int of the same width.
-    raw = cast.reshape(1).contiguous().view(torch.uint8).tolist()
-    fmt = {1: "<b", 2: "<h", 4: "<i", 8: "<q"}[dst.itemsize]
-    return int(struct.unpack(fmt, bytes(raw))[0])
-
-
 def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
-    bits = fill_bits(fill, dst)
+    """`tl.full` of `fill` cast to `dst` as torch does, written as its bit pattern."""
+    bits = bit_pattern(fill, dst)
     if bits == 0:
         return f"tl.full({shape}, 0, {dst.triton})"
     if dst.name == "bool":
@@ -362,7 +340,7 @@ def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
 
 def _cast_lines(src: DType, dst: DType) -> list[str]:
     """Lines turning the loaded `x` (of `src`) into `y` (of `dst`), bit for bit as torch's
-    CPU `.to()` of a contiguous tensor (`stridec.ir.casts` states the rules).
+    CPU `.to()` of a contiguous tensor (`runtime/backends/reference_casts.py` states them).
 
     Every NaN is rebuilt from its bits, so neither Triton's interpreter (numpy keeps a
     signalling NaN's payload as is) nor a GPU's conversion instructions choose them:
@@ -607,7 +585,7 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
         src_idx = e.full("src_idx", spec.src_strides, spec.src_offset)
         conds = []
         for j, m in enumerate(spec.masks):
-            low, high = mask_range(spec.sizes, m.coeffs)
+            low, high = linear_span(spec.sizes, m.coeffs)
             msum = e.full(f"m{j}", m.coeffs, 0)
             if low < m.lo:
                 conds.append(f"({msum} >= {m.lo})")
@@ -683,14 +661,10 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class CopyKernel:
-    """A generated copy kernel: source, grid and launch arguments (an entry of `plan.kernels`,
-    docs/design.md#execution-and-backends).
-
-    `launch(src_storage, dst_storage)` takes both storages as flat contiguous tensors that
-    start at storage element 0; a kernel of `numel == 0` (or grid `(0,)`, when every element
-    is masked and `fill` is None) launches nothing.
-    """
+class GeneratedKernel:
+    """What every generated copy kernel records: its name and Triton module `source`, the
+    `strategy` it uses, its `grid` and launch arguments (`constexprs`, `num_warps`), the
+    elements it covers (`numel`), its index width and the target it was generated for."""
 
     name: str
     strategy: str
@@ -701,6 +675,18 @@ class CopyKernel:
     index_bits: int
     num_warps: int
     target: str
+
+
+@dataclass(frozen=True, slots=True)
+class CopyKernel(GeneratedKernel):
+    """A generated copy kernel: source, grid and launch arguments (an entry of `plan.kernels`,
+    docs/design.md#execution-and-backends).
+
+    `stridec.runtime.launch.launch_copy(kernel, src_storage, dst_storage)` runs it on flat
+    contiguous storages that start at storage element 0; a kernel of `numel == 0` (or grid
+    `(0,)`, when every element is masked and `fill` is None) launches nothing.
+    """
+
     spec: CopySpec
     # Addresses the kernel may touch, (lowest, highest); None when nothing is touched or,
     # for the source, when masks decide which addresses are read.
@@ -716,9 +702,9 @@ def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, in
     if plan.numel:
         canon = plan.spec
         if not canon.masks or canon.fill is not None:
-            dst_span = address_range(canon.sizes, canon.dst_strides, canon.dst_offset)
+            dst_span = address_span(canon.sizes, canon.dst_strides, canon.dst_offset)
         if not canon.masks:
-            src_span = address_range(canon.sizes, canon.src_strides, canon.src_offset)
+            src_span = address_span(canon.sizes, canon.src_strides, canon.src_offset)
     return src_span, dst_span
 
 

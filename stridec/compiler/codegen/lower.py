@@ -42,8 +42,10 @@ from stridec.compiler.codegen.spec import (
     is_fill_only,
 )
 from stridec.errors import UnsupportedError
+from stridec.ir.affine import boxes_disjoint
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
+from stridec.ir.ops import CopyOp
 
 __all__ = ["lower_to_program"]
 
@@ -79,11 +81,6 @@ def _bits_view(dtype_name: str) -> str | None:
 # Triton's compile time grows with the count, and a program passes one comparison per
 # member before its own; a longer cat takes one launch per 32 inputs.
 MAX_BATCH = 32
-
-def _disjoint(a: Box, b: Box) -> bool:
-    """Boxes of one layout share no coordinate: in some dim their ranges do not meet."""
-    return any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
-
 
 def _inside(a: Box, b: Box) -> bool:
     return all(lo1 <= lo0 and hi0 <= hi1 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
@@ -129,7 +126,7 @@ class _Group:
             return False
         if any(x.reads == dst_slot for x in (*self.members, m)):
             return False
-        return all(x.box is not None and _disjoint(x.box, m.box) for x in self.members)
+        return all(x.box is not None and boxes_disjoint(x.box, m.box) for x in self.members)
 
 
 class _Lowering:
@@ -170,26 +167,25 @@ class _Lowering:
     def slot_of(self, value: Value) -> int:
         return self.slot[id(value.root())]
 
-    def copy(self, op: Any, position: int) -> None:
-        a = op.attrs
-        layout: Layout = a["layout"]
-        if len(op.operands) == 2:
+    def copy(self, op: CopyOp, position: int) -> None:
+        layout = op.layout
+        if op.writes_into:
             dst_slot = self.slot_of(op.operands[1])
             self.slot[id(op.result)] = dst_slot
         else:
             dst_slot = self.new_buffer(op.result, layout.min_storage_size())
             self.layouts[dst_slot] = layout
-        space = a["space"]
+        space = op.space
         if op.operands:
             source = op.operands[0]
             src_slot = self.slot_of(source)
-            src, src_dtype = a["src"], source.type.dtype
+            src, src_dtype = op.src, source.type.dtype
             src_strides, src_offset = src.strides, src.offset
         else:  # a fill: nothing is read
-            src_slot, src_dtype = dst_slot, a["dtype"]
+            src_slot, src_dtype = dst_slot, op.dtype
             src_strides, src_offset = (0,) * len(space), 0
-        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ())
-        fill = a["fill"]
+        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in op.masks or ())
+        fill = op.fill
         if not op.operands:
             masks = (MaskBound((0,) * len(space), 1, 1),)  # never valid: every point is `fill`
         # fill None with masks: a domain restriction (masked points are not written).
@@ -197,10 +193,10 @@ class _Lowering:
             sizes=space,
             src_strides=src_strides,
             src_offset=src_offset,
-            dst_strides=a["dst"].strides,
-            dst_offset=a["dst"].offset,
+            dst_strides=op.dst.strides,
+            dst_offset=op.dst.offset,
             src_dtype=src_dtype,
-            dst_dtype=a["dtype"],
+            dst_dtype=op.dtype,
             masks=masks,
             fill=fill,  # type: ignore[arg-type]
         )
@@ -244,10 +240,10 @@ class _Lowering:
                     return False
                 held.taken.append((spec, src_slot, box, position))
             elif _inside(box, held.box) and all(
-                b is not None and _disjoint(box, b) for _, _, b, _ in held.taken
+                b is not None and boxes_disjoint(box, b) for _, _, b, _ in held.taken
             ):
                 held.taken.append((spec, src_slot, box, position))
-            elif _disjoint(box, held.box):
+            elif boxes_disjoint(box, held.box):
                 self._submit(spec, src_slot, dst_slot, (position,))
             else:
                 return False
@@ -385,7 +381,7 @@ class _Lowering:
         for position, op in enumerate(self.graph.ops):
             if op.name in ("input", "as_strided"):
                 continue
-            if op.name == "copy":
+            if isinstance(op, CopyOp):
                 self.copy(op, position)
             elif op.name in ("philox", "philox_uniform"):
                 self.philox(op, position)

@@ -35,13 +35,13 @@ low and high 32-bit halves and the carries run through words 1–3, so a counter
 2^32, 2^64, 2^96 or 2^128 − 1 carries (and wraps) exactly as the reference.
 
 Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with the float32
-constants of `stridec.ir.philox.uniform_scale`: an explicit fused multiply-add rounds once
-on every backend, so Triton's FP contraction cannot change the bits (except in the
-interpreter of Triton < 3.9, which computes `tl.fma` as a multiply then an add: there the
-interpret backend warns once, see `stridec.runtime.backends.interpret`). float16 is a plain
-round-to-nearest-even cast; bfloat16 is rounded to nearest even on the integer bits,
-because Triton's interpreter truncates in its own float32 -> bfloat16 cast while CUDA
-rounds.
+constants of `stridec.runtime.backends.reference_philox.uniform_scale`: an explicit
+fused multiply-add rounds once on every backend, so Triton's FP contraction cannot
+change the bits (except in the interpreter of Triton < 3.9, which computes `tl.fma` as a
+multiply then an add: there the interpret backend warns once, see
+`stridec.runtime.backends.interpret`). float16 is a plain round-to-nearest-even cast;
+bfloat16 is rounded to nearest even on the integer bits, because Triton's interpreter
+truncates in its own float32 -> bfloat16 cast while CUDA rounds.
 
 The state is read on the device by every program, word k at `state_ptr + state_index[k]`
 (so any layout of the 6 words is read in place, with no copy and no extra launch: a row
@@ -59,18 +59,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
-
 from stridec.errors import ShapeError, UnsupportedError
-from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.affine import MAX_RANK, address_span, merge_dims
+from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
 
 __all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
 
-_MAX_RANK = 8
 _INT32_LIMIT = 2**31 - 1
 # Random123 philox.h constants, written here again rather than imported: the kernel and
-# the reference in stridec.ir.philox are kept independent so that one checks the other.
+# the reference in stridec.runtime.backends.reference_philox are kept independent so
+# that one checks the other.
 PHILOX_M0 = 0xD2511F53
 PHILOX_M1 = 0xCD9E8D57
 PHILOX_W0 = 0x9E3779B9
@@ -78,7 +76,8 @@ PHILOX_W1 = 0xBB67AE85
 _BITS_DTYPES = ("uint32", "int32")
 _UNIFORM_DTYPES = ("float32", "float16", "bfloat16")
 # Bit-pattern integer type of each output dtype (fills are written as bit patterns).
-_BITS_OF = {4: (torch.int32, "tl.int32"), 2: (torch.int16, "tl.int16")}
+_BITS_OF = {4: "tl.int32", 2: "tl.int16"}
+FLOAT32 = DTYPES["float32"]
 
 
 @dataclass(frozen=True)
@@ -160,45 +159,9 @@ def _ints(values: Any, what: str) -> tuple[int, ...]:
         raise ShapeError(f"philox: {what} must be a sequence of ints; got {values!r}") from None
 
 
-def _span(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple[int, int]:
-    """Smallest and largest value of `offset + Σ c_k·strides_k` over a non-empty space."""
-    lo = hi = offset
-    for s, st in zip(sizes, strides, strict=True):
-        step = (s - 1) * st
-        lo += min(0, step)
-        hi += max(0, step)
-    return lo, hi
-
-
 def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:
     """A bound on `|partial sum|` of `offset + Σ c_k·strides_k`, for the int32 check."""
     return abs(offset) + sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True))
-
-
-def _coalesce(
-    sizes: tuple[int, ...], forms: list[tuple[int, ...]]
-) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Drop size-1 dims and merge dims `k, k+1` where every linear form agrees.
-
-    A merge needs `form_k == sizes_{k+1} · form_{k+1}` for each form (index strides,
-    destination strides, mask coefficients): then `c_k·f_k + c_{k+1}·f_{k+1}` is
-    `(c_k·sizes_{k+1} + c_{k+1})·f_{k+1}`, one coordinate of the merged dim.
-    """
-    keep = [k for k, s in enumerate(sizes) if s != 1]
-    out_sizes: list[int] = []
-    out_forms: list[list[int]] = [[] for _ in forms]
-    for k in keep:
-        if out_sizes and all(
-            out[-1] == sizes[k] * f[k] for out, f in zip(out_forms, forms, strict=True)
-        ):
-            out_sizes[-1] *= sizes[k]
-            for out, f in zip(out_forms, forms, strict=True):
-                out[-1] = f[k]
-            continue
-        out_sizes.append(sizes[k])
-        for out, f in zip(out_forms, forms, strict=True):
-            out.append(f[k])
-    return tuple(out_sizes), [tuple(f) for f in out_forms]
 
 
 def _fill_bits(fill: float | int, dtype: DType) -> int:
@@ -206,21 +169,13 @@ def _fill_bits(fill: float | int, dtype: DType) -> int:
     integer types, integers wrap), as the signed bit pattern of that width."""
     if isinstance(fill, bool) or not isinstance(fill, (int, float)):
         raise ShapeError(f"philox: fill must be a number; got {fill!r}")
-    source = torch.tensor(fill, dtype=torch.float64 if isinstance(fill, float) else torch.int64)
-    try:
-        value = source.to(dtype.torch).reshape(1)
-    except RuntimeError as e:
-        raise ShapeError(f"philox: fill {fill!r} does not convert to {dtype.name}: {e}") from None
-    if dtype.name == "uint32":
-        value = value.view(torch.int32)
-    bits_dtype, _ = _BITS_OF[dtype.itemsize]
-    return int(value.view(bits_dtype).item())
+    return bit_pattern(fill, dtype)
 
 
 def _plan(spec: PhiloxSpec) -> _Plan:
     sizes = _ints(spec.sizes, "sizes")
-    if len(sizes) > _MAX_RANK:
-        raise UnsupportedError(f"philox: rank at most {_MAX_RANK} is supported; got sizes {sizes}")
+    if len(sizes) > MAX_RANK:
+        raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {sizes}")
     if any(s < 0 for s in sizes):
         raise ShapeError(f"philox: sizes must be >= 0; got {sizes}")
     index_strides = _ints(spec.index_strides, "index_strides")
@@ -263,24 +218,25 @@ def _plan(spec: PhiloxSpec) -> _Plan:
         raise UnsupportedError(
             f"philox: distribution must be 'bits' or 'uniform'; got {spec.distribution!r}"
         )
-    low32 = np.float32(spec.low)
-    with np.errstate(over="ignore", invalid="ignore"):
-        scale32 = np.float32(np.float32(spec.high) - low32)  # as stridec.ir.philox.uniform_scale
-    if spec.distribution == "uniform" and not (np.isfinite(low32) and np.isfinite(scale32)):
+    # As reference_philox.uniform_scale: a float32 difference of float32 values (exact in
+    # a double, then rounded once).
+    low32 = convert(float(spec.low), FLOAT32)
+    scale32 = convert(convert(float(spec.high), FLOAT32) - low32, FLOAT32)
+    if spec.distribution == "uniform" and not (math.isfinite(low32) and math.isfinite(scale32)):
         raise UnsupportedError(
             f"philox: low={spec.low!r}, high={spec.high!r} give a non-finite float32 range"
         )
 
     space_numel = math.prod(sizes)
     if space_numel > 0:
-        d_lo, _ = _span(sizes, dst_strides, dst_offset)
+        d_lo, _ = address_span(sizes, dst_strides, dst_offset)
         if d_lo < 0:
             raise ShapeError(
                 f"philox: destination offsets go below 0 (sizes {sizes}, dst_strides "
                 f"{dst_strides}, dst_offset {dst_offset})"
             )
         if not masks:
-            i_lo, i_hi = _span(sizes, index_strides, index_offset)
+            i_lo, i_hi = address_span(sizes, index_strides, index_offset)
             if i_lo < 0 or i_hi >= numel:
                 raise ShapeError(
                     f"philox: logical indices [{i_lo}, {i_hi}] leave the output's "
@@ -289,7 +245,7 @@ def _plan(spec: PhiloxSpec) -> _Plan:
                 )
 
     forms = [index_strides, dst_strides] + [c for c, _, _ in masks]
-    c_sizes, c_forms = _coalesce(sizes, forms) if space_numel > 0 else (sizes, forms)
+    c_sizes, c_forms = merge_dims(sizes, forms) if space_numel > 0 else (sizes, forms)
     return _Plan(
         sizes=c_sizes,
         index_strides=c_forms[0],
@@ -460,7 +416,7 @@ def _gather_body(lines: list[str], plan: _Plan, wide: bool) -> None:
     lines.append("    word = tl.where(w == 0, y0, tl.where(w == 1, y1, tl.where(w == 2, y2, y3)))")
     _emit_convert(lines, plan, "word")
     if plan.masks:
-        _, bits_tl = _BITS_OF[plan.dtype.itemsize]
+        bits_tl = _BITS_OF[plan.dtype.itemsize]
         elem = "tl.int32" if not plan.uniform else plan.dtype.triton
         lines.append(
             f"    fill = tl.full([BLOCK], {plan.fill_bits}, {bits_tl}).to({elem}, bitcast=True)"
@@ -544,7 +500,7 @@ def generate_philox(
     if plan.space_numel == 0:
         dst_elements = 0
     else:
-        dst_elements = _span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
+        dst_elements = address_span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
     return PhiloxKernel(
         name=name,
         kind="philox",

@@ -21,13 +21,23 @@ them in that order. They work on plain int tuples and know nothing of `stridec.i
 
 from __future__ import annotations
 
-import math
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stridec.errors import LayoutError, UnsupportedError
+from stridec.ir.affine import (
+    MAX_RANK,
+    Box,
+    MaskBound,
+    Shaped,
+    address_span,
+    as_mask,
+    checked_int,
+    invert_strided,
+    linear_span,
+    merge_dims,
+)
 from stridec.ir.dtypes import DType, as_dtype
 
 __all__ = [
@@ -35,7 +45,7 @@ __all__ = [
     "MaskBound",
     "CopySpec",
     "Tuning",
-    "mask_range",
+    "linear_span",
     "drop_unit_dims",
     "simplify_masks",
     "orient_for_writes",
@@ -47,11 +57,8 @@ __all__ = [
     "fill_then_box_copy",
     "fill_around_box_copies",
     "dst_box",
-    "address_range",
+    "address_span",
 ]
-
-MAX_RANK = 8
-
 
 @dataclass(frozen=True, slots=True)
 class Tuning:
@@ -67,21 +74,7 @@ class Tuning:
 
 
 @dataclass(frozen=True, slots=True)
-class MaskBound:
-    """Valid where `lo <= Σ coeffs[k]·i_k < hi` over the iteration coordinates `i`."""
-
-    coeffs: tuple[int, ...]
-    lo: int
-    hi: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "coeffs", _int_tuple(self.coeffs, "MaskBound.coeffs"))
-        object.__setattr__(self, "lo", _int(self.lo, "MaskBound.lo"))
-        object.__setattr__(self, "hi", _int(self.hi, "MaskBound.hi"))
-
-
-@dataclass(frozen=True, slots=True)
-class CopySpec:
+class CopySpec(Shaped):
     """One strided copy between two flat storages (see the module docstring).
 
     Strides and offsets are in elements and may be negative (flip) or zero (broadcast);
@@ -116,7 +109,7 @@ class CopySpec:
                 raise LayoutError(
                     f"copy: {what} must have one entry per dim of sizes {sizes}; got {strides}"
                 )
-        masks = tuple(_as_mask(m) for m in self.masks)
+        masks = tuple(as_mask(m) for m in self.masks)
         for m in masks:
             if len(m.coeffs) != rank:
                 raise LayoutError(
@@ -135,22 +128,9 @@ class CopySpec:
         object.__setattr__(self, "dst_dtype", as_dtype(self.dst_dtype, "copy dst_dtype"))
         object.__setattr__(self, "masks", masks)
 
-    @property
-    def rank(self) -> int:
-        return len(self.sizes)
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.sizes)
-
 
 def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise LayoutError(f"copy: {what} must be an int; got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise LayoutError(f"copy: {what} must be an int; got {value!r}") from None
+    return checked_int(value, what, "copy")
 
 
 def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
@@ -159,15 +139,6 @@ def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
     except TypeError:
         raise LayoutError(f"copy: {what} must be a sequence of ints; got {values!r}") from None
     return tuple(_int(v, what) for v in items)
-
-
-def _as_mask(m: Any) -> MaskBound:
-    if isinstance(m, MaskBound):
-        return m
-    try:
-        return MaskBound(tuple(m.coeffs), m.lo, m.hi)
-    except AttributeError:
-        raise LayoutError(f"copy: a mask needs .coeffs, .lo and .hi; got {m!r}") from None
 
 
 def _replace(spec: CopySpec, **changes: Any) -> CopySpec:
@@ -184,22 +155,6 @@ def _replace(spec: CopySpec, **changes: Any) -> CopySpec:
     }
     fields.update(changes)
     return CopySpec(**fields)
-
-
-def mask_range(sizes: Sequence[int], coeffs: Sequence[int]) -> tuple[int, int]:
-    """Smallest and largest `Σ coeffs[k]·i_k` over the box `0 <= i_k < sizes_k` (non-empty).
-
-    E.g. sizes (2, 4), coeffs (3, -1): min 0·3 + 3·(-1) = -3, max 1·3 + 0·(-1) = 3.
-    """
-    low = sum(min(0, c * (n - 1)) for n, c in zip(sizes, coeffs, strict=True))
-    high = sum(max(0, c * (n - 1)) for n, c in zip(sizes, coeffs, strict=True))
-    return low, high
-
-
-def address_range(sizes: Sequence[int], strides: Sequence[int], offset: int) -> tuple[int, int]:
-    """Smallest and largest `offset + Σ i_k·strides_k` over a non-empty box."""
-    low, high = mask_range(sizes, strides)
-    return offset + low, offset + high
 
 
 def drop_unit_dims(spec: CopySpec) -> CopySpec:
@@ -236,7 +191,7 @@ def simplify_masks(spec: CopySpec) -> CopySpec:
         return spec
     kept: list[MaskBound] = []
     for m in spec.masks:
-        low, high = mask_range(spec.sizes, m.coeffs)
+        low, high = linear_span(spec.sizes, m.coeffs)
         if high < m.lo or low >= m.hi:
             return _replace(spec, masks=(MaskBound((0,) * spec.rank, 0, 0),))
         if m.lo <= low and high < m.hi:
@@ -311,42 +266,25 @@ def order_for_writes(spec: CopySpec) -> CopySpec:
     return _permute_dims(spec, order)
 
 
-def _mergeable(sizes: Sequence[int], strides: Sequence[int], k: int) -> bool:
-    return strides[k] == strides[k + 1] * sizes[k + 1]
-
-
 def coalesce_copy_dims(spec: CopySpec) -> CopySpec:
-    """Merge neighbouring dims `k, k+1` where it holds jointly on every side.
-
-    With `j = i_k·n_{k+1} + i_{k+1}`, `x_k·i_k + x_{k+1}·i_{k+1} == x_{k+1}·j` exactly when
-    `x_k == x_{k+1}·n_{k+1}`; this must hold for the source strides, the destination strides
-    and every mask's coeffs. E.g. sizes (4, 8) with src (8, 1) and dst (16, 2) merge into
-    sizes (32,) with src (1,) and dst (2,). An empty spec is returned unchanged.
+    """Drop size-1 dims and merge neighbouring dims `k, k+1` where it holds jointly on
+    every side (`stridec.ir.affine.merge_dims`): the source strides, the destination
+    strides and every mask's coeffs. E.g. sizes (4, 8) with src (8, 1) and dst (16, 2)
+    merge into sizes (32,) with src (1,) and dst (2,). An empty spec is returned unchanged.
     """
     if spec.numel == 0 or spec.rank < 2:
         return spec
-    sizes = list(spec.sizes)
-    vectors = [list(spec.src_strides), list(spec.dst_strides)] + [
-        list(m.coeffs) for m in spec.masks
-    ]
-    k = len(sizes) - 2
-    while k >= 0:
-        if all(_mergeable(sizes, v, k) for v in vectors):
-            for v in vectors:
-                del v[k]
-            sizes[k : k + 2] = [sizes[k] * sizes[k + 1]]
-        k -= 1
+    sizes, (src_strides, dst_strides, *coeffs) = merge_dims(
+        spec.sizes, [spec.src_strides, spec.dst_strides] + [m.coeffs for m in spec.masks]
+    )
     if len(sizes) == spec.rank:
         return spec
-    src_strides, dst_strides, *coeffs = vectors
     return _replace(
         spec,
-        sizes=tuple(sizes),
-        src_strides=tuple(src_strides),
-        dst_strides=tuple(dst_strides),
-        masks=tuple(
-            MaskBound(tuple(c), m.lo, m.hi) for c, m in zip(coeffs, spec.masks, strict=True)
-        ),
+        sizes=sizes,
+        src_strides=src_strides,
+        dst_strides=dst_strides,
+        masks=tuple(MaskBound(c, m.lo, m.hi) for c, m in zip(coeffs, spec.masks, strict=True)),
     )
 
 
@@ -364,23 +302,14 @@ def _box_start(
 ) -> tuple[int, ...] | None:
     """The coordinates `start` with `Σ start_k·strides_k == delta` and `start + box <= sizes`,
     when the layout `(sizes, strides)` gives every coordinate its own address (so `start`
-    is unique); None otherwise. Digits are taken largest stride first, as in mixed radix."""
-    dims = sorted((k for k in range(len(sizes)) if sizes[k] > 1), key=lambda k: -strides[k])
-    span = 0
-    for k in reversed(dims):  # smallest stride first: each must pass the span inside it
-        if strides[k] <= span:
-            return None
-        span += (sizes[k] - 1) * strides[k]
-    start = [0] * len(sizes)
-    rest = delta
-    for k in dims:
-        start[k] = min(max(rest // strides[k], 0), sizes[k] - box[k])
-        rest -= start[k] * strides[k]
-    return tuple(start) if rest == 0 else None
-
-
-# A box of a layout's coordinates: [lo, hi) per dim.
-Box = tuple[tuple[int, int], ...]
+    is unique: `stridec.ir.affine.invert_strided`); None otherwise."""
+    if any(n > 1 and st <= 0 for n, st in zip(sizes, strides, strict=True)):
+        return None  # a flipped or broadcast dim: no box of this kind
+    inverse = invert_strided(sizes, strides, 0)
+    start = None if inverse is None else inverse.coords_of(delta)
+    if start is None or any(s + b > n for s, b, n in zip(start, box, sizes, strict=True)):
+        return None
+    return start
 
 
 def dst_box(

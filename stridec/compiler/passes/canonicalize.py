@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Pattern, Rewriter, apply_patterns
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value

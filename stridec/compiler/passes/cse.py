@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import written_into
 from stridec.ir.graph import Graph
+from stridec.ir.ops import CopyOp
 
 __all__ = ["CommonSubexpressionElimination"]
 
@@ -39,7 +40,7 @@ class CommonSubexpressionElimination(Pass):
         for op in graph.ops:
             if (
                 op.name in ("input", "output")
-                or (op.name == "copy" and len(op.operands) == 2)
+                or (isinstance(op, CopyOp) and op.writes_into)
                 or written_into(op)
             ):
                 kept.append(op)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.index_maps import as_view
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import written_into
 from stridec.errors import LayoutError
 from stridec.ir import ops as O
@@ -83,7 +83,7 @@ def _view_of_source(op: Op) -> Layout | str:
     if view is None:
         return "the source does not have the requested layout"
     for user, i in op.result.uses:
-        if not (user.name in ("output", "as_strided") or (user.name == "copy" and i == 0)):
+        if not (user.name in ("output", "as_strided") or (isinstance(user, O.CopyOp) and i == 0)):
             return f"'{user.name}' reads the buffer (not a folded view)"
     return view
 

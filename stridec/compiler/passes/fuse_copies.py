@@ -50,11 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-
 from stridec.compiler.index_maps import (
-    Bound,
-    Box,
     box_of,
     compose,
     compose_mask,
@@ -63,11 +59,12 @@ from stridec.compiler.index_maps import (
     restrict,
     split_box,
 )
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
 from stridec.errors import StridecError
 from stridec.ir import ops as O
-from stridec.ir.dtypes import DType
+from stridec.ir.affine import Box, MaskBound, boxes_disjoint
+from stridec.ir.dtypes import DType, convert
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
@@ -96,13 +93,13 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
 
 
 def _explicit(op: Op) -> bool:
-    return op.name == "copy" and op.attrs["space"] is not None
+    return isinstance(op, O.CopyOp) and op.is_explicit
 
 
 def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
     """`fill` as a producer storing `stored` writes it, read back as `read`: the fill
     0.1 of an f32 pack, cast to f64 by its consumer, is 0.10000000149011612, not 0.1."""
-    return torch.tensor(fill, dtype=stored.torch).to(read.torch).item()
+    return convert(convert(fill, stored), read)
 
 
 def _valid_box(sizes: Sequence[int], masks: Sequence[tuple]) -> list[tuple[int, int]] | None:
@@ -366,10 +363,6 @@ def _shift(box: Box, start: Sequence[int]) -> Box:
     return tuple((lo + s, hi + s) for (lo, hi), s in zip(box, start, strict=True))
 
 
-def _meet(a: Box, b: Box) -> bool:
-    return all(lo0 < hi1 and lo1 < hi0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
-
-
 @dataclass
 class Assembly:
     """What a copy reading an assembled buffer becomes (`plan_assembled`).
@@ -434,7 +427,9 @@ def _cells_per_writer(
         starts = [lo for lo, _ in cell]
         for j, box in enumerate(boxes):
             bounds = [
-                Bound(row, base - sum(c * s for c, s in zip(row, starts, strict=True)), lo, hi)
+                MaskBound(row, lo, hi).shifted(
+                    base - sum(c * s for c, s in zip(row, starts, strict=True))
+                )
                 for row, base, (lo, hi) in zip(read.coord_map, read.coord_base, box, strict=True)
             ]
             parts = split_box(cell, bounds, MAX_CELLS)
@@ -470,7 +465,7 @@ def _hoist(
         rest, spanned, how = chain[1:], _bbox([start, box]), "extend"
     for w in rest:
         written = image_box(w.attrs["dst"], out)
-        if written is None or _meet(written, box):
+        if written is None or not boxes_disjoint(written, box):
             return "an earlier writer of the buffer written into meets the fill"
     return how, first, spanned
 
@@ -507,7 +502,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     layout: Layout = writers[0].attrs["layout"]
     d1, d2 = writers[0].attrs["dtype"], consumer.attrs["dtype"]
     full = tuple((0, n) for n in aligned.sizes)
-    split = split_box(full, [Bound(c, 0, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
+    split = split_box(full, [MaskBound(c, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
     if split is None:
         return "the consumer's masks cut its space into too many boxes"
     valid, masked = split

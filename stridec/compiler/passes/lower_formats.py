@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter
 from stridec.errors import LayoutError
 from stridec.ir import ops as O

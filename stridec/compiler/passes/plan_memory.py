@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from stridec.compiler.pass_manager import Pass, register_pass
+from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.passes.fuse_copies import apply_assembly, fuse, plan_assembled
 from stridec.compiler.passes.lower_formats import explicit_copy
 from stridec.compiler.rewriting import Rewriter

@@ -13,19 +13,27 @@ cannot express.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-from stridec.errors import CallError
-from stridec.ir.casts import cast
-from stridec.ir.graph import Graph, Value
+from stridec.errors import CallError, UnsupportedError, VerificationError
+from stridec.ir import ops as O
+from stridec.ir.dtypes import as_dtype
+from stridec.ir.formats import get_format
+from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
+from stridec.runtime.backends.reference_casts import cast
+from stridec.runtime.backends.reference_philox import philox_bits, uniform_from_bits
 from stridec.runtime.launch import flat_storage
 
 __all__ = [
     "run_reference",
+    "evaluate",
+    "pack_reference",
+    "unpack_reference",
     "layout_indices",
     "linear_form",
     "gather",
@@ -83,6 +91,241 @@ def _view(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
     return torch.as_strided(storage, layout.sizes, layout.strides, layout.offset)
 
 
+# -- the meaning of each op ------------------------------------------------------------
+def _full_op(op: Any, *tensors, device: Any = "cpu"):
+    a = op.attrs
+    return (torch.full(a["sizes"], a["value"], dtype=a["dtype"].torch, device=device),)
+
+
+def _philox_op(op: Any, state):
+    bits, new_state = philox_bits(state.cpu().numpy(), op.attrs["sizes"])
+    bits_t = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
+    return bits_t, _state_tensor(new_state, state)
+
+
+def _philox_uniform_op(op: Any, state):
+    a = op.attrs
+    bits, new_state = philox_bits(state.cpu().numpy(), a["sizes"])
+    values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
+    out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
+    out = out.reshape(a["sizes"])
+    out = _row_major(out.to(a["dtype"].torch).to(state.device))
+    return out, _state_tensor(new_state, state)
+
+
+def _permute_op(op: Any, t):
+    return (t.permute(op.attrs["dims"]),)
+
+
+def _transpose_op(op: Any, t):
+    return (t.transpose(op.attrs["dim0"], op.attrs["dim1"]),)
+
+
+def _expand_op(op: Any, t):
+    return (t.expand(op.attrs["sizes"]),)
+
+
+def _slice_op(op: Any, t):
+    a = op.attrs
+    dim = a["dim"] % t.dim()
+    index = (slice(None),) * dim + (slice(a["start"], a["stop"], a["step"]),)
+    return (t[index],)
+
+
+def _select_op(op: Any, t):
+    return (t.select(op.attrs["dim"], op.attrs["index"]),)
+
+
+def _squeeze_op(op: Any, t):
+    dims = op.attrs["dims"]
+    return (t.squeeze() if dims is None else t.squeeze(tuple(dims)),)
+
+
+def _unsqueeze_op(op: Any, t):
+    return (t.unsqueeze(op.attrs["dim"]),)
+
+
+def _unfold_op(op: Any, t):
+    a = op.attrs
+    return (t.unfold(a["dim"], a["size"], a["step"]),)
+
+
+def _as_strided_op(op: Any, t):
+    raise VerificationError("as_strided: needs the root storage; run it through the executor")
+
+
+def _reshape_base(op: Any, t):
+    return (t.reshape(op.attrs["sizes"]),)
+
+
+def _flatten_op(op: Any, t):
+    return (t.flatten(op.attrs["start_dim"], op.attrs["end_dim"]),)
+
+
+def _split_op(op: Any, t):
+    s = op.attrs["sizes"]
+    return tuple(t.split(s[0] if len(s) == 1 else list(s), op.attrs["dim"]))
+
+
+def _contiguous_op(op: Any, t):
+    return (t.contiguous(),)
+
+
+def _clone_op(op: Any, t):
+    return (t.clone(),)
+
+
+def _flip_op(op: Any, t):
+    if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
+        return (torch.flip(t.view(torch.int32), op.attrs["dims"]).view(torch.uint32),)
+    return (torch.flip(t, op.attrs["dims"]),)
+
+
+def _copy_op(op: Any, t, into=None):
+    if op.is_explicit:
+        raise VerificationError("copy: the explicit form needs root storage; use the executor")
+    out = cast(t, op.attrs["dtype"].torch)
+    return (out.clone() if out is t else out,)
+
+
+def _pack_op(op: Any, t):
+    return (pack_reference(get_format(op.attrs["format"]), t, op.attrs["fill"]),)
+
+
+def _unpack_op(op: Any, t):
+    fmt = get_format(op.attrs["format"])
+    sizes = op.logical_sizes(tuple(t.shape), as_dtype(t.dtype))
+    return (unpack_reference(fmt, t, sizes),)
+
+
+def _pad_op(op: Any, t):
+    a = op.attrs
+    # F.pad places the input; the fill is written as `full` writes it (F.pad reads an
+    # int64 fill through a double, turning 2^63 - 1 into -2^63).
+    pads = list(a["pad"])
+    placed = F.pad(t, pads, mode="constant", value=0)
+    inside = F.pad(torch.ones(t.shape, dtype=torch.bool, device=t.device), pads, value=False)
+    fill = torch.full((), a["value"], dtype=t.dtype, device=t.device)
+    if t.dtype == torch.uint32:  # no `where` for uint32 on CPU: select the bit patterns
+        out = torch.where(inside, placed.view(torch.int32), fill.view(torch.int32))
+        return (out.view(torch.uint32),)
+    return (torch.where(inside, placed, fill),)
+
+
+def _cast_op(op: Any, t):
+    """torch's bits (`reference_casts.cast`) in the cast's preserve_format layout."""
+    if op.aliases_operand():
+        return (t,)
+    layout = op.result.type.layout
+    out = torch.empty_strided(
+        layout.sizes, layout.strides, dtype=op.attrs["dtype"].torch, device=t.device
+    )
+    return (out.copy_(cast(t, op.attrs["dtype"].torch)),)
+
+
+def _diagonal_op(op: Any, t):
+    a = op.attrs
+    return (torch.diagonal(t, a["offset"], a["dim1"], a["dim2"]),)
+
+
+def _cat_op(op: Any, *ts):
+    return (torch.cat(ts, op.attrs["dim"]),)
+
+
+def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
+    """Six uint32 words as a tensor of `like`'s dtype (bit pattern), shape and device."""
+    t = torch.from_numpy(words.astype("uint32").reshape(-1)).view(like.dtype)
+    return t.reshape(like.shape).to(like.device)
+
+
+def _row_major(t: torch.Tensor) -> torch.Tensor:
+    """`t` with row-major strides, an empty one too (numpy gives those stride 0)."""
+    out = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return out.copy_(t) if t.numel() else out
+
+
+def _valid_points(space: Sequence[int], masks: Sequence[Any], device: Any) -> torch.Tensor:
+    """Bool tensor over `space`: where every bound `lo <= Σ coeffs_k·i_k < hi` holds."""
+    valid = torch.ones(tuple(space), dtype=torch.bool, device=device)
+    for m in masks:
+        linear = linear_form(tuple(space), m.coeffs, 0, device)
+        valid &= (linear >= m.lo) & (linear < m.hi)
+    return valid
+
+
+def pack_reference(fmt: Any, t: torch.Tensor, fill: Any = 0) -> torch.Tensor:
+    """Pack a logical tensor through the format's `Packing` description, in plain torch."""
+    p = fmt.packing(tuple(t.shape), as_dtype(t.dtype), fill)
+    out = torch.full(p.physical_sizes, fill, dtype=t.dtype, device=t.device)
+    if out.numel() == 0:
+        return out
+    valid = _valid_points(p.space, p.mask, t.device)
+    src = layout_indices(p.logical, t.device).clamp(0, max(t.numel() - 1, 0))
+    values = (
+        t.contiguous().reshape(-1)[src] if t.numel() else torch.full_like(src, 0, dtype=t.dtype)
+    )
+    dst = layout_indices(p.physical, t.device)
+    put(out.view(-1), dst[valid], values[valid])
+    return out
+
+
+def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) -> torch.Tensor:
+    """Unpack a physical tensor to `logical_sizes` through the format's `Packing`, in torch."""
+    p = fmt.unpacking(tuple(logical_sizes), as_dtype(t.dtype))
+    out = torch.empty(tuple(logical_sizes), dtype=t.dtype, device=t.device)
+    if out.numel() == 0:
+        return out
+    valid = _valid_points(p.space, p.mask, t.device)
+    src = layout_indices(p.physical, t.device)[valid]
+    dst = layout_indices(p.logical, t.device)[valid]
+    put(out.view(-1), dst, t.contiguous().reshape(-1)[src])
+    return out
+
+
+# The meaning of each op in plain torch on logical tensors, by op class (a subclass
+# without an entry takes its base's): `rule(op, *operand tensors) -> result tensors`.
+RULES: dict[type, Callable[..., tuple]] = {
+    O.FullOp: _full_op,
+    O.PhiloxOp: _philox_op,
+    O.PhiloxUniformOp: _philox_uniform_op,
+    O.PermuteOp: _permute_op,
+    O.TransposeOp: _transpose_op,
+    O.ExpandOp: _expand_op,
+    O.SliceOp: _slice_op,
+    O.SelectOp: _select_op,
+    O.SqueezeOp: _squeeze_op,
+    O.UnsqueezeOp: _unsqueeze_op,
+    O.UnfoldOp: _unfold_op,
+    O.DiagonalOp: _diagonal_op,
+    O.AsStridedOp: _as_strided_op,
+    O._ReshapeBase: _reshape_base,
+    O.FlattenOp: _flatten_op,
+    O.SplitOp: _split_op,
+    O.ContiguousOp: _contiguous_op,
+    O.CloneOp: _clone_op,
+    O.FlipOp: _flip_op,
+    O.CopyOp: _copy_op,
+    O.PackOp: _pack_op,
+    O.UnpackOp: _unpack_op,
+    O.PadOp: _pad_op,
+    O.CastOp: _cast_op,
+    O.CatOp: _cat_op,
+}
+
+
+def evaluate(op: Op, *tensors: torch.Tensor, device: Any = "cpu") -> tuple[torch.Tensor, ...]:
+    """The results of `op` on logical operand tensors (`device` places an op without
+    operands); `UnsupportedError` for an op without a rule."""
+    for cls in type(op).__mro__:
+        rule = RULES.get(cls)
+        if rule is not None:
+            if cls is O.FullOp:
+                return rule(op, device=device)
+            return rule(op, *tensors)
+    raise UnsupportedError(f"{op.name}: the reference backend has no rule for this op")
+
+
+# -- the executor -------------------------------------------------------------------------
 def _valid(space: Layout, masks: Any, device: Any) -> torch.Tensor:
     """Where every bound `lo <= Σ coeffs_k·i_k < hi` holds over the space."""
     valid = torch.ones(space.sizes, dtype=torch.bool, device=device)
@@ -159,7 +402,7 @@ class _Executor:
     def run_placed_philox(self, op: Any, args: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Philox values written through an index map: value `index(j)` lands at `dst(j)`."""
         a = op.attrs
-        values, new_state = op.reference(args[0])
+        values, new_state = evaluate(op, args[0])
         flat = values.reshape(-1)
         layout: Layout = a["layout"]
         if len(op.operands) == 2:  # written into a buffer in place
@@ -202,14 +445,14 @@ class _Executor:
                 return tuple(args)
             elif op.name == "as_strided":
                 results = (self.run_as_strided(op, args[0]),)
-            elif op.name == "copy":
+            elif isinstance(op, O.CopyOp):
                 results = (self.run_copy(op, args),)
             elif op.name in ("philox", "philox_uniform") and op.attrs["space"] is not None:
                 results = self.run_placed_philox(op, args)
             elif op.name == "full":
-                results = op.reference(device=self.device)
+                results = evaluate(op, device=self.device)
             else:
-                results = op.reference(*args)
+                results = evaluate(op, *args)
             for r, t in zip(op.results, results, strict=False):
                 self.values[id(r)] = t
         return ()

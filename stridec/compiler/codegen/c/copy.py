@@ -49,10 +49,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_type
-from stridec.compiler.codegen.copy import fill_bits
 from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
 from stridec.errors import UnsupportedError
-from stridec.ir.dtypes import DType
+from stridec.ir.dtypes import DType, bit_pattern
 
 __all__ = [
     "C_STRATEGIES",
@@ -123,7 +122,7 @@ def copy_params(canon: CopySpec, order: Sequence[int]) -> tuple[int, ...]:
     r = len(order)
     fill = canon.fill
     words = [r, canon.src_offset, canon.dst_offset, len(canon.masks)]
-    words += [0 if fill is None else 1, 0 if fill is None else fill_bits(fill, canon.dst_dtype)]
+    words += [0 if fill is None else 1, 0 if fill is None else bit_pattern(fill, canon.dst_dtype)]
     words += [0] * (HEADER_WORDS - len(words))
     words += [canon.sizes[k] for k in order]
     words += [canon.src_strides[k] for k in order]

@@ -65,8 +65,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
-from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan, _span
+from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan
 from stridec.errors import ShapeError, UnsupportedError
+from stridec.ir.affine import address_span
 
 __all__ = [
     "PHILOX_C_SOURCE",
@@ -659,7 +660,8 @@ def generate_c_philox(
                                                          new_state_words)))
     digest = hashlib.sha256(repr(calls).encode()).hexdigest()[:16]
     dst_elements = (
-        0 if plan.space_numel == 0 else _span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
+        0 if plan.space_numel == 0
+        else address_span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
     )
     return CPhiloxKernel(
         name=f"stridec_c_philox_{digest}",

@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 from stridec.errors import CallError, ShapeError, UnsupportedError
-from stridec.ir.casts import cast
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DType, as_dtype
+from stridec.runtime.backends.reference_casts import cast
 
 __all__ = [
     "PHILOX_M4x32_0",
@@ -58,7 +59,6 @@ PHILOX_ROUNDS = 10
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
-_MAX_RANK = 8
 
 
 def philox4x32_10(counters: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -124,7 +124,7 @@ def _state_array(state: Any) -> np.ndarray:
         )
     # DirectML (feature level 4.0): sizes {[1], ..., [1], 6}, 1 to 8 dims; this admits the
     # (6,) and (1, 1, 1, 6) of docs/design.md#philox.
-    if not (1 <= len(shape) <= _MAX_RANK and shape[-1] == 6 and all(s == 1 for s in shape[:-1])):
+    if not (1 <= len(shape) <= MAX_RANK and shape[-1] == 6 and all(s == 1 for s in shape[:-1])):
         raise CallError(f"state: expected shape (6,) or (1, 1, 1, 6) (6 words); got {shape}")
     return words.reshape(6)
 
@@ -160,8 +160,8 @@ def _check_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
         out = tuple(int(s) for s in sizes)
     except TypeError:
         raise ShapeError(f"philox: sizes must be a sequence of ints; got {sizes!r}") from None
-    if len(out) > _MAX_RANK:
-        raise UnsupportedError(f"philox: rank at most {_MAX_RANK} is supported; got sizes {out}")
+    if len(out) > MAX_RANK:
+        raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {out}")
     if any(s < 0 for s in out):
         raise ShapeError(f"philox: sizes must be >= 0; got {out}")
     return out

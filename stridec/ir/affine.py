@@ -1,0 +1,233 @@
+"""Affine index arithmetic, once for the IR, the passes and code generation.
+
+An iteration space is a box of integer points `0 <= i_k < sizes_k` (or, more generally,
+`start_k <= i_k < stop_k`: a `Box`). A strided map sends a point to
+`offset + Σ i_k·strides_k`; a `MaskBound` keeps the points where a linear form lies in a
+half-open range. Everything here is plain integer arithmetic on tuples: no torch.
+
+    address_span((2, 3), (3, -1), 4) == (2, 7)     # 4 + 0·3 + 2·(-1) = 2 … 4 + 1·3 + 0 = 7
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stridec.errors import LayoutError
+
+__all__ = [
+    "MAX_RANK",
+    "Box",
+    "MaskBound",
+    "Shaped",
+    "as_mask",
+    "checked_int",
+    "linear_span",
+    "address_span",
+    "boxes_disjoint",
+    "merge_dims",
+    "StridedInverse",
+    "invert_strided",
+]
+
+# The highest rank of a tensor, a layout or an iteration space (DirectML's limit).
+MAX_RANK = 8
+
+# A box of points, `((start_0, stop_0), …)`: `start_k <= i_k < stop_k` in each dim.
+Box = tuple[tuple[int, int], ...]
+
+
+class Shaped:
+    """Mixin of a value with `sizes` (a layout, a copy's iteration space): its rank and
+    element count."""
+
+    __slots__ = ()
+    sizes: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+
+def checked_int(value: Any, what: str, where: str = "mask") -> int:
+    """`value` as an int (not a bool); `LayoutError` "<where>: <what> must be an int"."""
+    if isinstance(value, bool):
+        raise LayoutError(f"{where}: {what} must be an int; got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise LayoutError(f"{where}: {what} must be an int; got {value!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MaskBound:
+    """Valid where ``lo <= Σ coeffs[k]·i[k] < hi`` over the coordinates ``i``.
+
+    Padded channels of NCHW4 with C = 6 over the space (N, C/4, 4, H, W) are the points
+    where ``MaskBound((0, 4, 1, 0, 0), 0, 6)`` fails: co = 1, ci = 2 gives 4·1 + 2 = 6.
+    """
+
+    coeffs: tuple[int, ...]
+    lo: int
+    hi: int
+
+    def __post_init__(self) -> None:
+        try:
+            coeffs = tuple(self.coeffs)
+        except TypeError:
+            raise LayoutError(
+                f"mask: coeffs must be a sequence of ints; got {self.coeffs!r}"
+            ) from None
+        object.__setattr__(self, "coeffs", tuple(checked_int(c, "coeffs") for c in coeffs))
+        object.__setattr__(self, "lo", checked_int(self.lo, "lo"))
+        object.__setattr__(self, "hi", checked_int(self.hi, "hi"))
+
+    def value(self, coords: Sequence[int]) -> int:
+        if len(coords) != len(self.coeffs):
+            raise LayoutError(
+                f"mask: coords {tuple(coords)} have rank {len(coords)}; the bound has "
+                f"{len(self.coeffs)} coefficients {self.coeffs}"
+            )
+        return sum(a * i for a, i in zip(self.coeffs, coords, strict=True))
+
+    def holds(self, coords: Sequence[int]) -> bool:
+        return self.lo <= self.value(coords) < self.hi
+
+    def span(self, box: Box, skip: int | None = None) -> tuple[int, int]:
+        """Smallest and largest value of the form over a non-empty `box` (dim `skip`
+        left out): coefficient 3 over [1, 4) adds from 3 to 9."""
+        low = high = 0
+        for k, (c, (start, stop)) in enumerate(zip(self.coeffs, box, strict=True)):
+            if k != skip:
+                a, b = c * start, c * (stop - 1)
+                low, high = low + min(a, b), high + max(a, b)
+        return low, high
+
+    def shifted(self, const: int) -> MaskBound:
+        """The bound on the form without `const`: `lo <= const + Σ … < hi` is
+        `lo - const <= Σ … < hi - const`."""
+        return MaskBound(self.coeffs, self.lo - const, self.hi - const)
+
+    def __str__(self) -> str:
+        terms = [(f"i{k}" if a == 1 else f"{a}*i{k}") for k, a in enumerate(self.coeffs) if a != 0]
+        return f"{self.lo} <= {' + '.join(terms) or '0'} < {self.hi}"
+
+
+def as_mask(m: Any) -> MaskBound:
+    """`m` as a `MaskBound`: any object with `.coeffs`, `.lo` and `.hi`, or a
+    `(coeffs, lo, hi)` triple."""
+    if isinstance(m, MaskBound):
+        return m
+    if isinstance(m, tuple) and len(m) == 3:
+        return MaskBound(*m)
+    try:
+        return MaskBound(tuple(m.coeffs), m.lo, m.hi)
+    except AttributeError:
+        raise LayoutError(f"mask: expected .coeffs, .lo and .hi; got {m!r}") from None
+
+
+def linear_span(sizes: Sequence[int], coeffs: Sequence[int]) -> tuple[int, int]:
+    """Smallest and largest `Σ coeffs[k]·i_k` over the box `0 <= i_k < sizes_k` (non-empty).
+
+    E.g. sizes (2, 4), coeffs (3, -1): min 0·3 + 3·(-1) = -3, max 1·3 + 0·(-1) = 3.
+    """
+    low = sum(min(0, c * (n - 1)) for n, c in zip(sizes, coeffs, strict=True))
+    high = sum(max(0, c * (n - 1)) for n, c in zip(sizes, coeffs, strict=True))
+    return low, high
+
+
+def address_span(sizes: Sequence[int], strides: Sequence[int], offset: int) -> tuple[int, int]:
+    """Smallest and largest address `offset + Σ i_k·strides_k` over a non-empty box."""
+    low, high = linear_span(sizes, strides)
+    return offset + low, offset + high
+
+
+def merge_dims(
+    sizes: Sequence[int], forms: Sequence[Sequence[int]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """The one stride-merging rule: drop size-1 dims (their coordinate is always 0), and
+    merge neighbouring dims `k, k+1` where every linear form (strides, mask coefficients)
+    has `form_k == sizes_{k+1}·form_{k+1}`: then `i_k·form_k + i_{k+1}·form_{k+1}` is
+    `j·form_{k+1}` with `j = i_k·sizes_{k+1} + i_{k+1}`, one coordinate of the merged dim.
+
+    Sizes (4, 8) with strides (8, 1) and (16, 2): 8 == 8·1 and 16 == 8·2, so one dim of
+    32 with strides (1,) and (2,). The space must not be empty.
+    """
+    out_sizes: list[int] = []
+    out_forms: list[list[int]] = [[] for _ in forms]
+    for k, n in enumerate(sizes):
+        if n == 1:
+            continue
+        if out_sizes and all(out[-1] == n * f[k] for out, f in zip(out_forms, forms, strict=True)):
+            out_sizes[-1] *= n
+            for out, f in zip(out_forms, forms, strict=True):
+                out[-1] = f[k]
+            continue
+        out_sizes.append(n)
+        for out, f in zip(out_forms, forms, strict=True):
+            out.append(f[k])
+    return tuple(out_sizes), [tuple(f) for f in out_forms]
+
+
+@dataclass(frozen=True, slots=True)
+class StridedInverse:
+    """The inverse of an injective strided map (`invert_strided`).
+
+    `low` is the map's lowest address; `dims` holds (dim, |stride|, size, flipped) of the
+    dims of size > 1, largest stride first. A flipped dim (negative stride) is decoded as
+    the unflipped one and counted back from its end.
+    """
+
+    rank: int
+    low: int
+    dims: tuple[tuple[int, int, int, bool], ...]
+
+    def coords_of(self, address: int) -> tuple[int, ...] | None:
+        """The coordinates the map sends to `address`, or ``None`` if it never does."""
+        rest = address - self.low
+        if rest < 0:
+            return None
+        coords = [0] * self.rank
+        for m, stride, size, flipped in self.dims:
+            i, rest = divmod(rest, stride)
+            if i >= size:
+                return None
+            coords[m] = size - 1 - i if flipped else i
+        return tuple(coords) if rest == 0 else None
+
+
+def invert_strided(
+    sizes: Sequence[int], strides: Sequence[int], offset: int
+) -> StridedInverse | None:
+    """The inverse of `i ↦ offset + Σ i_k·strides_k`, or ``None`` unless the map provably
+    sends each coordinate to its own address (and the space is not empty).
+
+    The proof is nesting: sorted by |stride|, every stride exceeds the reach of the dims
+    inside it. Rows of 3 at pitch 5, strides (15, 5, 1) over sizes (2, 3, 3), nest:
+    1 > 0, 5 > (3-1)·1 = 2, 15 > 2 + (3-1)·5 = 12. Permuted and flipped maps nest too; a
+    broadcast dim (stride 0) never does.
+    """
+    if any(n == 0 for n in sizes):
+        return None
+    low = offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True) if s < 0)
+    moving = sorted((abs(s), m) for m, (n, s) in enumerate(zip(sizes, strides, strict=True))
+                    if n > 1)
+    reach = 0
+    for stride, m in moving:
+        if stride <= reach:
+            return None
+        reach += (sizes[m] - 1) * stride
+    dims = tuple((m, stride, sizes[m], strides[m] < 0) for stride, m in reversed(moving))
+    return StridedInverse(len(sizes), low, dims)
+
+
+def boxes_disjoint(a: Box, b: Box) -> bool:
+    """Boxes of one space share no point: in some dim their ranges do not meet."""
+    return any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
