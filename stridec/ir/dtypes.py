@@ -244,7 +244,13 @@ def _bfloat16_bits(single: float) -> int:
 def fill_fits(value: bool | int | float, dtype: DType) -> bool:
     """Whether a fill of `dtype` may be `value`: `fits` (torch's overflow check, compared
     exactly), except that no negative number fits an unsigned type — `torch.full` wraps
-    -1 into uint8 as 255, `F.pad` refuses it, and a fill never wraps in stridec."""
+    -1 into uint8 as 255, `F.pad` refuses it, and a fill never wraps in stridec; and a
+    float into an integer type is compared exactly (2.0**63 does not fit int64, which
+    torch's check, rounding the limit to a double, lets wrap to -2^63)."""
+    if isinstance(value, float) and not dtype.is_floating and dtype.name != "bool":
+        lowest, highest = _LIMITS[dtype.name]
+        if not lowest <= value <= highest:  # exact int/float comparison; NaN fails
+            return False
     if (
         not isinstance(value, bool)
         and not dtype.is_floating

@@ -1097,8 +1097,8 @@ class PadOp(Op):
 @register_op
 class CastOp(Op):
     """Element type conversion with torch's `.to(dtype)` rules (the reference backend's
-    `reference_casts`), into a new buffer laid out as torch's `preserve_format` lays it (`Layout.preserved`): a
-    transpose's cast keeps the transposed strides."""
+    `reference_casts`), into a new buffer laid out as torch's `preserve_format` lays it
+    (`Layout.preserved`): a transpose's cast keeps the transposed strides."""
 
     name = "cast"
     attr_names = ("dtype",)

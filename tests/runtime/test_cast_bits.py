@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stridec
-from stridec.runtime.backends.reference_casts import cast
 from stridec.ir.dtypes import DTYPES
+from stridec.runtime.backends.reference_casts import cast
 from stridec.runtime.compile import BACKENDS
 
 # The interpreter's numpy warns when it converts a signalling NaN; the bits are checked.

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import stridec
-from stridec.ir.philox import make_state
+from stridec.runtime.backends.reference_philox import make_state
 from stridec.runtime.compile import BACKENDS
 
 CPU_BACKENDS = [b for b in BACKENDS if b in ("interpret", "reference", "cpu")]
