@@ -267,6 +267,7 @@ def _transpose_block(elem: str, size: int) -> list[str]:
     hi = [half + k // 2 if k % 2 == 0 else lanes + half + k // 2 for k in range(lanes)]
     out = [
         f"#define V {lanes}",
+        f"typedef {elem} bits_t;",
         f"typedef {elem} vec_t __attribute__((vector_size({width})));",
         "",
         "/* Block (a, b), 0 <= a, b < V: source element s[a + b*ss] lands at d[a*ds + b]. */",
@@ -524,6 +525,29 @@ _FAST_VECTOR = r"""    for (; a + V <= a1; a += V) {
             for (i64 y = b; y < b1; y++) d[dof + x * dsa + y] = s[so + x + y * ssb];
     }"""
 
+# A cast: the tile is transposed in registers as bits of the source type into a buffer
+# (row a - a0 holds b0 .. b1), then each row converted as one contiguous loop gcc vectorizes.
+_FAST_CAST = r"""    {
+        bits_t tmp[TILE * TILE];
+        const bits_t* sb = (const bits_t*)s;
+        i64 na = a1 - a0, nb = b1 - b0, x = 0;
+        for (; x + V <= na; x += V) {
+            i64 y = 0;
+            for (; y + V <= nb; y += V)
+                tr_block(sb + so + a0 + x + (b0 + y) * ssb, ssb, tmp + x * TILE + y, TILE);
+            for (i64 xx = x; xx < x + V; xx++)
+                for (i64 yy = y; yy < nb; yy++) tmp[xx * TILE + yy] = sb[so + a0 + xx + (b0 + yy) * ssb];
+        }
+        for (; x < na; x++)
+            for (i64 yy = 0; yy < nb; yy++) tmp[x * TILE + yy] = sb[so + a0 + x + (b0 + yy) * ssb];
+        for (x = 0; x < na; x++) {
+            dst_t* row = d + dof + (a0 + x) * dsa + b0;
+            const src_t* from = (const src_t*)(tmp + x * TILE);
+            for (i64 yy = 0; yy < nb; yy++) row[yy] = convert(from[yy]);
+        }
+        a = a1;
+    }"""
+
 _DRIVER = r"""
 typedef struct { const job_t* J; i64 u0, u1; } part_t;
 
@@ -592,10 +616,8 @@ def emit_class_source(cls: CopyClass) -> str:
     ]
     if cls.strategy == "tiled_transpose":
         size = _itemsize(cls.src)
-        fast = ""
-        if same:
-            parts.append("\n".join(_transpose_block(src_t, size)))
-            fast = _FAST_VECTOR
+        parts.append("\n".join(_transpose_block(_BITS[size], size)))
+        fast = _FAST_VECTOR if same else _FAST_CAST
         parts.append(_TRANSPOSE.replace("@TILE@", str(_TILE[max(size, _itemsize(cls.dst))]))
                      .replace("@FAST@", fast))
     else:
