@@ -437,6 +437,24 @@ _GATHER = r"""    strided_row(J, so, dof, mb, J->ss[R - 1], J->ds[R - 1], R - 1,
 _TRANSPOSE = r"""
 #define TILE @TILE@
 
+/* Columns [bs, be) of a tile, each walked along a (contiguous reads, writes dsa apart):
+   copied, or filled when `copy` is 0. Narrow tiles (fewer than V columns: the channels of
+   a pack, C = 3) take this path, as do tiles whose masks depend on b alone. */
+static inline void columns(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                           i64 bs, i64 be, int copy) {
+    dst_t* d = J->dst;
+    for (i64 b = bs; b < be; b++) {
+        dst_t* dp = d + dof + b;
+        if (copy) {
+            const src_t* sp = J->src + so + b * ssb;
+            for (i64 a = a0; a < a1; a++) dp[a * dsa] = convert(sp[a]);
+        } else if (J->has_fill) {
+            dst_t f = J->fill;
+            for (i64 a = a0; a < a1; a++) dp[a * dsa] = f;
+        }
+    }
+}
+
 /* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
    b = dim R-1 (destination stride 1). */
 static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
@@ -457,11 +475,25 @@ static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
         return;
     }
     if (state == 2) {
+        int along_b = 1;  /* no mask depends on a: one interval of b for the whole tile */
+        for (i64 m = 0; m < J->M; m++) along_b &= coef(J, m, R - 2) == 0;
+        if (along_b) {
+            i64 lo = b0, hi = b1;
+            clip(J, mb, R - 1, b1, &lo, &hi);
+            columns(J, so, dof, dsa, ssb, a0, a1, b0, lo, 0);
+            columns(J, so, dof, dsa, ssb, a0, a1, lo, hi, 1);
+            columns(J, so, dof, dsa, ssb, a0, a1, hi, b1, 0);
+            return;
+        }
         i64 row_mb[J->M + 1];
         for (i64 a = a0; a < a1; a++) {
             for (i64 m = 0; m < J->M; m++) row_mb[m] = mb[m] + coef(J, m, R - 2) * a;
             strided_row(J, so + a, dof + a * dsa, row_mb, ssb, 1, R - 1, b0, b1);
         }
+        return;
+    }
+    if (b1 - b0 < V) {
+        columns(J, so, dof, dsa, ssb, a0, a1, b0, b1, 1);
         return;
     }
     const src_t* s = J->src;
