@@ -4,6 +4,7 @@
     python bench/run.py --only 'pack_*'      # some rows (fnmatch patterns or substrings)
     python bench/run.py --smoke              # on the CPU: tiny sizes, interpret backend,
                                              # every output checked against torch, no timing
+    python bench/run.py --cpu                # the native cpu backend on the CPU rows
     python bench/run.py --list               # the rows
 
 On a GPU each row runs side by side in this one process: stridec, torch eager, torch.compile
@@ -14,6 +15,11 @@ oracle before it is timed. Then the host overhead of a cached call on a tiny ten
 the compile time of a new specialization in a fresh process with an empty cache (cold) and
 in a second fresh process over the same cache (warm). Writes
 `bench/results/<date>-<gpu>.{json,md,png}`; bench/README.md explains every column.
+
+With `--cpu` the rows that have a CPU shape run on the CPU through the `cpu` backend,
+outputs preallocated, beside torch eager, torch.compile (Inductor's C++ backend) and a
+same-run `dst.copy_(src)` of the row's bytes (memcpy): the four calls of a row alternate,
+in a rotating order, for `--cpu-repeats` rounds, and each system's median is reported.
 """
 
 from __future__ import annotations
@@ -122,6 +128,7 @@ class Session:
     torch_compile: bool
     host_calls: int = 200
     host_batches: int = 15
+    interleave: int = 0  # > 0: rounds of interleaved wall-clock timing (CPU runs)
     baselines: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     def sync(self) -> None:
@@ -345,7 +352,9 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
                 calls["compile"] = lambda: compiled(outs, *inputs)
             else:
                 calls["compile"] = lambda: compiled(*inputs)
-    if s.timer is not None:
+    if s.interleave:
+        _time_interleaved(calls, total, s, row, progress)
+    elif s.timer is not None:
         copy = s.baseline("copy", total)
         row["copy"] = {"ms": copy["ms"], "gbps": copy["gbps"], "bytes": copy["bytes"]}
         for name, call in calls.items():
@@ -366,6 +375,51 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
     if compile_entry:
         row["systems"].setdefault("compile", {}).update(compile_entry)
     return row
+
+
+def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Session,
+                      row: dict[str, Any], progress: Progress) -> None:
+    """CPU timing: every system of the row and a `dst.copy_(src)` of `total / 2` bytes
+    each way (memcpy) called in turn, the order rotated each round, `s.interleave` rounds
+    after one untimed call each; medians, and each system's ratios to memcpy, eager and
+    torch.compile."""
+    n = max(total // 2, 1)
+    src = torch.randint(0, 256, (n,), dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    everything = {**calls, "memcpy": lambda: dst.copy_(src)}
+    names = list(everything)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    failed: dict[str, str] = {}
+    for name in names:
+        try:
+            everything[name]()
+        except Exception as e:  # a system that fails to run is reported, the row goes on
+            failed[name] = _error(e, "timing")
+    names = [name for name in names if name not in failed]
+    for r in range(s.interleave):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            everything[name]()
+            samples[name].append((time.perf_counter() - t0) * 1e3)
+    for name in names:
+        ms = statistics.median(samples[name])
+        entry = {"ms": ms, "ms_q20": _quantile(samples[name], 0.2),
+                 "ms_q80": _quantile(samples[name], 0.8), "gbps": total / (ms * 1e6)}
+        if name == "memcpy":
+            row["copy"] = {**entry, "bytes": 2 * n}
+        else:
+            row["systems"][name] = entry
+            progress.step(MARKS[name])
+    for name, error in failed.items():
+        row["systems"][name] = {"error": error}
+    copy_gbps = (row.get("copy") or {}).get("gbps")
+    for entry in row["systems"].values():
+        if copy_gbps and "gbps" in entry:
+            entry["pct_copy"] = 100.0 * entry["gbps"] / copy_gbps
+    base = row["systems"].get("stridec", {}).get("ms")
+    for name, key in (("eager", "vs_eager"), ("compile", "vs_compile")):
+        other = row["systems"].get(name, {}).get("ms")
+        row[key] = other / base if other and base else None
 
 
 def _host_us(call: Callable[[], Any], s: Session) -> float:
@@ -430,8 +484,12 @@ def _warm_up_runtime(device: torch.device) -> float:
     """Load the CUDA context and Triton's driver utilities with a kernel that is not
     stridec's, so the cold and warm times are those of the new specialization, not of
     the process (ms spent; 0 on the CPU, where nothing is compiled)."""
-    if device.type != "cuda":
-        return 0.0
+    if device.type != "cuda":  # the cpu backend's probe library (built once per machine)
+        from stridec.runtime.backends.cpu import available
+
+        t0 = time.perf_counter()
+        available()
+        return (time.perf_counter() - t0) * 1e3
     from stridec.runtime.backends.triton import CompiledKernel, load_jit
 
     t0 = time.perf_counter()
@@ -444,7 +502,8 @@ def _warm_up_runtime(device: torch.device) -> float:
 # Imported before the clock starts in the compile-time processes: a one-time cost of any
 # process that compiles (reported apart as `imports_ms`), not of a new specialization.
 _LAZY_MODULES = ("triton", "stridec.compiler.pass_manager", "stridec.compiler.codegen.lower",
-                 "stridec.compiler.specialize", "stridec.runtime.backends.triton")
+                 "stridec.compiler.specialize", "stridec.runtime.backends.triton",
+                 "stridec.runtime.backends.cpu")
 
 
 def compile_child(name: str, scale: str, device: str, backend: str) -> int:
@@ -463,14 +522,19 @@ def compile_child(name: str, scale: str, device: str, backend: str) -> int:
     warm_up_ms = _warm_up_runtime(dev)
     t0 = time.perf_counter()
     fn = stridec.compile(graph, backend=backend)
-    fn.plan_for(*inputs)
+    plan = fn.plan_for(*inputs)
     t1 = time.perf_counter()
+    from stridec.runtime import launch
+
+    launch.runner(plan.program, fn._target(dev))  # load the kernels (build C if new)
+    t_load = time.perf_counter()
     outputs = _as_tuple(fn(*inputs))
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     t2 = time.perf_counter()
     w.check(scale, graph, inputs, outputs)
-    result = {"sources": sources, "plan_ms": (t1 - t0) * 1e3, "first_call_ms": (t2 - t1) * 1e3,
+    result = {"sources": sources, "plan_ms": (t1 - t0) * 1e3, "load_ms": (t_load - t1) * 1e3,
+              "first_call_ms": (t2 - t1) * 1e3,
               "total_ms": (t2 - t0) * 1e3, "compiles": fn.stats.compiles,
               "disk_hits": fn.stats.disk_hits, "imports_ms": imports_ms,
               "runtime_warm_up_ms": warm_up_ms}
@@ -558,6 +622,17 @@ def _sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def environment(device: torch.device) -> tuple[dict[str, Any], dict[str, Any]]:
     import triton
 
@@ -570,8 +645,9 @@ def environment(device: torch.device) -> tuple[dict[str, Any], dict[str, Any]]:
                 "driver": _driver_version(), "cuda": torch.version.cuda,
                 "memory_gib": p.total_memory / 2**30, "multiprocessors": p.multi_processor_count}
     else:
-        info = {"name": "cpu", "capability": None, "driver": None, "cuda": None,
-                "memory_gib": None, "processor": platform.processor() or platform.machine()}
+        info = {"name": f"cpu {_cpu_model()}".strip(), "capability": None, "driver": None,
+                "cuda": None, "memory_gib": None, "threads": torch.get_num_threads(),
+                "processor": platform.processor() or platform.machine()}
     return info, versions
 
 
@@ -628,10 +704,14 @@ def _detail(kind: str, w: Workload, s: Session) -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    smoke = args.smoke
-    device = torch.device("cpu" if smoke else "cuda")
-    backend = "interpret" if smoke else "triton"
-    if smoke:
+    smoke, cpu = args.smoke, args.cpu
+    device = torch.device("cpu" if smoke or cpu else "cuda")
+    backend = "interpret" if smoke else ("cpu" if cpu else "triton")
+    if cpu:
+        timer, how = wall_timer(args.cpu_repeats), (
+            f"host clock; the row's systems and a same-run memcpy interleaved, order "
+            f"rotated, {args.cpu_repeats} rounds, medians; {torch.get_num_threads()} threads")
+    elif smoke:
         timer, how = (wall_timer(args.cpu_repeats), "host clock, median (CPU interpreter: "
                       "says nothing about a GPU)") if args.cpu_timing else (
             None, "none (smoke: correctness only)")
@@ -640,13 +720,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         how = (f"triton.testing.do_bench: CUDA events, L2 flushed before each repeat, "
                f"{args.warmup_ms:g} ms warm-up excluded, median of {args.rep_ms:g} ms of repeats")
     torch_compile = (not smoke) if args.torch_compile is None else args.torch_compile
-    s = Session(device, "tiny" if smoke else "full", backend, timer, torch_compile,
-                host_calls=args.host_calls, host_batches=args.host_batches)
+    scale = "cpu" if cpu else ("tiny" if smoke else "full")
+    s = Session(device, scale, backend, timer, torch_compile,
+                host_calls=args.host_calls, host_batches=args.host_batches,
+                interleave=args.cpu_repeats if cpu else 0)
     info, versions = environment(device)
     print(f"stridec bench: {device_text(info)}, torch "
           f"{versions['torch']}, triton {versions['triton']}, stridec {versions['stridec']}; "
-          f"{'smoke: tiny sizes on the CPU, interpret backend' if smoke else 'full sizes'}")
-    items = select(args.only)
+          f"{'smoke: tiny sizes on the CPU, interpret backend' if smoke else ''}"
+          f"{'CPU sizes, cpu backend' if cpu else ''}{'' if smoke or cpu else 'full sizes'}")
+    items = [(k, w) for k, w in select(args.only) if scale in w.shapes]
     progress = Progress(len(items))
     rows = []
     measure = {"bandwidth": measure_bandwidth, "host_overhead": measure_host_overhead,
@@ -660,7 +743,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mode": "smoke" if smoke else "gpu", "scale": s.scale, "backend": backend,
+        "mode": "smoke" if smoke else ("cpu" if cpu else "gpu"), "scale": s.scale,
+        "backend": backend,
         "device": info, "versions": versions,
         "settings": {"timer": how, "warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms,
                      "quantiles": list(QUANTILES), "torch_compile": torch_compile,
@@ -678,6 +762,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes on the CPU through the interpret backend; checks every "
                         "row's output against torch and times nothing")
+    p.add_argument("--cpu", action="store_true",
+                   help="the native cpu backend on the CPU rows, beside torch eager, "
+                        "torch.compile and a same-run memcpy, interleaved; writes results")
     p.add_argument("--only", nargs="+", metavar="PATTERN",
                    help="run only rows whose name matches (fnmatch pattern or substring)")
     p.add_argument("--list", action="store_true", help="list the rows and exit")
@@ -693,7 +780,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cpu-timing", action="store_true",
                    help="with --smoke: time with the host clock, to exercise the report path "
                         "(CPU interpreter numbers, not results)")
-    p.add_argument("--cpu-repeats", type=int, default=3, help=argparse.SUPPRESS)
+    p.add_argument("--cpu-repeats", type=int, default=None,
+                   help="rounds of CPU timing (default: 15 with --cpu, 3 with --smoke)")
     p.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scale", default="full", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
@@ -703,13 +791,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.cpu_repeats is None:
+        args.cpu_repeats = 15 if args.cpu else 3
     if args.compile_child:
         return compile_child(args.compile_child, args.scale, args.device, args.backend)
     if args.list:
         for kind, w in _items():
             print(f"{_item_name(kind, w):<30} {kind:<14} {w.description}")
         return 0
-    if not args.smoke and not torch.cuda.is_available():
+    if not args.smoke and not args.cpu and not torch.cuda.is_available():
         print("bench: no CUDA device here; run `python bench/run.py --smoke` for the CPU "
               "correctness run", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
-"""The benchmark workloads: one row each, at GPU ("full") or CPU ("tiny") scale (the
-targets: docs/design.md#performance-targets).
+"""The benchmark workloads: one row each, at GPU ("full"), interpreter ("tiny") or native
+CPU ("cpu") scale (the targets: docs/design.md#performance-targets).
 
 A `Workload` carries everything a row needs:
 
@@ -17,11 +17,15 @@ A `Workload` carries everything a row needs:
 
 Full shapes make every tensor at least 256 MiB; e.g. the 2-D fp32 transpose moves
 16384 * 16384 * 4 = 1 GiB in and 1 GiB out. Tiny shapes keep Triton's interpreter
-(~1 ms per program instance) to a few programs per row.
+(~1 ms per program instance) to a few programs per row. CPU shapes (`bench/run.py --cpu`)
+move 16-64 MiB per tensor, past a 32 MiB last-level cache so memory bandwidth shows,
+small enough that a run of every row takes minutes; a row without one (above 2^31
+elements) is not a CPU row.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +50,7 @@ __all__ = [
     "by_name",
 ]
 
-SCALES = ("full", "tiny")
+SCALES = ("full", "tiny", "cpu")
 Shape = tuple[int, ...]
 Tensors = Sequence[torch.Tensor]
 # Elements of a Philox draw compared with the reference at each end of a full-size draw
@@ -263,6 +267,19 @@ def attention_permute(full: Shape = (32, 4096, 32, 64), tiny: Shape = (2, 9, 4, 
         build=lambda s: _graph(name, s, dtype, lambda x: x.permute(0, 2, 1, 3).contiguous()),
         make_inputs=_one_input(dtype), eager=lambda s: lambda x: x.permute(0, 2, 1, 3).contiguous(),
         into=_copy_into(lambda x: x.permute(0, 2, 1, 3)),
+    )
+
+
+def batched_transpose(full: Shape = (1024, 512, 512), tiny: Shape = (3, 9, 14),
+                      dtype: str = "float32") -> Workload:
+    """A batch of matrices transposed: x.transpose(1, 2).contiguous() of (B, M, N)."""
+    name = f"batched_transpose_{stridec.as_dtype(dtype).name}"
+    return Workload(
+        name=name, description="batched transpose x.transpose(1, 2).contiguous()",
+        dtype=dtype, shapes={"full": full, "tiny": tiny},
+        build=lambda s: _graph(name, s, dtype, lambda x: x.transpose(1, 2).contiguous()),
+        make_inputs=_one_input(dtype), eager=lambda s: lambda x: x.transpose(1, 2).contiguous(),
+        into=_copy_into(lambda x: x.transpose(1, 2)),
     )
 
 
@@ -578,6 +595,9 @@ def _build_suite() -> list[Workload]:
     for fmt in ("NCHW4", "NCHW32", "NCHW64", "CHWN4"):
         rows.append(pack(fmt, pad3_full, pad3_tiny, suffix="_c3"))
     rows += [
+        batched_transpose(),
+        nchw_to_nhwc("nchw_to_nhwc_int8", nchw_full, nchw_tiny, dtype="int8"),
+        nhwc_to_nchw("nhwc_to_nchw_int8", nchw_full, nchw_tiny, dtype="int8"),
         unpack_nchw32(),
         pitched_rows(),
         strided_slice(),
@@ -598,13 +618,57 @@ def _build_suite() -> list[Workload]:
         philox_bits(),
         philox_uniform(),
     ]
-    return rows
+    return [_with_cpu_shape(w) for w in rows]
+
+
+# The "cpu" scale of each row (absent: not a CPU row). 32 MiB or so per tensor.
+CPU_SHAPES: dict[str, Shape] = {
+    "transpose2d_float32": (2048, 4096),
+    "transpose2d_float16": (4096, 4096),
+    "transpose2d_int8": (4096, 8192),
+    "nchw_to_nhwc_fp16": (16, 256, 64, 64),
+    "nchw_to_nhwc_c3_fp16": (16, 3, 512, 512),
+    "nhwc_to_nchw_fp16": (16, 256, 64, 64),
+    "nhwc_to_nchw_c3_fp16": (16, 3, 512, 512),
+    "attention_permute_0213": (8, 1024, 32, 64),
+    "batched_transpose_float32": (64, 256, 512),
+    "nchw_to_nhwc_int8": (32, 256, 64, 64),
+    "nhwc_to_nchw_int8": (32, 256, 64, 64),
+    "pack_nchw4_int8": (32, 256, 64, 64),
+    "pack_nchw32_int8": (32, 256, 64, 64),
+    "pack_nchw64_int8": (32, 256, 64, 64),
+    "pack_chwn4_int8": (32, 256, 64, 64),
+    "pack_nchw4_c3_int8": (32, 3, 512, 512),
+    "pack_nchw32_c3_int8": (4, 3, 512, 512),
+    "pack_nchw64_c3_int8": (2, 3, 512, 512),
+    "pack_chwn4_c3_int8": (32, 3, 512, 512),
+    "unpack_nchw32_int8": (32, 256, 64, 64),
+    "pitched_rows_float16": (4096, 4500),
+    "strided_slice_float32": (4, 2048, 2048),
+    "expand_float32": (2048, 4096),
+    "cast_transpose_fp32_fp16": (2048, 4096),
+    "chain3_nhwc_cast_slice": (16, 256, 64, 64),
+    "cat_channels_fp16": (16, 64, 32, 96, 32, 64),
+    "transpose2d_int8_odd": (4097, 4099),
+    "philox_bits_uint32": (2048, 4096),
+    "philox_uniform_float32": (2048, 4096),
+}
+
+
+def _with_cpu_shape(w: Workload) -> Workload:
+    shape = CPU_SHAPES.get(w.name)
+    if shape is None:
+        return w
+    return dataclasses.replace(w, shapes={**w.shapes, "cpu": shape})
 
 
 WORKLOADS: list[Workload] = _build_suite()
 
 # The host overhead of a cached call: one tiny transpose, where launch cost is everything.
-HOST_OVERHEAD = transpose2d("float32", full=(16, 16), tiny=(16, 16), name="host_overhead_16x16")
+HOST_OVERHEAD = dataclasses.replace(
+    transpose2d("float32", full=(16, 16), tiny=(16, 16), name="host_overhead_16x16"),
+    shapes={"full": (16, 16), "tiny": (16, 16), "cpu": (16, 16)},
+)
 # The graph whose cold and warm compile time is measured in fresh processes.
 COMPILE_WORKLOAD_NAME = "nchw_to_nhwc_fp16"
 

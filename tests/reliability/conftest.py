@@ -3,8 +3,8 @@
 Two hypothesis profiles, both without a deadline (a new specialization compiles and its
 kernels are imported on first use, so example times vary by far more than any deadline):
 
-- `stridec-fuzz-ci` (the default): about 200 examples, for every CI run;
-- `stridec-fuzz-long`: 5,000 examples, selected with
+- `stridec-fuzz-ci` (the default): about 300 examples, for every CI run;
+- `stridec-fuzz-long`: 10,000 examples, selected with
 
       python -m pytest tests/reliability --fuzz-long
 
@@ -28,8 +28,8 @@ _SHARED = dict(
                            HealthCheck.filter_too_much],
     print_blob=True,
 )
-settings.register_profile(CI_PROFILE, max_examples=200, **_SHARED)
-settings.register_profile(LONG_PROFILE, max_examples=5000, **_SHARED)
+settings.register_profile(CI_PROFILE, max_examples=300, **_SHARED)
+settings.register_profile(LONG_PROFILE, max_examples=10000, **_SHARED)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fuzz-long",
         action="store_true",
         default=False,
-        help=f"run the graph fuzzer with the long profile ({LONG_PROFILE}: 5,000 examples)",
+        help=f"run the graph fuzzer with the long profile ({LONG_PROFILE}: 10,000 examples)",
     )
 
 
