@@ -1116,9 +1116,7 @@ class CastOp(Op):
         t = operand_types[0]
         if self.attrs["dtype"] == t.dtype:
             return [TensorType(t.sizes, t.dtype, t.layout)]
-        # An empty result is row-major (no element has an address to preserve).
-        layout = t.layout.preserved() if t.numel else Layout.contiguous(t.sizes)
-        return [TensorType(t.sizes, self.attrs["dtype"], layout)]
+        return [TensorType(t.sizes, self.attrs["dtype"], t.layout.preserved())]
 
 
 @register_op

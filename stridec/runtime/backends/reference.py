@@ -206,20 +206,21 @@ def _pad_op(op: Any, t):
     placed = F.pad(t, pads, mode="constant", value=0)
     inside = F.pad(torch.ones(t.shape, dtype=torch.bool, device=t.device), pads, value=False)
     fill = torch.full((), a["value"], dtype=t.dtype, device=t.device)
-    if t.dtype == torch.uint32:  # no `where` for uint32 on CPU: select the bit patterns
-        out = torch.where(inside, placed.view(torch.int32), fill.view(torch.int32))
-        return (out.view(torch.uint32),)
-    return (torch.where(inside, placed, fill),)
+    # Filled in place, so the result keeps F.pad's layout (torch's strides, also for an
+    # empty result); uint32 has no masked_fill on the CPU: its int32 bit patterns do.
+    bits, fill_bits = placed, fill
+    if t.dtype == torch.uint32:
+        bits, fill_bits = placed.view(torch.int32), fill.view(torch.int32)
+    bits.masked_fill_(~inside, fill_bits)
+    return (placed,)
 
 
 def _cast_op(op: Any, t):
     """torch's bits (`reference_casts.cast`) in the cast's preserve_format layout."""
     if op.aliases_operand():
         return (t,)
-    layout = op.result.type.layout
-    out = torch.empty_strided(
-        layout.sizes, layout.strides, dtype=op.attrs["dtype"].torch, device=t.device
-    )
+    # torch's own preserve_format for the tensor at hand (not the graph's declared layout).
+    out = torch.empty_like(t, dtype=op.attrs["dtype"].torch)
     return (out.copy_(cast(t, op.attrs["dtype"].torch)),)
 
 
