@@ -199,6 +199,19 @@ def test_uniform_equals_reference_bit_for_bit(
         np.testing.assert_array_equal(new_state, ref_state)
 
 
+def test_slice_deep_into_a_huge_output(lib: ctypes.CDLL) -> None:
+    # The last 10 elements of an output of 2^36 + 10: block indices ⌊i/4⌋ ≈ 2^34 carry
+    # into counter word 1 and beyond (element 2^36 + j is word j % 4 of block 2^34 + j//4).
+    numel = 2**36 + 10
+    counter = 2**64 - 2**33
+    state = make_state(counter, KEY)
+    spec = PhiloxSpec((10,), (1,), 2**36, (1,), 0, numel, u32)
+    dst, new_state = run(lib, spec, state, 10)
+    bits, _ = philox_bits(make_state(counter + 2**34, KEY), (10,))
+    assert same_bits(dst, values(bits, spec))
+    np.testing.assert_array_equal(new_state, make_state(counter + -(-numel // 4), KEY))
+
+
 def test_uniform_half_types_are_the_float32_rounded(lib: ctypes.CDLL) -> None:
     state = make_state(123, KEY)
     spec32 = plain_spec((4096,), f32, distribution="uniform", low=-4.0, high=4.0)

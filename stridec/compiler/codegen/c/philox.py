@@ -68,6 +68,7 @@ from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.affine import address_span
+from stridec.ir.dtypes import DType
 
 __all__ = [
     "PHILOX_C_SOURCE",
@@ -620,7 +621,7 @@ class CPhiloxKernel:
     copy kernels: `calls` holds `(symbol, src_arg, dst_arg, params)`, each run as
     `symbol(storage[src_arg], storage[dst_arg], params, nthreads)`, one after another,
     with the launch's storages `(state, dst, new_state)`. `dst_elements` is the smallest
-    flat destination storage (in elements) the output addresses."""
+    flat destination storage (in elements) the output addresses, of `dst_dtype`."""
 
     name: str
     strategy: str
@@ -628,6 +629,7 @@ class CPhiloxKernel:
     calls: tuple[tuple[str, int, int, tuple[int, ...]], ...]
     numel: int
     dst_elements: int
+    dst_dtype: DType
     kind: str = "philox"
     lang: str = "c"
     grid: tuple[int, ...] = (1,)
@@ -670,6 +672,7 @@ def generate_c_philox(
         calls=tuple(calls),
         numel=plan.numel,
         dst_elements=dst_elements,
+        dst_dtype=plan.dtype,
     )
 
 
