@@ -1,6 +1,6 @@
 """Philox float32 uniforms on the native CPU backend against `torch.rand`, same sizes, one run
-(SPEC §12 / §9: "Philox float32 uniform >= 1.0x torch.rand on the same sizes"; a benchmark,
-never a timed test).
+(the target: at least as fast as `torch.rand`, docs/design.md's performance targets; a
+benchmark, never a timed test).
 
     python bench/philox_cpu.py                      # sizes 2^16 … 2^24, 15 repetitions
     python bench/philox_cpu.py --sizes 65536 1048576 --repeats 31 --threads 1
