@@ -38,6 +38,10 @@ into an argument of the same sizes and dtype (an out sharing memory with an inpu
 call must stage it); each out must equal the reference output bit for bit, and every byte
 of the buffers outside the windows keep its value.
 
+A tenth as many graphs run under a random pipeline (some of the passes, in some order):
+each must come back right, as above, or be refused with a StridecError (a pass it needs
+is missing), never a raw error of torch or of a kernel.
+
 Profiles (tests/reliability/conftest.py): about 200 examples by default, 5,000 with
 `--fuzz-long`. A failure found here becomes a named test in test_regressions.py.
 """
