@@ -638,7 +638,10 @@ class FlattenOp(_ReshapeBase):
         return sizes[:start] + (math.prod(sizes[start : end + 1]),) + sizes[end + 1 :]
 
     def viewed(self, layout):
-        return layout.view(self._sizes_for(layout.sizes))
+        sizes = self._sizes_for(layout.sizes)
+        if layout.rank and sizes == layout.sizes:  # one dim: torch returns the tensor itself
+            return layout
+        return layout.view(sizes)
 
     def infer_types(self, operand_types):
         t = operand_types[0]

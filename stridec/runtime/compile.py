@@ -206,12 +206,14 @@ def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
     if type(outs) is not tuple:
         return None
     out_key = []
+    ptrs = [t.untyped_storage().data_ptr() for t in tensors]
     for t in outs:
         if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
             return None
+        storage = t.untyped_storage()
+        ptrs.append(storage.data_ptr())
         out_key.append((t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.is_neg(),
-                        t.is_conj(), t.requires_grad, t.untyped_storage().nbytes()))
-    ptrs = [t.untyped_storage().data_ptr() for t in (*tensors, *outs)]
+                        t.is_conj(), t.requires_grad, storage.nbytes()))
     return ("out", key, tuple(out_key), tuple(ptrs.index(p) for p in ptrs))
 
 

@@ -253,7 +253,8 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
     `state` and `new_state` hold 6 int32 / uint32 words each (contiguous, any shape of
     6 elements) and must not overlap; `dst_storage` is the flat 1-D output storage of
     the spec's dtype. CUDA tensors run compiled, CPU tensors through Triton's
-    interpreter. Nothing is synchronized with the host.
+    interpreter; a C kernel (`codegen.c.philox.generate_c_philox`) runs CPU tensors
+    natively. Nothing is synchronized with the host.
     """
     state_words = _state_view(state, "state")
     new_words = _state_view(new_state, "new_state")
@@ -274,6 +275,15 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
                 f"philox: {a_name} and {b_name} overlap in memory; every program reads "
                 f"state while the kernel writes dst and new_state, so they must be distinct"
             )
+    if getattr(kernel, "lang", "triton") == "c":  # a CPhiloxKernel: native, CPU tensors
+        if dst.device.type != "cpu":
+            raise CallError(f"philox: the C kernel runs CPU tensors; got tensors on {dst.device}")
+        from stridec.runtime.backends.cpu import load_c_kernel
+
+        load_c_kernel(kernel.name, kernel.source, kernel.calls)(
+            kernel.grid, state_words, dst, new_words
+        )
+        return
     _launcher(kernel.source, kernel.name, dst.device)(
         kernel.grid, state_words, dst, new_words, num_warps=kernel.num_warps,
         **dict(kernel.constexprs),

@@ -95,7 +95,10 @@ def _parser() -> argparse.ArgumentParser:
         "the IR with the ops of each kernel as a cluster",
     )
     p.add_argument(
-        "--target", choices=("cuda", "cpu"), default="cuda", help="kernel target for --emit=triton"
+        "--target",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="kernel target for --emit=triton and --emit=dot",
     )
     p.add_argument("--timing", action="store_true", help="report the time of each pass")
     p.add_argument(

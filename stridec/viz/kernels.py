@@ -58,7 +58,8 @@ def _clip(text: str) -> str:
 
 def op_lines(graph: Graph, op: Op, names: dict[int, str] | None = None) -> list[str]:
     """An op as a few short lines: ``%1 = permute %x``, one line per attribute, then each
-    result's type (sizes, dtype and layout over its storage)."""
+    result's type with its layout over its storage, spelled out also where it is the
+    contiguous one the text IR leaves out."""
     names = value_names(graph) if names is None else names
     head = op.name
     if op.results:
@@ -69,7 +70,9 @@ def op_lines(graph: Graph, op: Op, names: dict[int, str] | None = None) -> list[
     for key, value in op.printed_attrs().items():
         lines.append(_clip(f"  {key} = {format_attr_value(value)}"))
     for r in op.results:
-        lines.append(_clip(f": {r.type}"))
+        # The layout even where the text IR leaves it out (contiguous from offset 0).
+        layout = "" if not r.type.has_default_layout() else f" {r.type.layout}"
+        lines.append(_clip(f": {r.type}{layout}"))
     return lines
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -106,24 +107,31 @@ def test_plain_output_equals_reference(lib: ctypes.CDLL, counter: int, sizes) ->
     np.testing.assert_array_equal(new_state, ref_state)
 
 
-@pytest.mark.parametrize("nthreads", [1, 2, 3, 7])
+# 2^21 + 13 elements: 524292 blocks, above the kernel's one-thread limit (2^19 blocks or
+# positions), with an odd tail; the gather form writes the first 2^21 transposed.
+LARGE_ROWS, LARGE_COLS = 32768, 64
+LARGE_STATE = make_state(2**64 - 1000, KEY)
+
+
+@functools.cache
+def large_expected(linear: bool) -> tuple[PhiloxSpec, torch.Tensor, np.ndarray]:
+    rows, cols = LARGE_ROWS, LARGE_COLS
+    if linear:
+        spec = plain_spec((rows * cols + 13,))
+        bits, ref_state = philox_bits(LARGE_STATE, spec.sizes)
+        return spec, values(bits, spec), ref_state
+    # a (rows, cols) output stored column-major
+    spec = PhiloxSpec((rows, cols), (cols, 1), 0, (1, rows), 0, rows * cols, u32)
+    bits, ref_state = philox_bits(LARGE_STATE, (rows, cols))
+    expected = scatter(rows * cols, u32, (rows, cols), (1, rows), 0, values(bits, spec))
+    return spec, expected, ref_state
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
 @pytest.mark.parametrize("linear", [True, False], ids=["linear", "gather"])
 def test_threads_split_large_outputs_exactly(lib: ctypes.CDLL, nthreads: int, linear: bool):
-    # 2^18 + 13 elements: 65540 blocks, above the kernel's one-thread limit, and an odd
-    # tail; the gather form writes the same output transposed.
-    rows, cols = 4099, 64
-    numel = rows * cols + 13
-    state = make_state(2**64 - 1000, KEY)
-    bits, ref_state = philox_bits(state, (numel,))
-    if linear:
-        spec = plain_spec((numel,))
-        expected = values(bits, spec)
-    else:  # a (rows, cols) output stored column-major
-        numel = rows * cols
-        bits, ref_state = philox_bits(state, (rows, cols))
-        spec = PhiloxSpec((rows, cols), (cols, 1), 0, (1, rows), 0, numel, u32)
-        expected = scatter(numel, u32, (rows, cols), (1, rows), 0, values(bits, spec))
-    dst, new_state = run(lib, spec, state, numel, nthreads)
+    spec, expected, ref_state = large_expected(linear)
+    dst, new_state = run(lib, spec, LARGE_STATE, spec.numel, nthreads)
     assert same_bits(dst, expected)
     np.testing.assert_array_equal(new_state, ref_state)
 
@@ -197,6 +205,19 @@ def test_uniform_equals_reference_bit_for_bit(
         dst, new_state = run(lib, spec, state, 37 * 29)
         assert same_bits(dst, scatter(37 * 29, dtype, sizes, dst_strides, 0, ref))
         np.testing.assert_array_equal(new_state, ref_state)
+
+
+def test_slice_deep_into_a_huge_output(lib: ctypes.CDLL) -> None:
+    # The last 10 elements of an output of 2^36 + 10: block indices ⌊i/4⌋ ≈ 2^34 carry
+    # into counter word 1 and beyond (element 2^36 + j is word j % 4 of block 2^34 + j//4).
+    numel = 2**36 + 10
+    counter = 2**64 - 2**33
+    state = make_state(counter, KEY)
+    spec = PhiloxSpec((10,), (1,), 2**36, (1,), 0, numel, u32)
+    dst, new_state = run(lib, spec, state, 10)
+    bits, _ = philox_bits(make_state(counter + 2**34, KEY), (10,))
+    assert same_bits(dst, values(bits, spec))
+    np.testing.assert_array_equal(new_state, make_state(counter + -(-numel // 4), KEY))
 
 
 def test_uniform_half_types_are_the_float32_rounded(lib: ctypes.CDLL) -> None:

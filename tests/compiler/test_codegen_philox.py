@@ -1,11 +1,12 @@
-"""Philox kernel generation: generated Triton kernels against the numpy reference.
+"""Philox kernel generation: generated kernels against the numpy reference.
 
-Every kernel runs through Triton's interpreter on CPU tensors (tests marked `gpu` repeat
-a few on CUDA). The expected destination storage is built from the reference bits
-(`stridec.runtime.backends.reference_philox`) with torch: padded to the iteration space
-where masks apply, then scattered through `torch.as_strided` with the destination
-strides into a storage that starts filled with a sentinel, so an element the kernel must
-not touch has to come back unchanged.
+Every kernel runs on CPU tensors, the Triton kernel through Triton's interpreter and,
+where a test takes `backend`, the C kernel (`codegen.c.philox`) of the cpu backend too
+(tests marked `gpu` repeat a few on CUDA). The expected destination storage is built from
+the reference bits (`stridec.runtime.backends.reference_philox`) with torch: padded to the
+iteration space where masks apply, then scattered through `torch.as_strided` with the
+destination strides into a storage that starts filled with a sentinel, so an element the
+kernel must not touch has to come back unchanged.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from stridec.compiler.codegen.c.philox import generate_c_philox
 from stridec.compiler.codegen.philox import (
     PhiloxKernel,
     PhiloxSpec,
@@ -26,6 +29,7 @@ from stridec.compiler.codegen.philox import (
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import CallError, ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
+from stridec.runtime.backends.cpu import available as cpu_backend_available
 from stridec.runtime.backends.interpret import interpreter_fma_is_exact
 from stridec.runtime.backends.reference_philox import (
     make_state,
@@ -71,11 +75,28 @@ def sentinel_storage(n: int, dtype: DType) -> torch.Tensor:
     return s.view(dtype.torch)
 
 
+# Where a test runs a kernel: the Triton kernel on the interpreter, the C kernel natively.
+needs_cpu_backend = pytest.mark.skipif(
+    not cpu_backend_available(), reason="the cpu backend needs a C compiler"
+)
+BACKENDS = ["interpret", pytest.param("cpu", marks=needs_cpu_backend)]
+
+
+def generate(spec: PhiloxSpec, backend: str = "interpret", block: int | None = None) -> Any:
+    """The kernel of `spec` for a CPU backend: the Triton kernel the interpreter runs, or
+    the C kernel (no blocks: one call covers the output)."""
+    if backend == "cpu":
+        assert block is None
+        return generate_c_philox(spec)
+    return generate_philox(spec, "cpu", block=block)
+
+
 def run(
-    spec: PhiloxSpec, state: np.ndarray, storage: int, block: int | None = None
+    spec: PhiloxSpec, state: np.ndarray, storage: int, block: int | None = None,
+    backend: str = "interpret",
 ) -> tuple[torch.Tensor, np.ndarray, PhiloxKernel]:
     """Launch the CPU kernel for `spec`; return the destination storage and new state."""
-    kernel = generate_philox(spec, "cpu", block=block)
+    kernel = generate(spec, backend, block)
     dst = sentinel_storage(storage, spec.dst_dtype)
     new_state = torch.full((6,), -1, dtype=torch.int32)
     launch_philox(kernel, state_tensor(state), dst, new_state)
@@ -129,8 +150,9 @@ COUNTERS = [
 # --------------------------------------------------------------------------- KAT
 
 
-def test_kernel_reproduces_every_kat_line() -> None:
-    kernel = generate_philox(plain_spec((4,)), "cpu")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kernel_reproduces_every_kat_line(backend: str) -> None:
+    kernel = generate(plain_spec((4,)), backend)
     for counter, key, expected in load_kat():
         dst = torch.zeros(4, dtype=torch.uint32)
         new_state = torch.zeros(6, dtype=torch.uint32)
@@ -144,11 +166,12 @@ def test_kernel_reproduces_every_kat_line() -> None:
 
 @pytest.mark.parametrize("counter", COUNTERS, ids=hex)
 @pytest.mark.parametrize("sizes", [(37,), (), (0,), (3, 5), (2, 1, 3, 1, 2, 1, 1, 3)])
-def test_plain_output_equals_reference(counter: int, sizes: tuple[int, ...]) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_plain_output_equals_reference(backend: str, counter: int, sizes: tuple[int, ...]) -> None:
     state = make_state(counter, KEY)
     spec = plain_spec(sizes)
     numel = math.prod(sizes)
-    dst, new_state, kernel = run(spec, state, numel + 3)
+    dst, new_state, kernel = run(spec, state, numel + 3, backend=backend)
     bits, ref_state = philox_bits(state, sizes)
     expected = scatter(numel + 3, u32, (numel,), (1,), 0, values(bits.reshape(-1), spec))
     assert same_bits(dst, expected)  # the 3 extra elements keep the sentinel
@@ -157,17 +180,19 @@ def test_plain_output_equals_reference(counter: int, sizes: tuple[int, ...]) -> 
     assert kernel.strategy == ("empty" if numel == 0 else "linear")
 
 
-def test_empty_output_writes_only_the_state() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_output_writes_only_the_state(backend: str) -> None:
     state = make_state(2**128 - 1, KEY)
     spec = dataclasses.replace(plain_spec((4, 0, 3)), numel=0)
-    dst, new_state, kernel = run(spec, state, 5)
+    dst, new_state, kernel = run(spec, state, 5, backend=backend)
     assert kernel.grid == (1,) and kernel.strategy == "empty"
     assert same_bits(dst, sentinel_storage(5, u32))
     np.testing.assert_array_equal(new_state, state)
 
 
-def test_rank0_output_is_one_word_and_one_block() -> None:
-    dst, new_state, _ = run(plain_spec(()), make_state(0, 0), 1)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rank0_output_is_one_word_and_one_block(backend: str) -> None:
+    dst, new_state, _ = run(plain_spec(()), make_state(0, 0), 1, backend=backend)
     assert dst.view(torch.int32).numpy().view(np.uint32).tolist() == [0x6627E8D5]
     assert state_words(new_state) == (1, (0, 0))
 
@@ -215,14 +240,15 @@ STRIDED_LAYOUTS = [
 
 @pytest.mark.parametrize("counter", [2**32 - 2, 2**128 - 1], ids=hex)
 @pytest.mark.parametrize("sizes,dst_strides,dst_offset,storage", STRIDED_LAYOUTS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_strided_outputs_equal_scattered_reference(
-    counter: int, sizes, dst_strides, dst_offset: int, storage: int
+    backend: str, counter: int, sizes, dst_strides, dst_offset: int, storage: int
 ) -> None:
     state = make_state(counter, KEY)
     spec = PhiloxSpec(
         sizes, contiguous_strides(sizes), 0, dst_strides, dst_offset, math.prod(sizes), u32
     )
-    dst, new_state, kernel = run(spec, state, storage)
+    dst, new_state, kernel = run(spec, state, storage, backend=backend)
     bits, ref_state = philox_bits(state, sizes)
     expected = scatter(storage, u32, sizes, dst_strides, dst_offset, values(bits, spec))
     assert same_bits(dst, expected)
@@ -231,25 +257,27 @@ def test_strided_outputs_equal_scattered_reference(
     assert kernel.dst_elements <= storage
 
 
-def test_iteration_order_is_free_of_the_logical_order() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_iteration_order_is_free_of_the_logical_order(backend: str) -> None:
     # The same column-major output, iterated row by row or column by column.
     state = make_state(2**96 - 2, KEY)
     sizes = (5, 6)
     by_rows = PhiloxSpec(sizes, (6, 1), 0, (1, 5), 0, 30, u32)
     by_cols = PhiloxSpec((6, 5), (1, 6), 0, (5, 1), 0, 30, u32)
-    a, _, _ = run(by_rows, state, 30)
-    b, _, _ = run(by_cols, state, 30)
+    a, _, _ = run(by_rows, state, 30, backend=backend)
+    b, _, _ = run(by_cols, state, 30, backend=backend)
     bits, _ = philox_bits(state, sizes)
     assert same_bits(a, b)
     assert same_bits(a, scatter(30, u32, sizes, (1, 5), 0, values(bits, by_rows)))
 
 
-def test_slice_of_an_output_uses_its_logical_indices() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slice_of_an_output_uses_its_logical_indices(backend: str) -> None:
     # bits[1:3, 2:5] of a (4, 6) output, written contiguously; new_state still advances
     # by the whole output's ⌈24/4⌉ = 6 blocks. Index of (1, 2): 1·6 + 2 = 8.
     state = make_state(2**32 - 1, KEY)
     spec = PhiloxSpec((2, 3), (6, 1), 8, (3, 1), 0, 24, u32)
-    dst, new_state, _ = run(spec, state, 6)
+    dst, new_state, _ = run(spec, state, 6, backend=backend)
     bits, ref_state = philox_bits(state, (4, 6))
     assert same_bits(dst, values(bits[1:3, 2:5].reshape(-1), spec))
     np.testing.assert_array_equal(new_state, ref_state)
@@ -292,22 +320,26 @@ def packed_nchw4_expected(
 
 
 @pytest.mark.parametrize("dtype,fill", [(u32, 0xFFFFFFFE), (i32, -7), (f32, -0.5), (f16, 2.0)])
-def test_nchw4_packing_of_three_channels_fills_the_fourth(dtype: DType, fill) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nchw4_packing_of_three_channels_fills_the_fourth(
+    backend: str, dtype: DType, fill
+) -> None:
     spec = packed_nchw4_spec(dtype, fill)
     state = make_state(2**64 - 7, KEY)
-    dst, new_state, kernel = run(spec, state, math.prod(NCHW4) // 3 * 4)
+    dst, new_state, kernel = run(spec, state, math.prod(NCHW4) // 3 * 4, backend=backend)
     expected, ref_state = packed_nchw4_expected(state, spec, fill)
     assert same_bits(dst, expected)
     np.testing.assert_array_equal(new_state, ref_state)  # ⌈90/4⌉ = 23 blocks, not 30
     assert kernel.strategy == "gather"
 
 
-def test_masked_out_lanes_may_index_outside_the_output() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_masked_out_lanes_may_index_outside_the_output(backend: str) -> None:
     # F.pad-like: a (6,) output written at [2, 8) of a (10,) space; the left padding
     # has logical indices -2, -1 and the right ones 6, 7: all masked, never computed on.
     state = make_state(5, KEY)
     spec = PhiloxSpec((10,), (1,), -2, (1,), 0, 6, i32, masks=(MaskBound((1,), 2, 8),), fill=9)
-    dst, _, _ = run(spec, state, 10)
+    dst, _, _ = run(spec, state, 10, backend=backend)
     bits, _ = philox_bits(state, (6,))
     expected = torch.cat([torch.full((2,), 9), values(bits, spec).long(), torch.full((2,), 9)])
     assert torch.equal(dst.long(), expected)
@@ -322,8 +354,11 @@ INEXACT_FMA += "uniforms may differ in the last bit (the interpret backend warns
 
 @pytest.mark.parametrize("dtype", [f32, f16, bf16])
 @pytest.mark.parametrize("low,high", [(0.0, 1.0), (-2.5, 3.25), (1e-3, 1e4)])
-def test_uniform_equals_reference_bit_for_bit(dtype: DType, low: float, high: float) -> None:
-    if dtype == f32 and not interpreter_fma_is_exact():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_uniform_equals_reference_bit_for_bit(
+    backend: str, dtype: DType, low: float, high: float
+) -> None:
+    if backend == "interpret" and dtype == f32 and not interpreter_fma_is_exact():
         pytest.skip(INEXACT_FMA)
     state = make_state(2**32 - 9, KEY)
     sizes = (5, 11)
@@ -332,7 +367,7 @@ def test_uniform_equals_reference_bit_for_bit(dtype: DType, low: float, high: fl
         plain_spec(sizes, dtype, distribution="uniform", low=low, high=high),
         transposed_spec(sizes, dtype, distribution="uniform", low=low, high=high),
     ):
-        dst, new_state, _ = run(spec, state, 55)
+        dst, new_state, _ = run(spec, state, 55, backend=backend)
         ref = uniform_from_bits(bits, dtype, low, high)
         assert ref.dtype == dtype.torch
         expected = scatter(55, dtype, sizes, spec_dst_strides(spec, sizes), 0, ref)
@@ -340,12 +375,13 @@ def test_uniform_equals_reference_bit_for_bit(dtype: DType, low: float, high: fl
         np.testing.assert_array_equal(new_state, ref_state)
 
 
-def test_uniform_half_types_are_the_float32_rounded() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_uniform_half_types_are_the_float32_rounded(backend: str) -> None:
     state = make_state(123, KEY)
     spec32 = plain_spec((64,), f32, distribution="uniform", low=-4.0, high=4.0)
-    a, _, _ = run(spec32, state, 64)
+    a, _, _ = run(spec32, state, 64, backend=backend)
     for half in (f16, bf16):
-        b, _, _ = run(dataclasses.replace(spec32, dst_dtype=half), state, 64)
+        b, _, _ = run(dataclasses.replace(spec32, dst_dtype=half), state, 64, backend=backend)
         assert same_bits(b, a.to(half.torch))
 
 
@@ -353,11 +389,13 @@ def test_uniform_half_types_are_the_float32_rounded() -> None:
 
 
 @pytest.mark.parametrize("first,second", [(8, 13), (16, 1), (4, 0), (0, 6)])
-def test_two_calls_through_new_state_equal_one_call(first: int, second: int) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_calls_through_new_state_equal_one_call(backend: str, first: int, second: int) -> None:
     state = make_state(2**128 - 4, KEY)  # the combined call wraps the counter
-    a, mid, _ = run(plain_spec((first,)), state, first)
-    b, end, _ = run(plain_spec((second,)), mid, second)
-    whole, whole_end, _ = run(plain_spec((first + second,)), state, first + second)
+    a, mid, _ = run(plain_spec((first,)), state, first, backend=backend)
+    b, end, _ = run(plain_spec((second,)), mid, second, backend=backend)
+    whole, whole_end, _ = run(plain_spec((first + second,)), state, first + second,
+                              backend=backend)
     assert same_bits(torch.cat([a, b]), whole)
     np.testing.assert_array_equal(end, whole_end)
     ref_a, ref_mid = philox_bits(state, (first,))
@@ -367,10 +405,11 @@ def test_two_calls_through_new_state_equal_one_call(first: int, second: int) -> 
     assert same_bits(whole, values(np.concatenate([ref_a, ref_b]), plain_spec((1,))))
 
 
-def test_chained_kernels_on_device_state_without_host_round_trip() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_chained_kernels_on_device_state_without_host_round_trip(backend: str) -> None:
     # new_state of one launch is the state of the next, as tensors only.
     state = state_tensor(make_state(2**64 - 1, KEY))
-    k = generate_philox(plain_spec((6,)), "cpu")  # 6 words: 2 blocks per call
+    k = generate(plain_spec((6,)), backend)  # 6 words: 2 blocks per call
     outs = []
     for _ in range(3):
         dst = torch.empty(6, dtype=torch.uint32)
@@ -446,22 +485,25 @@ def test_uniform_source_uses_an_explicit_fma() -> None:
     ],
     ids=["len5", "len7", "f32", "i64", "strided", "numpy"],
 )
-def test_bad_state_is_a_call_error_naming_state(state) -> None:
-    kernel = generate_philox(plain_spec((4,)), "cpu")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_state_is_a_call_error_naming_state(backend: str, state) -> None:
+    kernel = generate(plain_spec((4,)), backend)
     with pytest.raises(CallError, match="state"):
         launch_philox(kernel, state, torch.zeros(4, dtype=torch.uint32),
                       torch.zeros(6, dtype=torch.int32))
 
 
-def test_aliasing_state_and_new_state_is_refused() -> None:
-    kernel = generate_philox(plain_spec((4,)), "cpu")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_aliasing_state_and_new_state_is_refused(backend: str) -> None:
+    kernel = generate(plain_spec((4,)), backend)
     state = state_tensor(make_state(0, 0))
     with pytest.raises(CallError, match="overlap"):
         launch_philox(kernel, state, torch.zeros(4, dtype=torch.uint32), state)
 
 
-def test_bad_destination_is_a_call_error_naming_dst() -> None:
-    kernel = generate_philox(plain_spec((4,)), "cpu")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_destination_is_a_call_error_naming_dst(backend: str) -> None:
+    kernel = generate(plain_spec((4,)), backend)
     state = state_tensor(make_state(0, 0))
     new_state = torch.zeros(6, dtype=torch.int32)
     for dst in (torch.zeros(3, dtype=torch.uint32), torch.zeros(4, dtype=torch.float32)):

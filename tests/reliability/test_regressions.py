@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import stridec
 from stridec.errors import ShapeError
@@ -48,12 +49,13 @@ def bits_equal(got: torch.Tensor, want: torch.Tensor) -> bool:
 
 
 def test_copy_of_philox_new_state_is_not_fused_as_values() -> None:
-    """Found as `cat(new_state, <empty bits>)`; minimal: `new_state.contiguous()`.
+    """Found as `cat(new_state, <empty bits>)`; minimal: a copy of the new state,
+    `new_state.clone()` (a `contiguous()` of it is the state itself, no copy).
     Counter 5 advanced by ⌈6/4⌉ = 2 is 7; the key words stay."""
     g = stridec.Graph("new_state_copy")
     s = g.input("state", (6,), "uint32")
     _, new_state = g.philox(s, (2, 3))
-    g.output(new_state.contiguous())
+    g.output(new_state.clone())
     got = compiled(g, state(5, 0, 0, 0, 0x12345678, 0x9ABCDEF0))
     assert bits_equal(got, state(7, 0, 0, 0, 0x12345678, 0x9ABCDEF0)), got.tolist()
 
@@ -64,7 +66,7 @@ def test_copy_of_an_empty_generators_new_state() -> None:
     g = stridec.Graph("empty_new_state_copy")
     s = g.input("state", (6,), "uint32")
     _, new_state = g.philox(s, (0, 0))
-    g.output(new_state.contiguous())
+    g.output(new_state.clone())
     words = state(0xFFFFFFFF, 1, 2, 3, 4, 5)
     got = compiled(g, words)
     assert bits_equal(got, words), got.tolist()
@@ -157,3 +159,50 @@ def test_a_cast_keeps_the_strides_of_a_transposed_value() -> None:
     x = torch.arange(6.0).reshape(2, 3)
     got, want = compiled(g, x), x.t().to(torch.float16)
     assert torch.equal(got, want) and got.stride() == want.stride() == (1, 3)
+
+
+def test_flatten_of_one_dim_is_the_tensor_itself() -> None:
+    """Found as `flatten(1, 1)` of an unfold: torch returns the tensor itself, strides
+    (3, 1) included, where a reshape to the same sizes would give (1, 1)."""
+    g = stridec.Graph("flatten_one_dim")
+    g.output(g.input("x", (3,), "float64").unfold(0, 1, 3).flatten(1, 1))
+    x = torch.arange(3.0, dtype=torch.float64)
+    got, want = compiled(g, x), x.unfold(0, 1, 3).flatten(1, 1)
+    assert torch.equal(got, want) and got.stride() == want.stride() == (3, 1)
+    assert got.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def test_as_strided_over_a_copy_at_an_offset_keeps_the_offset() -> None:
+    """Found as `as_strided(copy_to(strides (1, 9)), (1,), (1,), 46)`: a view of the
+    copy's own storage, at offset 46, on the compiled and the reference backend alike."""
+    g = stridec.Graph("as_strided_of_copy")
+    v = g.input("x", (9, 7), "float32").copy_to((1, 9))
+    g.output(v.as_strided((1,), (1,), 46))
+    x = torch.arange(63.0).reshape(9, 7)
+    want = x.t().contiguous().t().as_strided((1,), (1,), 46)  # element 46 = x[1, 5]
+    for backend in ("interpret", "reference"):
+        got = stridec.compile(g, backend=backend)(x)
+        assert torch.equal(got, want) and got.storage_offset() == 46
+
+
+def test_empty_philox_bits_are_row_major() -> None:
+    """Found as philox of sizes (0,) returned: torch.empty(0) has stride (1,), as the
+    compiled backend gives; the reference built it from numpy with stride (0,)."""
+    g = stridec.Graph("empty_bits")
+    bits, _ = g.philox(g.input("state", (6,), "uint32"), (0,))
+    g.output(bits)
+    for backend in ("interpret", "reference"):
+        got = stridec.compile(g, backend=backend)(state(1, 2, 3, 4, 5, 6))
+        assert got.shape == (0,) and got.stride() == torch.empty(0).stride()
+
+
+def test_pad_that_only_crops_clones_with_the_operands_strides() -> None:
+    """torch's pad with no positive pad crops, then clones: a transposed operand keeps
+    its column-major strides; any positive pad gives row-major (or channels-last)."""
+    g = stridec.Graph("crop")
+    v = g.input("x", (6, 4), "float32").t()
+    g.output(stridec.pad(v, (0, 0)), stridec.pad(v, (-1, 0)), stridec.pad(v, (1, -1)))
+    x = torch.arange(24.0).reshape(6, 4)
+    for got, want in zip(compiled(g, x), (F.pad(x.t(), (0, 0)), F.pad(x.t(), (-1, 0)),
+                                          F.pad(x.t(), (1, -1))), strict=True):
+        assert torch.equal(got, want) and got.stride() == want.stride()

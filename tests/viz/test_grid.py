@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from stridec.ir.formats import CHWN4, NCHW4, NCHW32, NHWC, get_format
 from stridec.ir.layout import Layout
+from stridec.viz import grid as grid_module
 from stridec.viz.grid import storage_grid, unravel
 
 
@@ -112,7 +113,7 @@ def test_unfold_windows_overlap() -> None:
     assert {i for i, c in grid.cells.items() if c.kind == "overlap"} == {2, 4}
 
 
-def test_large_layouts_are_summarized_without_enumerating_them() -> None:
+def test_large_layouts_are_summarized_without_enumerating_them(monkeypatch) -> None:
     layout = Layout.contiguous((8, 64, 56, 56)).permute((0, 2, 3, 1))
     grid = storage_grid(layout, max_columns=16, max_rows=8)
     # The storage is NCHW: rows of W = 56; six rows, an ellipsis, the last row; 14
@@ -120,9 +121,13 @@ def test_large_layouts_are_summarized_without_enumerating_them() -> None:
     assert grid.width == 56 and grid.rows == (*range(6), 8 * 64 * 56 - 1)
     assert grid.columns == (*range(14), 55)
     _check_cells(layout, grid)
-    broadcast = Layout.contiguous((1, 3000)).expand((3000, 3000))
+    # An overlapping layout is enumerated up to MAX_ENUMERATED elements, then clipped:
+    # the grid says so, and what it shows is still right.
+    monkeypatch.setattr(grid_module, "MAX_ENUMERATED", 1000)
+    broadcast = Layout.contiguous((1, 300)).expand((100, 300))
     grid = storage_grid(broadcast)
-    assert grid.cells[0].kind == "broadcast"
+    assert not grid.map.complete and grid.cells[0].kind == "broadcast"
+    _check_cells(broadcast, grid)
 
 
 def _check_cells(layout: Layout, grid) -> None:

@@ -381,6 +381,11 @@ class _Lowering:
         for position, op in enumerate(self.graph.ops):
             if op.name in ("input", "as_strided"):
                 continue
+            if isinstance(op, CopyOp) and op.attrs["space"] is None:
+                raise UnsupportedError(
+                    "lower-to-triton: a copy in natural form (no space, src, dst) should "
+                    "have been made explicit by lower-formats in the pipeline"
+                )
             if isinstance(op, CopyOp):
                 self.copy(op, position)
             elif op.name in ("philox", "philox_uniform"):

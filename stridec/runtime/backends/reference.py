@@ -424,11 +424,11 @@ class _Executor:
         return _view(buffer, layout), new_state
 
     def run_as_strided(self, op: Any, t: torch.Tensor) -> torch.Tensor:
-        """torch's `as_strided` over the storage of the operand's tensor: a view of it.
-        Over a buffer the compiler made, or with negative strides, a gather."""
+        """torch's `as_strided` over the storage of the operand's tensor: a view of it
+        (a buffer this executor made is that tensor's storage too). With negative strides,
+        which torch refuses, a gather."""
         layout: Layout = op.result.type.layout
-        root = op.operands[0].root()
-        if id(root) in self.storages or any(st < 0 for st in layout.strides):
+        if any(st < 0 for st in layout.strides):
             storage = self.storage_of(op.operands[0])
             # The caller's storage may be smaller than the declared one (a broadcast).
             layout.check_fits(storage.numel(), "as_strided")

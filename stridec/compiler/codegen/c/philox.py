@@ -42,8 +42,10 @@ The linear path (`p[6] == 1`: the output is contiguous, `i == d - dst_offset`, n
 walks counters: block `q` gives elements `4q … 4q+3`. Anything else walks the iteration
 space with an odometer (additions, not divisions) and computes one block per element.
 Either way 16 blocks run side by side in arrays gcc vectorizes (32 × 32 → 64-bit
-products as `vpmuludq`), and the work is split into `nthreads` contiguous ranges, one
-POSIX thread each, when there is enough of it.
+products as `vpmuludq`). When there is enough work, the calling thread and `nthreads - 1`
+detached POSIX threads share it in chunks claimed from an atomic counter, and the call
+waits only for chunks a helper has claimed: on a busy machine a helper the scheduler
+starts late finds nothing left, and the call costs what one thread costs.
 
 The parameters of the advance call (`advance_params`):
 
@@ -68,6 +70,7 @@ from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.affine import address_span
+from stridec.ir.dtypes import DType
 
 __all__ = [
     "PHILOX_C_SOURCE",
@@ -100,6 +103,8 @@ _CONSTANTS = r"""
 
 _COMMON = r"""
 #include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 
 typedef int64_t i64;
 typedef uint32_t u32;
@@ -112,9 +117,11 @@ typedef uint64_t u64;
    vector loads stall on those stores. */
 #define LANE_LOOP _Pragma("GCC unroll 1")
 #define MAXT 256
-/* Below this much work (blocks or positions) a call runs on one thread: a thread start
-   costs ~10 µs, 32768 blocks ~15 µs. */
-#define PARALLEL_BLOCKS 32768
+/* Below this much work (blocks or positions) a call runs on one thread: one thread makes
+   about 2.5 blocks a ns, so 2^19 blocks are ~0.2 ms, well above a thread start; on a
+   machine whose cores are busy (other processes, torch's OpenMP threads spinning after an
+   op) a helper costs scheduling delays that smaller calls do not repay. */
+#define PARALLEL_BLOCKS (1 << 19)
 
 typedef struct {
     u64 ctr_lo, ctr_hi; /* the 128-bit counter: words 0-1, words 2-3 */
@@ -339,38 +346,78 @@ static void philox_job_init(philox_job_t *J, const void *state, void *dst, const
 }
 
 typedef void (*philox_work_fn)(const philox_job_t *J, i64 w0, i64 w1);
-typedef struct { const philox_job_t *J; philox_work_fn fn; i64 w0, w1; } philox_part_t;
 
-static void *philox_part_main(void *arg) {
-    philox_part_t *P = (philox_part_t *)arg;
-    P->fn(P->J, P->w0, P->w1);
+/* The work of one call shared by its threads in chunks claimed from a counter. It lives on
+   the heap, freed by the last thread to let go of it: a helper thread the scheduler starts
+   late (a busy machine) finds every chunk claimed and leaves, and the call does not wait
+   for it — it waits only for chunks other threads have claimed. */
+typedef struct {
+    philox_job_t J;
+    philox_work_fn fn;
+    i64 chunk, chunks;
+    i64 next, done, refs; /* atomics */
+} philox_shared_t;
+
+static void philox_chunks(philox_shared_t *S) {
+    for (;;) {
+        i64 c = __atomic_fetch_add(&S->next, 1, __ATOMIC_RELAXED);
+        if (c >= S->chunks) return;
+        i64 w0 = c * S->chunk, w1 = w0 + S->chunk < S->J.work ? w0 + S->chunk : S->J.work;
+        S->fn(&S->J, w0, w1);
+        __atomic_fetch_add(&S->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void philox_let_go(philox_shared_t *S) {
+    if (__atomic_sub_fetch(&S->refs, 1, __ATOMIC_ACQ_REL) == 0) free(S);
+}
+
+static void *philox_helper(void *arg) {
+    philox_shared_t *S = (philox_shared_t *)arg;
+    philox_chunks(S);
+    philox_let_go(S);
     return 0;
 }
 
-/* Split [0, J->work) into nthreads contiguous ranges, one thread each. */
+/* Run [0, J->work) on this thread and up to nthreads - 1 detached helpers. */
 static void philox_run(const philox_job_t *J, philox_work_fn fn, i64 nthreads) {
     if (J->work <= 0) return;
-    if (nthreads < 1) nthreads = 1;
     if (nthreads > MAXT) nthreads = MAXT;
-    if (J->work < PARALLEL_BLOCKS) nthreads = 1; /* a block or a position: one Philox each */
-    if (nthreads <= 1) { fn(J, 0, J->work); return; }
-    pthread_t threads[MAXT];
-    philox_part_t parts[MAXT];
-    int started[MAXT];
-    for (i64 t = 0; t < nthreads; t++) {
-        parts[t].J = J;
-        parts[t].fn = fn;
-        parts[t].w0 = J->work * t / nthreads;
-        parts[t].w1 = J->work * (t + 1) / nthreads;
-        started[t] = 0;
-    }
-    for (i64 t = 1; t < nthreads; t++)
-        started[t] = pthread_create(&threads[t], 0, philox_part_main, &parts[t]) == 0;
-    fn(J, parts[0].w0, parts[0].w1);
+    philox_shared_t *S = 0;
+    if (nthreads > 1 && J->work >= PARALLEL_BLOCKS) /* a block or a position: one Philox */
+        S = (philox_shared_t *)malloc(sizeof *S);
+    if (!S) { fn(J, 0, J->work); return; }
+    S->J = *J;
+    S->fn = fn;
+    i64 chunk = J->work / (8 * nthreads); /* 8 chunks a thread: the faster ones take more */
+    S->chunk = chunk < 4096 ? 4096 : (chunk + LANES - 1) / LANES * LANES;
+    S->chunks = (J->work + S->chunk - 1) / S->chunk;
+    S->next = S->done = 0;
+    S->refs = 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     for (i64 t = 1; t < nthreads; t++) {
-        if (started[t]) pthread_join(threads[t], 0);
-        else fn(J, parts[t].w0, parts[t].w1); /* no thread to be had: run it here */
+        pthread_t thread;
+        __atomic_add_fetch(&S->refs, 1, __ATOMIC_RELAXED);
+        if (pthread_create(&thread, &attr, philox_helper, S) != 0)
+            __atomic_sub_fetch(&S->refs, 1, __ATOMIC_RELAXED); /* none to be had: fewer */
     }
+    pthread_attr_destroy(&attr);
+    philox_chunks(S);
+    /* A claimed chunk is tens of µs of work on another core: spin for it (a yield here
+       hands this thread's time to other processes, for milliseconds on a busy machine),
+       and only yield once it takes much longer (the helper was preempted). */
+    for (long spins = 0; __atomic_load_n(&S->done, __ATOMIC_ACQUIRE) < S->chunks; spins++) {
+        if (spins < (1L << 20)) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
+    philox_let_go(S);
 }
 
 /* new_state = (counter + blocks mod 2^128, key), the state read once before any write:
@@ -620,7 +667,7 @@ class CPhiloxKernel:
     copy kernels: `calls` holds `(symbol, src_arg, dst_arg, params)`, each run as
     `symbol(storage[src_arg], storage[dst_arg], params, nthreads)`, one after another,
     with the launch's storages `(state, dst, new_state)`. `dst_elements` is the smallest
-    flat destination storage (in elements) the output addresses."""
+    flat destination storage (in elements) the output addresses, of `dst_dtype`."""
 
     name: str
     strategy: str
@@ -628,6 +675,7 @@ class CPhiloxKernel:
     calls: tuple[tuple[str, int, int, tuple[int, ...]], ...]
     numel: int
     dst_elements: int
+    dst_dtype: DType
     kind: str = "philox"
     lang: str = "c"
     grid: tuple[int, ...] = (1,)
@@ -670,6 +718,7 @@ def generate_c_philox(
         calls=tuple(calls),
         numel=plan.numel,
         dst_elements=dst_elements,
+        dst_dtype=plan.dtype,
     )
 
 
