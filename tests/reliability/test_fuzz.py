@@ -741,28 +741,11 @@ def check_case(case: Case, pipeline: str | None = None) -> None:
 
 # --------------------------------------------------------------------------- open bugs
 
-#: Open bugs in files this suite's authors may not edit, each with a strict-xfail test in
+#: Open bugs, each with a strict-xfail test in
 #: test_regressions.py. Examples that show one are rejected (so the fuzzer keeps looking
 #: for new ones); when a fix lands, its xfail test passes and fails as XPASS: delete the
 #: mark there and the entry here.
-def _cast_of_a_strided_value(case: Case) -> bool:
-    """A cast whose operand is not contiguous at the caller's strides: torch keeps those
-    strides (preserve_format), the compiled cast writes row-major."""
-    layouts = {v.owner.attrs["name"]: Layout(tuple(t.shape), tuple(t.stride()),
-                                             t.storage_offset())
-               for v, t in zip(case.graph.inputs, case.tensors, strict=True)}
-    try:
-        graph = case.graph.specialize(layouts)
-    except StridecError:
-        return False
-    return any(op.name == "cast" and op.attrs["dtype"] != op.operands[0].type.dtype
-               and op.result.type.layout != op.operands[0].type.layout.preserved()
-               for op in graph.ops)
-
-
-KNOWN_BUGS: dict[str, Any] = {
-    "test_a_cast_keeps_the_strides_of_a_transposed_value": _cast_of_a_strided_value,
-}
+KNOWN_BUGS: dict[str, Any] = {}
 
 
 def known_bug(case: Case) -> str | None:
