@@ -45,6 +45,21 @@ def _digest(program_text: str) -> str:
     return hashlib.sha256(program_text.encode()).hexdigest()
 
 
+def write_atomically(path: str, data: str | bytes) -> None:
+    """Write `data` (text as UTF-8) to `path` so that no reader sees half of it: a temporary
+    file in the same folder, then a rename; the temporary never stays behind."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
 class PlanCache:
     """LRU of `Program`s in memory, backed by JSON files on disk."""
 

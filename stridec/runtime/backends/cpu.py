@@ -38,6 +38,7 @@ import torch
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
 from stridec.compiler.codegen.program import Program
 from stridec.errors import BuildError
+from stridec.runtime.cache import write_atomically
 
 __all__ = [
     "BACKEND",
@@ -140,18 +141,6 @@ def _unit_dir() -> str:
     return path
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _sha256_file(path: str) -> str | None:
@@ -198,7 +187,7 @@ def _build(cc: str, source_path: str, lib_path: str) -> None:
     with open(tmp, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     os.replace(tmp, lib_path)
-    _write_atomically(lib_path + ".sha256", digest.encode())
+    write_atomically(lib_path + ".sha256", digest.encode())
 
 
 def load_unit(source: str) -> Any:
@@ -233,7 +222,7 @@ def load_unit(source: str) -> Any:
             except OSError:
                 kept = None
             if kept != source:
-                _write_atomically(source_path, source.encode())
+                write_atomically(source_path, source.encode())
             _build(cc, source_path, lib_path)
             lib = ctypes.CDLL(lib_path)
         _units[digest] = lib

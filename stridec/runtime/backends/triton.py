@@ -19,7 +19,7 @@ import warnings
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
-from stridec.runtime.cache import disk_cache_dir
+from stridec.runtime.cache import disk_cache_dir, write_atomically
 
 __all__ = ["BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir"]
 
@@ -35,18 +35,6 @@ def kernel_dir() -> str:
     return path
 
 
-def _write_atomically(path: str, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:  # never leave a stray temp file behind
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
 
 
 _private_dir: str | None = None
@@ -73,7 +61,7 @@ def _kernel_file(digest: str, source: str) -> str:
         except OSError:
             current = None
         if current != source:
-            _write_atomically(path, source)
+            write_atomically(path, source)
         return path
     except OSError as e:
         fallback = _private_kernel_dir()
@@ -87,7 +75,7 @@ def _kernel_file(digest: str, source: str) -> str:
             )
         path = os.path.join(fallback, f"k_{digest}.py")
         if not os.path.exists(path):
-            _write_atomically(path, source)
+            write_atomically(path, source)
         return path
 
 
