@@ -1,0 +1,679 @@
+"""Symbolic sizes: exact integer polynomials over named sizes (docs/symbolic.md).
+
+A size is ``int | Sym``. A `Sym` is an exact polynomial with integer coefficients over
+*symbols* -- named integers ``>= 0`` such as the batch size ``N`` -- and floor-division
+atoms ``(p)//d`` (``d`` a positive int). Arithmetic keeps the form canonical, so two
+expressions are equal for every value of their symbols exactly when they compare equal
+with ``==``, and a result without symbols is a plain ``int`` again::
+
+    N = symbol("N")
+    (N + 2) * 4 - 4 * N == 8            # an int: the symbols cancel
+    (N + 1) // 2                        # a floor-division atom, printed "(N+1)//2"
+    evaluate(64 * N + 3, {"N": 5}) == 323
+    free_symbols((N, 64, N * 4)) == frozenset({"N"})
+    statically_true(N <= N * 4)         # proven for every N >= 0
+    not statically_true(N <= 4)         # true for some N only
+
+The API (everything else in this module is private):
+
+- `symbol(name)` -> `Sym`; `as_size(value, what)` -> ``int | Sym`` (an int, a `Sym` or a
+  symbol name; bad input is `LayoutError` naming `what`); `as_sizes(values, what)` ->
+  a tuple of those.
+- `is_static(x)`: `x` (a size or a nested tuple/list of sizes) holds no symbol.
+- `free_symbols(x)`: the frozenset of symbol names in `x` (sizes, nested tuples).
+- `evaluate(x, bindings)`: `x` with every symbol bound (a mapping from names to ints);
+  tuples evaluate element-wise. A missing name is a `LayoutError` naming it.
+  `Sym.compile(names)` turns one expression into a fast function of positional ints.
+- `statically_true(relation)`: whether ``a <= b`` (or ``<``, ``>=``, ``>``, ``==``,
+  ``!=``) holds for *every* value of the symbols. The proof is sufficient, not complete:
+  the difference must be a polynomial with non-negative coefficients (floor atoms of
+  such polynomials are non-negative too). `statically_false(relation)` proves the
+  opposite.
+- Comparisons of a `Sym` return a `Relation`; its truth value (``if n < 3:``, ``min``,
+  ``max``) is the proven answer, and raises `LayoutError` naming the symbols when the
+  answer depends on their values -- so rules written for ints refuse cleanly instead of
+  guessing. ``==``/``!=`` between a `Sym` and an int or another `Sym` are exact
+  identities: ``N == 1`` is false (not *identically* 1), ``N != 1`` is true.
+- `format_size(x)` / `parse_size(text)`: the text form (``64*N+3``, ``(N+1)//2``,
+  ``N**2``), which round-trips; names are identifiers.
+- `ceil_div(a, b)`, `floor_div(a, b)` and `size_max(a, b)`/`size_min(a, b)` (provable
+  order only) for ints and `Sym` alike.
+
+Why not a computer-algebra library: the IR needs only polynomials and floor division by
+constants, exact equality, a sufficient positivity test and fast evaluation at call time.
+This form does all four in a few microseconds per operation (sympy, measured: about 13 µs
+per add-and-multiply and 17 µs per substitution, and 0.3 s to import), prints and parses
+its own canonical text, and is plain Python, so the IR stays free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Union
+
+from stridec.errors import LayoutError
+
+__all__ = [
+    "Relation",
+    "Size",
+    "Sym",
+    "as_size",
+    "as_sizes",
+    "ceil_div",
+    "evaluate",
+    "floor_div",
+    "format_size",
+    "free_symbols",
+    "is_static",
+    "parse_size",
+    "size_max",
+    "size_min",
+    "statically_false",
+    "statically_true",
+    "symbol",
+]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# A monomial: ((atom, power), ...) sorted by atom key; () is the constant monomial.
+# An atom is a symbol name (str) or a `_Floor` (a floor-division atom).
+_Monomial = tuple
+
+
+class _Floor:
+    """The atom ``num // den`` of a polynomial `num` (a `Sym`) by an int ``den >= 2``."""
+
+    __slots__ = ("num", "den", "key")
+
+    def __init__(self, num: Sym, den: int) -> None:
+        self.num = num
+        self.den = den
+        inner = num.name or f"({num._text()})"
+        self.key = f"{inner}//{den}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Floor) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def _atom_key(atom: str | _Floor) -> tuple[int, str]:
+    return (0, atom) if isinstance(atom, str) else (1, atom.key)
+
+
+def _mono_mul(a: _Monomial, b: _Monomial) -> _Monomial:
+    if not a:
+        return b
+    if not b:
+        return a
+    powers: dict[Any, int] = dict(a)
+    for atom, p in b:
+        powers[atom] = powers.get(atom, 0) + p
+    return tuple(sorted(powers.items(), key=lambda ap: _atom_key(ap[0])))
+
+
+def _mono_key(m: _Monomial) -> tuple:
+    # Higher degree first, then by atoms: deterministic printing order.
+    return (-sum(p for _, p in m), tuple((_atom_key(a), -p) for a, p in m))
+
+
+def _normal(terms: dict[_Monomial, int]) -> int | Sym:
+    """The canonical value of a term dict: an int when no symbol is left."""
+    items = [(m, c) for m, c in terms.items() if c != 0]
+    if not items or (len(items) == 1 and items[0][0] == ()):
+        return items[0][1] if items else 0
+    items.sort(key=lambda mc: _mono_key(mc[0]))
+    sym = object.__new__(Sym)
+    sym._terms = tuple(items)
+    sym._hash = hash(sym._terms)
+    return sym
+
+
+def _terms_of(x: int | Sym) -> tuple[tuple[_Monomial, int], ...]:
+    if isinstance(x, Sym):
+        return x._terms
+    return (((), x),) if x else ()
+
+
+def _coerce(x: object) -> int | Sym | None:
+    if isinstance(x, Sym):
+        return x
+    if isinstance(x, bool):
+        return None
+    try:
+        return operator.index(x)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _add(a: int | Sym, b: int | Sym, sign: int = 1) -> int | Sym:
+    terms: dict[_Monomial, int] = dict(_terms_of(a))
+    for m, c in _terms_of(b):
+        terms[m] = terms.get(m, 0) + sign * c
+    return _normal(terms)
+
+
+def _mul(a: int | Sym, b: int | Sym) -> int | Sym:
+    terms: dict[_Monomial, int] = {}
+    for ma, ca in _terms_of(a):
+        for mb, cb in _terms_of(b):
+            m = _mono_mul(ma, mb)
+            terms[m] = terms.get(m, 0) + ca * cb
+    return _normal(terms)
+
+
+def floor_div(a: int | Sym, d: int | Sym) -> int | Sym:
+    """``a // d`` for a positive int `d` (Python's floor division), exact and canonical.
+
+    ``(4*N+5)//4`` is ``N+1+(1//4) = N+1``; ``(2*N+2)//4`` is ``(N+1)//2``. A symbolic
+    divisor is a `LayoutError` naming it.
+    """
+    if isinstance(d, Sym):
+        raise LayoutError(
+            f"floor division by the symbolic size {d} is not supported (only by an int)"
+        )
+    if not isinstance(a, Sym):
+        return a // d
+    if d <= 0:
+        raise LayoutError(f"floor division of {a} by {d}: the divisor must be positive")
+    if d == 1:
+        return a
+    quotient: dict[_Monomial, int] = {}
+    rest: dict[_Monomial, int] = {}
+    for m, c in a._terms:
+        q, r = divmod(c, d)
+        if q:
+            quotient[m] = q
+        if r:
+            rest[m] = r
+    const = rest.pop((), 0)
+    if not rest:
+        return _normal(quotient)
+    # All coefficients of `rest` lie in [1, d): reduce by their gcd with d.
+    g = math.gcd(d, const, *rest.values())
+    num = _normal({**{m: c // g for m, c in rest.items()}, (): const // g})
+    den = d // g
+    if den == 1:  # pragma: no cover - every residue is below d, so g < d
+        return _add(_normal(quotient), num)
+    atom = _Floor(num, den)  # type: ignore[arg-type]
+    return _add(_normal(quotient), _normal({((atom, 1),): 1}))
+
+
+def ceil_div(a: int | Sym, d: int | Sym) -> int | Sym:
+    """``ceil(a / d)`` for a positive int `d`: ``(a + d - 1) // d``."""
+    if not isinstance(d, Sym) and d > 0:
+        return floor_div(_add(a, d - 1), d)
+    return floor_div(a, d)  # raises for a symbolic or non-positive divisor
+
+
+class Sym:
+    """An exact polynomial over symbols (integers >= 0) and floor atoms; immutable,
+    hashable, never a constant (a constant result is an `int`). See the module text."""
+
+    __slots__ = ("_terms", "_hash")
+    _terms: tuple[tuple[_Monomial, int], ...]
+    _hash: int
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise LayoutError(
+                f"symbol: a name must be an identifier (letters, digits, '_'); got {name!r}"
+            )
+        self._terms = ((((name, 1),), 1),)
+        self._hash = hash(self._terms)
+
+    # -- arithmetic ---------------------------------------------------------------------
+
+    def __add__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        return NotImplemented if o is None else _add(self, o)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        return NotImplemented if o is None else _add(self, o, -1)
+
+    def __rsub__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        return NotImplemented if o is None else _add(o, self, -1)
+
+    def __neg__(self) -> int | Sym:
+        return _add(0, self, -1)
+
+    def __pos__(self) -> Sym:
+        return self
+
+    def __mul__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        return NotImplemented if o is None else _mul(self, o)
+
+    __rmul__ = __mul__
+
+    def __pow__(self, k: int) -> int | Sym:
+        k = operator.index(k)
+        if k < 0:
+            raise LayoutError(f"{self} ** {k}: only non-negative powers")
+        out: int | Sym = 1
+        for _ in range(k):
+            out = _mul(out, self)
+        return out
+
+    def __floordiv__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        return NotImplemented if o is None else floor_div(self, o)
+
+    def __rfloordiv__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        return NotImplemented if o is None else floor_div(o, self)
+
+    def __mod__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        if o is None:
+            return NotImplemented
+        return _add(self, _mul(o, floor_div(self, o)), -1)
+
+    # -- identity and order -------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sym):
+            return self._hash == other._hash and self._terms == other._terms
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __lt__(self, other: object) -> Relation:
+        o = _coerce(other)
+        return NotImplemented if o is None else Relation(self, "<", o)
+
+    def __le__(self, other: object) -> Relation:
+        o = _coerce(other)
+        return NotImplemented if o is None else Relation(self, "<=", o)
+
+    def __gt__(self, other: object) -> Relation:
+        o = _coerce(other)
+        return NotImplemented if o is None else Relation(self, ">", o)
+
+    def __ge__(self, other: object) -> Relation:
+        o = _coerce(other)
+        return NotImplemented if o is None else Relation(self, ">=", o)
+
+    def __bool__(self) -> bool:
+        # `if size:` asks "is it non-zero"; a symbol may be 0.
+        return bool(Relation(self, "!=", 0, exact=False))
+
+    def __index__(self) -> int:
+        raise LayoutError(
+            f"the symbolic size {self} is used where a concrete int is needed "
+            f"(symbols {', '.join(sorted(self.free_symbols))})"
+        )
+
+    __int__ = __index__
+
+    # -- queries ------------------------------------------------------------------------
+
+    @property
+    def free_symbols(self) -> frozenset[str]:
+        names: set[str] = set()
+        for m, _ in self._terms:
+            for atom, _p in m:
+                if isinstance(atom, str):
+                    names.add(atom)
+                else:
+                    names |= atom.num.free_symbols
+        return frozenset(names)
+
+    @property
+    def name(self) -> str | None:
+        """The name when this is one bare symbol, else None."""
+        if len(self._terms) == 1:
+            (m, c), = self._terms
+            if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], str):
+                return m[0][0]
+        return None
+
+    def evaluate(self, bindings: Mapping[str, int]) -> int:
+        total = 0
+        for m, c in self._terms:
+            for atom, p in m:
+                if isinstance(atom, str):
+                    try:
+                        v = bindings[atom]
+                    except KeyError:
+                        raise LayoutError(
+                            f"evaluate {self}: no value for the symbol {atom} "
+                            f"(bound: {', '.join(sorted(bindings)) or 'none'})"
+                        ) from None
+                else:
+                    v = atom.num.evaluate(bindings) // atom.den
+                c *= v**p if p != 1 else v
+            total += c
+        return total
+
+    def compile(self, names: Sequence[str]) -> Callable[..., int]:
+        """A function of positional ints, one per name of `names`, evaluating `self`.
+
+        ``(64*N + M).compile(["N", "M"])(2, 3) == 131``; built once, it costs what the
+        Python expression costs (no dict look-up per symbol).
+        """
+        names = list(names)
+        missing = self.free_symbols - set(names)
+        if missing:
+            raise LayoutError(
+                f"compile {self}: no argument for the symbol(s) {', '.join(sorted(missing))}"
+            )
+        args = [f"_{i}" for i in range(len(names))]
+        source = _py_source(self, dict(zip(names, args, strict=True)))
+        return eval(f"lambda {', '.join(args)}: {source}")  # noqa: S307 - our own text
+
+    # -- text ---------------------------------------------------------------------------
+
+    def _text(self) -> str:
+        out = []
+        for m, c in self._terms:
+            factors = []
+            # A floor atom stands bare only as a whole term of coefficient 1 or, after
+            # the first term, -1 (`N+(N+1)//2`, `N-N//2`): `//` binds as `*` does.
+            alone = len(m) == 1 and m[0][1] == 1 and (c == 1 or (c == -1 and out))
+            for atom, p in m:
+                a = atom if isinstance(atom, str) else atom.key if alone else f"({atom.key})"
+                factors.append(a if p == 1 else f"{a}**{p}")
+            body = "*".join(factors)
+            mag = abs(c)
+            if not body:
+                piece = str(mag)
+            elif mag == 1:
+                piece = body
+            else:
+                piece = f"{mag}*{body}"
+            if not out:
+                out.append(piece if c > 0 else f"-{piece}")
+            else:
+                out.append(("+" if c > 0 else "-") + piece)
+        return "".join(out)
+
+    def __str__(self) -> str:
+        return self._text()
+
+    def __repr__(self) -> str:
+        return f"Sym({self._text()!r})"
+
+    def __reduce__(self) -> tuple:
+        return (parse_size, (self._text(),))
+
+
+def _py_source(x: int | Sym, names: Mapping[str, str]) -> str:
+    if not isinstance(x, Sym):
+        return f"({x})"
+    terms = []
+    for m, c in x._terms:
+        factors = [str(c)]
+        for atom, p in m:
+            if isinstance(atom, str):
+                a = names[atom]
+            else:
+                a = f"({_py_source(atom.num, names)}//{atom.den})"
+            factors.extend([a] * p)
+        terms.append("*".join(factors))
+    return "(" + "+".join(terms) + ")"
+
+
+Size = Union[int, Sym]
+
+
+def symbol(name: str) -> Sym:
+    """The symbol `name` (an identifier): an integer >= 0 known only at call time."""
+    return Sym(name)
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+def _nonneg(x: int | Sym) -> bool:
+    """Proven ``x >= 0`` for every value of the symbols (symbols and floor atoms of
+    non-negative numerators are >= 0, so non-negative coefficients suffice)."""
+    if not isinstance(x, Sym):
+        return x >= 0
+    for m, c in x._terms:
+        if c < 0:
+            return False
+        for atom, _p in m:
+            if isinstance(atom, _Floor) and not _nonneg(atom.num):
+                return False
+    return True
+
+
+def _proves(lhs: int | Sym, op: str, rhs: int | Sym) -> bool:
+    if op == "<=":
+        return _nonneg(_add(rhs, lhs, -1))
+    if op == "<":
+        return _nonneg(_add(_add(rhs, lhs, -1), -1))
+    if op == ">=":
+        return _proves(rhs, "<=", lhs)
+    if op == ">":
+        return _proves(rhs, "<", lhs)
+    if op == "==":
+        return _add(lhs, rhs, -1) == 0
+    return _proves(lhs, "<", rhs) or _proves(lhs, ">", rhs)  # "!="
+
+
+_NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+class Relation:
+    """``lhs op rhs`` between sizes, at least one symbolic. Its truth value is the proven
+    answer, or a `LayoutError` naming the symbols when it depends on their values."""
+
+    __slots__ = ("lhs", "op", "rhs", "exact")
+
+    def __init__(self, lhs: int | Sym, op: str, rhs: int | Sym, exact: bool = True) -> None:
+        self.lhs, self.op, self.rhs, self.exact = lhs, op, rhs, exact
+
+    def __str__(self) -> str:
+        return f"{format_size(self.lhs)} {self.op} {format_size(self.rhs)}"
+
+    def proven(self) -> bool:
+        return _proves(self.lhs, self.op, self.rhs)
+
+    def disproven(self) -> bool:
+        return _proves(self.lhs, _NEGATION[self.op], self.rhs)
+
+    def __bool__(self) -> bool:
+        if self.proven():
+            return True
+        if self.disproven():
+            return False
+        names = sorted(free_symbols((self.lhs, self.rhs)))
+        raise LayoutError(
+            f"whether {self} depends on the value of {', '.join(names)}: a symbolic size "
+            f"must give the same answer for every value (symbols are integers >= 0)"
+        )
+
+
+def statically_true(relation: object) -> bool:
+    """Whether `relation` (a bool, or a `Relation` such as ``N <= 4*N``) holds for every
+    value of its symbols. Never raises for an undecided relation: it answers False."""
+    if isinstance(relation, Relation):
+        return relation.proven()
+    return bool(relation)
+
+
+def statically_false(relation: object) -> bool:
+    """Whether `relation` fails for every value of its symbols."""
+    if isinstance(relation, Relation):
+        return relation.disproven()
+    return not bool(relation)
+
+
+def size_max(a: int | Sym, b: int | Sym) -> int | Sym:
+    """The larger of two sizes where the order is provable (else `LayoutError`)."""
+    return b if Relation(a, "<", b) else a
+
+
+def size_min(a: int | Sym, b: int | Sym) -> int | Sym:
+    """The smaller of two sizes where the order is provable (else `LayoutError`)."""
+    return b if Relation(b, "<", a) else a
+
+
+def is_static(x: object) -> bool:
+    """No symbol in `x`: an int, or a (nested) tuple/list of them."""
+    if isinstance(x, Sym):
+        return False
+    if isinstance(x, (tuple, list)):
+        return all(is_static(v) for v in x)
+    return True
+
+
+def free_symbols(x: object) -> frozenset[str]:
+    """The names of the symbols in `x` (a size or a nested tuple/list of sizes)."""
+    if isinstance(x, Sym):
+        return x.free_symbols
+    if isinstance(x, (tuple, list)):
+        out: frozenset[str] = frozenset()
+        for v in x:
+            out |= free_symbols(v)
+        return out
+    return frozenset()
+
+
+def evaluate(x: Any, bindings: Mapping[str, int]) -> Any:
+    """`x` with its symbols bound: an int for a size, a tuple for a tuple (nested)."""
+    if isinstance(x, Sym):
+        return x.evaluate(bindings)
+    if isinstance(x, (tuple, list)):
+        return tuple(evaluate(v, bindings) for v in x)
+    return x
+
+
+def as_size(value: object, what: str = "size") -> int | Sym:
+    """`value` as a size: an int (anything with ``__index__``, not a bool), a `Sym`, or
+    a symbol name (a str). Anything else is a `LayoutError` naming `what`."""
+    if isinstance(value, Sym):
+        return value
+    if isinstance(value, str):
+        if not _NAME.match(value):
+            raise LayoutError(
+                f"{what}: a symbolic size must be an identifier like 'N'; got {value!r}"
+            )
+        return Sym(value)
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise LayoutError(f"{what}: expected an int or a symbol name; got {value!r}")
+
+
+def as_sizes(values: object, what: str = "sizes") -> tuple[int | Sym, ...]:
+    """`values` (an iterable) as a tuple of sizes; see `as_size`."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise LayoutError(f"{what}: expected a sequence of sizes; got {values!r}")
+    return tuple(as_size(v, what) for v in values)
+
+
+def format_size(x: int | Sym) -> str:
+    """The text form of a size: ``64``, ``N``, ``64*N+3``, ``(N+1)//2``."""
+    return str(x)
+
+
+# -- parsing -----------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|//|[-+*()]))")
+
+
+def parse_size(text: str) -> int | Sym:
+    """Read `format_size`'s form (also sums, products, ``//`` by an int, ``**`` by an
+    int, parentheses, unary minus). Malformed text is a `LayoutError` quoting it."""
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    text = str(text)
+    while pos < len(text):
+        if text[pos:].isspace():
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise LayoutError(f"size expression {text!r}: unexpected {text[pos:]!r}")
+        kind = "int" if m.group(1) else "name" if m.group(2) else "op"
+        tokens.append((kind, m.group(m.lastindex)))  # type: ignore[arg-type]
+        pos = m.end()
+    parser = _ExprParser(text, tokens)
+    value = parser.expr()
+    if parser.i != len(tokens):
+        parser.fail()
+    return value
+
+
+class _ExprParser:
+    def __init__(self, text: str, tokens: list[tuple[str, str]]) -> None:
+        self.text, self.tokens, self.i = text, tokens, 0
+
+    def fail(self) -> Any:
+        where = self.tokens[self.i][1] if self.i < len(self.tokens) else "the end"
+        raise LayoutError(f"size expression {self.text!r}: unexpected {where!r}")
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i][1] if self.i < len(self.tokens) else None
+
+    def expr(self) -> int | Sym:
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.tokens[self.i][1]
+            self.i += 1
+            value = _add(value, self.term(), 1 if op == "+" else -1)
+        return value
+
+    def term(self) -> int | Sym:
+        value = self.unary()
+        while self.peek() in ("*", "//"):
+            op = self.tokens[self.i][1]
+            self.i += 1
+            rhs = self.unary()
+            value = _mul(value, rhs) if op == "*" else floor_div(value, rhs)
+        return value
+
+    def unary(self) -> int | Sym:
+        if self.peek() == "-":
+            self.i += 1
+            return _add(0, self.unary(), -1)
+        base = self.atom()
+        if self.peek() == "**":
+            self.i += 1
+            if self.i >= len(self.tokens) or self.tokens[self.i][0] != "int":
+                self.fail()
+            k = int(self.tokens[self.i][1])
+            self.i += 1
+            return base**k if isinstance(base, Sym) else base**k
+        return base
+
+    def atom(self) -> int | Sym:
+        if self.i >= len(self.tokens):
+            self.fail()
+        kind, text = self.tokens[self.i]
+        self.i += 1
+        if kind == "int":
+            return int(text)
+        if kind == "name":
+            return Sym(text)
+        if text == "(":
+            value = self.expr()
+            if self.peek() != ")":
+                self.fail()
+            self.i += 1
+            return value
+        self.i -= 1
+        return self.fail()
