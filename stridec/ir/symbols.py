@@ -52,7 +52,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from stridec.errors import LayoutError
 
@@ -335,7 +335,7 @@ class Sym:
     def name(self) -> str | None:
         """The name when this is one bare symbol, else None."""
         if len(self._terms) == 1:
-            (m, c), = self._terms
+            ((m, c),) = self._terms
             if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], str):
                 return m[0][0]
         return None
@@ -426,7 +426,7 @@ def _py_source(x: int | Sym, names: Mapping[str, str]) -> str:
     return "(" + "+".join(terms) + ")"
 
 
-Size = Union[int, Sym]
+Size = int | Sym
 
 
 def symbol(name: str) -> Sym:
