@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from stridec.errors import VerificationError
 from stridec.ir import display
+from stridec.ir.attributes import Attr
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
 
@@ -126,12 +127,15 @@ def inference_record(
 
 
 class Op:
-    """Base of every op. Subclasses set `name`, `attr_names` and the hooks below.
+    """Base of every op. Subclasses set `name`, declare their attributes with
+    `stridec.ir.attributes.attr` (`dims = attr(ints)`: the attribute, its canonical form,
+    its place in the text and the accessor `op.dims`, declared once) and override the hooks
+    below.
 
     Hooks (classmethods or methods a subclass overrides):
-    - `normalize(attrs, operand_types)` validates attributes and returns them in
-      canonical form (tuples of ints, `DType`s, `Layout`s), raising a `StridecError`
-      naming the op and attribute;
+    - `relate_attrs(attrs, operand_types)` checks what ties the converted attributes to
+      each other and to the operand types, and may complete them (a default taken from
+      an operand), raising a `StridecError` naming the op and attribute;
     - `infer_types(operand_types)` returns the result types;
     - `verify_()` checks what normalization cannot (operand counts, dtypes); it may read
       the op's attributes and types and its operands' root storage (`Value.root`): the
@@ -148,7 +152,13 @@ class Op:
     """
 
     name: ClassVar[str] = "op"
+    #: The declared attributes: the class's own in declaration order, then its base's
+    #: (a shared tail, as the placement of the philox ops). Set by `__init_subclass__`.
+    attr_defs: ClassVar[tuple[Attr, ...]] = ()
+    #: Their names, in text order.
     attr_names: ClassVar[tuple[str, ...]] = ()
+    #: The names the text gives in the attribute dict (not by the result type).
+    text_attr_names: ClassVar[tuple[str, ...]] = ()
     #: True when every result is a view of operand 0 (zero-copy, no new storage).
     is_view: ClassVar[bool] = False
     #: Operand count: an int, or None for variadic.
@@ -202,10 +212,41 @@ class Op:
             self.operands.append(v)
             v.uses.append((self, len(self.operands) - 1))
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = [a for a in vars(cls).values() if isinstance(a, Attr)]
+        keys = {a.key for a in own}
+        inherited = [a for a in cls.__base__.attr_defs if a.key not in keys]
+        cls.attr_defs = tuple(own + inherited)
+        cls.attr_names = tuple(a.key for a in cls.attr_defs)  # type: ignore[misc]
+        cls.text_attr_names = tuple(a.key for a in cls.attr_defs if not a.in_type)
+
     # -- hooks ---------------------------------------------------------------------------
     @classmethod
-    def normalize(cls, attrs: dict[str, Any], operand_types: Sequence[TensorType]) -> dict:
-        return attrs
+    def normalize(cls, attrs: Mapping[str, Any], operand_types: Sequence[TensorType]) -> dict:
+        """The attributes in canonical form, in declaration order: each declared one
+        converted (or defaulted), then `relate_attrs`. Accepts its own output."""
+        out: dict[str, Any] = {}
+        name = cls.name
+        for a in cls.attr_defs:
+            key = a.key
+            value = attrs.get(key)
+            if value is None:
+                if a.required:
+                    raise VerificationError(f"{name}: missing attribute '{key}'")
+                if a.default is None:
+                    out[key] = None
+                    continue
+                if key not in attrs:
+                    value = a.default
+            out[key] = a.convert(name, key, value)
+        cls.relate_attrs(out, operand_types)
+        return out
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict[str, Any], operand_types: Sequence[TensorType]) -> None:
+        """Check (and complete, in place) what ties the converted attributes to each other
+        and to the operand types."""
 
     def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
         raise NotImplementedError(self.name)
@@ -218,8 +259,10 @@ class Op:
         return self.is_view
 
     def printed_attrs(self) -> dict[str, Any]:
-        """Attributes as the text form shows them, in declaration order, None left out."""
-        return {k: self.attrs[k] for k in self.attr_names if self.attrs.get(k) is not None}
+        """Attributes as the text form shows them, in declaration order, None left out
+        (and those the result type gives)."""
+        attrs = self.attrs
+        return {k: attrs[k] for k in self.text_attr_names if attrs[k] is not None}
 
     @classmethod
     def from_text(

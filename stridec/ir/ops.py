@@ -1,103 +1,29 @@
 """The op catalogue (docs/design.md#ir): sources, views, materializations and `output`.
 
-Each op validates its attributes (`normalize`), infers its result types — including the
-layout over the root storage, so every view is visibly a stride rewrite — verifies what
-normalization cannot. Their meaning in plain torch — the oracle — is the reference
+Each op declares its attributes once (`stridec.ir.attributes.attr`: their checks, their
+canonical form, their text order and the typed accessors come from there), infers its
+result types — including the layout over the root storage, so every view is visibly a
+stride rewrite — and verifies what normalization cannot. Their meaning in plain torch — the oracle — is the reference
 backend's (`stridec.runtime.backends.reference.RULES`): the IR itself needs no torch.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
-from stridec.ir.affine import MAX_RANK
-from stridec.ir.dtypes import DType, as_dtype, convert, fill_fits
+from stridec.ir import attributes as A
+from stridec.ir.attributes import attr, check_fill
+from stridec.ir.dtypes import DType, as_dtype, convert
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
 
 
-# -- attribute helpers -------------------------------------------------------------------
-def _is_bool(value: Any) -> bool:
-    """A Python or numpy bool."""
-    return isinstance(value, bool) or type(value).__name__ == "bool_"
-
-
-def _is_index(value: Any) -> bool:
-    """An int as torch takes one: a Python int or anything with `__index__` (numpy
-    integers), never a bool."""
-    return not _is_bool(value) and (
-        isinstance(value, int) or hasattr(type(value), "__index__")
-    )
-
-
-def _int(op: str, key: str, value: Any) -> int:
-    if not _is_index(value):
-        raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}") from None
-
-
-def _opt_int(op: str, key: str, value: Any) -> int | None:
-    return None if value is None else _int(op, key, value)
-
-
-def _ints(op: str, key: str, value: Any) -> tuple[int, ...]:
-    if _is_index(value) and not isinstance(value, (list, tuple)):
-        return (_int(op, key, value),)
-    if not isinstance(value, (list, tuple)):  # torch.Size is a tuple
-        raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
-    return tuple(_int(op, key, v) for v in value)
-
-
-def _number(op: str, key: str, value: Any) -> int | float | bool:
-    """A Python bool, int or float; numpy scalars (and anything with `__index__`) become one."""
-    if _is_bool(value):
-        return bool(value)
-    if not isinstance(value, (int, float)):
-        if hasattr(type(value), "__index__"):
-            return operator.index(value)
-        if not isinstance(value, numbers.Real):
-            raise VerificationError(f"{op}: attribute '{key}' must be a number; got {value!r}")
-        return float(value)
-    return value
-
-
-def _fill(op: str, key: str, value: Any, dtype: DType | None) -> int | float | bool:
-    """A number `dtype` can hold (`stridec.ir.dtypes.fill_fits`): torch refuses a fill that
-    overflows it, and a fill never wraps."""
-    value = _number(op, key, value)
-    if dtype is not None and not fill_fits(value, dtype):
-        raise ShapeError(f"{op}: attribute '{key}' = {value!r} does not fit dtype {dtype}")
-    return value
-
-
-def _require(attrs: dict, op: str, *keys: str) -> None:
-    for k in keys:
-        if attrs.get(k) is None:
-            raise VerificationError(f"{op}: missing attribute '{k}'")
-
-
-def _sizes(op: str, key: str, value: Any) -> tuple[int, ...]:
-    sizes = _ints(op, key, value)
-    if len(sizes) > MAX_RANK:
-        from stridec.errors import UnsupportedError
-
-        raise UnsupportedError(f"{op}: rank {len(sizes)} is above the maximum {MAX_RANK}")
-    for s in sizes:
-        if s < 0:
-            raise ShapeError(f"{op}: '{key}' must be >= 0; got {list(sizes)}")
-    return sizes
-
-
+# -- attribute relations ------------------------------------------------------------------
 def _prefixed(op: str, fn: Any, *args: Any) -> Any:
     """Call a layout rule; re-raise its error with the op name in front."""
     try:
@@ -121,24 +47,20 @@ class InputOp(Op):
     """
 
     name = "input"
-    attr_names = ("name", "sizes", "dtype", "layout", "storage")
     num_operands = 0
+    arg_name: str = attr(A.nonempty_str, key="name", doc="The argument's name.")
+    sizes: tuple[int, ...] = attr(A.sizes, in_type=True)
+    dtype: DType = attr(A.dtype, in_type=True)
+    layout: Layout | None = attr(A.layout, None, in_type=True, doc="None: row-major.")
+    storage: int | None = attr(
+        A.integer, None, doc="Elements of the storage; None: what the layout addresses."
+    )
 
     @classmethod
-    def normalize(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
-        _require(attrs, cls.name, "name", "sizes", "dtype")
-        if not isinstance(attrs["name"], str) or not attrs["name"]:
-            raise VerificationError(
-                f"input: 'name' must be a non-empty string; got {attrs['name']!r}"
-            )
-        sizes = _sizes(cls.name, "sizes", attrs["sizes"])
-        layout = attrs.get("layout")
-        if layout is not None:
-            if not isinstance(layout, Layout):
-                raise VerificationError(f"input: 'layout' must be a Layout; got {layout!r}")
-            if layout.sizes != sizes:
-                raise ShapeError(f"input '{attrs['name']}': layout sizes {layout.sizes} != {sizes}")
-        storage = _opt_int(cls.name, "storage", attrs.get("storage"))
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        sizes, layout, storage = attrs["sizes"], attrs["layout"], attrs["storage"]
+        if layout is not None and layout.sizes != sizes:
+            raise ShapeError(f"input '{attrs['name']}': layout sizes {layout.sizes} != {sizes}")
         if storage is not None:
             need = (layout or Layout.contiguous(sizes)).min_storage_size()
             if storage < need:
@@ -146,26 +68,14 @@ class InputOp(Op):
                     f"input '{attrs['name']}': storage of {storage} elements is smaller than "
                     f"the {need} its layout {layout or Layout.contiguous(sizes)} addresses"
                 )
-        return {
-            "name": attrs["name"],
-            "sizes": sizes,
-            "dtype": as_dtype(attrs["dtype"], "input: dtype"),
-            "layout": layout,
-            "storage": storage,
-        }
 
     def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
-        return [TensorType(self.attrs["sizes"], self.attrs["dtype"], self.attrs["layout"])]
+        return [TensorType(self.sizes, self.dtype, self.layout)]
 
     @property
     def declared(self) -> bool:
         """Whether the graph was planned for a given layout or storage (not the default)."""
-        return self.attrs["layout"] is not None or self.attrs["storage"] is not None
-
-    def printed_attrs(self) -> dict[str, Any]:
-        if self.attrs["storage"] is None:
-            return {"name": self.attrs["name"]}
-        return {"name": self.attrs["name"], "storage": self.attrs["storage"]}
+        return self.layout is not None or self.storage is not None
 
     @classmethod
     def from_text(cls, operands, attrs, result_types) -> Op:  # type: ignore[override]
@@ -180,8 +90,8 @@ def storage_elements(root: Value) -> int:
     """Elements of the storage under a root value: an input's declared `storage`, else
     what its layout addresses (a buffer a copy allocates holds exactly that)."""
     op = root.owner
-    if isinstance(op, InputOp) and op.attrs["storage"] is not None:
-        return op.attrs["storage"]
+    if isinstance(op, InputOp) and op.storage is not None:
+        return op.storage
     return root.type.layout.min_storage_size()
 
 
@@ -190,21 +100,17 @@ class FullOp(Op):
     """A tensor of `sizes` filled with `value` (torch.full)."""
 
     name = "full"
-    attr_names = ("sizes", "value", "dtype")
     num_operands = 0
+    sizes: tuple[int, ...] = attr(A.sizes)
+    value: int | float | bool = attr(A.number)
+    dtype: DType = attr(A.dtype)
 
     @classmethod
-    def normalize(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
-        _require(attrs, cls.name, "sizes", "value", "dtype")
-        dtype = as_dtype(attrs["dtype"], "full: dtype")
-        return {
-            "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
-            "value": _fill(cls.name, "value", attrs["value"], dtype),
-            "dtype": dtype,
-        }
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        check_fill(cls.name, "value", attrs["value"], attrs["dtype"])
 
     def infer_types(self, operand_types):
-        return [TensorType(self.attrs["sizes"], self.attrs["dtype"])]
+        return [TensorType(self.sizes, self.dtype)]
 
 
 def _check_state(op: str, t: TensorType) -> None:
@@ -212,9 +118,6 @@ def _check_state(op: str, t: TensorType) -> None:
         raise VerificationError(f"{op}: state must be uint32 or int32; got {t.dtype.name}")
     if t.sizes not in ((6,), (1, 1, 1, 6)):
         raise VerificationError(f"{op}: state must have shape (6,) or (1, 1, 1, 6); got {t.sizes}")
-
-
-_PLACEMENT = ("layout", "space", "index", "dst", "masks", "fill")
 
 
 class _PhiloxBase(Op):
@@ -231,34 +134,30 @@ class _PhiloxBase(Op):
     """
 
     num_operands = None
+    # The placement: all None in the natural form.
+    layout: Layout | None = attr(A.layout, None, doc="The placed values' buffer layout.")
+    space: tuple[int, ...] | None = attr(A.sizes, None, doc="The iteration space.")
+    index: Layout | None = attr(A.layout, None, doc="The logical index of each point.")
+    dst: Layout | None = attr(A.layout, None, doc="The buffer index of each point.")
+    masks: tuple | None = attr(A.masks, None, doc="`(coeffs, lo, hi)` bounds.")
+    fill: int | float | bool | None = attr(A.number, None, doc="Written where a mask fails.")
 
     def value_dtype(self) -> DType:
         raise NotImplementedError
 
     @classmethod
-    def normalize_placement(cls, attrs: dict) -> dict:
-        space = attrs.get("space")
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        space = attrs["space"]
         if space is None:
-            for key in _PLACEMENT:
-                if attrs.get(key) is not None:
+            for key in ("layout", "index", "dst", "masks", "fill"):
+                if attrs[key] is not None:
                     raise VerificationError(f"{cls.name}: '{key}' needs 'space'")
-            return dict.fromkeys(_PLACEMENT)
-        space = _sizes(cls.name, "space", space)
+            return
         for key in ("layout", "index", "dst"):
-            lay = attrs.get(key)
-            if not isinstance(lay, Layout) or (key != "layout" and lay.sizes != space):
+            lay = attrs[key]
+            if lay is None or (key != "layout" and lay.sizes != space):
                 over = "" if key == "layout" else f" over space {list(space)}"
                 raise VerificationError(f"{cls.name}: '{key}' must be a Layout{over}; got {lay}")
-        masks = _masks(cls.name, attrs.get("masks"))
-        fill = attrs.get("fill")
-        return {
-            "layout": attrs["layout"],
-            "space": space,
-            "index": attrs["index"],
-            "dst": attrs["dst"],
-            "masks": masks or None,
-            "fill": None if fill is None else _number(cls.name, "fill", fill),
-        }
 
     def infer_types(self, operand_types):
         if len(operand_types) not in (1, 2):
@@ -268,7 +167,7 @@ class _PhiloxBase(Op):
             )
         _check_state(self.name, operand_types[0])
         state = operand_types[0]
-        layout = self.attrs["layout"]
+        layout = self.layout
         if len(operand_types) == 2:
             into = operand_types[1]
             if layout is None or into.layout != layout or into.dtype != self.value_dtype():
@@ -277,14 +176,14 @@ class _PhiloxBase(Op):
                     f"/ dtype {self.value_dtype()}"
                 )
         if layout is None:
-            values = TensorType(self.attrs["sizes"], self.value_dtype())
+            values = TensorType(self.sizes, self.value_dtype())
         else:
             values = TensorType(layout.sizes, self.value_dtype(), layout)
         return [values, TensorType(state.sizes, state.dtype)]
 
     @property
     def is_placed(self) -> bool:
-        return self.attrs["space"] is not None
+        return self.space is not None
 
 
 @register_op
@@ -292,15 +191,7 @@ class PhiloxOp(_PhiloxBase):
     """Philox4x32-10 bits (docs/design.md#philox): `bits, new_state = philox(state, sizes)`."""
 
     name = "philox"
-    attr_names = ("sizes",) + _PLACEMENT
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes")
-        return {
-            "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
-            **cls.normalize_placement(attrs),
-        }
+    sizes: tuple[int, ...] = attr(A.sizes, doc="The logical shape of the bits.")
 
     def value_dtype(self) -> DType:
         return as_dtype("uint32")
@@ -312,18 +203,19 @@ class PhiloxUniformOp(_PhiloxBase):
     (docs/design.md#philox)."""
 
     name = "philox_uniform"
-    attr_names = ("sizes", "dtype", "low", "high") + _PLACEMENT
+    sizes: tuple[int, ...] = attr(A.sizes, doc="The logical shape of the values.")
+    dtype: DType = attr(A.dtype, "float32")
+    low: float = attr(A.real, 0.0)
+    high: float = attr(A.real, 1.0)
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes")
-        dtype = as_dtype(attrs.get("dtype", "float32"), "philox_uniform: dtype")
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        dtype = attrs["dtype"]
         if dtype.name not in ("float32", "float16", "bfloat16"):
             raise VerificationError(
                 f"philox_uniform: dtype must be float32, float16 or bfloat16; got {dtype.name}"
             )
-        low = float(_number(cls.name, "low", attrs.get("low", 0.0)))
-        high = float(_number(cls.name, "high", attrs.get("high", 1.0)))
+        low, high = attrs["low"], attrs["high"]
         # As torch's uniform_: finite bounds, low <= high, and high - low a finite float
         # (so no value is ever NaN).
         f32 = as_dtype("float32")
@@ -338,16 +230,10 @@ class PhiloxUniformOp(_PhiloxBase):
                 f"philox_uniform: expects finite low <= high with a finite float32 "
                 f"high - low; got low={low!r}, high={high!r}"
             )
-        return {
-            "sizes": _sizes(cls.name, "sizes", attrs["sizes"]),
-            "dtype": dtype,
-            "low": low,
-            "high": high,
-            **cls.normalize_placement(attrs),
-        }
+        super().relate_attrs(attrs, operand_types)
 
     def value_dtype(self) -> DType:
-        return self.attrs["dtype"]
+        return self.dtype
 
 
 # -- views -------------------------------------------------------------------------------
@@ -368,46 +254,29 @@ class ViewOp(Op):
 @register_op
 class PermuteOp(ViewOp):
     name = "permute"
-    attr_names = ("dims",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dims")
-        return {"dims": _ints(cls.name, "dims", attrs["dims"])}
+    dims: tuple[int, ...] = attr(A.ints)
 
     def result_layout(self, layout):
-        return layout.permute(self.attrs["dims"])
+        return layout.permute(self.dims)
 
 
 @register_op
 class TransposeOp(ViewOp):
     name = "transpose"
-    attr_names = ("dim0", "dim1")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dim0", "dim1")
-        return {k: _int(cls.name, k, attrs[k]) for k in cls.attr_names}
+    dim0: int = attr(A.integer)
+    dim1: int = attr(A.integer)
 
     def result_layout(self, layout):
-        return layout.transpose(self.attrs["dim0"], self.attrs["dim1"])
+        return layout.transpose(self.dim0, self.dim1)
 
 
 @register_op
 class ExpandOp(ViewOp):
     name = "expand"
-    attr_names = ("sizes",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes")
-        sizes = _ints(cls.name, "sizes", attrs["sizes"])
-        if len(sizes) > MAX_RANK:
-            _sizes(cls.name, "sizes", sizes)
-        return {"sizes": sizes}
+    sizes: tuple[int, ...] = attr(A.shape, doc="-1 keeps a dim's size.")
 
     def result_layout(self, layout):
-        return layout.expand(self.attrs["sizes"])
+        return layout.expand(self.sizes)
 
 
 @register_op
@@ -415,79 +284,52 @@ class SliceOp(ViewOp):
     """`t[..., start:stop:step, ...]` along `dim` (torch semantics: wrap, clamp, step ≥ 1)."""
 
     name = "slice"
-    attr_names = ("dim", "start", "stop", "step")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dim")
-        return {
-            "dim": _int(cls.name, "dim", attrs["dim"]),
-            "start": _opt_int(cls.name, "start", attrs.get("start")),
-            "stop": _opt_int(cls.name, "stop", attrs.get("stop")),
-            "step": _int(cls.name, "step", attrs.get("step", 1)),
-        }
+    dim: int = attr(A.integer)
+    start: int | None = attr(A.integer, None)
+    stop: int | None = attr(A.integer, None)
+    step: int = attr(A.integer, 1)
 
     def result_layout(self, layout):
-        a = self.attrs
-        return layout.slice(a["dim"], a["start"], a["stop"], a["step"])
+        return layout.slice(self.dim, self.start, self.stop, self.step)
 
 
 @register_op
 class SelectOp(ViewOp):
     name = "select"
-    attr_names = ("dim", "index")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dim", "index")
-        return {k: _int(cls.name, k, attrs[k]) for k in cls.attr_names}
+    dim: int = attr(A.integer)
+    index: int = attr(A.integer)
 
     def result_layout(self, layout):
-        return layout.select(self.attrs["dim"], self.attrs["index"])
+        return layout.select(self.dim, self.index)
 
 
 @register_op
 class SqueezeOp(ViewOp):
     name = "squeeze"
-    attr_names = ("dims",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        dims = attrs.get("dims")
-        return {"dims": None if dims is None else _ints(cls.name, "dims", dims)}
+    dims: tuple[int, ...] | None = attr(A.ints, None, doc="None: every size-1 dim.")
 
     def result_layout(self, layout):
-        dims = self.attrs["dims"]
-        return layout.squeeze(None if dims is None else tuple(dims))
+        return layout.squeeze(self.dims)
 
 
 @register_op
 class UnsqueezeOp(ViewOp):
     name = "unsqueeze"
-    attr_names = ("dim",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dim")
-        return {"dim": _int(cls.name, "dim", attrs["dim"])}
+    dim: int = attr(A.integer)
 
     def result_layout(self, layout):
-        return layout.unsqueeze(self.attrs["dim"])
+        return layout.unsqueeze(self.dim)
 
 
 @register_op
 class UnfoldOp(ViewOp):
     name = "unfold"
-    attr_names = ("dim", "size", "step")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dim", "size", "step")
-        return {k: _int(cls.name, k, attrs[k]) for k in cls.attr_names}
+    dim: int = attr(A.integer)
+    size: int = attr(A.integer)
+    step: int = attr(A.integer)
 
     def result_layout(self, layout):
-        a = self.attrs
-        return layout.unfold(a["dim"], a["size"], a["step"])
+        return layout.unfold(self.dim, self.size, self.step)
 
 
 @register_op
@@ -495,19 +337,12 @@ class DiagonalOp(ViewOp):
     """torch.diagonal(offset, dim1, dim2): a view (`Layout.diagonal`)."""
 
     name = "diagonal"
-    attr_names = ("offset", "dim1", "dim2")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        return {
-            "offset": _int(cls.name, "offset", attrs.get("offset", 0)),
-            "dim1": _int(cls.name, "dim1", attrs.get("dim1", 0)),
-            "dim2": _int(cls.name, "dim2", attrs.get("dim2", 1)),
-        }
+    offset: int = attr(A.integer, 0)
+    dim1: int = attr(A.integer, 0)
+    dim2: int = attr(A.integer, 1)
 
     def result_layout(self, layout):
-        a = self.attrs
-        return layout.diagonal(a["offset"], a["dim1"], a["dim2"])
+        return layout.diagonal(self.offset, self.dim1, self.dim2)
 
 
 @register_op
@@ -515,26 +350,23 @@ class AsStridedOp(ViewOp):
     """An explicit stride rewrite over the operand's root storage (absolute offset)."""
 
     name = "as_strided"
-    attr_names = ("sizes", "strides", "offset")
+    sizes: tuple[int, ...] = attr(A.sizes)
+    strides: tuple[int, ...] = attr(A.ints)
+    offset: int | None = attr(A.integer, None, doc="None: the operand's offset.")
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes", "strides")
-        sizes = _sizes(cls.name, "sizes", attrs["sizes"])
-        strides = _ints(cls.name, "strides", attrs["strides"])
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        sizes, strides, offset = attrs["sizes"], attrs["strides"], attrs["offset"]
         if len(strides) != len(sizes):
             raise LayoutError(
                 f"as_strided: sizes {list(sizes)} and strides {list(strides)} differ in rank"
             )
-        offset = _opt_int(cls.name, "offset", attrs.get("offset"))
         if offset is not None and offset < 0:
             raise LayoutError(f"as_strided: offset must be >= 0; got {offset}")
-        return {"sizes": sizes, "strides": strides, "offset": offset}
 
     def result_layout(self, layout):
-        a = self.attrs
-        offset = layout.offset if a["offset"] is None else a["offset"]
-        return Layout(a["sizes"], a["strides"], offset)
+        offset = layout.offset if self.offset is None else self.offset
+        return Layout(self.sizes, self.strides, offset)
 
     def verify_(self) -> None:
         """The result must address only the root's storage, as torch's as_strided checks."""
@@ -558,29 +390,31 @@ def _resolve_sizes(op: str, sizes: tuple[int, ...], numel: int) -> tuple[int, ..
     return sizes
 
 
-class _ReshapeBase(ViewOp):
-    attr_names = ("sizes",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes")
-        sizes = _ints(cls.name, "sizes", attrs["sizes"])
-        if len(sizes) > MAX_RANK:
-            _sizes(cls.name, "sizes", sizes)
-        if operand_types:
-            sizes = _resolve_sizes(cls.name, sizes, operand_types[0].numel)
-        return {"sizes": sizes}
+class _ReshapeLike(ViewOp):
+    """A view when the operand's layout allows one (`viewed`), else a row-major copy."""
 
     def viewed(self, layout: Layout) -> Layout | None:
-        return layout.view(self.attrs["sizes"])
+        raise NotImplementedError(self.name)
 
     def aliases_operand(self) -> bool:
         return self.viewed(self.operands[0].type.layout) is not None
 
+
+class _ReshapeBase(_ReshapeLike):
+    sizes: tuple[int, ...] = attr(A.shape, doc="The new sizes; a -1 is resolved on build.")
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        if operand_types:
+            attrs["sizes"] = _resolve_sizes(cls.name, attrs["sizes"], operand_types[0].numel)
+
+    def viewed(self, layout: Layout) -> Layout | None:
+        return layout.view(self.sizes)
+
     def infer_types(self, operand_types):
         t = operand_types[0]
         layout = self.viewed(t.layout)
-        return [TensorType(self.attrs["sizes"], t.dtype, layout)]
+        return [TensorType(self.sizes, t.dtype, layout)]
 
 
 @register_op
@@ -601,7 +435,7 @@ class ViewShapeOp(_ReshapeBase):
         layout = self.viewed(t.layout)
         if layout is None:
             raise LayoutError(
-                f"view: sizes {list(self.attrs['sizes'])} are not viewable from layout "
+                f"view: sizes {list(self.sizes)} are not viewable from layout "
                 f"{t.layout} (use reshape, which copies)"
             )
         return [TensorType(layout.sizes, t.dtype, layout)]
@@ -611,24 +445,19 @@ class ViewShapeOp(_ReshapeBase):
 
 
 @register_op
-class FlattenOp(_ReshapeBase):
+class FlattenOp(_ReshapeLike):
     """torch.flatten(start_dim, end_dim): a reshape (view when possible, else a copy)."""
 
     name = "flatten"
-    attr_names = ("start_dim", "end_dim")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        start = _int(cls.name, "start_dim", attrs.get("start_dim", 0))
-        end = _int(cls.name, "end_dim", attrs.get("end_dim", -1))
-        return {"start_dim": start, "end_dim": end}
+    start_dim: int = attr(A.integer, 0)
+    end_dim: int = attr(A.integer, -1)
 
     def _sizes_for(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
         rank = len(sizes)
         if rank == 0:
             return (1,)
-        start = self.attrs["start_dim"]
-        end = self.attrs["end_dim"]
+        start = self.start_dim
+        end = self.end_dim
         for d in (start, end):
             if not -rank <= d < rank:
                 raise LayoutError(f"flatten: dim {d} out of range for rank {rank}")
@@ -655,23 +484,16 @@ class SplitOp(ViewOp):
     after checking that n is the whole dim)."""
 
     name = "split"
-    attr_names = ("sizes", "dim")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "sizes")
-        return {
-            "sizes": _ints(cls.name, "sizes", attrs["sizes"]),
-            "dim": _int(cls.name, "dim", attrs.get("dim", 0)),
-        }
+    sizes: tuple[int, ...] = attr(A.ints, doc="One chunk size, or the section sizes.")
+    dim: int = attr(A.integer, 0)
 
     def sections(self, layout: Layout) -> list[tuple[int, int]]:
         rank = layout.rank
-        dim = self.attrs["dim"]
+        dim = self.dim
         if not -rank <= dim < rank:
             raise LayoutError(f"split: dim {dim} out of range for rank {rank}")
         length = layout.sizes[dim % rank]
-        sizes = self.attrs["sizes"]
+        sizes = self.sizes
         if len(sizes) == 1:
             chunk = sizes[0]
             if chunk < 0 or (chunk == 0 and length > 0):
@@ -694,7 +516,7 @@ class SplitOp(ViewOp):
 
     def infer_types(self, operand_types):
         t = operand_types[0]
-        dim = self.attrs["dim"]
+        dim = self.dim
         results = []
         for start, stop in _prefixed(self.name, self.sections, t.layout):
             layout = t.layout.slice(dim, start, stop, 1)
@@ -751,34 +573,15 @@ class FlipOp(_FreshLikeOp):
     its storage (`as_strided`, `view`) reads the new tensor's, as in torch."""
 
     name = "flip"
-    attr_names = ("dims",)
+    dims: tuple[int, ...] = attr(A.ints)
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dims")
-        dims = _ints(cls.name, "dims", attrs["dims"])
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
         if operand_types:
-            _prefixed(cls.name, operand_types[0].layout.flip, dims)  # checks the dims
-        return {"dims": dims}
+            _prefixed(cls.name, operand_types[0].layout.flip, attrs["dims"])  # checks the dims
 
     def source_layout(self) -> Layout:
-        return self.operands[0].type.layout.flip(self.attrs["dims"])
-
-
-def _masks(op: str, value: Any) -> tuple[tuple[tuple[int, ...], int, int], ...] | None:
-    """Masks as `((coeffs...), lo, hi)` triples: valid iff lo <= Σ coeffs_k·i_k < hi."""
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple)):
-        raise VerificationError(f"{op}: 'masks' must be a list of [coeffs, lo, hi]; got {value!r}")
-    out = []
-    for m in value:
-        if hasattr(m, "coeffs"):
-            m = (m.coeffs, m.lo, m.hi)
-        if not isinstance(m, (list, tuple)) or len(m) != 3:
-            raise VerificationError(f"{op}: each mask must be [coeffs, lo, hi]; got {m!r}")
-        out.append((_ints(op, "masks", m[0]), _int(op, "masks", m[1]), _int(op, "masks", m[2])))
-    return tuple(out)
+        return self.operands[0].type.layout.flip(self.dims)
 
 
 @register_op
@@ -795,15 +598,33 @@ class CopyOp(Op):
     """
 
     name = "copy"
-    attr_names = ("layout", "dtype", "space", "src", "dst", "masks", "fill")
     num_operands = None
+    layout: Layout = attr(
+        A.layout, None, doc="The result's layout (default: the buffer's, else row-major)."
+    )
+    dtype: DType = attr(
+        A.dtype, None, doc="The result's dtype (a cast fused into the copy when it differs)."
+    )
+    space: tuple[int, ...] | None = attr(
+        A.sizes, None, doc="The iteration space of the explicit form; None: the natural form."
+    )
+    src: Layout | None = attr(
+        A.layout, None, doc="Explicit form: the operand root's storage index of each point."
+    )
+    dst: Layout | None = attr(
+        A.layout, None, doc="Explicit form: the buffer's storage index of each point."
+    )
+    masks: tuple | None = attr(
+        A.masks, None, doc="Explicit form: `(coeffs, lo, hi)` bounds; where one fails, `fill`."
+    )
+    fill: int | float | bool | None = attr(A.number, None)
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
         if len(operand_types) > 2:
             raise VerificationError(f"copy: expected 1 or 2 operands; got {len(operand_types)}")
         src_t = operand_types[0] if operand_types else None
-        layout = attrs.get("layout")
+        layout = attrs["layout"]
         if layout is None:
             if len(operand_types) == 2:
                 layout = operand_types[1].layout
@@ -811,26 +632,14 @@ class CopyOp(Op):
                 layout = Layout.contiguous(src_t.sizes)
             else:
                 raise VerificationError("copy: a fill without operands needs a 'layout'")
-        if not isinstance(layout, Layout):
-            raise VerificationError(f"copy: 'layout' must be a Layout; got {layout!r}")
+            attrs["layout"] = layout
         if any(s < 0 for s in layout.strides):
             raise LayoutError(f"copy: result strides must be >= 0; got {list(layout.strides)}")
-        if attrs.get("dtype") is not None:
-            dtype = as_dtype(attrs["dtype"], "copy: dtype")
-        elif src_t is not None:
-            dtype = src_t.dtype
-        else:
-            raise VerificationError("copy: a fill without operands needs a 'dtype'")
-        space = attrs.get("space")
-        out = {
-            "layout": layout,
-            "dtype": dtype,
-            "space": None,
-            "src": None,
-            "dst": None,
-            "masks": None,
-            "fill": None,
-        }
+        if attrs["dtype"] is None:
+            if src_t is None:
+                raise VerificationError("copy: a fill without operands needs a 'dtype'")
+            attrs["dtype"] = src_t.dtype
+        space = attrs["space"]
         if space is None:
             if src_t is None:
                 raise VerificationError("copy: a fill without operands needs 'space' and 'dst'")
@@ -839,80 +648,39 @@ class CopyOp(Op):
                     f"copy: layout sizes {list(layout.sizes)} differ from operand sizes "
                     f"{list(src_t.sizes)}"
                 )
-            return out
-        space = _sizes("copy", "space", space)
+            attrs.update(src=None, dst=None, masks=None, fill=None)  # the natural form
+            return
         keys = ("src", "dst") if src_t is not None else ("dst",)
         for key in keys:
-            lay = attrs.get(key)
-            if not isinstance(lay, Layout) or lay.sizes != space:
+            lay = attrs[key]
+            if lay is None or lay.sizes != space:
                 raise VerificationError(
                     f"copy: '{key}' must be a Layout over space {list(space)}; got {lay}"
                 )
-        if src_t is None and (attrs.get("src") is not None or attrs.get("fill") is None):
+        if src_t is None and (attrs["src"] is not None or attrs["fill"] is None):
             raise VerificationError("copy: a fill without operands takes 'fill' and no 'src'")
-        masks = _masks("copy", attrs.get("masks"))
-        for coeffs, _, _ in masks or ():
+        for coeffs, _, _ in attrs["masks"] or ():
             if len(coeffs) != len(space):
                 raise VerificationError(
                     f"copy: mask coeffs {list(coeffs)} must have rank {len(space)}"
                 )
-        fill = attrs.get("fill")
-        if fill is not None:
-            fill = _fill("copy", "fill", fill, dtype)
-        out.update(
-            space=space, src=attrs.get("src"), dst=attrs["dst"], masks=masks or None, fill=fill
-        )
-        return out
+        if attrs["fill"] is not None:
+            check_fill("copy", "fill", attrs["fill"], attrs["dtype"])
 
     def infer_types(self, operand_types):
-        a = self.attrs
+        layout, dtype = self.layout, self.dtype
         if len(operand_types) == 2:
             into = operand_types[1]
-            if into.layout != a["layout"] or into.dtype != a["dtype"]:
+            if into.layout != layout or into.dtype != dtype:
                 raise VerificationError(
-                    f"copy: buffer operand {into} does not match layout {a['layout']} "
-                    f"/ dtype {a['dtype']}"
+                    f"copy: buffer operand {into} does not match layout {layout} "
+                    f"/ dtype {dtype}"
                 )
-        return [TensorType(a["layout"].sizes, a["dtype"], a["layout"])]
-
-    # Typed accessors: code reads `op.layout`, not `op.attrs["layout"]`.
-    @property
-    def layout(self) -> Layout:
-        """The result's layout."""
-        return self.attrs["layout"]
-
-    @property
-    def dtype(self) -> DType:
-        """The result's dtype (a cast fused into the copy when it differs)."""
-        return self.attrs["dtype"]
-
-    @property
-    def space(self) -> tuple[int, ...] | None:
-        """The iteration space of the explicit form; None for the natural form."""
-        return self.attrs["space"]
-
-    @property
-    def src(self) -> Layout | None:
-        """Explicit form: the operand root's storage index of each point of `space`."""
-        return self.attrs["src"]
-
-    @property
-    def dst(self) -> Layout | None:
-        """Explicit form: the buffer's storage index of each point of `space`."""
-        return self.attrs["dst"]
-
-    @property
-    def masks(self) -> tuple | None:
-        """Explicit form: `(coeffs, lo, hi)` bounds; where one fails, `fill` is written."""
-        return self.attrs["masks"]
-
-    @property
-    def fill(self) -> int | float | bool | None:
-        return self.attrs["fill"]
+        return [TensorType(layout.sizes, dtype, layout)]
 
     @property
     def is_explicit(self) -> bool:
-        return self.attrs["space"] is not None
+        return self.space is not None
 
     @property
     def writes_into(self) -> bool:
@@ -923,32 +691,32 @@ class CopyOp(Op):
         """An explicit copy reads inside its source's storage and writes inside its buffer,
         one address per point. Masked points are exempt: they are never read, and a
         domain restriction (fill None) never writes them either."""
-        a = self.attrs
-        if a["space"] is None:
+        if self.space is None:
             return
-        dst: Layout = a["dst"]
+        dst: Layout = self.dst
         if dst.is_broadcast():
             raise VerificationError(f"copy: 'dst' {dst} writes several points to one address")
         if len(self.operands) == 2:
             buffer = storage_elements(self.operands[1].root())
         else:
-            buffer = a["layout"].min_storage_size()
-        if not a["masks"]:
+            buffer = self.layout.min_storage_size()
+        if not self.masks:
             dst.check_fits(buffer, "copy: dst")
             if self.operands:
-                a["src"].check_fits(storage_elements(self.operands[0].root()), "copy: src")
+                self.src.check_fits(storage_elements(self.operands[0].root()), "copy: src")
 
     def printed_attrs(self):
         shown = super().printed_attrs()
-        if self.attrs["layout"] == Layout.contiguous(self.attrs["layout"].sizes):
+        layout = self.layout
+        if layout == Layout.contiguous(layout.sizes):
             shown.pop("layout", None)
-        if self.operands and self.attrs["dtype"] == self.operands[0].type.dtype:
+        if self.operands and self.dtype == self.operands[0].type.dtype:
             shown.pop("dtype", None)
-        if self.attrs["space"] is not None and self.attrs["dst"] == self.attrs["layout"]:
+        if self.space is not None and self.dst == layout:
             shown.pop("layout", None)
-        if "layout" not in shown and self.attrs["layout"] != self._implied_layout():
+        if "layout" not in shown and layout != self._implied_layout():
             # The parser can only leave `layout` out where `normalize` infers it back.
-            shown = {"layout": self.attrs["layout"], **shown}
+            shown = {"layout": layout, **shown}
         return shown
 
     def _implied_layout(self) -> Layout | None:
@@ -966,19 +734,17 @@ class PackOp(Op):
     (docs/design.md#formats)."""
 
     name = "pack"
-    attr_names = ("format", "fill")
+    format: str = attr(A.format_name, doc="The physical format (stridec.ir.formats).")
+    fill: int | float | bool = attr(A.number, 0, doc="What the padding holds.")
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "format")
-        fmt = get_format(attrs["format"])
-        fill = attrs.get("fill", 0)
-        dtype = operand_types[0].dtype if operand_types else None
-        return {"format": fmt.name, "fill": _fill(cls.name, "fill", fill, dtype)}
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        if operand_types:
+            check_fill(cls.name, "fill", attrs["fill"], operand_types[0].dtype)
 
     def packing(self, sizes: Sequence[int], dtype: DType) -> Any:
-        fmt = get_format(self.attrs["format"])
-        return _prefixed(self.name, fmt.packing, tuple(sizes), dtype, self.attrs["fill"])
+        fmt = get_format(self.format)
+        return _prefixed(self.name, fmt.packing, tuple(sizes), dtype, self.fill)
 
     def infer_types(self, operand_types):
         t = operand_types[0]
@@ -1027,17 +793,11 @@ class UnpackOp(Op):
     """Unpack a format's physical tensor back to logical form with `channels` channels."""
 
     name = "unpack"
-    attr_names = ("format", "channels")
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "format", "channels")
-        fmt = get_format(attrs["format"])
-        return {"format": fmt.name, "channels": _int(cls.name, "channels", attrs["channels"])}
+    format: str = attr(A.format_name, doc="The physical format (stridec.ir.formats).")
+    channels: int = attr(A.integer, doc="The logical size of the blocked dim.")
 
     def logical_sizes(self, physical: Sequence[int], dtype: DType) -> tuple[int, ...]:
-        fmt = get_format(self.attrs["format"])
-        return logical_sizes_of(fmt, physical, self.attrs["channels"], dtype)
+        return logical_sizes_of(get_format(self.format), physical, self.channels, dtype)
 
     def infer_types(self, operand_types):
         t = operand_types[0]
@@ -1057,21 +817,21 @@ class PadOp(Op):
     """torch.nn.functional.pad, constant mode: `pad` pairs from the last dim backwards."""
 
     name = "pad"
-    attr_names = ("pad", "value")
+    pad: tuple[int, ...] = attr(A.ints, doc="(before, after) pairs from the last dim backwards.")
+    value: int | float | bool = attr(A.number, 0, doc="What the padding holds.")
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "pad")
-        pad = _ints(cls.name, "pad", attrs["pad"])
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        pad = attrs["pad"]
         rank = operand_types[0].rank if operand_types else 0
         if len(pad) % 2 or len(pad) // 2 > rank:
             raise ShapeError(f"pad: 'pad' must hold pairs for at most {rank} dims; got {list(pad)}")
-        dtype = operand_types[0].dtype if operand_types else None
-        return {"pad": pad, "value": _fill(cls.name, "value", attrs.get("value", 0), dtype)}
+        if operand_types:
+            check_fill(cls.name, "value", attrs["value"], operand_types[0].dtype)
 
     def padded_sizes(self, sizes: Sequence[int]) -> tuple[int, ...]:
         out = list(sizes)
-        pad = self.attrs["pad"]
+        pad = self.pad
         for k in range(len(pad) // 2):
             d = len(out) - 1 - k
             before, after = pad[2 * k], pad[2 * k + 1]
@@ -1086,7 +846,7 @@ class PadOp(Op):
     def infer_types(self, operand_types):
         t = operand_types[0]
         sizes = self.padded_sizes(t.sizes)
-        pad = self.attrs["pad"]
+        pad = self.pad
         if all(p <= 0 for p in pad):
             # torch crops, then clones: strides as `preserve_format` keeps the crop's.
             kept = t.layout
@@ -1104,22 +864,17 @@ class CastOp(Op):
     (`Layout.preserved`): a transpose's cast keeps the transposed strides."""
 
     name = "cast"
-    attr_names = ("dtype",)
-
-    @classmethod
-    def normalize(cls, attrs, operand_types):
-        _require(attrs, cls.name, "dtype")
-        return {"dtype": as_dtype(attrs["dtype"], "cast: dtype")}
+    dtype: DType = attr(A.dtype)
 
     def aliases_operand(self) -> bool:
         """A cast to the operand's own dtype is the operand (torch's `.to` returns `self`)."""
-        return self.attrs["dtype"] == self.operands[0].type.dtype
+        return self.dtype == self.operands[0].type.dtype
 
     def infer_types(self, operand_types):
         t = operand_types[0]
-        if self.attrs["dtype"] == t.dtype:
+        if self.dtype == t.dtype:
             return [TensorType(t.sizes, t.dtype, t.layout)]
-        return [TensorType(t.sizes, self.attrs["dtype"], t.layout.preserved())]
+        return [TensorType(t.sizes, self.dtype, t.layout.preserved())]
 
 
 @register_op
@@ -1127,19 +882,18 @@ class CatOp(Op):
     """torch.cat along `dim`: one output buffer, each input written into a slice of it."""
 
     name = "cat"
-    attr_names = ("dim",)
     num_operands = None
+    dim: int = attr(A.integer, 0)
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
         if not operand_types:
             raise ShapeError("cat: expected at least one tensor; got none")
-        return {"dim": _int(cls.name, "dim", attrs.get("dim", 0))}
 
     def infer_types(self, operand_types):
         first = operand_types[0]
         rank = first.rank
-        dim = self.attrs["dim"]
+        dim = self.dim
         if rank == 0 or not -rank <= dim < rank:
             raise LayoutError(f"cat: dim {dim} out of range for rank {rank}")
         dim %= rank
@@ -1172,10 +926,9 @@ class OutputOp(Op):
     num_operands = None
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
         if not operand_types:
             raise VerificationError("output: expected at least one value to return; got none")
-        return attrs
 
     def infer_types(self, operand_types):
         return []

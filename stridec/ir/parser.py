@@ -60,9 +60,6 @@ _PUNCT = frozenset("{}[]<>,=:")
 _MAX_LIST_DEPTH = 32
 
 # Attributes of `input` that its result type spells; the text gives only `name`.
-_TYPE_GIVEN_ATTRS = {"input": frozenset({"sizes", "dtype", "layout"})}
-
-
 @dataclass(frozen=True, slots=True)
 class Token:
     """One lexeme: `kind` is ident, value, graph_name, int, float, string, punct or eof."""
@@ -374,7 +371,7 @@ class _Parser:
     def parse_attr_dict(self, cls: type[Op]) -> dict[str, tuple[Any, Token]]:
         self.advance()  # '{'
         attrs: dict[str, tuple[Any, Token]] = {}
-        allowed = [k for k in cls.attr_names if k not in _TYPE_GIVEN_ATTRS.get(cls.name, ())]
+        allowed = cls.text_attr_names
         if self.at_punct("}"):
             self.advance()
             return attrs

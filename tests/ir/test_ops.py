@@ -75,6 +75,43 @@ def test_the_catalogue_is_registered() -> None:
     }
 
 
+def test_attributes_are_declared_once() -> None:
+    """Each op's attributes come from its class's declarations, in text order, and its
+    accessors read them: every op of the FileCheck files, built by the parser."""
+    from pathlib import Path
+
+    ops = []
+    for path in sorted(Path(__file__).parents[1].joinpath("passes").glob("*.ir")):
+        for chunk in path.read_text().split("// -----"):  # --split-input-file
+            try:
+                ops += stridec.parse(chunk).ops
+            except StridecError:
+                continue  # a case that tests an error
+    seen = set()
+    for op in ops:
+        cls = type(op)
+        seen.add(cls.name)
+        assert tuple(op.attrs) == cls.attr_names == tuple(a.key for a in cls.attr_defs)
+        for a in cls.attr_defs:
+            assert getattr(op, a.name) is op.attrs[a.key]
+    assert {"input", "copy", "philox", "permute", "slice", "output"} <= seen
+    assert O.PhiloxOp.attr_names == (
+        "sizes", "layout", "space", "index", "dst", "masks", "fill"
+    )  # the shared placement attributes come after the op's own
+    assert O.InputOp.text_attr_names == ("name", "storage")
+
+
+def test_attribute_defaults_and_accessors() -> None:
+    _, x = graph_with_input((2, 3))
+    op = O.SliceOp([x], {"dim": 1})
+    assert (op.dim, op.start, op.stop, op.step) == (1, None, None, 1)
+    with pytest.raises(VerificationError, match="slice: attribute 'step' must be an int; got None"):
+        O.SliceOp([x], {"dim": 1, "step": None})  # a default fills an absent attribute only
+    with pytest.raises(AttributeError, match="slice: attribute 'step' is read-only"):
+        op.step = 2
+    assert O.InputOp.arg_name.key == "name" and x.owner.arg_name == "x"
+
+
 def test_the_dtypes() -> None:
     assert set(stridec.DTYPES) == {
         "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32",
