@@ -48,7 +48,7 @@ from stridec.compiler.codegen.program import KernelInfo, Program  # noqa: E402
 from stridec.compiler.codegen.spec import Tuning  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
 from stridec.ir.graph import Graph  # noqa: E402
-from stridec.runtime.backends.triton import load_jit  # noqa: E402
+from stridec.runtime.backends.triton import load_jit, signature  # noqa: E402
 
 if TYPE_CHECKING:
     from bench.workloads import Workload
@@ -127,11 +127,11 @@ def compile_kernel(kernel: KernelInfo, pointer_dtypes: list[str], arch: int = 90
     from triton.compiler import compile as triton_compile
 
     jit = load_jit(kernel.source, kernel.name)
-    params = [p.name for p in jit.params if not p.is_constexpr]  # pointers, in order
-    signature = {p: POINTER[d] for p, d in zip(params, pointer_dtypes, strict=True)}
-    signature.update({c: "constexpr" for c in kernel.constexprs})
-    aligned = {(k,): [["tt.divisibility", 16]] for k in range(len(params))}
-    source = ASTSource(jit, signature, constexprs=dict(kernel.constexprs), attrs=aligned)
+    # Pointers, in order, then the runtime scalars typed by value (their divisibility by 16
+    # is in the source: `codegen.copy.KernelParams`).
+    types = signature(jit, [POINTER[d] for d in pointer_dtypes], kernel.args, kernel.constexprs)
+    aligned = {(k,): [["tt.divisibility", 16]] for k in range(len(pointer_dtypes))}
+    source = ASTSource(jit, types, constexprs=dict(kernel.constexprs), attrs=aligned)
     compiled = triton_compile(
         source, target=GPUTarget("cuda", arch, 32), options={"num_warps": kernel.num_warps}
     )

@@ -6,7 +6,8 @@ as native C kernels on the CPU) and check every output against torch.
 
 docs/codegen.md walks through what it prints: the lowered `copy` (`space`, `src`, `dst`,
 `masks`), the strategies `linear`, `tiled_transpose` and `gather`, a Triton kernel's
-header (`dims (outer -> inner)`, `tile axes … extents … blocks`) and a C kernel's class.
+class and its values (`dims (outer -> inner)`, `tile axes … extents … blocks`) and a C
+kernel's class.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def main() -> None:
         plan = fn.plan_for(*inputs)
         print(f"--- after the passes\n{plan.ir}")
         for i, k in enumerate(plan.kernels):
-            print(f"--- kernel {i}: {k.kind} ({k.strategy})\n{k.source}")
+            detail = "".join(f"# {line}\n" for line in k.detail.splitlines())
+            print(f"--- kernel {i}: {k.kind} ({k.strategy})\n{detail}{k.source}")
         outputs = fn(*inputs)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         for i, (got, want) in enumerate(zip(outputs, expected, strict=False)):

@@ -11,8 +11,9 @@ and kept in `_RUNNERS` for as long as the program lives (`runner`). Per call it
   take each input's data pointer and whose plan assumes storage offset 0) the inputs
   themselves;
 - allocates each buffer slot with `torch.empty`;
-- calls `launchers[launch.kernel](grid, *slot storages, num_warps=…, **constexprs)` for
-  each launch, a storage viewed as another dtype where the kernel reads raw bits;
+- calls `launchers[launch.kernel](grid, *slot storages, *args, num_warps=…,
+  **constexprs)` for each launch, a storage viewed as another dtype where the kernel
+  reads raw bits, `args` the kernel's runtime scalars (sizes, strides, offsets);
 - returns each output as `torch.as_strided(slot, sizes, strides, offset)`.
 """
 
@@ -58,7 +59,7 @@ class Runner:
     - `flat_inputs`: the input slots some launch reads, passed as `flat_storage`;
     - `buffers`: (elements, torch dtype) of each buffer slot;
     - `launches`: (launcher, grid, ((slot, torch dtype to view it as, or None), …),
-      keyword arguments: `num_warps` and the constexprs);
+      runtime scalars, keyword arguments: `num_warps` and the constexprs);
     - `outputs`: (slot, sizes, strides, offset) of each output;
     - `inputs_as_given`: inputs are passed as they are, and an output over an input
       counts its offset from the input's storage offset (see the module docstring).
@@ -72,7 +73,8 @@ class Runner:
     flat_inputs: tuple[int, ...]
     buffers: tuple[tuple[int, torch.dtype], ...]
     launches: tuple[tuple[Launcher, tuple[int, ...],
-                          tuple[tuple[int, torch.dtype | None], ...], dict[str, int]], ...]
+                          tuple[tuple[int, torch.dtype | None], ...], tuple[int, ...],
+                          dict[str, int]], ...]
     outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int], ...]
     inputs_as_given: bool = False
 
@@ -86,7 +88,7 @@ class Runner:
                 (s, None if v is None else getattr(torch, v))
                 for s, v in zip(launch.args, launch.views, strict=True)
             )
-            launches.append((launchers[launch.kernel], k.grid, args,
+            launches.append((launchers[launch.kernel], k.grid, args, k.args,
                              {"num_warps": k.num_warps, **k.constexprs}))
         read = {s for launch in program.launches for s in launch.args}
         return cls(
@@ -105,9 +107,9 @@ class Runner:
             slots[s] = flat_storage(tensors[s])
         for elements, dtype in self.buffers:
             slots.append(torch.empty(elements, dtype=dtype, device=device))
-        for launcher, grid, args, kwargs in self.launches:
+        for launcher, grid, args, scalars, kwargs in self.launches:
             launcher(grid, *[slots[s] if v is None else slots[s].view(v) for s, v in args],
-                     **kwargs)
+                     *scalars, **kwargs)
         outs = []
         if self.inputs_as_given:
             n_inputs = len(tensors)
@@ -217,7 +219,8 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
             f"got {src_storage.device} and {dst_storage.device}"
         )
     _launcher(kernel.source, kernel.name, dst_storage.device)(
-        kernel.grid, src_storage, dst_storage, **kernel.constexprs, num_warps=kernel.num_warps
+        kernel.grid, src_storage, dst_storage, *kernel.args, **kernel.constexprs,
+        num_warps=kernel.num_warps,
     )
 
 
@@ -241,7 +244,8 @@ def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
                 f"device; got {t.device} and {dst_storage.device}"
             )
     _launcher(kernel.source, kernel.name, dst_storage.device)(
-        kernel.grid, dst_storage, *src_storages, **kernel.constexprs, num_warps=kernel.num_warps
+        kernel.grid, dst_storage, *src_storages, *kernel.args, **kernel.constexprs,
+        num_warps=kernel.num_warps,
     )
 
 
@@ -285,7 +289,7 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
         )
         return
     _launcher(kernel.source, kernel.name, dst.device)(
-        kernel.grid, state_words, dst, new_words, num_warps=kernel.num_warps,
+        kernel.grid, state_words, dst, new_words, *kernel.args, num_warps=kernel.num_warps,
         **dict(kernel.constexprs),
     )
 

@@ -188,7 +188,10 @@ def _process(text: str, args: argparse.Namespace) -> str:
 
         program = lower_to_program(graph, args.target)
         return "".join(
-            f"# kernel {i}: {k.kind} ({k.strategy}), grid {list(k.grid)}\n{k.source}\n"
+            f"# kernel {i}: {k.kind} ({k.strategy}), grid {list(k.grid)}\n"
+            + "".join(f"# {line}\n" for line in k.detail.splitlines())
+            + (f"# arguments {k.arguments}\n" if k.params else "")
+            + f"{k.source}\n"
             for i, k in enumerate(program.kernels)
         )
     if args.emit == "dot":

@@ -23,7 +23,7 @@ import stridec  # noqa: E402
 from bench.workloads import by_name  # noqa: E402
 from stridec.compiler.codegen.lower import lower_to_program  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
-from stridec.runtime.backends.triton import load_jit  # noqa: E402
+from stridec.runtime.backends.triton import load_jit, signature  # noqa: E402
 
 ROW = by_name("cat_channels_fp16")
 
@@ -49,11 +49,10 @@ def test_full_size_plan_is_one_launch_of_16_byte_accesses() -> None:
     assert kernel.strategy == "batch(linear,linear,linear)"
     assert len(launch.args) == 4  # the output buffer, then the three inputs
     jit = load_jit(kernel.source, kernel.name)
-    params = [p.name for p in jit.params if not p.is_constexpr]
-    signature = {p: "*fp16" for p in params}
-    signature.update({c: "constexpr" for c in kernel.constexprs})
-    aligned = {(k,): [["tt.divisibility", 16]] for k in range(len(params))}  # torch allocations
-    source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs), attrs=aligned)
+    pointers = ["*fp16"] * len(launch.args)
+    types = signature(jit, pointers, kernel.args, kernel.constexprs)
+    aligned = {(k,): [["tt.divisibility", 16]] for k in range(len(pointers))}  # torch allocations
+    source = compiler.ASTSource(jit, types, constexprs=dict(kernel.constexprs), attrs=aligned)
     ptx = compiler.compile(
         source, target=gpu_target("cuda", 90, 32), options={"num_warps": kernel.num_warps}
     ).asm["ptx"]

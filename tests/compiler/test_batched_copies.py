@@ -33,7 +33,7 @@ from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime import launch
-from stridec.runtime.backends.triton import load_jit
+from stridec.runtime.backends.triton import load_jit, signature
 from stridec.runtime.launch import launch_copy_batch
 
 f16, bf16, f32, f64 = DTYPES["float16"], DTYPES["bfloat16"], DTYPES["float32"], DTYPES["float64"]
@@ -373,7 +373,8 @@ def test_members_keep_their_own_index_width() -> None:
     kernel = generate_copy_batch([small, wide], "cuda")
     assert kernel.index_bits == 64
     assert "m0_pid = program\n" in kernel.source
-    assert "m1_pid = (program - 1).to(tl.int64)" in kernel.source
+    assert "m1_pid = (program - end0).to(tl.int64)" in kernel.source
+    assert kernel.arguments["end0"] == 1  # member 0 runs one program
 
 
 def test_tuning_is_split_over_the_members() -> None:
@@ -409,10 +410,8 @@ POINTER = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64
 
 def compile_sm90(kernel: Any, pointer_dtypes: list[str]) -> str:
     jit = load_jit(kernel.source, kernel.name)
-    params = [p.name for p in jit.params if not p.is_constexpr]
-    signature = {p: POINTER[d] for p, d in zip(params, pointer_dtypes, strict=True)}
-    signature.update({c: "constexpr" for c in kernel.constexprs})
-    source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs))
+    types = signature(jit, [POINTER[d] for d in pointer_dtypes], kernel.args, kernel.constexprs)
+    source = compiler.ASTSource(jit, types, constexprs=dict(kernel.constexprs))
     options = {"num_warps": kernel.num_warps}
     return compiler.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
 

@@ -618,13 +618,13 @@ def test_int64_kernel_runs():
         (3, 10, 7), (0, 2, 1), f32, f16, masks=(MaskBound((0, 1, 0), 0, 5),), fill=2.5
     )
     plan = dataclasses.replace(plan_copy(spec, "cuda"), index_bits=64)
-    source = emit_copy_source(plan, "copy64")
+    source, params = emit_copy_source(plan, "copy64")
     assert "tl.program_id(0).to(tl.int64)" in source
     gen = torch.Generator().manual_seed(3)
     src = random_storage(f32, 210, gen)
     dst = sentinel(f16, 213)
     expected = reference_copy(spec, src, dst)
-    interpreted(source, "copy64")(plan.grid, src, dst, **plan.constexprs)
+    interpreted(source, "copy64")(plan.grid, src, dst, *params.values, **plan.constexprs)
     assert torch.equal(dst, expected)
 
 

@@ -558,18 +558,14 @@ def test_kernels_compile_for_cuda_without_a_device(spec: PhiloxSpec) -> None:
     compiler = pytest.importorskip("triton.compiler")
     from triton.backends.compiler import GPUTarget
 
-    from stridec.runtime.backends.triton import load_jit
+    from stridec.runtime.backends.triton import load_jit, signature
 
     kernel = generate_philox(spec, "cuda")
     dst = {"uint32": "*i32", "int32": "*i32", "float32": "*fp32", "float16": "*fp16"}
-    signature = {
-        "state_ptr": "*i32",
-        "dst_ptr": dst.get(spec.dst_dtype.name, "*bf16"),
-        "new_state_ptr": "*i32",
-        "BLOCK": "constexpr",
-    }
     jit = load_jit(kernel.source, kernel.name)
-    source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs))
+    pointers = ["*i32", dst.get(spec.dst_dtype.name, "*bf16"), "*i32"]
+    types = signature(jit, pointers, kernel.args, dict(kernel.constexprs))
+    source = compiler.ASTSource(jit, types, constexprs=dict(kernel.constexprs))
     # FP fusion on (Triton 3.9's default): the explicit fma must not depend on it.
     compiled = compiler.compile(
         source, target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": True}

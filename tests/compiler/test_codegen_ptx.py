@@ -12,7 +12,7 @@ import pytest
 from stridec.compiler.codegen.copy import generate_copy
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.ir.dtypes import as_dtype
-from stridec.runtime.backends.triton import load_jit
+from stridec.runtime.backends.triton import load_jit, signature
 
 compiler = pytest.importorskip("triton.compiler")
 GPUTarget = pytest.importorskip("triton.backends.compiler").GPUTarget
@@ -103,12 +103,11 @@ def test_copy_kernel_compiles_for_sm90(name: str) -> None:
     kernel = generate_copy(spec, "cuda")
     assert kernel.numel == spec.numel
     jit = load_jit(kernel.source, kernel.name)
-    signature = {
-        "src_ptr": POINTER[spec.src_dtype.name],
-        "dst_ptr": POINTER[spec.dst_dtype.name],
-        **{name: "constexpr" for name in kernel.constexprs},
-    }
-    source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs))
+    types = signature(
+        jit, [POINTER[spec.src_dtype.name], POINTER[spec.dst_dtype.name]], kernel.args,
+        kernel.constexprs,
+    )
+    source = compiler.ASTSource(jit, types, constexprs=dict(kernel.constexprs))
     compiled = compiler.compile(source, target=GPUTarget("cuda", 90, 32))
     ptx = compiled.asm["ptx"]
     assert ".entry" in ptx and kernel.name in ptx
@@ -169,10 +168,8 @@ def test_whole_programs_compile_for_sm90(name: str) -> None:
         ]
         jit = load_jit(kernel.source, kernel.name)
         # The pointer parameters in order: (src, dst) for a copy, (dst, src_0, …) for a
-        # batch of copies (a cat), (state, dst, new_state) for Philox.
-        params = [p.name for p in jit.params if not p.is_constexpr]
-        signature = dict(zip(params, pointers, strict=True))
-        signature.update({c: "constexpr" for c in kernel.constexprs})
-        source = compiler.ASTSource(jit, signature, constexprs=dict(kernel.constexprs))
+        # batch of copies (a cat), (state, dst, new_state) for Philox; then the scalars.
+        types = signature(jit, pointers, kernel.args, kernel.constexprs)
+        source = compiler.ASTSource(jit, types, constexprs=dict(kernel.constexprs))
         ptx = compiler.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
         assert kernel.name in ptx

@@ -80,13 +80,16 @@ def test_each_kernel_is_seen_to_write_only_its_outputs(graph: stridec.Graph, hop
     for launch in program.launches:
         kernel = program.kernels[launch.kernel]
         jit = load_jit(kernel.source, kernel.name)
-        pointers = [p.name for p in jit.params if not p.is_constexpr]
+        params = [p.name for p in jit.params if not p.is_constexpr]
+        pointers = params[: len(params) - len(kernel.args)]  # then the runtime scalars
         # Each pointer gets the element type its launch hands it (a cast reads one type
         # and writes another, bitcasting each).
         dtypes = [(inputs + buffers)[s] if v is None else getattr(torch, v)
                   for s, v in zip(launch.args, launch.views, strict=True)]
         args = {p: torch.empty(64, dtype=d) for p, d in zip(pointers, dtypes, strict=True)}
-        accessed = wrap.identify_accessed_tensors(jit, {**args, **kernel.constexprs}, {})
+        accessed = wrap.identify_accessed_tensors(
+            jit, {**args, **kernel.arguments, **kernel.constexprs}, {}
+        )
         writes = {dep.name for dep in accessed.read_writes.writes}
         reads = {dep.name for dep in accessed.read_writes.reads}
         want = {"dst_ptr", "new_state_ptr"} if kernel.kind == "philox" else {"dst_ptr"}

@@ -3,21 +3,25 @@
 `cat([a, b, c], dim)` lowers to three copies, each into its own slice of one buffer
 (`lower-formats`); launched one by one they cost three launches where torch's cat costs
 one. `generate_copy_batch(specs, target)` makes one `@triton.jit` kernel
-`(dst_ptr, src_ptr_0, …, src_ptr_{k-1}, <block constexprs>)` of all of them: each
+`(dst_ptr, src_ptr_0, …, src_ptr_{k-1}, <runtime scalars>, <block constexprs>)` of all
+of them: each
 member is planned by `plan_copy` exactly as alone (strategy, tiles, index width), and
 program `p` of the batch runs program `p - base_j` of member `j`, where
 `base_j = Σ_{i<j} programs_i`. For members of 4, 6 and 2 programs:
 
     program = tl.program_id(0)
-    if program < 4:                      # member 0: programs [0, 4)
+    if program < end0:                   # member 0: programs [0, 4), end0 = 4
         m0_pid = program
         …                                # member 0's body, its names prefixed `m0_`
-    elif program < 10:                   # member 1: programs [4, 10)
-        m1_pid = program - 4
+    elif program < end1:                 # member 1: programs [4, 10), end1 = 10
+        m1_pid = program - end0
         …
     else:                                # member 2: programs [10, 12)
-        m2_pid = program - 10
+        m2_pid = program - end1
         …
+
+The ends are runtime scalars like the members' sizes and strides (`m1_n0`, …;
+`codegen.copy.KernelParams`), so the source depends only on the members' classes.
 
 Each body is `emit_copy_body` of its plan with every variable prefixed per member
 (`m1_x0`), its block constexprs too (`M1_BLOCK_R`) and its source pointer numbered
@@ -38,8 +42,11 @@ from stridec.compiler.codegen.copy import (
     BODY_LOCALS,
     CopyPlan,
     GeneratedKernel,
+    KernelParams,
     describe_plan,
+    describe_values,
     emit_copy_body,
+    emit_hints,
     kernel_module,
     plan_copy,
     touched_spans,
@@ -55,47 +62,65 @@ def batch_strategy(strategies: Sequence[str]) -> str:
     return f"batch({','.join(strategies)})"
 
 
-def _member_body(plan: CopyPlan, j: int, base: int, indent: str) -> list[str]:
-    """`plan`'s body as member `j` of a batch: programs from `base`, names its own."""
+def _member_body(
+    plan: CopyPlan, j: int, base: int | str, indent: str, params: KernelParams
+) -> list[str]:
+    """`plan`'s body as member `j` of a batch: programs from `base`, names its own (its
+    runtime scalars, added to `params`, too: `m<j>_n0`, …)."""
+    own = KernelParams()
+    body = emit_copy_body(plan, "program", base, own)
     blocks = re.compile(r"(?<![\w.])(" + "|".join(plan.block_names) + r")(?!\w)")
+    scalars = (
+        re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, own.names)) + r")(?!\w)")
+        if own.names else None
+    )
     lines = []
-    for line in emit_copy_body(plan, "program", base):
+    for line in body:
+        if scalars is not None:
+            line = scalars.sub(lambda m: f"m{j}_{m.group(1)}", line)
         line = BODY_LOCALS.sub(lambda m: f"m{j}_{m.group(1)}", line)
         line = blocks.sub(lambda m: f"M{j}_{m.group(1)}", line)
         line = re.sub(r"(?<![\w.])src_ptr(?!\w)", f"src_ptr_{j}", line)
         lines.append(f"{indent}{line}")
+    for name, value in zip(own.names, own.values, strict=True):
+        params.value(f"m{j}_{name}", value)
     return lines
 
 
-def emit_batch_source(plans: Sequence[CopyPlan], name: str) -> str:
-    """The module text of one kernel `name` running every plan of `plans` (see above).
-    A member of no programs (every element masked, none written) gets no branch."""
-    params = ["dst_ptr"] + [f"src_ptr_{j}" for j in range(len(plans))]
-    params += [f"M{j}_{n}: tl.constexpr" for j, p in enumerate(plans) for n in p.block_names]
+def emit_batch_source(plans: Sequence[CopyPlan], name: str) -> tuple[str, KernelParams]:
+    """The module text of one kernel `name` running every plan of `plans` (see above), and
+    its runtime scalars: where each member's programs end (`end<j>`), then each member's
+    own. A member of no programs (every element masked, none written) gets no branch."""
     header = [f"# stridec copy batch: {len(plans)} copies into one buffer, one launch"]
     running = [j for j, p in enumerate(plans) if p.grid[0]]
+    params = KernelParams()
     body = ["    program = tl.program_id(0)"] if running else ["    pass  # nothing to copy"]
-    base = 0
+    base: int | str = 0
+    total = 0
     for j, plan in enumerate(plans):
         programs = plan.grid[0]
-        header.append(
-            f"# member {j}: strategy={plan.strategy}, index_bits={plan.index_bits}, "
-            f"programs [{base}, {base + programs})"
-        )
+        header.append(f"# member {j}: strategy={plan.strategy}, index_bits={plan.index_bits}")
         header += [f"#   {line[2:]}" for line in describe_plan(plan)[1:]]
         if not programs:
             continue
+        total += programs
+        last = j == running[-1]
+        end = total if last else params.value(f"end{j}", total, specialize=False)
         if len(running) == 1:
-            body += _member_body(plan, j, base, "")
+            body += _member_body(plan, j, base, "", params)
         else:
-            if j == running[-1]:
+            if last:
                 body.append("    else:")
             else:
                 keyword = "if" if j == running[0] else "elif"
-                body.append(f"    {keyword} program < {base + programs}:")
-            body += _member_body(plan, j, base, "    ")
-        base += programs
-    return kernel_module(header, name, params, body)
+                body.append(f"    {keyword} program < {end}:")
+            body += _member_body(plan, j, base, "    ", params)
+        base = end
+    names = ["dst_ptr"] + [f"src_ptr_{j}" for j in range(len(plans))] + params.names
+    names += [f"M{j}_{n}: tl.constexpr" for j, p in enumerate(plans) for n in p.block_names]
+    # Every hint at the top, outside the branches: a parameter re-derived inside one would
+    # be yielded by Triton's `scf.if`.
+    return kernel_module(header, name, names, emit_hints(params) + body), params
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +194,7 @@ def generate_copy_batch(
         for spec, t in zip(specs, _member_tunings(specs, target, tuning), strict=True)
     ]
     placeholder = "stridec_copy_batch_KERNEL"
-    text = emit_batch_source(plans, placeholder)
+    text, params = emit_batch_source(plans, placeholder)
     name = f"stridec_copy_batch_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     spans = [touched_spans(p) for p in plans]
     return CopyBatchKernel(
@@ -182,6 +207,11 @@ def generate_copy_batch(
         index_bits=max(p.index_bits for p in plans),
         num_warps=max(p.num_warps for p in plans),
         target=target,
+        params=tuple(params.names),
+        args=tuple(params.values),
+        detail="\n".join(
+            f"member {j}: " + "\n  ".join(describe_values(p)) for j, p in enumerate(plans)
+        ),
         specs=specs,
         src_spans=tuple(s for s, _ in spans),
         dst_spans=tuple(d for _, d in spans),

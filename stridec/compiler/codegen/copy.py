@@ -1,10 +1,17 @@
 """Triton code generation for one strided copy (docs/design.md#passes, `lower-to-triton`).
 
 `generate_copy(spec, target)` turns a `CopySpec` into a `CopyKernel`: the complete source of
-a Python module with one `@triton.jit` kernel `(src_ptr, dst_ptr, <block constexprs>)`, its
-grid and its launch arguments. Sizes, strides, offsets and masks are baked into the source
-as literals (the spec specializes them), so the same spec and target always give
-byte-identical source — and Triton's cache hits.
+a Python module with one `@triton.jit` kernel
+`(src_ptr, dst_ptr, <runtime scalars>, <block constexprs>)`, its grid and its launch
+arguments. Sizes, strides, offsets, mask coefficients and bounds are runtime arguments
+(`KernelParams`), as in the C kernels, specialized only where it pays: a 0 or a 1 is
+written in (a unit stride makes an access contiguous, a size-1 dim is dropped), a multiple
+of 16 (or of 8, 4, 2) is marked as one (vector widths), and the index width is int32 or
+int64. So the
+source depends only on the copy's class — strategy, dtypes, canonical rank, those bits,
+which bounds a mask needs, whether a tile axis has a ragged tail, and the tile — and two
+copies of one class (the same graph at another batch size, say) share the source and
+Triton's compile; the same spec and target always give byte-identical source.
 
 Steps:
 1. `canonicalize_copy` (spec.py): drop size-1 dims, simplify masks, flip dims with negative
@@ -57,6 +64,9 @@ __all__ = [
     "plan_copy",
     "BODY_LOCALS",
     "describe_plan",
+    "describe_values",
+    "KernelParams",
+    "emit_hints",
     "emit_copy_body",
     "emit_copy_source",
     "kernel_module",
@@ -432,28 +442,73 @@ def _truncate(name: str, bits: int) -> list[str]:
     ]
 
 
-def _affine(coeffs: dict[int, int], const: int) -> str:
-    """`const + Σ c·i<k>` as source text (terms in dim order, zero coefficients skipped)."""
-    text = str(const) if const else ""
-    for k in sorted(coeffs):
-        c = coeffs[k]
+def _affine(terms: dict[int, int | str], const: int | str) -> str:
+    """`const + Σ c·i<k>` as source text (terms in dim order, zero coefficients skipped):
+    each coefficient and the constant is 0, 1 (written in) or a parameter's name."""
+    parts = [str(const)] if const != 0 else []
+    for k in sorted(terms):
+        c = terms[k]
         if c == 0:
             continue
-        term = f"i{k}" if abs(c) == 1 else f"i{k} * {abs(c)}"
-        if not text:
-            text = term if c > 0 else f"-{term}"
-        else:
-            text += f" + {term}" if c > 0 else f" - {term}"
-    return text
+        parts.append(f"i{k}" if c == 1 else f"i{k} * {c}")
+    return " + ".join(parts)
 
 
 def _is_name(text: str) -> bool:
     return text.isidentifier()
 
 
+class KernelParams:
+    """The runtime scalar arguments of a kernel, named as its source names them.
+
+    `value(name, v)` gives what the source writes for the integer `v`: 0 and 1 are written
+    in (a unit stride is what makes an access contiguous, a zero stride a broadcast); any
+    other value becomes the parameter `name`, passed at launch (`names[i]` takes
+    `values[i]`). A parameter whose value is a multiple of 2^k (k <= 4, the largest,
+    `divisibility_bits`) is re-derived in the body as `(name >> k) << k`, the same number
+    where the class holds, which Triton's alignment analysis reads as divisible by 2^k,
+    so vector widths stay what constants gave (rows of 9000 halves are 16-byte aligned;
+    a `tl.multiple_of` on a scalar argument would be lost: it lands on a block argument).
+    Which values are 0, 1 and which power of two up to 16 divides the others is the
+    kernel's class; the values themselves are not in the source."""
+
+    __slots__ = ("names", "values", "hints")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.values: list[int] = []
+        self.hints: list[str] = []
+
+    def value(self, name: str, v: int, specialize: bool = True) -> int | str:
+        """What the source writes for `v` (`specialize=False`: a parameter, not marked,
+        even for 0 or 1: a count of programs, which no access width depends on)."""
+        if specialize and v in (0, 1):
+            return v
+        if name in self.names:
+            return name
+        self.names.append(name)
+        self.values.append(int(v))
+        shift = divisibility_bits(v) if specialize else 0
+        if shift:
+            self.hints.append(
+                f"{name} = ({name} >> {shift}) << {shift}  # a multiple of {1 << shift}"
+            )
+        return name
+
+
+def divisibility_bits(v: int) -> int:
+    """k such that 2^k is the largest power of two up to 16 dividing `v` (0 divides by all:
+    4). What vector widths need: 16 bytes are 16 int8, 8 halves, 4 floats, 2 doubles."""
+    k = 0
+    while k < 4 and v % (2 << k) == 0:
+        k += 1
+    return k
+
+
 class _Emitter:
-    def __init__(self, plan: CopyPlan) -> None:
+    def __init__(self, plan: CopyPlan, params: KernelParams) -> None:
         self.plan = plan
+        self.params = params
         self.lines: list[str] = []
         self.two_d = len(plan.axes) == 2
         self.zeros_needed: set[int] = set()
@@ -464,6 +519,9 @@ class _Emitter:
     def emit(self, line: str) -> None:
         self.lines.append(f"    {line}")
 
+    def p(self, name: str, v: int) -> int | str:
+        return self.params.value(name, v)
+
     def zero(self, axis: int) -> str:
         """A zero vector along `axis`, for an expression that does not depend on it."""
         if axis not in self.zeros_needed:
@@ -471,8 +529,9 @@ class _Emitter:
             self.emit(f"zero_{axis} = tl.full([{self.plan.block_names[axis]}], 0, {self.idx_ty})")
         return f"zero_{axis}"
 
-    def axis_part(self, a: int, coeffs: tuple[int, ...], const: int) -> str:
-        """Σ coeffs[k]·i<k> over the dims of tile axis `a`, plus `const`, as source text.
+    def axis_part(self, a: int, coeffs: tuple[int, ...], names: list[str], const: int | str) -> str:
+        """Σ coeffs[k]·i<k> over the dims of tile axis `a`, plus `const`, as source text
+        (`names[k]`: the parameter of coefficient k).
 
         When the coefficients are c times the row-major strides of those dims, the sum is
         c·x<a> (x = Σ i_k·rowmajor_k exactly, also past the extent, where i_0 is not
@@ -487,24 +546,25 @@ class _Emitter:
             row_major.append(step)
             step *= self.plan.spec.sizes[k]
         if len(ax) > 1 and c and [coeffs[k] for k in reversed(ax)] == row_major:
-            body = index if c == 1 else f"{index} * {c}"
-            return f"{body} + {const}" if const else body
-        return _affine({k: coeffs[k] for k in ax}, const)
+            cp = self.p(names[ax[-1]], c)
+            body = index if cp == 1 else f"{index} * {cp}"
+            return f"{body} + {const}" if const != 0 else body
+        return _affine({k: self.p(names[k], coeffs[k]) for k in ax}, const)
 
-    def full(self, name: str, coeffs: tuple[int, ...], const: int) -> str:
+    def full(self, name: str, coeffs: tuple[int, ...], names: list[str], const: int | str) -> str:
         """Emit `name` = const + Σ coeffs[k]·i<k> over the whole block; return its name."""
         if not self.two_d:
-            body = self.axis_part(0, coeffs, const)
+            body = self.axis_part(0, coeffs, names, const)
             if not any(coeffs):
-                body = f"{self.zero(0)} + {const}" if const else self.zero(0)
+                body = f"{self.zero(0)} + {const}" if const != 0 else self.zero(0)
             self.emit(f"{name} = {body}")
             return name
         parts = []
         for a, ax in enumerate(self.plan.axes):
-            part = self.axis_part(a, coeffs, const if a == 0 else 0)
+            part = self.axis_part(a, coeffs, names, const if a == 0 else 0)
             if not any(coeffs[k] for k in ax):
                 base = self.zero(a)
-                part = f"{base} + {const}" if (a == 0 and const) else base
+                part = f"{base} + {const}" if (a == 0 and const != 0) else base
             parts.append(part if _is_name(part) else f"({part})")
         self.emit(f"{name} = {parts[0]}[:, None] + {parts[1]}[None, :]")
         return name
@@ -517,20 +577,31 @@ BODY_LOCALS = re.compile(
 )
 
 
-def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int = 0) -> list[str]:
+def emit_copy_body(
+    plan: CopyPlan, program: str = "tl.program_id(0)", base: int | str = 0,
+    params: KernelParams | None = None,
+) -> list[str]:
     """The statements of `plan`'s kernel, indented one level, reading `src_ptr`, writing
-    `dst_ptr`, sized by the block constexprs `plan.block_names`. Its program index is
-    `program - base`: a batch kernel runs a member's programs 0, 1, … as its own programs
-    base, base + 1, … (a single copy: `tl.program_id(0)`, base 0)."""
+    `dst_ptr`, sized by the block constexprs `plan.block_names` and by the runtime scalars
+    it adds to `params` (`KernelParams`: sizes `n<k>`, strides `ss<k>` / `ds<k>`, offsets
+    `src_off` / `dst_off`, tile extents `ext<a>`, column blocks `cols`, mask coefficients
+    `mc<j>_<k>` and bounds `mlo<j>` / `mhi<j>`). Its program index is `program - base`:
+    a batch kernel runs a member's programs 0, 1, … as its own programs base, base + 1, …
+    (a single copy: `tl.program_id(0)`, base 0)."""
     spec = plan.spec
-    e = _Emitter(plan)
+    params = KernelParams() if params is None else params
+    e = _Emitter(plan, params)
     names = plan.block_names
     wide = plan.index_bits == 64
+    r = spec.rank
+    sizes = [f"n{k}" for k in range(r)]
+    src_names = [f"ss{k}" for k in range(r)]
+    dst_names = [f"ds{k}" for k in range(r)]
 
     # Program id -> block index per axis (row blocks outer, column blocks inner).
-    pid = f"{program} - {base}" if base else program
+    pid = f"{program} - {base}" if base != 0 else program
     if wide:
-        e.emit(f"pid = ({pid}).to(tl.int64)" if base else f"pid = {pid}.to(tl.int64)")
+        e.emit(f"pid = ({pid}).to(tl.int64)" if base != 0 else f"pid = {pid}.to(tl.int64)")
     else:
         e.emit(f"pid = {pid}")
     arange = "tl.arange(0, {b}).to(tl.int64)" if wide else "tl.arange(0, {b})"
@@ -540,8 +611,9 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
             e.emit(f"x0 = pid * {names[0]} + {arange.format(b=names[0])}")
             e.emit(f"x1 = {arange.format(b=names[1])}")
         else:
-            e.emit(f"x0 = (pid // {col_blocks}) * {names[0]} + {arange.format(b=names[0])}")
-            e.emit(f"x1 = (pid % {col_blocks}) * {names[1]} + {arange.format(b=names[1])}")
+            cols = e.p("cols", col_blocks)
+            e.emit(f"x0 = (pid // {cols}) * {names[0]} + {arange.format(b=names[0])}")
+            e.emit(f"x1 = (pid % {cols}) * {names[1]} + {arange.format(b=names[1])}")
     else:
         e.emit(f"offs = pid * {names[0]} + {arange.format(b=names[0])}")
 
@@ -552,7 +624,7 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
             continue
         q = index[a]
         for j in range(len(ax) - 1, 0, -1):
-            n = spec.sizes[ax[j]]
+            n = e.p(sizes[ax[j]], spec.sizes[ax[j]])
             e.emit(f"i{ax[j]} = {q} % {n}")
             e.emit(f"q{a} = {q} // {n}")
             q = f"q{a}"
@@ -563,7 +635,9 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
     inb = None
     if tails:
         for a in tails:
-            e.emit(f"in{a} = {index[a]} < {plan.extents[a]}")
+            ext = plan.axes[a][0] if len(plan.axes[a]) == 1 else None
+            bound = e.p(sizes[ext] if ext is not None else f"ext{a}", plan.extents[a])
+            e.emit(f"in{a} = {index[a]} < {bound}")
         if not e.two_d:
             inb = "in0"
         else:
@@ -575,22 +649,23 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
                 e.emit(f"inb = tl.broadcast_to({left or right}, {e.shape})")
             inb = "inb"
 
-    dst_idx = e.full("dst_idx", spec.dst_strides, spec.dst_offset)
+    dst_idx = e.full("dst_idx", spec.dst_strides, dst_names, e.p("dst_off", spec.dst_offset))
     # fill None: masked elements are neither read nor written.
     fill = None if spec.fill is None else _fill_expr(spec.fill, spec.dst_dtype, e.shape)
     store_mask = inb
     if plan.fill_only:
         e.emit(f"y = {fill}")
     else:
-        src_idx = e.full("src_idx", spec.src_strides, spec.src_offset)
+        src_idx = e.full("src_idx", spec.src_strides, src_names,
+                         e.p("src_off", spec.src_offset))
         conds = []
         for j, m in enumerate(spec.masks):
             low, high = linear_span(spec.sizes, m.coeffs)
-            msum = e.full(f"m{j}", m.coeffs, 0)
+            msum = e.full(f"m{j}", m.coeffs, [f"mc{j}_{k}" for k in range(r)], 0)
             if low < m.lo:
-                conds.append(f"({msum} >= {m.lo})")
+                conds.append(f"({msum} >= {e.p(f'mlo{j}', m.lo)})")
             if high >= m.hi:
-                conds.append(f"({msum} < {m.hi})")
+                conds.append(f"({msum} < {e.p(f'mhi{j}', m.hi)})")
         valid = None
         if conds:
             e.emit(f"valid = {' & '.join(conds)}")
@@ -616,20 +691,42 @@ def emit_copy_body(plan: CopyPlan, program: str = "tl.program_id(0)", base: int 
     return e.lines
 
 
+def emit_hints(params: KernelParams) -> list[str]:
+    """The body's first lines: each multiple-of-16 parameter re-derived (`KernelParams`)."""
+    return [f"    {h}" for h in params.hints]
+
+
 def describe_plan(plan: CopyPlan) -> list[str]:
-    """Comment lines naming `plan`'s strategy, canonical dims, masks and tiles."""
+    """Comment lines naming `plan`'s class: strategy, index width, canonical rank, masks
+    and tile axes (no sizes, strides or offsets: those are runtime arguments)."""
     spec = plan.spec
     header = [
         f"# stridec copy kernel: strategy={plan.strategy}, index_bits={plan.index_bits}",
-        f"# dims (outer -> inner): sizes {spec.sizes}",
-        f"#   src strides {spec.src_strides} offset {spec.src_offset} ({spec.src_dtype})",
-        f"#   dst strides {spec.dst_strides} offset {spec.dst_offset} ({spec.dst_dtype})",
+        f"# canonical rank {spec.rank} (dims outer -> inner), {spec.src_dtype} -> {spec.dst_dtype}",
+        "#   sizes n<k>, strides ss<k> (src) and ds<k> (dst), offsets src_off and dst_off:",
+        "#   runtime arguments, except the 0s and 1s, which are written in",
+    ]
+    for j in range(len(spec.masks)):
+        otherwise = "no write" if spec.fill is None else f"fill {spec.fill!r}"
+        header.append(f"#   mask {j}: mlo{j} <= mc{j}_<k> . i < mhi{j}, else {otherwise}")
+    header.append(f"# tile axes {plan.axes} ({', '.join(plan.block_names)})")
+    return header
+
+
+def describe_values(plan: CopyPlan) -> list[str]:
+    """Lines giving `plan`'s values: canonical sizes, strides, offsets, masks and tiles
+    (what `describe_plan` leaves to the runtime arguments)."""
+    spec = plan.spec
+    lines = [
+        f"dims (outer -> inner): sizes {spec.sizes}",
+        f"  src strides {spec.src_strides} offset {spec.src_offset} ({spec.src_dtype})",
+        f"  dst strides {spec.dst_strides} offset {spec.dst_offset} ({spec.dst_dtype})",
     ]
     for m in spec.masks:
         otherwise = "no write" if spec.fill is None else f"fill {spec.fill!r}"
-        header.append(f"#   mask {m.lo} <= {m.coeffs} . i < {m.hi}, else {otherwise}")
-    header.append(f"# tile axes {plan.axes} extents {plan.extents} blocks {plan.blocks}")
-    return header
+        lines.append(f"  mask {m.lo} <= {m.coeffs} . i < {m.hi}, else {otherwise}")
+    lines.append(f"tile axes {plan.axes} extents {plan.extents} blocks {plan.blocks}")
+    return lines
 
 
 def kernel_module(header: list[str], name: str, params: list[str], body: list[str]) -> str:
@@ -648,13 +745,17 @@ def kernel_module(header: list[str], name: str, params: list[str], body: list[st
     return "\n".join(text)
 
 
-def emit_copy_source(plan: CopyPlan, name: str) -> str:
-    """The module text for `plan`, with kernel function `name`."""
-    body = emit_copy_body(plan)
+def emit_copy_source(plan: CopyPlan, name: str) -> tuple[str, KernelParams]:
+    """The module text for `plan`, with kernel function `name`, and its runtime scalars:
+    parameters `(src_ptr, dst_ptr, *params.names, *block constexprs)`."""
+    params = KernelParams()
+    body = emit_copy_body(plan, params=params)
     if plan.grid == (0,):
-        body = ["    pass  # nothing to copy"]
-    params = ["src_ptr", "dst_ptr"] + [f"{n}: tl.constexpr" for n in plan.block_names]
-    return kernel_module(describe_plan(plan), name, params, body)
+        body, params = ["    pass  # nothing to copy"], KernelParams()
+    body = emit_hints(params) + body
+    names = ["src_ptr", "dst_ptr", *params.names]
+    names += [f"{n}: tl.constexpr" for n in plan.block_names]
+    return kernel_module(describe_plan(plan), name, names, body), params
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -664,7 +765,9 @@ def emit_copy_source(plan: CopyPlan, name: str) -> str:
 class GeneratedKernel:
     """What every generated copy kernel records: its name and Triton module `source`, the
     `strategy` it uses, its `grid` and launch arguments (`constexprs`, `num_warps`), the
-    elements it covers (`numel`), its index width and the target it was generated for."""
+    elements it covers (`numel`), its index width and the target it was generated for;
+    `params` names its runtime scalar parameters (after the pointers, before the
+    constexprs) and `args` gives their values for this copy (`KernelParams`)."""
 
     name: str
     strategy: str
@@ -675,6 +778,14 @@ class GeneratedKernel:
     index_bits: int
     num_warps: int
     target: str
+    params: tuple[str, ...]
+    args: tuple[int, ...]
+    detail: str  # the values the source leaves to `args` (`describe_values`), for people
+
+    @property
+    def arguments(self) -> dict[str, int]:
+        """Each runtime scalar parameter's value, by name."""
+        return dict(zip(self.params, self.args, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -712,7 +823,7 @@ def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = 
     """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu" = interpreter)."""
     plan = plan_copy(spec, target, tuning)
     placeholder = "stridec_copy_KERNEL"
-    text = emit_copy_source(plan, placeholder)
+    text, params = emit_copy_source(plan, placeholder)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     name = f"stridec_copy_{digest}"
     source = text.replace(placeholder, name)
@@ -727,6 +838,9 @@ def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = 
         index_bits=plan.index_bits,
         num_warps=plan.num_warps,
         target=target,
+        params=tuple(params.names),
+        args=tuple(params.values),
+        detail="\n".join(describe_values(plan)),
         spec=spec,
         src_span=src_span,
         dst_span=dst_span,

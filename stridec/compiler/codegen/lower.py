@@ -69,6 +69,9 @@ def _info(kernel: Any) -> KernelInfo:
         num_warps=getattr(kernel, "num_warps", 4),
         strategy=getattr(kernel, "strategy", ""),
         index_bits=kernel.index_bits,
+        params=tuple(getattr(kernel, "params", ())),
+        args=tuple(getattr(kernel, "args", ())),
+        detail=getattr(kernel, "detail", ""),
     )
 
 
@@ -137,7 +140,7 @@ class _Lowering:
         self.slot: dict[int, int] = {}
         self.buffers: list[BufferSpec] = []
         self.kernels: list[KernelInfo] = []
-        self.kernel_index: dict[str, int] = {}
+        self.kernel_index: dict[tuple, int] = {}
         self.launches: list[Launch] = []
         self.n_inputs = 0
         # A fill of a new buffer, held back: box copies into that buffer may absorb it.
@@ -157,11 +160,14 @@ class _Lowering:
     ) -> None:
         if kernel.numel == 0 and kernel.kind == "copy":
             return
-        index = self.kernel_index.get(kernel.name)  # a C kernel's name covers its params
+        info = _info(kernel)
+        # A C kernel's name covers its params; a Triton kernel's source only its class.
+        key = (info.name, info.grid, info.args, tuple(info.constexprs.items()), info.num_warps)
+        index = self.kernel_index.get(key)
         if index is None:
             index = len(self.kernels)
-            self.kernels.append(_info(kernel))
-            self.kernel_index[kernel.name] = index
+            self.kernels.append(info)
+            self.kernel_index[key] = index
         self.launches.append(Launch(index, args, views, tuple(sorted(set(ops)))))
 
     def slot_of(self, value: Value) -> int:

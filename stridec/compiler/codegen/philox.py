@@ -22,13 +22,15 @@ Two kernel shapes:
   stride, no mask): each program takes `BLOCK` counters, runs Philox once per counter and
   stores its four words side by side (16-byte stores).
 * **gather** — anything else: each program takes `BLOCK` positions of the iteration
-  space, recovers coordinates by division with baked-in sizes, and runs Philox for the
+  space, recovers coordinates by division by the runtime sizes, and runs Philox for the
   counter of each element (three of the four words are dropped).
 
-Everything about the spec is baked into the source as constants (deterministic text, so
-Triton's cache hits); only `BLOCK` is a `tl.constexpr`. Offsets are int32 when every
-position, index and address the kernel forms stays below 2^31, else int64 from the
-program id on (cast before any multiply).
+Sizes, strides, offsets, mask coefficients and bounds, the element count and the state
+increment are runtime scalars (`codegen.copy.KernelParams`: a 0 or 1 written in, a
+multiple of 2, 4, 8 or 16 marked as one), so the source depends only on the kernel's
+class (deterministic text, so Triton's cache hits); `BLOCK` is a `tl.constexpr`. Offsets
+are int32 when every position, index and address the kernel forms stays below 2^31,
+else int64 from the program id on (cast before any multiply).
 
 The counter add is a 128-bit add done in 32-bit words: `q = ⌊i/4⌋` is split into its
 low and high 32-bit halves and the carries run through words 1–3, so a counter near
@@ -59,6 +61,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from stridec.compiler.codegen.copy import KernelParams
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.affine import MAX_RANK, address_span, merge_dims
 from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
@@ -127,6 +130,8 @@ class PhiloxKernel:
     dst_elements: int
     strategy: str
     num_warps: int = 4
+    params: tuple[str, ...] = ()
+    args: tuple[int, ...] = ()
 
 
 # --------------------------------------------------------------------------- planning
@@ -328,16 +333,18 @@ def _emit_counter_add(lines: list[str], q: str, wide: bool) -> None:
     lines.append("    x3 = ctr3 + carry")
 
 
-def _emit_new_state(lines: list[str], numel: int) -> None:
-    """Program 0 stores counter + ⌈numel/4⌉ (mod 2^128) and the key."""
+def _emit_new_state(lines: list[str], params: KernelParams, numel: int) -> None:
+    """Program 0 stores counter + ⌈numel/4⌉ (mod 2^128) and the key; the increment is two
+    runtime words, `inc0` (low) and `inc1`."""
     blocks = -(-numel // 4)
-    w0, w1 = blocks & 0xFFFFFFFF, (blocks >> 32) & 0xFFFFFFFF
+    w0 = params.value("inc0", blocks & 0xFFFFFFFF)
+    w1 = params.value("inc1", (blocks >> 32) & 0xFFFFFFFF)
     # Names of their own: a name rebound inside `if` must keep its type in compiled Triton.
     lines.append("    if pid == 0:")
-    lines.append(f"        # new_state = counter + ceil({numel} / 4) = counter + {blocks}")
-    lines.append(f"        n0 = ctr0 + {w0}")
+    lines.append("        # new_state = counter + ceil(numel / 4)")
+    lines.append(f"        n0 = ctr0 + {_u32(w0)}")
     lines.append("        n_carry = (n0 < ctr0).to(tl.uint32)")
-    lines.append(f"        n1 = ctr1 + {w1}")
+    lines.append(f"        n1 = ctr1 + {_u32(w1)}")
     lines.append("        n_carry1 = (n1 < ctr1).to(tl.uint32)")
     lines.append("        n1 = n1 + n_carry")
     lines.append("        n_carry = n_carry1 | (n1 < n_carry).to(tl.uint32)")
@@ -346,6 +353,12 @@ def _emit_new_state(lines: list[str], numel: int) -> None:
     lines.append("        n3 = ctr3 + n_carry")
     for k, name in enumerate(("n0", "n1", "n2", "n3", "key0", "key1")):
         lines.append(f"        tl.store(new_state_ptr + {k}, {name}.to(tl.int32, bitcast=True))")
+
+
+def _u32(word: int | str) -> str:
+    """A 32-bit word as a uint32 term: a literal as it is, a parameter (an int32 or int64
+    argument, by its value) as its low 32 bits."""
+    return str(word) if isinstance(word, int) else f"{word}.to(tl.uint32)"
 
 
 def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
@@ -365,7 +378,7 @@ def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
         lines.append("    val = b.to(tl.uint16).to(tl.bfloat16, bitcast=True)")
 
 
-def _linear_body(lines: list[str], plan: _Plan, wide: bool) -> None:
+def _linear_body(lines: list[str], plan: _Plan, wide: bool, params: KernelParams) -> None:
     lines.append("    # Linear output: BLOCK counters per program, four words stored per counter.")
     lines.append("    q = pid * BLOCK + tl.arange(0, BLOCK)")
     _emit_counter_add(lines, "q", wide)
@@ -374,39 +387,45 @@ def _linear_body(lines: list[str], plan: _Plan, wide: bool) -> None:
     lines.append("    words = tl.reshape(tl.join(tl.join(y0, y2), tl.join(y1, y3)), [BLOCK, 4])")
     _emit_convert(lines, plan, "words")
     lines.append("    i = q[:, None] * 4 + tl.arange(0, 4)[None, :]")
-    off = f"{plan.dst_offset} + " if plan.dst_offset else ""
-    lines.append(f"    tl.store(dst_ptr + {off}i, val, mask=i < {plan.numel})")
+    offset = params.value("dst_off", plan.dst_offset)
+    off = f"{offset} + " if offset != 0 else ""
+    numel = params.value("numel", plan.numel)
+    lines.append(f"    tl.store(dst_ptr + {off}i, val, mask=i < {numel})")
 
 
-def _linear_form(coords: list[str], strides: tuple[int, ...], offset: int) -> str:
+def _linear_form(coords: list[str], strides: list[int | str], offset: int | str) -> str:
     terms = [f"{c} * {s}" if s != 1 else c for c, s in zip(coords, strides, strict=True) if s != 0]
     if not terms:
         return f"p * 0 + {offset}"
-    if offset:
+    if offset != 0:
         terms.insert(0, str(offset))
     return " + ".join(terms)
 
 
-def _gather_body(lines: list[str], plan: _Plan, wide: bool) -> None:
+def _gather_body(lines: list[str], plan: _Plan, wide: bool, params: KernelParams) -> None:
     rank = len(plan.sizes)
+    v = params.value
     lines.append("    # Gather: BLOCK positions of the iteration space per program, one word each.")
     lines.append("    p = pid * BLOCK + tl.arange(0, BLOCK)")
-    lines.append(f"    live = p < {plan.space_numel}")
+    lines.append(f"    live = p < {v('space', plan.space_numel)}")
     coords = [f"c{k}" for k in range(rank)]
     if rank:
-        lines.append(f"    # Coordinates in sizes {plan.sizes}, innermost first.")
+        lines.append("    # Coordinates in sizes sz<k>, innermost first.")
         lines.append("    r = p")
         for k in range(rank - 1, 0, -1):
-            lines.append(f"    c{k} = r % {plan.sizes[k]}")
-            lines.append(f"    r = r // {plan.sizes[k]}")
+            lines.append(f"    c{k} = r % {v(f'sz{k}', plan.sizes[k])}")
+            lines.append(f"    r = r // {v(f'sz{k}', plan.sizes[k])}")
         lines.append("    c0 = r")
-    lines.append(f"    i = {_linear_form(coords, plan.index_strides, plan.index_offset)}")
-    lines.append(f"    d = {_linear_form(coords, plan.dst_strides, plan.dst_offset)}")
+    index = [v(f"is{k}", x) for k, x in enumerate(plan.index_strides)]
+    dst = [v(f"ds{k}", x) for k, x in enumerate(plan.dst_strides)]
+    lines.append(f"    i = {_linear_form(coords, index, v('index_off', plan.index_offset))}")
+    lines.append(f"    d = {_linear_form(coords, dst, v('dst_off', plan.dst_offset))}")
     if plan.masks:
         conds = []
         for n, (coeffs, lo, hi) in enumerate(plan.masks):
-            lines.append(f"    m{n} = {_linear_form(coords, coeffs, 0)}")
-            conds.append(f"({lo} <= m{n}) & (m{n} < {hi})")
+            terms = [v(f"mc{n}_{k}", c) for k, c in enumerate(coeffs)]
+            lines.append(f"    m{n} = {_linear_form(coords, terms, 0)}")
+            conds.append(f"({v(f'mlo{n}', lo)} <= m{n}) & (m{n} < {v(f'mhi{n}', hi)})")
         lines.append(f"    valid = {' & '.join(conds)}")
         lines.append("    i = tl.where(valid, i, 0)  # masked-out lanes may index anywhere")
     lines.append("    q = i >> 2")
@@ -471,9 +490,8 @@ def generate_philox(
     index_bits = 32 if empty else _index_bits(plan, linear, block)
     wide = index_bits == 64
 
-    lines = ["import triton", "import triton.language as tl", "", ""]
-    lines.append("@triton.jit")
-    lines.append("def __NAME__(state_ptr, dst_ptr, new_state_ptr, BLOCK: tl.constexpr):")
+    params = KernelParams()
+    lines: list[str] = []
     if empty:
         strategy = "empty"
         lines.append("    # Empty output: no element is written; only the state advances.")
@@ -484,11 +502,15 @@ def generate_philox(
     )
     _emit_state_reads(lines, plan.state_index)
     if linear:
-        _linear_body(lines, plan, wide)
+        _linear_body(lines, plan, wide, params)
     elif not empty:
-        _gather_body(lines, plan, wide)
-    _emit_new_state(lines, plan.numel)
-    text = "\n".join(lines) + "\n"
+        _gather_body(lines, plan, wide, params)
+    _emit_new_state(lines, params, plan.numel)
+    head = ["import triton", "import triton.language as tl", "", "", "@triton.jit"]
+    names = ", ".join(["state_ptr", "dst_ptr", "new_state_ptr", *params.names])
+    head.append(f"def __NAME__({names}, BLOCK: tl.constexpr):")
+    head += [f"    {h}" for h in params.hints]
+    text = "\n".join(head + lines) + "\n"
     name = "philox_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     source = text.replace("__NAME__", name)
 
@@ -513,4 +535,6 @@ def generate_philox(
         dst_elements=dst_elements,
         strategy=strategy,
         num_warps=num_warps,
+        params=tuple(params.names),
+        args=tuple(params.values),
     )

@@ -19,13 +19,16 @@ from dataclasses import asdict, dataclass
 
 __all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec"]
 
-PROGRAM_FORMAT = 2
+PROGRAM_FORMAT = 3
 
 
 @dataclass(frozen=True)
 class KernelInfo:
     """One generated kernel: `kind` is "copy" or "philox"; `source` is its Triton module,
-    or for `lang == "c"` its C compile units, run as `calls` (see `CCopyKernel`)."""
+    or for `lang == "c"` its C compile units, run as `calls` (see `CCopyKernel`). A Triton
+    kernel takes the runtime scalars `params` (after its pointers) with the values
+    `args` (`codegen.copy.KernelParams`): one source serves every copy of its class, each
+    launch passes its own sizes, strides and offsets."""
 
     kind: str
     name: str
@@ -37,6 +40,14 @@ class KernelInfo:
     index_bits: int = 32
     lang: str = "triton"
     calls: tuple[tuple[str, int, int, tuple[int, ...]], ...] = ()
+    params: tuple[str, ...] = ()
+    args: tuple[int, ...] = ()
+    detail: str = ""  # the canonical sizes, strides, masks and tiles, for people
+
+    @property
+    def arguments(self) -> dict[str, int]:
+        """Each runtime scalar parameter's value, by name."""
+        return dict(zip(self.params, self.args, strict=True))
 
 
 def _call_fits(call: tuple, n_args: int) -> bool:
@@ -119,6 +130,9 @@ class Program:
                         (str(c[0]), int(c[1]), int(c[2]), tuple(int(p) for p in c[3]))
                         for c in k["calls"]
                     ),
+                    params=tuple(str(n) for n in k["params"]),
+                    args=tuple(int(a) for a in k["args"]),
+                    detail=str(k["detail"]),
                 )
                 for k in data["kernels"]
             ],
@@ -150,7 +164,11 @@ class Program:
                 not 0 <= a < slots for a in launch.args
             ):
                 raise ValueError(f"program: launch arguments {launch.args} outside {slots} slots")
-            for call in self.kernels[launch.kernel].calls:
+            kernel = self.kernels[launch.kernel]
+            if len(kernel.params) != len(kernel.args):
+                raise ValueError(f"program: kernel {kernel.name} has {len(kernel.params)} "
+                                 f"parameters and {len(kernel.args)} arguments")
+            for call in kernel.calls:
                 if not _call_fits(call, len(launch.args)):
                     raise ValueError(f"program: C call {call[0]} does not fit its launch")
         for o in self.outputs:

@@ -16,12 +16,16 @@ import shutil
 import tempfile
 import threading
 import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
 from stridec.runtime.cache import disk_cache_dir, write_atomically
 
-__all__ = ["BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir"]
+__all__ = [
+    "BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir", "scalar_type",
+    "signature",
+]
 
 _lock = threading.Lock()
 _loaded: dict[tuple[str, str], Any] = {}
@@ -98,6 +102,31 @@ def load_jit(source: str, name: str) -> Any:
         spec.loader.exec_module(module)
         jit = _loaded[key] = getattr(module, name)
         return jit
+
+
+def scalar_type(value: int) -> str:
+    """Triton's type of an integer argument, as its launcher picks it by value: "i32" when
+    it fits in 32 bits, else "i64"."""
+    return "i32" if -(2**31) <= value < 2**31 else "i64"
+
+
+def signature(
+    jit: Any, pointer_types: Sequence[str], args: Sequence[int], constexprs: Mapping[str, int]
+) -> dict[str, str]:
+    """The signature of a generated kernel for `triton.compiler.ASTSource`, typed as a
+    launch types it: its pointers (`pointer_types`, e.g. "*fp16"), then its runtime scalars
+    by value (`args`, `codegen.copy.KernelParams`), then its constexprs."""
+    params = [p.name for p in jit.params if not p.is_constexpr]
+    pointers = params[: len(params) - len(args)]
+    if len(pointers) != len(pointer_types):
+        raise ValueError(
+            f"{jit.fn.__name__}: {len(pointers)} pointer parameters and {len(args)} scalars; "
+            f"got {len(pointer_types)} pointer types"
+        )
+    types = dict(zip(pointers, pointer_types, strict=True))
+    types.update(zip(params[len(pointers):], map(scalar_type, args), strict=True))
+    types.update({c: "constexpr" for c in constexprs})
+    return types
 
 
 class CompiledKernel:
