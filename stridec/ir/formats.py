@@ -30,6 +30,7 @@ from stridec.errors import LayoutError, ShapeError, UnsupportedError
 from stridec.ir.affine import MAX_RANK, MaskBound
 from stridec.ir.dtypes import as_dtype
 from stridec.ir.layout import Layout, contiguous_strides
+from stridec.ir.symbols import Sym
 
 __all__ = [
     "CHWN4",
@@ -87,9 +88,18 @@ class Packing:
         return all(bound.holds(coords) for bound in self.mask)
 
 
+def _static_dim(what: str, sizes: tuple, dim: int, name: str) -> None:
+    """Refuse a symbolic size where the format's padding needs a static one."""
+    if isinstance(sizes[dim], Sym):
+        raise UnsupportedError(
+            f"{what}: the {name} (dim {dim % len(sizes)}) is the symbolic size {sizes[dim]}; "
+            f"the padding of this format needs a static one (sizes {sizes})"
+        )
+
+
 def _sizes(logical_sizes: Sequence[int], what: str) -> tuple[int, ...]:
     try:
-        sizes = tuple(operator.index(n) for n in logical_sizes)
+        sizes = tuple(n if isinstance(n, Sym) else operator.index(n) for n in logical_sizes)
     except TypeError:
         raise ShapeError(
             f"{what}: expected a sequence of int sizes; got {logical_sizes!r}"
@@ -190,6 +200,7 @@ class Format:
         sizes = self._check(logical_sizes)
         if not self.is_blocked:
             return sizes
+        _static_dim(self.name, sizes, 1, "channel count C")
         x = self.block
         return (sizes[0], -(-sizes[1] // x), x) + sizes[2:]
 
@@ -299,6 +310,7 @@ class PitchedRows:
     def pitch(self, logical_sizes: Sequence[int], dtype: object) -> int:
         """Elements per row: the least p >= W with p*itemsize a multiple of align_bytes."""
         sizes, itemsize = self._check(logical_sizes, dtype)
+        _static_dim(self.name, sizes, -1, "row length")
         quantum = self.align_bytes // math.gcd(self.align_bytes, itemsize)
         return -(-sizes[-1] // quantum) * quantum
 

@@ -16,6 +16,7 @@ from stridec.errors import VerificationError
 from stridec.ir import display
 from stridec.ir.attributes import Attr
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import Sym, free_symbols, substitute
 from stridec.ir.types import TensorType
 
 __all__ = ["Value", "Op", "Graph", "OP_REGISTRY", "register_op"]
@@ -310,6 +311,23 @@ class Op:
         return f"<Op {self.name} {dict(self.attrs)}>"
 
 
+def _bind_attr(value: Any, bindings: Mapping[str, int]) -> Any:
+    """An attribute with the bound symbols replaced (in sizes, lists and layouts)."""
+    if isinstance(value, Sym):
+        return substitute(value, bindings)
+    if isinstance(value, Layout):
+        if value.is_static():
+            return value
+        return Layout(
+            _bind_attr(value.sizes, bindings),
+            _bind_attr(value.strides, bindings),
+            _bind_attr(value.offset, bindings),
+        )
+    if isinstance(value, (list, tuple)):
+        return type(value)(_bind_attr(v, bindings) for v in value)
+    return value
+
+
 class Graph:
     """An ordered list of ops with one `output` op at the end once the graph is complete."""
 
@@ -411,6 +429,30 @@ class Graph:
                 if not layout.same_addresses(op.result.type.layout):
                     attrs["storage"] = None  # declared for another layout: not this one's
                 attrs["layout"] = None if layout == Layout.contiguous(layout.sizes) else layout
+            rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
+            new.append(rebuilt)
+            for a, b in zip(op.results, rebuilt.results, strict=False):
+                mapping[id(a)] = b
+        return new
+
+    def symbols(self) -> tuple[str, ...]:
+        """The names of the symbolic sizes of the inputs, in order of first appearance
+        (input by input, dim by dim): the values a call binds (docs/symbolic.md)."""
+        seen: dict[str, None] = {}
+        for v in self.inputs:
+            for n in v.type.sizes:
+                for name in sorted(free_symbols(n)):
+                    seen.setdefault(name, None)
+        return tuple(seen)
+
+    def bind(self, bindings: Mapping[str, int]) -> Graph:
+        """A copy with the symbols of `bindings` replaced by their values, every op
+        rebuilt by type inference: the static graph of those sizes. A symbol left out
+        stays symbolic. Raises the op's `StridecError` where a value does not suit it."""
+        new = Graph(self.name)
+        mapping: dict[int, Value] = {}
+        for op in self.ops:
+            attrs = {k: _bind_attr(v, bindings) for k, v in op.attrs.items()}
             rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
             new.append(rebuilt)
             for a, b in zip(op.results, rebuilt.results, strict=False):

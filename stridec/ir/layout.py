@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -30,6 +30,15 @@ from stridec.errors import LayoutError, ShapeError, UnsupportedError
 from stridec.ir import display
 from stridec.ir.affine import MAX_RANK, Shaped, merge_dims
 from stridec.ir.dtypes import as_dtype
+from stridec.ir.symbols import (
+    Sym,
+    evaluate,
+    exact_div,
+    format_size,
+    free_symbols,
+    generic_value,
+    statically_true,
+)
 
 __all__ = [
     "MAX_RANK",
@@ -52,14 +61,23 @@ def _as_int(value: object, what: str) -> int:
         raise LayoutError(f"{what}: expected an int; got {value!r}") from None
 
 
-def _as_int_tuple(values: object, what: str) -> tuple[int, ...]:
-    """`values` as a tuple of Python ints (accepts lists, tuples, torch.Size, numpy ints)."""
+def _as_size(value: object, what: str) -> int | Sym:
+    """An int, or a symbolic size (`stridec.ir.symbols.Sym`)."""
+    return value if isinstance(value, Sym) else _as_int(value, what)
+
+
+def _as_int_tuple(values: object, what: str, symbolic: bool = False) -> tuple[int, ...]:
+    """`values` as a tuple of Python ints (accepts lists, tuples, torch.Size, numpy ints);
+    with `symbolic`, symbolic sizes (`Sym`) too."""
     if type(values) is tuple and all(type(v) is int for v in values):
         return values
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
     out = []
     for v in values:
+        if symbolic and isinstance(v, Sym):
+            out.append(v)
+            continue
         if isinstance(v, bool):
             raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
         try:
@@ -82,17 +100,31 @@ def _wrap_dim(dim: object, rank: int, what: str, sizes: tuple[int, ...], scalar_
     return d + bound if d < 0 else d
 
 
+def _at_least_one(n: int | Sym) -> int | Sym:
+    """torch counts a size-0 dim as 1 in packed strides; a symbolic size counts as itself
+    (at a value making it 0 the tensor is empty, and its strides address nothing)."""
+    return n if isinstance(n, Sym) else max(n, 1)
+
+
+def _above_one(n: int | Sym) -> bool:
+    """``n > 1`` for an int; a symbolic size takes its generic (large) value. The rules
+    that ask only change strides of size-0/1 dims, which address nothing new."""
+    return n > 1 if type(n) is int else generic_value(n) > 1
+
+
 def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides of `sizes`, as torch computes them (a size-0 dim counts as 1).
 
     For (2, 3, 4): (3*4, 4, 1) = (12, 4, 1). For (2, 0, 3): (3, 3, 1), like torch.empty.
+    Symbolic sizes give symbolic strides: ("N", 3, 4) has (12, 4, 1), (3, 4, "N") has
+    (4*N, N, 1).
     """
-    sizes = _as_int_tuple(sizes, "sizes")
+    sizes = _as_int_tuple(sizes, "sizes", symbolic=True)
     strides = [1] * len(sizes)
     running = 1
     for k in range(len(sizes) - 1, -1, -1):
         strides[k] = running
-        running *= max(sizes[k], 1)
+        running *= _at_least_one(sizes[k])
     return tuple(strides)
 
 
@@ -105,7 +137,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     tuples = []
     for shape in shapes:
         try:
-            t = _as_int_tuple(shape, "broadcast_shapes")
+            t = _as_int_tuple(shape, "broadcast_shapes", symbolic=True)
         except LayoutError as e:
             raise ShapeError(str(e)) from None
         if any(n < 0 for n in t):
@@ -147,9 +179,9 @@ class Layout(Shaped):
     offset: int = 0
 
     def __post_init__(self) -> None:
-        sizes = _as_int_tuple(self.sizes, "layout sizes")
-        strides = _as_int_tuple(self.strides, "layout strides")
-        offset = _as_int(self.offset, "layout offset")
+        sizes = _as_int_tuple(self.sizes, "layout sizes", symbolic=True)
+        strides = _as_int_tuple(self.strides, "layout strides", symbolic=True)
+        offset = _as_size(self.offset, "layout offset")
         if len(sizes) != len(strides):
             raise LayoutError(
                 f"layout: sizes {sizes} (rank {len(sizes)}) and strides {strides} "
@@ -175,7 +207,29 @@ class Layout(Shaped):
             )
 
     def __str__(self) -> str:
-        return f"strided<[{', '.join(map(str, self.strides))}], offset: {self.offset}>"
+        strides = ", ".join(map(format_size, self.strides))
+        return f"strided<[{strides}], offset: {format_size(self.offset)}>"
+
+    # -- symbolic sizes (docs/symbolic.md) ----------------------------------------------
+
+    @property
+    def free_symbols(self) -> frozenset[str]:
+        """The names of the symbols in the sizes, strides and offset."""
+        return free_symbols((self.sizes, self.strides, self.offset))
+
+    def is_static(self) -> bool:
+        """No symbolic size, stride or offset."""
+        return not self.free_symbols
+
+    def evaluate(self, bindings: Mapping[str, int]) -> Layout:
+        """The layout at the given symbol values (a static layout is itself)."""
+        if self.is_static():
+            return self
+        return Layout(
+            evaluate(self.sizes, bindings),
+            evaluate(self.strides, bindings),
+            evaluate(self.offset, bindings),
+        )
 
     # -- derived quantities -------------------------------------------------------------
 
@@ -184,7 +238,7 @@ class Layout(Shaped):
         if self.numel == 0:
             return None
         return self.offset + sum(
-            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True) if s > 0
+            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True) if s >= 0
         )
 
     def min_index(self) -> int | None:
@@ -295,8 +349,12 @@ class Layout(Shaped):
 
     def _significant(self) -> list[tuple[int, int]]:
         """(size, |stride|) of the dims that move, innermost (smallest stride) first."""
-        dims = [(n, abs(s)) for n, s in zip(self.sizes, self.strides, strict=True) if n != 1]
-        dims.sort(key=lambda d: d[1])
+        dims = [
+            (n, -s if s < 0 else s)
+            for n, s in zip(self.sizes, self.strides, strict=True)
+            if n != 1
+        ]
+        dims.sort(key=lambda d: generic_value(d[1]))
         return dims
 
     def is_contiguous(self) -> bool:
@@ -329,8 +387,8 @@ class Layout(Shaped):
 
     def is_broadcast(self) -> bool:
         """Some dim of size > 1 has stride 0, so elements repeat (an empty layout never)."""
-        return self.numel > 0 and any(
-            n > 1 and s == 0 for n, s in zip(self.sizes, self.strides, strict=True)
+        return self.numel != 0 and any(
+            _above_one(n) and s == 0 for n, s in zip(self.sizes, self.strides, strict=True)
         )
 
     def may_overlap(self) -> bool:
@@ -340,11 +398,12 @@ class Layout(Shaped):
         ``(3, 2)`` with strides ``(2, 3)`` addresses 0, 3, 2, 5, 4, 7 -- all distinct -- yet
         3 does not exceed the span (3-1)*2 = 4, so it answers ``True``.
         """
-        if self.numel <= 1:
+        numel = self.numel
+        if type(numel) is int and numel <= 1:
             return False
         reach = 0
         for n, s in self._significant():
-            if s <= reach or s == 0:
+            if s == 0 or not statically_true(s > reach):
                 return True
             reach += (n - 1) * s
         return False
@@ -358,7 +417,7 @@ class Layout(Shaped):
         low, high = self.min_index(), self.max_index()
         if low is None or high is None or self.may_overlap():
             return False
-        return high - low + 1 > self.numel
+        return statically_true(high - low + 1 > self.numel)
 
     def same_addresses(self, other: Layout) -> bool:
         """The same coordinate -> index map: equal sizes and, unless the layouts are empty,
@@ -374,13 +433,14 @@ class Layout(Shaped):
         if self.numel == 0:
             return True
         if self.rank == 1:
-            return self.sizes[0] < 2 or self.strides[0] == 1
+            return not _above_one(self.sizes[0]) or self.strides[0] == 1
         order = sorted(
-            range(self.rank), key=lambda d: (self.sizes[d] < 2, self.strides[d])
+            range(self.rank),
+            key=lambda d: (not _above_one(self.sizes[d]), generic_value(self.strides[d])),
         )
         expected = 1
         for d in order:
-            if self.sizes[d] < 2:
+            if not _above_one(self.sizes[d]):
                 return True
             if self.strides[d] != expected:
                 return False
@@ -405,11 +465,11 @@ class Layout(Shaped):
             return None
         least = 0
         for d in walk:
-            if sizes[d] == 0 or strides[d] < least:
+            if sizes[d] == 0 or generic_value(strides[d]) < generic_value(least):
                 return None
             if d == 0 and least == strides[1]:
                 return None
-            least = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
+            least = strides[d] * (sizes[d] if _above_one(sizes[d]) else 1)
         return order
 
     def preserved(self) -> Layout:
@@ -431,8 +491,8 @@ class Layout(Shaped):
             if s0 == 0 or s1 == 0:
                 return 0
             if s0 != s1:
-                return -1 if s0 < s1 else 1
-            return 1 if sizes[d0] > sizes[d1] else 0
+                return -1 if generic_value(s0) < generic_value(s1) else 1
+            return 1 if generic_value(sizes[d0]) > generic_value(sizes[d1]) else 0
 
         perm = list(range(rank - 1, -1, -1))
         for i in range(1, rank):
@@ -448,7 +508,7 @@ class Layout(Shaped):
         running = 1
         for d in perm:
             out[d] = running
-            if sizes[d] > 1:
+            if _above_one(sizes[d]):
                 running *= sizes[d]
         return Layout(sizes, tuple(out))
 
@@ -457,7 +517,7 @@ class Layout(Shaped):
     @classmethod
     def contiguous(cls, sizes: Sequence[int]) -> Layout:
         """The row-major layout of `sizes`: (2, 2, 3) gets strides (2*3, 3, 1) = (6, 3, 1)."""
-        sizes = _as_int_tuple(sizes, "contiguous sizes")
+        sizes = _as_int_tuple(sizes, "contiguous sizes", symbolic=True)
         return cls(sizes, contiguous_strides(sizes))
 
     @classmethod
@@ -468,7 +528,7 @@ class Layout(Shaped):
         is 1, W stride C = 1, H stride W*C = 5 and N stride H*W*C = 15, giving DirectML's
         {15, 1, 5, 1}. A size-0 dim counts as 1, as in `contiguous_strides`.
         """
-        sizes = _as_int_tuple(sizes, "for_order sizes")
+        sizes = _as_int_tuple(sizes, "for_order sizes", symbolic=True)
         order = _as_int_tuple(order, "for_order order")
         if sorted(order) != list(range(len(sizes))):
             raise LayoutError(
@@ -479,7 +539,7 @@ class Layout(Shaped):
         running = 1
         for d in reversed(order):
             strides[d] = running
-            running *= max(sizes[d], 1)
+            running *= _at_least_one(sizes[d])
         return cls(sizes, tuple(strides))
 
     @classmethod
@@ -487,8 +547,8 @@ class Layout(Shaped):
         """Rows of `pitch` elements holding ``sizes[-1]`` real ones, as in DirectML's padding
         example: sizes (3, 3), pitch 5 -> strides (5, 1). Outer strides multiply up from the
         pitched row: (2, 3, 3), pitch 5 -> strides (3*5, 5, 1) = (15, 5, 1)."""
-        sizes = _as_int_tuple(sizes, "padded sizes")
-        pitch = _as_int(pitch, "padded pitch")
+        sizes = _as_int_tuple(sizes, "padded sizes", symbolic=True)
+        pitch = _as_size(pitch, "padded pitch")
         if not sizes:
             raise LayoutError("padded: a pitched layout needs rank >= 1; got sizes ()")
         if pitch < sizes[-1]:
@@ -500,7 +560,7 @@ class Layout(Shaped):
         running = pitch
         for k in range(len(sizes) - 2, -1, -1):
             strides[k] = running
-            running *= max(sizes[k], 1)
+            running *= _at_least_one(sizes[k])
         return cls(sizes, tuple(strides))
 
     # -- view algebra -------------------------------------------------------------------
@@ -541,7 +601,7 @@ class Layout(Shaped):
         -1 keeps a size; new leading dims may be added; only a size-1 dim may change size
         and then gets stride 0. ``arange(3).expand(2, 3)`` has strides (0, 1).
         """
-        target = _as_int_tuple(sizes, "expand sizes")
+        target = _as_int_tuple(sizes, "expand sizes", symbolic=True)
         ndim = len(target)
         if ndim < self.rank:
             raise LayoutError(
@@ -600,8 +660,8 @@ class Layout(Shaped):
                 f"slice: step must be >= 1; got {step} (dim {dim}, sizes {self.sizes})"
             )
         n, s = self.sizes[d], self.strides[d]
-        lo = 0 if start is None else _as_int(start, "slice start")
-        hi = n if stop is None else _as_int(stop, "slice stop")
+        lo = 0 if start is None else _as_size(start, "slice start")
+        hi = n if stop is None else _as_size(stop, "slice stop")
         if lo < 0:
             lo += n
         if hi < 0:
@@ -629,7 +689,7 @@ class Layout(Shaped):
         if self.rank == 0:
             raise LayoutError("select: cannot select from a rank-0 layout (sizes ())")
         d = _wrap_dim(dim, self.rank, "select: dim", self.sizes, False)
-        i = _as_int(index, "select index")
+        i = _as_size(index, "select index")
         n = self.sizes[d]
         if not -n <= i < n:
             raise LayoutError(
@@ -658,6 +718,13 @@ class Layout(Shaped):
             if len(chosen) != len(wrapped):
                 raise LayoutError(
                     f"squeeze: dims {dims} name a dim more than once (sizes {self.sizes})"
+                )
+        for k in sorted(chosen):
+            if k < self.rank and isinstance(self.sizes[k], Sym):
+                raise LayoutError(
+                    f"squeeze: dim {k} has the symbolic size {self.sizes[k]}, so whether it "
+                    f"goes depends on the value of {', '.join(sorted(free_symbols(self.sizes[k])))}"
+                    f" (sizes {_show(self.sizes)}); squeeze a dim of size 1 by its index"
                 )
         keep = [k for k in range(self.rank) if not (k in chosen and self.sizes[k] == 1)]
         return Layout(
@@ -757,9 +824,9 @@ class Layout(Shaped):
         `LayoutError`.
         """
         result = Layout(
-            _as_int_tuple(sizes, "as_strided sizes"),
-            _as_int_tuple(strides, "as_strided strides"),
-            self.offset if offset is None else offset,
+            _as_int_tuple(sizes, "as_strided sizes", symbolic=True),
+            _as_int_tuple(strides, "as_strided strides", symbolic=True),
+            self.offset if offset is None else _as_size(offset, "as_strided offset"),
         )
         if storage_size is not None:
             result.check_fits(storage_size, "as_strided")
@@ -779,7 +846,7 @@ class Layout(Shaped):
         return None if strides is None else Layout(shape, strides, self.offset)
 
     def _infer_view_sizes(self, sizes: Sequence[int]) -> tuple[int, ...]:
-        shape = list(_as_int_tuple(sizes, "view sizes"))
+        shape = list(_as_int_tuple(sizes, "view sizes", symbolic=True))
         numel = self.numel
         known = 1
         infer: int | None = None
@@ -797,24 +864,33 @@ class Layout(Shaped):
                 )
             else:
                 known *= n
+        symbolic = isinstance(numel, Sym) or isinstance(known, Sym)
         if infer is None:
             if known != numel:
                 raise LayoutError(
-                    f"view: sizes {tuple(shape)} ({known} elements) do not match the "
-                    f"{numel} elements of sizes {self.sizes}"
+                    f"view: sizes {_show(shape)} ({known} elements) do not match the "
+                    f"{numel} elements of sizes {_show(self.sizes)}"
+                    + (_only_some(shape, self.sizes) if symbolic else "")
                 )
         else:
             if known == 0:
                 raise LayoutError(
-                    f"view: cannot infer the -1 in sizes {tuple(shape)}: with 0 elements "
-                    f"(sizes {self.sizes}) it could be any value"
+                    f"view: cannot infer the -1 in sizes {_show(shape)}: with 0 elements "
+                    f"(sizes {_show(self.sizes)}) it could be any value"
                 )
-            if numel % known != 0:
+            if isinstance(known, Sym) and not statically_true(known >= 1):
                 raise LayoutError(
-                    f"view: sizes {tuple(shape)} do not fit the {numel} elements of sizes "
-                    f"{self.sizes}"
+                    f"view: cannot infer the -1 in sizes {_show(shape)}: their product "
+                    f"{known} is 0 for some values of {', '.join(sorted(known.free_symbols))}, "
+                    f"and then the -1 could be any value (sizes {_show(self.sizes)})"
                 )
-            shape[infer] = numel // known
+            quotient = exact_div(numel, known)
+            if quotient is None:
+                raise LayoutError(
+                    f"view: sizes {_show(shape)} do not fit the {numel} elements of sizes "
+                    f"{_show(self.sizes)}" + (_only_some(shape, self.sizes) if symbolic else "")
+                )
+            shape[infer] = quotient
         return tuple(shape)
 
     @overload
@@ -834,6 +910,20 @@ class Layout(Shaped):
         if other is not None:
             return coalesce_jointly(self, other)
         return _coalesce((self,))[0]
+
+
+def _show(sizes: Sequence[object]) -> str:
+    """Sizes as text: ``(N, 64, 56, 56)`` (symbols unquoted)."""
+    inner = ", ".join(map(str, sizes))
+    return f"({inner},)" if len(sizes) == 1 else f"({inner})"
+
+
+def _only_some(*sizes: Sequence[object]) -> str:
+    names = sorted(free_symbols(tuple(tuple(s) for s in sizes)))
+    return (
+        f": it holds only for some values of {', '.join(names)}, and a symbolic view "
+        "must hold for every value"
+    )
 
 
 def _view_strides(
@@ -860,7 +950,9 @@ def _view_strides(
             and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
         )
         if end_of_chunk:
-            while view_d >= 0 and (view_numel < tensor_numel or new_sizes[view_d] == 1):
+            while view_d >= 0 and (
+                _generic_lt(view_numel, tensor_numel) or new_sizes[view_d] == 1
+            ):
                 new_strides[view_d] = view_numel * chunk_base_stride
                 view_numel *= new_sizes[view_d]
                 view_d -= 1
@@ -873,6 +965,14 @@ def _view_strides(
     if view_d != -1:
         return None
     return tuple(new_strides)
+
+
+def _generic_lt(a: int | Sym, b: int | Sym) -> bool:
+    """``a < b``, symbolic sizes at their generic value (the loop that asks then checks
+    equality exactly, so a symbolic view either holds identically or is refused)."""
+    if type(a) is int and type(b) is int:
+        return a < b
+    return generic_value(a) < generic_value(b)
 
 
 def _coalesce(layouts: tuple[Layout, ...]) -> tuple[Layout, ...]:

@@ -37,6 +37,7 @@ from stridec.errors import ParseError, StridecError, VerificationError
 from stridec.ir.dtypes import DTYPES, DType
 from stridec.ir.graph import OP_REGISTRY, Graph, Op, Value
 from stridec.ir.layout import MAX_RANK, Layout
+from stridec.ir.symbols import Sym, parse_size
 from stridec.ir.types import TensorType
 
 # Importing the op catalogue fills OP_REGISTRY.
@@ -146,6 +147,8 @@ class _Lexer:
                     f"bad value name '%{m.group()}': expected %<digits> or %<identifier>", pos
                 )
             return Token("value", "%" + m.group(), pos, m.end(), m.group())
+        if c == "(":
+            return self.lex_size(pos)
         if c == "@":
             if pos + 1 < len(text) and text[pos + 1] == '"':
                 string = self.lex_string(pos + 1)
@@ -159,6 +162,31 @@ class _Lexer:
                 )
             return Token("graph_name", "@" + m.group(), pos, m.end(), m.group())
         self.error(f"unexpected character {c!r}", pos)
+
+    def lex_size(self, pos: int) -> Token:
+        """A symbolic size in parentheses, `(64*N+3)`: a `size` token (an int or a Sym)."""
+        end = self.matching_paren(pos)
+        literal = self.text[pos:end]
+        try:
+            value = parse_size(literal[1:-1])
+        except StridecError as e:
+            self.error(f"bad size expression {literal}: {e}", pos)
+        return Token("size", literal, pos, end, value)
+
+    def matching_paren(self, pos: int) -> int:
+        """The offset after the ')' closing the '(' at `pos` (on the same line)."""
+        depth = 0
+        for i in range(pos, len(self.text)):
+            c = self.text[i]
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+            elif c == "\n":
+                break
+        self.error("unclosed '(' in a size expression", pos)
 
     def to_int(self, literal: str, pos: int) -> int:
         try:
@@ -402,7 +430,7 @@ class _Parser:
 
     def parse_attr_value(self, depth: int = 0) -> Any:
         tok = self.tok
-        if tok.kind in ("int", "float", "string"):
+        if tok.kind in ("int", "float", "string", "size"):
             self.advance()
             return tok.value
         if self.at_punct("["):
@@ -450,17 +478,23 @@ class _Parser:
         self.expect_punct("[", "to open the strides of strided<...>")
         strides: list[int] = []
         if not self.at_punct("]"):
-            strides.append(self.expect_int("a stride"))
+            strides.append(self.expect_size("a stride"))
             while self.at_punct(","):
                 self.advance()
-                strides.append(self.expect_int("a stride"))
+                strides.append(self.expect_size("a stride"))
         self.expect_punct("]", "or ',' in the strides of strided<...>")
         self.expect_punct(",", "after the strides of strided<...>")
         self.expect_keyword("offset", "after the strides of strided<...>")
         self.expect_punct(":", "after 'offset'")
-        offset = self.expect_int("the offset")
+        offset = self.expect_size("the offset")
         self.expect_punct(">", "to close strided<...>")
         return tuple(strides), offset
+
+    def expect_size(self, what: str) -> int | Sym:
+        """An int or a symbolic size in parentheses."""
+        if self.tok.kind == "size":
+            return self.advance().value
+        return self.expect_int(what)
 
     def expect_int(self, what: str) -> int:
         if self.tok.kind != "int":
@@ -496,7 +530,7 @@ class _Parser:
         else:
             sizes = attrs.get("space")
             if not isinstance(sizes, list) or not all(
-                isinstance(s, int) and not isinstance(s, bool) for s in sizes
+                isinstance(s, (int, Sym)) and not isinstance(s, bool) for s in sizes
             ):
                 self.error(
                     f"attribute '{key}' takes its sizes from a 'space' attribute (a list of ints); "
@@ -542,24 +576,36 @@ class _Parser:
         self.expect_punct(">", "to close the tensor type")
         return TensorType(sizes, dtype, layout)
 
-    def scan_shape(self, pos: int) -> tuple[tuple[int, ...], DType, int]:
+    def scan_shape(self, pos: int) -> tuple[tuple[int | Sym, ...], DType, int]:
         """Scan `2x3x4xf16` character by character from `pos`; return sizes, dtype, end."""
         text = self.lexer.text
         pos = self.lexer.skip_trivia(pos)
-        sizes: list[int] = []
+        sizes: list[int | Sym] = []
         while True:
+            # A size: digits, a symbol name (`Nx64`: a name stops at its first 'x'), or a
+            # parenthesized expression (`(N+2)x64`; names with an 'x' print so).
+            size: int | Sym
             m = _DIGITS.match(text, pos)
-            if m is None:
-                break
-            if not text.startswith("x", m.end()):
-                found = self.lexer.lex(m.end())
+            if m is not None:
+                end, size = m.end(), self.lexer.to_int(m.group(), pos)
+            elif text.startswith("(", pos):
+                tok = self.lexer.lex_size(pos)
+                end, size = tok.end, tok.value
+            else:
+                m = _IDENT.match(text, pos)
+                if m is None or "x" not in m.group() or m.group().startswith("x"):
+                    break
+                end = pos + m.group().index("x")
+                size = Sym(text[pos:end])
+            if not text.startswith("x", end):
+                found = self.lexer.lex(end)
                 self.error(
-                    f"expected 'x' after size {m.group()} in the tensor type (as in "
+                    f"expected 'x' after size {text[pos:end]} in the tensor type (as in "
                     f"tensor<2x3xf32>); got {found.describe()}",
-                    m.end(),
+                    end,
                 )
-            sizes.append(self.lexer.to_int(m.group(), pos))
-            pos = m.end() + 1
+            sizes.append(size)
+            pos = end + 1
         m = _IDENT.match(text, pos)
         if m is None:
             found = self.lexer.lex(pos)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridec.ir.dtypes import DType
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import Sym, format_size
 
 if TYPE_CHECKING:
     from stridec.ir.graph import Graph, Value
@@ -37,6 +38,8 @@ def format_attr_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, Sym):
+        return format_size(value)
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, DType):

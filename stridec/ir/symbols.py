@@ -1,8 +1,11 @@
 """Symbolic sizes: exact integer polynomials over named sizes (docs/symbolic.md).
 
 A size is ``int | Sym``. A `Sym` is an exact polynomial with integer coefficients over
-*symbols* -- named integers ``>= 0`` such as the batch size ``N`` -- and floor-division
-atoms ``(p)//d`` (``d`` a positive int). Arithmetic keeps the form canonical, so two
+*symbols* -- named integers ``>= 1`` such as the batch size ``N`` -- and floor-division
+atoms ``(p)//d`` (``d`` a positive int). A symbol is at least 1 because a value of 0
+makes a tensor empty, and an empty call is a class of its own: the runtime plans it with
+the symbol set to 0 (`stridec.ir.graph` specialization), so proofs here may assume a
+tensor sized by symbols has elements. Arithmetic keeps the form canonical, so two
 expressions are equal for every value of their symbols exactly when they compare equal
 with ``==``, and a result without symbols is a plain ``int`` again::
 
@@ -11,7 +14,8 @@ with ``==``, and a result without symbols is a plain ``int`` again::
     (N + 1) // 2                        # a floor-division atom, printed "(N+1)//2"
     evaluate(64 * N + 3, {"N": 5}) == 323
     free_symbols((N, 64, N * 4)) == frozenset({"N"})
-    statically_true(N <= N * 4)         # proven for every N >= 0
+    statically_true(N <= N * 4)         # proven for every N >= 1
+    statically_true(N - 1 >= 0)
     not statically_true(N <= 4)         # true for some N only
 
 The API (everything else in this module is private):
@@ -21,21 +25,26 @@ The API (everything else in this module is private):
   a tuple of those.
 - `is_static(x)`: `x` (a size or a nested tuple/list of sizes) holds no symbol.
 - `free_symbols(x)`: the frozenset of symbol names in `x` (sizes, nested tuples).
+- `substitute(x, bindings)`: `x` with some symbols replaced (by ints or sizes).
 - `evaluate(x, bindings)`: `x` with every symbol bound (a mapping from names to ints);
   tuples evaluate element-wise. A missing name is a `LayoutError` naming it.
   `Sym.compile(names)` turns one expression into a fast function of positional ints.
 - `statically_true(relation)`: whether ``a <= b`` (or ``<``, ``>=``, ``>``, ``==``,
   ``!=``) holds for *every* value of the symbols. The proof is sufficient, not complete:
-  the difference must be a polynomial with non-negative coefficients (floor atoms of
-  such polynomials are non-negative too). `statically_false(relation)` proves the
-  opposite.
+  the difference, with every symbol written ``1 + s`` (``s >= 0``), must be a polynomial
+  with non-negative coefficients (floor atoms of such polynomials are non-negative too).
+  `statically_false(relation)` proves the opposite.
 - Comparisons of a `Sym` return a `Relation`; its truth value (``if n < 3:``, ``min``,
   ``max``) is the proven answer, and raises `LayoutError` naming the symbols when the
   answer depends on their values -- so rules written for ints refuse cleanly instead of
   guessing. ``==``/``!=`` between a `Sym` and an int or another `Sym` are exact
   identities: ``N == 1`` is false (not *identically* 1), ``N != 1`` is true.
-- `format_size(x)` / `parse_size(text)`: the text form (``64*N+3``, ``(N+1)//2``,
-  ``N**2``), which round-trips; names are identifiers.
+- ``str(x)`` / `parse_size(text)`: the text form (``64*N+3``, ``(N+1)//2``, ``N**2``),
+  which round-trips; names are identifiers. `format_size(x, dim)`: the text IR's
+  spelling (parenthesized, or a bare name among a tensor type's sizes).
+- `exact_div(a, b)`: ``a / b`` when `b` divides `a` for every value (polynomial division),
+  else None. `generic_value(x)`: `x` at a large sample point (every symbol about 2^16),
+  used only to *order* sizes the way their large values order; never to decide.
 - `ceil_div(a, b)`, `floor_div(a, b)` and `size_max(a, b)`/`size_min(a, b)` (provable
   order only) for ints and `Sym` alike.
 
@@ -64,6 +73,8 @@ __all__ = [
     "as_sizes",
     "ceil_div",
     "evaluate",
+    "exact_div",
+    "generic_value",
     "floor_div",
     "format_size",
     "free_symbols",
@@ -73,6 +84,7 @@ __all__ = [
     "size_min",
     "statically_false",
     "statically_true",
+    "substitute",
     "symbol",
 ]
 
@@ -203,6 +215,61 @@ def floor_div(a: int | Sym, d: int | Sym) -> int | Sym:
     return _add(_normal(quotient), _normal({((atom, 1),): 1}))
 
 
+def exact_div(a: int | Sym, b: int | Sym) -> int | Sym | None:
+    """``a / b`` where `b` divides `a` identically (for every value of the symbols), else
+    None: ``exact_div(64*N*M, 8*N) == 8*M``, ``exact_div(3*N, 2) is None``. Multivariate
+    long division by `b`'s leading term (graded order, floor atoms as variables)."""
+    if isinstance(b, int):
+        if b == 0:
+            return None
+        if isinstance(a, int):
+            return a // b if a % b == 0 else None
+        if all(c % b == 0 for _m, c in a._terms):
+            return _normal({m: c // b for m, c in a._terms})
+        return None
+    lead_m, lead_c = b._terms[0]
+    quotient: int | Sym = 0
+    rest: int | Sym = a
+    for _ in range(64):
+        if rest == 0:
+            return quotient
+        m, c = _terms_of(rest)[0]
+        q_m = _mono_div(m, lead_m)
+        if q_m is None or c % lead_c:
+            return None
+        q = _normal({q_m: c // lead_c})
+        quotient = _add(quotient, q)
+        rest = _add(rest, _mul(q, b), -1)
+    return None  # pragma: no cover - a bounded loop for pathological inputs
+
+
+def _mono_div(m: _Monomial, d: _Monomial) -> _Monomial | None:
+    powers: dict[Any, int] = dict(m)
+    for atom, p in d:
+        left = powers.get(atom, 0) - p
+        if left < 0:
+            return None
+        if left:
+            powers[atom] = left
+        else:
+            del powers[atom]
+    return tuple(sorted(powers.items(), key=lambda ap: _atom_key(ap[0])))
+
+
+def generic_value(x: int | Sym) -> int:
+    """`x` with every symbol set to a large value (65536 plus a small offset from its
+    name, so distinct symbols rarely tie): the order of sizes for large symbol values.
+    For sorting only -- a decision must use `statically_true`."""
+    if not isinstance(x, Sym):
+        return x
+    return x.evaluate(_SampleValues())
+
+
+class _SampleValues(dict):
+    def __missing__(self, name: str) -> int:
+        return 65536 + sum(map(ord, name)) % 251
+
+
 def ceil_div(a: int | Sym, d: int | Sym) -> int | Sym:
     """``ceil(a / d)`` for a positive int `d`: ``(a + d - 1) // d``."""
     if not isinstance(d, Sym) and d > 0:
@@ -211,7 +278,7 @@ def ceil_div(a: int | Sym, d: int | Sym) -> int | Sym:
 
 
 class Sym:
-    """An exact polynomial over symbols (integers >= 0) and floor atoms; immutable,
+    """An exact polynomial over symbols (integers >= 1) and floor atoms; immutable,
     hashable, never a constant (a constant result is an `int`). See the module text."""
 
     __slots__ = ("_terms", "_hash")
@@ -403,8 +470,8 @@ class Sym:
     def __str__(self) -> str:
         return self._text()
 
-    def __repr__(self) -> str:
-        return f"Sym({self._text()!r})"
+    # The text itself, so sizes in messages read `(N, 64)`, as sympy prints symbols.
+    __repr__ = __str__
 
     def __reduce__(self) -> tuple:
         return (parse_size, (self._text(),))
@@ -430,7 +497,7 @@ Size = int | Sym
 
 
 def symbol(name: str) -> Sym:
-    """The symbol `name` (an identifier): an integer >= 0 known only at call time."""
+    """The symbol `name` (an identifier): an integer >= 1 known only at call time."""
     return Sym(name)
 
 
@@ -445,17 +512,25 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 
 
 def _nonneg(x: int | Sym) -> bool:
-    """Proven ``x >= 0`` for every value of the symbols (symbols and floor atoms of
-    non-negative numerators are >= 0, so non-negative coefficients suffice)."""
+    """Proven ``x >= 0`` for every value of the symbols: with each symbol written
+    ``1 + s`` (``s >= 0``), every coefficient is >= 0 (a floor atom of a provably
+    non-negative numerator is >= 0 too, and stays a variable)."""
     if not isinstance(x, Sym):
         return x >= 0
+    shifted: int | Sym = 0
     for m, c in x._terms:
-        if c < 0:
-            return False
-        for atom, _p in m:
-            if isinstance(atom, _Floor) and not _nonneg(atom.num):
-                return False
-    return True
+        term: int | Sym = c
+        for atom, p in m:
+            if isinstance(atom, _Floor):
+                if not _nonneg(atom.num):
+                    return False
+                factor: int | Sym = _normal({((atom, 1),): 1})
+            else:
+                factor = _add(Sym(atom), 1)
+            for _ in range(p):
+                term = _mul(term, factor)
+        shifted = _add(shifted, term)
+    return all(c >= 0 for _m, c in _terms_of(shifted))
 
 
 def _proves(lhs: int | Sym, op: str, rhs: int | Sym) -> bool:
@@ -501,7 +576,7 @@ class Relation:
         names = sorted(free_symbols((self.lhs, self.rhs)))
         raise LayoutError(
             f"whether {self} depends on the value of {', '.join(names)}: a symbolic size "
-            f"must give the same answer for every value (symbols are integers >= 0)"
+            f"must give the same answer for every value (symbols are integers >= 1)"
         )
 
 
@@ -560,6 +635,27 @@ def evaluate(x: Any, bindings: Mapping[str, int]) -> Any:
     return x
 
 
+def substitute(x: Any, bindings: Mapping[str, int | Sym]) -> Any:
+    """`x` with the symbols named in `bindings` replaced (by ints or other sizes); the
+    others stay. Tuples and lists substitute element-wise (as tuples)."""
+    if isinstance(x, Sym):
+        out: int | Sym = 0
+        for m, c in x._terms:
+            term: int | Sym = c
+            for atom, p in m:
+                if isinstance(atom, str):
+                    factor = bindings[atom] if atom in bindings else Sym(atom)
+                else:
+                    factor = floor_div(substitute(atom.num, bindings), atom.den)
+                for _ in range(p):
+                    term = _mul(term, factor)
+            out = _add(out, term)
+        return out
+    if isinstance(x, (tuple, list)):
+        return tuple(substitute(v, bindings) for v in x)
+    return x
+
+
 def as_size(value: object, what: str = "size") -> int | Sym:
     """`value` as a size: an int (anything with ``__index__``, not a bool), a `Sym`, or
     a symbol name (a str). Anything else is a `LayoutError` naming `what`."""
@@ -586,9 +682,17 @@ def as_sizes(values: object, what: str = "sizes") -> tuple[int | Sym, ...]:
     return tuple(as_size(v, what) for v in values)
 
 
-def format_size(x: int | Sym) -> str:
-    """The text form of a size: ``64``, ``N``, ``64*N+3``, ``(N+1)//2``."""
-    return str(x)
+def format_size(x: int | Sym, dim: bool = False) -> str:
+    """A size in the text IR: ``64``, or a symbolic size in parentheses, ``(64*N+3)``,
+    ``(N)`` -- where it stands among other tokens (strides, attributes). With `dim` (the
+    sizes of a tensor type, ``tensor<Nx64xf16>``), a bare symbol whose name has no ``x``
+    prints without them. ``str(x)`` is the bare expression."""
+    if not isinstance(x, Sym):
+        return str(x)
+    name = x.name
+    if dim and name is not None and "x" not in name:
+        return name
+    return f"({x})"
 
 
 # -- parsing -----------------------------------------------------------------------------

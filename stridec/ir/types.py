@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import Sym, format_size
 
 __all__ = ["TensorType"]
 
@@ -26,7 +27,7 @@ class TensorType:
     layout: Layout = None  # type: ignore[assignment]
 
     def __init__(self, sizes: Sequence[int], dtype: object, layout: Layout | None = None) -> None:
-        sizes = tuple(int(s) for s in sizes)
+        sizes = tuple(s if isinstance(s, Sym) else int(s) for s in sizes)
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "dtype", as_dtype(dtype))
         if layout is None:
@@ -53,7 +54,7 @@ class TensorType:
         return self.layout == Layout.contiguous(self.sizes)
 
     def __str__(self) -> str:
-        dims = "".join(f"{s}x" for s in self.sizes)
+        dims = "".join(f"{format_size(s, dim=True)}x" for s in self.sizes)
         if self.has_default_layout():
             return f"tensor<{dims}{self.dtype.short}>"
         return f"tensor<{dims}{self.dtype.short}, {self.layout}>"
