@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from stridec.compiler.pass_base import PASS_REGISTRY, Pass, register_pass
 from stridec.errors import InternalError, StridecError, UnsupportedError, VerificationError
 from stridec.ir.graph import Graph
+from stridec.ir.symbols import generic_sizes
 from stridec.ir.verifier import verify_graph
 
 __all__ = ["Pass", "PassManager", "PASS_REGISTRY", "register_pass", "DEFAULT_PIPELINE"]
@@ -133,7 +134,8 @@ class PassManager:
         for p in self.passes:
             start = time.perf_counter()
             try:
-                p.run(graph)
+                with generic_sizes():
+                    p.run(graph)
             except StridecError as e:  # keep the error as it is, say which pass raised it
                 e.args = (f"pass '{p.name}': {e}",)
                 raise

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.errors import LayoutError
+from stridec.ir.symbols import is_static
 
 __all__ = [
     "MAX_RANK",
@@ -216,6 +217,8 @@ def invert_strided(
     """
     if any(n == 0 for n in sizes):
         return None
+    if not is_static((sizes, strides, offset)):
+        return None  # decoding addresses needs their values (docs/symbolic.md)
     low = offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True) if s < 0)
     moving = sorted((abs(s), m) for m, (n, s) in enumerate(zip(sizes, strides, strict=True))
                     if n > 1)

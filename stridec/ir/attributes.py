@@ -24,12 +24,15 @@ from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DType, as_dtype, fill_fits
 from stridec.ir.formats import get_format
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import Sym
 
 __all__ = [
     "REQUIRED",
     "Attr",
     "attr",
     "integer",
+    "size",
+    "sym_ints",
     "ints",
     "shape",
     "sizes",
@@ -132,6 +135,20 @@ def integer(op: str, key: str, value: Any) -> int:
         raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}") from None
 
 
+def size(op: str, key: str, value: Any) -> int | Sym:
+    """An int or a symbolic size (`stridec.ir.symbols.Sym`, docs/symbolic.md)."""
+    return value if isinstance(value, Sym) else integer(op, key, value)
+
+
+def sym_ints(op: str, key: str, value: Any) -> tuple[int | Sym, ...]:
+    """A tuple of ints or symbolic sizes; a single one is a tuple of one."""
+    if isinstance(value, (list, tuple)):
+        return tuple(size(op, key, v) for v in value)
+    if isinstance(value, Sym) or _is_index(value):
+        return (size(op, key, value),)
+    raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
+
+
 def ints(op: str, key: str, value: Any) -> tuple[int, ...]:
     """A tuple of ints; a single int is a tuple of one (torch.Size is a tuple)."""
     if isinstance(value, (list, tuple)):
@@ -141,16 +158,17 @@ def ints(op: str, key: str, value: Any) -> tuple[int, ...]:
     raise VerificationError(f"{op}: attribute '{key}' must be a list of ints; got {value!r}")
 
 
-def shape(op: str, key: str, value: Any) -> tuple[int, ...]:
-    """Ints of at most `MAX_RANK` entries (a -1 left for the op to resolve)."""
-    out = ints(op, key, value)
+def shape(op: str, key: str, value: Any) -> tuple[int | Sym, ...]:
+    """Ints (or symbolic sizes) of at most `MAX_RANK` entries (a -1 left for the op to
+    resolve)."""
+    out = sym_ints(op, key, value)
     if len(out) > MAX_RANK:
         raise UnsupportedError(f"{op}: rank {len(out)} is above the maximum {MAX_RANK}")
     return out
 
 
 def sizes(op: str, key: str, value: Any) -> tuple[int, ...]:
-    """Sizes: at most `MAX_RANK` ints, each >= 0."""
+    """Sizes: at most `MAX_RANK` ints (or symbolic sizes), each >= 0."""
     out = shape(op, key, value)
     for s in out:
         if s < 0:

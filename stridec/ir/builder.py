@@ -17,6 +17,7 @@ from stridec.ir import ops as O
 from stridec.ir.dtypes import as_dtype, promote_types
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import as_sizes
 
 __all__ = ["cat", "stack", "hstack", "vstack", "dstack", "pad", "emit", "SURFACE"]
 
@@ -56,6 +57,14 @@ def _int_or_ints(value: Any) -> tuple[Any, ...]:
     return (operator.index(value),) if _is_int(value) else tuple(value)
 
 
+def _symbolic(sizes: Any, what: str) -> Any:
+    """Sizes where a str names a symbol (`("N", 64)`, docs/symbolic.md); anything else
+    as given, for the op to check."""
+    if isinstance(sizes, (list, tuple)) and any(isinstance(s, str) for s in sizes):
+        return as_sizes(sizes, what)
+    return sizes
+
+
 # -- Graph sources -----------------------------------------------------------------------
 def _input(
     self: Graph,
@@ -70,6 +79,7 @@ def _input(
     """A graph argument. `strides`, `offset` and `storage` (elements) declare the caller's
     buffer as DirectML's `DML_BUFFER_TENSOR_DESC` does (packed when absent): the graph is
     planned for it, e.g. an `as_strided` reading the padding of a pitched buffer."""
+    sizes = _symbolic(sizes, f"input '{name}': sizes")
     if strides is not None or offset:
         if layout is not None:
             raise VerificationError(f"input '{name}': give strides and offset, or a layout")
@@ -84,11 +94,12 @@ def _input(
 
 
 def _full(self: Graph, sizes: Sequence[int], value: float, dtype: Any = "float32") -> Value:
-    return emit(self, O.FullOp, (), {"sizes": tuple(sizes), "value": value, "dtype": dtype})
+    sizes = tuple(_symbolic(sizes, "full: sizes"))
+    return emit(self, O.FullOp, (), {"sizes": sizes, "value": value, "dtype": dtype})
 
 
 def _philox(self: Graph, state: Value, sizes: Sequence[int]) -> tuple[Value, Value]:
-    return emit(self, O.PhiloxOp, (state,), {"sizes": tuple(sizes)})
+    return emit(self, O.PhiloxOp, (state,), {"sizes": tuple(_symbolic(sizes, "philox: sizes"))})
 
 
 def _philox_uniform(

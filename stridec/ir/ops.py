@@ -20,6 +20,13 @@ from stridec.ir.dtypes import DType, as_dtype, convert
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Op, Value, register_op
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import (
+    Sym,
+    UndecidedError,
+    exact_div,
+    free_symbols,
+    statically_true,
+)
 from stridec.ir.types import TensorType
 
 
@@ -285,8 +292,8 @@ class SliceOp(ViewOp):
 
     name = "slice"
     dim: int = attr(A.integer)
-    start: int | None = attr(A.integer, None)
-    stop: int | None = attr(A.integer, None)
+    start: int | None = attr(A.size, None)
+    stop: int | None = attr(A.size, None)
     step: int = attr(A.integer, 1)
 
     def result_layout(self, layout):
@@ -297,7 +304,7 @@ class SliceOp(ViewOp):
 class SelectOp(ViewOp):
     name = "select"
     dim: int = attr(A.integer)
-    index: int = attr(A.integer)
+    index: int = attr(A.size)
 
     def result_layout(self, layout):
         return layout.select(self.dim, self.index)
@@ -351,8 +358,8 @@ class AsStridedOp(ViewOp):
 
     name = "as_strided"
     sizes: tuple[int, ...] = attr(A.sizes)
-    strides: tuple[int, ...] = attr(A.ints)
-    offset: int | None = attr(A.integer, None, doc="None: the operand's offset.")
+    strides: tuple[int, ...] = attr(A.sym_ints)
+    offset: int | None = attr(A.size, None, doc="None: the operand's offset.")
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
@@ -382,12 +389,26 @@ def _resolve_sizes(op: str, sizes: tuple[int, ...], numel: int) -> tuple[int, ..
     if any(s < -1 for s in sizes):
         raise ShapeError(f"{op}: invalid size in {list(sizes)}")
     if -1 in sizes:
-        if known == 0 or numel % known:
-            raise ShapeError(f"{op}: shape {list(sizes)} is invalid for input of size {numel}")
-        sizes = tuple(numel // known if s == -1 else s for s in sizes)
+        inferred = None if not statically_true(known >= 1) else exact_div(numel, known)
+        if inferred is None:
+            raise _shape_error(op, sizes, numel)
+        sizes = tuple(inferred if s == -1 else s for s in sizes)
     if math.prod(sizes) != numel:
-        raise ShapeError(f"{op}: shape {list(sizes)} is invalid for input of size {numel}")
+        raise _shape_error(op, sizes, numel)
     return sizes
+
+
+def _shape_error(op: str, sizes: tuple, numel: Any) -> StridecError:
+    """A shape that does not fit: a `ShapeError`, or where symbols are involved an
+    `UndecidedError` (a `LayoutError`) naming them."""
+    names = sorted(free_symbols((sizes, numel)))
+    message = f"{op}: shape {list(sizes)} is invalid for input of size {numel}"
+    if not names:
+        return ShapeError(message)
+    return UndecidedError(
+        f"{message} for some values of {', '.join(names)}: a symbolic shape must fit for "
+        "every value (docs/symbolic.md)"
+    )
 
 
 class _ReshapeLike(ViewOp):
@@ -484,7 +505,7 @@ class SplitOp(ViewOp):
     after checking that n is the whole dim)."""
 
     name = "split"
-    sizes: tuple[int, ...] = attr(A.ints, doc="One chunk size, or the section sizes.")
+    sizes: tuple[int, ...] = attr(A.sym_ints, doc="One chunk size, or the section sizes.")
     dim: int = attr(A.integer, 0)
 
     def sections(self, layout: Layout) -> list[tuple[int, int]]:
@@ -499,6 +520,12 @@ class SplitOp(ViewOp):
             if chunk < 0 or (chunk == 0 and length > 0):
                 raise LayoutError(
                     f"split: split size must be positive (or 0 for an empty dim {dim}); got {chunk}"
+                )
+            if isinstance(length, Sym) and chunk != length:
+                raise UndecidedError(
+                    f"split: how many chunks of {chunk} the symbolic size {length} of dim "
+                    f"{dim} makes depends on {', '.join(sorted(length.free_symbols))}; split "
+                    f"in sections that sum to {length}"
                 )
             count = max(1, math.ceil(length / chunk)) if chunk > 0 else 1
             parts = [min(chunk, length - k * chunk) for k in range(count)]

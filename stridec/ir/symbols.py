@@ -36,8 +36,9 @@ The API (everything else in this module is private):
   `statically_false(relation)` proves the opposite.
 - Comparisons of a `Sym` return a `Relation`; its truth value (``if n < 3:``, ``min``,
   ``max``) is the proven answer, and raises `LayoutError` naming the symbols when the
-  answer depends on their values -- so rules written for ints refuse cleanly instead of
-  guessing. ``==``/``!=`` between a `Sym` and an int or another `Sym` are exact
+  answer depends on their values (an `UndecidedError`, both a `LayoutError` and an
+  `UnsupportedError`) -- so rules written for ints refuse cleanly instead of guessing.
+  ``==``/``!=`` between a `Sym` and an int or another `Sym` are exact
   identities: ``N == 1`` is false (not *identically* 1), ``N != 1`` is true.
 - ``str(x)`` / `parse_size(text)`: the text form (``64*N+3``, ``(N+1)//2``, ``N**2``),
   which round-trips; names are identifiers. `format_size(x, dim)`: the text IR's
@@ -45,6 +46,8 @@ The API (everything else in this module is private):
 - `exact_div(a, b)`: ``a / b`` when `b` divides `a` for every value (polynomial division),
   else None. `generic_value(x)`: `x` at a large sample point (every symbol about 2^16),
   used only to *order* sizes the way their large values order; never to decide.
+- `generic_sizes()`: a context in which ``n > 1`` of a symbolic size answers True (the
+  pass pipeline runs in it; see the function).
 - `ceil_div(a, b)`, `floor_div(a, b)` and `size_max(a, b)`/`size_min(a, b)` (provable
   order only) for ints and `Sym` alike.
 
@@ -57,15 +60,18 @@ its own canonical text, and is plain Python, so the IR stays free of heavy impor
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from stridec.errors import LayoutError
+from stridec.errors import LayoutError, UnsupportedError
 
 __all__ = [
+    "UndecidedError",
     "Relation",
     "Size",
     "Sym",
@@ -78,6 +84,7 @@ __all__ = [
     "floor_div",
     "format_size",
     "free_symbols",
+    "generic_sizes",
     "is_static",
     "parse_size",
     "size_max",
@@ -87,6 +94,12 @@ __all__ = [
     "substitute",
     "symbol",
 ]
+
+class UndecidedError(LayoutError, UnsupportedError):
+    """A question about symbolic sizes whose answer depends on their values (``N < 3``):
+    a `LayoutError` to the view rules, an `UnsupportedError` to the passes; the message
+    names the symbols."""
+
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -182,12 +195,16 @@ def floor_div(a: int | Sym, d: int | Sym) -> int | Sym:
     """``a // d`` for a positive int `d` (Python's floor division), exact and canonical.
 
     ``(4*N+5)//4`` is ``N+1+(1//4) = N+1``; ``(2*N+2)//4`` is ``(N+1)//2``. A symbolic
-    divisor is a `LayoutError` naming it.
+    divisor must divide `a` exactly (``(6*N)//(2*N) == 3``), else `UndecidedError`.
     """
     if isinstance(d, Sym):
-        raise LayoutError(
-            f"floor division by the symbolic size {d} is not supported (only by an int)"
-        )
+        exact = exact_div(a, d)
+        if exact is None:
+            raise UndecidedError(
+                f"floor division of {a} by the symbolic size {d}: only an exact division "
+                f"(for every value of {', '.join(sorted(d.free_symbols))}) is supported"
+            )
+        return exact
     if not isinstance(a, Sym):
         return a // d
     if d <= 0:
@@ -373,6 +390,16 @@ class Sym:
         o = _coerce(other)
         return NotImplemented if o is None else Relation(self, ">=", o)
 
+    def __abs__(self) -> int | Sym:
+        if _nonneg(self):
+            return self
+        if _nonneg(-self):
+            return -self
+        raise UndecidedError(
+            f"the sign of {self} depends on the value of "
+            f"{', '.join(sorted(self.free_symbols))} (symbols are integers >= 1)"
+        )
+
     def __bool__(self) -> bool:
         # `if size:` asks "is it non-zero"; a symbol may be 0.
         return bool(Relation(self, "!=", 0, exact=False))
@@ -511,12 +538,59 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-def _nonneg(x: int | Sym) -> bool:
+def _nonneg(x: int | Sym, depth: int = 0) -> bool:
     """Proven ``x >= 0`` for every value of the symbols: with each symbol written
     ``1 + s`` (``s >= 0``), every coefficient is >= 0 (a floor atom of a provably
     non-negative numerator is >= 0 too, and stays a variable)."""
     if not isinstance(x, Sym):
         return x >= 0
+    return _nonneg_shifted(x) or _nonneg_bounding_floors(x, depth)
+
+
+def _nonneg_bounding_floors(x: Sym, depth: int) -> bool:
+    """Prove ``x >= 0`` through the bounds of a floor atom ``a = p//d`` of `x`: with
+    ``x = r + c*a`` (``c`` a polynomial free of `a` of provable sign) and
+    ``p - d + 1 <= d*a <= p``, ``d*x >= d*r + c*p`` when ``c <= 0`` and
+    ``d*x >= d*r + c*(p - d + 1)`` when ``c >= 0``."""
+    if depth > 3:
+        return False
+    for atom in _floor_atoms(x):
+        coeff: dict[_Monomial, int] = {}
+        rest: dict[_Monomial, int] = {}
+        for m, c in x._terms:
+            powers = dict(m)
+            p = powers.pop(atom, 0)
+            if p > 1:
+                break  # not linear in this atom
+            if p == 1:
+                others = tuple(sorted(powers.items(), key=lambda ap: _atom_key(ap[0])))
+                coeff[others] = coeff.get(others, 0) + c
+            else:
+                rest[m] = c
+        else:
+            c_poly = _normal(coeff)
+            if _nonneg(c_poly, depth + 1):
+                bound = _add(atom.num, 1 - atom.den)
+            elif _nonneg(_add(0, c_poly, -1), depth + 1):
+                bound = atom.num
+            else:
+                continue
+            lower = _add(_mul(_normal(rest), atom.den), _mul(c_poly, bound))
+            if _nonneg(lower, depth + 1):
+                return True
+    return False
+
+
+def _floor_atoms(x: Sym) -> list[_Floor]:
+    seen: dict[str, _Floor] = {}
+    for m, _c in x._terms:
+        for atom, _p in m:
+            if isinstance(atom, _Floor):
+                seen.setdefault(atom.key, atom)
+    return list(seen.values())
+
+
+def _nonneg_shifted(x: Sym) -> bool:
     shifted: int | Sym = 0
     for m, c in x._terms:
         term: int | Sym = c
@@ -560,7 +634,16 @@ class Relation:
         self.lhs, self.op, self.rhs, self.exact = lhs, op, rhs, exact
 
     def __str__(self) -> str:
-        return f"{format_size(self.lhs)} {self.op} {format_size(self.rhs)}"
+        return f"{self.lhs} {self.op} {self.rhs}"
+
+    def _above_one(self) -> bool | None:
+        """Under `generic_sizes`, whether a size is above 1 (``n > 1``, ``n >= 2``,
+        ``n <= 1``...): a symbolic size is not taken for 1, as ``n != 1`` (an identity)
+        already answers."""
+        answer = _above_one_answer(self.lhs, self.op, self.rhs)
+        if answer is None and self.op in _MIRROR:
+            answer = _above_one_answer(self.rhs, _MIRROR[self.op], self.lhs)
+        return answer
 
     def proven(self) -> bool:
         return _proves(self.lhs, self.op, self.rhs)
@@ -573,11 +656,42 @@ class Relation:
             return True
         if self.disproven():
             return False
+        generic = self._above_one() if _GENERIC.get() else None
+        if generic is not None:
+            return generic
         names = sorted(free_symbols((self.lhs, self.rhs)))
-        raise LayoutError(
+        raise UndecidedError(
             f"whether {self} depends on the value of {', '.join(names)}: a symbolic size "
             f"must give the same answer for every value (symbols are integers >= 1)"
         )
+
+
+_GENERIC: contextvars.ContextVar[bool] = contextvars.ContextVar("generic_sizes", default=False)
+
+
+@contextlib.contextmanager
+def generic_sizes() -> Iterator[None]:
+    """Inside, ``n > 1`` of a symbolic size ``n >= 1`` answers True (and ``n <= 1``
+    False) instead of raising: the pass pipeline asks it of a graph already built, to
+    know whether a dim moves, and a dim of size 1 moves nowhere, so at ``n == 1`` the
+    answer only chooses among equivalent strides. Outside (building ops), such a
+    question is a bound check and stays strict: ``select(0, 1)`` of a dim ``N`` is
+    refused."""
+    token = _GENERIC.set(True)
+    try:
+        yield
+    finally:
+        _GENERIC.reset(token)
+
+
+_ABOVE_ONE = {(">", 1): True, (">=", 2): True, ("<=", 1): False, ("<", 2): False}
+_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _above_one_answer(lhs: int | Sym, op: str, rhs: int | Sym) -> bool | None:
+    if isinstance(lhs, Sym) and type(rhs) is int and _nonneg(_add(lhs, -1)):
+        return _ABOVE_ONE.get((op, rhs))
+    return None
 
 
 def statically_true(relation: object) -> bool:

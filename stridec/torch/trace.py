@@ -41,6 +41,7 @@ import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import Sym, is_static, substitute, symbol
 
 __all__ = ["Proxy", "trace"]
 
@@ -70,7 +71,7 @@ def _ints(args: tuple, call: str) -> tuple[int, ...]:
         if isinstance(a, (Proxy, torch.Tensor)):
             raise _unsupported(call, "sizes or dims given as tensors")
     try:
-        return tuple(operator.index(a) for a in args)
+        return tuple(a if isinstance(a, Sym) else operator.index(a) for a in args)
     except TypeError:
         raise CallError(f"stridec.trace: {call}: expected ints; got {list(args)!r}") from None
 
@@ -98,6 +99,39 @@ class _Tracer:
     def __init__(self, graph: Graph, device: torch.device) -> None:
         self.graph = graph
         self.device = device
+        # Symbols torch's ops force equal to a size (`cat` of an `N` and an `M` row):
+        # found during one run of `fn`, applied to the inputs of the next.
+        self.equal: dict[str, int | Sym] = {}
+
+    def require_equal(self, sizes: Sequence[tuple], dims: Sequence[int] | None) -> None:
+        """Sizes that torch requires equal (on `dims`, or on every dim): where two differ
+        and one is a bare symbol, remember the equality and start `fn` over."""
+        first = sizes[0]
+        found = False
+        for other in sizes[1:]:
+            if len(other) != len(first):
+                return  # the op reports the rank mismatch
+            for d in range(len(first)) if dims is None else dims:
+                a, b = first[d], other[d]
+                if a == b:
+                    continue
+                names = [x.name for x in (a, b) if isinstance(x, Sym) and x.name]
+                if not names:
+                    continue
+                # Keep the earlier symbol (or the int): map the later name to the other.
+                key = max(names, key=_symbol_order)
+                self.equal[key] = b if key == getattr(a, "name", None) else a
+                found = True
+        if found:
+            raise _Retrace
+
+
+class _Retrace(Exception):
+    """Raised inside `fn` when sizes were found equal: trace again with them unified."""
+
+
+def _symbol_order(name: str) -> tuple[int, str]:
+    return (int(name[1:]), name) if name[1:].isdigit() else (-1, name)
 
 
 class Proxy:
@@ -158,8 +192,11 @@ class Proxy:
 
     # -- metadata ------------------------------------------------------------------------
     @property
-    def shape(self) -> torch.Size:
-        return torch.Size(self.value.shape)
+    def shape(self) -> Any:
+        """A `torch.Size`; a tuple when some size is symbolic (`stridec.ir.symbols.Sym`,
+        which takes part in shape arithmetic like an int)."""
+        sizes = self.value.shape
+        return torch.Size(sizes) if is_static(sizes) else tuple(sizes)
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
@@ -376,12 +413,19 @@ def _cat(tensors: Sequence[Any], dim: int = 0, **kwargs: Any) -> Proxy:
     if not tensors:
         raise CallError("stridec.trace: torch.cat: expected a non-empty list of tensors")
     first = _proxy(tensors[0], "torch.cat")
-    return first._wrap(B.cat([_value(t, "torch.cat") for t in tensors], dim))
+    values = [_value(t, "torch.cat") for t in tensors]
+    rank = first.value.ndim
+    if rank and all(v.ndim == rank for v in values) and -rank <= dim < rank:
+        others = [d for d in range(rank) if d != dim % rank]
+        first._tracer.require_equal([v.shape for v in values], others)
+    return first._wrap(B.cat(values, dim))
 
 
 def _stack(tensors: Sequence[Any], dim: int = 0, **kwargs: Any) -> Proxy:
     _no_more({k: v for k, v in kwargs.items() if k != "out" or v is not None}, "torch.stack")
     tensors = [_proxy(t, "torch.stack") for t in tensors]
+    if tensors:
+        tensors[0]._tracer.require_equal([t.value.shape for t in tensors], None)
     if not tensors:
         raise CallError("stridec.trace: torch.stack: expected a non-empty list of tensors")
     return tensors[0]._wrap(B.stack([t.value for t in tensors], dim))
@@ -541,9 +585,69 @@ def _outputs(result: Any) -> list[Value]:
     return values
 
 
-def trace(fn: Callable[..., Any], *example_tensors: torch.Tensor, name: str | None = None) -> Graph:
+def _input_sizes(
+    names: list[str], examples: Sequence[torch.Tensor], dynamic: Any
+) -> list[tuple[int | Sym, ...]]:
+    """Each input's sizes, with the dims `dynamic` marks as symbols ``s0, s1, ...`` (in
+    order of input, then dim) or as the names it gives. `dynamic`: False; True (every dim
+    of size > 1); or a mapping from input index (or name) to dims, a list of dims or a
+    mapping from dim to symbol name."""
+    sizes = [tuple(t.shape) for t in examples]
+    if dynamic is False or dynamic is None:
+        return sizes
+    if dynamic is True:
+        marked = {i: {d: None for d, n in enumerate(s) if n > 1} for i, s in enumerate(sizes)}
+    elif isinstance(dynamic, dict):
+        marked = {}
+        for key, dims in dynamic.items():
+            i = names.index(key) if isinstance(key, str) and key in names else key
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(sizes):
+                raise CallError(
+                    f"stridec.trace: dynamic: {key!r} is neither an input index in "
+                    f"[0, {len(sizes)}) nor an input name ({', '.join(names) or 'none'})"
+                )
+            dims = dims if isinstance(dims, dict) else {d: None for d in _dims_tuple(dims)}
+            rank = len(sizes[i])
+            for d in dims:
+                if not isinstance(d, int) or isinstance(d, bool) or not -rank <= d < rank:
+                    raise CallError(
+                        f"stridec.trace: dynamic: dim {d!r} of input '{names[i]}' is out of "
+                        f"range for its rank {rank}"
+                    )
+            marked[i] = {d % rank: n for d, n in dims.items()}
+    else:
+        raise CallError(
+            f"stridec.trace: dynamic must be True, False or a mapping from inputs to dims; "
+            f"got {dynamic!r}"
+        )
+    out, count = [], 0
+    for i, s in enumerate(sizes):
+        dims = marked.get(i, {})
+        row: list[int | Sym] = []
+        for d, n in enumerate(s):
+            if d in dims:
+                name = dims[d] if dims[d] is not None else f"s{count}"
+                count += dims[d] is None
+                row.append(symbol(name))
+            else:
+                row.append(n)
+        out.append(tuple(row))
+    return out
+
+
+def trace(
+    fn: Callable[..., Any],
+    *example_tensors: torch.Tensor,
+    name: str | None = None,
+    dynamic: Any = False,
+) -> Graph:
     """Run `fn` on proxies of `example_tensors` (their sizes and dtypes; strides are
-    specialized when the compiled graph is called) and return the recorded `Graph`."""
+    specialized when the compiled graph is called) and return the recorded `Graph`.
+
+    `dynamic` makes sizes symbolic (docs/symbolic.md): True marks every dim of size > 1;
+    ``{0: [0]}`` marks dim 0 of input 0 (``{"x": {0: "N"}}`` names the symbol). Each
+    marked dim is a symbol of its own unless torch's ops require two sizes equal (the
+    non-cat dims of `torch.cat`, every dim of `torch.stack`): then they are one."""
     if not callable(fn):
         raise CallError(f"stridec.trace: expected a callable; got {type(fn).__name__}")
     names = _input_names(fn, len(example_tensors))
@@ -555,12 +659,32 @@ def trace(fn: Callable[..., Any], *example_tensors: torch.Tensor, name: str | No
     if name is None:
         name = getattr(fn, "__name__", "traced")
         name = name if name.isidentifier() else "traced"
-    graph = Graph(name)
     device = example_tensors[0].device if example_tensors else torch.device("cpu")
-    tracer = _Tracer(graph, device)
-    proxies = [Proxy(graph.input(n, tuple(t.shape), t.dtype), tracer)
-               for n, t in zip(names, example_tensors, strict=True)]
-    graph.output(*_outputs(fn(*proxies)))
-    graph.verify()
-    return graph
+    sizes = _input_sizes(names, example_tensors, dynamic)
+    equal: dict[str, int | Sym] = {}
+    while True:
+        graph = Graph(name)
+        tracer = _Tracer(graph, device)
+        tracer.equal = dict(equal)
+        proxies = [
+            Proxy(graph.input(n, _unified(s, equal), t.dtype), tracer)
+            for n, s, t in zip(names, sizes, example_tensors, strict=True)
+        ]
+        try:
+            result = fn(*proxies)
+        except _Retrace:
+            equal = tracer.equal
+            continue
+        graph.output(*_outputs(result))
+        graph.verify()
+        return graph
+
+
+def _unified(sizes: tuple, equal: dict[str, int | Sym]) -> tuple:
+    """`sizes` with the symbols found equal replaced, to a fixed point."""
+    while True:
+        new = substitute(sizes, equal)
+        if new == sizes:
+            return tuple(sizes)
+        sizes = new
 

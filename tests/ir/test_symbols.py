@@ -135,6 +135,7 @@ def test_decisions_and_refusals() -> None:
         evaluate(n + 1, {"M": 2})
     with pytest.raises(LayoutError, match="by the symbolic size N"):
         _floordiv(8, n)  # type: ignore[arg-type]
+    assert _floordiv(6 * n * n + 2 * n, 2 * n) == 3 * n + 1 and _mod(6 * n, 2 * n) == 0
 
 
 def test_as_size() -> None:
