@@ -7,17 +7,19 @@ through the `Rewriter` or returns a reason why it does not apply (MLIR's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar
 
 from stridec.ir.graph import Graph, Op, Value
-from stridec.ir.ops import CopyOp, PhiloxOp, PhiloxUniformOp
+from stridec.ir.ops import CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
 
 __all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "written_into"]
 
 
 class Rewriter:
-    """Collects the ops of the graph being rebuilt in one forward sweep."""
+    """Collects the ops of the graph being rebuilt in one forward sweep: each visited op is
+    kept (`keep`), replaced (`replace`) or erased (`erase`); new ones are inserted before
+    it. The pass then installs `ops` (`graph.set_ops(rw.ops)`)."""
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -33,11 +35,34 @@ class Rewriter:
     def create(self, cls: type[Op], operands: Sequence[Value], attrs: dict[str, Any]) -> Op:
         return self.insert(cls(operands, attrs))
 
+    def keep(self, op: Op) -> None:
+        """Keep the visited op, after what was inserted before it."""
+        self.ops.append(op)
+
     def replace(self, op: Op, values: Sequence[Value]) -> None:
-        """Redirect every use of `op`'s results to `values`; `op` is then dropped."""
+        """Redirect every use of `op`'s results to `values`, then erase `op`."""
         for old, new in zip(op.results, values, strict=True):
             if old is not new:
                 old.replace_all_uses_with(new)
+        self.erase(op)
+
+    def erase(self, op: Op) -> None:
+        """Drop `op`, whose results nobody reads any more (or only ops erased with it):
+        its operands forget its uses and it leaves the graph."""
+        op.drop_uses()
+        op.graph = None
+        self.changed = True
+
+    def erase_all(self, ops: Collection[Op]) -> None:
+        """`erase` each of `ops` (read by nothing but each other), every operand's use
+        list filtered once: one at a time, a value read by n of them would have its use
+        list searched n times (n²/2 comparisons)."""
+        dropped = {id(op) for op in ops}
+        read = {id(v): v for op in ops for v in op.operands}
+        for v in read.values():
+            v.uses[:] = [use for use in v.uses if id(use[0]) not in dropped]
+        for op in ops:
+            op.graph = None
         self.changed = True
 
 
@@ -54,10 +79,11 @@ def written_into(op: Op) -> bool:
 
 
 class Pattern:
-    """One rewrite: `rewrite(op, rewriter)` returns None on success, else why not."""
+    """One rewrite of the ops of `op_classes`: `rewrite(op, rewriter)` returns None on
+    success, else why not."""
 
     name: ClassVar[str] = "pattern"
-    op_names: ClassVar[tuple[str, ...]] = ()
+    op_classes: ClassVar[tuple[type[Op], ...]] = ()
 
     def rewrite(self, op: Op, rewriter: Rewriter) -> str | None:
         raise NotImplementedError
@@ -65,7 +91,7 @@ class Pattern:
 
 def _dead(op: Op) -> bool:
     return (
-        op.name not in ("input", "output")
+        not isinstance(op, (InputOp, OutputOp))
         and bool(op.results)
         and all(not r.uses for r in op.results)
     )
@@ -78,24 +104,25 @@ def apply_patterns(graph: Graph, patterns: Sequence[Pattern], max_sweeps: int = 
     the sweep has already visited, so chains collapse in one sweep; later sweeps catch
     what new ops enable. Ops whose results lose all their uses are dropped on the way.
     """
-    by_name: dict[str, list[Pattern]] = {}
+    by_class: dict[type[Op], list[Pattern]] = {}
     for p in patterns:
-        for n in p.op_names:
-            by_name.setdefault(n, []).append(p)
+        for cls in p.op_classes:
+            by_class.setdefault(cls, []).append(p)
     total = 0
     for _ in range(max_sweeps):
         rw = Rewriter(graph)
         done = 0
         for op in graph.ops:
-            for p in by_name.get(op.name, ()):
+            for p in by_class.get(type(op), ()):
                 if p.rewrite(op, rw) is None:
                     done += 1
                     break
-            if _dead(op):
-                op.drop_uses()
-                op.graph = None
+            if op.graph is None:  # erased by the rewrite
                 continue
-            rw.ops.append(op)
+            if _dead(op):
+                rw.erase(op)
+                continue
+            rw.keep(op)
         graph.set_ops(rw.ops)
         total += done
         if not done:

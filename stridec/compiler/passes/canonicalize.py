@@ -36,17 +36,17 @@ class IdentityView:
     """
 
     name = "identity-view"
-    op_names: ClassVar[tuple[str, ...]] = (
-        "permute",
-        "transpose",
-        "expand",
-        "slice",
-        "squeeze",
-        "unsqueeze",
-        "reshape",
-        "view",
-        "flatten",
-        "as_strided",
+    op_classes: ClassVar[tuple[type[Op], ...]] = (
+        O.PermuteOp,
+        O.TransposeOp,
+        O.ExpandOp,
+        O.SliceOp,
+        O.SqueezeOp,
+        O.UnsqueezeOp,
+        O.ReshapeOp,
+        O.ViewShapeOp,
+        O.FlattenOp,
+        O.AsStridedOp,
     )
 
     def rewrite(self, op: Op, rw: Rewriter) -> str | None:
@@ -67,11 +67,11 @@ class TransposeToPermute:
     """
 
     name = "transpose-to-permute"
-    op_names: ClassVar[tuple[str, ...]] = ("transpose",)
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.TransposeOp,)
 
-    def rewrite(self, op: Op, rw: Rewriter) -> str | None:
+    def rewrite(self, op: O.TransposeOp, rw: Rewriter) -> str | None:
         rank = op.operands[0].type.rank
-        d0, d1 = op.attrs["dim0"] % max(rank, 1), op.attrs["dim1"] % max(rank, 1)
+        d0, d1 = op.dim0 % max(rank, 1), op.dim1 % max(rank, 1)
         dims = list(range(rank))
         if rank:
             dims[d0], dims[d1] = dims[d1], dims[d0]
@@ -89,15 +89,15 @@ class PermuteOfPermute:
     """
 
     name = "permute-of-permute"
-    op_names: ClassVar[tuple[str, ...]] = ("permute",)
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.PermuteOp,)
 
-    def rewrite(self, op: Op, rw: Rewriter) -> str | None:
+    def rewrite(self, op: O.PermuteOp, rw: Rewriter) -> str | None:
         inner = op.operands[0].owner
-        if inner.name != "permute":
+        if not isinstance(inner, O.PermuteOp):
             return "operand is not a permute"
         rank = op.operands[0].type.rank
-        p1 = [d % rank for d in inner.attrs["dims"]]
-        p2 = [d % rank for d in op.attrs["dims"]]
+        p1 = [d % rank for d in inner.dims]
+        p2 = [d % rank for d in op.dims]
         new = rw.create(O.PermuteOp, inner.operands, {"dims": tuple(p1[d] for d in p2)})
         return _replace_checked(op, new.result, rw)
 
@@ -111,21 +111,19 @@ class SliceOfSlice:
     """
 
     name = "slice-of-slice"
-    op_names: ClassVar[tuple[str, ...]] = ("slice",)
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.SliceOp,)
 
-    def rewrite(self, op: Op, rw: Rewriter) -> str | None:
+    def rewrite(self, op: O.SliceOp, rw: Rewriter) -> str | None:
         inner = op.operands[0].owner
-        if inner.name != "slice":
+        if not isinstance(inner, O.SliceOp):
             return "operand is not a slice"
         source = inner.operands[0]
         rank = source.type.rank
-        dim = op.attrs["dim"] % rank
-        if inner.attrs["dim"] % rank != dim:
+        dim = op.dim % rank
+        if inner.dim % rank != dim:
             return "the slices cut different dims"
-        first = range(source.type.sizes[dim])[
-            inner.attrs["start"] : inner.attrs["stop"] : inner.attrs["step"]
-        ]
-        both = first[op.attrs["start"] : op.attrs["stop"] : op.attrs["step"]]
+        first = range(source.type.sizes[dim])[inner.start : inner.stop : inner.step]
+        both = first[op.start : op.stop : op.step]
         step = both.step
         start = both.start if len(both) else 0
         stop = both[-1] + 1 if len(both) else 0
@@ -145,15 +143,15 @@ class FlipOfFlip:
     """
 
     name = "flip-of-flip"
-    op_names: ClassVar[tuple[str, ...]] = ("flip",)
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.FlipOp,)
 
-    def rewrite(self, op: Op, rw: Rewriter) -> str | None:
+    def rewrite(self, op: O.FlipOp, rw: Rewriter) -> str | None:
         inner = op.operands[0].owner
-        if inner.name != "flip":
+        if not isinstance(inner, O.FlipOp):
             return "operand is not a flip"
         source = inner.operands[0]
         rank = max(source.type.rank, 1)
-        dims = {d % rank for d in inner.attrs["dims"]} ^ {d % rank for d in op.attrs["dims"]}
+        dims = {d % rank for d in inner.dims} ^ {d % rank for d in op.dims}
         if not dims:
             new = rw.create(O.CloneOp, [source], {})
         else:
@@ -170,15 +168,15 @@ class SqueezeOfUnsqueeze:
     """
 
     name = "squeeze-of-unsqueeze"
-    op_names: ClassVar[tuple[str, ...]] = ("squeeze",)
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.SqueezeOp,)
 
-    def rewrite(self, op: Op, rw: Rewriter) -> str | None:
+    def rewrite(self, op: O.SqueezeOp, rw: Rewriter) -> str | None:
         inner = op.operands[0].owner
-        if inner.name != "unsqueeze":
+        if not isinstance(inner, O.UnsqueezeOp):
             return "operand is not an unsqueeze"
         rank = op.operands[0].type.rank
-        dims = op.attrs["dims"]
-        if dims is None or len(dims) != 1 or dims[0] % rank != inner.attrs["dim"] % rank:
+        dims = op.dims
+        if dims is None or len(dims) != 1 or dims[0] % rank != inner.dim % rank:
             return "squeezes other dims than the one inserted"
         return _replace_checked(op, inner.operands[0], rw)
 
@@ -192,11 +190,11 @@ class CastToSameType:
     """
 
     name = "cast-to-same-type"
-    op_names: ClassVar[tuple[str, ...]] = ("cast",)
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.CastOp,)
 
-    def rewrite(self, op: Op, rw: Rewriter) -> str | None:
+    def rewrite(self, op: O.CastOp, rw: Rewriter) -> str | None:
         source = op.operands[0]
-        if op.attrs["dtype"] != source.type.dtype:
+        if op.dtype != source.type.dtype:
             return "the cast changes the dtype"
         return _replace_checked(op, source, rw)
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
-from stridec.compiler.rewriting import written_into
+from stridec.compiler.rewriting import Rewriter, written_into
 from stridec.ir.graph import Graph
-from stridec.ir.ops import CopyOp
+from stridec.ir.ops import CopyOp, InputOp, OutputOp
 
 __all__ = ["CommonSubexpressionElimination"]
 
@@ -33,20 +33,20 @@ class CommonSubexpressionElimination(Pass):
 
     def run(self, graph: Graph) -> None:
         seen: dict[tuple, object] = {}
-        kept = []
+        rw = Rewriter(graph)
         # Two equal materializations that both reach the caller stay apart: torch returns
         # independent tensors for `(x.t().contiguous(), x.t().contiguous())`.
         returned = {id(v.root()) for v in graph.outputs}
         for op in graph.ops:
             if (
-                op.name in ("input", "output")
+                isinstance(op, (InputOp, OutputOp))
                 or (isinstance(op, CopyOp) and op.writes_into)
                 or written_into(op)
             ):
-                kept.append(op)
+                rw.keep(op)
                 continue
             key = (
-                op.name,
+                type(op),
                 tuple(id(v) for v in op.operands),
                 tuple(sorted(op.attrs.items(), key=lambda kv: kv[0])),
                 tuple(r.type for r in op.results),
@@ -54,20 +54,17 @@ class CommonSubexpressionElimination(Pass):
             try:
                 earlier = seen.get(key)
             except TypeError:  # an unhashable attribute: leave the op alone
-                kept.append(op)
+                rw.keep(op)
                 continue
             if earlier is None:
                 seen[key] = op
-                kept.append(op)
+                rw.keep(op)
                 continue
             pairs = zip(op.results, earlier.results, strict=True)  # type: ignore[attr-defined]
             if not op.aliases_operand() and any(
                 id(a) in returned and id(b) in returned for a, b in pairs
             ):
-                kept.append(op)
+                rw.keep(op)
                 continue
-            for old, new in zip(op.results, earlier.results, strict=False):  # type: ignore[attr-defined]
-                old.replace_all_uses_with(new)
-            op.drop_uses()
-            op.graph = None
-        graph.set_ops(kept)
+            rw.replace(op, earlier.results)  # type: ignore[attr-defined]
+        graph.set_ops(rw.ops)

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
-from stridec.ir.graph import Graph, Op, Value
+from stridec.compiler.rewriting import Rewriter
+from stridec.ir.graph import Graph, Op
+from stridec.ir.ops import InputOp, OutputOp
 
 __all__ = ["DeadCodeElimination"]
 
@@ -20,14 +22,12 @@ class DeadCodeElimination(Pass):
 
     def run(self, graph: Graph) -> None:
         # The sweep counts the uses each value has left rather than removing the dead
-        # ops' uses one at a time: a value read by n dead ops would have its use list
-        # searched n times (n²/2 comparisons). The lists are then filtered once each.
+        # ops' uses one at a time; `Rewriter.erase_all` then filters each list once.
         left: dict[int, int] = {}  # id of a value read by a dead op -> its uses left
-        read: dict[int, Value] = {}
         dead: list[Op] = []
         kept = []
         for op in reversed(graph.ops):
-            if op.name in ("input", "output") or any(
+            if isinstance(op, (InputOp, OutputOp)) or any(
                 left.get(id(r), len(r.uses)) for r in op.results
             ):
                 kept.append(op)
@@ -35,26 +35,21 @@ class DeadCodeElimination(Pass):
             dead.append(op)
             for v in op.operands:
                 left[id(v)] = left.get(id(v), len(v.uses)) - 1
-                read[id(v)] = v
         dropped = {id(op) for op in dead}
         if any(id(user) not in dropped for op in dead for r in op.results for user, _ in r.uses):
             # A dead op is read by a kept one: the use lists disagree with the operands
             # (IR that was not verified), so the counts cannot be trusted.
             self._run_one_op_at_a_time(graph)
             return
-        for v in read.values():
-            v.uses[:] = [use for use in v.uses if id(use[0]) not in dropped]
-        for op in dead:
-            op.graph = None
+        Rewriter(graph).erase_all(dead)
         graph.set_ops(reversed(kept))
 
     @staticmethod
     def _run_one_op_at_a_time(graph: Graph) -> None:
-        kept = []
+        rw = Rewriter(graph)
         for op in reversed(graph.ops):
-            if op.name in ("input", "output") or any(r.uses for r in op.results):
-                kept.append(op)
+            if isinstance(op, (InputOp, OutputOp)) or any(r.uses for r in op.results):
+                rw.keep(op)
                 continue
-            op.drop_uses()
-            op.graph = None
-        graph.set_ops(reversed(kept))
+            rw.erase(op)
+        graph.set_ops(reversed(rw.ops))

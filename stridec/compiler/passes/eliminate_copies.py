@@ -37,7 +37,7 @@ from typing import ClassVar
 
 from stridec.compiler.index_maps import as_view
 from stridec.compiler.pass_base import Pass, register_pass
-from stridec.compiler.rewriting import written_into
+from stridec.compiler.rewriting import Rewriter, written_into
 from stridec.errors import LayoutError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
@@ -54,19 +54,20 @@ def _returned(value: Value) -> bool:
     """Whether the caller gets `value`'s buffer: an output reads it, directly or through
     a folded view."""
     for user, _ in value.uses:
-        if user.name == "output" or (user.name == "as_strided" and _returned(user.result)):
+        if isinstance(user, O.OutputOp) or (
+            isinstance(user, O.AsStridedOp) and _returned(user.result)
+        ):
             return True
     return False
 
 
 def _view_of_source(op: Op) -> Layout | str:
     """The copy's result as a layout over its source root, or why the copy must stay."""
-    a = op.attrs
-    if op.name != "copy" or a["space"] is None:
+    if not isinstance(op, O.CopyOp) or not op.is_explicit:
         return "not an explicit copy"
     if len(op.operands) != 1:
         return "a fill, or a copy into another buffer"
-    if a["masks"] or a["dtype"] != op.operands[0].type.dtype:
+    if op.masks or op.dtype != op.operands[0].type.dtype:
         return "masked or casting"
     if written_into(op):
         return "a later copy writes into its buffer"
@@ -74,16 +75,19 @@ def _view_of_source(op: Op) -> Layout | str:
         return "its buffer is returned, and the op it came from gives new memory"
     # Necessary, and much cheaper than the proof below: a copy that moves some dim by a
     # different stride on each side (a transpose) is never a shift of addresses.
-    space = a["space"]
-    moves = zip(space, a["src"].strides, a["dst"].strides, strict=True)
+    space = op.space
+    moves = zip(space, op.src.strides, op.dst.strides, strict=True)
     if 0 not in space and any(n != 1 and s != d for n, s, d in moves):
         return "it moves elements (src and dst strides differ)"
-    dst, src = coalesce_jointly(a["dst"], a["src"])
-    view = as_view(a["layout"], dst, src)
+    dst, src = coalesce_jointly(op.dst, op.src)
+    view = as_view(op.layout, dst, src)
     if view is None:
         return "the source does not have the requested layout"
     for user, i in op.result.uses:
-        if not (user.name in ("output", "as_strided") or (isinstance(user, O.CopyOp) and i == 0)):
+        if not (
+            isinstance(user, (O.OutputOp, O.AsStridedOp))
+            or (isinstance(user, O.CopyOp) and i == 0)
+        ):
             return f"'{user.name}' reads the buffer (not a folded view)"
     return view
 
@@ -99,12 +103,12 @@ def _view(root: Value, layout: Layout) -> Op | Value:
 
 def _read_layout(reader: Op) -> Layout:
     """The absolute layout through which an as_strided or a copy reads its operand 0."""
-    return reader.result.type.layout if reader.name == "as_strided" else reader.attrs["src"]
+    return reader.result.type.layout if isinstance(reader, O.AsStridedOp) else reader.src
 
 
 def _rebased(reader: Op, root: Value, layout: Layout) -> Op | Value:
     """`reader` reading `root` through `layout` instead of its buffer."""
-    if reader.name == "as_strided":
+    if isinstance(reader, O.AsStridedOp):
         return _view(root, layout)
     return O.CopyOp([root, *reader.operands[1:]], reader.with_attrs(src=layout))
 
@@ -118,37 +122,34 @@ class EliminateCopies(Pass):
         # Readers of an eliminated buffer, rebuilt over the source; each takes the old op's
         # place in the order (a copy reader may also read a buffer defined after the copy).
         substitutes: dict[int, Op | None] = {}
-        ops: list[Op] = []
+        rw = Rewriter(graph)
         for op in graph.ops:
             if id(op) in substitutes:
                 new = substitutes.pop(id(op))
-                op.drop_uses()
-                op.graph = None
+                rw.erase(op)
                 if new is None:
                     continue
                 op = new
             view = _view_of_source(op)
             if isinstance(view, str):
-                ops.append(op)
+                rw.keep(op)
                 continue
             root = op.operands[0]
-            delta = view.offset - op.attrs["layout"].offset
-            readers = [u for u, _ in op.result.uses if u.name != "output"]
+            delta = view.offset - op.layout.offset
+            readers = [u for u, _ in op.result.uses if not isinstance(u, O.OutputOp)]
             try:
                 moved = [_shifted(_read_layout(u), delta) for u in readers]
             except LayoutError:  # a reader outside the buffer's elements (its padding)
-                ops.append(op)
+                rw.keep(op)
                 continue
             rebased = {id(u): _rebased(u, root, lay) for u, lay in zip(readers, moved, strict=True)}
             alias: Value | None = None
             for user, i in list(op.result.uses):
-                if user.name == "output":
+                if isinstance(user, O.OutputOp):
                     if alias is None:
                         made = _view(root, view)
                         if isinstance(made, Op):
-                            made.graph = graph
-                            ops.append(made)
-                            made = made.result
+                            made = rw.insert(made).result
                         alias = made
                     user.set_operand(i, alias)
                     continue
@@ -160,6 +161,5 @@ class EliminateCopies(Pass):
                 else:
                     user.result.replace_all_uses_with(new)
                     substitutes[id(user)] = None
-            op.drop_uses()
-            op.graph = None
-        graph.set_ops(ops)
+            rw.erase(op)
+        graph.set_ops(rw.ops)

@@ -56,11 +56,11 @@ class FoldViews(Pass):
         rw = Rewriter(graph)
         for op in graph.ops:
             if not op.aliases_operand():
-                rw.ops.append(op)
+                rw.keep(op)
                 continue
-            if op.name == "as_strided" and op.operands[0].owner.aliases_operand() is False:
+            if isinstance(op, O.AsStridedOp) and not op.operands[0].owner.aliases_operand():
                 if op.result.type.layout != op.operands[0].type.layout:
-                    rw.ops.append(op)
+                    rw.keep(op)
                     continue
             # A result read only by further views needs no op of its own: those views fold
             # through it to the root (its operand links stay until they are folded).
@@ -68,6 +68,4 @@ class FoldViews(Pass):
                 as_strided_of_root(r, rw) if _read_by_non_view(r) else r for r in op.results
             ]
             rw.replace(op, replacements)
-            op.drop_uses()
-            op.graph = None
         graph.set_ops(rw.ops)

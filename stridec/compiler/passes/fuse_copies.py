@@ -61,6 +61,7 @@ from stridec.compiler.index_maps import (
 )
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.passes.dce import DeadCodeElimination
+from stridec.compiler.rewriting import Rewriter
 from stridec.errors import StridecError
 from stridec.ir import ops as O
 from stridec.ir.affine import Box, MaskBound, boxes_disjoint
@@ -90,10 +91,6 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
     so that equal constraints compare equal."""
     coeffs, lo, hi = mask
     return tuple(0 if n == 1 else c for c, n in zip(coeffs, sizes, strict=False)), lo, hi
-
-
-def _explicit(op: Op) -> bool:
-    return isinstance(op, O.CopyOp) and op.is_explicit
 
 
 def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
@@ -131,17 +128,16 @@ def _fuse_over_valid_box(consumer: Op, producer: Op) -> dict | None:
     source map; extended to the whole space it is still exact on the valid points, and
     the masked points are never read. Only without refinement and without producer masks.
     """
-    c = consumer.attrs
-    if not c["masks"] or c["fill"] is None or producer.attrs["masks"]:
+    if not consumer.masks or consumer.fill is None or producer.masks:
         return None
-    space = c["space"]
-    box = _valid_box(space, c["masks"])
+    space = consumer.space
+    box = _valid_box(space, consumer.masks)
     if box is None:
         return None
-    reader = c["src"]
+    reader = consumer.src
     for k, (start, stop) in enumerate(box):
         reader = reader.slice(k, start, stop, 1)
-    comp = compose(reader, producer.attrs["dst"], producer.attrs["src"])
+    comp = compose(reader, producer.dst, producer.src)
     if comp is None or comp.is_refined:
         return None
     strides = comp.src.strides
@@ -151,26 +147,29 @@ def _fuse_over_valid_box(consumer: Op, producer: Op) -> dict | None:
     except StridecError:  # the extension would address before the storage's start
         return None
     return {
-        "layout": c["layout"],
+        "layout": consumer.layout,
         "space": space,
         "src": src,
-        "dst": c["dst"],
-        "masks": c["masks"],
-        "fill": c["fill"],
+        "dst": consumer.dst,
+        "masks": consumer.masks,
+        "fill": consumer.fill,
     }
 
 
 def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     """Operands and attributes of the fused copy, or the reason it cannot be fused."""
-    if not (_explicit(consumer) and _explicit(producer)):
+    if not (
+        isinstance(consumer, O.CopyOp) and consumer.is_explicit
+        and isinstance(producer, O.CopyOp) and producer.is_explicit
+    ):
         return "not two explicit copies"
     if len(producer.operands) != 1:
         return "the producer is a fill or writes into another buffer"
     source = producer.operands[0]
-    d0, d1, d2 = source.type.dtype, producer.attrs["dtype"], consumer.attrs["dtype"]
+    d0, d1, d2 = source.type.dtype, producer.dtype, consumer.dtype
     if d0 != d1 and d1 != d2:
         return f"both copies cast ({d0} → {d1} → {d2})"
-    comp = compose(consumer.attrs["src"], producer.attrs["dst"], producer.attrs["src"])
+    comp = compose(consumer.src, producer.dst, producer.src)
     if comp is None:
         boxed = _fuse_over_valid_box(consumer, producer)
         if boxed is None:
@@ -178,31 +177,31 @@ def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
         return [source] + list(consumer.operands[1:]), {**boxed, "dtype": d2 if d0 == d1 else d1}
     c_masks = tuple(
         _canonical((refine_coeffs(c, comp.split), lo, hi), comp.sizes)
-        for c, lo, hi in consumer.attrs["masks"] or ()
+        for c, lo, hi in consumer.masks or ()
     )
     p_masks = tuple(
         _canonical(compose_mask(c, lo, hi, comp), comp.sizes)
-        for c, lo, hi in producer.attrs["masks"] or ()
+        for c, lo, hi in producer.masks or ()
     )
-    masks, fill = c_masks, consumer.attrs["fill"]
+    masks, fill = c_masks, consumer.fill
     if p_masks:
-        if producer.attrs["fill"] is None:
+        if producer.fill is None:
             # The producer left those points unwritten: the consumer's value there is
             # unspecified, so restricting (or filling) them is as good and reads nothing.
             masks = c_masks + tuple(m for m in p_masks if m not in c_masks)
         elif not c_masks:
-            masks, fill = p_masks, _stored(producer.attrs["fill"], d1, d2)
+            masks, fill = p_masks, _stored(producer.fill, d1, d2)
         elif all(m in c_masks for m in p_masks):
             masks = c_masks
         else:
             return "the producer's fill mask is not implied by the consumer's"
     operands = [source] + list(consumer.operands[1:])
     attrs = {
-        "layout": consumer.attrs["layout"],
+        "layout": consumer.layout,
         "dtype": d2 if d0 == d1 else d1,
         "space": comp.sizes,
         "src": comp.src,
-        "dst": refine(consumer.attrs["dst"], comp.split),
+        "dst": refine(consumer.dst, comp.split),
         "masks": masks or None,
         "fill": fill if masks else None,
     }
@@ -221,33 +220,35 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
       → %p, %s1 = philox %s {sizes = [2, 3, 4, 5], space = [2, 1, 4, 4, 5],
                              index = strided<[60, 80, 20, 5, 1]>, dst = …, masks = …}
     """
-    if not _explicit(consumer) or producer.name not in ("philox", "philox_uniform"):
+    if not (isinstance(consumer, O.CopyOp) and consumer.is_explicit) or not isinstance(
+        producer, (O.PhiloxOp, O.PhiloxUniformOp)
+    ):
         return "not a copy of Philox values"
-    if producer.attrs["space"] is not None:
+    if producer.space is not None:
         return "the generator is already placed"
     values = producer.results[0]
     if consumer.operands[0] is not values:
         return "the copy reads the new state, not the values"
     if any(user is not consumer for user, _ in values.uses):
         return "the values have other users"
-    if consumer.attrs["dtype"] != values.type.dtype:
+    if consumer.dtype != values.type.dtype:
         return "the copy casts"
-    if len(consumer.operands) == 2 and consumer.operands[1].owner.name != "input":
+    if len(consumer.operands) == 2 and not isinstance(consumer.operands[1].owner, O.InputOp):
         # A caller's `out` storage (an input) is written by this copy alone; a buffer that
         # other copies write (a cat's) keeps its copies.
         return "the copy writes into a buffer other copies write"
-    if consumer.attrs["masks"] and consumer.attrs["fill"] is None:
+    if consumer.masks and consumer.fill is None:
         return "the copy restricts its domain"
     # The natural output is contiguous at offset 0: the address the consumer reads *is* the
     # logical index, also at masked points (which are never generated).
     attrs = dict(producer.attrs)
     attrs.update(
-        layout=consumer.attrs["layout"],
-        space=consumer.attrs["space"],
-        index=consumer.attrs["src"],
-        dst=consumer.attrs["dst"],
-        masks=consumer.attrs["masks"],
-        fill=consumer.attrs["fill"],
+        layout=consumer.layout,
+        space=consumer.space,
+        index=consumer.src,
+        dst=consumer.dst,
+        masks=consumer.masks,
+        fill=consumer.fill,
     )
     return [*producer.operands, *consumer.operands[1:]], attrs
 
@@ -287,10 +288,9 @@ def _align(op: Op) -> _Aligned | None:
     restriction to a box (`unpack` of C = 3 from NCHW4 walks 4 channels, writing 3) is
     that box first.
     """
-    a = op.attrs
-    out: Layout = a["layout"]
-    space, src, dst, masks = a["space"], a["src"], a["dst"], a["masks"] or ()
-    valid = _valid_box(space, masks) if masks and a["fill"] is None else None
+    out: Layout = op.layout
+    space, src, dst, masks = op.space, op.src, op.dst, op.masks or ()
+    valid = _valid_box(space, masks) if masks and op.fill is None else None
     if valid is not None:  # a domain restriction to a box (unpack): the box is the space
         try:
             src, dst = restrict(src, valid), restrict(dst, valid)
@@ -331,7 +331,7 @@ def _writers(value: Value) -> list[Op] | None:
     chain = []
     op = value.owner
     while True:
-        if not _explicit(op):
+        if not (isinstance(op, O.CopyOp) and op.is_explicit):
             return None
         chain.append(op)
         if len(op.operands) != 2:
@@ -389,25 +389,25 @@ def _piece(consumer: Op, aligned: _Aligned, writer: Op, cell: Box) -> dict | str
     the writer's `dst`⁻¹ and `src` is the writer's source address (as in `fuse`); the
     writer's masks (and the fill it stored, read back in the consumer's dtype) go along.
     """
-    d0, d1 = writer.operands[0].type.dtype, writer.attrs["dtype"]
-    d2 = consumer.attrs["dtype"]
+    d0, d1 = writer.operands[0].type.dtype, writer.dtype
+    d2 = consumer.dtype
     if d0 != d1 and d1 != d2:
         return f"both copies cast ({d0} → {d1} → {d2})"
-    comp = compose(restrict(aligned.src, cell), writer.attrs["dst"], writer.attrs["src"])
+    comp = compose(restrict(aligned.src, cell), writer.dst, writer.src)
     if comp is None or comp.is_refined:
         return "a piece does not read its writer's source through one strided layout"
     masks = tuple(
         _canonical(compose_mask(c, lo, hi, comp), comp.sizes)
-        for c, lo, hi in writer.attrs["masks"] or ()
+        for c, lo, hi in writer.masks or ()
     )
     return {
-        "layout": consumer.attrs["layout"],
+        "layout": consumer.layout,
         "dtype": d2,
         "space": comp.sizes,
         "src": comp.src,
         "dst": restrict(aligned.dst, cell),
         "masks": masks or None,
-        "fill": _stored(writer.attrs["fill"], d1, d2) if masks else None,
+        "fill": _stored(writer.fill, d1, d2) if masks else None,
     }
 
 
@@ -457,14 +457,14 @@ def _hoist(
     first = chain[0]
     rest, spanned, how = chain, box, "insert"
     if _is_fill(first):
-        if first.attrs["masks"] or _key(_stored(first.attrs["fill"], dtype, dtype)) != _key(value):
+        if first.masks or _key(_stored(first.fill, dtype, dtype)) != _key(value):
             return "the buffer written into starts with a fill of another value"
-        start = image_box(first.attrs["dst"], out)
+        start = image_box(first.dst, out)
         if start is None:
             return "the buffer's fill is not a box"
         rest, spanned, how = chain[1:], _bbox([start, box]), "extend"
     for w in rest:
-        written = image_box(w.attrs["dst"], out)
+        written = image_box(w.dst, out)
         if written is None or not boxes_disjoint(written, box):
             return "an earlier writer of the buffer written into meets the fill"
     return how, first, spanned
@@ -483,7 +483,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     once, the result holds what it held before at every point it wrote. Fills go first,
     in one box (`_hoist`), which is right because only the first writer can be a fill.
     """
-    if not _explicit(consumer) or not consumer.operands:
+    if not (isinstance(consumer, O.CopyOp) and consumer.is_explicit) or not consumer.operands:
         return "not an explicit copy of a buffer"
     buffer = consumer.operands[0]
     writers = _writers(buffer)
@@ -491,7 +491,9 @@ def plan_assembled(consumer: Op) -> Assembly | str:
         return "the buffer is not assembled by copies alone"
     if len(writers) == 1 and not _is_fill(writers[0]):
         return "one copy writes the whole buffer (see `fuse`)"
-    if any(user.name != "copy" or i != 0 or not _explicit(user) for user, i in buffer.uses):
+    if any(
+        not (isinstance(user, O.CopyOp) and user.is_explicit) or i != 0 for user, i in buffer.uses
+    ):
         return "the buffer is also returned, viewed or written into: it stays anyway"
     aligned = _align(consumer)
     if aligned is None:
@@ -499,22 +501,22 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     into = consumer.operands[1] if len(consumer.operands) == 2 else None
     if into is not None and (len(into.uses) != 1 or any(w.result is into for w in writers)):
         return "the buffer written into is shared, or is the buffer read"
-    layout: Layout = writers[0].attrs["layout"]
-    d1, d2 = writers[0].attrs["dtype"], consumer.attrs["dtype"]
+    layout: Layout = writers[0].layout
+    d1, d2 = writers[0].dtype, consumer.dtype
     full = tuple((0, n) for n in aligned.sizes)
     split = split_box(full, [MaskBound(c, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
     if split is None:
         return "the consumer's masks cut its space into too many boxes"
     valid, masked = split
     fills: list[tuple[Box, float | int | bool]] = []
-    if consumer.attrs["fill"] is not None:
-        value = _stored(consumer.attrs["fill"], d2, d2)
+    if consumer.fill is not None:
+        value = _stored(consumer.fill, d2, d2)
         fills += [(cell, value) for cell in masked]
     boxes = []
     for w in writers:
-        if w.attrs["masks"] and (w.attrs["fill"] is None or _is_fill(w)):
+        if w.masks and (w.fill is None or _is_fill(w)):
             return "a writer leaves masked points unwritten"
-        box = image_box(w.attrs["dst"], layout)
+        box = image_box(w.dst, layout)
         if box is None:
             return "a writer's region is not a box of the buffer"
         boxes.append(box)
@@ -525,7 +527,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     for w, where in zip(writers, cells, strict=True):
         for cell in where:
             if _is_fill(w):
-                fills.append((cell, _stored(w.attrs["fill"], d1, d2)))
+                fills.append((cell, _stored(w.fill, d1, d2)))
                 continue
             attrs = _piece(consumer, aligned, w, cell)
             if isinstance(attrs, str):
@@ -543,7 +545,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     value = fills[0][1]
     if into is None:
         return Assembly(pieces, (box, value), None, "new")
-    hoisted = _hoist(into, consumer.attrs["layout"], box, value, d2)
+    hoisted = _hoist(into, consumer.layout, box, value, d2)
     if isinstance(hoisted, str):
         return hoisted
     how, first, box = hoisted
@@ -560,59 +562,46 @@ class FuseCopies(Pass):
     def run(self, graph: Graph) -> None:
         # Views left unused by fold-views would pin producers: clear them first.
         DeadCodeElimination().run(graph)
-        ops: list[Op] = []
+        rw = Rewriter(graph)
+        ops = rw.ops  # ops move to earlier places too: a placed generator takes its own
         generators: dict[int, int] = {}  # id of a Philox op -> its index in `ops`
         for op in graph.ops:
-            if op.name in ("philox", "philox_uniform"):
+            if isinstance(op, (O.PhiloxOp, O.PhiloxUniformOp)):
                 generators[id(op)] = len(ops)
-            ops.append(op)
-            if not _explicit(op) or not op.operands:
+            rw.keep(op)
+            if not (isinstance(op, O.CopyOp) and op.is_explicit) or not op.operands:
                 continue
             producer = op.operands[0].owner
-            if producer.name in ("philox", "philox_uniform"):
+            if isinstance(producer, (O.PhiloxOp, O.PhiloxUniformOp)):
                 placed = fuse_into_generator(op, producer)
                 if isinstance(placed, str):
                     continue
                 operands, attrs = placed
-                generator = type(producer)(operands, attrs)
-                generator.graph = graph
+                generator = _new(rw, type(producer), operands, attrs)
                 index = generators.pop(id(producer))
                 generators[id(generator)] = index
                 ops[index] = generator
                 ops.pop()
-                op.result.replace_all_uses_with(generator.results[0])
-                producer.results[1].replace_all_uses_with(generator.results[1])
-                op.drop_uses()
-                op.graph = None
-                producer.drop_uses()
-                producer.graph = None
+                rw.replace(op, [generator.results[0]])
+                rw.replace(producer, generator.results)
                 continue
             fused = fuse(op, producer)
             if not isinstance(fused, str):
                 operands, attrs = fused
-                new = O.CopyOp(operands, attrs)
-                new.graph = graph
-                ops[-1] = new
-                op.result.replace_all_uses_with(new.result)
-                op.drop_uses()
-                op.graph = None
+                new = ops[-1] = _new(rw, O.CopyOp, operands, attrs)
+                rw.replace(op, new.results)
                 op = new
             plan = plan_assembled(op)
             if not isinstance(plan, str):
-                apply_assembly(op, plan, graph, ops, generators)
+                apply_assembly(op, plan, rw, generators)
         graph.set_ops(ops)
 
 
-def _new_copy(graph: Graph, operands: list[Value], attrs: dict) -> Op:
-    op = O.CopyOp(operands, attrs)
-    op.graph = graph
+def _new(rw: Rewriter, cls: type[Op], operands: list[Value], attrs: dict) -> Op:
+    """A new op of `rw`'s graph, placed in `rw.ops` by the caller."""
+    op = cls(operands, attrs)
+    op.graph = rw.graph
     return op
-
-
-def _replace_op(old: Op, new: Op) -> None:
-    old.result.replace_all_uses_with(new.result)
-    old.drop_uses()
-    old.graph = None
 
 
 def _index(ops: list[Op], op: Op) -> int:
@@ -620,18 +609,18 @@ def _index(ops: list[Op], op: Op) -> int:
 
 
 def apply_assembly(
-    consumer: Op, plan: Assembly, graph: Graph, ops: list[Op], generators: dict[int, int]
+    consumer: O.CopyOp, plan: Assembly, rw: Rewriter, generators: dict[int, int]
 ) -> None:
-    """Put `plan`'s fill and pieces where `consumer` (the last of `ops`) was."""
+    """Put `plan`'s fill and pieces where `consumer` (the last of `rw.ops`) was."""
+    ops = rw.ops
     ops.pop()
-    a = consumer.attrs
-    out: Layout = a["layout"]
+    out: Layout = consumer.layout
     target = plan.into
     if plan.fill is not None:
         box, value = plan.fill
-        fill = _new_copy(graph, [], {
+        fill = _new(rw, O.CopyOp, [], {
             "layout": out,
-            "dtype": a["dtype"],
+            "dtype": consumer.dtype,
             "space": tuple(hi - lo for lo, hi in box),
             "src": None,
             "dst": restrict(out, box),
@@ -645,24 +634,22 @@ def apply_assembly(
         elif plan.hoist == "extend":
             assert first is not None
             ops[_index(ops, first)] = fill
-            _replace_op(first, fill)
+            rw.replace(first, fill.results)
             target = fill.result if target is first.result else target
         else:  # "insert": the buffer's first writer now writes into the fill
             assert first is not None
             index = _index(ops, first)
-            writer = _new_copy(graph, [first.operands[0], fill.result], dict(first.attrs))
+            writer = _new(rw, O.CopyOp, [first.operands[0], fill.result], dict(first.attrs))
             ops[index] = writer
             ops.insert(index, fill)
             for key, at in generators.items():
                 if at >= index:
                     generators[key] = at + 1
-            _replace_op(first, writer)
+            rw.replace(first, writer.results)
             target = writer.result if target is first.result else target
     for source, attrs in plan.pieces:
-        piece = _new_copy(graph, [source] + ([target] if target is not None else []), attrs)
+        piece = _new(rw, O.CopyOp, [source] + ([target] if target is not None else []), attrs)
         ops.append(piece)
         target = piece.result
     assert target is not None
-    consumer.result.replace_all_uses_with(target)
-    consumer.drop_uses()
-    consumer.graph = None
+    rw.replace(consumer, [target])

@@ -22,6 +22,7 @@ What each op becomes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -108,98 +109,95 @@ def _masks(packing: Any) -> tuple | None:
     return tuple((m.coeffs, m.lo, m.hi) for m in packing.mask) or None
 
 
-def lower(op: Op, rw: Rewriter) -> list[Value] | None:
-    """The explicit copies for one materializing op, or None to keep it."""
-    name = op.name
-    v = op.operands[0] if op.operands else None
-    out_t = op.results[0].type if op.results else None
-    if name in ("contiguous", "cast", "clone", "flip") or (
-        name in ("reshape", "flatten") and not op.aliases_operand()
-    ):
-        assert v is not None and out_t is not None
-        if name in ("clone", "flip"):  # same sizes; a flip reads its operand backwards
-            src, dst = op.source_layout(), out_t.layout
-        elif name == "cast":  # same sizes, into its own (preserve_format) layout
-            src, dst = v.type.layout, out_t.layout
-        else:
-            src, dst = v.type.layout, Layout.contiguous(out_t.sizes).view(v.type.sizes)
+#: How each materializing op class becomes explicit copies: its one resulting value, or
+#: None to keep the op (`_lowers` fills it).
+_LOWERINGS: dict[type[Op], Callable[[Any, Rewriter], Value | None]] = {}
+
+
+def _lowers(*classes: type[Op]) -> Callable:
+    """Register the lowering of the ops of `classes` (by class, not by subclass)."""
+
+    def register(fn: Callable[[Any, Rewriter], Value | None]) -> Callable[[Any, Rewriter], Value | None]:
+        for cls in classes:
+            _LOWERINGS[cls] = fn
+        return fn
+
+    return register
+
+
+@_lowers(O.ContiguousOp, O.CastOp, O.ReshapeOp, O.FlattenOp)
+def _lower_regrouping(op: Op, rw: Rewriter) -> Value:
+    """A row-major copy (a reshape or flatten that is not a view, a contiguous), or a cast
+    into its own (preserve_format) layout; both read the operand over its own sizes."""
+    v, out_t = op.operands[0], op.result.type
+    if isinstance(op, O.CastOp):
+        dst = out_t.layout
+    else:
+        dst = Layout.contiguous(out_t.sizes).view(v.type.sizes)
         assert dst is not None  # a contiguous layout views any regrouping
-        return [
-            explicit_copy(
-                rw,
-                v,
-                layout=out_t.layout,
-                dtype=out_t.dtype,
-                space=v.type.sizes,
-                src=src,
-                dst=dst,
-            )
-        ]
-    if name == "copy" and op.attrs["space"] is None:
-        assert v is not None
-        return [_natural(rw, v, op.attrs["layout"], op.attrs["dtype"])]
-    if name == "full":
-        sizes = op.attrs["sizes"]
-        layout = Layout.contiguous(sizes)
-        return [
-            explicit_copy(
-                rw,
-                None,
-                layout=layout,
-                dtype=op.attrs["dtype"],
-                space=sizes,
-                src=None,
-                dst=layout,
-                fill=op.attrs["value"],
-            )
-        ]
-    if name == "pack":
-        assert v is not None and out_t is not None
-        fmt = get_format(op.attrs["format"])
-        p = fmt.packing(v.type.sizes, v.type.dtype, op.attrs["fill"])
-        masks = _masks(p)
+    return explicit_copy(
+        rw, v, layout=out_t.layout, dtype=out_t.dtype, space=v.type.sizes, src=v.type.layout,
+        dst=dst,
+    )
+
+
+@_lowers(O.CloneOp, O.FlipOp)
+def _lower_fresh_like(op: O.CloneOp | O.FlipOp, rw: Rewriter) -> Value:
+    """Same sizes, into the result's own layout; a flip reads its operand backwards."""
+    v, out_t = op.operands[0], op.result.type
+    return explicit_copy(
+        rw, v, layout=out_t.layout, dtype=out_t.dtype, space=v.type.sizes,
+        src=op.source_layout(), dst=out_t.layout,
+    )
+
+
+@_lowers(O.CopyOp)
+def _lower_copy(op: O.CopyOp, rw: Rewriter) -> Value | None:
+    """A natural copy becomes explicit; an explicit one stays."""
+    if op.is_explicit:
+        return None
+    return _natural(rw, op.operands[0], op.layout, op.dtype)
+
+
+@_lowers(O.FullOp)
+def _lower_full(op: O.FullOp, rw: Rewriter) -> Value:
+    layout = Layout.contiguous(op.sizes)
+    return explicit_copy(
+        rw, None, layout=layout, dtype=op.dtype, space=op.sizes, src=None, dst=layout,
+        fill=op.value,
+    )
+
+
+@_lowers(O.PackOp)
+def _lower_pack(op: O.PackOp, rw: Rewriter) -> Value:
+    v, out_t = op.operands[0], op.result.type
+    fmt = get_format(op.format)
+    p = fmt.packing(v.type.sizes, v.type.dtype, op.fill)
+    masks = _masks(p)
+    src = _source_over_space(fmt, v.type.layout, p.space)
+    if src is None:  # read the operand from a row-major copy of it instead
+        v = _natural(rw, v, Layout.contiguous(v.type.sizes), v.type.dtype)
         src = _source_over_space(fmt, v.type.layout, p.space)
-        if src is None:  # read the operand from a row-major copy of it instead
-            v = _natural(rw, v, Layout.contiguous(v.type.sizes), v.type.dtype)
-            src = _source_over_space(fmt, v.type.layout, p.space)
-        return [
-            explicit_copy(
-                rw,
-                v,
-                layout=out_t.layout,
-                dtype=out_t.dtype,
-                space=p.space,
-                src=src,
-                dst=p.physical,
-                masks=masks,
-                fill=op.attrs["fill"] if masks else None,
-            )
-        ]
-    if name == "unpack":
-        assert v is not None and out_t is not None
-        fmt = get_format(op.attrs["format"])
-        p = fmt.unpacking(out_t.sizes, out_t.dtype)
-        return [
-            explicit_copy(
-                rw,
-                v,
-                layout=out_t.layout,
-                dtype=out_t.dtype,
-                space=p.space,
-                src=_physical_over_space(fmt, v.type.layout, p.space, out_t.rank),
-                dst=p.logical,
-                masks=_masks(p),
-                fill=None,
-            )
-        ]
-    if name == "pad":
-        return [_lower_pad(op, rw)]
-    if name == "cat":
-        return [_lower_cat(op, rw)]
-    return None
+    return explicit_copy(
+        rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space, src=src, dst=p.physical,
+        masks=masks, fill=op.fill if masks else None,
+    )
 
 
-def _lower_pad(op: Op, rw: Rewriter) -> Value:
+@_lowers(O.UnpackOp)
+def _lower_unpack(op: O.UnpackOp, rw: Rewriter) -> Value:
+    v, out_t = op.operands[0], op.result.type
+    fmt = get_format(op.format)
+    p = fmt.unpacking(out_t.sizes, out_t.dtype)
+    return explicit_copy(
+        rw, v, layout=out_t.layout, dtype=out_t.dtype, space=p.space,
+        src=_physical_over_space(fmt, v.type.layout, p.space, out_t.rank), dst=p.logical,
+        masks=_masks(p), fill=None,
+    )
+
+
+@_lowers(O.PadOp)
+def _lower_pad(op: O.PadOp, rw: Rewriter) -> Value:
     """F.pad: out[o] = in[o - before] inside the kept region, `value` elsewhere.
 
     Per padded dim d with (before b, after a) and input size n, the kept input range is
@@ -209,7 +207,7 @@ def _lower_pad(op: Op, rw: Rewriter) -> Value:
     out_t = op.result.type
     layout = out_t.layout
     src, dst = v.type.layout, layout
-    pad = op.attrs["pad"]
+    pad = op.pad
     rank = out_t.rank
     for k in range(len(pad) // 2):
         d = rank - 1 - k
@@ -229,7 +227,7 @@ def _lower_pad(op: Op, rw: Rewriter) -> Value:
             space=out_t.sizes,
             src=None,
             dst=layout,
-            fill=op.attrs["value"],
+            fill=op.value,
         )
         if src.numel == 0:
             return buffer
@@ -238,11 +236,12 @@ def _lower_pad(op: Op, rw: Rewriter) -> Value:
     )
 
 
-def _lower_cat(op: Op, rw: Rewriter) -> Value:
+@_lowers(O.CatOp)
+def _lower_cat(op: O.CatOp, rw: Rewriter) -> Value:
     """torch.cat: input k is written into the slice [start_k, start_k + n_k) of `dim`."""
     out_t = op.result.type
     layout = out_t.layout
-    dim = op.attrs["dim"] % out_t.rank
+    dim = op.dim % out_t.rank
     buffer: Value | None = None
     start = 0
     for v in op.operands:
@@ -275,12 +274,11 @@ class LowerFormats(Pass):
     def run(self, graph: Graph) -> None:
         rw = Rewriter(graph)
         for op in graph.ops:
-            if op.name not in ("input", "output") and not op.aliases_operand():
-                values = lower(op, rw)
-                if values is not None:
-                    rw.replace(op, values)
-                    op.drop_uses()
-                    op.graph = None
+            fn = _LOWERINGS.get(type(op))
+            if fn is not None and not op.aliases_operand():
+                value = fn(op, rw)
+                if value is not None:
+                    rw.replace(op, [value])
                     continue
-            rw.ops.append(op)
+            rw.keep(op)
         graph.set_ops(rw.ops)

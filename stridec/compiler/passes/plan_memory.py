@@ -43,10 +43,10 @@ def _needs_copy(value: Value, copy_aliased: bool) -> bool:
     root = value.root()
     if any(s < 0 for s in value.type.layout.strides):
         return True
-    return copy_aliased and root.owner.name == "input"
+    return copy_aliased and isinstance(root.owner, O.InputOp)
 
 
-def _drop_if_dead(op: Op, dropped: set[int]) -> None:
+def _drop_if_dead(op: Op, dropped: set[int], rw: Rewriter) -> None:
     """Drop `op` if nothing reads it, then the ops it read that this leaves unread (a
     cat's chain of copies into one buffer goes copy by copy); `dropped` collects the ids
     to leave out of the order (removing each from the op list at once would cost the
@@ -54,12 +54,11 @@ def _drop_if_dead(op: Op, dropped: set[int]) -> None:
     pending = [op]
     while pending:
         op = pending.pop()
-        if op.graph is None or op.name == "input" or any(r.uses for r in op.results):
+        if op.graph is None or isinstance(op, O.InputOp) or any(r.uses for r in op.results):
             continue
         producers = [v.owner for v in op.operands]
         dropped.add(id(op))
-        op.drop_uses()
-        op.graph = None
+        rw.erase(op)
         pending.extend(producers)
 
 
@@ -82,13 +81,11 @@ def _fuse_into_readers(value: Value, rw: Rewriter) -> None:
         new = O.CopyOp(operands, attrs)
         new.graph = rw.graph
         rw.ops[-1] = new
-        value.replace_all_uses_with(new.result)
-        op.drop_uses()
-        op.graph = None
+        rw.replace(op, new.results)
         return
     plan = plan_assembled(op)
     if not isinstance(plan, str):
-        apply_assembly(op, plan, rw.graph, rw.ops, {})
+        apply_assembly(op, plan, rw, {})
 
 
 @register_pass
@@ -119,13 +116,13 @@ class PlanMemory(Pass):
                     dst=layout,
                 )
                 out_op.set_operand(i, copy)
-                _drop_if_dead(v.owner, dropped)  # the view the copy replaces, if now unread
+                _drop_if_dead(v.owner, dropped, rw)  # the view the copy replaces, if now unread
                 _fuse_into_readers(copy, rw)
-                _drop_if_dead(v.root().owner, dropped)  # the buffer it read, if now unread
+                _drop_if_dead(v.root().owner, dropped, rw)  # the buffer it read, if now unread
                 v = out_op.operands[i]
             root = v.root()
-            alias = root.owner.attrs["name"] if root.owner.name == "input" else None
+            alias = root.owner.arg_name if isinstance(root.owner, O.InputOp) else None
             plans.append(OutputPlan(i, alias, v.type.layout))
-        rw.ops.append(out_op)
+        rw.keep(out_op)
         graph.set_ops(op for op in rw.ops if id(op) not in dropped)
         graph.memory_plan = plans  # type: ignore[attr-defined]
