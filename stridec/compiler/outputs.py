@@ -168,7 +168,7 @@ def buffer_layout(windows: Sequence[Layout], elements: int) -> Layout:
 
 
 def _unique_name(graph: Graph, base: str) -> str:
-    names = {op.attrs["name"] for op in graph.ops if op.name == "input"}
+    names = {op.arg_name for op in graph.ops if isinstance(op, O.InputOp)}
     name = base
     while name in names:
         name += "'"
@@ -230,7 +230,7 @@ def _rebuild(graph: Graph, targets: Sequence[OutTarget], which: set[int],
                 {"sizes": w.sizes, "strides": w.strides, "offset": w.offset},
             )
             out_op.set_operand(i, view.result)
-    rw.ops.append(out_op)
+    rw.keep(out_op)
     graph.set_ops(rw.ops)
 
 
@@ -246,8 +246,8 @@ def write_outputs(graph: Graph, storages: Sequence[OutStorage],
     # storages: defined before any op that may come to write them (a placed generator),
     # and numbered after the caller's arguments.
     body = graph.ops[:-1]
-    graph.set_ops([*(op for op in body if op.name == "input"), *inputs,
-                   *(op for op in body if op.name != "input"), out_op])
+    graph.set_ops([*(op for op in body if isinstance(op, O.InputOp)), *inputs,
+                   *(op for op in body if not isinstance(op, O.InputOp)), out_op])
     buffers = [op.result for op in inputs]
     direct = {i for i, t in enumerate(targets) if not storages[t.storage].staged}
     _rebuild(graph, targets, direct, buffers)
@@ -270,12 +270,12 @@ def stage_outputs(graph: Graph, storages: Sequence[OutStorage],
     rw.ops = graph.ops[:-1]
     for i in sorted(staged):
         v = out_op.operands[i]
-        if v.root().owner.name == "input":  # memory `out` may overwrite: copy it first
+        if isinstance(v.root().owner, O.InputOp):  # memory `out` may overwrite: copy it first
             layout = Layout.contiguous(v.type.sizes)
             fresh = explicit_copy(rw, v, layout=layout, dtype=v.type.dtype, space=v.type.sizes,
                                   src=v.type.layout, dst=layout)
             out_op.set_operand(i, fresh)
-    rw.ops.append(out_op)
+    rw.keep(out_op)
     graph.set_ops(rw.ops)
     _rebuild(graph, targets, staged, buffers)
     from stridec.compiler.passes.dce import DeadCodeElimination

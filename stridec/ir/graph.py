@@ -382,11 +382,11 @@ class Graph:
     # -- queries -----------------------------------------------------------------------
     @property
     def inputs(self) -> list[Value]:
-        return [op.result for op in self.ops if op.name == "input"]
+        return [op.result for op in self.ops if isinstance(op, _ops.InputOp)]
 
     @property
     def output_op(self) -> Op | None:
-        if self.ops and self.ops[-1].name == "output":
+        if self.ops and isinstance(self.ops[-1], _ops.OutputOp):
             return self.ops[-1]
         return None
 
@@ -424,8 +424,8 @@ class Graph:
         mapping: dict[int, Value] = {}
         for op in self.ops:
             attrs = dict(op.attrs)
-            if op.name == "input" and op.attrs["name"] in layouts:
-                layout = layouts[op.attrs["name"]]
+            if isinstance(op, _ops.InputOp) and op.arg_name in layouts:
+                layout = layouts[op.arg_name]
                 if not layout.same_addresses(op.result.type.layout):
                     attrs["storage"] = None  # declared for another layout: not this one's
                 attrs["layout"] = None if layout == Layout.contiguous(layout.sizes) else layout
@@ -470,3 +470,8 @@ class Graph:
             for a, b in zip(op.results, copy.results, strict=False):
                 mapping[id(a)] = b
         return new
+
+
+# The op catalogue subclasses `Op` above; the graph's queries ask for its classes (an
+# input, the output) when they run, so it is bound last.
+from stridec.ir import ops as _ops  # noqa: E402

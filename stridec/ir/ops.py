@@ -3,8 +3,9 @@
 Each op declares its attributes once (`stridec.ir.attributes.attr`: their checks, their
 canonical form, their text order and the typed accessors come from there), infers its
 result types — including the layout over the root storage, so every view is visibly a
-stride rewrite — and verifies what normalization cannot. Their meaning in plain torch — the oracle — is the reference
-backend's (`stridec.runtime.backends.reference.RULES`): the IR itself needs no torch.
+stride rewrite — and verifies what normalization cannot. Their meaning in plain torch —
+the oracle — is the reference backend's (`stridec.runtime.backends.reference.RULES`):
+the IR itself needs no torch.
 """
 
 from __future__ import annotations

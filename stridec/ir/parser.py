@@ -41,7 +41,7 @@ from stridec.ir.symbols import Sym, parse_size
 from stridec.ir.types import TensorType
 
 # Importing the op catalogue fills OP_REGISTRY.
-from stridec.ir import ops as _ops  # noqa: F401  isort: skip
+from stridec.ir import ops as _ops  # isort: skip
 
 __all__ = ["parse"]
 
@@ -300,7 +300,7 @@ class _Parser:
         self.advance()
         if self.graph.output_op is not None:
             self.error(f"'output' must be the last op; got '{op_tok.text}' after it", op_tok)
-        if cls.name == "output" and names:
+        if cls is _ops.OutputOp and names:
             self.error("'output' has no results, so it takes no result names", names[0])
 
         operands: list[Value] = []
@@ -365,8 +365,8 @@ class _Parser:
         except StridecError as e:
             op.drop_uses()
             self.rethrow(e, op_tok)
-        if cls.name == "input":
-            name = op.attrs["name"]
+        if isinstance(op, _ops.InputOp):
+            name = op.arg_name
             first = self.input_names.get(name)
             if first is not None:
                 op.drop_uses()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridec.ir.dtypes import DType
 from stridec.ir.layout import Layout
+from stridec.ir.ops import InputOp
 from stridec.ir.symbols import Sym, format_size
 
 if TYPE_CHECKING:
@@ -58,9 +59,9 @@ def value_names(graph: Graph) -> dict[int, str]:
     names: dict[int, str] = {}
     taken: set[str] = set()
     for op in graph.ops:
-        if op.name == "input" and _IDENT.match(op.attrs["name"]):
-            names[id(op.result)] = "%" + op.attrs["name"]
-            taken.add(op.attrs["name"])
+        if isinstance(op, InputOp) and _IDENT.match(op.arg_name):
+            names[id(op.result)] = "%" + op.arg_name
+            taken.add(op.arg_name)
     counter = 0
     for op in graph.ops:
         for r in op.results:

@@ -19,6 +19,7 @@ from stridec.errors import StridecError, VerificationError
 from stridec.ir.dtypes import DType
 from stridec.ir.graph import Op
 from stridec.ir.layout import Layout
+from stridec.ir.ops import InputOp, OutputOp
 from stridec.ir.types import TensorType
 
 if TYPE_CHECKING:
@@ -106,11 +107,10 @@ def _verify(graph: Graph, incremental: bool) -> None:
                 f"{_where(position, op)}: expected {op.num_operands} operand(s); "
                 f"got {len(operands)}"
             )
-        name = op.name
-        if name == "output" and position != last:
+        if isinstance(op, OutputOp) and position != last:
             raise VerificationError(f"{_where(position, op)}: 'output' must be the last op")
-        if name == "input":
-            input_name = op.attrs["name"]
+        if isinstance(op, InputOp):
+            input_name = op.arg_name
             if input_name in input_names:
                 raise VerificationError(
                     f"{_where(position, op)}: input name {input_name!r} is used twice"
@@ -139,7 +139,7 @@ def _check_op(position: int, op: Op, inferred: bool) -> None:
     """The in-depth checks: the attributes still fit the operands and the stored result
     types are the inferred ones (unless the constructor's inference still holds,
     `inferred`), then the op's own `verify_` hook."""
-    if op.name != "input" and not inferred:
+    if not inferred and not isinstance(op, InputOp):
         types = [v.type for v in op.operands]
         try:
             op.normalize(dict(op.attrs), types)

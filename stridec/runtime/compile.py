@@ -135,7 +135,7 @@ def _declared_inputs(graph: Graph) -> list[tuple[int, Layout, int | None, bool]]
                                            and op.operands):
             raw.add(id(op.operands[0].root()))
     return [
-        (i, v.type.layout, v.owner.attrs["storage"], id(v) in raw)
+        (i, v.type.layout, v.owner.storage, id(v) in raw)
         for i, v in enumerate(graph.inputs)
         if v.owner.declared
     ]
@@ -343,7 +343,7 @@ class CompiledGraph:
             parse_pipeline(pipeline)
         self.graph_text = str(graph)
         self.stats = Stats()
-        self._inputs = [(v.owner.attrs["name"], v.type) for v in graph.inputs]
+        self._inputs = [(v.owner.arg_name, v.type) for v in graph.inputs]
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded

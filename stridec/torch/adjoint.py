@@ -49,7 +49,17 @@ import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.formats import Format, get_format
 from stridec.ir.graph import Graph, Op, Value
-from stridec.ir.ops import CopyOp
+from stridec.ir.ops import (
+    CatOp,
+    CopyOp,
+    FullOp,
+    InputOp,
+    PhiloxOp,
+    PhiloxUniformOp,
+    SplitOp,
+    TransposeOp,
+    UnfoldOp,
+)
 
 __all__ = ["Adjoint", "Contribution", "adjoint"]
 
@@ -184,7 +194,7 @@ class _Builder:
         results: list[Value] = []
         contributions: list[Contribution] = []
         for op in reversed(fwd.ops[:-1]):
-            if op.name == "input":
+            if isinstance(op, InputOp):
                 for term in self.terms.get(id(op.result), []):
                     results.append(term.value)
                     contributions.append(Contribution(index_of_input[id(op.result)], term.acc))
@@ -203,16 +213,16 @@ class _Builder:
 
     # -- dispatch ------------------------------------------------------------------------
     def visit(self, op: Op, incoming: list[list[_Term]]) -> None:
-        if op.name in ("full", "philox", "philox_uniform"):
+        if isinstance(op, (FullOp, PhiloxOp, PhiloxUniformOp)):
             return  # constants and random bits: no gradient
-        if op.name == "split":
+        if isinstance(op, SplitOp):
             self.split(op, incoming)
             return
-        if op.name == "cat":
+        if isinstance(op, CatOp):
             for term in incoming[0]:
                 self.cat(op, term)
             return
-        if op.name == "unfold":
+        if isinstance(op, UnfoldOp):
             for term in incoming[0]:
                 self.unfold(op, term)
             return
@@ -230,21 +240,21 @@ class _Builder:
     # -- views ---------------------------------------------------------------------------
     def op_permute(self, op: Op, t: _Term) -> _Term:
         rank = op.result.ndim
-        dims = [_wrap(d, rank) for d in op.attrs["dims"]]
+        dims = [_wrap(d, rank) for d in op.dims]
         inverse = [0] * rank
         for i, d in enumerate(dims):
             inverse[d] = i
         n = t.acc
         return _Term(t.value.permute(*range(n), *(n + i for i in inverse)), n)
 
-    def op_transpose(self, op: Op, t: _Term) -> _Term:
+    def op_transpose(self, op: TransposeOp, t: _Term) -> _Term:
         rank = op.result.ndim
-        d0, d1 = (_wrap(op.attrs[k], rank) for k in ("dim0", "dim1"))
+        d0, d1 = _wrap(op.dim0, rank), _wrap(op.dim1, rank)
         return _Term(t.value.transpose(t.acc + d0, t.acc + d1), t.acc)
 
     def op_flip(self, op: Op, t: _Term) -> _Term:
         rank = op.result.ndim
-        return _Term(t.value.flip(*(t.acc + _wrap(d, rank) for d in op.attrs["dims"])), t.acc)
+        return _Term(t.value.flip(*(t.acc + _wrap(d, rank) for d in op.dims)), t.acc)
 
     def _reshaped(self, op: Op, t: _Term) -> _Term:
         return _Term(t.value.reshape(*t.acc_sizes, *op.operands[0].shape), t.acc)
@@ -270,11 +280,10 @@ class _Builder:
         return _Term(v, acc)
 
     def op_slice(self, op: Op, t: _Term) -> _Term | None:
-        a = op.attrs
         x = op.operands[0]
-        dim = _wrap(a["dim"], x.ndim)
+        dim = _wrap(op.dim, x.ndim)
         length = x.shape[dim]
-        start, _, step = slice(a["start"], a["stop"], a["step"]).indices(length)
+        start, _, step = slice(op.start, op.stop, op.step).indices(length)
         count = op.result.shape[dim]
         if count == 0:
             return None
@@ -286,9 +295,9 @@ class _Builder:
 
     def op_select(self, op: Op, t: _Term) -> _Term:
         x = op.operands[0]
-        dim = _wrap(op.attrs["dim"], x.ndim)
+        dim = _wrap(op.dim, x.ndim)
         length = x.shape[dim]
-        index = op.attrs["index"] % length
+        index = op.index % length
         d = t.acc + dim
         v = t.value.unsqueeze(d)
         return _Term(B.pad(v, _pad_pairs(v.ndim, {d: (index, length - 1 - index)})), t.acc)
@@ -298,7 +307,7 @@ class _Builder:
         piece has at most one term of the same accumulation sizes; else each term is
         scattered into zeros on its own."""
         x = op.operands[0]
-        dim = _wrap(op.attrs["dim"], x.ndim)
+        dim = _wrap(op.dim, x.ndim)
         sections = op.sections(x.type.layout)
         flat = [t for terms in incoming for t in terms]
         acc_sizes = {t.acc_sizes for t in flat}
@@ -322,12 +331,11 @@ class _Builder:
     def unfold(self, op: Op, t: _Term) -> None:
         """Windows ``w ≡ r (mod q)``, q = ceil(size/step), do not overlap: one scatter per
         class, placing window w at ``w*step`` (``r*step + j*q*step`` for w = r + j*q)."""
-        a = op.attrs
         x = op.operands[0]
         if x.ndim == 0:
             raise UnsupportedError("adjoint: unfold of a rank-0 value has no adjoint in stridec")
-        dim = _wrap(a["dim"], x.ndim)
-        size, step, length = a["size"], a["step"], x.shape[dim]
+        dim = _wrap(op.dim, x.ndim)
+        size, step, length = op.size, op.step, x.shape[dim]
         d = t.acc + dim
         v = t.value
         if v.ndim - 1 != d + 1:
@@ -354,10 +362,10 @@ class _Builder:
         return _Term(t.value.to(x.type.dtype), t.acc)
 
     def op_pad(self, op: Op, t: _Term) -> _Term:
-        return _Term(B.pad(t.value, [-p for p in op.attrs["pad"]]), t.acc)
+        return _Term(B.pad(t.value, [-p for p in op.pad]), t.acc)
 
     def cat(self, op: Op, t: _Term) -> None:
-        dim = _wrap(op.attrs["dim"], op.result.ndim)
+        dim = _wrap(op.dim, op.result.ndim)
         start = 0
         for x in op.operands:
             n = x.shape[dim]
@@ -367,7 +375,7 @@ class _Builder:
 
     def op_pack(self, op: Op, t: _Term) -> _Term:
         x = op.operands[0]
-        fmt = get_format(op.attrs["format"])
+        fmt = get_format(op.format)
         channels = x.shape[1] if isinstance(fmt, Format) else x.shape[-1]
         if t.acc == 0 or not isinstance(fmt, Format):
             return _Term(t.value.unpack(fmt.name, channels), t.acc)
@@ -382,7 +390,7 @@ class _Builder:
 
     def op_unpack(self, op: Op, t: _Term) -> _Term:
         x = op.operands[0]
-        fmt = get_format(op.attrs["format"])
+        fmt = get_format(op.format)
         if t.acc == 0 or not isinstance(fmt, Format):
             return _Term(t.value.pack(fmt.name), t.acc)
         n, acc_sizes = t.acc, t.acc_sizes

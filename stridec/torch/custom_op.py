@@ -81,7 +81,7 @@ def _arg_names(graph: Graph) -> list[str]:
     schema parser accepts, else ``arg<i>``."""
     names: list[str] = []
     for i, v in enumerate(graph.inputs):
-        name = v.owner.attrs["name"]
+        name = v.owner.arg_name
         if (not name.isidentifier() or keyword.iskeyword(name) or name in _SCHEMA_WORDS
                 or name.startswith("_") or name in names):
             name = f"arg{i}"

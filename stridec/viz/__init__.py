@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stridec.errors import UnsupportedError
+from stridec.ir.ops import InputOp
 from stridec.viz.grid import StorageGrid, layout_map, packing_map, storage_grid
 
 __all__ = ["draw", "storage_grid", "StorageGrid", "svg_or_none", "require_matplotlib"]
@@ -99,8 +100,8 @@ def _draw_value(value: Any, **options: Any) -> Any:
 
 def _root_name(value: Any) -> str:
     root = value.root()
-    if root.owner.name == "input":
-        return f"input {root.owner.attrs['name']!r}"
+    if isinstance(root.owner, InputOp):
+        return f"input {root.owner.arg_name!r}"
     return f"the result of '{root.owner.name}'"
 
 

@@ -45,7 +45,7 @@ from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
-from stridec.ir.ops import CopyOp
+from stridec.ir.ops import AsStridedOp, CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
 
 __all__ = ["lower_to_program"]
 
@@ -222,15 +222,15 @@ class _Lowering:
             return None
         return dst_box(spec, layout.sizes, layout.strides, layout.offset)
 
-    def _hold(self, op: Any, spec: CopySpec, dst_slot: int, position: int) -> bool:
+    def _hold(self, op: CopyOp, spec: CopySpec, dst_slot: int, position: int) -> bool:
         """Hold back a fill of a new buffer whose only reader is a copy into it."""
-        if len(op.result.uses) != 1 or op.result.uses[0][0].name != "copy":
+        if len(op.result.uses) != 1 or not isinstance(op.result.uses[0][0], CopyOp):
             return False
         self.held = _HeldFill(op.result, spec, dst_slot, self._box(spec, dst_slot), position)
         return True
 
     def _joins(
-        self, held: _HeldFill, op: Any, spec: CopySpec, src_slot: int, dst_slot: int,
+        self, held: _HeldFill, op: CopyOp, spec: CopySpec, src_slot: int, dst_slot: int,
         position: int,
     ) -> bool:
         """Take a copy into the held fill's buffer (a box inside the fill's, meeting no box
@@ -323,17 +323,16 @@ class _Lowering:
             self._release(held)
         self._launch_group()
 
-    def philox(self, op: Any, position: int) -> None:
+    def philox(self, op: PhiloxOp | PhiloxUniformOp, position: int) -> None:
         self.flush()
         state = op.operands[0]
-        sizes = op.attrs["sizes"]
+        sizes = op.sizes
         # Word k of the state (sizes (6,) or (1, 1, 1, 6): k is the last coordinate) is
         # read where its layout puts it: any view of the words is read in place.
         state_layout = state.type.layout
         state_index = tuple(
             state_layout.index_of((0,) * (state_layout.rank - 1) + (k,)) for k in range(6)
         )
-        a = op.attrs
         bits, new_state = op.results
         if len(op.operands) == 2:  # placed into a caller's buffer
             bits_slot = self.slot_of(op.operands[1])
@@ -341,11 +340,11 @@ class _Lowering:
         else:
             bits_slot = self.new_buffer(bits, bits.type.layout.min_storage_size())
         state_slot = self.new_buffer(new_state, 6)
-        uniform = op.name == "philox_uniform"
-        if a["space"] is None:  # natural: contiguous, logical index = address
+        uniform = isinstance(op, PhiloxUniformOp)
+        if op.space is None:  # natural: contiguous, logical index = address
             space, index, dst = sizes, Layout.contiguous(sizes), Layout.contiguous(sizes)
         else:
-            space, index, dst = a["space"], a["index"], a["dst"]
+            space, index, dst = op.space, op.index, op.dst
         spec = PhiloxSpec(
             sizes=space,
             index_strides=index.strides,
@@ -355,10 +354,10 @@ class _Lowering:
             numel=math.prod(sizes),
             dst_dtype=bits.type.dtype,
             distribution="uniform" if uniform else "bits",
-            low=a.get("low", 0.0) if uniform else 0.0,
-            high=a.get("high", 1.0) if uniform else 1.0,
-            masks=tuple(MaskBound(c, lo, hi) for c, lo, hi in a["masks"] or ()),
-            fill=a["fill"] if a["fill"] is not None else 0,
+            low=op.low if uniform else 0.0,
+            high=op.high if uniform else 1.0,
+            masks=tuple(MaskBound(c, lo, hi) for c, lo, hi in op.masks or ()),
+            fill=op.fill if op.fill is not None else 0,
             state_index=state_index,
         )
         tuning = self.tuning if self.target == "cuda" else None
@@ -385,18 +384,18 @@ class _Lowering:
             self.layouts[i] = v.type.layout
         outputs: list[OutputSpec] = []
         for position, op in enumerate(self.graph.ops):
-            if op.name in ("input", "as_strided"):
+            if isinstance(op, (InputOp, AsStridedOp)):
                 continue
-            if isinstance(op, CopyOp) and op.attrs["space"] is None:
+            if isinstance(op, CopyOp) and not op.is_explicit:
                 raise UnsupportedError(
                     "lower-to-triton: a copy in natural form (no space, src, dst) should "
                     "have been made explicit by lower-formats in the pipeline"
                 )
             if isinstance(op, CopyOp):
                 self.copy(op, position)
-            elif op.name in ("philox", "philox_uniform"):
+            elif isinstance(op, (PhiloxOp, PhiloxUniformOp)):
                 self.philox(op, position)
-            elif op.name == "output":
+            elif isinstance(op, OutputOp):
                 self.flush()
                 for k, v in enumerate(op.operands):
                     lay = v.type.layout

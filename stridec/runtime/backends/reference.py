@@ -93,61 +93,57 @@ def _view(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
 
 # -- the meaning of each op ------------------------------------------------------------
 def _full_op(op: Any, *tensors, device: Any = "cpu"):
-    a = op.attrs
-    return (torch.full(a["sizes"], a["value"], dtype=a["dtype"].torch, device=device),)
+    return (torch.full(op.sizes, op.value, dtype=op.dtype.torch, device=device),)
 
 
 def _philox_op(op: Any, state):
-    bits, new_state = philox_bits(state.cpu().numpy(), op.attrs["sizes"])
+    bits, new_state = philox_bits(state.cpu().numpy(), op.sizes)
     bits_t = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
     return bits_t, _state_tensor(new_state, state)
 
 
 def _philox_uniform_op(op: Any, state):
-    a = op.attrs
-    bits, new_state = philox_bits(state.cpu().numpy(), a["sizes"])
-    values = uniform_from_bits(bits, a["dtype"], a["low"], a["high"])
+    bits, new_state = philox_bits(state.cpu().numpy(), op.sizes)
+    values = uniform_from_bits(bits, op.dtype, op.low, op.high)
     out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
-    out = out.reshape(a["sizes"])
-    out = _row_major(out.to(a["dtype"].torch).to(state.device))
+    out = out.reshape(op.sizes)
+    out = _row_major(out.to(op.dtype.torch).to(state.device))
     return out, _state_tensor(new_state, state)
 
 
 def _permute_op(op: Any, t):
-    return (t.permute(op.attrs["dims"]),)
+    return (t.permute(op.dims),)
 
 
 def _transpose_op(op: Any, t):
-    return (t.transpose(op.attrs["dim0"], op.attrs["dim1"]),)
+    return (t.transpose(op.dim0, op.dim1),)
 
 
 def _expand_op(op: Any, t):
-    return (t.expand(op.attrs["sizes"]),)
+    return (t.expand(op.sizes),)
 
 
 def _slice_op(op: Any, t):
-    a = op.attrs
-    dim = a["dim"] % t.dim()
-    index = (slice(None),) * dim + (slice(a["start"], a["stop"], a["step"]),)
+    dim = op.dim % t.dim()
+    index = (slice(None),) * dim + (slice(op.start, op.stop, op.step),)
     return (t[index],)
 
 
 def _select_op(op: Any, t):
-    return (t.select(op.attrs["dim"], op.attrs["index"]),)
+    return (t.select(op.dim, op.index),)
 
 
 def _squeeze_op(op: Any, t):
-    dims = op.attrs["dims"]
+    dims = op.dims
     return (t.squeeze() if dims is None else t.squeeze(tuple(dims)),)
 
 
 def _unsqueeze_op(op: Any, t):
-    return (t.unsqueeze(op.attrs["dim"]),)
+    return (t.unsqueeze(op.dim),)
 
 
 def _unfold_op(op: Any, t):
-    a = op.attrs
-    return (t.unfold(a["dim"], a["size"], a["step"]),)
+    return (t.unfold(op.dim, op.size, op.step),)
 
 
 def _as_strided_op(op: Any, t):
@@ -155,16 +151,16 @@ def _as_strided_op(op: Any, t):
 
 
 def _reshape_base(op: Any, t):
-    return (t.reshape(op.attrs["sizes"]),)
+    return (t.reshape(op.sizes),)
 
 
 def _flatten_op(op: Any, t):
-    return (t.flatten(op.attrs["start_dim"], op.attrs["end_dim"]),)
+    return (t.flatten(op.start_dim, op.end_dim),)
 
 
 def _split_op(op: Any, t):
-    s = op.attrs["sizes"]
-    return tuple(t.split(s[0] if len(s) == 1 else list(s), op.attrs["dim"]))
+    s = op.sizes
+    return tuple(t.split(s[0] if len(s) == 1 else list(s), op.dim))
 
 
 def _contiguous_op(op: Any, t):
@@ -177,35 +173,34 @@ def _clone_op(op: Any, t):
 
 def _flip_op(op: Any, t):
     if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
-        return (torch.flip(t.view(torch.int32), op.attrs["dims"]).view(torch.uint32),)
-    return (torch.flip(t, op.attrs["dims"]),)
+        return (torch.flip(t.view(torch.int32), op.dims).view(torch.uint32),)
+    return (torch.flip(t, op.dims),)
 
 
 def _copy_op(op: Any, t, into=None):
     if op.is_explicit:
         raise VerificationError("copy: the explicit form needs root storage; use the executor")
-    out = cast(t, op.attrs["dtype"].torch)
+    out = cast(t, op.dtype.torch)
     return (out.clone() if out is t else out,)
 
 
 def _pack_op(op: Any, t):
-    return (pack_reference(get_format(op.attrs["format"]), t, op.attrs["fill"]),)
+    return (pack_reference(get_format(op.format), t, op.fill),)
 
 
 def _unpack_op(op: Any, t):
-    fmt = get_format(op.attrs["format"])
+    fmt = get_format(op.format)
     sizes = op.logical_sizes(tuple(t.shape), as_dtype(t.dtype))
     return (unpack_reference(fmt, t, sizes),)
 
 
 def _pad_op(op: Any, t):
-    a = op.attrs
     # F.pad places the input; the fill is written as `full` writes it (F.pad reads an
     # int64 fill through a double, turning 2^63 - 1 into -2^63).
-    pads = list(a["pad"])
+    pads = list(op.pad)
     placed = F.pad(t, pads, mode="constant", value=0)
     inside = F.pad(torch.ones(t.shape, dtype=torch.bool, device=t.device), pads, value=False)
-    fill = torch.full((), a["value"], dtype=t.dtype, device=t.device)
+    fill = torch.full((), op.value, dtype=t.dtype, device=t.device)
     # Filled in place, so the result keeps F.pad's layout (torch's strides, also for an
     # empty result); uint32 has no masked_fill on the CPU: its int32 bit patterns do.
     bits, fill_bits = placed, fill
@@ -220,17 +215,16 @@ def _cast_op(op: Any, t):
     if op.aliases_operand():
         return (t,)
     # torch's own preserve_format for the tensor at hand (not the graph's declared layout).
-    out = torch.empty_like(t, dtype=op.attrs["dtype"].torch)
-    return (out.copy_(cast(t, op.attrs["dtype"].torch)),)
+    out = torch.empty_like(t, dtype=op.dtype.torch)
+    return (out.copy_(cast(t, op.dtype.torch)),)
 
 
 def _diagonal_op(op: Any, t):
-    a = op.attrs
-    return (torch.diagonal(t, a["offset"], a["dim1"], a["dim2"]),)
+    return (torch.diagonal(t, op.offset, op.dim1, op.dim2),)
 
 
 def _cat_op(op: Any, *ts):
-    return (torch.cat(ts, op.attrs["dim"]),)
+    return (torch.cat(ts, op.dim),)
 
 
 def _state_tensor(words: Any, like: torch.Tensor) -> torch.Tensor:
@@ -356,7 +350,7 @@ class _Executor:
         found = self.storages.get(id(root))
         if found is None:
             logical = self.values[id(root)]
-            if root.owner.name == "input":
+            if isinstance(root.owner, O.InputOp):
                 found = flat_storage(logical)
             else:
                 layout = root.type.layout
@@ -367,63 +361,63 @@ class _Executor:
             self.storages[id(root)] = found
         return found
 
-    def run_copy(self, op: Any, args: list[torch.Tensor]) -> torch.Tensor:
-        a = op.attrs
-        layout: Layout = a["layout"]
-        dtype = a["dtype"].torch
+    def run_copy(self, op: O.CopyOp, args: list[torch.Tensor]) -> torch.Tensor:
+        layout: Layout = op.layout
+        dtype = op.dtype.torch
         if len(op.operands) == 2:
             buffer = self.storage_of(op.operands[1]).clone()
         else:
             buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=self.device)
-        if a["space"] is None:
+        if op.space is None:
             scatter(buffer, layout, cast(args[0], dtype))
             self.storages[id(op.result)] = buffer
             return _view(buffer, layout)
-        space = Layout.contiguous(a["space"])
+        space = Layout.contiguous(op.space)
         if op.operands and space.numel:
             storage = self.storage_of(op.operands[0])
-            indices = layout_indices(a["src"], storage.device)
-            if a["masks"]:  # masked points are never read: point them at element 0
-                indices = torch.where(_valid(space, a["masks"], storage.device), indices, 0)
+            indices = layout_indices(op.src, storage.device)
+            if op.masks:  # masked points are never read: point them at element 0
+                indices = torch.where(_valid(space, op.masks, storage.device), indices, 0)
             values = cast(storage[indices], dtype)
         elif op.operands:
-            values = torch.empty(a["space"], dtype=dtype, device=self.device)
+            values = torch.empty(op.space, dtype=dtype, device=self.device)
         else:
-            values = torch.full(a["space"], a["fill"], dtype=dtype, device=self.device)
-        if a["masks"] and a["fill"] is None:
+            values = torch.full(op.space, op.fill, dtype=dtype, device=self.device)
+        if op.masks and op.fill is None:
             # A domain restriction: only the points where every bound holds are written.
-            valid = _valid(space, a["masks"], values.device)
-            indices = layout_indices(a["dst"], values.device)
+            valid = _valid(space, op.masks, values.device)
+            indices = layout_indices(op.dst, values.device)
             put(buffer, indices[valid], values[valid])
         else:
-            scatter(buffer, a["dst"], _masked(values, space, a["masks"], a["fill"]))
+            scatter(buffer, op.dst, _masked(values, space, op.masks, op.fill))
         self.storages[id(op.result)] = buffer
         return _view(buffer, layout)
 
-    def run_placed_philox(self, op: Any, args: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def run_placed_philox(
+        self, op: O.PhiloxOp | O.PhiloxUniformOp, args: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
         """Philox values written through an index map: value `index(j)` lands at `dst(j)`."""
-        a = op.attrs
         values, new_state = evaluate(op, args[0])
         flat = values.reshape(-1)
-        layout: Layout = a["layout"]
+        layout: Layout = op.layout
         if len(op.operands) == 2:  # written into a buffer in place
             buffer = self.storage_of(op.operands[1]).clone()
         else:
             buffer = torch.zeros(layout.min_storage_size(), dtype=flat.dtype, device=flat.device)
-        space = Layout.contiguous(a["space"])
+        space = Layout.contiguous(op.space)
         if space.numel:
-            indices = layout_indices(a["index"], flat.device)
-            valid = _valid(space, a["masks"], flat.device) if a["masks"] else None
+            indices = layout_indices(op.index, flat.device)
+            valid = _valid(space, op.masks, flat.device) if op.masks else None
             if valid is not None:
                 indices = torch.where(valid, indices, 0)
-            placed = flat[indices] if flat.numel() else torch.zeros(a["space"], dtype=flat.dtype)
+            placed = flat[indices] if flat.numel() else torch.zeros(op.space, dtype=flat.dtype)
             if valid is not None:
-                placed = _masked(placed, space, a["masks"], a["fill"])
-            scatter(buffer, a["dst"], placed)
+                placed = _masked(placed, space, op.masks, op.fill)
+            scatter(buffer, op.dst, placed)
         self.storages[id(op.results[0])] = buffer
         return _view(buffer, layout), new_state
 
-    def run_as_strided(self, op: Any, t: torch.Tensor) -> torch.Tensor:
+    def run_as_strided(self, op: O.AsStridedOp, t: torch.Tensor) -> torch.Tensor:
         """torch's `as_strided` over the storage of the operand's tensor: a view of it
         (a buffer this executor made is that tensor's storage too). With negative strides,
         which torch refuses, a gather."""
@@ -440,17 +434,17 @@ class _Executor:
         by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors, strict=False)}
         for op in self.graph.ops:
             args = [self.values[id(v)] for v in op.operands]
-            if op.name == "input":
+            if isinstance(op, O.InputOp):
                 results: tuple = (by_input[id(op.result)],)
-            elif op.name == "output":
+            elif isinstance(op, O.OutputOp):
                 return tuple(args)
-            elif op.name == "as_strided":
+            elif isinstance(op, O.AsStridedOp):
                 results = (self.run_as_strided(op, args[0]),)
             elif isinstance(op, O.CopyOp):
                 results = (self.run_copy(op, args),)
-            elif op.name in ("philox", "philox_uniform") and op.attrs["space"] is not None:
+            elif isinstance(op, (O.PhiloxOp, O.PhiloxUniformOp)) and op.space is not None:
                 results = self.run_placed_philox(op, args)
-            elif op.name == "full":
+            elif isinstance(op, O.FullOp):
                 results = evaluate(op, device=self.device)
             else:
                 results = evaluate(op, *args)
@@ -468,7 +462,7 @@ def _caller_layouts(graph: Graph, tensors: Sequence[Any]) -> dict[str, Layout]:
     layouts: dict[str, Layout] = {}
     device = None
     for v, t in zip(inputs, tensors, strict=True):
-        name, expected = v.owner.attrs["name"], v.type
+        name, expected = v.owner.arg_name, v.type
         if not isinstance(t, torch.Tensor):
             raise CallError(f"input '{name}': expected a torch.Tensor; got {type(t).__name__}")
         if tuple(t.shape) != expected.sizes or t.dtype != expected.dtype.torch:
