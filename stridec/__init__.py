@@ -26,7 +26,6 @@ from stridec.errors import (
     UnsupportedError,
     VerificationError,
 )
-from stridec.ir import builder as _builder  # attaches the builder methods
 from stridec.ir import display as _display
 from stridec.ir.builder import cat, pad
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
@@ -36,8 +35,6 @@ from stridec.ir.layout import Layout
 from stridec.ir.parser import parse
 from stridec.ir.types import TensorType
 from stridec.version import __version__
-
-del _builder
 
 
 def _svg_or_none(obj: Any) -> str | None:

@@ -10,16 +10,20 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
-from stridec.ir import ops as O
 from stridec.ir.dtypes import as_dtype, promote_types
-from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import as_sizes
 
-__all__ = ["cat", "stack", "hstack", "vstack", "dstack", "pad", "emit", "SURFACE"]
+if TYPE_CHECKING:
+    from stridec.ir.graph import Graph, Op, Value
+
+__all__ = [
+    "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad", "emit",
+    "SURFACE",
+]
 
 
 def emit(graph: Graph | None, cls: type[Op], operands: Sequence[Value], attrs: dict) -> Any:
@@ -66,530 +70,487 @@ def _symbolic(sizes: Any, what: str) -> Any:
 
 
 # -- Graph sources -----------------------------------------------------------------------
-def _input(
-    self: Graph,
-    name: str,
-    sizes: Sequence[int],
-    dtype: Any = "float32",
-    strides: Sequence[int] | None = None,
-    offset: int = 0,
-    storage: int | None = None,
-    layout: Layout | None = None,
-) -> Value:
-    """A graph argument. `strides`, `offset` and `storage` (elements) declare the caller's
-    buffer as DirectML's `DML_BUFFER_TENSOR_DESC` does (packed when absent): the graph is
-    planned for it, e.g. an `as_strided` reading the padding of a pitched buffer."""
-    sizes = _symbolic(sizes, f"input '{name}': sizes")
-    if strides is not None or offset:
-        if layout is not None:
-            raise VerificationError(f"input '{name}': give strides and offset, or a layout")
-        sizes = tuple(sizes)
-        layout = Layout(sizes, tuple(strides) if strides is not None else
-                        Layout.contiguous(sizes).strides, offset)
-    if layout is not None and layout == Layout.contiguous(tuple(sizes)):
-        layout = None  # packed: the default, printed as such
-    attrs = {"name": name, "sizes": tuple(sizes), "dtype": dtype, "layout": layout,
-             "storage": storage}
-    return emit(self, O.InputOp, (), attrs)
+class GraphBuilder:
+    """The `Graph` methods that add sources and the output (`g.input`, `g.full`, …)."""
 
-
-def _full(self: Graph, sizes: Sequence[int], value: float, dtype: Any = "float32") -> Value:
-    sizes = tuple(_symbolic(sizes, "full: sizes"))
-    return emit(self, O.FullOp, (), {"sizes": sizes, "value": value, "dtype": dtype})
-
-
-def _philox(self: Graph, state: Value, sizes: Sequence[int]) -> tuple[Value, Value]:
-    return emit(self, O.PhiloxOp, (state,), {"sizes": tuple(_symbolic(sizes, "philox: sizes"))})
-
-
-def _philox_uniform(
-    self: Graph,
-    state: Value,
-    sizes: Sequence[int],
-    dtype: Any = "float32",
-    low: float = 0.0,
-    high: float = 1.0,
-) -> tuple[Value, Value]:
-    return emit(
+    def input(
         self,
-        O.PhiloxUniformOp,
-        (state,),
-        {"sizes": tuple(sizes), "dtype": dtype, "low": low, "high": high},
-    )
+        name: str,
+        sizes: Sequence[int],
+        dtype: Any = "float32",
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        storage: int | None = None,
+        layout: Layout | None = None,
+    ) -> Value:
+        """A graph argument. `strides`, `offset` and `storage` (elements) declare the caller's
+        buffer as DirectML's `DML_BUFFER_TENSOR_DESC` does (packed when absent): the graph is
+        planned for it, e.g. an `as_strided` reading the padding of a pitched buffer."""
+        sizes = _symbolic(sizes, f"input '{name}': sizes")
+        if strides is not None or offset:
+            if layout is not None:
+                raise VerificationError(f"input '{name}': give strides and offset, or a layout")
+            sizes = tuple(sizes)
+            layout = Layout(sizes, tuple(strides) if strides is not None else
+                            Layout.contiguous(sizes).strides, offset)
+        if layout is not None and layout == Layout.contiguous(tuple(sizes)):
+            layout = None  # packed: the default, printed as such
+        attrs = {"name": name, "sizes": tuple(sizes), "dtype": dtype, "layout": layout,
+                 "storage": storage}
+        return emit(self, O.InputOp, (), attrs)
 
 
-def _output(self: Graph, *values: Value) -> None:
-    if self.output_op is not None:
-        raise VerificationError(f"output: graph {self.name!r} already has an output op")
-    if len(values) == 1 and isinstance(values[0], (list, tuple)):
-        values = tuple(values[0])
-    emit(self, O.OutputOp, values, {})
+    def full(self, sizes: Sequence[int], value: float, dtype: Any = "float32") -> Value:
+        sizes = tuple(_symbolic(sizes, "full: sizes"))
+        return emit(self, O.FullOp, (), {"sizes": sizes, "value": value, "dtype": dtype})
 
 
-Graph.input = _input  # type: ignore[attr-defined]
-Graph.full = _full  # type: ignore[attr-defined]
-Graph.philox = _philox  # type: ignore[attr-defined]
-Graph.philox_uniform = _philox_uniform  # type: ignore[attr-defined]
-Graph.output = _output  # type: ignore[attr-defined]
+    def philox(self, state: Value, sizes: Sequence[int]) -> tuple[Value, Value]:
+        sizes = tuple(_symbolic(sizes, "philox: sizes"))
+        return emit(self, O.PhiloxOp, (state,), {"sizes": sizes})
+
+
+    def philox_uniform(
+        self,
+        state: Value,
+        sizes: Sequence[int],
+        dtype: Any = "float32",
+        low: float = 0.0,
+        high: float = 1.0,
+    ) -> tuple[Value, Value]:
+        return emit(
+            self,
+            O.PhiloxUniformOp,
+            (state,),
+            {"sizes": tuple(sizes), "dtype": dtype, "low": low, "high": high},
+        )
+
+
+    def output(self, *values: Value) -> None:
+        if self.output_op is not None:
+            raise VerificationError(f"output: graph {self.name!r} already has an output op")
+        if len(values) == 1 and isinstance(values[0], (list, tuple)):
+            values = tuple(values[0])
+        emit(self, O.OutputOp, values, {})
 
 
 # -- Value methods -----------------------------------------------------------------------
-def _method(fn: Any) -> Any:
-    setattr(Value, fn.__name__, fn)
-    return fn
-
-
-@_method
-def permute(self: Value, *dims: int) -> Value:
-    return emit(self.graph, O.PermuteOp, (self,), {"dims": _dims(dims)})
-
-
-@_method
-def transpose(self: Value, dim0: int, dim1: int) -> Value:
-    return emit(self.graph, O.TransposeOp, (self,), {"dim0": dim0, "dim1": dim1})
-
-
-@_method
-def t(self: Value) -> Value:
-    if self.ndim > 2:
-        raise LayoutError(f"t: expects a tensor of rank <= 2; got rank {self.ndim}")
-    return self if self.ndim < 2 else self.transpose(0, 1)
-
-
-@_method
-def expand(self: Value, *sizes: int) -> Value:
-    return emit(self.graph, O.ExpandOp, (self,), {"sizes": _dims(sizes)})
-
-
-@_method
-def expand_as(self: Value, other: Value) -> Value:
-    return self.expand(other.shape)
-
-
-@_method
-def slice(
-    self: Value, dim: int, start: int | None = None, stop: int | None = None, step: int = 1
-) -> Value:
-    return emit(
-        self.graph, O.SliceOp, (self,), {"dim": dim, "start": start, "stop": stop, "step": step}
-    )
-
-
-@_method
-def narrow(self: Value, dim: int, start: int, length: int) -> Value:
-    size = self.shape[dim] if -self.ndim <= dim < self.ndim else None
-    if size is None:
-        raise LayoutError(f"narrow: dim {dim} out of range for rank {self.ndim}")
-    if start < 0:
-        start += size
-    if not (0 <= start <= size and 0 <= length <= size - start):
-        raise LayoutError(
-            f"narrow: start {start} and length {length} exceed dim {dim} of size {size}"
-        )
-    return self.slice(dim, start, start + length, 1)
-
-
-@_method
-def select(self: Value, dim: int, index: int) -> Value:
-    return emit(self.graph, O.SelectOp, (self,), {"dim": dim, "index": index})
-
-
-@_method
-def squeeze(self: Value, dim: int | Sequence[int] | None = None) -> Value:
-    dims = None if dim is None else _int_or_ints(dim)
-    return emit(self.graph, O.SqueezeOp, (self,), {"dims": dims})
-
-
-@_method
-def unsqueeze(self: Value, dim: int) -> Value:
-    return emit(self.graph, O.UnsqueezeOp, (self,), {"dim": dim})
-
-
-@_method
-def flip(self: Value, *dims: int) -> Value:
-    return emit(self.graph, O.FlipOp, (self,), {"dims": _dims(dims)})
-
-
-@_method
-def reshape(self: Value, *sizes: int) -> Value:
-    return emit(self.graph, O.ReshapeOp, (self,), {"sizes": _dims(sizes)})
-
-
-@_method
-def view(self: Value, *sizes: int) -> Value:
-    return emit(self.graph, O.ViewShapeOp, (self,), {"sizes": _dims(sizes)})
-
-
-@_method
-def flatten(self: Value, start_dim: int = 0, end_dim: int = -1) -> Value:
-    return emit(self.graph, O.FlattenOp, (self,), {"start_dim": start_dim, "end_dim": end_dim})
-
-
-@_method
-def unflatten(self: Value, dim: int, sizes: Sequence[int]) -> Value:
-    rank = self.ndim
-    if not -rank <= dim < rank:
-        raise LayoutError(f"unflatten: dim {dim} out of range for rank {rank}")
-    dim %= rank
-    shape = self.shape
-    return self.view(shape[:dim] + tuple(sizes) + shape[dim + 1 :])
-
-
-@_method
-def movedim(self: Value, source: int | Sequence[int], destination: int | Sequence[int]) -> Value:
-    src, dst = _int_or_ints(source), _int_or_ints(destination)
-    rank = self.ndim
-    if len(src) != len(dst):
-        raise LayoutError(f"movedim: source {src} and destination {dst} differ in length")
-    for d in src + dst:
-        if not -rank <= d < rank:
-            raise LayoutError(f"movedim: dim {d} out of range for rank {rank}")
-    src = tuple(d % rank for d in src)
-    dst = tuple(d % rank for d in dst)
-    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise LayoutError(f"movedim: repeated dim in source {src} or destination {dst}")
-    order: list[int | None] = [None] * rank
-    for s, d in zip(src, dst, strict=False):
-        order[d] = s
-    rest = iter(d for d in range(rank) if d not in src)
-    perm = tuple(next(rest) if o is None else o for o in order)
-    return self.permute(perm)
-
-
-@_method
-def unfold(self: Value, dimension: int, size: int, step: int) -> Value:
-    return emit(self.graph, O.UnfoldOp, (self,), {"dim": dimension, "size": size, "step": step})
-
-
-@_method
-def as_strided(
-    self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
-) -> Value:
-    return emit(
-        self.graph,
-        O.AsStridedOp,
-        (self,),
-        {"sizes": tuple(size), "strides": tuple(stride), "offset": storage_offset},
-    )
-
-
-@_method
-def split(self: Value, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
-    sizes = split_size_or_sections
-    if _is_int(sizes):
-        sizes = (operator.index(sizes),)
-    else:
-        sizes = tuple(sizes)
-        if len(sizes) == 1 and -self.ndim <= dim < self.ndim and sizes[0] != self.shape[dim]:
-            # One section must be the whole dim, as in torch; the op reads `[n]` as a chunk.
-            raise LayoutError(
-                f"split: sections {list(sizes)} must sum to {self.shape[dim]} (dim {dim})"
-            )
-    out = emit(self.graph, O.SplitOp, (self,), {"sizes": sizes, "dim": dim})
-    return out if isinstance(out, tuple) else (out,)
-
-
-@_method
-def chunk(self: Value, chunks: int, dim: int = 0) -> tuple:
-    if chunks <= 0:
-        raise LayoutError(f"chunk: chunks must be positive; got {chunks}")
-    rank = self.ndim
-    if not -rank <= dim < rank:
-        raise LayoutError(f"chunk: dim {dim} out of range for rank {rank}")
-    length = self.shape[dim]
-    if length == 0:  # torch gives `chunks` empty pieces here, not one
-        return self.split((0,) * chunks, dim)
-    return self.split(-(-length // chunks), dim)
-
-
-@_method
-def contiguous(self: Value) -> Value:
-    return emit(self.graph, O.ContiguousOp, (self,), {})
-
-
-@_method
-def clone(self: Value) -> Value:
-    """torch's `clone()`: new memory, strides as torch's `preserve_format` keeps them."""
-    return emit(self.graph, O.CloneOp, (self,), {})
-
-
-@_method
-def copy_to(
-    self: Value, layout: Layout | Sequence[int] | None = None, dtype: Any = None, offset: int = 0
-) -> Value:
-    """Materialize into a new buffer with `layout` (a Layout, or strides for these sizes)."""
-    if layout is not None and not isinstance(layout, Layout):
-        layout = Layout(self.shape, tuple(layout), offset)
-    return emit(self.graph, O.CopyOp, (self,), {"layout": layout, "dtype": dtype})
-
-
-@_method
-def to(self: Value, dtype: Any) -> Value:
-    """torch's `.to(dtype)`: the value itself when it has that dtype, else a cast (laid
-    out as torch's `preserve_format`)."""
-    if as_dtype(dtype, "cast: dtype") == self.type.dtype:
-        return self
-    return emit(self.graph, O.CastOp, (self,), {"dtype": dtype})
-
-
-@_method
-def pack(self: Value, format: str, fill: float = 0) -> Value:
-    return emit(self.graph, O.PackOp, (self,), {"format": format, "fill": fill})
-
-
-@_method
-def unpack(self: Value, format: str, channels: int) -> Value:
-    return emit(self.graph, O.UnpackOp, (self,), {"format": format, "channels": channels})
-
-
-@_method
-def diagonal(self: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
-    return emit(
-        self.graph, O.DiagonalOp, (self,), {"offset": offset, "dim1": dim1, "dim2": dim2}
-    )
-
-
-@_method
-def tensor_split(self: Value, indices_or_sections: Any, dim: int = 0) -> tuple:
-    """torch.tensor_split: `n` sections (the first `size % n` one longer) or the pieces
-    between the given indices (clamped to the dim, as torch slices) — views."""
-    rank = self.ndim
-    if not -rank <= operator.index(dim) < rank:
-        raise LayoutError(f"tensor_split: dim {dim} out of range for rank {rank}")
-    dim = operator.index(dim) % rank
-    size = self.shape[dim]
-    if _is_int(indices_or_sections):
-        n = operator.index(indices_or_sections)
-        if n <= 0:
-            raise LayoutError(f"tensor_split: sections must be positive; got {n}")
-        lengths = [size // n + (1 if k < size % n else 0) for k in range(n)]
-        bounds = [sum(lengths[:k]) for k in range(n + 1)]
-        return tuple(self.slice(dim, bounds[k], bounds[k + 1]) for k in range(n))
-    cuts = [operator.index(i) for i in indices_or_sections]
-    starts, stops = [0, *cuts], [*cuts, size]
-    return tuple(self.slice(dim, a, b) for a, b in zip(starts, stops, strict=True))
-
-
-@_method
-def unbind(self: Value, dim: int = 0) -> tuple:
-    rank = self.ndim
-    if not -rank <= operator.index(dim) < rank:
-        raise LayoutError(f"unbind: dim {dim} out of range for rank {rank}")
-    return tuple(self.select(dim, i) for i in range(self.shape[operator.index(dim)]))
-
-
-@_method
-def swapaxes(self: Value, dim0: int, dim1: int) -> Value:
-    return self.transpose(dim0, dim1)
-
-
-Value.swapdims = swapaxes  # type: ignore[attr-defined]
-Value.moveaxis = movedim  # type: ignore[attr-defined]
-
-
-def _reversed_dims(self: Value) -> Value:
-    """`.T`: every dim reversed."""
-    return self.permute(tuple(reversed(range(self.ndim))))
-
-
-def _matrix_transpose(self: Value) -> Value:
-    """`.mT`: the last two dims swapped."""
-    if self.ndim < 2:
-        raise LayoutError(f"mT: needs rank >= 2; got rank {self.ndim}")
-    return self.transpose(-2, -1)
-
-
-Value.T = property(_reversed_dims)  # type: ignore[attr-defined]
-Value.mT = property(_matrix_transpose)  # type: ignore[attr-defined]
-
-
-@_method
-def __len__(self: Value) -> int:
-    if self.ndim == 0:
-        raise TypeError("len() of a 0-d tensor")
-    return self.shape[0]
-
-
-@_method
-def ndimension(self: Value) -> int:
-    return self.ndim
-
-
-@_method
-def nelement(self: Value) -> int:
-    return self.numel()
-
-
-@_method
-def element_size(self: Value) -> int:
-    return self.type.dtype.itemsize
-
-
-@_method
-def is_floating_point(self: Value) -> bool:
-    return self.type.dtype.is_floating
-
-
-@_method
-def is_contiguous(self: Value) -> bool:
-    """Whether the layout is row-major (an input's is the declared one until a call
-    specializes it)."""
-    return self.type.layout.is_contiguous()
-
-
-@_method
-def broadcast_to(self: Value, *sizes: int) -> Value:
-    return self.expand(*sizes)
-
-
-@_method
-def reshape_as(self: Value, other: Value) -> Value:
-    return self.reshape(other.shape)
-
-
-@_method
-def view_as(self: Value, other: Value) -> Value:
-    return self.view(other.shape)
-
-
-@_method
-def fliplr(self: Value) -> Value:
-    return self.flip(1)
-
-
-@_method
-def flipud(self: Value) -> Value:
-    return self.flip(0)
-
-
-@_method
-def detach(self: Value) -> Value:
-    return self
-
-
-@_method
-def type_as(self: Value, other: Value) -> Value:
-    return self.to(other.type.dtype)
-
-
-def _cast_method(name: str, dtype: str) -> None:
-    def cast(self: Value) -> Value:
-        return self.to(dtype)
-
-    cast.__name__ = name
-    cast.__doc__ = f"`.to({dtype})`, as torch's `Tensor.{name}()`."
-    setattr(Value, name, cast)
-
-
-for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
-                      ("bfloat16", "bfloat16"), ("int", "int32"), ("long", "int64"),
-                      ("short", "int16"), ("char", "int8"), ("byte", "uint8"),
-                      ("bool", "bool")):
-    _cast_method(_name, _dtype)
-
-
-@_method
-def repeat(self: Value, *sizes: int) -> Value:
-    """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
-    (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
-    repeats = tuple(operator.index(r) for r in _dims(sizes))
-    if len(repeats) < self.ndim:
-        raise LayoutError(
-            f"repeat: {len(repeats)} repeats for a value of rank {self.ndim}; expected at "
-            f"least {self.ndim}"
-        )
-    shape = (1,) * (len(repeats) - self.ndim) + tuple(self.shape)
-    interleaved = [n for s in shape for n in (1, s)]
-    expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
-    v = self.reshape(*interleaved).expand(*expanded)
-    return _fresh(v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True))))
-
-
-@_method
-def tile(self: Value, *dims: int) -> Value:
-    reps = tuple(operator.index(r) for r in _dims(dims))
-    return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
-
-
-@_method
-def repeat_interleave(self: Value, repeats: int, dim: int | None = None) -> Value:
-    if not _is_int(repeats):
-        from stridec.errors import UnsupportedError
-
-        raise UnsupportedError(
-            f"repeat_interleave: only an int number of repeats; got {type(repeats).__name__}"
-        )
-    x = self.flatten() if dim is None else self
-    d = 0 if dim is None else operator.index(dim) % x.ndim
-    sizes = list(x.shape)
-    v = x.unsqueeze(d + 1).expand(*sizes[: d + 1], operator.index(repeats), *sizes[d + 1 :])
-    return _fresh(v.flatten(d, d + 1))
-
-
-@_method
-def roll(self: Value, shifts: Any, dims: Any = None) -> Value:
-    """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
-    if dims is None:
-        return self.flatten().roll(shifts, 0).view(*self.shape)
-    shifts, dims = _int_or_ints(shifts), _int_or_ints(dims)
-    if len(shifts) != len(dims):
-        raise LayoutError(f"roll: shifts {shifts} and dims {dims} differ in length")
-    v = self
-    for s, d in zip(shifts, dims, strict=True):
-        n = v.shape[d]
-        s = s % n if n else 0
-        if s:
-            v = cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
-    return _fresh(v) if v is self else v
-
-
 def _fresh(v: Value) -> Value:
     """`v` in new memory, row-major: what torch's composites (repeat, roll, …) return,
     even where every step here was a view."""
     return v.copy_to(Layout.contiguous(v.shape))
 
 
-def _getitem(self: Value, index: Any) -> Value:
-    """torch indexing with ints, slices (steps ≥ 1), None and `...`."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
-    if sum(1 for i in index if i is Ellipsis) > 1:
-        raise LayoutError("index: an index can only have a single ellipsis ('...')")
-    if consumed > self.ndim:
-        raise LayoutError(f"index: too many indices ({consumed}) for a tensor of rank {self.ndim}")
-    expanded: list[Any] = []
-    for i in index:
-        if i is Ellipsis:
-            expanded.extend([builtins.slice(None)] * (self.ndim - consumed))
+def _cast(name: str, dtype: str) -> Any:
+    """The method `name`: `.to(dtype)`, as torch's `Tensor.<name>()`."""
+
+    def cast(self: ValueBuilder) -> Value:
+        return self.to(dtype)  # type: ignore[attr-defined]
+
+    cast.__name__ = name
+    cast.__qualname__ = f"ValueBuilder.{name}"
+    cast.__doc__ = f"`.to({dtype})`, as torch's `Tensor.{name}()`."
+    return cast
+
+
+class ValueBuilder:
+    """The `Value` methods that mirror `torch.Tensor`'s (`permute`, `__getitem__`, `to`, …):
+    each builds its op in the value's graph."""
+
+    __slots__ = ()
+
+    def permute(self, *dims: int) -> Value:
+        return emit(self.graph, O.PermuteOp, (self,), {"dims": _dims(dims)})
+
+
+    def transpose(self, dim0: int, dim1: int) -> Value:
+        return emit(self.graph, O.TransposeOp, (self,), {"dim0": dim0, "dim1": dim1})
+
+
+    def t(self) -> Value:
+        if self.ndim > 2:
+            raise LayoutError(f"t: expects a tensor of rank <= 2; got rank {self.ndim}")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+
+    def expand(self, *sizes: int) -> Value:
+        return emit(self.graph, O.ExpandOp, (self,), {"sizes": _dims(sizes)})
+
+
+    def expand_as(self, other: Value) -> Value:
+        return self.expand(other.shape)
+
+
+    def slice(
+        self, dim: int, start: int | None = None, stop: int | None = None, step: int = 1
+    ) -> Value:
+        return emit(
+            self.graph, O.SliceOp, (self,), {"dim": dim, "start": start, "stop": stop, "step": step}
+        )
+
+
+    def narrow(self, dim: int, start: int, length: int) -> Value:
+        size = self.shape[dim] if -self.ndim <= dim < self.ndim else None
+        if size is None:
+            raise LayoutError(f"narrow: dim {dim} out of range for rank {self.ndim}")
+        if start < 0:
+            start += size
+        if not (0 <= start <= size and 0 <= length <= size - start):
+            raise LayoutError(
+                f"narrow: start {start} and length {length} exceed dim {dim} of size {size}"
+            )
+        return self.slice(dim, start, start + length, 1)
+
+
+    def select(self, dim: int, index: int) -> Value:
+        return emit(self.graph, O.SelectOp, (self,), {"dim": dim, "index": index})
+
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Value:
+        dims = None if dim is None else _int_or_ints(dim)
+        return emit(self.graph, O.SqueezeOp, (self,), {"dims": dims})
+
+
+    def unsqueeze(self, dim: int) -> Value:
+        return emit(self.graph, O.UnsqueezeOp, (self,), {"dim": dim})
+
+
+    def flip(self, *dims: int) -> Value:
+        return emit(self.graph, O.FlipOp, (self,), {"dims": _dims(dims)})
+
+
+    def reshape(self, *sizes: int) -> Value:
+        return emit(self.graph, O.ReshapeOp, (self,), {"sizes": _dims(sizes)})
+
+
+    def view(self, *sizes: int) -> Value:
+        return emit(self.graph, O.ViewShapeOp, (self,), {"sizes": _dims(sizes)})
+
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Value:
+        return emit(self.graph, O.FlattenOp, (self,), {"start_dim": start_dim, "end_dim": end_dim})
+
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Value:
+        rank = self.ndim
+        if not -rank <= dim < rank:
+            raise LayoutError(f"unflatten: dim {dim} out of range for rank {rank}")
+        dim %= rank
+        shape = self.shape
+        return self.view(shape[:dim] + tuple(sizes) + shape[dim + 1 :])
+
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Value:
+        src, dst = _int_or_ints(source), _int_or_ints(destination)
+        rank = self.ndim
+        if len(src) != len(dst):
+            raise LayoutError(f"movedim: source {src} and destination {dst} differ in length")
+        for d in src + dst:
+            if not -rank <= d < rank:
+                raise LayoutError(f"movedim: dim {d} out of range for rank {rank}")
+        src = tuple(d % rank for d in src)
+        dst = tuple(d % rank for d in dst)
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise LayoutError(f"movedim: repeated dim in source {src} or destination {dst}")
+        order: list[int | None] = [None] * rank
+        for s, d in zip(src, dst, strict=False):
+            order[d] = s
+        rest = iter(d for d in range(rank) if d not in src)
+        perm = tuple(next(rest) if o is None else o for o in order)
+        return self.permute(perm)
+
+
+    def unfold(self, dimension: int, size: int, step: int) -> Value:
+        return emit(self.graph, O.UnfoldOp, (self,), {"dim": dimension, "size": size, "step": step})
+
+
+    def as_strided(
+        self, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+    ) -> Value:
+        return emit(
+            self.graph,
+            O.AsStridedOp,
+            (self,),
+            {"sizes": tuple(size), "strides": tuple(stride), "offset": storage_offset},
+        )
+
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
+        sizes = split_size_or_sections
+        if _is_int(sizes):
+            sizes = (operator.index(sizes),)
         else:
-            expanded.append(i)
-    out, dim = self, 0
-    for i in expanded:
-        if i is None:
-            out = out.unsqueeze(dim)
-            dim += 1
-        elif not (isinstance(i, builtins.slice) or _is_int(i)):
-            raise LayoutError(f"index: expected int, slice, None or '...'; got {type(i).__name__}")
-        elif _is_int(i):
-            out = out.select(dim, operator.index(i))
-        else:
-            if i != builtins.slice(None):
-                out = out.slice(dim, i.start, i.stop, 1 if i.step is None else i.step)
-            dim += 1
-    return out
+            sizes = tuple(sizes)
+            if len(sizes) == 1 and -self.ndim <= dim < self.ndim and sizes[0] != self.shape[dim]:
+                # One section must be the whole dim, as in torch; the op reads `[n]` as a chunk.
+                raise LayoutError(
+                    f"split: sections {list(sizes)} must sum to {self.shape[dim]} (dim {dim})"
+                )
+        out = emit(self.graph, O.SplitOp, (self,), {"sizes": sizes, "dim": dim})
+        return out if isinstance(out, tuple) else (out,)
 
 
-Value.__getitem__ = _getitem  # type: ignore[attr-defined]
+    def chunk(self, chunks: int, dim: int = 0) -> tuple:
+        if chunks <= 0:
+            raise LayoutError(f"chunk: chunks must be positive; got {chunks}")
+        rank = self.ndim
+        if not -rank <= dim < rank:
+            raise LayoutError(f"chunk: dim {dim} out of range for rank {rank}")
+        length = self.shape[dim]
+        if length == 0:  # torch gives `chunks` empty pieces here, not one
+            return self.split((0,) * chunks, dim)
+        return self.split(-(-length // chunks), dim)
 
 
-@_method
-def __iter__(self: Value) -> Iterator[Value]:
-    """The slices along dim 0, as iterating a torch tensor gives (without this, Python
-    would iterate through `__getitem__` until it raised)."""
-    if self.ndim == 0:
-        raise LayoutError("iter: cannot iterate over a rank-0 value")
-    return iter([self.select(0, i) for i in range(self.shape[0])])
+    def contiguous(self) -> Value:
+        return emit(self.graph, O.ContiguousOp, (self,), {})
+
+
+    def clone(self) -> Value:
+        """torch's `clone()`: new memory, strides as torch's `preserve_format` keeps them."""
+        return emit(self.graph, O.CloneOp, (self,), {})
+
+
+    def copy_to(
+        self, layout: Layout | Sequence[int] | None = None, dtype: Any = None, offset: int = 0
+    ) -> Value:
+        """Materialize into a new buffer with `layout` (a Layout, or strides for these sizes)."""
+        if layout is not None and not isinstance(layout, Layout):
+            layout = Layout(self.shape, tuple(layout), offset)
+        return emit(self.graph, O.CopyOp, (self,), {"layout": layout, "dtype": dtype})
+
+
+    def to(self, dtype: Any) -> Value:
+        """torch's `.to(dtype)`: the value itself when it has that dtype, else a cast (laid
+        out as torch's `preserve_format`)."""
+        if as_dtype(dtype, "cast: dtype") == self.type.dtype:
+            return self
+        return emit(self.graph, O.CastOp, (self,), {"dtype": dtype})
+
+
+    def pack(self, format: str, fill: float = 0) -> Value:
+        return emit(self.graph, O.PackOp, (self,), {"format": format, "fill": fill})
+
+
+    def unpack(self, format: str, channels: int) -> Value:
+        return emit(self.graph, O.UnpackOp, (self,), {"format": format, "channels": channels})
+
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
+        return emit(
+            self.graph, O.DiagonalOp, (self,), {"offset": offset, "dim1": dim1, "dim2": dim2}
+        )
+
+
+    def tensor_split(self, indices_or_sections: Any, dim: int = 0) -> tuple:
+        """torch.tensor_split: `n` sections (the first `size % n` one longer) or the pieces
+        between the given indices (clamped to the dim, as torch slices) — views."""
+        rank = self.ndim
+        if not -rank <= operator.index(dim) < rank:
+            raise LayoutError(f"tensor_split: dim {dim} out of range for rank {rank}")
+        dim = operator.index(dim) % rank
+        size = self.shape[dim]
+        if _is_int(indices_or_sections):
+            n = operator.index(indices_or_sections)
+            if n <= 0:
+                raise LayoutError(f"tensor_split: sections must be positive; got {n}")
+            lengths = [size // n + (1 if k < size % n else 0) for k in range(n)]
+            bounds = [sum(lengths[:k]) for k in range(n + 1)]
+            return tuple(self.slice(dim, bounds[k], bounds[k + 1]) for k in range(n))
+        cuts = [operator.index(i) for i in indices_or_sections]
+        starts, stops = [0, *cuts], [*cuts, size]
+        return tuple(self.slice(dim, a, b) for a, b in zip(starts, stops, strict=True))
+
+
+    def unbind(self, dim: int = 0) -> tuple:
+        rank = self.ndim
+        if not -rank <= operator.index(dim) < rank:
+            raise LayoutError(f"unbind: dim {dim} out of range for rank {rank}")
+        return tuple(self.select(dim, i) for i in range(self.shape[operator.index(dim)]))
+
+
+    def swapaxes(self, dim0: int, dim1: int) -> Value:
+        return self.transpose(dim0, dim1)
+
+
+    swapdims = swapaxes
+    moveaxis = movedim
+
+
+    @property
+    def T(self) -> Value:
+        """`.T`: every dim reversed."""
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+
+    @property
+    def mT(self) -> Value:
+        """`.mT`: the last two dims swapped."""
+        if self.ndim < 2:
+            raise LayoutError(f"mT: needs rank >= 2; got rank {self.ndim}")
+        return self.transpose(-2, -1)
+
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+
+    def nelement(self) -> int:
+        return self.numel()
+
+
+    def element_size(self) -> int:
+        return self.type.dtype.itemsize
+
+
+    def is_floating_point(self) -> bool:
+        return self.type.dtype.is_floating
+
+
+    def is_contiguous(self) -> bool:
+        """Whether the layout is row-major (an input's is the declared one until a call
+        specializes it)."""
+        return self.type.layout.is_contiguous()
+
+
+    def broadcast_to(self, *sizes: int) -> Value:
+        return self.expand(*sizes)
+
+
+    def reshape_as(self, other: Value) -> Value:
+        return self.reshape(other.shape)
+
+
+    def view_as(self, other: Value) -> Value:
+        return self.view(other.shape)
+
+
+    def fliplr(self) -> Value:
+        return self.flip(1)
+
+
+    def flipud(self) -> Value:
+        return self.flip(0)
+
+
+    def detach(self) -> Value:
+        return self
+
+
+    def type_as(self, other: Value) -> Value:
+        return self.to(other.type.dtype)
+
+
+    def repeat(self, *sizes: int) -> Value:
+        """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
+        (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
+        repeats = tuple(operator.index(r) for r in _dims(sizes))
+        if len(repeats) < self.ndim:
+            raise LayoutError(
+                f"repeat: {len(repeats)} repeats for a value of rank {self.ndim}; expected at "
+                f"least {self.ndim}"
+            )
+        shape = (1,) * (len(repeats) - self.ndim) + tuple(self.shape)
+        interleaved = [n for s in shape for n in (1, s)]
+        expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
+        v = self.reshape(*interleaved).expand(*expanded)
+        return _fresh(v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True))))
+
+
+    def tile(self, *dims: int) -> Value:
+        reps = tuple(operator.index(r) for r in _dims(dims))
+        return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
+
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Value:
+        if not _is_int(repeats):
+            from stridec.errors import UnsupportedError
+
+            raise UnsupportedError(
+                f"repeat_interleave: only an int number of repeats; got {type(repeats).__name__}"
+            )
+        x = self.flatten() if dim is None else self
+        d = 0 if dim is None else operator.index(dim) % x.ndim
+        sizes = list(x.shape)
+        v = x.unsqueeze(d + 1).expand(*sizes[: d + 1], operator.index(repeats), *sizes[d + 1 :])
+        return _fresh(v.flatten(d, d + 1))
+
+
+    def roll(self, shifts: Any, dims: Any = None) -> Value:
+        """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).view(*self.shape)
+        shifts, dims = _int_or_ints(shifts), _int_or_ints(dims)
+        if len(shifts) != len(dims):
+            raise LayoutError(f"roll: shifts {shifts} and dims {dims} differ in length")
+        v = self
+        for s, d in zip(shifts, dims, strict=True):
+            n = v.shape[d]
+            s = s % n if n else 0
+            if s:
+                v = cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
+        return _fresh(v) if v is self else v
+
+
+    def __getitem__(self, index: Any) -> Value:
+        """torch indexing with ints, slices (steps ≥ 1), None and `...`."""
+        if not isinstance(index, tuple):
+            index = (index,)
+        consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+        if sum(1 for i in index if i is Ellipsis) > 1:
+            raise LayoutError("index: an index can only have a single ellipsis ('...')")
+        if consumed > self.ndim:
+            raise LayoutError(
+                f"index: too many indices ({consumed}) for a tensor of rank {self.ndim}"
+            )
+        expanded: list[Any] = []
+        for i in index:
+            if i is Ellipsis:
+                expanded.extend([builtins.slice(None)] * (self.ndim - consumed))
+            else:
+                expanded.append(i)
+        out, dim = self, 0
+        for i in expanded:
+            if i is None:
+                out = out.unsqueeze(dim)
+                dim += 1
+            elif not (isinstance(i, builtins.slice) or _is_int(i)):
+                raise LayoutError(
+                    f"index: expected int, slice, None or '...'; got {type(i).__name__}"
+                )
+            elif _is_int(i):
+                out = out.select(dim, operator.index(i))
+            else:
+                if i != builtins.slice(None):
+                    out = out.slice(dim, i.start, i.stop, 1 if i.step is None else i.step)
+                dim += 1
+        return out
+
+
+    def __iter__(self) -> Iterator[Value]:
+        """The slices along dim 0, as iterating a torch tensor gives (without this, Python
+        would iterate through `__getitem__` until it raised)."""
+        if self.ndim == 0:
+            raise LayoutError("iter: cannot iterate over a rank-0 value")
+        return iter([self.select(0, i) for i in range(self.shape[0])])
+
+    # dtypes, as torch names them
+    float = _cast("float", "float32")
+    double = _cast("double", "float64")
+    half = _cast("half", "float16")
+    bfloat16 = _cast("bfloat16", "bfloat16")
+    int = _cast("int", "int32")
+    long = _cast("long", "int64")
+    short = _cast("short", "int16")
+    char = _cast("char", "int8")
+    byte = _cast("byte", "uint8")
+    bool = _cast("bool", "bool")
 
 
 # -- module functions ------------------------------------------------------------------
@@ -599,7 +560,7 @@ def cat(tensors: Sequence[Value], dim: int = 0) -> Value:
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of values; got none")
-    if all(isinstance(t, Value) for t in tensors):  # else the op names what is not one
+    if all(isinstance(t, ValueBuilder) for t in tensors):  # else the op names what is not one
         dtype = tensors[0].type.dtype
         for t in tensors[1:]:
             dtype = promote_types(dtype, t.type.dtype, "cat")
@@ -674,3 +635,8 @@ SURFACE: tuple[str, ...] = (
     "shape", "size", "dim", "ndim", "ndimension", "numel", "nelement", "dtype",
     "element_size", "is_floating_point", "is_contiguous", "__len__",
 )
+
+
+# `stridec.ir.graph` builds `Graph` and `Value` on the classes above, and the op catalogue
+# on `graph`'s `Op`: the catalogue the methods build from is bound last.
+from stridec.ir import ops as O  # noqa: E402

@@ -30,79 +30,6 @@ def register_op(cls: type[Op]) -> type[Op]:
     return cls
 
 
-class Value:
-    """An SSA value: result `index` of op `owner`, with a `TensorType`.
-
-    The builder methods that mirror `torch.Tensor` (`permute`, `__getitem__`, `to`, …)
-    are attached by `stridec.ir.builder`.
-    """
-
-    __slots__ = ("type", "owner", "index", "uses", "__weakref__")
-
-    def __init__(self, type: TensorType, owner: Op, index: int) -> None:
-        self.type = type
-        self.owner = owner
-        self.index = index
-        self.uses: list[tuple[Op, int]] = []
-
-    @property
-    def graph(self) -> Graph | None:
-        return self.owner.graph
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.type.sizes
-
-    @property
-    def dtype(self) -> Any:
-        return self.type.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self.type.rank
-
-    def dim(self) -> int:
-        return self.type.rank
-
-    def size(self, dim: int | None = None) -> Any:
-        if dim is None:
-            return self.type.sizes
-        return self.type.sizes[dim]
-
-    def numel(self) -> int:
-        return self.type.numel
-
-    @property
-    def users(self) -> list[Op]:
-        seen: dict[int, Op] = {}
-        for op, _ in self.uses:
-            seen.setdefault(id(op), op)
-        return list(seen.values())
-
-    def root(self) -> Value:
-        """The value whose storage this one addresses: walk back through view ops."""
-        v = self
-        while v.owner.aliases_operand():
-            v = v.owner.operands[0]
-        return v
-
-    def replace_all_uses_with(self, new: Value) -> None:
-        """Every use of this value reads `new` instead (appended to `new.uses` in order).
-
-        One move of the whole use list: `set_operand` per use would search this list
-        each time, n²/2 comparisons for a value read n times."""
-        if new is self:
-            return
-        uses = self.uses[:]
-        self.uses.clear()
-        for op, i in uses:
-            op.operands[i] = new
-        new.uses.extend(uses)
-
-    def __repr__(self) -> str:
-        return f"<Value {self.owner.name}#{self.index} : {self.type}>"
-
-
 def inference_record(
     op: Op, operand_types: Sequence[TensorType], result_types: Sequence[TensorType]
 ) -> tuple:
@@ -328,7 +255,85 @@ def _bind_attr(value: Any, bindings: Mapping[str, int]) -> Any:
     return value
 
 
-class Graph:
+# The builder's methods are the bases of `Value` and `Graph`; they build the ops of
+# `stridec.ir.ops`, which subclass `Op` above, so they come after it.
+from stridec.ir.builder import GraphBuilder, ValueBuilder  # noqa: E402
+
+
+class Value(ValueBuilder):
+    """An SSA value: result `index` of op `owner`, with a `TensorType`.
+
+    The builder methods that mirror `torch.Tensor` (`permute`, `__getitem__`, `to`, …)
+    come from `stridec.ir.builder.ValueBuilder`.
+    """
+
+    __slots__ = ("type", "owner", "index", "uses", "__weakref__")
+
+    def __init__(self, type: TensorType, owner: Op, index: int) -> None:
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.uses: list[tuple[Op, int]] = []
+
+    @property
+    def graph(self) -> Graph | None:
+        return self.owner.graph
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.sizes
+
+    @property
+    def dtype(self) -> Any:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.type.rank
+
+    def dim(self) -> int:
+        return self.type.rank
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self.type.sizes
+        return self.type.sizes[dim]
+
+    def numel(self) -> int:
+        return self.type.numel
+
+    @property
+    def users(self) -> list[Op]:
+        seen: dict[int, Op] = {}
+        for op, _ in self.uses:
+            seen.setdefault(id(op), op)
+        return list(seen.values())
+
+    def root(self) -> Value:
+        """The value whose storage this one addresses: walk back through view ops."""
+        v = self
+        while v.owner.aliases_operand():
+            v = v.owner.operands[0]
+        return v
+
+    def replace_all_uses_with(self, new: Value) -> None:
+        """Every use of this value reads `new` instead (appended to `new.uses` in order).
+
+        One move of the whole use list: `set_operand` per use would search this list
+        each time, n²/2 comparisons for a value read n times."""
+        if new is self:
+            return
+        uses = self.uses[:]
+        self.uses.clear()
+        for op, i in uses:
+            op.operands[i] = new
+        new.uses.extend(uses)
+
+    def __repr__(self) -> str:
+        return f"<Value {self.owner.name}#{self.index} : {self.type}>"
+
+
+class Graph(GraphBuilder):
     """An ordered list of ops with one `output` op at the end once the graph is complete."""
 
     def __init__(self, name: str = "main") -> None:
