@@ -968,7 +968,7 @@ class OutputOp(Op):
 
 def is_materialization(op: Op) -> bool:
     """Whether `op` writes a new buffer (rather than being a view or a source)."""
-    return op.name not in ("input", "output") and not op.aliases_operand()
+    return not isinstance(op, (InputOp, OutputOp)) and not op.aliases_operand()
 
 
 __all__ = [

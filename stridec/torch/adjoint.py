@@ -40,26 +40,17 @@ stops the gradient, as in torch), `philox` / `philox_uniform` (random bits), `fu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
+from stridec.ir import ops as O
 from stridec.ir.formats import Format, get_format
 from stridec.ir.graph import Graph, Op, Value
-from stridec.ir.ops import (
-    CatOp,
-    CopyOp,
-    FullOp,
-    InputOp,
-    PhiloxOp,
-    PhiloxUniformOp,
-    SplitOp,
-    TransposeOp,
-    UnfoldOp,
-)
 
 __all__ = ["Adjoint", "Contribution", "adjoint"]
 
@@ -194,7 +185,7 @@ class _Builder:
         results: list[Value] = []
         contributions: list[Contribution] = []
         for op in reversed(fwd.ops[:-1]):
-            if isinstance(op, InputOp):
+            if isinstance(op, O.InputOp):
                 for term in self.terms.get(id(op.result), []):
                     results.append(term.value)
                     contributions.append(Contribution(index_of_input[id(op.result)], term.acc))
@@ -213,21 +204,21 @@ class _Builder:
 
     # -- dispatch ------------------------------------------------------------------------
     def visit(self, op: Op, incoming: list[list[_Term]]) -> None:
-        if isinstance(op, (FullOp, PhiloxOp, PhiloxUniformOp)):
+        if isinstance(op, (O.FullOp, O.PhiloxOp, O.PhiloxUniformOp)):
             return  # constants and random bits: no gradient
-        if isinstance(op, SplitOp):
+        if isinstance(op, O.SplitOp):
             self.split(op, incoming)
             return
-        if isinstance(op, CatOp):
+        if isinstance(op, O.CatOp):
             for term in incoming[0]:
                 self.cat(op, term)
             return
-        if isinstance(op, UnfoldOp):
+        if isinstance(op, O.UnfoldOp):
             for term in incoming[0]:
                 self.unfold(op, term)
             return
-        rule = getattr(self, f"op_{op.name}", None)
-        explicit = isinstance(op, CopyOp) and (op.is_explicit or op.writes_into)
+        rule = _RULES.get(type(op))
+        explicit = isinstance(op, O.CopyOp) and (op.is_explicit or op.writes_into)
         if rule is None or explicit:
             raise UnsupportedError(
                 f"adjoint: op '{op.name}' has no adjoint in stridec "
@@ -235,7 +226,7 @@ class _Builder:
             )
         x = op.operands[0]
         for term in incoming[0]:
-            self.add(x, rule(op, term))
+            self.add(x, rule(self, op, term))
 
     # -- views ---------------------------------------------------------------------------
     def op_permute(self, op: Op, t: _Term) -> _Term:
@@ -247,7 +238,7 @@ class _Builder:
         n = t.acc
         return _Term(t.value.permute(*range(n), *(n + i for i in inverse)), n)
 
-    def op_transpose(self, op: TransposeOp, t: _Term) -> _Term:
+    def op_transpose(self, op: O.TransposeOp, t: _Term) -> _Term:
         rank = op.result.ndim
         d0, d1 = _wrap(op.dim0, rank), _wrap(op.dim1, rank)
         return _Term(t.value.transpose(t.acc + d0, t.acc + d1), t.acc)
@@ -400,6 +391,28 @@ class _Builder:
         physical = x.shape
         v = v.reshape(*physical[:p], *acc_sizes, *physical[p:])
         return _Term(v.movedim(tuple(range(p, p + n)), tuple(range(n))), n)
+
+
+#: The adjoint of each one-operand op class, by class (`_Builder.visit`).
+_RULES: dict[type[Op], Callable[[_Builder, Any, _Term], _Term | None]] = {
+    O.PermuteOp: _Builder.op_permute,
+    O.TransposeOp: _Builder.op_transpose,
+    O.FlipOp: _Builder.op_flip,
+    O.ReshapeOp: _Builder.op_reshape,
+    O.ViewShapeOp: _Builder.op_view,
+    O.FlattenOp: _Builder.op_flatten,
+    O.SqueezeOp: _Builder.op_squeeze,
+    O.UnsqueezeOp: _Builder.op_unsqueeze,
+    O.ExpandOp: _Builder.op_expand,
+    O.SliceOp: _Builder.op_slice,
+    O.SelectOp: _Builder.op_select,
+    O.ContiguousOp: _Builder.op_contiguous,
+    O.CopyOp: _Builder.op_copy,
+    O.CastOp: _Builder.op_cast,
+    O.PadOp: _Builder.op_pad,
+    O.PackOp: _Builder.op_pack,
+    O.UnpackOp: _Builder.op_unpack,
+}
 
 
 def adjoint(graph: Graph) -> Adjoint:

@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 
 from stridec.ir.graph import Graph
+from stridec.ir.ops import InputOp, OutputOp
 from stridec.ir.printer import value_names
 from stridec.viz.kernels import KernelBox, is_view, op_lines
 
@@ -73,6 +74,6 @@ def _attrs(graph: Graph, op, names: dict[int, str]) -> str:
     attrs = [f"label={_label(op_lines(graph, op, names))}"]
     if is_view(op):
         attrs.append('style="dashed"')
-    if op.name in ("input", "output"):
+    if isinstance(op, (InputOp, OutputOp)):
         attrs.append('style="filled", fillcolor="#eeeeee"')
     return ", ".join(attrs)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stridec.ir.graph import Graph
+from stridec.ir.ops import InputOp, OutputOp
 from stridec.ir.printer import value_names
 from stridec.viz.kernels import KernelBox, is_view, op_lines
 
@@ -101,7 +102,7 @@ class _Panel:
                     bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))
         for k, (x, y, w, h) in self.rect.items():
             op = self.graph.ops[k]
-            face = "#eeeeee" if op.name in ("input", "output") else "white"
+            face = "#eeeeee" if isinstance(op, (InputOp, OutputOp)) else "white"
             ax.add_patch(FancyBboxPatch((ox + x + BOX_PAD, oy + y), w, h,
                                         boxstyle="round,pad=0,rounding_size=0.04",
                                         facecolor=face, edgecolor="#333333", linewidth=0.9,
@@ -162,7 +163,7 @@ def draw_plan(plan: Any, title: str | None = None) -> Any:
     panels = []
     source = getattr(plan, "graph", None)
     if source is not None:
-        count_ops = sum(op.name not in ("input", "output") for op in source.ops)
+        count_ops = sum(not isinstance(op, (InputOp, OutputOp)) for op in source.ops)
         panels.append(_Panel(source, (), f"as written: {count_ops} op{'s' * (count_ops != 1)}"))
     run = title or f"as run: {count} kernel launch{'es' if count != 1 else ''}"
     panels.append(_Panel(lowered, boxes, run))
