@@ -29,6 +29,7 @@ __all__ = [
     "linear_span",
     "address_span",
     "boxes_disjoint",
+    "box_within",
     "merge_dims",
     "StridedInverse",
     "invert_strided",
@@ -234,3 +235,31 @@ def invert_strided(
 def boxes_disjoint(a: Box, b: Box) -> bool:
     """Boxes of one space share no point: in some dim their ranges do not meet."""
     return any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+
+
+def box_within(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    offset: int,
+    part_sizes: Sequence[int],
+    part_strides: Sequence[int],
+    part_offset: int,
+) -> Box | None:
+    """The box of the map `(sizes, strides, offset)`'s coordinates that the map
+    `(part_sizes, part_strides, part_offset)` addresses dim for dim, or ``None``.
+
+    The part must have the whole's rank and strides on every dim of size > 1 (dims of size
+    1 are fixed at their start), the whole must send each coordinate to its own address
+    (`invert_strided`), and the box must lie inside it. Columns 1..3 of a contiguous (2, 7):
+    part sizes (2, 3), strides (7, 1), offset 1 = 0·7 + 1·1, so the box ((0, 2), (1, 4)).
+    """
+    if len(part_sizes) != len(sizes) or math.prod(part_sizes) == 0:
+        return None
+    pairs = zip(part_sizes, part_strides, strides, strict=True)
+    if any(n > 1 and s != t for n, s, t in pairs):
+        return None
+    inverse = invert_strided(sizes, strides, offset)
+    start = None if inverse is None else inverse.coords_of(part_offset)
+    if start is None or any(b + n > m for b, n, m in zip(start, part_sizes, sizes, strict=True)):
+        return None
+    return tuple((b, b + n) for b, n in zip(start, part_sizes, strict=True))

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import stridec
 from bench.workloads import pack_eager
-from stridec.compiler.index_maps import box_of, image_box, split_box
+from stridec.ir.index_maps import box_of, image_box, split_box
 from stridec.compiler.pass_manager import PassManager
 from stridec.ir.affine import MaskBound
 from stridec.ir.layout import Layout

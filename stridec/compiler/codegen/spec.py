@@ -33,8 +33,8 @@ from stridec.ir.affine import (
     Shaped,
     address_span,
     as_mask,
+    box_within,
     checked_int,
-    invert_strided,
     linear_span,
     merge_dims,
 )
@@ -297,41 +297,15 @@ def canonicalize_copy(spec: CopySpec) -> CopySpec:
     return coalesce_copy_dims(spec)
 
 
-def _box_start(
-    sizes: Sequence[int], strides: Sequence[int], delta: int, box: Sequence[int]
-) -> tuple[int, ...] | None:
-    """The coordinates `start` with `Σ start_k·strides_k == delta` and `start + box <= sizes`,
-    when the layout `(sizes, strides)` gives every coordinate its own address (so `start`
-    is unique: `stridec.ir.affine.invert_strided`); None otherwise."""
-    if any(n > 1 and st <= 0 for n, st in zip(sizes, strides, strict=True)):
-        return None  # a flipped or broadcast dim: no box of this kind
-    inverse = invert_strided(sizes, strides, 0)
-    start = None if inverse is None else inverse.coords_of(delta)
-    if start is None or any(s + b > n for s, b, n in zip(start, box, sizes, strict=True)):
-        return None
-    return start
-
-
 def dst_box(
     spec: CopySpec, sizes: Sequence[int], strides: Sequence[int], offset: int
 ) -> Box | None:
     """The box `[start_k, start_k + spec.sizes_k)` per dim of the layout
-    `(sizes, strides, offset)` that `spec` writes, when it writes one: same rank, the
-    layout's strides on every dim of size > 1, its offset `start` coordinates in, inside
-    the layout, which must give each coordinate its own address (`_box_start`); None
-    otherwise, and for an empty spec. E.g. rows 2..3 of a contiguous (6, 3) buffer: sizes
-    (2, 3), strides (3, 1), offset 6 = 2·3 + 0·1, so the box ((2, 4), (0, 3)). Boxes
-    disjoint in one dim write disjoint addresses."""
-    if spec.numel == 0 or spec.rank != len(sizes):
-        return None
-    if any(n > 1 and s != t for n, s, t in zip(spec.sizes, spec.dst_strides, strides, strict=True)):
-        return None
-    start = _box_start(sizes, strides, spec.dst_offset - offset, spec.sizes)
-    if start is None or any(
-        b < 0 or b + n > m for b, n, m in zip(start, spec.sizes, sizes, strict=True)
-    ):
-        return None
-    return tuple((b, b + n) for b, n in zip(start, spec.sizes, strict=True))
+    `(sizes, strides, offset)` that `spec` writes, when it writes one
+    (`stridec.ir.affine.box_within`); None otherwise, and for an empty spec. E.g. rows
+    2..3 of a contiguous (6, 3) buffer: sizes (2, 3), strides (3, 1), offset 6 = 2·3 + 0·1,
+    so the box ((2, 4), (0, 3)). Boxes disjoint in one dim write disjoint addresses."""
+    return box_within(sizes, strides, offset, spec.sizes, spec.dst_strides, spec.dst_offset)
 
 
 def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
@@ -355,9 +329,10 @@ def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
         return None
     if copy.masks and copy.fill is not None and type(copy.fill) is not type(fill.fill):
         return None
-    start = _box_start(fill.sizes, fill.dst_strides, copy.dst_offset - fill.dst_offset, copy.sizes)
-    if start is None:
+    box = dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset)
+    if box is None:
         return None
+    start = [lo for lo, _ in box]
     masks = [
         MaskBound(tuple(int(j == k) for j in range(fill.rank)), start[k], start[k] + copy.sizes[k])
         for k in range(fill.rank)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from stridec.compiler.index_maps import as_view
+from stridec.ir.index_maps import as_view
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter, written_into
 from stridec.errors import LayoutError

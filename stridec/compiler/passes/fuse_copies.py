@@ -8,7 +8,7 @@
                   dst = strided<[60, 20, 5, 1], offset: 0>}
 
 The consumer's `src` addresses the producer's buffer; composing it with the producer's
-`dst`⁻¹ and `src` (`stridec.compiler.index_maps.compose`) gives the producer's source
+`dst`⁻¹ and `src` (`stridec.ir.index_maps.compose`) gives the producer's source
 address of every consumer point, as a strided layout — possibly over a refined space
 where a consumer dim is split in two. The producer, once unused, goes with `dce`.
 
@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from stridec.compiler.index_maps import (
+from stridec.ir.index_maps import (
     box_of,
     compose,
     compose_mask,

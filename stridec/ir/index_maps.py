@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.errors import LayoutError
-from stridec.ir.affine import MAX_RANK, Box, MaskBound, StridedInverse, invert_strided
+from stridec.ir.affine import MAX_RANK, Box, MaskBound, box_within, invert_strided
 from stridec.ir.layout import Layout, contiguous_strides
 
 __all__ = [
@@ -68,9 +68,6 @@ __all__ = [
     "restrict",
     "split_box",
 ]
-
-#: A box of coordinates: per dim the half-open range ``[start, stop)``.
-
 
 @dataclass(frozen=True, slots=True)
 class Composition:
@@ -97,12 +94,6 @@ class Composition:
     def is_refined(self) -> bool:
         """Whether some reader dim was split into more than one factor."""
         return any(len(factors) > 1 for factors in self.split)
-
-
-def _invert(writer_dst: Layout) -> StridedInverse | None:
-    """Wd⁻¹, or ``None`` unless Wd provably writes each coordinate to its own address
-    (`stridec.ir.affine.invert_strided`)."""
-    return invert_strided(writer_dst.sizes, writer_dst.strides, writer_dst.offset)
 
 
 def _steps_that_fit(
@@ -176,7 +167,7 @@ def compose(reader: Layout, writer_dst: Layout, writer_src: Layout) -> Compositi
     q = reader.sizes
     if reader.numel == 0:
         return _empty_composition(reader, len(p))
-    inverse = _invert(writer_dst)
+    inverse = invert_strided(writer_dst.sizes, writer_dst.strides, writer_dst.offset)
     if inverse is None:
         return None
     base = inverse.coords_of(reader.offset)
@@ -319,27 +310,11 @@ def restrict(layout: Layout, box: Box) -> Layout:
 
 
 def box_of(part: Layout, whole: Layout) -> Box | None:
-    """The box of `whole`'s coordinates that `part` addresses dim for dim, or ``None``.
-
-    `part` must have `whole`'s rank and strides on every dim of size > 1 (dims of size 1
-    are fixed at their start), `whole` must give each coordinate its own address, and the
-    box must lie inside `whole`. Columns 1..3 of a contiguous (2, 7): `part` sizes (2, 3),
-    strides (7, 1), offset 1 = 0·7 + 1·1, so the box ((0, 2), (1, 4)).
-    """
-    if part.rank != whole.rank or part.numel == 0 or whole.numel == 0:
-        return None
-    pairs = zip(part.sizes, part.strides, whole.strides, strict=True)
-    if any(n > 1 and s != t for n, s, t in pairs):
-        return None
-    inverse = _invert(whole)
-    if inverse is None:
-        return None
-    start = inverse.coords_of(part.offset)
-    if start is None or any(
-        b + n > m for b, n, m in zip(start, part.sizes, whole.sizes, strict=True)
-    ):
-        return None
-    return tuple((b, b + n) for b, n in zip(start, part.sizes, strict=True))
+    """The box of `whole`'s coordinates that `part` addresses dim for dim, or ``None``
+    (`stridec.ir.affine.box_within`)."""
+    return box_within(
+        whole.sizes, whole.strides, whole.offset, part.sizes, part.strides, part.offset
+    )
 
 
 def image_box(dst: Layout, whole: Layout) -> Box | None:
