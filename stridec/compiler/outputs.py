@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stridec.compiler.rewriting import Rewriter
+from stridec.compiler.rewriting import Rewriter, explicit_copy
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
@@ -195,9 +195,6 @@ def _storage_inputs(graph: Graph, storages: Sequence[OutStorage],
 
 def _write(rw: Rewriter, value: Value, buffer: Value, window: Layout) -> Value:
     """An explicit copy of `value` into the window `window` of `buffer`'s storage."""
-    # Imported here: a call answered from the plan cache never loads the passes.
-    from stridec.compiler.passes.lower_formats import explicit_copy
-
     return explicit_copy(
         rw,
         value,
@@ -264,8 +261,6 @@ def stage_outputs(graph: Graph, storages: Sequence[OutStorage],
         return
     out_op = graph.output_op
     assert out_op is not None
-    from stridec.compiler.passes.lower_formats import explicit_copy
-
     rw = Rewriter(graph)
     rw.ops = graph.ops[:-1]
     for i in sorted(staged):

@@ -11,9 +11,10 @@ from collections.abc import Collection, Sequence
 from typing import Any, ClassVar
 
 from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.layout import Layout
 from stridec.ir.ops import CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
 
-__all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "written_into"]
+__all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "explicit_copy", "written_into"]
 
 
 class Rewriter:
@@ -68,6 +69,37 @@ class Rewriter:
 
 def build(cls: type[Op], operands: Sequence[Value], attrs: dict[str, Any]) -> Op:
     return cls(operands, attrs)
+
+
+def explicit_copy(
+    rw: Rewriter,
+    source: Value | None,
+    *,
+    layout: Layout,
+    dtype: Any,
+    space: tuple[int, ...],
+    src: Layout | None,
+    dst: Layout,
+    masks: Any = None,
+    fill: Any = None,
+    into: Value | None = None,
+) -> Value:
+    """Emit one explicit copy reading `source`'s root storage through `src`."""
+    operands: list[Value] = []
+    if source is not None:
+        operands.append(source.root())
+    if into is not None:
+        operands.append(into)
+    attrs = {
+        "layout": layout,
+        "dtype": dtype,
+        "space": tuple(space),
+        "src": src,
+        "dst": dst,
+        "masks": masks,
+        "fill": fill,
+    }
+    return rw.create(CopyOp, operands, attrs).result
 
 
 def written_into(op: Op) -> bool:

@@ -79,7 +79,7 @@ def test_a_pack_fill_converts_before_a_fused_cast() -> None:
     """`x.pack("NCHW4", fill=254.75).to(float32)` on uint8: the padded channels hold the
     fill as uint8 holds it, 254 (torch.full((2,), 254.75, dtype=uint8)), and the cast
     gives 254.0 -- not 254.75, which the fused copy wrote when it cast the raw fill (fixed
-    in compiler/passes/fuse_copies.py: the producer's fill goes through its dtype). (The
+    in compiler/copy_fusion.py: the producer's fill goes through its dtype). (The
     first form of this test packed fill=-2, which wrapped to 254; a fill never wraps now.)"""
     g = stridec.Graph("pack_fill_cast")
     x = g.input("x", (1, 1, 1, 1), "uint8")

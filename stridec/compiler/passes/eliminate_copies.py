@@ -35,12 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from stridec.ir.index_maps import as_view
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter, written_into
 from stridec.errors import LayoutError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.index_maps import as_view
 from stridec.ir.layout import Layout, coalesce_jointly
 
 __all__ = ["EliminateCopies"]

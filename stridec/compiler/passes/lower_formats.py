@@ -27,45 +27,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
-from stridec.compiler.rewriting import Rewriter
+from stridec.compiler.rewriting import Rewriter, explicit_copy
 from stridec.errors import LayoutError
 from stridec.ir import ops as O
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 
-__all__ = ["LowerFormats", "explicit_copy"]
-
-
-def explicit_copy(
-    rw: Rewriter,
-    source: Value | None,
-    *,
-    layout: Layout,
-    dtype: Any,
-    space: tuple[int, ...],
-    src: Layout | None,
-    dst: Layout,
-    masks: Any = None,
-    fill: Any = None,
-    into: Value | None = None,
-) -> Value:
-    """Emit one explicit copy reading `source`'s root storage through `src`."""
-    operands: list[Value] = []
-    if source is not None:
-        operands.append(source.root())
-    if into is not None:
-        operands.append(into)
-    attrs = {
-        "layout": layout,
-        "dtype": dtype,
-        "space": tuple(space),
-        "src": src,
-        "dst": dst,
-        "masks": masks,
-        "fill": fill,
-    }
-    return rw.create(O.CopyOp, operands, attrs).result
+__all__ = ["LowerFormats"]
 
 
 def _natural(rw: Rewriter, v: Value, layout: Layout, dtype: Any) -> Value:

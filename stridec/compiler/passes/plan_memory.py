@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from stridec.compiler.copy_fusion import fuse_with_writers
 from stridec.compiler.pass_base import Pass, register_pass
-from stridec.compiler.passes.fuse_copies import apply_assembly, fuse, plan_assembled
-from stridec.compiler.passes.lower_formats import explicit_copy
-from stridec.compiler.rewriting import Rewriter
+from stridec.compiler.rewriting import Rewriter, explicit_copy
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
@@ -62,32 +61,6 @@ def _drop_if_dead(op: Op, dropped: set[int], rw: Rewriter) -> None:
         pending.extend(producers)
 
 
-def _fuse_into_readers(value: Value, rw: Rewriter) -> None:
-    """Fuse the new copy `value` (the last op of `rw.ops`, read by the output alone) with
-    the copies whose buffer it reads, as `fuse-copies` would have, had the copy existed
-    then; its reader then reads what replaces it.
-
-    `x.t().contiguous().flip(0)` is returned through a copy of the flipped view; reading
-    the transposing copy's buffer would take two kernels for one output, reading x
-    through the composed map takes one. `cat([a, b], 1).flip(1)` is returned through a
-    copy of the cat's buffer: cut into one copy per cat input (`plan_assembled`), it is
-    one batched kernel too.
-    """
-    op = value.owner
-    assert rw.ops and rw.ops[-1] is op  # `explicit_copy` has just placed it last
-    fused = fuse(op, op.operands[0].owner)
-    if not isinstance(fused, str):
-        operands, attrs = fused
-        new = O.CopyOp(operands, attrs)
-        new.graph = rw.graph
-        rw.ops[-1] = new
-        rw.replace(op, new.results)
-        return
-    plan = plan_assembled(op)
-    if not isinstance(plan, str):
-        apply_assembly(op, plan, rw, {})
-
-
 @register_pass
 @dataclass
 class PlanMemory(Pass):
@@ -117,7 +90,10 @@ class PlanMemory(Pass):
                 )
                 out_op.set_operand(i, copy)
                 _drop_if_dead(v.owner, dropped, rw)  # the view the copy replaces, if now unread
-                _fuse_into_readers(copy, rw)
+                # Fused with the copies whose buffer it reads, as `fuse-copies` would have,
+                # had the copy existed then: `x.t().contiguous().flip(0)` reads x through
+                # the composed map, `cat([a, b], 1).flip(1)` is one copy per cat input.
+                fuse_with_writers(copy.owner, rw, {})
                 _drop_if_dead(v.root().owner, dropped, rw)  # the buffer it read, if now unread
                 v = out_op.operands[i]
             root = v.root()
