@@ -6,13 +6,16 @@ imports them (to fill the registry) without a cycle.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import dataclasses
+from typing import ClassVar, TypeVar, dataclass_transform
 
 from stridec.ir.graph import Graph
 
 __all__ = ["Pass", "PASS_REGISTRY", "register_pass"]
 
 PASS_REGISTRY: dict[str, type[Pass]] = {}
+
+P = TypeVar("P", bound="type[Pass]")
 
 
 class Pass:
@@ -24,6 +27,11 @@ class Pass:
         raise NotImplementedError(self.name)
 
 
-def register_pass(cls: type[Pass]) -> type[Pass]:
+@dataclass_transform()
+def register_pass(cls: P) -> P:
+    """Make `cls` a dataclass (its fields are the pass's options) and register it under
+    its pipeline `name`."""
+    if "__dataclass_fields__" not in cls.__dict__:
+        cls = dataclasses.dataclass(cls)
     PASS_REGISTRY[cls.name] = cls
     return cls

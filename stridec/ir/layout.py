@@ -287,14 +287,19 @@ class Layout(Shaped):
                 f"{storage_elements} elements"
             )
 
+    def _one_per_dim(self, values: Sequence[int], what: str) -> tuple[int, ...]:
+        """`values` as ints, one per dim, or `LayoutError` "<what> (…) have rank n, sizes
+        (…) have rank m"."""
+        out = _as_int_tuple(values, what)
+        if len(out) != self.rank:
+            raise LayoutError(
+                f"{what} {out} have rank {len(out)}, sizes {self.sizes} have rank {self.rank}"
+            )
+        return out
+
     def index_of(self, coords: Sequence[int]) -> int:
         """Storage index of the element at `coords`: offset + dot(coords, strides)."""
-        coords = _as_int_tuple(coords, "index_of coords")
-        if len(coords) != self.rank:
-            raise LayoutError(
-                f"index_of: coords {coords} have rank {len(coords)}, sizes {self.sizes} "
-                f"have rank {self.rank}"
-            )
+        coords = self._one_per_dim(coords, "index_of: coords")
         for k, (i, n) in enumerate(zip(coords, self.sizes, strict=True)):
             if not 0 <= i < n:
                 raise LayoutError(
@@ -567,12 +572,7 @@ class Layout(Shaped):
 
     def permute(self, dims: Sequence[int]) -> Layout:
         """Reorder the dims: result dim k is input dim ``dims[k]`` (strides permute too)."""
-        dims = _as_int_tuple(dims, "permute dims")
-        if len(dims) != self.rank:
-            raise LayoutError(
-                f"permute: dims {dims} has {len(dims)} entries; sizes {self.sizes} have "
-                f"rank {self.rank}"
-            )
+        dims = self._one_per_dim(dims, "permute: dims")
         wrapped = [_wrap_dim(d, self.rank, "permute: dim", self.sizes, False) for d in dims]
         if sorted(wrapped) != list(range(self.rank)):
             raise LayoutError(

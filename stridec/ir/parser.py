@@ -30,8 +30,9 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from stridec.errors import ParseError, StridecError, VerificationError
 from stridec.ir.dtypes import DTYPES, DType
@@ -44,6 +45,8 @@ from stridec.ir.types import TensorType
 from stridec.ir import ops as _ops  # isort: skip
 
 __all__ = ["parse"]
+
+T = TypeVar("T")
 
 #: Element types by their text spelling (`f16`, `ui32`, `i1`, ...).
 DTYPES_BY_SHORT: dict[str, DType] = {d.short: d for d in DTYPES.values()}
@@ -275,18 +278,22 @@ class _Parser:
         return self.graph
 
     # -- ops ---------------------------------------------------------------------------------
+    def parse_value_list(self, parse_one: Callable[[], T], what: str) -> list[T]:
+        """`%a, %b, …`: one or more values, each read by `parse_one`; `what` names one in
+        the error after a ',' with no value."""
+        items = [parse_one()]
+        while self.at_punct(","):
+            self.advance()
+            if self.tok.kind != "value":
+                self.error(f"expected {what} like %0 after ','; got {self.tok.describe()}")
+            items.append(parse_one())
+        return items
+
     def parse_op(self) -> None:
         assert self.graph is not None
         names: list[Token] = []
         if self.tok.kind == "value":
-            names.append(self.advance())
-            while self.at_punct(","):
-                self.advance()
-                if self.tok.kind != "value":
-                    self.error(
-                        f"expected a result name like %0 after ','; got {self.tok.describe()}"
-                    )
-                names.append(self.advance())
+            names = self.parse_value_list(self.advance, "a result name")
             self.expect_punct("=", "after the result names")
         op_tok = self.tok
         if op_tok.kind != "ident":
@@ -305,12 +312,7 @@ class _Parser:
 
         operands: list[Value] = []
         if self.tok.kind == "value":
-            operands.append(self.parse_use())
-            while self.at_punct(","):
-                self.advance()
-                if self.tok.kind != "value":
-                    self.error(f"expected an operand like %0 after ','; got {self.tok.describe()}")
-                operands.append(self.parse_use())
+            operands = self.parse_value_list(self.parse_use, "an operand")
 
         attrs: dict[str, tuple[Any, Token]] = {}
         if self.at_punct("{"):

@@ -60,6 +60,19 @@ def write_atomically(path: str, data: str | bytes) -> None:
             pass
         raise
 
+def keep_text(path: str, text: str) -> None:
+    """Make the file at `path` hold exactly `text`: (re)written, atomically, only when it
+    is missing or holds something else (a kernel file another process already wrote is
+    left as it is)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            current = f.read()
+    except (OSError, UnicodeDecodeError):
+        current = None
+    if current != text:
+        write_atomically(path, text)
+
+
 class PlanCache:
     """LRU of `Program`s in memory, backed by JSON files on disk."""
 
@@ -118,18 +131,9 @@ class PlanCache:
         folder = os.path.dirname(self._path(key))
         try:
             os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    text = program.to_json()
-                    json.dump({"key": key, "digest": _digest(text), "program": text}, f)
-                os.replace(tmp, self._path(key))
-            except BaseException:
-                try:
-                    os.remove(tmp)
-                except OSError:
-                    pass
-                raise
+            text = program.to_json()
+            entry = {"key": key, "digest": _digest(text), "program": text}
+            write_atomically(self._path(key), json.dumps(entry))
         except OSError as e:
             if folder not in self._warned_dirs:
                 self._warned_dirs.add(folder)

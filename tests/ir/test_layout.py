@@ -583,7 +583,7 @@ NCHW = Layout.contiguous((2, 3, 4, 5))
         (
             lambda: NCHW.permute((0, 1)),
             LayoutError,
-            r"dims \(0, 1\) has 2 entries; sizes \(2, 3, 4, 5\)",
+            r"dims \(0, 1\) have rank 2, sizes \(2, 3, 4, 5\)",
         ),
         (lambda: NCHW.permute((0, 1, 2, 4)), LayoutError, r"dim 4 out of range for rank 4"),
         (lambda: NCHW.dim_index(5), LayoutError, r"dim 5 out of range for rank 4"),

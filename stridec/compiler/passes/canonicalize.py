@@ -7,7 +7,6 @@ same type (sizes, dtype and layout over the root) as the op it replaces.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
@@ -211,7 +210,6 @@ PATTERNS: tuple[Pattern, ...] = (
 
 
 @register_pass
-@dataclass
 class Canonicalize(Pass):
     """Local rewrites to a fixpoint: identities removed, view pairs composed."""
 

@@ -15,7 +15,6 @@ independent tensors."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
@@ -27,7 +26,6 @@ __all__ = ["CommonSubexpressionElimination"]
 
 
 @register_pass
-@dataclass
 class CommonSubexpressionElimination(Pass):
     name: ClassVar[str] = "cse"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
@@ -14,7 +13,6 @@ __all__ = ["DeadCodeElimination"]
 
 
 @register_pass
-@dataclass
 class DeadCodeElimination(Pass):
     """One backward sweep: an op is dead when every result is unused."""
 

@@ -32,7 +32,6 @@ already is contiguous, or a cast to the same dtype, is a view, never a copy.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
@@ -114,7 +113,6 @@ def _rebased(reader: Op, root: Value, layout: Layout) -> Op | Value:
 
 
 @register_pass
-@dataclass
 class EliminateCopies(Pass):
     name: ClassVar[str] = "eliminate-copies"
 

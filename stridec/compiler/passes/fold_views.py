@@ -16,7 +16,6 @@ that is not viewable is no view: it stays, and `lower-formats` makes it a copy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
@@ -46,7 +45,6 @@ def _read_by_non_view(value: Value) -> bool:
 
 
 @register_pass
-@dataclass
 class FoldViews(Pass):
     """Replace every view (chain) by a single `as_strided` over the root storage."""
 

@@ -9,7 +9,6 @@ same ones to the copies it adds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from stridec.compiler.copy_fusion import fuse_into_generator, fuse_with_writers, new_op
@@ -23,7 +22,6 @@ __all__ = ["FuseCopies"]
 
 
 @register_pass
-@dataclass
 class FuseCopies(Pass):
     """Fuse every copy into the copies that read its buffer (through any views)."""
 

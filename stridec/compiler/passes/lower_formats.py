@@ -23,7 +23,6 @@ What each op becomes:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
@@ -234,7 +233,6 @@ def _lower_cat(op: O.CatOp, rw: Rewriter) -> Value:
 
 
 @register_pass
-@dataclass
 class LowerFormats(Pass):
     """Make every materialization an explicit strided copy (or a fill)."""
 

@@ -62,7 +62,6 @@ def _drop_if_dead(op: Op, dropped: set[int], rw: Rewriter) -> None:
 
 
 @register_pass
-@dataclass
 class PlanMemory(Pass):
     name: ClassVar[str] = "plan-memory"
     copy_aliased_outputs: bool = False

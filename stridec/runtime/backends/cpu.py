@@ -38,7 +38,7 @@ import torch
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
 from stridec.compiler.codegen.program import Program
 from stridec.errors import BuildError
-from stridec.runtime.cache import write_atomically
+from stridec.runtime.cache import keep_text, write_atomically
 
 __all__ = [
     "BACKEND",
@@ -216,13 +216,7 @@ def load_unit(source: str) -> Any:
             except OSError:
                 lib = None  # damaged beyond its checksum's reach: rebuilt below
         if lib is None:
-            try:
-                with open(source_path, encoding="utf-8") as f:
-                    kept = f.read()
-            except OSError:
-                kept = None
-            if kept != source:
-                write_atomically(source_path, source.encode())
+            keep_text(source_path, source)
             _build(cc, source_path, lib_path)
             lib = ctypes.CDLL(lib_path)
         _units[digest] = lib

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
-from stridec.runtime.cache import disk_cache_dir, write_atomically
+from stridec.runtime.cache import disk_cache_dir, keep_text, write_atomically
 
 __all__ = [
     "BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir", "scalar_type",
@@ -59,13 +59,7 @@ def _kernel_file(digest: str, source: str) -> str:
     dir cannot be written (Triton needs a real file, so there is no memory-only mode)."""
     try:
         path = os.path.join(kernel_dir(), f"k_{digest}.py")
-        try:
-            with open(path, encoding="utf-8") as f:
-                current = f.read()
-        except OSError:
-            current = None
-        if current != source:
-            write_atomically(path, source)
+        keep_text(path, source)
         return path
     except OSError as e:
         fallback = _private_kernel_dir()
