@@ -1,6 +1,7 @@
 """The error hierarchy (docs/design.md#errors).
 
-Every message names the op or argument, what was expected and what was given.
+Which class for which kind of mistake is one table, at the top of docs/errors.md; every
+message names the op or argument, what was expected and what was given.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class ShapeError(StridecError, ValueError):
 
 
 class VerificationError(StridecError):
-    """The IR breaks an invariant; the message names the op and operand."""
+    """The IR breaks an invariant, or a value of the wrong type is given where an op, a
+    layout, a mask or a format takes it ("'dims' must be a list of ints"); the message
+    names the op or argument."""
 
 
 class ParseError(StridecError):
@@ -49,7 +52,8 @@ class CallError(StridecError, TypeError):
 
 
 class UnsupportedError(StridecError, NotImplementedError):
-    """A well-formed request stridec does not support (rank above 8, unknown dtype, ...)."""
+    """A well-formed request stridec does not support (rank above 8, unknown dtype, format,
+    pass or backend, ...)."""
 
 
 class BuildError(StridecError, RuntimeError):
@@ -59,5 +63,6 @@ class BuildError(StridecError, RuntimeError):
 
 class InternalError(RuntimeError):
     """A bug in stridec, not a mistake of the caller (so not a `StridecError`): an
-    exception no check anticipated, raised inside the compiler. The message says where;
-    the original exception, with its traceback, is the `__cause__`."""
+    exception no check anticipated, raised inside a pass, or a pass that leaves IR that
+    does not verify. The message starts "bug in stridec:" and says where; the original
+    exception, with its traceback, is the `__cause__`."""

@@ -7,7 +7,14 @@ imports them (to fill the registry) without a cycle.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, TypeVar, dataclass_transform
+from typing import ClassVar, TypeVar
+
+try:
+    from typing import dataclass_transform
+except ImportError:  # Python 3.10: the decorator only informs type checkers
+
+    def dataclass_transform(**_: object):  # type: ignore[no-redef]
+        return lambda f: f
 
 from stridec.ir.graph import Graph
 

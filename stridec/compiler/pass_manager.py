@@ -151,7 +151,12 @@ class PassManager:
                     # not re-inferred (see `verify_graph`).
                     verify_graph(graph, incremental=True)
                 except VerificationError as e:
-                    raise VerificationError(f"after pass '{p.name}': {e}") from e
+                    # The graph verified before the pass (the builder, the parser and
+                    # `stridec.compile` verify it), so the pass broke it: a bug in stridec.
+                    raise InternalError(
+                        f"bug in stridec: after pass '{p.name}': {e} (the pass left IR "
+                        "that does not verify)"
+                    ) from e
             if self.print_ir_after_all or p.name in self.print_ir_after:
                 out.write(f"// -----// IR Dump After {p.name} //----- //\n{graph}")
             if self.on_pass is not None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stridec.errors import LayoutError
+from stridec.errors import LayoutError, VerificationError
 from stridec.ir.symbols import is_static
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "Shaped",
     "as_mask",
     "checked_int",
+    "checked_ints",
     "linear_span",
     "address_span",
     "boxes_disjoint",
@@ -59,13 +60,30 @@ class Shaped:
 
 
 def checked_int(value: Any, what: str, where: str = "mask") -> int:
-    """`value` as an int (not a bool); `LayoutError` "<where>: <what> must be an int"."""
+    """`value` as an int (not a bool), or `VerificationError` "<where>: <what> must be an
+    int; got …": a value of the wrong type is a `VerificationError` wherever it is given
+    (docs/errors.md)."""
     if isinstance(value, bool):
-        raise LayoutError(f"{where}: {what} must be an int; got {value!r}")
+        raise VerificationError(f"{where}: {what} must be an int; got {value!r}")
     try:
         return operator.index(value)
     except TypeError:
-        raise LayoutError(f"{where}: {what} must be an int; got {value!r}") from None
+        raise VerificationError(f"{where}: {what} must be an int; got {value!r}") from None
+
+
+def checked_ints(values: Any, what: str, where: str) -> tuple[int, ...]:
+    """`values` as a tuple of ints (`checked_int` each), or `VerificationError` "<where>:
+    <what> must be a sequence of ints; got …"."""
+    if isinstance(values, (str, bytes)):
+        items = None
+    else:
+        try:
+            items = tuple(values)
+        except TypeError:
+            items = None
+    if items is None:
+        raise VerificationError(f"{where}: {what} must be a sequence of ints; got {values!r}")
+    return tuple(checked_int(v, what, where) for v in items)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +99,7 @@ class MaskBound:
     hi: int
 
     def __post_init__(self) -> None:
-        try:
-            coeffs = tuple(self.coeffs)
-        except TypeError:
-            raise LayoutError(
-                f"mask: coeffs must be a sequence of ints; got {self.coeffs!r}"
-            ) from None
-        object.__setattr__(self, "coeffs", tuple(checked_int(c, "coeffs") for c in coeffs))
+        object.__setattr__(self, "coeffs", checked_ints(self.coeffs, "coeffs", "mask"))
         object.__setattr__(self, "lo", checked_int(self.lo, "lo"))
         object.__setattr__(self, "hi", checked_int(self.hi, "hi"))
 

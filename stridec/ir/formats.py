@@ -21,13 +21,12 @@ Formats generalise beyond rank 4 where it makes sense, with dim 1 the channel di
 from __future__ import annotations
 
 import math
-import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stridec.errors import LayoutError, ShapeError, UnsupportedError
-from stridec.ir.affine import MAX_RANK, MaskBound
+from stridec.errors import LayoutError, ShapeError, UnsupportedError, VerificationError
+from stridec.ir.affine import MAX_RANK, MaskBound, checked_int
 from stridec.ir.dtypes import as_dtype
 from stridec.ir.layout import Layout, contiguous_strides
 from stridec.ir.symbols import Sym
@@ -98,12 +97,18 @@ def _static_dim(what: str, sizes: tuple, dim: int, name: str) -> None:
 
 
 def _sizes(logical_sizes: Sequence[int], what: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(n if isinstance(n, Sym) else operator.index(n) for n in logical_sizes)
-    except TypeError:
-        raise ShapeError(
-            f"{what}: expected a sequence of int sizes; got {logical_sizes!r}"
-        ) from None
+    if isinstance(logical_sizes, (str, bytes)):
+        items = None
+    else:
+        try:
+            items = tuple(logical_sizes)
+        except TypeError:
+            items = None
+    if items is None:
+        raise VerificationError(
+            f"{what}: sizes must be a sequence of ints; got {logical_sizes!r}"
+        )
+    sizes = tuple(n if isinstance(n, Sym) else checked_int(n, "sizes", what) for n in items)
     if any(n < 0 for n in sizes):
         raise ShapeError(f"{what}: sizes must be >= 0; got {sizes}")
     return sizes
@@ -280,7 +285,9 @@ class PitchedRows:
 
     def __post_init__(self) -> None:
         if isinstance(self.align_bytes, bool) or not isinstance(self.align_bytes, int):
-            raise LayoutError(f"pitched rows: align_bytes must be an int; got {self.align_bytes!r}")
+            raise VerificationError(
+                f"pitched rows: align_bytes must be an int; got {self.align_bytes!r}"
+            )
         if self.align_bytes < 1:
             raise LayoutError(f"pitched rows: align_bytes must be >= 1; got {self.align_bytes}")
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import overload
 
-from stridec.errors import LayoutError, ShapeError, UnsupportedError
+from stridec.errors import LayoutError, ShapeError, UnsupportedError, VerificationError
 from stridec.ir import display
 from stridec.ir.affine import MAX_RANK, Shaped, merge_dims
 from stridec.ir.dtypes import as_dtype
@@ -54,11 +54,11 @@ __all__ = [
 
 def _as_int(value: object, what: str) -> int:
     if isinstance(value, bool):
-        raise LayoutError(f"{what}: expected an int; got {value!r}")
+        raise VerificationError(f"{what}: expected an int; got {value!r}")
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise LayoutError(f"{what}: expected an int; got {value!r}") from None
+        raise VerificationError(f"{what}: expected an int; got {value!r}") from None
 
 
 def _as_size(value: object, what: str) -> int | Sym:
@@ -72,18 +72,19 @@ def _as_int_tuple(values: object, what: str, symbolic: bool = False) -> tuple[in
     if type(values) is tuple and all(type(v) is int for v in values):
         return values
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
+        raise VerificationError(f"{what}: expected a sequence of ints; got {values!r}")
     out = []
     for v in values:
         if symbolic and isinstance(v, Sym):
             out.append(v)
             continue
         if isinstance(v, bool):
-            raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}")
+            raise VerificationError(f"{what}: expected a sequence of ints; got {values!r}")
         try:
             out.append(operator.index(v))
         except TypeError:
-            raise LayoutError(f"{what}: expected a sequence of ints; got {values!r}") from None
+            message = f"{what}: expected a sequence of ints; got {values!r}"
+            raise VerificationError(message) from None
     return tuple(out)
 
 

@@ -30,7 +30,7 @@ from stridec.compiler.pass_manager import (
     parse_pipeline,
 )
 from stridec.compiler.passes.dce import DeadCodeElimination
-from stridec.errors import VerificationError
+from stridec.errors import InternalError, VerificationError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op
 from stridec.ir.layout import Layout
@@ -91,7 +91,7 @@ def test_a_new_op_given_a_wrong_type_is_caught_naming_the_pass(register: Any) ->
     register("test-creates-wrong-type", create)
     pm = PassManager.parse("canonicalize,fold-views,test-creates-wrong-type,dce")
     with pytest.raises(
-        VerificationError,
+        InternalError,
         match=r"after pass 'test-creates-wrong-type': op #1 'permute': result types .* differ "
         r"from the inferred",
     ):
@@ -106,7 +106,7 @@ def test_a_new_op_retyped_after_inference_is_caught_naming_the_pass(register: An
 
     register("test-retypes-new-op", create)
     error = r"after pass 'test-retypes-new-op': op #1 'permute'"
-    with pytest.raises(VerificationError, match=error):
+    with pytest.raises(InternalError, match=error):
         PassManager.parse("canonicalize,test-retypes-new-op").run(_nhwc())
 
 
@@ -127,7 +127,7 @@ def test_attributes_rewritten_on_a_verified_op_are_caught(
     register("test-rewrites-attrs", rewrite)
     pm = PassManager.parse("canonicalize,dce,test-rewrites-attrs")  # two verifications first
     where = r"after pass 'test-rewrites-attrs': op #1 'permute': "
-    with pytest.raises(VerificationError, match=where + error):
+    with pytest.raises(InternalError, match=where + error):
         pm.run(_nhwc())
 
 
@@ -143,7 +143,7 @@ def test_an_equal_attribute_of_another_type_is_a_change(register: Any) -> None:
 
     register("test-bool-attr", rewrite)
     with pytest.raises(
-        VerificationError,
+        InternalError,
         match=r"after pass 'test-bool-attr': op #1 'transpose': .*'dim0' must be an int; got True",
     ):
         PassManager.parse("dce,test-bool-attr").run(g)
@@ -163,7 +163,7 @@ def test_a_change_through_a_kept_attribute_dict_is_caught(register: Any) -> None
     register("test-changes-behind", change)
     pm = PassManager.parse("canonicalize,test-shares-attrs,dce,test-changes-behind")
     error = r"after pass 'test-changes-behind': op #1 'permute'"
-    with pytest.raises(VerificationError, match=error):
+    with pytest.raises(InternalError, match=error):
         pm.run(_nhwc())
 
 
@@ -180,7 +180,7 @@ def test_a_list_attribute_changed_in_place_is_caught(register: Any) -> None:
     register("test-list-attr", share)
     register("test-changes-list", change)
     pm = PassManager.parse("canonicalize,test-list-attr,dce,test-changes-list")
-    with pytest.raises(VerificationError, match=r"after pass 'test-changes-list': op #1 'permute'"):
+    with pytest.raises(InternalError, match=r"after pass 'test-changes-list': op #1 'permute'"):
         pm.run(_nhwc())
 
 
@@ -195,7 +195,7 @@ def test_an_operand_redirected_to_another_type_is_caught(register: Any) -> None:
         _first(graph, "transpose").set_operand(0, graph.inputs[1])
 
     register("test-redirects", redirect)
-    with pytest.raises(VerificationError, match=r"after pass 'test-redirects': op #2 'transpose'"):
+    with pytest.raises(InternalError, match=r"after pass 'test-redirects': op #2 'transpose'"):
         PassManager.parse("dce,test-redirects").run(g)
 
 
@@ -204,7 +204,7 @@ def test_a_swapped_op_class_is_caught(register: Any) -> None:
         _first(graph, "permute").__class__ = O.FlipOp  # flip dims [0, 2, 3, 1]: other strides
 
     register("test-swaps-class", swap)
-    with pytest.raises(VerificationError, match=r"after pass 'test-swaps-class': op #1 'flip'"):
+    with pytest.raises(InternalError, match=r"after pass 'test-swaps-class': op #1 'flip'"):
         PassManager.parse("canonicalize,test-swaps-class").run(_nhwc())
 
 
@@ -224,7 +224,7 @@ def test_a_view_chain_re_rooted_under_an_as_strided_is_caught(register: Any) -> 
 
     register("test-reroots", reroot)
     with pytest.raises(
-        VerificationError,
+        InternalError,
         match=r"after pass 'test-reroots': op #3 'as_strided': .*outside a storage of 3 elements",
     ):
         PassManager.parse("dce,test-reroots").run(g)
@@ -239,7 +239,7 @@ def test_a_stray_use_left_on_a_verified_op_is_caught(register: Any) -> None:
 
     register("test-forgets-an-op", forget)
     error = r"after pass 'test-forgets-an-op': op #0 'input': result 0 lists a use by 'flip'"
-    with pytest.raises(VerificationError, match=error):
+    with pytest.raises(InternalError, match=error):
         PassManager.parse("canonicalize,dce,test-forgets-an-op").run(_nhwc())
 
 
@@ -251,7 +251,7 @@ def test_ops_put_out_of_order_are_caught(register: Any) -> None:
 
     register("test-reorders", reorder)
     error = r"after pass 'test-reorders': op #1 'contiguous': operand 0 is not defined before"
-    with pytest.raises(VerificationError, match=error):
+    with pytest.raises(InternalError, match=error):
         PassManager.parse("canonicalize,dce,test-reorders").run(_nhwc())
 
 

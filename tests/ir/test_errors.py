@@ -9,6 +9,7 @@ errors by torch's rules, not by ours.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -372,3 +373,144 @@ def test_malformed_ir_text_at_the_end() -> None:
     with pytest.raises(ParseError) as info:
         parse(text)
     assert info.value.line == text.count("\n") + 1
+
+
+# -- one class per kind of mistake (the table at the top of docs/errors.md) --------------------
+def _graph_with_output() -> Graph:
+    g = Graph("finished")
+    g.output(g.input("x", (2, 3), "float32").t())
+    return g
+
+
+def _a_pass_that_breaks_the_ir() -> None:
+    from stridec.compiler.pass_manager import Pass, PassManager
+
+    class BreaksTypes(Pass):
+        name = "breaks-types"
+
+        def run(self, graph: Graph) -> None:
+            from stridec.ir.types import TensorType
+
+            op = graph.ops[1]  # the transpose: (3, 2) with strides (1, 3)
+            op.results[0].type = TensorType((3, 2), "float32", Layout.contiguous((3, 2)))
+
+    PassManager([BreaksTypes()]).run(_graph_with_output())
+
+
+def _a_pass_that_crashes() -> None:
+    from stridec.compiler.pass_manager import Pass, PassManager
+
+    class Crashes(Pass):
+        name = "crashes"
+
+        def run(self, graph: Graph) -> None:
+            raise KeyError("no such op")
+
+    PassManager([Crashes()]).run(_graph_with_output())
+
+
+def _called_with_two_tensors() -> None:
+    fn = stridec.compile(_graph_with_output(), backend="reference")
+    fn(torch.zeros(2, 3), torch.zeros(2, 3))
+
+
+def _build_a_bad_c_unit() -> None:
+    from stridec.runtime.backends import cpu
+
+    if not cpu.available():
+        pytest.skip("no C compiler")
+    cpu.load_unit("this is not C")
+
+
+# Per row of the table (by the start of its first column): the class, then mistakes of that
+# kind, each with the message it must give. Several sites per kind, so that a site that
+# raises another class for the same kind of mistake fails here.
+KINDS: dict[str, tuple[type, list[tuple[Callable[[], Any], str]]]] = {
+    "a value of the wrong type": (VerificationError, [
+        (lambda: Layout((2.5,), (1,)), r"layout sizes: expected a sequence of ints"),
+        (lambda: Layout((2,), (1,), "0"), r"layout offset: expected an int; got '0'"),
+        (lambda: fresh()[1].permute("ab"), r"permute: attribute 'dims' must be an int"),
+        (lambda: fresh()[0].input("y", (2.5,)), r"input: attribute 'sizes' must be an int"),
+        (lambda: stridec.ir.affine.MaskBound((1, "a"), 0, 3), r"mask: coeffs must be an int"),
+        (lambda: stridec.ir.affine.MaskBound(3, 0, 3),
+         r"mask: coeffs must be a sequence of ints; got 3"),
+        (lambda: stridec.ir.formats.get_format("NCHW4").packing((2, 3.5, 3, 3)),
+         r"NCHW4: sizes must be an int; got 3.5"),
+        (lambda: stridec.ir.formats.PitchedRows(2.0), r"align_bytes must be an int; got 2.0"),
+    ]),
+    "IR that breaks an invariant": (VerificationError, [
+        (lambda: stridec.cat([fresh()[1], fresh()[1]]), r"cat: operand .* belongs to another"),
+        (lambda: _graph_with_output().ops[0].result.t(), r"graph 'finished' is complete"),
+    ]),
+    "a view rule that cannot apply": (LayoutError, [
+        (lambda: fresh()[1].permute(0, 0), r"permute: dims \(0, 0\) is not a permutation"),
+        (lambda: Layout((2,), (1,), -1), r"layout: offset must be >= 0; got -1"),
+    ]),
+    "sizes, dtypes or values that do not fit an op": (ShapeError, [
+        (lambda: fresh()[1].reshape(4, -1), r"reshape: shape \[4, -1\] is invalid"),
+    ]),
+    "malformed text IR": (ParseError, [
+        (lambda: stridec.parse("graph @g {"), r"expected"),
+        (lambda: stridec.parse(3), r"parse: expected the text IR as a str; got int"),
+    ]),
+    "`stridec.compile` given something other": (CallError, [
+        (lambda: stridec.compile("graph @g {}"), r"compile: expected a stridec.Graph; got str"),
+        (_called_with_two_tensors, r"expected 1 tensor argument"),
+    ]),
+    "a well-formed request stridec does not do": (UnsupportedError, [
+        (lambda: fresh()[1].to("float8"), r"cast: dtype: expected one of"),
+        (lambda: fresh()[0].input("y", (1,) * 9), r"rank 9 is above the maximum 8"),
+    ]),
+    "a native kernel the C compiler refuses": (stridec.errors.BuildError, [
+        (_build_a_bad_c_unit, r"C compiler .* failed"),
+    ]),
+}
+
+INTERNAL = [
+    (_a_pass_that_crashes, r"^bug in stridec: pass 'crashes' raised KeyError", KeyError),
+    (_a_pass_that_breaks_the_ir, r"^bug in stridec: after pass 'breaks-types': op #1",
+     VerificationError),
+]
+
+
+def _table_kinds() -> list[tuple[str, str]]:
+    """(kind, class name) of each row of the class table in docs/errors.md."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "errors.md").read_text()
+    table = text[text.index("| kind of mistake |"):].split("\n\n")[0].splitlines()[2:]
+    return [(cells[1].strip(), cells[2].strip().strip("`"))
+            for cells in (row.split("|") for row in table)]
+
+
+def test_the_table_has_one_tested_kind_per_row() -> None:
+    rows = _table_kinds()
+    assert len(rows) == len(KINDS)
+    for kind, cls_name in rows:
+        keys = [k for k in KINDS if kind.startswith(k)]
+        assert len(keys) == 1, f"docs/errors.md row {kind!r} has no entry in KINDS"
+        assert KINDS[keys[0]][0].__name__ == cls_name, kind
+
+
+@pytest.mark.parametrize(
+    "kind, index",
+    [(k, i) for k, (_, cases) in KINDS.items() for i in range(len(cases))],
+)
+def test_each_kind_of_mistake_raises_its_class(kind: str, index: int) -> None:
+    error, cases = KINDS[kind]
+    make, pattern = cases[index]
+    with pytest.raises(StridecError) as info:
+        make()
+    assert type(info.value) is error, f"{kind}: {type(info.value).__name__}: {info.value}"
+    assert re.search(pattern, str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize("make, pattern, cause", INTERNAL, ids=["crash", "broken-ir"])
+def test_a_bug_in_a_pass_is_an_internal_error(
+    make: Callable[[], None], pattern: str, cause: type
+) -> None:
+    with pytest.raises(stridec.InternalError, match=pattern) as info:
+        make()
+    assert not isinstance(info.value, StridecError)
+    assert type(info.value.__cause__) is cause
+    assert info.value.__cause__.__traceback__ is not None  # where the bug is

@@ -10,7 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stridec.errors import LayoutError, ShapeError, StridecError, UnsupportedError
+from stridec.errors import (
+    LayoutError,
+    ShapeError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir.formats import (
     CHWN4,
     FORMATS,
@@ -277,8 +283,8 @@ def test_pitched_rows_pack_matches_f_pad(
         ),
         (
             lambda: NCHW4.packing((2, 3.5, 3, 3)),
-            ShapeError,
-            r"NCHW4: expected a sequence of int sizes",
+            VerificationError,
+            r"NCHW4: sizes must be an int; got 3.5",
         ),
         (
             lambda: NCHW4.packing((2, 4, 3, 3), "complex64"),

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stridec.ir.index_maps import Composition, as_view, compose, compose_mask, refine
 from stridec.errors import LayoutError
 from stridec.ir.formats import get_format
+from stridec.ir.index_maps import Composition, as_view, compose, compose_mask, refine
 from stridec.ir.layout import MAX_RANK, Layout
 from stridec.runtime.backends.reference import gather, layout_indices
 

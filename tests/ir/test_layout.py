@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_draw import prime_factors
 
-from stridec.errors import LayoutError, ShapeError, StridecError, UnsupportedError
+from stridec.errors import (
+    LayoutError,
+    ShapeError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir.layout import (
     Layout,
     broadcast_shapes,
@@ -648,8 +654,8 @@ NCHW = Layout.contiguous((2, 3, 4, 5))
         (lambda: Layout((2, -1), (1, 1)), LayoutError, r"sizes must be >= 0; got \(2, -1\)"),
         (lambda: Layout((2,), (1,), -1), LayoutError, r"offset must be >= 0; got -1"),
         (lambda: Layout((3,), (-1,), 1), LayoutError, r"address index -1, before the start"),
-        (lambda: Layout((2.5,), (1,)), LayoutError, r"expected a sequence of ints"),
-        (lambda: Layout(3, (1,)), LayoutError, r"expected a sequence of ints; got 3"),
+        (lambda: Layout((2.5,), (1,)), VerificationError, r"expected a sequence of ints"),
+        (lambda: Layout(3, (1,)), VerificationError, r"expected a sequence of ints; got 3"),
         (
             lambda: Layout((1,) * 9, (1,) * 9),
             UnsupportedError,

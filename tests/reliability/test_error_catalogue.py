@@ -30,6 +30,7 @@ import torch
 
 import stridec
 from stridec import Graph, Layout
+from stridec.ir.affine import MaskBound
 from stridec.errors import (
     CallError,
     LayoutError,
@@ -232,6 +233,11 @@ ROWS: list[Row] = [
         lambda: (lambda x: (x.graph.output(x), x.t()))(x23()), ("transpose", "output")),
     Row("output-twice", "build", "g.output(x); g.output(x)", VerificationError,
         lambda: (lambda x: (x.graph.output(x), x.graph.output(x)))(x23()), ("output", "already")),
+    Row("layout-float-sizes", "build", "Layout((2.5,), (1,))", VerificationError,
+        lambda: Layout((2.5,), (1,)), ("layout sizes", "2.5"),
+        E + "test_each_kind_of_mistake_raises_its_class"),
+    Row("mask-coeffs-not-ints", "build", 'MaskBound((1, "a"), 0, 3)', VerificationError,
+        lambda: MaskBound((1, "a"), 0, 3), ("mask", "coeffs", "'a'")),
 
     # -- text IR: stridec.parse -----------------------------------------------------------
     Row("text-unknown-op", "text IR", "%0 = permuet %x {dims = [1, 0]} …", ParseError,
@@ -477,3 +483,12 @@ def test_cache_rows_reference_existing_tests() -> None:
 
 if __name__ == "__main__":
     print(render_table(), end="")
+
+
+def test_every_kind_of_mistake_has_a_row() -> None:
+    """Each class of the table of kinds at the top of docs/errors.md is some row's error
+    (`BuildError` needs a C compiler that fails: tests/ir/test_errors.py has it)."""
+    text = DOCS.read_text()
+    table = text[text.index("| kind of mistake |"):].split("\n\n")[0].splitlines()[2:]
+    classes = {row.split("|")[2].strip().strip("`") for row in table}
+    assert classes - {r.error.__name__ for r in ROWS} == {"BuildError"}

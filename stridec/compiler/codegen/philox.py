@@ -62,8 +62,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.compiler.codegen.copy import KernelParams
-from stridec.errors import ShapeError, UnsupportedError
-from stridec.ir.affine import MAX_RANK, address_span, merge_dims
+from stridec.errors import ShapeError, UnsupportedError, VerificationError
+from stridec.ir.affine import MAX_RANK, address_span, checked_ints, merge_dims
 from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
 
 __all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
@@ -158,10 +158,7 @@ class _Plan:
 
 
 def _ints(values: Any, what: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in values)
-    except (TypeError, ValueError):
-        raise ShapeError(f"philox: {what} must be a sequence of ints; got {values!r}") from None
+    return checked_ints(values, what, "philox")
 
 
 def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:
@@ -173,7 +170,7 @@ def _fill_bits(fill: float | int, dtype: DType) -> int:
     """`fill` converted to `dtype` as torch's `.to()` does (floats truncate toward zero for
     integer types, integers wrap), as the signed bit pattern of that width."""
     if isinstance(fill, bool) or not isinstance(fill, (int, float)):
-        raise ShapeError(f"philox: fill must be a number; got {fill!r}")
+        raise VerificationError(f"philox: fill must be a number; got {fill!r}")
     return bit_pattern(fill, dtype)
 
 

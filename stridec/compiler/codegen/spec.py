@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stridec.errors import LayoutError, UnsupportedError
+from stridec.errors import LayoutError, UnsupportedError, VerificationError
 from stridec.ir.affine import (
     MAX_RANK,
     Box,
@@ -35,6 +35,7 @@ from stridec.ir.affine import (
     as_mask,
     box_within,
     checked_int,
+    checked_ints,
     linear_span,
     merge_dims,
 )
@@ -118,7 +119,7 @@ class CopySpec(Shaped):
                 )
         fill = self.fill
         if fill is not None and not isinstance(fill, (bool, int, float)):
-            raise UnsupportedError(f"copy: fill must be a bool, int, float or None; got {fill!r}")
+            raise VerificationError(f"copy: fill must be a bool, int, float or None; got {fill!r}")
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "src_strides", src_strides)
         object.__setattr__(self, "dst_strides", dst_strides)
@@ -134,11 +135,7 @@ def _int(value: Any, what: str) -> int:
 
 
 def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
-    try:
-        items = tuple(values)
-    except TypeError:
-        raise LayoutError(f"copy: {what} must be a sequence of ints; got {values!r}") from None
-    return tuple(_int(v, what) for v in items)
+    return checked_ints(values, what, "copy")
 
 
 def _replace(spec: CopySpec, **changes: Any) -> CopySpec:

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from stridec.errors import CallError, ShapeError, UnsupportedError
-from stridec.ir.affine import MAX_RANK
+from stridec.ir.affine import MAX_RANK, checked_ints
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.runtime.backends.reference_casts import cast
 
@@ -156,10 +156,7 @@ def make_state(counter: int, key: int | tuple[int, int]) -> np.ndarray:
 
 
 def _check_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
-    try:
-        out = tuple(int(s) for s in sizes)
-    except TypeError:
-        raise ShapeError(f"philox: sizes must be a sequence of ints; got {sizes!r}") from None
+    out = checked_ints(sizes, "sizes", "philox")
     if len(out) > MAX_RANK:
         raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {out}")
     if any(s < 0 for s in out):
