@@ -99,6 +99,12 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
     return tuple(0 if n == 1 else c for c, n in zip(coeffs, sizes, strict=False)), lo, hi
 
 
+def _explicit(op: Op) -> bool:
+    """An explicit copy without a frame: a framed one (`merge-fills`) also fills around its
+    box, which neither a reader composed with it nor its pieces would carry over."""
+    return isinstance(op, O.CopyOp) and op.is_explicit and op.frame is None
+
+
 def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
     """`fill` as a producer storing `stored` writes it, read back as `read`: the fill
     0.1 of an f32 pack, cast to f64 by its consumer, is 0.10000000149011612, not 0.1."""
@@ -165,8 +171,8 @@ def _fuse_over_valid_box(consumer: Op, producer: Op) -> dict | None:
 def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     """Operands and attributes of the fused copy, or the reason it cannot be fused."""
     if not (
-        isinstance(consumer, O.CopyOp) and consumer.is_explicit
-        and isinstance(producer, O.CopyOp) and producer.is_explicit
+        _explicit(consumer)
+        and _explicit(producer)
     ):
         return "not two explicit copies"
     if len(producer.operands) != 1:
@@ -226,7 +232,7 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
       → %p, %s1 = philox %s {sizes = [2, 3, 4, 5], space = [2, 1, 4, 4, 5],
                              index = strided<[60, 80, 20, 5, 1]>, dst = …, masks = …}
     """
-    if not (isinstance(consumer, O.CopyOp) and consumer.is_explicit) or not isinstance(
+    if not (_explicit(consumer)) or not isinstance(
         producer, (O.PhiloxOp, O.PhiloxUniformOp)
     ):
         return "not a copy of Philox values"
@@ -337,7 +343,7 @@ def _writers(value: Value) -> list[Op] | None:
     chain = []
     op = value.owner
     while True:
-        if not (isinstance(op, O.CopyOp) and op.is_explicit):
+        if not (_explicit(op)):
             return None
         chain.append(op)
         if len(op.operands) != 2:
@@ -489,7 +495,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     once, the result holds what it held before at every point it wrote. Fills go first,
     in one box (`_hoist`), which is right because only the first writer can be a fill.
     """
-    if not (isinstance(consumer, O.CopyOp) and consumer.is_explicit) or not consumer.operands:
+    if not (_explicit(consumer)) or not consumer.operands:
         return "not an explicit copy of a buffer"
     buffer = consumer.operands[0]
     writers = _writers(buffer)
@@ -498,7 +504,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     if len(writers) == 1 and not _is_fill(writers[0]):
         return "one copy writes the whole buffer (see `fuse`)"
     if any(
-        not (isinstance(user, O.CopyOp) and user.is_explicit) or i != 0 for user, i in buffer.uses
+        not (_explicit(user)) or i != 0 for user, i in buffer.uses
     ):
         return "the buffer is also returned, viewed or written into: it stays anyway"
     aligned = _align(consumer)

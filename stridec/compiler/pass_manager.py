@@ -28,7 +28,8 @@ from stridec.ir.verifier import verify_graph
 __all__ = ["Pass", "PassManager", "PASS_REGISTRY", "register_pass", "DEFAULT_PIPELINE"]
 
 DEFAULT_PIPELINE = (
-    "canonicalize,fold-views,lower-formats,fuse-copies,eliminate-copies,dce,cse,plan-memory"
+    "canonicalize,fold-views,lower-formats,fuse-copies,eliminate-copies,dce,cse,plan-memory,"
+    "merge-fills"
 )
 
 def _load_passes() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "dtype",
     "layout",
     "masks",
+    "frame",
     "format_name",
     "nonempty_str",
     "check_fill",
@@ -220,6 +221,25 @@ def masks(op: str, key: str, value: Any) -> tuple[tuple[tuple[int, ...], int, in
             raise VerificationError(f"{op}: each mask must be [coeffs, lo, hi]; got {m!r}")
         out.append((ints(op, key, m[0]), integer(op, key, m[1]), integer(op, key, m[2])))
     return tuple(out) or None
+
+
+def frame(op: str, key: str, value: Any) -> tuple[tuple[int, int], ...]:
+    """`[[before, after], ...]`: a pair of ints >= 0 per dim."""
+    if not isinstance(value, (list, tuple)):
+        raise VerificationError(
+            f"{op}: attribute '{key}' must be a list of [before, after]; got {value!r}"
+        )
+    out = []
+    for pair in value:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise VerificationError(
+                f"{op}: each '{key}' entry must be [before, after]; got {pair!r}"
+            )
+        before, after = integer(op, key, pair[0]), integer(op, key, pair[1])
+        if before < 0 or after < 0:
+            raise ShapeError(f"{op}: '{key}' entries must be >= 0; got {[before, after]}")
+        out.append((before, after))
+    return tuple(out)
 
 
 def format_name(op: str, key: str, value: Any) -> str:

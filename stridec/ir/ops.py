@@ -16,6 +16,7 @@ from typing import Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
 from stridec.ir import attributes as A
+from stridec.ir.affine import invert_strided
 from stridec.ir.attributes import attr, check_fill
 from stridec.ir.dtypes import DType, as_dtype, convert
 from stridec.ir.formats import get_format
@@ -623,6 +624,12 @@ class CopyOp(Op):
       root storage index `src.offset + Σ i_k·src.strides_k`, or `fill` where a mask fails.
     An optional second operand `into` is a buffer written in place (cat writes several
     inputs into one buffer); the result then has the buffer's type.
+
+    `frame = [[before_k, after_k], ...]` (explicit form with a source and a `fill`; made by
+    `merge-fills`): the copy also writes `fill` on a frame around its box, `before_k`
+    points before it and `after_k` after it along each space dim, through `dst`'s strides.
+    It runs as one masked copy over the framed space, so a pad's fill and its copy of the
+    kept box write each element once.
     """
 
     name = "copy"
@@ -646,6 +653,10 @@ class CopyOp(Op):
         A.masks, None, doc="Explicit form: `(coeffs, lo, hi)` bounds; where one fails, `fill`."
     )
     fill: int | float | bool | None = attr(A.number, None)
+    frame: tuple[tuple[int, int], ...] | None = attr(
+        A.frame, None, doc="Explicit form: points before and after the box, per space dim, "
+        "written with `fill` through `dst`'s strides (`merge-fills`)."
+    )
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
@@ -669,6 +680,8 @@ class CopyOp(Op):
             attrs["dtype"] = src_t.dtype
         space = attrs["space"]
         if space is None:
+            if attrs["frame"] is not None:
+                raise VerificationError("copy: 'frame' needs the explicit form (a 'space')")
             if src_t is None:
                 raise VerificationError("copy: a fill without operands needs 'space' and 'dst'")
             if layout.sizes != src_t.sizes:
@@ -694,6 +707,19 @@ class CopyOp(Op):
                 )
         if attrs["fill"] is not None:
             check_fill("copy", "fill", attrs["fill"], attrs["dtype"])
+        frame = attrs["frame"]
+        if frame is not None:
+            if len(frame) != len(space):
+                raise VerificationError(
+                    f"copy: 'frame' must be one [before, after] per space dim ({len(space)}); "
+                    f"got {[list(p) for p in frame]}"
+                )
+            if src_t is None or attrs["fill"] is None:
+                raise VerificationError(
+                    "copy: a 'frame' needs a source operand and a 'fill' to write on it"
+                )
+            if not any(b or a for b, a in frame):
+                attrs["frame"] = None  # no frame at all
 
     def infer_types(self, operand_types):
         layout, dtype = self.layout, self.dtype
@@ -705,6 +731,16 @@ class CopyOp(Op):
                     f"/ dtype {dtype}"
                 )
         return [TensorType(layout.sizes, dtype, layout)]
+
+    def framed_dst(self) -> Layout:
+        """`dst` over the space grown by `frame`: where the copy and its frame write."""
+        dst: Layout = self.dst
+        frame = self.frame or ((0, 0),) * dst.rank
+        return Layout(
+            tuple(n + b + a for n, (b, a) in zip(dst.sizes, frame, strict=True)),
+            dst.strides,
+            dst.offset - sum(b * s for (b, _), s in zip(frame, dst.strides, strict=True)),
+        )
 
     @property
     def is_explicit(self) -> bool:
@@ -728,6 +764,19 @@ class CopyOp(Op):
             buffer = storage_elements(self.operands[1].root())
         else:
             buffer = self.layout.min_storage_size()
+        if self.frame:
+            try:
+                framed = self.framed_dst()
+            except LayoutError as e:
+                raise VerificationError(
+                    f"copy: 'frame' {self.frame} reaches outside 'dst': {e}"
+                ) from None
+            if invert_strided(framed.sizes, framed.strides, framed.offset) is None:
+                raise VerificationError(
+                    f"copy: 'dst' grown by 'frame' {self.frame} writes several points to one "
+                    "address"
+                )
+            framed.check_fits(buffer, "copy: dst with its frame")
         if not self.masks:
             dst.check_fits(buffer, "copy: dst")
             if self.operands:

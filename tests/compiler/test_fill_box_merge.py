@@ -1,6 +1,7 @@
 """A fill followed by a box copy into it runs as one masked copy (`fill_then_box_copy`),
 and a fill followed by several, each in its own part of the fill, as one such copy per
-part (`fill_around_box_copies`).
+part (`fill_around_box_copies`). The `merge-fills` pass makes them framed copies in the
+IR (tests/passes/merge-fills.ir); lowering only runs what the IR says.
 
 Spec level: the merged copies must leave every destination address holding what the
 copies in sequence leave there (brute force over small boxes, as the other spec rewrites
@@ -257,3 +258,47 @@ def test_a_pad_of_a_cat_is_one_kernel_equal_to_torch():
     tx, ty = torch.randn(3, 2, 4), torch.randn(3, 3, 4).transpose(0, 2).contiguous().transpose(0, 2)
     assert fn.plan_for(tx, ty).launches == 1
     assert torch.equal(fn(tx, ty), F.pad(torch.cat([tx, ty], 1), (1, 2, 2, 0), value=-1.0))
+
+
+def test_the_merge_is_the_pass_not_lowering():
+    """Without `merge-fills` in the pipeline, a pad is its fill and its copy: two kernels
+    (the copy's box meets the fill's, so they cannot batch); with it, one. Both equal
+    F.pad."""
+    from stridec.compiler.pass_manager import DEFAULT_PIPELINE
+
+    g = stridec.Graph("pad")
+    g.output(stridec.pad(g.input("x", (3, 4), "float32"), (1, 2, 0, 1), fill=0.5))
+    tx = torch.randn(3, 4)
+    without = DEFAULT_PIPELINE.replace(",merge-fills", "")
+    assert without != DEFAULT_PIPELINE
+    counts = []
+    for pipeline in (without, DEFAULT_PIPELINE):
+        fn = stridec.compile(g, pipeline=pipeline)
+        counts.append(fn.plan_for(tx).launches)
+        assert torch.equal(fn(tx), F.pad(tx, (1, 2, 0, 1), value=0.5))
+    assert counts == [2, 1]
+
+
+FRAMED = (
+    "graph @pad_of_cat {\n"
+    '  %a = input {name = "a"} : tensor<2x3xf32>\n'
+    '  %b = input {name = "b"} : tensor<2x4xf32>\n'
+    "  %0 = copy %a {layout = strided<[10, 1], offset: 0>, space = [2, 3], "
+    "src = strided<[3, 1], offset: 0>, dst = strided<[10, 1], offset: 1>, fill = 7.0, "
+    "frame = [[0, 0], [1, 0]]} : tensor<2x10xf32>\n"
+    "  %1 = copy %b, %0 {space = [2, 4], src = strided<[4, 1], offset: 0>, "
+    "dst = strided<[10, 1], offset: 4>, fill = 7.0, frame = [[0, 0], [0, 2]]} : tensor<2x10xf32>\n"
+    "  output %1\n"
+    "}\n"
+)
+
+
+@pytest.mark.parametrize("backend", ["reference", "interpret", "cpu"])
+def test_framed_copies_as_written_equal_f_pad(backend):
+    """Framed copies in the text IR, run with no pipeline: the reference executor writes
+    each frame, lowering makes each a masked copy (one batched kernel)."""
+    a, b = torch.randn(2, 3), torch.randn(2, 4)
+    fn = stridec.compile(stridec.parse(FRAMED), backend=backend, pipeline="")
+    assert torch.equal(fn(a, b), F.pad(torch.cat([a, b], 1), (1, 2), value=7.0))
+    if backend != "reference":
+        assert fn.plan_for(a, b).launches == 1

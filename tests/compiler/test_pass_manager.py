@@ -33,7 +33,7 @@ from stridec.ir.types import TensorType
 
 SPEC_PIPELINE = [
     "canonicalize", "fold-views", "lower-formats", "fuse-copies", "eliminate-copies", "dce",
-    "cse", "plan-memory",
+    "cse", "plan-memory", "merge-fills",
 ]
 
 

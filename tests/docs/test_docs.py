@@ -124,7 +124,7 @@ def test_passes_page_shows_each_pass_before_and_after() -> None:
         for name in f.removeprefix("pipeline=").split(",")
     }
     assert {"canonicalize", "fold-views", "lower-formats", "fuse-copies", "eliminate-copies",
-            "plan-memory"} <= checked
+            "plan-memory", "merge-fills"} <= checked
 
 
 def _without_comments(text: str) -> str:

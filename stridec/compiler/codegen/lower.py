@@ -3,14 +3,8 @@
 Every explicit `copy` becomes one copy kernel (`codegen.copy`), every `philox` /
 `philox_uniform` one Philox kernel (`codegen.philox`); views cost nothing (they only
 change which storage slot and layout an output reads). Kernels of numel 0 are not
-launched at all. A fill of a new buffer whose only reader is a copy into it (pad, the
-adjoints of slices, and what `fuse-copies` makes of a pad or a pack read through a cat)
-is held back while copies into that buffer come: a copy of a box inside the fill's box,
-meeting none taken so far, is taken too; one of a box outside it is launched as usual
-(the two write different elements, so their order does not matter). At the first other
-op the fill's box is cut into one part per copy taken (`fill_around_box_copies`), and
-each part with its copy becomes one masked copy (`fill_then_box_copy`): each element
-written once, not twice, and the parts are disjoint boxes, so they batch.
+launched at all. A copy with a `frame` (a fill merged with the copies into its buffer by
+the `merge-fills` pass) is one masked copy over its framed space (`copy_spec`).
 
 Consecutive copies into disjoint boxes of one buffer (cat: one copy per input, each into
 its slice) run as one kernel (`codegen.batch`), launched with (buffer, source of each):
@@ -37,8 +31,8 @@ from stridec.compiler.codegen.spec import (
     CopySpec,
     MaskBound,
     Tuning,
+    copy_spec,
     dst_box,
-    fill_around_box_copies,
     is_fill_only,
 )
 from stridec.errors import UnsupportedError
@@ -85,26 +79,6 @@ def _bits_view(dtype_name: str) -> str | None:
 # member before its own; a longer cat takes one launch per 32 inputs.
 MAX_BATCH = 32
 
-def _inside(a: Box, b: Box) -> bool:
-    return all(lo1 <= lo0 and hi0 <= hi1 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
-
-
-@dataclass
-class _HeldFill:
-    """A fill of a new buffer not launched yet, and the box copies into it it will absorb.
-
-    `value` is the buffer's latest value (the next copy into the buffer writes into it);
-    `taken` holds (spec, source slot, box, op position) of the copies taken so far; `op`
-    is the fill's own position in the graph."""
-
-    value: Value
-    spec: CopySpec
-    slot: int
-    box: Box | None  # None: not a box of the buffer's layout; it takes one copy at most
-    op: int
-    taken: list[tuple[CopySpec, int, Box | None, int]] = field(default_factory=list)
-
-
 @dataclass
 class _Member:
     spec: CopySpec
@@ -143,8 +117,6 @@ class _Lowering:
         self.kernel_index: dict[tuple, int] = {}
         self.launches: list[Launch] = []
         self.n_inputs = 0
-        # A fill of a new buffer, held back: box copies into that buffer may absorb it.
-        self.held: _HeldFill | None = None
         # Copies into one buffer not launched yet: they may become one kernel.
         self.group: _Group | None = None
         self.layouts: dict[int, Layout] = {}  # each copy buffer's layout, by slot
@@ -181,40 +153,8 @@ class _Lowering:
         else:
             dst_slot = self.new_buffer(op.result, layout.min_storage_size())
             self.layouts[dst_slot] = layout
-        space = op.space
-        if op.operands:
-            source = op.operands[0]
-            src_slot = self.slot_of(source)
-            src, src_dtype = op.src, source.type.dtype
-            src_strides, src_offset = src.strides, src.offset
-        else:  # a fill: nothing is read
-            src_slot, src_dtype = dst_slot, op.dtype
-            src_strides, src_offset = (0,) * len(space), 0
-        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in op.masks or ())
-        fill = op.fill
-        if not op.operands:
-            masks = (MaskBound((0,) * len(space), 1, 1),)  # never valid: every point is `fill`
-        # fill None with masks: a domain restriction (masked points are not written).
-        spec = CopySpec(
-            sizes=space,
-            src_strides=src_strides,
-            src_offset=src_offset,
-            dst_strides=op.dst.strides,
-            dst_offset=op.dst.offset,
-            src_dtype=src_dtype,
-            dst_dtype=op.dtype,
-            masks=masks,
-            fill=fill,  # type: ignore[arg-type]
-        )
-        held, self.held = self.held, None
-        if held is not None:
-            if self._joins(held, op, spec, src_slot, dst_slot, position):
-                self.held = held
-                return
-            self._release(held)
-        if not op.operands and self._hold(op, spec, dst_slot, position):
-            return
-        self._submit(spec, src_slot, dst_slot, (position,))
+        src_slot = self.slot_of(op.operands[0]) if op.operands else dst_slot
+        self._submit(copy_spec(op), src_slot, dst_slot, (position,))
 
     def _box(self, spec: CopySpec, dst_slot: int) -> Box | None:
         layout = self.layouts.get(dst_slot)
@@ -222,59 +162,11 @@ class _Lowering:
             return None
         return dst_box(spec, layout.sizes, layout.strides, layout.offset)
 
-    def _hold(self, op: CopyOp, spec: CopySpec, dst_slot: int, position: int) -> bool:
-        """Hold back a fill of a new buffer whose only reader is a copy into it."""
-        if len(op.result.uses) != 1 or not isinstance(op.result.uses[0][0], CopyOp):
-            return False
-        self.held = _HeldFill(op.result, spec, dst_slot, self._box(spec, dst_slot), position)
-        return True
-
-    def _joins(
-        self, held: _HeldFill, op: CopyOp, spec: CopySpec, src_slot: int, dst_slot: int,
-        position: int,
-    ) -> bool:
-        """Take a copy into the held fill's buffer (a box inside the fill's, meeting no box
-        taken), or launch it now when its box misses the fill's; False for anything else."""
-        if len(op.operands) != 2 or op.operands[1] is not held.value:
-            return False
-        if spec.numel:
-            box = self._box(spec, dst_slot)
-            if src_slot == dst_slot or spec.dst_dtype != held.spec.dst_dtype:
-                return False
-            if held.box is None or box is None:  # no boxes to compare: the next copy only
-                if held.taken or held.box is not None:
-                    return False
-                held.taken.append((spec, src_slot, box, position))
-            elif _inside(box, held.box) and all(
-                b is not None and boxes_disjoint(box, b) for _, _, b, _ in held.taken
-            ):
-                held.taken.append((spec, src_slot, box, position))
-            elif boxes_disjoint(box, held.box):
-                self._submit(spec, src_slot, dst_slot, (position,))
-            else:
-                return False
-        held.value = op.result
-        return True
-
-    def _release(self, held: _HeldFill) -> None:
-        """Launch the held fill: merged with the copies it took where they can be one
-        masked copy each (`fill_around_box_copies`), else before them."""
-        merged = None
-        if held.taken:
-            merged = fill_around_box_copies(held.spec, [spec for spec, _, _, _ in held.taken])
-        if merged is None:
-            self._submit(held.spec, held.slot, held.slot, (held.op,))
-            for spec, src_slot, _, position in held.taken:
-                self._submit(spec, src_slot, held.slot, (position,))
-            return
-        for spec, (_, src_slot, _, position) in zip(merged, held.taken, strict=True):
-            self._submit(spec, src_slot, held.slot, (held.op, position))
-
     def _submit(
         self, spec: CopySpec, src_slot: int, dst_slot: int, ops: tuple[int, ...]
     ) -> None:
         """Add a copy to the open group, or launch that group and open one with it. `ops`:
-        the positions of the graph's ops it carries out (a fill merged with a copy: two)."""
+        the positions of the graph's ops it carries out."""
         if spec.numel == 0:
             return
         box = self._box(spec, dst_slot)
@@ -317,10 +209,7 @@ class _Lowering:
         )
 
     def flush(self) -> None:
-        """Launch a held-back fill (and what it took), and the open group."""
-        held, self.held = self.held, None
-        if held is not None:
-            self._release(held)
+        """Launch the open group."""
         self._launch_group()
 
     def philox(self, op: PhiloxOp | PhiloxUniformOp, position: int) -> None:

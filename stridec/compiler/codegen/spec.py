@@ -40,6 +40,7 @@ from stridec.ir.affine import (
     merge_dims,
 )
 from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.ops import CopyOp
 
 __all__ = [
     "MAX_RANK",
@@ -57,6 +58,8 @@ __all__ = [
     "is_fill_only",
     "fill_then_box_copy",
     "fill_around_box_copies",
+    "fill_parts",
+    "copy_spec",
     "dst_box",
     "address_span",
 ]
@@ -375,6 +378,25 @@ def _guillotine(
     return None
 
 
+def fill_parts(fill: CopySpec, copies: Sequence[CopySpec]) -> list[tuple[Box, Box]] | None:
+    """Per copy of `copies`, in their order, (the part of `fill`'s space it gets, the box
+    of that space it writes), the parts cut by planes (`_guillotine`); None when a copy
+    writes no box of `fill`'s space or no planes separate the boxes."""
+    if not copies or not is_fill_only(fill) or fill.fill is None or fill.numel == 0:
+        return None
+    boxes: list[Box] = []
+    for copy in copies:
+        box = dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset)
+        if box is None:
+            return None
+        boxes.append(box)
+    parts = _guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
+    if parts is None:
+        return None
+    part_of = dict((i, part) for part, i in parts)
+    return [(part_of[i], box) for i, box in enumerate(boxes)]
+
+
 def fill_around_box_copies(fill: CopySpec, copies: Sequence[CopySpec]) -> list[CopySpec] | None:
     """Copies, one per copy of `copies` and in their order, that together do what `fill`
     and then `copies` do, writing disjoint boxes; None when they cannot.
@@ -387,25 +409,53 @@ def fill_around_box_copies(fill: CopySpec, copies: Sequence[CopySpec]) -> list[C
     (valid for 1 <= j < 4, the fill elsewhere) and a (2, 6) part holding the second (valid
     for j < 4). Each element is written once, and the parts can run as one batch.
     """
-    if not copies or not is_fill_only(fill) or fill.fill is None or fill.numel == 0:
-        return None
-    boxes: list[Box] = []
-    for copy in copies:
-        box = dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset)
-        if box is None:
-            return None
-        boxes.append(box)
-    parts = _guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
+    parts = fill_parts(fill, copies)
     if parts is None:
         return None
-    merged: list[CopySpec | None] = [None] * len(copies)
-    for part, i in parts:
+    merged: list[CopySpec] = []
+    for (part, _), copy in zip(parts, copies, strict=True):
         offset = fill.dst_offset + sum(
             lo * s for (lo, _), s in zip(part, fill.dst_strides, strict=True)
         )
         sizes = tuple(hi - lo for lo, hi in part)
-        one = fill_then_box_copy(_replace(fill, sizes=sizes, dst_offset=offset), copies[i])
+        one = fill_then_box_copy(_replace(fill, sizes=sizes, dst_offset=offset), copy)
         if one is None:
             return None
-        merged[i] = one
-    return [m for m in merged if m is not None]
+        merged.append(one)
+    return merged
+
+
+def copy_spec(op: CopyOp) -> CopySpec:
+    """The `CopySpec` of an explicit copy op. A fill (no source) is masked everywhere: every
+    point gets `fill`. A copy with a `frame` is the masked copy over its framed space that
+    does what a fill of that space and then the copy do (`fill_then_box_copy`)."""
+    space = op.space
+    assert space is not None, "an explicit copy"
+    if op.operands:
+        src = op.src
+        assert src is not None
+        src_strides, src_offset, src_dtype = src.strides, src.offset, op.operands[0].type.dtype
+        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in op.masks or ())
+    else:  # a fill: nothing is read, no point is valid
+        src_strides, src_offset, src_dtype = (0,) * len(space), 0, op.dtype
+        masks = (MaskBound((0,) * len(space), 1, 1),)
+    dst = op.dst
+    assert dst is not None
+    # fill None with masks: a domain restriction (masked points are not written).
+    spec = CopySpec(
+        space, src_strides, src_offset, dst.strides, dst.offset, src_dtype, op.dtype, masks,
+        op.fill,
+    )
+    if op.frame is None:
+        return spec
+    framed = op.framed_dst()
+    fill = CopySpec(
+        framed.sizes, (0,) * framed.rank, 0, framed.strides, framed.offset, op.dtype, op.dtype,
+        (MaskBound((0,) * framed.rank, 1, 1),), op.fill,
+    )
+    if spec.numel == 0:
+        return fill
+    merged = fill_then_box_copy(fill, spec)
+    if merged is None:
+        raise UnsupportedError(f"copy: cannot run the frame {op.frame} of {op} as one copy")
+    return merged

@@ -8,5 +8,6 @@ from stridec.compiler.passes import (  # noqa: F401
     fold_views,
     fuse_copies,
     lower_formats,
+    merge_fills,
     plan_memory,
 )

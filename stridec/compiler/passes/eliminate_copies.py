@@ -66,8 +66,8 @@ def _view_of_source(op: Op) -> Layout | str:
         return "not an explicit copy"
     if len(op.operands) != 1:
         return "a fill, or a copy into another buffer"
-    if op.masks or op.dtype != op.operands[0].type.dtype:
-        return "masked or casting"
+    if op.masks or op.frame or op.dtype != op.operands[0].type.dtype:
+        return "masked, framed or casting"
     if written_into(op):
         return "a later copy writes into its buffer"
     if _returned(op.result):

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter, explicit_copy
 from stridec.errors import LayoutError
+from stridec.ir import ops as O
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout

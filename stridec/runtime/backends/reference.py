@@ -373,6 +373,10 @@ class _Executor:
             self.storages[id(op.result)] = buffer
             return _view(buffer, layout)
         space = Layout.contiguous(op.space)
+        if op.frame:  # the frame around the box gets `fill` (the box is written below)
+            framed = op.framed_dst()
+            scatter(buffer, framed, torch.full(framed.sizes, op.fill, dtype=dtype,
+                                               device=self.device))
         if op.operands and space.numel:
             storage = self.storage_of(op.operands[0])
             indices = layout_indices(op.src, storage.device)
