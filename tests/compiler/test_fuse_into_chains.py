@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 import stridec
 from bench.workloads import pack_eager
-from stridec.ir.index_maps import box_of, image_box, split_box
 from stridec.compiler.pass_manager import PassManager
 from stridec.ir.affine import MaskBound
+from stridec.ir.index_maps import box_of, image_box, split_box
 from stridec.ir.layout import Layout
 
 cat, pad = stridec.cat, stridec.pad

@@ -30,7 +30,6 @@ import torch
 
 import stridec
 from stridec import Graph, Layout
-from stridec.ir.affine import MaskBound
 from stridec.errors import (
     CallError,
     LayoutError,
@@ -40,6 +39,7 @@ from stridec.errors import (
     UnsupportedError,
     VerificationError,
 )
+from stridec.ir.affine import MaskBound
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "errors.md"
