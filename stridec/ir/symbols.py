@@ -68,7 +68,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from stridec.errors import LayoutError, UnsupportedError
+from stridec.errors import LayoutError, UnsupportedError, VerificationError
 
 __all__ = [
     "UndecidedError",
@@ -772,7 +772,8 @@ def substitute(x: Any, bindings: Mapping[str, int | Sym]) -> Any:
 
 def as_size(value: object, what: str = "size") -> int | Sym:
     """`value` as a size: an int (anything with ``__index__``, not a bool), a `Sym`, or
-    a symbol name (a str). Anything else is a `LayoutError` naming `what`."""
+    a symbol name (a str). A str that is no identifier is a `LayoutError`, anything else
+    a `VerificationError` (a value of the wrong type, docs/errors.md), naming `what`."""
     if isinstance(value, Sym):
         return value
     if isinstance(value, str):
@@ -786,13 +787,13 @@ def as_size(value: object, what: str = "size") -> int | Sym:
             return operator.index(value)  # type: ignore[arg-type]
         except TypeError:
             pass
-    raise LayoutError(f"{what}: expected an int or a symbol name; got {value!r}")
+    raise VerificationError(f"{what}: expected an int or a symbol name; got {value!r}")
 
 
 def as_sizes(values: object, what: str = "sizes") -> tuple[int | Sym, ...]:
     """`values` (an iterable) as a tuple of sizes; see `as_size`."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise LayoutError(f"{what}: expected a sequence of sizes; got {values!r}")
+        raise VerificationError(f"{what}: expected a sequence of sizes; got {values!r}")
     return tuple(as_size(v, what) for v in values)
 
 

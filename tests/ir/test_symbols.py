@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stridec.errors import LayoutError
+from stridec.errors import LayoutError, VerificationError
 from stridec.ir.symbols import (
     Sym,
     as_size,
@@ -141,8 +141,10 @@ def test_decisions_and_refusals() -> None:
 def test_as_size() -> None:
     assert as_sizes(("N", 64, symbol("M"))) == (symbol("N"), 64, symbol("M"))
     assert as_size(3) == 3
-    for bad in ("2N", True, 1.5, None):
-        with pytest.raises(LayoutError, match="sizes"):
+    with pytest.raises(LayoutError, match="sizes: a symbolic size must be an identifier"):
+        as_size("2N", "sizes")
+    for bad in (True, 1.5, None):  # the wrong type: one class wherever (docs/errors.md)
+        with pytest.raises(VerificationError, match="sizes: expected an int or a symbol name"):
             as_size(bad, "sizes")
     with pytest.raises(LayoutError, match="unexpected"):
         parse_size("N+")
