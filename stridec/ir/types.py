@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from stridec.errors import ShapeError, VerificationError
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import Sym, format_size
@@ -27,13 +28,20 @@ class TensorType:
     layout: Layout = None  # type: ignore[assignment]
 
     def __init__(self, sizes: Sequence[int], dtype: object, layout: Layout | None = None) -> None:
-        sizes = tuple(s if isinstance(s, Sym) else int(s) for s in sizes)
+        try:
+            sizes = tuple(s if isinstance(s, Sym) else int(s) for s in sizes)
+        except (TypeError, ValueError):
+            raise VerificationError(
+                f"tensor type: sizes must be a sequence of ints; got {sizes!r}"
+            ) from None
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "dtype", as_dtype(dtype))
         if layout is None:
             layout = Layout.contiguous(sizes)
         elif tuple(layout.sizes) != sizes:
-            raise ValueError(f"layout sizes {layout.sizes} differ from type sizes {sizes}")
+            raise ShapeError(
+                f"tensor type: layout sizes {layout.sizes} differ from type sizes {sizes}"
+            )
         object.__setattr__(self, "layout", layout)
 
     @property

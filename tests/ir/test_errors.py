@@ -409,6 +409,18 @@ def _a_pass_that_crashes() -> None:
     PassManager([Crashes()]).run(_graph_with_output())
 
 
+def _tensor_type(sizes: Any, layout: Layout | None = None) -> Any:
+    from stridec.ir.types import TensorType
+
+    return TensorType(sizes, "float32", layout)
+
+
+def _kernel_backend(name: str) -> Any:
+    from stridec.runtime.backends import backend
+
+    return backend(name)
+
+
 def _called_with_two_tensors() -> None:
     fn = stridec.compile(_graph_with_output(), backend="reference")
     fn(torch.zeros(2, 3), torch.zeros(2, 3))
@@ -437,6 +449,7 @@ KINDS: dict[str, tuple[type, list[tuple[Callable[[], Any], str]]]] = {
         (lambda: stridec.ir.formats.get_format("NCHW4").packing((2, 3.5, 3, 3)),
          r"NCHW4: sizes must be an int; got 3.5"),
         (lambda: stridec.ir.formats.PitchedRows(2.0), r"align_bytes must be an int; got 2.0"),
+        (lambda: _tensor_type(("a",)), r"tensor type: sizes must be a sequence of ints"),
     ]),
     "IR that breaks an invariant": (VerificationError, [
         (lambda: stridec.cat([fresh()[1], fresh()[1]]), r"cat: operand .* belongs to another"),
@@ -448,6 +461,7 @@ KINDS: dict[str, tuple[type, list[tuple[Callable[[], Any], str]]]] = {
     ]),
     "sizes, dtypes or values that do not fit an op": (ShapeError, [
         (lambda: fresh()[1].reshape(4, -1), r"reshape: shape \[4, -1\] is invalid"),
+        (lambda: _tensor_type((2,), Layout((3,), (1,))), r"layout sizes \(3,\) differ"),
     ]),
     "malformed text IR": (ParseError, [
         (lambda: stridec.parse("graph @g {"), r"expected"),
@@ -460,6 +474,7 @@ KINDS: dict[str, tuple[type, list[tuple[Callable[[], Any], str]]]] = {
     "a well-formed request stridec does not do": (UnsupportedError, [
         (lambda: fresh()[1].to("float8"), r"cast: dtype: expected one of"),
         (lambda: fresh()[0].input("y", (1,) * 9), r"rank 9 is above the maximum 8"),
+        (lambda: _kernel_backend("cuda"), r"no kernel backend 'cuda'"),
     ]),
     "a native kernel the C compiler refuses": (stridec.errors.BuildError, [
         (_build_a_bad_c_unit, r"C compiler .* failed"),

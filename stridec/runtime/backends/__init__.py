@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from stridec.compiler.codegen.program import Program
+from stridec.errors import UnsupportedError
 
 __all__ = ["Backend", "Launcher", "backend", "KERNEL_BACKENDS"]
 
@@ -53,7 +54,9 @@ def backend(name: str) -> Backend:
     found = _BACKENDS.get(name)
     if found is None:
         if name not in KERNEL_BACKENDS:
-            raise ValueError(f"no kernel backend {name!r}; expected one of {KERNEL_BACKENDS}")
+            raise UnsupportedError(
+                f"no kernel backend {name!r}; expected one of {KERNEL_BACKENDS}"
+            )
         found = _BACKENDS[name] = importlib.import_module(
             f"stridec.runtime.backends.{name}"
         ).BACKEND
