@@ -60,10 +60,12 @@ class Shaped:
 
 
 def checked_int(value: Any, what: str, where: str = "mask") -> int:
-    """`value` as an int (not a bool), or `VerificationError` "<where>: <what> must be an
-    int; got …": a value of the wrong type is a `VerificationError` wherever it is given
-    (docs/errors.md)."""
-    if isinstance(value, bool):
+    """`value` as an int (numpy integers too; not a Python or numpy bool), or
+    `VerificationError` "<where>: <what> must be an int; got …": a value of the wrong type
+    is a `VerificationError` wherever it is given (docs/errors.md)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise VerificationError(f"{where}: {what} must be an int; got {value!r}")
     try:
         return operator.index(value)

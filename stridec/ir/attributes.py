@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stridec.errors import ShapeError, UnsupportedError, VerificationError
-from stridec.ir.affine import MAX_RANK
+from stridec.ir.affine import MAX_RANK, checked_int
 from stridec.ir.dtypes import DType, as_dtype, fill_fits
 from stridec.ir.formats import get_format
 from stridec.ir.layout import Layout
@@ -125,15 +125,8 @@ def _is_index(value: Any) -> bool:
 
 
 def integer(op: str, key: str, value: Any) -> int:
-    """An int (numpy integers too), never a bool."""
-    if type(value) is int:
-        return value
-    if not _is_index(value):
-        raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise VerificationError(f"{op}: attribute '{key}' must be an int; got {value!r}") from None
+    """An int (numpy integers too), never a bool (`stridec.ir.affine.checked_int`)."""
+    return checked_int(value, f"attribute '{key}'", op)
 
 
 def size(op: str, key: str, value: Any) -> int | Sym:
