@@ -52,6 +52,12 @@ def _is_fill(op: Op) -> bool:
     return isinstance(op, CopyOp) and op.is_explicit and not op.operands
 
 
+def _static(op: CopyOp) -> bool:
+    """No symbolic size in the copy's layouts: its boxes are numbers (a symbolic graph is
+    merged once `stridec.compile` has specialized it)."""
+    return all(lay is None or lay.is_static() for lay in (op.layout, op.src, op.dst))
+
+
 def _launches_nothing(op: Op) -> bool:
     """Ops between a fill and its copies that do not end the run (no kernel of their own)."""
     return not isinstance(op, CopyOp) and (isinstance(op, (InputOp, AsStridedOp))
@@ -64,6 +70,8 @@ def _run_after(fill: CopyOp, later: Iterable[Op]) -> tuple[list[CopyOp], list[Co
     uses = fill.result.uses
     if len(uses) != 1 or not isinstance(uses[0][0], CopyOp) or uses[0][1] != 1:
         return "the fill is not read by one copy into its buffer alone"
+    if not _static(fill):
+        return "the fill's sizes are symbolic"
     layout = fill.layout
     spec = copy_spec(fill)
     fill_box = dst_box(spec, layout.sizes, layout.strides, layout.offset)
@@ -75,6 +83,8 @@ def _run_after(fill: CopyOp, later: Iterable[Op]) -> tuple[list[CopyOp], list[Co
         if _launches_nothing(op):
             continue
         if not isinstance(op, CopyOp) or len(op.operands) != 2 or op.operands[1] is not value:
+            break
+        if not _static(op):
             break
         copy = copy_spec(op)
         if copy.numel:
