@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.errors import LayoutError, VerificationError
-from stridec.ir.symbols import is_static
+from stridec.ir.symbols import Sym, is_static
 
 __all__ = [
     "MAX_RANK",
@@ -73,9 +73,9 @@ def checked_int(value: Any, what: str, where: str = "mask") -> int:
         raise VerificationError(f"{where}: {what} must be an int; got {value!r}") from None
 
 
-def checked_ints(values: Any, what: str, where: str) -> tuple[int, ...]:
-    """`values` as a tuple of ints (`checked_int` each), or `VerificationError` "<where>:
-    <what> must be a sequence of ints; got …"."""
+def checked_ints(values: Any, what: str, where: str, symbolic: bool = False) -> tuple[Any, ...]:
+    """`values` as a tuple of ints (`checked_int` each; with `symbolic`, symbolic sizes
+    too), or `VerificationError` "<where>: <what> must be a sequence of ints; got …"."""
     if isinstance(values, (str, bytes)):
         items = None
     else:
@@ -85,7 +85,9 @@ def checked_ints(values: Any, what: str, where: str) -> tuple[int, ...]:
             items = None
     if items is None:
         raise VerificationError(f"{where}: {what} must be a sequence of ints; got {values!r}")
-    return tuple(checked_int(v, what, where) for v in items)
+    return tuple(
+        v if symbolic and isinstance(v, Sym) else checked_int(v, what, where) for v in items
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.errors import LayoutError, ShapeError, UnsupportedError, VerificationError
-from stridec.ir.affine import MAX_RANK, MaskBound, checked_int
+from stridec.ir.affine import MAX_RANK, MaskBound, checked_ints
 from stridec.ir.dtypes import as_dtype
 from stridec.ir.layout import Layout, contiguous_strides
 from stridec.ir.symbols import Sym
@@ -97,18 +97,7 @@ def _static_dim(what: str, sizes: tuple, dim: int, name: str) -> None:
 
 
 def _sizes(logical_sizes: Sequence[int], what: str) -> tuple[int, ...]:
-    if isinstance(logical_sizes, (str, bytes)):
-        items = None
-    else:
-        try:
-            items = tuple(logical_sizes)
-        except TypeError:
-            items = None
-    if items is None:
-        raise VerificationError(
-            f"{what}: sizes must be a sequence of ints; got {logical_sizes!r}"
-        )
-    sizes = tuple(n if isinstance(n, Sym) else checked_int(n, "sizes", what) for n in items)
+    sizes = checked_ints(logical_sizes, "sizes", what, symbolic=True)
     if any(n < 0 for n in sizes):
         raise ShapeError(f"{what}: sizes must be >= 0; got {sizes}")
     return sizes
