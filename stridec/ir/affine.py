@@ -90,6 +90,12 @@ def checked_ints(values: Any, what: str, where: str, symbolic: bool = False) -> 
     )
 
 
+def _int_or_sym(value: Any, what: str) -> Any:
+    """`checked_int`, a symbolic size (`stridec.ir.symbols.Sym`) passed as it is: a copy
+    over symbolic sizes has symbolic mask coefficients and bounds."""
+    return value if isinstance(value, Sym) else checked_int(value, what)
+
+
 @dataclass(frozen=True, slots=True)
 class MaskBound:
     """Valid where ``lo <= Σ coeffs[k]·i[k] < hi`` over the coordinates ``i``.
@@ -103,9 +109,10 @@ class MaskBound:
     hi: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "coeffs", checked_ints(self.coeffs, "coeffs", "mask"))
-        object.__setattr__(self, "lo", checked_int(self.lo, "lo"))
-        object.__setattr__(self, "hi", checked_int(self.hi, "hi"))
+        object.__setattr__(self, "coeffs",
+                           checked_ints(self.coeffs, "coeffs", "mask", symbolic=True))
+        object.__setattr__(self, "lo", _int_or_sym(self.lo, "lo"))
+        object.__setattr__(self, "hi", _int_or_sym(self.hi, "hi"))
 
     def value(self, coords: Sequence[int]) -> int:
         if len(coords) != len(self.coeffs):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,8 @@ class Runner:
         launches = []
         for launch in program.launches:
             k = program.kernels[launch.kernel]
+            if k.grid and k.grid[0] == 0:
+                continue  # no program: a symbolic extent that is 0 for this binding
             args = tuple(
                 (s, None if v is None else getattr(torch, v))
                 for s, v in zip(launch.args, launch.views, strict=True)
@@ -135,34 +137,54 @@ def _forget(program_id: int) -> None:
     _RUNNERS.pop(program_id, None)
 
 
-def runner(program: Program, on: str | Backend, *, inputs_as_given: bool = False) -> Runner:
+# Runners one symbolic program keeps, one per binding (the oldest go first).
+BOUND_RUNNERS = 64
+
+
+def runner(program: Program, on: str | Backend, *, inputs_as_given: bool = False,
+           bindings: Mapping[str, int] | None = None) -> Runner:
     """The runner of `program` on backend `on` (a kernel backend's name, or a backend
     object), built on first use; two threads building it at once build equal ones, and
-    either may stay."""
+    either may stay. A program over symbolic sizes runs with `bindings` (a value for each
+    of `program.symbols`): its runner for those values is the static program's
+    (`Program.bind`: one precompiled evaluation, no pass and no code generation), kept
+    per binding."""
     kernels = backend(on) if isinstance(on, str) else on
-    key = (kernels.name, inputs_as_given)
+    key: tuple = (kernels.name, inputs_as_given)
+    if program.symbols:
+        if bindings is None or not set(program.symbols) <= bindings.keys():
+            raise CallError(
+                f"program over the symbols {', '.join(program.symbols)}: expected a value "
+                f"for each; got {dict(bindings or {})}"
+            )
+        key += tuple(bindings[n] for n in program.symbols)
     found = _RUNNERS.get(id(program))
     if found is not None:
         hit = found.get(key)
         if hit is not None:
             return hit
-    built = Runner.of(program, kernels.load(program), inputs_as_given)
+    static = program.bind(bindings) if program.symbols else program  # type: ignore[arg-type]
+    built = Runner.of(static, kernels.load(static), inputs_as_given)
     with _RUNNERS_LOCK:
         entry = _RUNNERS.get(id(program))
         if entry is None:
             entry = _RUNNERS[id(program)] = {}
             weakref.finalize(program, _forget, id(program))
         entry[key] = built
+        if program.symbols and len(entry) > BOUND_RUNNERS:
+            del entry[next(iter(entry))]
     return built
 
 
 def run(program: Program, tensors: Sequence[torch.Tensor], device: torch.device,
-        on: str | Backend | None = None) -> list[torch.Tensor]:
+        on: str | Backend | None = None,
+        bindings: Mapping[str, int] | None = None) -> list[torch.Tensor]:
     """Run `program` over `tensors` (all on `device`): its outputs. `on` defaults to the
-    backend of the device (triton on CUDA, interpret on the CPU)."""
+    backend of the device (triton on CUDA, interpret on the CPU); `bindings` gives the
+    values of a symbolic program's symbols."""
     if on is None:
         on = "triton" if device.type == "cuda" else "interpret"
-    return run_with(runner(program, on), tensors, device)
+    return run_with(runner(program, on, bindings=bindings), tensors, device)
 
 
 def run_with(runner: Runner, tensors: Sequence[torch.Tensor],
@@ -206,21 +228,39 @@ def check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int
 
 
 def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
-                dst_storage: torch.Tensor) -> None:
+                dst_storage: torch.Tensor, bindings: Mapping[str, int] | None = None) -> None:
     """Run a generated copy kernel from `src_storage` into `dst_storage` (flat 1-D
-    storages of the spec's dtypes, on one device: CUDA compiled, CPU interpreted)."""
-    if kernel.numel == 0 or kernel.grid == (0,):
+    storages of the spec's dtypes, on one device: CUDA compiled, CPU interpreted); a
+    kernel over symbolic sizes with the sizes of `bindings`, which its class must hold
+    (`CopyKernel.valid_for`)."""
+    grid, args = kernel.grid, kernel.args
+    src_span, dst_span = kernel.src_span, kernel.dst_span
+    if kernel.symbolic:
+        if bindings is None or not kernel.plan.hint.keys() <= bindings.keys():
+            raise CallError(
+                f"copy {kernel.name}: its sizes are symbolic "
+                f"({', '.join(kernel.plan.hint)}); expected bindings of them; got {bindings}"
+            )
+        if not kernel.valid_for(bindings):
+            raise CallError(
+                f"copy {kernel.name}: planned for the class of {dict(kernel.plan.hint)}; "
+                f"the bindings {dict(bindings)} are of another (0, 1, a multiple of 16, "
+                "or an index past int32)"
+            )
+        grid, args, (src_span, dst_span) = kernel.bound(bindings)
+        if grid[0] == 0:
+            return
+    elif kernel.numel == 0 or kernel.grid == (0,):
         return
-    check_storage("src_storage", src_storage, kernel.spec.src_dtype, kernel.src_span)
-    check_storage("dst_storage", dst_storage, kernel.spec.dst_dtype, kernel.dst_span)
+    check_storage("src_storage", src_storage, kernel.spec.src_dtype, src_span)
+    check_storage("dst_storage", dst_storage, kernel.spec.dst_dtype, dst_span)
     if src_storage.device != dst_storage.device:
         raise CallError(
             f"copy {kernel.name}: src_storage and dst_storage must share a device; "
             f"got {src_storage.device} and {dst_storage.device}"
         )
     _launcher(kernel.source, kernel.name, dst_storage.device)(
-        kernel.grid, src_storage, dst_storage, *kernel.args, **kernel.constexprs,
-        num_warps=kernel.num_warps,
+        grid, src_storage, dst_storage, *args, **kernel.constexprs, num_warps=kernel.num_warps,
     )
 
 

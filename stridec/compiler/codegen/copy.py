@@ -40,21 +40,27 @@ Steps:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stridec.compiler.codegen.spec import (
     CopySpec,
     Tuning,
     address_span,
+    bind_copy,
     canonicalize_copy,
+    canonicalize_symbolic,
+    copy_symbols,
     is_fill_only,
     linear_span,
 )
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
+from stridec.ir.symbols import Sym, ceil_div, evaluate, floor_div, format_size, symbol
 
 __all__ = [
     "STRATEGIES",
@@ -120,6 +126,14 @@ class CopyPlan:
     num_warps: int
     fill_only: bool
     numel: int
+    # A symbolic plan: `spec`, `extents`, `grid` and `numel` hold symbolic sizes, `at` is
+    # the canonical copy at the binding `hint` it was planned for (static: `spec`, None).
+    at: CopySpec | None = None
+    hint: Mapping[str, int] | None = None
+
+    @property
+    def symbolic(self) -> bool:
+        return self.hint is not None
 
     @property
     def constexprs(self) -> dict[str, int]:
@@ -223,31 +237,71 @@ def index_bits_for(plan_spec: CopySpec, padded_index: int, fill_only: bool) -> i
     return 32 if max(bounds) <= INT32_MAX else 64
 
 
-def plan_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None) -> CopyPlan:
+def plan_copy(
+    spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None,
+    hint: Mapping[str, int] | None = None,
+) -> CopyPlan:
     """Canonicalize `spec` and choose strategy, tile axes, block sizes, grid, index width
-    (`tuning` overrides some of these choices on the CUDA target)."""
+    (`tuning` overrides some of these choices on the CUDA target).
+
+    A copy over symbolic sizes (`stridec.ir.symbols`) is planned for the class of the
+    binding `hint` (`stridec.runtime.symbolic.binding_class`): symbols that are 0 or 1
+    there become those constants, the rest stay symbolic, and every choice holds for
+    every binding of the class — dims merged only where the merge is an identity, a
+    bounds check on every symbolic extent, the tile chosen at `hint` (any tile is
+    correct) — except the index width, chosen at `hint` and checked per binding
+    (`CopyKernel.valid_for`)."""
     if target not in TARGETS:
         raise UnsupportedError(f"copy: target must be one of {TARGETS}; got {target!r}")
-    numel = spec.numel
-    if numel == 0:
-        empty = CopySpec((), (), 0, (), 0, spec.src_dtype, spec.dst_dtype, (), spec.fill)
-        return CopyPlan(empty, "linear", ((),), (0,), (1,), ("BLOCK",), (0,), 32, 1, False, 0)
-
-    canon = canonicalize_copy(spec)
-    fill_only = is_fill_only(canon)
+    symbols = copy_symbols(spec)
+    if symbols:
+        if hint is None or not symbols <= hint.keys():
+            missing = sorted(symbols - (hint or {}).keys())
+            raise UnsupportedError(
+                f"copy: sizes in {', '.join(missing)} need a binding of the class to plan "
+                f"for (hint); got {dict(hint or {})}"
+            )
+        constants = {k: hint[k] for k in symbols if hint[k] in (0, 1)}
+        if constants:
+            spec = bind_copy(spec, constants)
+            if not copy_symbols(spec):
+                return plan_copy(spec, target, tuning)
+        at_spec = bind_copy(spec, hint)
+        if at_spec.numel == 0:
+            raise UnsupportedError(
+                f"copy: the hint {dict(hint)} makes the copy empty; plan for a binding "
+                "that copies something"
+            )
+        canon = canonicalize_symbolic(spec, hint)
+        at = bind_copy(canon, hint)
+        hint = {k: hint[k] for k in sorted(copy_symbols(canon))}
+    else:
+        numel = spec.numel
+        if numel == 0:
+            empty = CopySpec((), (), 0, (), 0, spec.src_dtype, spec.dst_dtype, (), spec.fill)
+            return CopyPlan(empty, "linear", ((),), (0,), (1,), ("BLOCK",), (0,), 32, 1, False,
+                            0)
+        canon = at = canonicalize_copy(spec)
+        hint = None
+    numel = canon.numel
+    fill_only = is_fill_only(at)
     if fill_only and canon.fill is None:
         # Every element is masked and masked elements are not written: nothing to do.
-        return CopyPlan(canon, "linear", ((),), (1,), (1,), ("BLOCK",), (0,), 32, 1, True, numel)
+        return CopyPlan(canon, "linear", ((),), (1,), (1,), ("BLOCK",), (0,), 32, 1, True, numel,
+                        at, hint)
     on_cpu = target == "cpu"
     tuning = None if on_cpu else tuning
     if tuning is not None and tuning.strategy is not None:
-        strategy, unit_dim = _forced_strategy(canon, fill_only, tuning.strategy)
+        strategy, unit_dim = _forced_strategy(at, fill_only, tuning.strategy)
     else:
-        strategy, unit_dim = _choose_strategy(canon, fill_only)
+        strategy, unit_dim = _choose_strategy(at, fill_only)
+    if hint is not None and not _holds_symbolically(canon, strategy, unit_dim, fill_only):
+        strategy, unit_dim = "gather", None  # a unit stride at the hint only
     r = canon.rank
     itemsize = _max_itemsize(canon, fill_only)
+    at_numel = at.numel
     cpu_area = min(
-        max(_next_pow2(_cdiv(numel, _CPU_PROGRAMS)), _CPU_BLOCK_RANGE[0]), _CPU_BLOCK_RANGE[1]
+        max(_next_pow2(_cdiv(at_numel, _CPU_PROGRAMS)), _CPU_BLOCK_RANGE[0]), _CPU_BLOCK_RANGE[1]
     )
 
     axes: tuple[tuple[int, ...], ...]
@@ -257,7 +311,7 @@ def plan_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None
         outer = tuple(k for k in range(r - 1) if k != unit_dim)
         # Fold the other dims into the axis with the larger extent: its own dim is more
         # likely a multiple of the tile, so fewer tiles straddle two outer coordinates.
-        if canon.sizes[unit_dim] >= canon.sizes[inner]:
+        if at.sizes[unit_dim] >= at.sizes[inner]:
             axes = (outer + (unit_dim,), (inner,))
         else:
             axes = ((unit_dim,), outer + (inner,))
@@ -269,6 +323,7 @@ def plan_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None
         axes = (tuple(range(r)),)
         names = ("BLOCK",)
 
+    at_extents = tuple(math.prod(at.sizes[k] for k in ax) for ax in axes)
     extents = tuple(math.prod(canon.sizes[k] for k in ax) for ax in axes)
     if len(axes) == 1:
         if on_cpu:
@@ -278,25 +333,23 @@ def plan_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None
         else:
             lo, hi = _LINEAR_BLOCK_RANGE
             cap = min(max(_LINEAR_BYTES // itemsize, lo), hi)
-        blocks: tuple[int, ...] = (min(_next_pow2(extents[0]), cap),)
+        blocks: tuple[int, ...] = (min(_next_pow2(at_extents[0]), cap),)
     elif on_cpu:
-        blocks = _tile_2d(extents[0], extents[1], 1, cpu_area, cpu_area)
+        blocks = _tile_2d(at_extents[0], at_extents[1], 1, cpu_area, cpu_area)
     elif strategy == "linear":
         lo, hi = _LINEAR_BLOCK_RANGE
         block = min(max(_LINEAR_BYTES // itemsize, lo), hi)
-        t1 = _trim_waste(extents[1], min(_next_pow2(extents[1]), block))
-        blocks = (min(_next_pow2(extents[0]), max(1, block // t1)), t1)
+        t1 = _trim_waste(at_extents[1], min(_next_pow2(at_extents[1]), block))
+        blocks = (min(_next_pow2(at_extents[0]), max(1, block // t1)), t1)
     else:
         base0, base1 = _TRANSPOSE_TILES[min(itemsize, 8)]
-        blocks = _tile_2d(extents[0], extents[1], base0, base1, base0 * base1)
+        blocks = _tile_2d(at_extents[0], at_extents[1], base0, base1, base0 * base1)
 
     num_warps = 1 if on_cpu else (4 if math.prod(blocks) <= 2048 else 8)
     if tuning is not None:
         blocks, num_warps = _tuned(tuning, names, blocks, num_warps)
-    per_axis = tuple(_cdiv(n, b) for n, b in zip(extents, blocks, strict=True))
-    programs = math.prod(per_axis)
-    padded = max(p * b for p, b in zip(per_axis, blocks, strict=True))
-    index_bits = index_bits_for(canon, max(padded, programs), fill_only)
+    index_bits = _index_bits(at, at_extents, blocks, fill_only)
+    per_axis = tuple(ceil_div(n, b) for n, b in zip(extents, blocks, strict=True))
     return CopyPlan(
         spec=canon,
         strategy=strategy,
@@ -304,12 +357,36 @@ def plan_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None
         extents=extents,
         blocks=blocks,
         block_names=names,
-        grid=(programs,),
+        grid=(math.prod(per_axis),),
         index_bits=index_bits,
         num_warps=num_warps,
         fill_only=fill_only,
         numel=numel,
+        at=at,
+        hint=hint,
     )
+
+
+def _index_bits(at: CopySpec, extents: tuple[int, ...], blocks: tuple[int, ...],
+                fill_only: bool) -> int:
+    """`index_bits_for` a static canonical copy planned over `extents` in `blocks`."""
+    per_axis = tuple(_cdiv(n, b) for n, b in zip(extents, blocks, strict=True))
+    programs = math.prod(per_axis)
+    padded = max(p * b for p, b in zip(per_axis, blocks, strict=True))
+    return index_bits_for(at, max(padded, programs), fill_only)
+
+
+def _holds_symbolically(canon: CopySpec, strategy: str, unit: int | None,
+                        fill_only: bool) -> bool:
+    """Whether the unit strides `strategy` relies on are 1 for every binding (identities
+    of the polynomials, not only at the hint)."""
+    if strategy == "gather" or canon.rank == 0:
+        return True
+    if canon.dst_strides[-1] != 1:
+        return False
+    if strategy == "linear":
+        return fill_only or canon.src_strides[-1] == 1
+    return unit is not None and canon.src_strides[unit] == 1
 
 
 def _tuned(
@@ -458,6 +535,18 @@ def _is_name(text: str) -> bool:
     return text.isidentifier()
 
 
+def _ragged(extent: int | Sym, block: int) -> bool:
+    """Whether the last block of an axis may run past its extent: for a symbolic extent,
+    unless it is a multiple of the block for every value."""
+    rest = extent % block
+    return not (isinstance(rest, int) and rest == 0)
+
+
+def _nonzero(c: int | Sym) -> bool:
+    """Whether a coefficient is not the constant 0 (a symbolic one never is)."""
+    return isinstance(c, Sym) or c != 0
+
+
 class KernelParams:
     """The runtime scalar arguments of a kernel, named as its source names them.
 
@@ -472,28 +561,52 @@ class KernelParams:
     Which values are 0, 1 and which power of two up to 16 divides the others is the
     kernel's class; the values themselves are not in the source."""
 
-    __slots__ = ("names", "values", "hints")
+    __slots__ = ("names", "values", "hints", "classes")
 
-    def __init__(self) -> None:
+    def __init__(self, classes: Mapping[str, int] | None = None) -> None:
         self.names: list[str] = []
-        self.values: list[int] = []
+        self.values: list[int] = []  # symbolic sizes (`Sym`) in a symbolic kernel
         self.hints: list[str] = []
+        # A symbolic kernel: the binding it is planned for, whose class (each symbol a
+        # multiple of 16 or not) decides what a symbolic value is known to be divisible by.
+        self.classes = classes
 
     def value(self, name: str, v: int, specialize: bool = True) -> int | str:
         """What the source writes for `v` (`specialize=False`: a parameter, not marked,
         even for 0 or 1: a count of programs, which no access width depends on)."""
-        if specialize and v in (0, 1):
+        symbolic = isinstance(v, Sym)
+        if specialize and not symbolic and v in (0, 1):
             return v
         if name in self.names:
             return name
         self.names.append(name)
-        self.values.append(int(v))
-        shift = divisibility_bits(v) if specialize else 0
+        self.values.append(v if symbolic else int(v))
+        if not specialize:
+            shift = 0
+        elif symbolic:
+            shift = symbolic_divisibility_bits(v, self.classes or {})
+        else:
+            shift = divisibility_bits(v)
         if shift:
             self.hints.append(
                 f"{name} = ({name} >> {shift}) << {shift}  # a multiple of {1 << shift}"
             )
         return name
+
+
+def symbolic_divisibility_bits(v: Sym, hint: Mapping[str, int]) -> int:
+    """`divisibility_bits` that hold for every binding of `hint`'s class: each symbol that
+    is a multiple of 16 at `hint` is written 16·s', and 2^k divides `v` for every value
+    where `(v // 2^k)·2^k == v` is an identity of the polynomials."""
+    names = {
+        n: 16 * symbol(f"{n}_16") if hint.get(n, 1) % 16 == 0 else symbol(n)
+        for n in v.free_symbols
+    }
+    w = evaluate(v, names)
+    for k in (4, 3, 2, 1):
+        if floor_div(w, 1 << k) * (1 << k) == w:
+            return k
+    return 0
 
 
 def divisibility_bits(v: int) -> int:
@@ -545,7 +658,7 @@ class _Emitter:
         for k in reversed(ax):
             row_major.append(step)
             step *= self.plan.spec.sizes[k]
-        if len(ax) > 1 and c and [coeffs[k] for k in reversed(ax)] == row_major:
+        if len(ax) > 1 and _nonzero(c) and [coeffs[k] for k in reversed(ax)] == row_major:
             cp = self.p(names[ax[-1]], c)
             body = index if cp == 1 else f"{index} * {cp}"
             return f"{body} + {const}" if const != 0 else body
@@ -555,14 +668,14 @@ class _Emitter:
         """Emit `name` = const + Σ coeffs[k]·i<k> over the whole block; return its name."""
         if not self.two_d:
             body = self.axis_part(0, coeffs, names, const)
-            if not any(coeffs):
+            if not any(map(_nonzero, coeffs)):
                 body = f"{self.zero(0)} + {const}" if const != 0 else self.zero(0)
             self.emit(f"{name} = {body}")
             return name
         parts = []
         for a, ax in enumerate(self.plan.axes):
             part = self.axis_part(a, coeffs, names, const if a == 0 else 0)
-            if not any(coeffs[k] for k in ax):
+            if not any(_nonzero(coeffs[k]) for k in ax):
                 base = self.zero(a)
                 part = f"{base} + {const}" if (a == 0 and const != 0) else base
             parts.append(part if _is_name(part) else f"({part})")
@@ -589,7 +702,7 @@ def emit_copy_body(
     a batch kernel runs a member's programs 0, 1, … as its own programs base, base + 1, …
     (a single copy: `tl.program_id(0)`, base 0)."""
     spec = plan.spec
-    params = KernelParams() if params is None else params
+    params = KernelParams(plan.hint) if params is None else params
     e = _Emitter(plan, params)
     names = plan.block_names
     wide = plan.index_bits == 64
@@ -606,8 +719,8 @@ def emit_copy_body(
         e.emit(f"pid = {pid}")
     arange = "tl.arange(0, {b}).to(tl.int64)" if wide else "tl.arange(0, {b})"
     if e.two_d:
-        col_blocks = _cdiv(plan.extents[1], plan.blocks[1])
-        if col_blocks == 1:
+        col_blocks = ceil_div(plan.extents[1], plan.blocks[1])
+        if isinstance(col_blocks, int) and col_blocks == 1:
             e.emit(f"x0 = pid * {names[0]} + {arange.format(b=names[0])}")
             e.emit(f"x1 = {arange.format(b=names[1])}")
         else:
@@ -631,7 +744,7 @@ def emit_copy_body(
         e.emit(f"i{ax[0]} = {q}")
 
     # In-bounds lanes (the last block of an axis may run past its extent).
-    tails = [a for a in range(len(plan.axes)) if plan.extents[a] % plan.blocks[a]]
+    tails = [a for a in range(len(plan.axes)) if _ragged(plan.extents[a], plan.blocks[a])]
     inb = None
     if tails:
         for a in tails:
@@ -660,11 +773,15 @@ def emit_copy_body(
                          e.p("src_off", spec.src_offset))
         conds = []
         for j, m in enumerate(spec.masks):
-            low, high = linear_span(spec.sizes, m.coeffs)
+            if plan.symbolic:  # which bound always holds depends on the values: test both
+                need_lo = need_hi = True
+            else:
+                low, high = linear_span(spec.sizes, m.coeffs)
+                need_lo, need_hi = low < m.lo, high >= m.hi
             msum = e.full(f"m{j}", m.coeffs, [f"mc{j}_{k}" for k in range(r)], 0)
-            if low < m.lo:
+            if need_lo:
                 conds.append(f"({msum} >= {e.p(f'mlo{j}', m.lo)})")
-            if high >= m.hi:
+            if need_hi:
                 conds.append(f"({msum} < {e.p(f'mhi{j}', m.hi)})")
         valid = None
         if conds:
@@ -713,19 +830,28 @@ def describe_plan(plan: CopyPlan) -> list[str]:
     return header
 
 
+def _numbers(values: tuple) -> str:
+    """A tuple of ints and symbolic sizes as `(N, 30, 8)`."""
+    text = ", ".join(format_size(v) for v in values)
+    return f"({text},)" if len(values) == 1 else f"({text})"
+
+
 def describe_values(plan: CopyPlan) -> list[str]:
     """Lines giving `plan`'s values: canonical sizes, strides, offsets, masks and tiles
     (what `describe_plan` leaves to the runtime arguments)."""
     spec = plan.spec
+    f = format_size
     lines = [
-        f"dims (outer -> inner): sizes {spec.sizes}",
-        f"  src strides {spec.src_strides} offset {spec.src_offset} ({spec.src_dtype})",
-        f"  dst strides {spec.dst_strides} offset {spec.dst_offset} ({spec.dst_dtype})",
+        f"dims (outer -> inner): sizes {_numbers(spec.sizes)}",
+        f"  src strides {_numbers(spec.src_strides)} offset {f(spec.src_offset)} "
+        f"({spec.src_dtype})",
+        f"  dst strides {_numbers(spec.dst_strides)} offset {f(spec.dst_offset)} "
+        f"({spec.dst_dtype})",
     ]
     for m in spec.masks:
         otherwise = "no write" if spec.fill is None else f"fill {spec.fill!r}"
-        lines.append(f"  mask {m.lo} <= {m.coeffs} . i < {m.hi}, else {otherwise}")
-    lines.append(f"tile axes {plan.axes} extents {plan.extents} blocks {plan.blocks}")
+        lines.append(f"  mask {f(m.lo)} <= {_numbers(m.coeffs)} . i < {f(m.hi)}, else {otherwise}")
+    lines.append(f"tile axes {plan.axes} extents {_numbers(plan.extents)} blocks {plan.blocks}")
     return lines
 
 
@@ -748,7 +874,7 @@ def kernel_module(header: list[str], name: str, params: list[str], body: list[st
 def emit_copy_source(plan: CopyPlan, name: str) -> tuple[str, KernelParams]:
     """The module text for `plan`, with kernel function `name`, and its runtime scalars:
     parameters `(src_ptr, dst_ptr, *params.names, *block constexprs)`."""
-    params = KernelParams()
+    params = KernelParams(plan.hint)
     body = emit_copy_body(plan, params=params)
     if plan.grid == (0,):
         body, params = ["    pass  # nothing to copy"], KernelParams()
@@ -804,6 +930,38 @@ class CopyKernel(GeneratedKernel):
     src_span: tuple[int, int] | None
     dst_span: tuple[int, int] | None
     kind: str = "copy"
+    # A symbolic kernel (`args`, `grid` and `numel` in symbols): its plan, which `bound`
+    # evaluates for one binding of the class it serves (`valid_for`).
+    plan: CopyPlan | None = field(default=None, hash=False, compare=False)
+
+    @property
+    def symbolic(self) -> bool:
+        return self.plan is not None and self.plan.symbolic
+
+    def valid_for(self, bindings: Mapping[str, int]) -> bool:
+        """Whether this kernel runs the copy for `bindings`: each symbol in the class it
+        was planned for (0, 1, a multiple of 16 or none, as the hint), and every index
+        within the width chosen for the hint."""
+        plan = self.plan
+        if plan is None or plan.hint is None:
+            return True
+        from stridec.runtime.symbolic import binding_class
+
+        if binding_class({k: bindings[k] for k in plan.hint}) != binding_class(plan.hint):
+            return False
+        at = bind_copy(plan.spec, bindings)
+        extents = tuple(evaluate(n, bindings) for n in plan.extents)
+        return _index_bits(at, extents, plan.blocks, plan.fill_only) <= plan.index_bits
+
+    def bound(self, bindings: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...],
+                                                          tuple[tuple[int, int] | None, ...]]:
+        """(grid, args, (src_span, dst_span)) for `bindings`, which `valid_for` accepts."""
+        plan = self.plan
+        assert plan is not None
+        at = dataclasses.replace(plan, spec=bind_copy(plan.spec, bindings),
+                                 numel=evaluate(plan.numel, bindings))
+        return (evaluate(self.grid, bindings), evaluate(self.args, bindings),
+                touched_spans(at))
 
 
 def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
@@ -819,15 +977,20 @@ def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, in
     return src_span, dst_span
 
 
-def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None) -> CopyKernel:
-    """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu" = interpreter)."""
-    plan = plan_copy(spec, target, tuning)
+def generate_copy(
+    spec: CopySpec, target: str = "cuda", tuning: Tuning | None = None,
+    hint: Mapping[str, int] | None = None,
+) -> CopyKernel:
+    """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu" = interpreter);
+    for a copy over symbolic sizes, the kernel of the class of the binding `hint`
+    (`plan_copy`), whose `args` and `grid` are symbolic (`CopyKernel.bound`)."""
+    plan = plan_copy(spec, target, tuning, hint)
     placeholder = "stridec_copy_KERNEL"
     text, params = emit_copy_source(plan, placeholder)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     name = f"stridec_copy_{digest}"
     source = text.replace(placeholder, name)
-    src_span, dst_span = touched_spans(plan)
+    src_span, dst_span = (None, None) if plan.symbolic else touched_spans(plan)
     return CopyKernel(
         name=name,
         strategy=plan.strategy,
@@ -844,4 +1007,5 @@ def generate_copy(spec: CopySpec, target: str = "cuda", tuning: Tuning | None = 
         spec=spec,
         src_span=src_span,
         dst_span=dst_span,
+        plan=plan if plan.symbolic else None,
     )

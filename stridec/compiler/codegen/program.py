@@ -10,12 +10,22 @@ the runtime's (`stridec.runtime.launch`):
   parameter order), each viewed as `views[i]` when the kernel reads raw bits;
 - output `k` is `torch.as_strided(slot storage, sizes, strides, offset)` — a view of an
   input when its slot is an input's.
+
+A program over symbolic sizes (`symbols`: the names a call binds, in order) holds
+symbolic sizes (`stridec.ir.symbols.Sym`) where its numbers depend on them: kernel
+arguments and grids, buffer elements, output sizes, strides and offsets. `bind(values)`
+is the static program of one binding, every expression evaluated by one function
+compiled once per program; in JSON a symbolic size is its text (`format_size`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from stridec.ir.symbols import Sym, format_size, parse_size
 
 __all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec"]
 
@@ -88,6 +98,22 @@ class OutputSpec:
     offset: int
 
 
+def _size(x: object) -> int | Sym:
+    """A number of a program read back: an int, or a symbolic size's text."""
+    return parse_size(x) if isinstance(x, str) else int(x)  # type: ignore[arg-type]
+
+
+def _jsonable(x: Any) -> Any:
+    """`x` with every symbolic size as its text."""
+    if isinstance(x, Sym):
+        return format_size(x)
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
 @dataclass
 class Program:
     n_inputs: int
@@ -96,17 +122,64 @@ class Program:
     launches: list[Launch]
     outputs: list[OutputSpec]
     ir: str
+    symbols: tuple[str, ...] = ()
+    _evaluator: Callable[..., list[int]] | None = field(default=None, repr=False,
+                                                         compare=False)
+
+    # -- symbolic sizes ------------------------------------------------------------------
+    def _expressions(self) -> list[Sym]:
+        """Every symbolic size of the program, in the order `bind` substitutes them."""
+        found: list[Sym] = []
+
+        def visit(x: Any) -> None:
+            if isinstance(x, Sym):
+                found.append(x)
+            elif isinstance(x, (tuple, list)):
+                for v in x:
+                    visit(v)
+
+        for b in self.buffers:
+            visit(b.elements)
+        for k in self.kernels:
+            visit(k.grid)
+            visit(k.args)
+        for o in self.outputs:
+            visit((o.sizes, o.strides, o.offset))
+        return found
+
+    def bind(self, values: Mapping[str, int]) -> Program:
+        """The static program of the binding `values` (a value for each of `symbols`)."""
+        if not self.symbols:
+            return self
+        if self._evaluator is None:
+            functions = [e.compile(self.symbols) for e in self._expressions()]
+            self._evaluator = lambda *v: [f(*v) for f in functions]
+        numbers = iter(self._evaluator(*(values[n] for n in self.symbols)))
+
+        def sub(x: Any) -> Any:
+            if isinstance(x, Sym):
+                return next(numbers)
+            if isinstance(x, tuple):
+                return tuple(sub(v) for v in x)
+            return x
+
+        buffers = [BufferSpec(sub(b.elements), b.dtype) for b in self.buffers]
+        kernels = [replace(k, grid=sub(k.grid), args=sub(k.args)) for k in self.kernels]
+        outputs = [OutputSpec(o.slot, sub(o.sizes), sub(o.strides), sub(o.offset))
+                   for o in self.outputs]
+        return Program(self.n_inputs, buffers, kernels, self.launches, outputs, self.ir)
 
     # -- serialization -------------------------------------------------------------------
     def to_json(self) -> str:
         data = {
             "format": PROGRAM_FORMAT,
             "n_inputs": self.n_inputs,
-            "buffers": [asdict(b) for b in self.buffers],
-            "kernels": [asdict(k) for k in self.kernels],
+            "buffers": [_jsonable(asdict(b)) for b in self.buffers],
+            "kernels": [_jsonable(asdict(k)) for k in self.kernels],
             "launches": [asdict(lch) for lch in self.launches],
-            "outputs": [asdict(o) for o in self.outputs],
+            "outputs": [_jsonable(asdict(o)) for o in self.outputs],
             "ir": self.ir,
+            "symbols": list(self.symbols),
         }
         return json.dumps(data, sort_keys=True)
 
@@ -118,11 +191,11 @@ class Program:
             raise ValueError(f"program format {data.get('format')!r} is not {PROGRAM_FORMAT}")
         return cls(
             n_inputs=int(data["n_inputs"]),
-            buffers=[BufferSpec(int(b["elements"]), str(b["dtype"])) for b in data["buffers"]],
+            buffers=[BufferSpec(_size(b["elements"]), str(b["dtype"])) for b in data["buffers"]],
             kernels=[
                 KernelInfo(
                     kind=str(k["kind"]), name=str(k["name"]), source=str(k["source"]),
-                    grid=tuple(int(g) for g in k["grid"]),
+                    grid=tuple(_size(g) for g in k["grid"]),
                     constexprs={str(a): int(b) for a, b in k["constexprs"].items()},
                     num_warps=int(k["num_warps"]), strategy=str(k["strategy"]),
                     index_bits=int(k["index_bits"]), lang=str(k["lang"]),
@@ -131,7 +204,7 @@ class Program:
                         for c in k["calls"]
                     ),
                     params=tuple(str(n) for n in k["params"]),
-                    args=tuple(int(a) for a in k["args"]),
+                    args=tuple(_size(a) for a in k["args"]),
                     detail=str(k["detail"]),
                 )
                 for k in data["kernels"]
@@ -143,17 +216,20 @@ class Program:
                 for x in data["launches"]
             ],
             outputs=[
-                OutputSpec(int(o["slot"]), tuple(int(n) for n in o["sizes"]),
-                           tuple(int(s) for s in o["strides"]), int(o["offset"]))
+                OutputSpec(int(o["slot"]), tuple(_size(n) for n in o["sizes"]),
+                           tuple(_size(s) for s in o["strides"]), _size(o["offset"]))
                 for o in data["outputs"]
             ],
             ir=str(data["ir"]),
+            symbols=tuple(str(n) for n in data.get("symbols", ())),
         )._validated()
 
     def _validated(self) -> Program:
         """Self; raises ValueError when an index points nowhere (a damaged entry)."""
         slots = self.n_inputs + len(self.buffers)
-        if self.n_inputs < 0 or any(b.elements < 1 for b in self.buffers):
+        if self.n_inputs < 0 or any(
+            isinstance(b.elements, int) and b.elements < 1 for b in self.buffers
+        ):
             raise ValueError("program: negative input count or an empty buffer")
         for launch in self.launches:
             if not 0 <= launch.kernel < len(self.kernels):
@@ -174,6 +250,10 @@ class Program:
         for o in self.outputs:
             if not 0 <= o.slot < slots or len(o.sizes) != len(o.strides):
                 raise ValueError(f"program: output over slot {o.slot} of {slots}")
+        named = set(self.symbols)
+        for e in self._expressions():
+            if not e.free_symbols <= named:
+                raise ValueError(f"program: size {e} names symbols outside {self.symbols}")
         return self
 
     @property

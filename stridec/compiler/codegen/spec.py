@@ -41,6 +41,7 @@ from stridec.ir.affine import (
 )
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.ops import CopyOp
+from stridec.ir.symbols import Sym, evaluate, free_symbols, statically_true
 
 __all__ = [
     "MAX_RANK",
@@ -104,7 +105,7 @@ class CopySpec(Shaped):
             raise UnsupportedError(
                 f"copy: rank above {MAX_RANK} is not supported; got sizes {sizes} (rank {rank})"
             )
-        if any(n < 0 for n in sizes):
+        if any(statically_true(n < 0) if isinstance(n, Sym) else n < 0 for n in sizes):
             raise LayoutError(f"copy: sizes must be >= 0; got {sizes}")
         src_strides = _int_tuple(self.src_strides, "src_strides")
         dst_strides = _int_tuple(self.dst_strides, "dst_strides")
@@ -134,6 +135,8 @@ class CopySpec(Shaped):
 
 
 def _int(value: Any, what: str) -> int:
+    if isinstance(value, Sym):
+        return value  # type: ignore[return-value]
     return checked_int(value, what, "copy")
 
 
@@ -219,6 +222,11 @@ def orient_for_writes(spec: CopySpec) -> CopySpec:
     flip = [
         d < 0 or (d == 0 and s < 0) for d, s in zip(spec.dst_strides, spec.src_strides, strict=True)
     ]
+    return _flip_dims(spec, flip)
+
+
+def _flip_dims(spec: CopySpec, flip: Sequence[bool]) -> CopySpec:
+    """`spec` with the loop over each dim `k` where `flip[k]` run backwards."""
     if not any(flip):
         return spec
     src_offset, dst_offset = spec.src_offset, spec.dst_offset
@@ -459,3 +467,55 @@ def copy_spec(op: CopyOp) -> CopySpec:
     if merged is None:
         raise UnsupportedError(f"copy: cannot run the frame {op.frame} of {op} as one copy")
     return merged
+
+
+# --------------------------------------------------------------------------- symbolic sizes
+
+
+def copy_symbols(spec: CopySpec) -> frozenset[str]:
+    """The symbols `spec`'s sizes, strides, offsets and masks name (empty: a static copy)."""
+    masks = [(m.coeffs, m.lo, m.hi) for m in spec.masks]
+    return free_symbols((spec.sizes, spec.src_strides, spec.src_offset, spec.dst_strides,
+                         spec.dst_offset, masks))
+
+
+def bind_copy(spec: CopySpec, bindings: Any) -> CopySpec:
+    """`spec` with its symbols bound (`stridec.ir.symbols.evaluate`): a static copy, or a
+    symbolic one where `bindings` leaves symbols free or binds them to expressions."""
+    return _replace(
+        spec,
+        sizes=evaluate(spec.sizes, bindings),
+        src_strides=evaluate(spec.src_strides, bindings),
+        src_offset=evaluate(spec.src_offset, bindings),
+        dst_strides=evaluate(spec.dst_strides, bindings),
+        dst_offset=evaluate(spec.dst_offset, bindings),
+        masks=tuple(
+            MaskBound(evaluate(m.coeffs, bindings), evaluate(m.lo, bindings),
+                      evaluate(m.hi, bindings))
+            for m in spec.masks
+        ),
+    )
+
+
+def _provably_negative(x: Any) -> bool:
+    return statically_true(x < 0) if isinstance(x, Sym) else x < 0
+
+
+def canonicalize_symbolic(spec: CopySpec, hint: Any) -> CopySpec:
+    """`canonicalize_copy` for a copy over symbolic sizes, valid for every value of the
+    symbols (`hint`, one binding, only orders the dims): unit dims dropped where a size
+    is 1 for every value; a dim flipped where its destination stride is negative for
+    every value; dims ordered by their strides at `hint` (any order is the same copy);
+    neighbours merged where the merge is an identity of the polynomials. Masks are kept
+    as they are (which ones always hold depends on the values)."""
+    spec = drop_unit_dims(spec)
+    flip = [
+        _provably_negative(d) or (isinstance(d, int) and d == 0 and _provably_negative(s))
+        for d, s in zip(spec.dst_strides, spec.src_strides, strict=True)
+    ]
+    spec = _flip_dims(spec, flip)
+    at = bind_copy(spec, hint)
+    order = write_order(at)
+    if order != tuple(range(spec.rank)):
+        spec = _permute_dims(spec, order)
+    return coalesce_copy_dims(spec)

@@ -1,0 +1,180 @@
+"""What runtime sizes cost: each row's kernels with their sizes, strides and offsets as
+runtime arguments (how stridec runs them) against the same kernels with those arguments
+baked in as compile-time constants, for the same shapes, on the CPU (`cpu` backend).
+
+    python bench/symbolic.py                  # every row, 15 rounds
+    python bench/symbolic.py --rows pack      # rows whose name contains "pack"
+    python bench/symbolic.py --rounds 31 --threads 2
+
+A `cpu` kernel is a C function `symbol(src, dst, params, nthreads)` of its class, reading
+every size, stride, offset and mask bound from the int64 array `params`. The baked
+variant is a second library built from the very same C unit plus one wrapper,
+`baked(src, dst)`, that calls `symbol` with a `static const` copy of this call's
+`params` and a constant thread count, under `__attribute__((flatten))`: every call below
+it is inlined, so the compiler sees the sizes as constants and folds them (divisions by
+constants, unrolled inner loops) as a kernel specialized to the shape would. Both are
+called through ctypes, the two alternate round by round, and each side's median is kept;
+before timing, each side alone must give the outputs stridec gives.
+The target (the issue on symbolic sizes): runtime arguments within 5 % of baked ones.
+
+Rows: the shapes of `bench/workloads.py`'s CPU rows (preallocated outputs, `out=`), so the
+copies are the ones the CPU race times. The Triton side is checked statically instead
+(tests/bench/test_access_widths.py: the SASS access widths of runtime-argument kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import stridec  # noqa: E402
+from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR  # noqa: E402
+from stridec.runtime.backends import cpu  # noqa: E402
+
+_WRAPPER = """
+static const int64_t stridec_baked_params[] = {{{params}}};
+__attribute__((flatten)) void stridec_baked(const void* src, void* dst) {{
+    {symbol}(src, dst, stridec_baked_params, {threads});
+}}
+"""
+
+
+def _baked(unit: str, symbol: str, params: tuple[int, ...], threads: int, folder: str) -> object:
+    """The library of `unit` with `stridec_baked(src, dst)` calling `symbol` on constant
+    `params` and `threads`."""
+    source = unit + _WRAPPER.format(params=", ".join(map(str, params)), symbol=symbol,
+                                    threads=threads)
+    name = f"baked_{abs(hash((source, threads))):x}"
+    source_path = os.path.join(folder, f"{name}.c")
+    lib_path = os.path.join(folder, f"{name}.so")
+    with open(source_path, "w", encoding="utf-8") as f:
+        f.write(source)
+    cpu._build(cpu.compiler(), source_path, lib_path)
+    lib = ctypes.CDLL(lib_path)
+    fn = lib.stridec_baked
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+    fn.restype = None
+    return fn
+
+
+def _runtime(unit: str, symbol: str) -> object:
+    fn = getattr(cpu.load_unit(unit), symbol)
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+    fn.restype = None
+    return fn
+
+
+def measure(name: str, graph: stridec.Graph, inputs: list[torch.Tensor], rounds: int,
+            threads: int, folder: str) -> tuple[float, float] | None:
+    """(median ms with runtime arguments, median ms baked) of the row's copies, each call
+    of each kernel run once per round; None when the row runs no C copy."""
+    fn = stridec.compile(graph, backend="cpu")
+    plan = fn.plan_for(*inputs)
+    program = plan.program
+    outs = fn(*inputs)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    slots = [launch_storage(t) for t in inputs]
+    # Buffers of the program, allocated once (the outputs' storages serve as well).
+    for b in program.buffers:
+        slots.append(torch.empty(b.elements, dtype=getattr(torch, b.dtype)))
+    runtime_calls, baked_calls = [], []
+    for launch in program.launches:
+        kernel = program.kernels[launch.kernel]
+        if kernel.lang != "c" or kernel.kind != "copy":
+            continue
+        units = kernel.source.split(UNIT_SEPARATOR)
+        for symbol, src_arg, dst_arg, params in kernel.calls:
+            unit = next(u for u in units if f"void {symbol}(" in u)
+            src = slots[launch.args[src_arg]].data_ptr()
+            dst = slots[launch.args[dst_arg]].data_ptr()
+            array = (ctypes.c_int64 * len(params))(*params)
+            runtime_calls.append((_runtime(unit, symbol), src, dst, array))
+            baked_calls.append((_baked(unit, symbol, params, threads, folder), src, dst))
+    if not runtime_calls:
+        return None
+
+    def run_runtime() -> None:
+        for f, src, dst, array in runtime_calls:
+            f(src, dst, ctypes.addressof(array), threads)
+
+    def run_baked() -> None:
+        for f, src, dst in baked_calls:
+            f(src, dst)
+
+    for run in (run_baked, run_runtime):  # each side alone gives stridec's outputs
+        for slot in slots[len(inputs):]:
+            slot.zero_()
+        run()
+        for o, want in zip(program.outputs, outs, strict=True):
+            got = torch.as_strided(slots[o.slot], o.sizes, o.strides, o.offset)
+            if not torch.equal(got, want):
+                raise AssertionError(f"{name}: {run.__name__} differs from stridec's output")
+    times: dict[str, list[float]] = {"runtime": [], "baked": []}
+    for r in range(rounds):
+        order = [("runtime", run_runtime), ("baked", run_baked)]
+        for label, call in order if r % 2 == 0 else order[::-1]:
+            t0 = time.perf_counter()
+            call()
+            times[label].append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times["runtime"]), statistics.median(times["baked"])
+
+
+def launch_storage(t: torch.Tensor) -> torch.Tensor:
+    from stridec.runtime.launch import flat_storage
+
+    return flat_storage(t)
+
+
+def rows(scale: str) -> list[tuple[str, stridec.Graph, list[torch.Tensor]]]:
+    """The CPU rows of bench/workloads.py at `scale` ("cpu": the race's sizes)."""
+    from bench.workloads import WORKLOADS
+
+    found = []
+    for w in WORKLOADS:
+        if scale not in w.shapes:
+            continue
+        found.append((w.name, w.graph(scale), w.inputs(scale, "cpu")))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="", help="only rows whose name contains this")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads of every kernel call (both sides alike)")
+    parser.add_argument("--scale", default="cpu", help="workload scale (bench/workloads.py)")
+    args = parser.parse_args(argv)
+    if not cpu.available():
+        print("no working C compiler: the cpu backend cannot run here")
+        return 1
+    print(f"{'row':34} {'runtime ms':>11} {'baked ms':>9} {'runtime/baked':>14}")
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="stridec-baked-") as folder:
+        for name, graph, inputs in rows(args.scale):
+            if args.rows not in name:
+                continue
+            result = measure(name, graph, inputs, args.rounds, args.threads, folder)
+            if result is None:
+                continue
+            runtime, baked = result
+            ratios.append(runtime / baked)
+            print(f"{name:34} {runtime:11.3f} {baked:9.3f} {runtime / baked:14.3f}", flush=True)
+    if ratios:
+        geomean = statistics.geometric_mean(ratios)
+        print(f"{'geomean':34} {'':11} {'':9} {geomean:14.3f}   (target <= 1.05)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""Copies over symbolic sizes: one kernel per class of bindings (`plan_copy`'s `hint`),
+its arguments and grid symbolic, evaluated per binding; and programs of such kernels,
+bound per call by one precompiled evaluation (`Program.bind`). Results are compared
+with torch over many sizes on the interpret backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stridec.compiler.codegen.copy import generate_copy, symbolic_divisibility_bits
+from stridec.compiler.codegen.lower import _info
+from stridec.compiler.codegen.program import BufferSpec, Launch, OutputSpec, Program
+from stridec.compiler.codegen.spec import CopySpec, MaskBound, bind_copy
+from stridec.errors import CallError, UnsupportedError
+from stridec.ir.dtypes import DTYPES
+from stridec.ir.symbols import symbol
+from stridec.runtime import launch
+from stridec.runtime.symbolic import binding_class
+
+N, M = symbol("N"), symbol("M")
+f16, i8 = DTYPES["float16"], DTYPES["int8"]
+
+
+def nhwc_spec() -> CopySpec:
+    """NCHW (N, 8, 6, 5) -> NHWC over the space (n, c, h, w)."""
+    return CopySpec((N, 8, 6, 5), (240, 30, 5, 1), 0, (240, 1, 40, 8), 0, f16, f16)
+
+
+def test_sixteen_batch_sizes_take_two_kernels() -> None:
+    """N = 2 … 17: the class of 16 (a multiple of 16) and the class of the others; each
+    kernel generated once, launched with each N's arguments, equals torch."""
+    kernels: dict[tuple, object] = {}
+    for n in range(2, 18):
+        cls = binding_class({"N": n})
+        if cls not in kernels:
+            kernels[cls] = generate_copy(nhwc_spec(), "cpu", hint={"N": n})
+        kernel = kernels[cls]
+        assert kernel.valid_for({"N": n})
+        x = torch.randn(n, 8, 6, 5).half()
+        dst = torch.full((n * 240,), -1.0, dtype=torch.float16)
+        launch.launch_copy(kernel, x.reshape(-1), dst, {"N": n})
+        assert torch.equal(dst.view(n, 6, 5, 8), x.permute(0, 2, 3, 1))
+    assert len(kernels) == 2
+    assert len({k.source for k in kernels.values()}) == 2
+
+
+def test_arguments_evaluate_to_the_static_kernels_sizes() -> None:
+    """The symbolic kernel's canonical dims are the static kernel's at every N."""
+    kernel = generate_copy(nhwc_spec(), "cpu", hint={"N": 3})
+    for n in (2, 5, 9):
+        static = generate_copy(bind_copy(nhwc_spec(), {"N": n}), "cpu")
+        grid, args, _ = kernel.bound({"N": n})
+        assert dict(zip(kernel.params, args, strict=True))["ext0"] == 30 * n
+        bound = kernel.detail.replace("30*N", str(30 * n)).replace("(N,", f"({n},")
+        # The same canonical dims, strides and offsets (the tile is the hint's).
+        assert static.detail.splitlines()[:3] == bound.splitlines()[:3]
+
+
+def test_a_binding_of_another_class_is_refused() -> None:
+    kernel = generate_copy(nhwc_spec(), "cpu", hint={"N": 3})
+    assert not kernel.valid_for({"N": 32})
+    x = torch.zeros(32 * 240, dtype=torch.float16)
+    with pytest.raises(CallError, match="planned for the class of"):
+        launch.launch_copy(kernel, x, x.clone(), {"N": 32})
+    with pytest.raises(CallError, match="expected bindings"):
+        launch.launch_copy(kernel, x, x.clone())
+    with pytest.raises(UnsupportedError, match="need a binding of the class"):
+        generate_copy(nhwc_spec(), "cpu")
+
+
+def test_divisibility_holds_for_every_binding_of_the_class() -> None:
+    assert symbolic_divisibility_bits(30 * N, {"N": 32}) == 4  # 480·N'
+    assert symbolic_divisibility_bits(30 * N, {"N": 3}) == 1
+    assert symbolic_divisibility_bits(64 * N + 8, {"N": 3}) == 3
+    assert symbolic_divisibility_bits(N * M, {"N": 16, "M": 3}) == 4
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(2, 12), c=st.integers(1, 9), hint=st.integers(2, 12))
+def test_a_pack_whose_channels_are_symbolic_equals_torch(n: int, c: int, hint: int) -> None:
+    """NCHW4 packing of (2, C, 3, 4) with C = M symbolic: the space (2, ⌈M/4⌉, 4, 3, 4)
+    and the mask 4·co + ci < M, whose bound is the symbol. One kernel per class."""
+    if binding_class({"M": c, "N": n}) != binding_class({"M": hint, "N": n}) or c < 2:
+        return
+    blocks = (M + 3) // 4
+    hw = 12
+    spec = CopySpec(
+        (N, blocks, 4, 3, 4), (M * hw, 4 * hw, hw, 4, 1), 0,
+        (blocks * hw * 4, hw * 4, 1, 16, 4), 0, i8, i8, (MaskBound((0, 4, 1, 0, 0), 0, M),), 0,
+    )
+    kernel = generate_copy(spec, "cpu", hint={"N": n, "M": hint})
+    x = torch.randint(-100, 100, (n, c, 3, 4), dtype=torch.int8)
+    nb = -(-c // 4)
+    dst = torch.full((n * nb * 4 * hw,), 99, dtype=torch.int8)
+    launch.launch_copy(kernel, x.reshape(-1), dst, {"N": n, "M": c})
+    padded = torch.zeros(n, nb * 4, 3, 4, dtype=torch.int8)
+    padded[:, :c] = x
+    assert torch.equal(dst.view(n, nb, 3, 4, 4), padded.view(n, nb, 4, 3, 4).permute(0, 1, 3, 4, 2))
+
+
+def symbolic_program(hint: int) -> Program:
+    """A program of one symbolic kernel: x (N, 8, 6, 5) -> a new NHWC buffer of N·240."""
+    kernel = generate_copy(nhwc_spec(), "cpu", hint={"N": hint})
+    return Program(
+        n_inputs=1, buffers=[BufferSpec(240 * N, "float16")], kernels=[_info(kernel)],
+        launches=[Launch(0, (0, 1), (None, None))],
+        outputs=[OutputSpec(1, (N, 6, 5, 8), (240, 40, 8, 1), 0)], ir="", symbols=("N",),
+    )
+
+
+def test_a_symbolic_program_runs_every_size_of_its_class() -> None:
+    """Bound per call (one precompiled evaluation), round-tripped through JSON."""
+    program = Program.from_json(symbolic_program(3).to_json())
+    assert program.symbols == ("N",) and program.buffers[0].elements == 240 * N
+    for n in (2, 3, 5, 7, 9):
+        x = torch.randn(n, 8, 6, 5).half()
+        (out,) = launch.run(program, [x], torch.device("cpu"), "interpret", {"N": n})
+        assert torch.equal(out, x.permute(0, 2, 3, 1).contiguous())
+    with pytest.raises(CallError, match="expected a value for each"):
+        launch.runner(program, "interpret")
