@@ -26,11 +26,13 @@ from stridec.errors import CallError, LayoutError, StridecError, UnsupportedErro
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp
+from stridec.ir.symbols import evaluate
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
 from stridec.runtime.outs import OutCall, check_outs
+from stridec.runtime.symbolic import bind_call, binding_class, graph_symbols
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
@@ -309,7 +311,8 @@ def set_torch_op_factory(factory: Callable[[CompiledGraph, str], Any]) -> None:
 
 
 class CompiledGraph:
-    """A graph compiled once per specialization (argument strides, offset, dtype, device)."""
+    """A graph compiled once per specialization (argument strides, offset, dtype, device);
+    a graph over symbolic sizes once per class of bindings (`_class_program`)."""
 
     def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None, *,
                  copy_aliased_outputs: bool = False) -> None:
@@ -330,7 +333,12 @@ class CompiledGraph:
                 f"compile: pipeline must be a string of pass names; got {type(pipeline).__name__}"
             )
         graph.verify()
-        _check_runnable(graph)
+        self._inputs = [(v.owner.arg_name, v.type) for v in graph.inputs]
+        # Symbolic input sizes: one plan per class of bindings (`_call_symbolic`); the
+        # limits below need static sizes, so they are checked on each bound graph.
+        self.symbols = graph_symbols([t.sizes for _, t in self._inputs])
+        if not self.symbols:
+            _check_runnable(graph)
         from stridec.compiler.pass_manager import DEFAULT_PIPELINE, parse_pipeline
 
         self.graph = graph
@@ -343,7 +351,11 @@ class CompiledGraph:
             parse_pipeline(pipeline)
         self.graph_text = str(graph)
         self.stats = Stats()
-        self._inputs = [(v.owner.arg_name, v.type) for v in graph.inputs]
+        # Symbolic graphs: the static CompiledGraph of a binding, where no class plan
+        # serves (`_bound_graph`), and the class plans (`_class_program`).
+        self._bound: OrderedDict[tuple, CompiledGraph] = OrderedDict()
+        self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
+        self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
@@ -490,6 +502,11 @@ class CompiledGraph:
         kernel runs. For callers whose tensors carry no data to check (fake tensors under
         tracing); the layouts must fit the inputs' sizes."""
         device = torch.device(device)
+        if self.symbols:
+            raise UnsupportedError(
+                f"program_for_layouts: graph {self.graph.name!r} has symbolic sizes "
+                f"({', '.join(self.symbols)}); call it, or plan_for, with tensors"
+            )
         if len(layouts) != len(self._inputs):
             raise CallError(
                 f"{self.graph.name}: expected {len(self._inputs)} layout(s); got {len(layouts)}"
@@ -549,8 +566,137 @@ class CompiledGraph:
                 self._hits = {}  # a hit may name the evicted program (see __init__)
             return program, local_key
 
+    # -- symbolic sizes --------------------------------------------------------------------
+    def _bindings(self, tensors: tuple[Any, ...]) -> dict[str, int]:
+        """Each symbol's value in this call; `CallError` naming the argument and dim."""
+        if len(tensors) != len(self._inputs):
+            check_arguments(self.graph.name, self._inputs, tensors)  # names the count
+        for (name, _), t in zip(self._inputs, tensors, strict=True):
+            if not isinstance(t, torch.Tensor):
+                raise CallError(
+                    f"argument '{name}': expected a torch.Tensor; got {type(t).__name__}"
+                )
+        return bind_call([(n, t.sizes) for n, t in self._inputs],
+                         [tuple(t.shape) for t in tensors])
+
+    def _bound_graph(self, tensors: tuple[Any, ...]) -> CompiledGraph:
+        """The compiled static graph of this call's sizes, sharing this graph's `stats`:
+        where no class plan serves (inputs in other layouts than declared, `out=`, Philox,
+        the C kernels, the reference backend)."""
+        key = tuple(tuple(t.shape) for t in tensors)
+        found = self._bound.get(key)
+        if found is not None:
+            return found
+        bindings = self._bindings(tensors)
+        inner = CompiledGraph(self.graph.bind(bindings), self.backend, self.pipeline,
+                              copy_aliased_outputs=self.copy_aliased_outputs)
+        inner.stats = self.stats
+        with self._lock:
+            self._bound[key] = inner
+            while len(self._bound) > LOCAL_CAPACITY:
+                self._bound.popitem(last=False)
+        return inner
+
+    def _declared_layouts(self, tensors: tuple[torch.Tensor, ...],
+                          bindings: dict[str, int]) -> bool:
+        """Whether every argument has its input's declared (symbolic) layout at
+        `bindings`: then the symbolic graph, planned once per class, is this call's."""
+        for (_, t_type), t in zip(self._inputs, tensors, strict=True):
+            layout = t_type.layout
+            if (evaluate(layout.strides, bindings) != tuple(t.stride())
+                    or evaluate(layout.offset, bindings) != t.storage_offset()):
+                return False
+        return True
+
+    def _class_program(self, bindings: dict[str, int], device: torch.device,
+                       target: str) -> Program | None:
+        """The plan of the class of `bindings` (`binding_class`: each symbol 0, 1, a
+        multiple of 16 or none, fitting int32 or not), built once: the pipeline on the
+        symbolic graph, kernels for the class (`lower_to_program`'s hint). None where the
+        graph cannot be planned symbolically (then each binding is compiled alone)."""
+        from stridec.compiler.codegen.lower import lower_to_program
+        from stridec.compiler.pass_manager import PassManager, parse_pipeline
+        from stridec.compiler.passes.plan_memory import PlanMemory
+
+        key = (binding_class(bindings), str(device), target)
+        with self._lock:
+            if key in self._classes:
+                program = self._classes[key]
+                if program is None or program.fits(bindings):
+                    self._classes.move_to_end(key)
+                    self.stats.cache_hits += 1
+                    return program
+                key += ("wide",)  # indices past int32 at these sizes: an int64 plan
+                if key in self._classes:
+                    self.stats.cache_hits += 1
+                    return self._classes[key]
+            graph = self.graph.clone()
+            passes = parse_pipeline(self.pipeline)
+            if self.copy_aliased_outputs:
+                passes = [dataclasses.replace(p, copy_aliased_outputs=True)
+                          if isinstance(p, PlanMemory) else p for p in passes]
+            program: Program | None
+            try:
+                PassManager(passes=passes).run(graph)
+                self.stats.pipeline_runs += 1
+                lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
+                program = lower_to_program(graph, lang, hint=bindings)
+                self.stats.codegen_runs += 1
+                self.stats.compiles += 1
+            except StridecError:
+                # What the symbolic pipeline or code generation cannot do for every value
+                # (Philox, a frame or view decided only per value): compiled per binding.
+                program = None
+            self._classes[key] = program
+            while len(self._classes) > LOCAL_CAPACITY:
+                self._classes.popitem(last=False)
+            return program
+
+    def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
+        Program, launch.Runner, torch.device, dict[str, int]
+    ] | None:
+        """(class program, runner for this binding, device, bindings) of a call the class
+        plan serves; None where it does not (see `_bound_graph`)."""
+        bindings = self._bindings(tensors)
+        static = [(n, TensorType(evaluate(t.sizes, bindings), t.dtype))
+                  for n, t in self._inputs]
+        device = check_arguments(self.graph.name, static, tensors)
+        if device is None or not self._declared_layouts(tensors, bindings):
+            return None
+        target = self._target(device)
+        program = self._class_program(bindings, device, target)
+        if program is None:
+            return None
+        return program, launch.runner(program, target, bindings=bindings), device, bindings
+
+    def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:
+        key = _call_key(tensors)
+        hit = self._symbolic_hits.get(key) if key is not None else None
+        if hit is not None and all(
+            t.untyped_storage().nbytes() >= _storage_need(t) for t in tensors
+        ):
+            program, runner, device = hit
+            self.stats.cache_hits += 1
+        else:
+            found = self._symbolic_plan(tensors)
+            if found is None:
+                return self._bound_graph(tensors)(*tensors)
+            program, runner, device, _ = found
+            if key is not None:
+                with self._lock:
+                    if len(self._symbolic_hits) >= LOCAL_CAPACITY:
+                        self._symbolic_hits.clear()
+                    self._symbolic_hits[key] = (program, runner, device)
+        outs = launch.run_with(runner, tensors, device)
+        self.stats.launches += program.launch_count
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
+        if self.symbols:
+            if out is None and not named and self.backend != "reference":
+                return self._call_symbolic(tensors)
+            return self._bound_graph(tensors)(*tensors, out=out, **named)
         if out is not None:
             if named:
                 self.__call__(*tensors, **named)  # raises the keyword-argument error
@@ -648,7 +794,18 @@ class CompiledGraph:
 
     def plan_for(self, *tensors: torch.Tensor, out: Any = None) -> Plan:
         """The plan of this specialization (compiled if needed), without running it;
-        with `out=`, the plan that writes into those tensors."""
+        with `out=`, the plan that writes into those tensors. For a graph over symbolic
+        sizes, the plan of the call's class (its kernels' arguments symbolic) where one
+        serves the call."""
+        if self.symbols:
+            found = None
+            if out is None and self.backend != "reference":
+                found = self._symbolic_plan(tensors)
+            if found is None:
+                return self._bound_graph(tensors).plan_for(*tensors, out=out)
+            program = found[0]
+            kernels = [program.kernels[launch.kernel] for launch in program.launches]
+            return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)
         device = self._check(tensors)
         call = None
         if out is not None:

@@ -265,26 +265,36 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
 
 
 def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
-                      *src_storages: torch.Tensor) -> None:
+                      *src_storages: torch.Tensor,
+                      bindings: Mapping[str, int] | None = None) -> None:
     """Run a generated batch of copies into one `dst_storage`, member j reading
-    `src_storages[j]`."""
+    `src_storages[j]` (with the sizes of `bindings` where members are symbolic)."""
     if len(src_storages) != len(kernel.specs):
         raise CallError(
             f"copy batch {kernel.name}: expected {len(kernel.specs)} source storages; "
             f"got {len(src_storages)}"
         )
-    if kernel.grid == (0,):
+    grid, args = kernel.grid, kernel.args
+    spans = tuple(zip(kernel.src_spans, kernel.dst_spans, strict=True))
+    if kernel.symbolic:
+        if bindings is None or not kernel.valid_for(bindings):
+            raise CallError(
+                f"copy batch {kernel.name}: its sizes are symbolic; expected bindings of "
+                f"the class it was planned for; got {bindings}"
+            )
+        grid, args, spans = kernel.bound(bindings)
+    if grid[0] == 0:
         return
     for j, (spec, t) in enumerate(zip(kernel.specs, src_storages, strict=True)):
-        check_storage(f"src_storages[{j}]", t, spec.src_dtype, kernel.src_spans[j])
-        check_storage("dst_storage", dst_storage, spec.dst_dtype, kernel.dst_spans[j])
+        check_storage(f"src_storages[{j}]", t, spec.src_dtype, spans[j][0])
+        check_storage("dst_storage", dst_storage, spec.dst_dtype, spans[j][1])
         if t.device != dst_storage.device:
             raise CallError(
                 f"copy batch {kernel.name}: src_storages[{j}] and dst_storage must share a "
                 f"device; got {t.device} and {dst_storage.device}"
             )
     _launcher(kernel.source, kernel.name, dst_storage.device)(
-        kernel.grid, dst_storage, *src_storages, *kernel.args, **kernel.constexprs,
+        grid, dst_storage, *src_storages, *args, **kernel.constexprs,
         num_warps=kernel.num_warps,
     )
 

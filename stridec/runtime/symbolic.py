@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from stridec.errors import CallError
-from stridec.ir.symbols import Sym, evaluate, format_size, free_symbols
+from stridec.ir.symbols import Sym, evaluate, free_symbols
 
 __all__ = ["bind_call", "binding_class", "graph_symbols", "size_class"]
 
@@ -50,7 +50,7 @@ def bind_call(
         if len(shape) != len(declared):
             raise CallError(
                 f"argument '{name}': expected {len(declared)} dims "
-                f"({', '.join(format_size(d) for d in declared)}); got sizes {list(shape)}"
+                f"({', '.join(str(d) for d in declared)}); got sizes {list(shape)}"
             )
         for k, (d, n) in enumerate(zip(declared, shape, strict=True)):
             n = int(n)
@@ -76,13 +76,13 @@ def bind_call(
         unbound = sorted(free_symbols(d) - bindings.keys())
         if unbound:
             raise CallError(
-                f"argument '{name}': dim {k} is {format_size(d)}, and no dim of its own binds "
+                f"argument '{name}': dim {k} is {d}, and no dim of its own binds "
                 f"{', '.join(unbound)}; declare some dim as that symbol alone"
             )
         want = evaluate(d, bindings)
         if want != n:
             raise CallError(
-                f"argument '{name}': dim {k} is {format_size(d)} = {want} under "
+                f"argument '{name}': dim {k} is {d} = {want} under "
                 f"{_text(bindings)}; got {n}"
             )
     return bindings

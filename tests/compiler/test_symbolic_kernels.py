@@ -121,3 +121,59 @@ def test_a_symbolic_program_runs_every_size_of_its_class() -> None:
         assert torch.equal(out, x.permute(0, 2, 3, 1).contiguous())
     with pytest.raises(CallError, match="expected a value for each"):
         launch.runner(program, "interpret")
+
+
+def cat_specs(dim: int) -> list[CopySpec]:
+    """cat([a, b], dim) of a (N, 16, 32) and b (M, 16, 32) along dim 0 (then M·16·32
+    lands after N·16·32), or of a (N, 16, 32) and b (N, 48, 32) along dim 1."""
+    f32 = DTYPES["float32"]
+    if dim == 0:
+        return [CopySpec((N, 16, 32), (512, 32, 1), 0, (512, 32, 1), 0, f32, f32),
+                CopySpec((M, 16, 32), (512, 32, 1), 0, (512, 32, 1), 512 * N, f32, f32)]
+    return [CopySpec((N, 16, 32), (512, 32, 1), 0, (2048, 32, 1), 0, f32, f32),
+            CopySpec((N, 48, 32), (1536, 32, 1), 0, (2048, 32, 1), 512, f32, f32)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 40), m=st.integers(2, 40), dim=st.sampled_from([0, 1]))
+def test_a_cat_along_a_symbolic_dim_equals_torch(n: int, m: int, dim: int) -> None:
+    """One batch kernel (one launch) for the class of (n, m): the ends of the members'
+    programs are expressions too."""
+    from stridec.compiler.codegen.batch import generate_copy_batch
+
+    bindings = {"N": n, "M": m} if dim == 0 else {"N": n}
+    hint = {k: 16 if v % 16 == 0 else 3 for k, v in bindings.items()}  # of its class
+    kernel = generate_copy_batch(cat_specs(dim), "cpu", hint=hint)
+    assert kernel.symbolic and kernel.valid_for(bindings)
+    a = torch.randn(n, 16, 32)
+    b = torch.randn(m, 16, 32) if dim == 0 else torch.randn(n, 48, 32)
+    want = torch.cat([a, b], dim)
+    dst = torch.full((want.numel(),), -1.0)
+    launch.launch_copy_batch(kernel, dst, a.reshape(-1), b.reshape(-1), bindings=bindings)
+    assert torch.equal(dst.view(want.shape), want)
+
+
+@pytest.mark.parametrize("hint", [3, 32])
+def test_a_symbolic_kernel_compiles_for_sm90_with_16_byte_accesses(hint: int) -> None:
+    """The CUDA kernel of NCHW -> NHWC (N, 64, 28, 28) float16, N symbolic: its arguments
+    typed as a launch at the hint types them; the stores stay 16 bytes wide (the source's
+    divisibility marks hold for the whole class)."""
+    import re
+
+    compiler = pytest.importorskip("triton.compiler")
+    gpu_target = pytest.importorskip("triton.backends.compiler").GPUTarget
+    from stridec.runtime.backends.triton import load_jit, signature
+
+    spec = CopySpec((N, 64, 28, 28), (50176, 784, 28, 1), 0, (50176, 1, 1792, 64), 0,
+                    f16, f16)
+    kernel = generate_copy(spec, "cuda", hint={"N": hint})
+    assert kernel.symbolic
+    _, args, _ = kernel.bound({"N": hint})
+    jit = load_jit(kernel.source, kernel.name)
+    types = signature(jit, ["*fp16", "*fp16"], args, kernel.constexprs)
+    aligned = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+    source = compiler.ASTSource(jit, types, constexprs=dict(kernel.constexprs), attrs=aligned)
+    ptx = compiler.compile(source, target=gpu_target("cuda", 90, 32),
+                           options={"num_warps": kernel.num_warps}).asm["ptx"]
+    stores = set(re.findall(r"\bst\.global[\w.]*", ptx))
+    assert any(".v4" in s for s in stores), stores

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from stridec.compiler.codegen.copy import (
     BODY_LOCALS,
@@ -47,12 +47,16 @@ from stridec.compiler.codegen.copy import (
     describe_values,
     emit_copy_body,
     emit_hints,
+    index_limits,
     kernel_module,
     plan_copy,
+    plan_spans,
+    plan_valid_for,
     touched_spans,
 )
 from stridec.compiler.codegen.spec import CopySpec, Tuning
 from stridec.errors import UnsupportedError
+from stridec.ir.symbols import Sym, evaluate
 
 __all__ = ["CopyBatchKernel", "batch_strategy", "emit_batch_source", "generate_copy_batch"]
 
@@ -67,7 +71,7 @@ def _member_body(
 ) -> list[str]:
     """`plan`'s body as member `j` of a batch: programs from `base`, names its own (its
     runtime scalars, added to `params`, too: `m<j>_n0`, …)."""
-    own = KernelParams()
+    own = KernelParams(plan.hint)
     body = emit_copy_body(plan, "program", base, own)
     blocks = re.compile(r"(?<![\w.])(" + "|".join(plan.block_names) + r")(?!\w)")
     scalars = (
@@ -92,8 +96,10 @@ def emit_batch_source(plans: Sequence[CopyPlan], name: str) -> tuple[str, Kernel
     its runtime scalars: where each member's programs end (`end<j>`), then each member's
     own. A member of no programs (every element masked, none written) gets no branch."""
     header = [f"# stridec copy batch: {len(plans)} copies into one buffer, one launch"]
-    running = [j for j, p in enumerate(plans) if p.grid[0]]
-    params = KernelParams()
+    # A symbolic member runs programs for every binding of its class (no symbol is 0).
+    running = [j for j, p in enumerate(plans) if isinstance(p.grid[0], Sym) or p.grid[0]]
+    hints = [p.hint for p in plans if p.hint is not None]
+    params = KernelParams({k: v for h in hints for k, v in h.items()})
     body = ["    program = tl.program_id(0)"] if running else ["    pass  # nothing to copy"]
     base: int | str = 0
     total = 0
@@ -101,7 +107,7 @@ def emit_batch_source(plans: Sequence[CopyPlan], name: str) -> tuple[str, Kernel
         programs = plan.grid[0]
         header.append(f"# member {j}: strategy={plan.strategy}, index_bits={plan.index_bits}")
         header += [f"#   {line[2:]}" for line in describe_plan(plan)[1:]]
-        if not programs:
+        if j not in running:
             continue
         total += programs
         last = j == running[-1]
@@ -134,6 +140,26 @@ class CopyBatchKernel(GeneratedKernel):
     src_spans: tuple[tuple[int, int] | None, ...]
     dst_spans: tuple[tuple[int, int] | None, ...]
     kind: str = "copy"
+    # Symbolic members: every member's plan (`bound` evaluates them for one binding).
+    plans: tuple[CopyPlan, ...] | None = field(default=None, hash=False, compare=False)
+    limits: tuple[tuple[int | Sym, ...], ...] = ()  # as `CopyKernel.limits`, every member's
+
+    @property
+    def symbolic(self) -> bool:
+        return self.plans is not None
+
+    def valid_for(self, bindings: Mapping[str, int]) -> bool:
+        """Whether every member runs its copy for `bindings` (`plan_valid_for`)."""
+        return self.plans is None or all(plan_valid_for(p, bindings) for p in self.plans)
+
+    def bound(self, bindings: Mapping[str, int]) -> tuple[
+        tuple[int, ...], tuple[int, ...], tuple[tuple[tuple[int, int] | None, ...], ...]
+    ]:
+        """(grid, args, ((src_span, dst_span) of each member)) for `bindings`."""
+        assert self.plans is not None
+        spans = tuple(plan_spans(p, bindings) if p.symbolic else touched_spans(p)
+                      for p in self.plans)
+        return evaluate(self.grid, bindings), evaluate(self.args, bindings), spans
 
 
 def _member_tunings(
@@ -175,11 +201,15 @@ def _member_tunings(
 
 
 def generate_copy_batch(
-    specs: Sequence[CopySpec], target: str = "cuda", tuning: Tuning | None = None
+    specs: Sequence[CopySpec], target: str = "cuda", tuning: Tuning | None = None,
+    hint: Mapping[str, int] | None = None,
 ) -> CopyBatchKernel:
     """One kernel running every copy of `specs`, each planned by `plan_copy` as alone (with
-    its share of `tuning`, `_member_tunings`); they must share a destination dtype, write
-    disjoint addresses and not read the destination."""
+    its share of `tuning`, `_member_tunings`, and for copies over symbolic sizes the
+    class of the binding `hint`); they must share a destination dtype, write disjoint
+    addresses and not read the destination. Where members are symbolic, so are the
+    kernel's arguments, grid and the ends of the members' programs
+    (`CopyBatchKernel.bound`)."""
     specs = tuple(specs)
     if not specs:
         raise UnsupportedError("copy batch: expected at least one copy; got none")
@@ -190,13 +220,13 @@ def generate_copy_batch(
             f"got {sorted(map(str, dtypes))}"
         )
     plans = [
-        plan_copy(spec, target, t)
+        plan_copy(spec, target, t, hint)
         for spec, t in zip(specs, _member_tunings(specs, target, tuning), strict=True)
     ]
     placeholder = "stridec_copy_batch_KERNEL"
     text, params = emit_batch_source(plans, placeholder)
     name = f"stridec_copy_batch_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    spans = [touched_spans(p) for p in plans]
+    spans = [(None, None) if p.symbolic else touched_spans(p) for p in plans]
     return CopyBatchKernel(
         name=name,
         strategy=batch_strategy([p.strategy for p in plans]),
@@ -215,4 +245,6 @@ def generate_copy_batch(
         specs=specs,
         src_spans=tuple(s for s, _ in spans),
         dst_spans=tuple(d for _, d in spans),
+        plans=tuple(plans) if any(p.symbolic for p in plans) else None,
+        limits=tuple(lim for p in plans for lim in index_limits(p)),
     )

@@ -60,7 +60,7 @@ from stridec.compiler.codegen.spec import (
 )
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
-from stridec.ir.symbols import Sym, ceil_div, evaluate, floor_div, format_size, symbol
+from stridec.ir.symbols import Sym, ceil_div, evaluate, floor_div, symbol
 
 __all__ = [
     "STRATEGIES",
@@ -73,6 +73,9 @@ __all__ = [
     "describe_values",
     "KernelParams",
     "emit_hints",
+    "index_limits",
+    "plan_spans",
+    "plan_valid_for",
     "emit_copy_body",
     "emit_copy_source",
     "kernel_module",
@@ -832,7 +835,7 @@ def describe_plan(plan: CopyPlan) -> list[str]:
 
 def _numbers(values: tuple) -> str:
     """A tuple of ints and symbolic sizes as `(N, 30, 8)`."""
-    text = ", ".join(format_size(v) for v in values)
+    text = ", ".join(str(v) for v in values)
     return f"({text},)" if len(values) == 1 else f"({text})"
 
 
@@ -840,7 +843,7 @@ def describe_values(plan: CopyPlan) -> list[str]:
     """Lines giving `plan`'s values: canonical sizes, strides, offsets, masks and tiles
     (what `describe_plan` leaves to the runtime arguments)."""
     spec = plan.spec
-    f = format_size
+    f = str
     lines = [
         f"dims (outer -> inner): sizes {_numbers(spec.sizes)}",
         f"  src strides {_numbers(spec.src_strides)} offset {f(spec.src_offset)} "
@@ -933,35 +936,73 @@ class CopyKernel(GeneratedKernel):
     # A symbolic kernel (`args`, `grid` and `numel` in symbols): its plan, which `bound`
     # evaluates for one binding of the class it serves (`valid_for`).
     plan: CopyPlan | None = field(default=None, hash=False, compare=False)
+    # A symbolic int32 kernel: what must stay within int32 for a binding (`index_limits`).
+    limits: tuple[tuple[int | Sym, ...], ...] = ()
 
     @property
     def symbolic(self) -> bool:
         return self.plan is not None and self.plan.symbolic
 
     def valid_for(self, bindings: Mapping[str, int]) -> bool:
-        """Whether this kernel runs the copy for `bindings`: each symbol in the class it
-        was planned for (0, 1, a multiple of 16 or none, as the hint), and every index
-        within the width chosen for the hint."""
-        plan = self.plan
-        if plan is None or plan.hint is None:
-            return True
-        from stridec.runtime.symbolic import binding_class
-
-        if binding_class({k: bindings[k] for k in plan.hint}) != binding_class(plan.hint):
-            return False
-        at = bind_copy(plan.spec, bindings)
-        extents = tuple(evaluate(n, bindings) for n in plan.extents)
-        return _index_bits(at, extents, plan.blocks, plan.fill_only) <= plan.index_bits
+        """Whether this kernel runs the copy for `bindings` (`plan_valid_for`)."""
+        return self.plan is None or plan_valid_for(self.plan, bindings)
 
     def bound(self, bindings: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...],
                                                           tuple[tuple[int, int] | None, ...]]:
         """(grid, args, (src_span, dst_span)) for `bindings`, which `valid_for` accepts."""
-        plan = self.plan
-        assert plan is not None
-        at = dataclasses.replace(plan, spec=bind_copy(plan.spec, bindings),
-                                 numel=evaluate(plan.numel, bindings))
+        assert self.plan is not None
         return (evaluate(self.grid, bindings), evaluate(self.args, bindings),
-                touched_spans(at))
+                plan_spans(self.plan, bindings))
+
+
+def plan_valid_for(plan: CopyPlan, bindings: Mapping[str, int]) -> bool:
+    """Whether the kernel of `plan` runs the copy for `bindings`: each symbol in the class
+    it was planned for (0, 1, a multiple of 16 or none, as the hint), and every index
+    within the width chosen for the hint. A static plan runs its one copy."""
+    if plan.hint is None:
+        return True
+    from stridec.runtime.symbolic import binding_class
+
+    if not plan.hint.keys() <= bindings.keys():
+        return False
+    if binding_class({k: bindings[k] for k in plan.hint}) != binding_class(plan.hint):
+        return False
+    at = bind_copy(plan.spec, bindings)
+    extents = tuple(evaluate(n, bindings) for n in plan.extents)
+    return _index_bits(at, extents, plan.blocks, plan.fill_only) <= plan.index_bits
+
+
+def index_limits(plan: CopyPlan) -> tuple[tuple[int | Sym, ...], ...]:
+    """What keeps a symbolic int32 plan valid: for each group of terms, the sum of their
+    absolute values must stay within 2^31 - 1 (`index_bits_for`, term by term: padded
+    tile indices and the program count, each address's offset and partial sums, each
+    mask's sum and bounds). Empty for a static or an int64 plan."""
+    if not plan.symbolic or plan.index_bits == 64:
+        return ()
+    spec = plan.spec
+    per_axis = [ceil_div(n, b) for n, b in zip(plan.extents, plan.blocks, strict=True)]
+    limits: list[tuple[int | Sym, ...]] = [(p * b,) for p, b in zip(per_axis, plan.blocks,
+                                                                     strict=True)]
+    limits.append((math.prod(per_axis),))
+    sides = [(spec.dst_strides, spec.dst_offset)]
+    if not plan.fill_only:
+        sides.append((spec.src_strides, spec.src_offset))
+    for strides, offset in sides:
+        limits.append((offset, *((n - 1) * st for n, st in zip(spec.sizes, strides,
+                                                               strict=True))))
+    for m in spec.masks:
+        limits.append(tuple((n - 1) * c for n, c in zip(spec.sizes, m.coeffs, strict=True)))
+        limits += [(m.lo,), (m.hi,)]
+    return tuple(limits)
+
+
+def plan_spans(
+    plan: CopyPlan, bindings: Mapping[str, int]
+) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """`touched_spans` of a symbolic plan's copy for `bindings`."""
+    at = dataclasses.replace(plan, spec=bind_copy(plan.spec, bindings),
+                             numel=evaluate(plan.numel, bindings))
+    return touched_spans(at)
 
 
 def touched_spans(plan: CopyPlan) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
@@ -1008,4 +1049,5 @@ def generate_copy(
         src_span=src_span,
         dst_span=dst_span,
         plan=plan if plan.symbolic else None,
+        limits=index_limits(plan),
     )

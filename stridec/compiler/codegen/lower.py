@@ -17,6 +17,7 @@ of what they write make that order irrelevant.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +36,13 @@ from stridec.compiler.codegen.spec import (
     dst_box,
     is_fill_only,
 )
+from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
 from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
+from stridec.ir.symbols import Sym, statically_true
 
 __all__ = ["lower_to_program"]
 
@@ -66,6 +69,7 @@ def _info(kernel: Any) -> KernelInfo:
         params=tuple(getattr(kernel, "params", ())),
         args=tuple(getattr(kernel, "args", ())),
         detail=getattr(kernel, "detail", ""),
+        limits=tuple(getattr(kernel, "limits", ())),
     )
 
 
@@ -107,10 +111,13 @@ class _Group:
 
 
 class _Lowering:
-    def __init__(self, graph: Graph, target: str, tuning: Tuning | None = None) -> None:
+    def __init__(self, graph: Graph, target: str, tuning: Tuning | None = None,
+                 hint: Mapping[str, int] | None = None) -> None:
         self.graph = graph
         self.target = target
         self.tuning = tuning
+        # A graph over symbolic sizes: the binding whose class its kernels serve.
+        self.hint = hint
         self.slot: dict[int, int] = {}
         self.buffers: list[BufferSpec] = []
         self.kernels: list[KernelInfo] = []
@@ -122,7 +129,9 @@ class _Lowering:
         self.layouts: dict[int, Layout] = {}  # each copy buffer's layout, by slot
 
     def new_buffer(self, value: Value, elements: int) -> int:
-        self.buffers.append(BufferSpec(max(elements, 1), value.type.dtype.name))
+        if not isinstance(elements, Sym):
+            elements = max(elements, 1)
+        self.buffers.append(BufferSpec(elements, value.type.dtype.name))
         slot = self.n_inputs + len(self.buffers) - 1
         self.slot[id(value)] = slot
         return slot
@@ -158,8 +167,8 @@ class _Lowering:
 
     def _box(self, spec: CopySpec, dst_slot: int) -> Box | None:
         layout = self.layouts.get(dst_slot)
-        if layout is None:
-            return None
+        if layout is None or self.hint is not None:
+            return None  # symbolic boxes are not compared: no merging, no batching
         return dst_box(spec, layout.sizes, layout.strides, layout.offset)
 
     def _submit(
@@ -183,6 +192,20 @@ class _Lowering:
             return
         dst = group.dst_slot
         dst_view = _bits_view(group.members[0].spec.dst_dtype.name)
+        if self.target == "c" and self.hint is not None:
+            specs = [m.spec for m in group.members]
+            if len(specs) == 1:
+                (m,) = group.members
+                kernel = generate_c_copy_symbolic(specs, [(0, 1)], self.hint)
+                self.add_launch(kernel, (m.src_slot, dst), (None, None), m.ops)
+            else:
+                kernel = generate_c_copy_symbolic(
+                    specs, [(j + 1, 0) for j in range(len(specs))], self.hint
+                )
+                self.add_launch(kernel, (dst, *(m.src_slot for m in group.members)),
+                                (None,) * (len(specs) + 1),
+                                tuple(i for m in group.members for i in m.ops))
+            return
         if self.target == "c":
             specs = [m.spec for m in group.members]
             if len(specs) == 1:
@@ -196,7 +219,7 @@ class _Lowering:
             return
         if len(group.members) == 1:
             (m,) = group.members
-            kernel: Any = generate_copy(m.spec, self.target, self.tuning)
+            kernel: Any = generate_copy(m.spec, self.target, self.tuning, self.hint)
             views = (_bits_view(m.spec.src_dtype.name), dst_view)
             self.add_launch(kernel, (m.src_slot, dst), views, m.ops)
             return
@@ -213,6 +236,11 @@ class _Lowering:
         self._launch_group()
 
     def philox(self, op: PhiloxOp | PhiloxUniformOp, position: int) -> None:
+        if self.hint is not None:
+            raise UnsupportedError(
+                "lower-to-triton: philox over symbolic sizes is not generated; the graph "
+                "is bound first"
+            )
         self.flush()
         state = op.operands[0]
         sizes = op.sizes
@@ -288,7 +316,8 @@ class _Lowering:
                 self.flush()
                 for k, v in enumerate(op.operands):
                     lay = v.type.layout
-                    if any(st < 0 for st in lay.strides):
+                    if any(statically_true(st < 0) if isinstance(st, Sym) else st < 0
+                           for st in lay.strides):
                         raise UnsupportedError(
                             f"lower-to-triton: output {k} has layout {lay}, with a negative "
                             "stride no torch tensor can hold; expected a pipeline that ends "
@@ -302,13 +331,19 @@ class _Lowering:
                     f"lower-to-triton: op '{op.name}' should have been lowered by the pipeline"
                 )
         self.flush()
+        symbols = tuple(sorted(self.hint)) if self.hint is not None else ()
         return Program(
-            self.n_inputs, self.buffers, self.kernels, self.launches, outputs, str(self.graph)
+            self.n_inputs, self.buffers, self.kernels, self.launches, outputs, str(self.graph),
+            symbols,
         )
 
 
-def lower_to_program(graph: Graph, target: str = "cuda", tuning: Tuning | None = None) -> Program:
+def lower_to_program(graph: Graph, target: str = "cuda", tuning: Tuning | None = None,
+                     hint: Mapping[str, int] | None = None) -> Program:
     """Generate the kernels of `graph` (after the default pipeline) for `target`: "cuda"
     (Triton), "cpu" (Triton kernels for the interpreter) or "c" (C for the `cpu` backend);
-    `tuning` overrides every kernel's CUDA plan (sweeps in `bench/tune.py`)."""
-    return _Lowering(graph, target, tuning).run()
+    `tuning` overrides every kernel's CUDA plan (sweeps in `bench/tune.py`). A graph over
+    symbolic sizes is lowered for the class of the binding `hint` (`plan_copy`): a
+    `Program` over those symbols, its kernels' arguments and grids symbolic (copies only:
+    Philox raises `UnsupportedError`; such a graph is bound first)."""
+    return _Lowering(graph, target, tuning, hint).run()

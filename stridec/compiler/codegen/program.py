@@ -25,7 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from stridec.ir.symbols import Sym, format_size, parse_size
+from stridec.ir.symbols import Sym, evaluate, format_size, parse_size
+
+INT32_MAX = 2**31 - 1
 
 __all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec"]
 
@@ -53,6 +55,9 @@ class KernelInfo:
     params: tuple[str, ...] = ()
     args: tuple[int, ...] = ()
     detail: str = ""  # the canonical sizes, strides, masks and tiles, for people
+    # A symbolic int32 kernel: groups of terms whose absolute values must sum within
+    # 2^31 - 1 for a binding it runs (`codegen.copy.index_limits`).
+    limits: tuple[tuple[int | Sym, ...], ...] = ()
 
     @property
     def arguments(self) -> dict[str, int]:
@@ -143,9 +148,17 @@ class Program:
         for k in self.kernels:
             visit(k.grid)
             visit(k.args)
+            visit([call[3] for call in k.calls])
         for o in self.outputs:
             visit((o.sizes, o.strides, o.offset))
         return found
+
+    def fits(self, values: Mapping[str, int]) -> bool:
+        """Whether every int32 kernel keeps its indices within int32 for `values`."""
+        return all(
+            sum(abs(evaluate(t, values)) for t in limit) <= INT32_MAX
+            for k in self.kernels for limit in k.limits
+        )
 
     def bind(self, values: Mapping[str, int]) -> Program:
         """The static program of the binding `values` (a value for each of `symbols`)."""
@@ -164,7 +177,11 @@ class Program:
             return x
 
         buffers = [BufferSpec(sub(b.elements), b.dtype) for b in self.buffers]
-        kernels = [replace(k, grid=sub(k.grid), args=sub(k.args)) for k in self.kernels]
+        kernels = [
+            replace(k, grid=sub(k.grid), args=sub(k.args), limits=(),
+                    calls=tuple((c[0], c[1], c[2], sub(c[3])) for c in k.calls))
+            for k in self.kernels
+        ]
         outputs = [OutputSpec(o.slot, sub(o.sizes), sub(o.strides), sub(o.offset))
                    for o in self.outputs]
         return Program(self.n_inputs, buffers, kernels, self.launches, outputs, self.ir)
@@ -200,12 +217,13 @@ class Program:
                     num_warps=int(k["num_warps"]), strategy=str(k["strategy"]),
                     index_bits=int(k["index_bits"]), lang=str(k["lang"]),
                     calls=tuple(
-                        (str(c[0]), int(c[1]), int(c[2]), tuple(int(p) for p in c[3]))
+                        (str(c[0]), int(c[1]), int(c[2]), tuple(_size(p) for p in c[3]))
                         for c in k["calls"]
                     ),
                     params=tuple(str(n) for n in k["params"]),
                     args=tuple(_size(a) for a in k["args"]),
                     detail=str(k["detail"]),
+                    limits=tuple(tuple(_size(t) for t in lim) for lim in k.get("limits", ())),
                 )
                 for k in data["kernels"]
             ],

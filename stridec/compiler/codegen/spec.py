@@ -41,7 +41,7 @@ from stridec.ir.affine import (
 )
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.ops import CopyOp
-from stridec.ir.symbols import Sym, evaluate, free_symbols, statically_true
+from stridec.ir.symbols import Sym, evaluate, free_symbols, statically_true, symbol
 
 __all__ = [
     "MAX_RANK",
@@ -482,6 +482,7 @@ def copy_symbols(spec: CopySpec) -> frozenset[str]:
 def bind_copy(spec: CopySpec, bindings: Any) -> CopySpec:
     """`spec` with its symbols bound (`stridec.ir.symbols.evaluate`): a static copy, or a
     symbolic one where `bindings` leaves symbols free or binds them to expressions."""
+    bindings = {n: bindings[n] if n in bindings else symbol(n) for n in copy_symbols(spec)}
     return _replace(
         spec,
         sizes=evaluate(spec.sizes, bindings),

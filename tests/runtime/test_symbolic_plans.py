@@ -1,0 +1,119 @@
+"""One plan per class: a graph over symbolic sizes is planned once per class of bindings
+(each symbol 0, 1, a multiple of 16 or none, fitting int32 or not) — the passes on the
+symbolic graph, kernels whose arguments and grids are expressions — and every call of
+the class binds that plan (`Program.bind`). Values and strides are compared with the
+reference backend (the torch oracle) on interpret, cpu and reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stridec
+from stridec.compiler.codegen.program import Program
+from stridec.errors import CallError
+from stridec.runtime.symbolic import binding_class
+
+BACKENDS = ["interpret", "cpu", "reference"]
+
+
+def layout_graph() -> stridec.Graph:
+    """NCHW -> NHWC, a cat along channels, a pad and an NCHW4 pack (its padding mask), all
+    over a batch N."""
+    g = stridec.Graph("batch")
+    x = g.input("x", ("N", 8, 6, 5), "float16")
+    y = g.input("y", ("N", 3, 6, 5), "float16")
+    g.output(x.permute(0, 2, 3, 1).contiguous(), stridec.cat([x, y], 1),
+             stridec.pad(x, (1, 2)), y.pack("NCHW4"))
+    return g
+
+
+def check(fn: stridec.CompiledGraph, ref: stridec.CompiledGraph, *args: torch.Tensor) -> None:
+    got, want = fn(*args), ref(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for o, w in zip(got, want, strict=True):
+        assert o.shape == w.shape and o.stride() == w.stride()
+        assert torch.equal(o, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sixteen_batch_sizes_cost_at_most_two_code_generations(backend: str) -> None:
+    fn = stridec.compile(layout_graph(), backend=backend)
+    ref = stridec.compile(layout_graph(), backend="reference")
+    for n in range(2, 18):  # 16 is a class of its own (a multiple of 16)
+        check(fn, ref, torch.randn(n, 8, 6, 5).half(), torch.randn(n, 3, 6, 5).half())
+    assert fn.stats.codegen_runs <= 2
+    if backend != "reference":
+        assert fn.stats.codegen_runs == fn.stats.pipeline_runs == 2
+        assert fn.stats.cache_hits >= 14
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_one_plan_serves_the_class_and_binds_per_call(backend: str) -> None:
+    fn = stridec.compile(layout_graph(), backend=backend)
+    plans = [fn.plan_for(torch.zeros(n, 8, 6, 5).half(), torch.zeros(n, 3, 6, 5).half())
+             for n in (2, 5, 9)]
+    assert plans[0].program is plans[1].program is plans[2].program
+    program = plans[0].program
+    assert program.symbols == ("N",)
+    assert Program.from_json(program.to_json()).to_json() == program.to_json()
+    bound = program.bind({"N": 5})
+    assert not bound.symbols and all(isinstance(b.elements, int) for b in bound.buffers)
+
+
+def test_calls_whose_sizes_do_not_fit_name_the_argument_and_dim() -> None:
+    fn = stridec.compile(layout_graph(), backend="interpret")
+    with pytest.raises(CallError, match=r"argument 'x': dim 1 has the static size 8; got 7"):
+        fn(torch.zeros(2, 7, 6, 5).half(), torch.zeros(2, 3, 6, 5).half())
+    with pytest.raises(CallError, match=r"argument 'y': dim 0 is N, which argument 'x' dim 0 "
+                                        r"binds to 3; got 5"):
+        fn(torch.zeros(3, 8, 6, 5).half(), torch.zeros(5, 3, 6, 5).half())
+    with pytest.raises(CallError, match=r"expected dtype float16"):
+        fn(torch.zeros(3, 8, 6, 5), torch.zeros(3, 3, 6, 5).half())
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_an_input_in_another_layout_is_planned_for_its_sizes(backend: str) -> None:
+    """A channels-last argument is not the declared (contiguous) layout at any N: that
+    call is compiled for its own sizes and strides, and still equals the reference."""
+    fn = stridec.compile(layout_graph(), backend=backend)
+    ref = stridec.compile(layout_graph(), backend="reference")
+    x = torch.randn(3, 6, 5, 8).half().permute(0, 3, 1, 2)
+    check(fn, ref, x, torch.randn(3, 3, 6, 5).half())
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 40), m=st.integers(1, 40), backend=st.sampled_from(["interpret", "cpu"]))
+def test_a_cat_along_symbolic_dims_equals_torch(n: int, m: int, backend: str) -> None:
+    """cat([x (N, 4, 6), y (M, 4, 6)], 0), then a transpose made contiguous: sizes N + M."""
+    g = stridec.Graph("cat")
+    x = g.input("x", ("N", 4, 6), "float32")
+    y = g.input("y", ("M", 4, 6), "float32")
+    z = stridec.cat([x, y], 0)
+    g.output(z, z.transpose(0, 2).contiguous())
+    fn = stridec.compile(g, backend=backend)
+    a, b = torch.randn(n, 4, 6), torch.randn(m, 4, 6)
+    z = torch.cat([a, b], 0)
+    got = fn(a, b)
+    assert torch.equal(got[0], z) and torch.equal(got[1], z.transpose(0, 2).contiguous())
+
+
+@settings(max_examples=15, deadline=None)
+@given(sizes=st.lists(st.integers(1, 20), min_size=3, max_size=3),
+       backend=st.sampled_from(["interpret", "cpu"]))
+def test_packs_with_symbolic_batches_over_many_sizes_equal_the_reference(
+    sizes: list[int], backend: str
+) -> None:
+    """Several calls of one compiled graph: NCHW4 and CHWN4 packs of a C = 3 tensor (the
+    padding masks' extent grows with N) and their unpack; at most one plan per class."""
+    g = stridec.Graph("packs")
+    x = g.input("x", ("N", 3, 4, 5), "int8")
+    g.output(x.pack("NCHW4"), x.pack("CHWN4"), x.pack("NCHW4").unpack("NCHW4", 3))
+    fn = stridec.compile(g, backend=backend)
+    ref = stridec.compile(g, backend="reference")
+    for n in sizes:
+        check(fn, ref, torch.randint(-9, 9, (n, 3, 4, 5), dtype=torch.int8))
+    assert fn.stats.codegen_runs <= len({binding_class({"N": n}) for n in sizes})
