@@ -15,10 +15,13 @@ it is inlined, so the compiler sees the sizes as constants and folds them (divis
 constants, unrolled inner loops) as a kernel specialized to the shape would. Both are
 called through ctypes, the two alternate round by round, and each side's median is kept;
 before timing, each side alone must give the outputs stridec gives.
-The target (the issue on symbolic sizes): runtime arguments within 5 % of baked ones.
+The target: runtime arguments within 5 % of baked ones.
 
 Rows: the shapes of `bench/workloads.py`'s CPU rows (preallocated outputs, `out=`), so the
-copies are the ones the CPU race times. The Triton side is checked statically instead
+copies are the ones the CPU race times. With `--host`, a second table: the host time of
+a call at a batch size not seen before, in a class already planned (a graph over a
+symbolic N: no pass, no code generation, the plan bound to the new N), against a cached
+call. The Triton side is checked statically instead
 (tests/bench/test_access_widths.py: the SASS access widths of runtime-argument kernels).
 """
 
@@ -147,6 +150,34 @@ def rows(scale: str) -> list[tuple[str, stridec.Graph, list[torch.Tensor]]]:
     return found
 
 
+def host_times(calls: int = 200) -> list[tuple[str, float, float]]:
+    """(backend, µs of a cached call, µs of a call at a size not seen before in a known
+    class) of a graph over a symbolic batch N (NCHW -> NHWC of (N, 8, 6, 5) float16),
+    each a mean over `calls` calls; the new sizes run N = 4, 5, … skipping multiples of
+    16 (another class), all planned by one code generation."""
+    graph = stridec.Graph("nhwc_any_batch")
+    x = graph.input("x", ("N", 8, 6, 5), "float16")
+    graph.output(x.permute(0, 2, 3, 1).contiguous())
+    sizes = [n for n in range(4, 4 * calls) if n % 16][:calls]
+    tensors = {n: torch.randn(n, 8, 6, 5).half() for n in [3, *sizes]}
+    rows = []
+    for backend in ("cpu",):
+        fn = stridec.compile(graph, backend=backend)
+        fn(tensors[3])
+        fn(tensors[3])
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(tensors[3])
+        cached = (time.perf_counter() - t0) / calls * 1e6
+        t0 = time.perf_counter()
+        for n in sizes:
+            fn(tensors[n])
+        fresh = (time.perf_counter() - t0) / len(sizes) * 1e6
+        assert fn.stats.codegen_runs == 1, fn.stats
+        rows.append((backend, cached, fresh))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="", help="only rows whose name contains this")
@@ -154,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="threads of every kernel call (both sides alike)")
     parser.add_argument("--scale", default="cpu", help="workload scale (bench/workloads.py)")
+    parser.add_argument("--host", action="store_true",
+                        help="also the host time of a new batch size of a planned class "
+                             "against a cached call (a graph over a symbolic batch N)")
     args = parser.parse_args(argv)
     if not cpu.available():
         print("no working C compiler: the cpu backend cannot run here")
@@ -173,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     if ratios:
         geomean = statistics.geometric_mean(ratios)
         print(f"{'geomean':34} {'':11} {'':9} {geomean:14.3f}   (target <= 1.05)")
+    if args.host:
+        print(f"\n{'backend':10} {'cached call us':>15} {'new size in class us':>21}")
+        for backend, cached, fresh in host_times():
+            print(f"{backend:10} {cached:15.1f} {fresh:21.1f}")
     return 0
 
 

@@ -9,22 +9,22 @@ mismatch is a `CallError` naming the argument and the dim:
     bind_call([("x", ("N", 64)), ("y", ("N", 3))], [(5, 64), (3, 3)])
     # CallError: argument 'y': dim 0 is N, which argument 'x' dim 0 binds to 5; got 3
 
-`binding_class(bindings)` is what a compiled kernel may depend on besides the static
-sizes (docs/symbolic.md): per symbol, whether it is 0, 1, a multiple of 16 or none of
-these, and whether it fits in int32 — the specialization bits of the kernels' runtime
-arguments (`stridec.compiler.codegen.copy.KernelParams`).
+`binding_class(bindings)` (from `stridec.compiler.codegen.spec`) is what a compiled
+kernel may depend on besides the static sizes (docs/symbolic.md): per symbol, whether
+it is 0, 1, a multiple of 16 or none of these, and whether it fits in int32 — the
+specialization bits of the kernels' runtime arguments
+(`stridec.compiler.codegen.copy.KernelParams`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from stridec.compiler.codegen.spec import binding_class, size_class
 from stridec.errors import CallError
 from stridec.ir.symbols import Sym, evaluate, free_symbols
 
 __all__ = ["bind_call", "binding_class", "graph_symbols", "size_class"]
-
-INT32_MAX = 2**31 - 1
 
 
 def graph_symbols(sizes: Sequence[Sequence[object]]) -> tuple[str, ...]:
@@ -90,15 +90,3 @@ def bind_call(
 
 def _text(bindings: Mapping[str, int]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in bindings.items())
-
-
-def size_class(value: int) -> str:
-    """"0", "1", "16k" (a positive multiple of 16) or "n" (anything else)."""
-    if value in (0, 1):
-        return str(value)
-    return "16k" if value % 16 == 0 else "n"
-
-
-def binding_class(bindings: Mapping[str, int]) -> tuple[tuple[str, str, bool], ...]:
-    """(symbol, `size_class`, fits in int32) of each symbol, in the binding's order."""
-    return tuple((k, size_class(v), v <= INT32_MAX) for k, v in bindings.items())

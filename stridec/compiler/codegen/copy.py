@@ -52,6 +52,7 @@ from stridec.compiler.codegen.spec import (
     Tuning,
     address_span,
     bind_copy,
+    binding_class,
     canonicalize_copy,
     canonicalize_symbolic,
     copy_symbols,
@@ -961,8 +962,6 @@ def plan_valid_for(plan: CopyPlan, bindings: Mapping[str, int]) -> bool:
     within the width chosen for the hint. A static plan runs its one copy."""
     if plan.hint is None:
         return True
-    from stridec.runtime.symbolic import binding_class
-
     if not plan.hint.keys() <= bindings.keys():
         return False
     if binding_class({k: bindings[k] for k in plan.hint}) != binding_class(plan.hint):

@@ -21,7 +21,7 @@ them in that order. They work on plain int tuples and know nothing of `stridec.i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,11 @@ __all__ = [
     "copy_spec",
     "dst_box",
     "address_span",
+    "binding_class",
+    "bind_copy",
+    "canonicalize_symbolic",
+    "copy_symbols",
+    "size_class",
 ]
 
 @dataclass(frozen=True, slots=True)
@@ -520,3 +525,18 @@ def canonicalize_symbolic(spec: CopySpec, hint: Any) -> CopySpec:
     if order != tuple(range(spec.rank)):
         spec = _permute_dims(spec, order)
     return coalesce_copy_dims(spec)
+
+
+INT32_MAX = 2**31 - 1
+
+
+def size_class(value: int) -> str:
+    """"0", "1", "16k" (a positive multiple of 16) or "n" (anything else)."""
+    if value in (0, 1):
+        return str(value)
+    return "16k" if value % 16 == 0 else "n"
+
+
+def binding_class(bindings: Mapping[str, int]) -> tuple[tuple[str, str, bool], ...]:
+    """(symbol, `size_class`, fits in int32) of each symbol, in the binding's order."""
+    return tuple((k, size_class(v), v <= INT32_MAX) for k, v in bindings.items())
