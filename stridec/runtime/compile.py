@@ -661,8 +661,8 @@ class CompiledGraph:
         static = [(n, TensorType(evaluate(t.sizes, bindings), t.dtype))
                   for n, t in self._inputs]
         device = check_arguments(self.graph.name, static, tensors)
-        if device is None or not self._declared_layouts(tensors, bindings):
-            return None
+        if device is None or self._declared or not self._declared_layouts(tensors, bindings):
+            return None  # (an input declared with a layout or storage: checked per binding)
         target = self._target(device)
         program = self._class_program(bindings, device, target)
         if program is None:
