@@ -146,7 +146,7 @@ def _int(value: Any, what: str) -> int:
 
 
 def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
-    return checked_ints(values, what, "copy")
+    return checked_ints(values, what, "copy", symbolic=True)
 
 
 def _replace(spec: CopySpec, **changes: Any) -> CopySpec:
