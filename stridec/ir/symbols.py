@@ -23,6 +23,8 @@ The API (everything else in this module is private):
 - `symbol(name)` -> `Sym`; `as_size(value, what)` -> ``int | Sym`` (an int, a `Sym` or a
   symbol name; bad input is `LayoutError` naming `what`); `as_sizes(values, what)` ->
   a tuple of those.
+- `bind_sizes(sizes, actual, bindings, what)`: bind a call's sizes to a value's
+  declared ones (a `CallError` naming the dim where they disagree).
 - `is_static(x)`: `x` (a size or a nested tuple/list of sizes) holds no symbol.
 - `free_symbols(x)`: the frozenset of symbol names in `x` (sizes, nested tuples).
 - `substitute(x, bindings)`: `x` with some symbols replaced (by ints or sizes).
@@ -68,7 +70,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from stridec.errors import LayoutError, UnsupportedError, VerificationError
+from stridec.errors import CallError, LayoutError, UnsupportedError, VerificationError
 
 __all__ = [
     "UndecidedError",
@@ -77,6 +79,7 @@ __all__ = [
     "Sym",
     "as_size",
     "as_sizes",
+    "bind_sizes",
     "ceil_div",
     "evaluate",
     "exact_div",
@@ -355,6 +358,25 @@ class Sym:
         o = _coerce(other)
         return NotImplemented if o is None else floor_div(o, self)
 
+    def __rmod__(self, other: object) -> int | Sym:
+        o = _coerce(other)
+        if o is None:
+            return NotImplemented
+        return _add(o, _mul(self, floor_div(o, self)), -1)
+
+    def __truediv__(self, other: object) -> Any:
+        raise UndecidedError(
+            f"{self} / {other}: a symbolic size divides only as an int does (// or "
+            f"ceil_div), and a non-exact quotient depends on the value of "
+            f"{', '.join(sorted(self.free_symbols))}"
+        )
+
+    def __rtruediv__(self, other: object) -> Any:
+        raise UndecidedError(
+            f"{other} / {self}: a symbolic size divides only as an int does (// or "
+            f"ceil_div)"
+        )
+
     def __mod__(self, other: object) -> int | Sym:
         o = _coerce(other)
         if o is None:
@@ -402,7 +424,7 @@ class Sym:
 
     def __bool__(self) -> bool:
         # `if size:` asks "is it non-zero"; a symbol may be 0.
-        return bool(Relation(self, "!=", 0, exact=False))
+        return bool(Relation(self, "!=", 0))
 
     def __index__(self) -> int:
         raise LayoutError(
@@ -528,16 +550,6 @@ def symbol(name: str) -> Sym:
     return Sym(name)
 
 
-_OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
-
-
 def _nonneg(x: int | Sym, depth: int = 0) -> bool:
     """Proven ``x >= 0`` for every value of the symbols: with each symbol written
     ``1 + s`` (``s >= 0``), every coefficient is >= 0 (a floor atom of a provably
@@ -628,10 +640,10 @@ class Relation:
     """``lhs op rhs`` between sizes, at least one symbolic. Its truth value is the proven
     answer, or a `LayoutError` naming the symbols when it depends on their values."""
 
-    __slots__ = ("lhs", "op", "rhs", "exact")
+    __slots__ = ("lhs", "op", "rhs")
 
-    def __init__(self, lhs: int | Sym, op: str, rhs: int | Sym, exact: bool = True) -> None:
-        self.lhs, self.op, self.rhs, self.exact = lhs, op, rhs, exact
+    def __init__(self, lhs: int | Sym, op: str, rhs: int | Sym) -> None:
+        self.lhs, self.op, self.rhs = lhs, op, rhs
 
     def __str__(self) -> str:
         return f"{self.lhs} {self.op} {self.rhs}"
@@ -768,6 +780,63 @@ def substitute(x: Any, bindings: Mapping[str, int | Sym]) -> Any:
     if isinstance(x, (tuple, list)):
         return tuple(substitute(v, bindings) for v in x)
     return x
+
+
+def bind_sizes(
+    sizes: Sequence[int | Sym],
+    actual: Sequence[int],
+    bindings: dict[str, int],
+    what: str = "argument",
+) -> dict[str, int]:
+    """Bind the symbols of `sizes` (a value's declared sizes) to the `actual` sizes of a
+    call, adding to `bindings` (returned, updated in place). A dim whose size is one
+    symbol binds it (a symbol is at least 1: an actual 0 binds 0, the empty class); any
+    other dim, once its symbols are bound, must evaluate to the actual size. A mismatch
+    is a `CallError` naming `what`, the dim, the expected and the given size:
+
+        bind_sizes((N, 64), (8, 64), {}) == {"N": 8}
+        bind_sizes((N, 64), (8, 32), {})   # CallError: dim 1 is 64, got 32
+        bind_sizes((N,), (5,), {"N": 8})   # CallError: N is 8 (bound before), got 5
+    """
+    if len(sizes) != len(actual):
+        raise CallError(
+            f"{what}: expected {len(sizes)} dims (sizes {_tuple_text(sizes)}); got "
+            f"{len(actual)} (sizes {tuple(actual)})"
+        )
+    later = []
+    for d, (want, got) in enumerate(zip(sizes, actual, strict=True)):
+        name = want.name if isinstance(want, Sym) else None
+        if name is not None and name not in bindings:
+            if got < 0:  # pragma: no cover - torch sizes are never negative
+                raise CallError(f"{what}: dim {d} has the negative size {got}")
+            bindings[name] = got
+        elif isinstance(want, Sym):
+            later.append((d, want, got))
+        elif want != got:
+            raise CallError(
+                f"{what}: dim {d} has the static size {want}; got {got} "
+                f"(sizes {_tuple_text(sizes)}, given {tuple(actual)})"
+            )
+    for d, want, got in later:
+        missing = want.free_symbols - set(bindings)
+        if missing:
+            raise CallError(
+                f"{what}: dim {d} of size {want} needs the symbol(s) "
+                f"{', '.join(sorted(missing))} bound by a dim of their own"
+            )
+        value = want.evaluate(bindings)
+        if value != got:
+            bound = ", ".join(f"{n} = {bindings[n]}" for n in sorted(want.free_symbols))
+            raise CallError(
+                f"{what}: dim {d} is {want}, which is {value} with {bound} (bound by an "
+                f"earlier dim or argument); got {got}"
+            )
+    return bindings
+
+
+def _tuple_text(sizes: Sequence[object]) -> str:
+    inner = ", ".join(map(str, sizes))
+    return f"({inner},)" if len(sizes) == 1 else f"({inner})"
 
 
 def as_size(value: object, what: str = "size") -> int | Sym:

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stridec.errors import LayoutError, VerificationError
+from stridec.errors import CallError, LayoutError, VerificationError
 from stridec.ir.symbols import (
     Sym,
     as_size,
     as_sizes,
+    bind_sizes,
     ceil_div,
     evaluate,
     free_symbols,
@@ -67,7 +68,7 @@ def _mod(a: object, d: int) -> object:
 values = st.fixed_dictionaries({n: st.integers(1, 40) for n in NAMES})
 
 
-@settings(max_examples=300)
+@settings(max_examples=150, deadline=None)
 @given(exprs(), st.lists(values, min_size=1, max_size=5))
 def test_expressions_evaluate_as_python_ints(e: tuple[object, object], points: list) -> None:
     expr, fn = e
@@ -86,7 +87,7 @@ def test_expressions_evaluate_as_python_ints(e: tuple[object, object], points: l
         assert isinstance(expr, int) and is_static(expr)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150, deadline=None)
 @given(exprs(), exprs(), st.lists(values, min_size=1, max_size=8))
 def test_proofs_hold_at_every_value(a: tuple, b: tuple, points: list) -> None:
     (x, fx), (y, fy) = a, b
@@ -136,6 +137,21 @@ def test_decisions_and_refusals() -> None:
     with pytest.raises(LayoutError, match="by the symbolic size N"):
         _floordiv(8, n)  # type: ignore[arg-type]
     assert _floordiv(6 * n * n + 2 * n, 2 * n) == 3 * n + 1 and _mod(6 * n, 2 * n) == 0
+
+
+def test_bind_sizes() -> None:
+    n, m = symbol("N"), symbol("M")
+    assert bind_sizes((n, 64, m), (8, 64, 3), {}) == {"N": 8, "M": 3}
+    assert bind_sizes((n + 2, n), (7, 5), {}) == {"N": 5}  # the bare N binds first
+    assert bind_sizes((n,), (0,), {}) == {"N": 0}
+    for sizes, actual, bindings, message in [
+        ((n, 64), (8, 32), {}, "dim 1 has the static size 64; got 32"),
+        ((n,), (5,), {"N": 8}, "dim 0 is N, which is 8 with N = 8"),
+        ((n + 2,), (5,), {}, "needs the symbol"),
+        ((n, 2), (5,), {}, "expected 2 dims"),
+    ]:
+        with pytest.raises(CallError, match=message):
+            bind_sizes(sizes, actual, dict(bindings), "x")
 
 
 def test_as_size() -> None:
