@@ -144,9 +144,30 @@ def _mono_mul(a: _Monomial, b: _Monomial) -> _Monomial:
     return tuple(sorted(powers.items(), key=lambda ap: _atom_key(ap[0])))
 
 
+_MONO_KEYS: dict[_Monomial, tuple] = {}
+
+
 def _mono_key(m: _Monomial) -> tuple:
-    # Higher degree first, then by atoms: deterministic printing order.
-    return (-sum(p for _, p in m), tuple((_atom_key(a), -p) for a, p in m))
+    # Higher degree first, then by atoms: deterministic printing order. The constant
+    # monomial () sorts last.
+    key = _MONO_KEYS.get(m)
+    if key is None:
+        key = (-sum(p for _, p in m), tuple((_atom_key(a), -p) for a, p in m))
+        if len(_MONO_KEYS) < 100_000:
+            _MONO_KEYS[m] = key
+    return key
+
+
+def _from_sorted(items: tuple[tuple[_Monomial, int], ...]) -> int | Sym:
+    """A value from canonically ordered, non-zero terms."""
+    if not items:
+        return 0
+    if len(items) == 1 and items[0][0] == ():
+        return items[0][1]
+    sym = object.__new__(Sym)
+    sym._terms = items
+    sym._hash = hash(items)
+    return sym
 
 
 def _normal(terms: dict[_Monomial, int]) -> int | Sym:
@@ -168,7 +189,7 @@ def _terms_of(x: int | Sym) -> tuple[tuple[_Monomial, int], ...]:
 
 
 def _coerce(x: object) -> int | Sym | None:
-    if isinstance(x, Sym):
+    if type(x) is int or isinstance(x, Sym):
         return x
     if isinstance(x, bool):
         return None
@@ -179,6 +200,12 @@ def _coerce(x: object) -> int | Sym | None:
 
 
 def _add(a: int | Sym, b: int | Sym, sign: int = 1) -> int | Sym:
+    if type(b) is int and type(a) is Sym:  # the fast path: a constant term changes
+        terms_a = a._terms
+        if terms_a[-1][0] == ():
+            c = terms_a[-1][1] + sign * b
+            return _from_sorted(terms_a[:-1] + ((((), c),) if c else ()))
+        return a if b == 0 else _from_sorted(terms_a + (((), sign * b),))
     terms: dict[_Monomial, int] = dict(_terms_of(a))
     for m, c in _terms_of(b):
         terms[m] = terms.get(m, 0) + sign * c
@@ -186,6 +213,12 @@ def _add(a: int | Sym, b: int | Sym, sign: int = 1) -> int | Sym:
 
 
 def _mul(a: int | Sym, b: int | Sym) -> int | Sym:
+    if type(b) is int and type(a) is Sym:  # the fast path: scale the coefficients
+        if b == 0:
+            return 0
+        return a if b == 1 else _from_sorted(tuple((m, c * b) for m, c in a._terms))
+    if type(a) is int and type(b) is Sym:
+        return _mul(b, a)
     terms: dict[_Monomial, int] = {}
     for ma, ca in _terms_of(a):
         for mb, cb in _terms_of(b):

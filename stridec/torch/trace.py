@@ -10,7 +10,9 @@
 Each example tensor becomes a graph input (named after `fn`'s parameters) of its sizes
 and dtype; `fn` runs on `Proxy` values whose tensor methods, and the torch functions they
 reach through `__torch_function__`, record ops with the builder. Sizes are static: `x.shape`
-and `x.size(d)` are plain ints, so shape arithmetic in `fn` runs in Python as usual.
+and `x.size(d)` are plain ints, so shape arithmetic in `fn` runs in Python as usual --
+unless `dynamic=` makes some symbolic (docs/symbolic.md): then they are `Sym`s, which take
+part in the same arithmetic, and `x.shape` is a tuple.
 
 Traced: the tensor methods `permute transpose swapaxes swapdims t T mT expand expand_as
 broadcast_to [...] reshape reshape_as view view_as flatten unflatten squeeze unsqueeze flip
@@ -267,7 +269,21 @@ class Proxy:
         return self._wrap(self.value.permute(*_ints(dims, "Tensor.permute")))
 
     def expand(self, *sizes: Any) -> Proxy:
-        return self._wrap(self.value.expand(*_ints(sizes, "Tensor.expand")))
+        target = _ints(sizes, "Tensor.expand")
+        own = self.value.shape
+        lead = len(target) - len(own)
+        if lead >= 0:
+            # torch requires each size that is not 1 to be the target's: unify symbols.
+            dims = [d for d in range(len(own)) if own[d] != 1 and target[lead + d] != -1]
+            pairs = (tuple(own[d] for d in dims), tuple(target[lead + d] for d in dims))
+            self._tracer.require_equal(pairs, None)
+        return self._wrap(self.value.expand(*target))
+
+    def expand_as(self, other: Any) -> Proxy:
+        return self.expand(_value(other, "Tensor.expand_as").shape)
+
+    def broadcast_to(self, *sizes: Any) -> Proxy:
+        return self.expand(*sizes)
 
     def __getitem__(self, index: Any) -> Proxy:
         items = index if isinstance(index, tuple) else (index,)

@@ -60,6 +60,15 @@ def test_cat_and_stack_unify_the_sizes_torch_requires_equal() -> None:
     assert g.symbols() == ("s0", "s1")
 
 
+def test_expand_unifies_a_size_with_its_target() -> None:
+    def fn(x, y):
+        return x.expand_as(y).contiguous(), x.broadcast_to(y.shape)
+
+    g = stridec.trace(fn, torch.randn(3, 1), torch.randn(3, 4), dynamic=True)
+    assert g.symbols() == ("s0", "s2")  # x's rows are y's: s1 (y's rows) became s0
+    assert str(g.outputs[0].type) == "tensor<s0xs2xf32>"
+
+
 def test_shape_holds_the_symbols() -> None:
     seen = []
 
