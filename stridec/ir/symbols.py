@@ -460,7 +460,7 @@ class Sym:
         return bool(Relation(self, "!=", 0))
 
     def __index__(self) -> int:
-        raise LayoutError(
+        raise UndecidedError(
             f"the symbolic size {self} is used where a concrete int is needed "
             f"(symbols {', '.join(sorted(self.free_symbols))})"
         )
@@ -614,6 +614,13 @@ def _nonneg_bounding_floors(x: Sym, depth: int) -> bool:
                 rest[m] = c
         else:
             c_poly = _normal(coeff)
+            r_poly = _normal(rest)
+            if type(c_poly) is int and c_poly > 0 and type(r_poly) is int:
+                # c*a + r >= 0 iff a >= k = ceil(-r/c) iff p >= k*d (a = p//d exactly).
+                k = -(r_poly // c_poly)
+                if k <= 0 or _nonneg(_add(atom.num, -k * atom.den), depth + 1):
+                    return True
+                continue
             if _nonneg(c_poly, depth + 1):
                 bound = _add(atom.num, 1 - atom.den)
             elif _nonneg(_add(0, c_poly, -1), depth + 1):

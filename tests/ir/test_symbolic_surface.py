@@ -47,6 +47,7 @@ CALLS: dict[str, Any] = {
     "pad-crop": lambda x: B.pad(x, (0, 0, -1, 0)),
     "pack": lambda x: x.unsqueeze(2).unsqueeze(3).pack("CHWN4"),
     "cast": lambda x: x.to("float16").t().contiguous(),
+    "slice-of-slice": lambda x: x[::2][1::2].contiguous(),
 }
 REFUSED = {"diagonal", "squeeze-all", "chunk-rows", "unbind-rows", "roll-rows"}
 

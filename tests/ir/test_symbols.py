@@ -123,6 +123,8 @@ def test_decisions_and_refusals() -> None:
     assert statically_true(n <= 4 * n) and not statically_true(n <= 4)
     assert statically_false(n < 1) and statically_true(n - 1 >= 0)
     assert statically_true(n * n >= 2 * n - 1) and not statically_true(n * n >= 2 * n)
+    assert statically_true((n + 1) // 2 >= 1) and not statically_true(n // 2 >= 1)
+    assert statically_true(6 * ((n + 1) // 2) - 4 < 3 * n)  # the floor's upper bound
     assert n != 1 and not (n == 1)  # an identity, not a value
     assert min(0, n) == 0 and max(n, 0) == n
     assert size_max(n, n + 2) == n + 2 and size_min(n, 2 * n) == n

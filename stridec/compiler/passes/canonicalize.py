@@ -13,6 +13,7 @@ from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Pattern, Rewriter, apply_patterns
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
+from stridec.ir.symbols import Sym
 
 __all__ = ["Canonicalize", "PATTERNS"]
 
@@ -121,6 +122,8 @@ class SliceOfSlice:
         dim = op.dim % rank
         if inner.dim % rank != dim:
             return "the slices cut different dims"
+        if isinstance(source.type.sizes[dim], Sym):
+            return "the dim is symbolic (its clamped bounds depend on the value)"
         first = range(source.type.sizes[dim])[inner.start : inner.stop : inner.step]
         both = first[op.start : op.stop : op.step]
         step = both.step
