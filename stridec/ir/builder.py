@@ -135,6 +135,18 @@ class GraphBuilder:
 
 
 # -- Value methods -----------------------------------------------------------------------
+def _memory_format(call: str, memory_format: Any, rank: int) -> str | None:
+    """A memory format's name (None for `preserve_format`), checked against the rank."""
+    if str(memory_format).removeprefix("torch.") == "preserve_format":
+        return None
+    name = O.memory_format_name(call, memory_format)
+    needs = O.MEMORY_FORMATS[name]
+    if needs is not None and rank != needs[0]:
+        raise ShapeError(f"{call}: memory_format {name} needs a tensor of rank {needs[0]}; "
+                         f"got rank {rank}")
+    return name
+
+
 def _fresh(v: Value) -> Value:
     """`v` in new memory, row-major: what torch's composites (repeat, roll, …) return,
     even where every step here was a view."""
@@ -302,13 +314,24 @@ class ValueBuilder:
         return self.split(-(-length // chunks), dim)
 
 
-    def contiguous(self) -> Value:
-        return emit(self.graph, O.ContiguousOp, (self,), {})
+    def contiguous(self, memory_format: Any = "contiguous_format") -> Value:
+        """torch's `contiguous(memory_format=...)`: the value itself where it already is
+        contiguous in that format ("contiguous_format", "channels_last",
+        "channels_last_3d", or torch's `torch.channels_last`...), else a copy into new
+        memory in it."""
+        if _memory_format("contiguous", memory_format, self.ndim) is None:
+            raise VerificationError("contiguous: memory_format preserve_format is unsupported "
+                                    "(as in torch); expected a format such as channels_last")
+        return emit(self.graph, O.ContiguousOp, (self,), {"memory_format": memory_format})
 
 
-    def clone(self) -> Value:
-        """torch's `clone()`: new memory, strides as torch's `preserve_format` keeps them."""
-        return emit(self.graph, O.CloneOp, (self,), {})
+    def clone(self, memory_format: Any = "preserve_format") -> Value:
+        """torch's `clone()`: new memory, strides as torch's `preserve_format` keeps them,
+        or laid out in the `memory_format` given."""
+        name = _memory_format("clone", memory_format, self.ndim)
+        if name is None:
+            return emit(self.graph, O.CloneOp, (self,), {})
+        return self.copy_to(O.memory_format_layout(name, self.shape))
 
 
     def copy_to(
@@ -320,12 +343,24 @@ class ValueBuilder:
         return emit(self.graph, O.CopyOp, (self,), {"layout": layout, "dtype": dtype})
 
 
-    def to(self, dtype: Any) -> Value:
-        """torch's `.to(dtype)`: the value itself when it has that dtype, else a cast (laid
-        out as torch's `preserve_format`)."""
-        if as_dtype(dtype, "cast: dtype") == self.type.dtype:
+    def to(
+        self, dtype: Any = None, memory_format: Any = "preserve_format", copy: bool = False
+    ) -> Value:
+        """torch's `.to(dtype, memory_format=..., copy=...)`: the value itself when it has
+        that dtype, torch suggests that memory format for its strides and no copy is
+        asked for; else new memory: a cast laid out as torch's `preserve_format`, or in
+        the memory format given."""
+        same = dtype is None or as_dtype(dtype, "cast: dtype") == self.type.dtype
+        name = _memory_format("to", memory_format, self.ndim)
+        if not same and name is not None:
+            return self.copy_to(O.memory_format_layout(name, self.shape), dtype=dtype)
+        if not same:
+            return emit(self.graph, O.CastOp, (self,), {"dtype": dtype})
+        if copy:
+            return self.clone(memory_format)
+        if name is None:
             return self
-        return emit(self.graph, O.CastOp, (self,), {"dtype": dtype})
+        return emit(self.graph, O.ToFormatOp, (self,), {"memory_format": name})
 
 
     def pack(self, format: str, fill: float = 0) -> Value:

@@ -195,6 +195,12 @@ def bit_pattern(value: bool | int | float, dtype: DType) -> int:
     if name == "float32":
         return _unpack("<i", struct.pack("<f", converted))
     if name == "float16":
+        if isinstance(value, float) and math.isnan(value):
+            # torch's conversion (F16C) goes through float32: quiet, the payload's top
+            # bits kept (`struct`'s "<e" would drop them).
+            f32 = _unpack("<I", struct.pack("<f", value))
+            raw = ((f32 >> 16) & 0x8000) | 0x7E00 | ((f32 >> 13) & 0x3FF)
+            return raw - (1 << 16) if raw >= 1 << 15 else raw
         return _unpack("<h", struct.pack("<e", converted))
     raw = _bfloat16_bits(converted)
     return raw - (1 << 16) if raw >= 1 << 15 else raw

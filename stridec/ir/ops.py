@@ -554,23 +554,112 @@ class SplitOp(ViewOp):
 
 
 # -- materializations --------------------------------------------------------------------
+# Memory formats by name: the rank they need and the dim order they nest (None: row-major).
+MEMORY_FORMATS: dict[str, tuple[int, tuple[int, ...]] | None] = {
+    "contiguous_format": None,
+    "channels_last": (4, (0, 2, 3, 1)),
+    "channels_last_3d": (5, (0, 2, 3, 4, 1)),
+}
+
+
+def memory_format_name(op: str, value: Any) -> str:
+    """A memory format's name: "channels_last" or torch's `torch.channels_last` alike."""
+    name = str(value).removeprefix("torch.")
+    if name not in MEMORY_FORMATS:
+        raise VerificationError(
+            f"{op}: attribute 'memory_format' must be one of {sorted(MEMORY_FORMATS)}; "
+            f"got {value!r}"
+        )
+    return name
+
+
+def memory_format_layout(name: str, sizes: Sequence[int]) -> Layout:
+    """The layout of new memory of `sizes` in the format `name`, as torch's `empty(...,
+    memory_format=...)`: row-major counts a size-0 dim as 1, channels-last does not (a
+    size-0 H zeroes N's stride: (2, 3, 0, 5) gets strides (0, 1, 15, 3))."""
+    needs = MEMORY_FORMATS[name]
+    if needs is None:
+        return Layout.contiguous(sizes)
+    strides = [0] * len(sizes)
+    running = 1
+    for d in reversed(needs[1]):
+        strides[d] = running
+        running *= sizes[d]
+    return Layout(tuple(sizes), tuple(strides))
+
+
+def is_contiguous_as(layout: Layout, order: Sequence[int]) -> bool:
+    """torch's `is_contiguous(memory_format=...)` for the format nesting the dims as
+    `order`: dense in that order, the strides of size-1 dims not counting (nor the offset).
+    Unlike the row-major rule, an empty layout is not exempt: its strides are checked as
+    the others' (a size-0 dim zeroes what the dims outside it must have)."""
+    expected = 1
+    for d in reversed(order):
+        if layout.sizes[d] != 1:
+            if layout.strides[d] != expected:
+                return False
+            expected *= layout.sizes[d]
+    return True
+
+
 @register_op
 class ContiguousOp(Op):
-    """torch's `contiguous()`: the operand itself -- a view, sharing its memory -- when it
-    already is contiguous (`Layout.is_contiguous`, torch's `is_contiguous`: the offset and
-    the strides of size-1 dims do not matter), else a row-major copy into new memory.
-    As `reshape`, which of the two it is follows from the operand's layout."""
+    """torch's `contiguous(memory_format=...)`: the operand itself -- a view, sharing its
+    memory -- when it already is contiguous in that format (`is_contiguous`: the offset
+    and the strides of size-1 dims do not matter), else a copy into new memory laid out
+    in it (row-major, or channels-last: `Layout.for_order`). As `reshape`, which of the two
+    it is follows from the operand's layout, known once the graph is specialized to the
+    caller's strides."""
 
     name = "contiguous"
+    attr_names = ("memory_format",)
+
+    @classmethod
+    def normalize(cls, attrs, operand_types):
+        name = memory_format_name(cls.name, attrs.get("memory_format") or "contiguous_format")
+        needs = MEMORY_FORMATS[name]
+        if needs is not None and operand_types and operand_types[0].rank != needs[0]:
+            raise ShapeError(
+                f"{cls.name}: memory_format {name} needs a tensor of rank {needs[0]}; got rank "
+                f"{operand_types[0].rank}"
+            )
+        return {"memory_format": name}
+
+    def in_format(self, layout: Layout) -> bool:
+        """Whether torch hands the operand of `layout` back itself."""
+        needs = MEMORY_FORMATS[self.attrs["memory_format"]]
+        return layout.is_contiguous() if needs is None else is_contiguous_as(layout, needs[1])
 
     def aliases_operand(self) -> bool:
-        return self.operands[0].type.layout.is_contiguous()
+        return self.in_format(self.operands[0].type.layout)
 
     def infer_types(self, operand_types):
         t = operand_types[0]
-        if t.layout.is_contiguous():
+        if self.in_format(t.layout):
             return [TensorType(t.sizes, t.dtype, t.layout)]
-        return [TensorType(t.sizes, t.dtype)]
+        return [TensorType(t.sizes, t.dtype,
+                           memory_format_layout(self.attrs["memory_format"], t.sizes))]
+
+    def printed_attrs(self):
+        if self.attrs["memory_format"] == "contiguous_format":
+            return {}
+        return super().printed_attrs()
+
+
+@register_op
+class ToFormatOp(ContiguousOp):
+    """torch's `.to(memory_format=...)` (same dtype): the operand itself when torch
+    suggests that format for its strides (`suggest_memory_format`:
+    `Layout.channels_last_order`) -- a stepped channels-last slice is handed back though
+    it is not contiguous, a transposed matrix for `contiguous_format` too -- else a copy
+    into new memory in that format."""
+
+    name = "to_format"
+
+    def in_format(self, layout: Layout) -> bool:
+        needs = MEMORY_FORMATS[self.attrs["memory_format"]]
+        suggested = layout.channels_last_order()
+        return suggested is None if needs is None else suggested == needs[1]
 
 
 class _FreshLikeOp(Op):

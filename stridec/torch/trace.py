@@ -23,9 +23,11 @@ repeat_interleave roll`, the matching `torch.*` functions, `torch.cat` (`concat`
 `torch.nn.functional.pad` (constant mode), `pixel_shuffle`, `pixel_unshuffle` and
 `torch.nn.functional.unfold` (im2col). Anything else — arithmetic, reductions, indexing
 with tensors, in-place methods, data-dependent calls — raises `UnsupportedError` naming
-the call. `contiguous(memory_format=torch.channels_last)` materializes channels-last
-strides; `clone` gives new memory with torch's `preserve_format` strides, `contiguous`
-the tensor itself where it already is contiguous (see docs/semantics.md).
+the call. `contiguous(memory_format=...)` is the tensor itself where it already is
+contiguous in that format (channels-last too), else new memory in it; `.to(memory_format=
+...)` the tensor itself where torch suggests that format for its strides; `clone` always
+new memory, with torch's `preserve_format` strides or in the format given (see
+docs/semantics.md).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from torch.overrides import resolve_name
 import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.graph import Graph, Value
-from stridec.ir.layout import Layout
 from stridec.ir.symbols import Sym, is_static, substitute, symbol
 
 __all__ = ["Proxy", "trace"]
@@ -323,41 +324,22 @@ class Proxy:
         return self._wrap_all(self.value.split(sizes, dim))
 
     # -- copies --------------------------------------------------------------------------
+    # `contiguous`, `clone` and `.to` take torch's memory formats as the `Value` methods
+    # do (which hand a tensor back itself exactly where torch's do).
     def contiguous(self, memory_format: torch.memory_format = torch.contiguous_format) -> Proxy:
-        return self._materialize(memory_format, "Tensor.contiguous")
+        return self._wrap(self.value.contiguous(memory_format))
 
     def clone(self, memory_format: torch.memory_format = torch.preserve_format) -> Proxy:
-        if memory_format == torch.preserve_format:  # new memory, laid out as torch's
-            return self._wrap(self.value.clone())
-        return self._materialize(memory_format, "Tensor.clone")
-
-    def _materialize(self, memory_format: Any, call: str) -> Proxy:
-        """`contiguous` may return the tensor itself (a view), `clone` never does."""
-        fresh = call == "Tensor.clone"
-        if memory_format == torch.preserve_format and fresh:
-            return self._wrap(self.value.clone())
-        if memory_format in (torch.contiguous_format, torch.preserve_format):
-            if fresh:
-                return self._wrap(self.value.copy_to(Layout.contiguous(self.value.shape)))
-            return self._wrap(self.value.contiguous())
-        orders = {torch.channels_last: (4, (0, 2, 3, 1)),
-                  torch.channels_last_3d: (5, (0, 2, 3, 4, 1))}
-        if memory_format not in orders:
-            raise _unsupported(f"{call}(memory_format={memory_format})")
-        rank, order = orders[memory_format]
-        if self.ndim != rank:
-            raise CallError(
-                f"stridec.trace: {call}: {memory_format} needs rank {rank}; got rank {self.ndim}"
-            )
-        return self._wrap(self.value.copy_to(Layout.for_order(self.value.shape, order)))
+        return self._wrap(self.value.clone(memory_format))
 
     def to(self, *args: Any, **kwargs: Any) -> Proxy:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         memory_format = kwargs.pop("memory_format", torch.preserve_format)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("copy", None)
+        copy = kwargs.pop("copy", False)
         _no_more(kwargs, "Tensor.to")
+        flags = []
         for a in args:
             if isinstance(a, torch.dtype):
                 dtype = a
@@ -365,15 +347,16 @@ class Proxy:
                 device = a
             elif isinstance(a, Proxy):
                 dtype = a.dtype
-            elif not isinstance(a, bool):  # non_blocking / copy given by position
+            elif isinstance(a, bool):  # non_blocking, then copy, given by position
+                flags.append(a)
+            else:
                 raise _unsupported("Tensor.to", f"argument {a!r}")
+        if len(flags) > 1:
+            copy = flags[1]
         if device is not None and torch.device(device).type != self._tracer.device.type:
             raise _unsupported(f"Tensor.to(device={device!r})", "graphs run on their "
                                "inputs' device")
-        out = self if dtype is None or dtype == self.dtype else self._wrap(self.value.to(dtype))
-        if memory_format != torch.preserve_format:
-            out = out._materialize(memory_format, "Tensor.to")
-        return out
+        return self._wrap(self.value.to(dtype, memory_format=memory_format, copy=bool(copy)))
 
     def type(self, dtype: Any = None, **kwargs: Any) -> Proxy:
         if dtype is None or isinstance(dtype, str):

@@ -204,3 +204,107 @@ def test_pad_that_only_crops_clones_with_the_operands_strides() -> None:
     for got, want in zip(compiled(g, x), (F.pad(x.t(), (0, 0)), F.pad(x.t(), (-1, 0)),
                                           F.pad(x.t(), (1, -1))), strict=True):
         assert torch.equal(got, want) and got.stride() == want.stride()
+
+
+# --------------------------------------------------------------------------- memory formats
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _like_torch(got: tuple, want: tuple, inputs: tuple) -> None:
+    """Values, strides, storage offset and the inputs shared, output by output."""
+    for i, (a, e) in enumerate(zip(got, want, strict=True)):
+        assert a.dtype == e.dtype and a.shape == e.shape, f"output {i}"
+        assert torch.equal(a, e), f"output {i}"
+        assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset()), (
+            f"output {i}: strides {a.stride()} offset {a.storage_offset()}, torch "
+            f"{e.stride()} offset {e.storage_offset()}")
+        shared = [_storage(a) == _storage(x) for x in inputs]
+        assert shared == [_storage(e) == _storage(x) for x in inputs], f"output {i}"
+
+
+def _strided(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> torch.Tensor:
+    """A float32 tensor of these strides over its own storage, values 0, 1, 2, ..."""
+    need = 1 + offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) if all(
+        sizes) else offset
+    base = torch.arange(float(max(need, 1)))
+    return torch.as_strided(base, sizes, strides, offset)
+
+
+# Layouts at each edge of torch's channels-last rules: dense channels-last, a stepped slice
+# of one (channels-last strides, not contiguous), row-major, a size-1 C whose stride is
+# anything, an empty tensor with channels-last strides and one with a size-0 H.
+_FORMAT_INPUTS = {
+    "channels_last": ((2, 3, 4, 5), (60, 1, 15, 3), 0),
+    "channels_last_stepped": ((2, 3, 2, 5), (60, 1, 30, 3), 3),
+    "row_major": ((2, 3, 4, 5), (60, 20, 5, 1), 0),
+    "size1_c_odd_stride": ((2, 1, 4, 5), (20, 7, 5, 1), 0),
+    "size1_hw": ((2, 3, 1, 1), (3, 1, 3, 3), 0),
+    "n111_ambiguous": ((2, 1, 1, 1), (1, 1, 1, 1), 0),
+    "empty_channels_last": ((0, 3, 4, 5), (60, 1, 15, 3), 0),
+    "empty_h_channels_last": ((2, 3, 0, 5), (15, 1, 15, 3), 0),
+}
+
+_FORMAT_PROGRAMS = {
+    "contiguous_cl": lambda x: x.contiguous(memory_format=torch.channels_last),
+    "contiguous": lambda x: x.contiguous(),
+    "to_cl": lambda x: x.to(memory_format=torch.channels_last),
+    "to_contiguous_format": lambda x: x.to(memory_format=torch.contiguous_format),
+    "clone_cl": lambda x: x.clone(memory_format=torch.channels_last),
+    "to_half_cl": lambda x: x.to(torch.float16, memory_format=torch.channels_last),
+    "to_copy": lambda x: x.to(torch.float32, copy=True),
+    "permuted_contiguous_cl": lambda x: x.permute(0, 1, 3, 2).contiguous(
+        memory_format=torch.channels_last),
+}
+
+
+@pytest.mark.parametrize("backend", ("interpret", "cpu", "reference"))
+@pytest.mark.parametrize("layout", sorted(_FORMAT_INPUTS))
+@pytest.mark.parametrize("program", sorted(_FORMAT_PROGRAMS))
+def test_memory_format_results_alias_exactly_where_torchs_do(program: str, layout: str,
+                                                             backend: str) -> None:
+    """`contiguous(memory_format=torch.channels_last)` used to copy always; torch hands
+    the tensor back where it is channels-last contiguous (`is_contiguous(memory_format=
+    ...)`, size-1 dims' strides not counting), `.to(memory_format=...)` where torch
+    suggests that format for its strides (a stepped channels-last slice too; a transposed
+    tensor for `contiguous_format`), and `.to(copy=True)` never. Traced, the graph is
+    specialized to each caller's strides."""
+    fn = _FORMAT_PROGRAMS[program]
+    x = _strided(*_FORMAT_INPUTS[layout])
+    graph = stridec.trace(fn, torch.empty(x.shape))
+    run = stridec.run_reference if backend == "reference" else stridec.compile(graph,
+                                                                             backend=backend)
+    got = run(graph, x) if backend == "reference" else run(x)
+    _like_torch(got if isinstance(got, tuple) else (got,), (fn(x),), (x,))
+
+
+@pytest.mark.parametrize("backend", ("interpret", "cpu", "reference"))
+def test_memory_formats_in_the_builder_and_in_rank_5(backend: str) -> None:
+    """The builder's `contiguous`/`to`/`clone` take memory formats by name as trace takes
+    torch's; channels_last_3d follows the same rules on rank 5."""
+    x5 = torch.randn(2, 3, 2, 2, 4).contiguous(memory_format=torch.channels_last_3d)
+    g = stridec.Graph("formats")
+    v = g.input("x", tuple(x5.shape), "float32")
+    g.output(v.contiguous("channels_last_3d"), v.to(memory_format="channels_last_3d"),
+             v.clone("channels_last_3d"), v.contiguous(), v[:, :, :, :, ::2].contiguous(
+                 memory_format="channels_last_3d"))
+    got = (stridec.run_reference(g, x5) if backend == "reference"
+           else stridec.compile(g, backend=backend)(x5))
+    cl3 = torch.channels_last_3d
+    want = (x5.contiguous(memory_format=cl3), x5.to(memory_format=cl3),
+            x5.clone(memory_format=cl3), x5.contiguous(),
+            x5[:, :, :, :, ::2].contiguous(memory_format=cl3))
+    _like_torch(got, want, (x5,))
+
+
+def test_memory_format_errors_name_the_call() -> None:
+    g = stridec.Graph("formats")
+    v = g.input("x", (2, 3, 4), "float32")
+    with pytest.raises(ShapeError, match="channels_last needs a tensor of rank 4"):
+        v.contiguous("channels_last")
+    with pytest.raises(stridec.errors.VerificationError, match="preserve_format"):
+        v.contiguous("preserve_format")
+    with pytest.raises(stridec.errors.VerificationError, match="memory_format"):
+        v.contiguous("nhwc")

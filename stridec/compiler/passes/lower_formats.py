@@ -93,12 +93,13 @@ def _lowers(*classes: type[Op]) -> Callable:
     return register
 
 
-@_lowers(O.ContiguousOp, O.CastOp, O.ReshapeOp, O.FlattenOp)
+@_lowers(O.ContiguousOp, O.ToFormatOp, O.CastOp, O.ReshapeOp, O.FlattenOp)
 def _lower_regrouping(op: Op, rw: Rewriter) -> Value:
-    """A row-major copy (a reshape or flatten that is not a view, a contiguous), or a cast
-    into its own (preserve_format) layout; both read the operand over its own sizes."""
+    """A row-major copy (a reshape or flatten that is not a view), a contiguous (in its
+    memory format), or a cast into its own (preserve_format) layout; all read the operand
+    over its own sizes."""
     v, out_t = op.operands[0], op.result.type
-    if isinstance(op, O.CastOp):
+    if isinstance(op, (O.CastOp, O.ContiguousOp)):  # same sizes: into the result's layout
         dst = out_t.layout
     else:
         dst = Layout.contiguous(out_t.sizes).view(v.type.sizes)

@@ -163,8 +163,16 @@ def _split_op(op: Any, t):
     return tuple(t.split(s[0] if len(s) == 1 else list(s), op.dim))
 
 
+def _memory_format(op: Any) -> torch.memory_format:
+    return getattr(torch, op.memory_format)
+
+
 def _contiguous_op(op: Any, t):
-    return (t.contiguous(),)
+    return (t.contiguous(memory_format=_memory_format(op)),)
+
+
+def _to_format_op(op: Any, t):
+    return (t.to(memory_format=_memory_format(op)),)
 
 
 def _clone_op(op: Any, t):
@@ -297,6 +305,7 @@ RULES: dict[type, Callable[..., tuple]] = {
     O.FlattenOp: _flatten_op,
     O.SplitOp: _split_op,
     O.ContiguousOp: _contiguous_op,
+    O.ToFormatOp: _to_format_op,
     O.CloneOp: _clone_op,
     O.FlipOp: _flip_op,
     O.CopyOp: _copy_op,
