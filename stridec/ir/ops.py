@@ -641,8 +641,8 @@ class ContiguousOp(Op):
                            memory_format_layout(self.attrs["memory_format"], t.sizes))]
 
     def printed_attrs(self):
-        if self.attrs["memory_format"] == "contiguous_format":
-            return {}
+        if self.name == "contiguous" and self.attrs["memory_format"] == "contiguous_format":
+            return {}  # `contiguous()`'s default goes without saying; `.to`'s has no default
         return super().printed_attrs()
 
 

@@ -130,6 +130,11 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     # materializations
     outs.append(p.contiguous())
     outs.append(x[1:].contiguous())  # contiguous already: a view
+    outs.append(x.contiguous("channels_last"))  # a copy into channels-last memory
+    outs.append(p.permute(0, 3, 1, 2).contiguous("channels_last"))  # already: a view
+    outs.append(x.to(memory_format="channels_last"))  # row-major suggests no channels-last
+    outs.append(x.t().to(memory_format="contiguous_format") if x.ndim == 2 else
+                x.transpose(1, 2).to(memory_format="contiguous_format"))  # the value itself
     outs.append(p.clone())
     outs.append(x.copy_to((1, 2, 6, 24), dtype="float32"))
     outs.append(x.copy_to(Layout((2, 3, 4, 5), (60, 20, 5, 1), 7)))

@@ -8,15 +8,21 @@ cats and Philox (bits and uniform). Its inputs are sizes with 0, 1 and odd dims,
 over as torch tensors with random strides and offsets over a bigger storage:
 
     transposed  Layout.for_order(sizes, perm), offset k
+    channels_last  NHWC / NDHWC strides of rank 4 / 5, now and then of a stepped slice
     sliced      strides of a bigger tensor stepped by 1-2 in every dim, offset k
     padded      rows and elements with gaps (strides larger than packed)
     broadcast   some strides 0 (an expanded tensor)
     overlapping strides that revisit elements (a sliding window, as `unfold` makes)
     sliced_transposed  stepped, then the dims in a random order
 
-each at an offset of 0 to 4 elements. What torch makes new memory of -- a flip, a cast,
-a clone, a pad by nothing, a cat of one -- is often followed by what reads its storage
-(`as_strided`, `view`, `reshape`, `contiguous`), which must address the new tensor.
+each at an offset of 0 to 4 elements. Memory formats come in through `contiguous`,
+`.to(memory_format=...)` and `clone` (row-major, channels-last): each is the value itself
+exactly where torch's is. The Philox state is an input of its own, a row of a (k, 6)
+input or a row of a flat input viewed as (2, 6), handed over contiguous, as a row of a
+bigger tensor (at an offset) or as a strided column. What torch makes new memory of -- a
+flip, a cast, a clone, a pad by nothing, a cat of one -- is often followed by what reads
+its storage (`as_strided`, `view`, `reshape`, `contiguous`), which must address the new
+tensor.
 
 The graph runs compiled by the `cpu` backend (native kernels; one case in three by the
 `interpret` backend too: the generated Triton kernels, run by Triton's interpreter on the
@@ -81,7 +87,7 @@ FORMATS_BY_RANK = {
 KINDS = (
     "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
     "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
-    "diagonal",
+    "diagonal", "to_format",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
       "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view") * 2,
 )
@@ -153,7 +159,8 @@ class Builder:
     graph: Graph
     values: list[Value] = field(default_factory=list)
     ranges: dict[int, Range] = field(default_factory=dict)
-    state: Value | None = None
+    state: Value | None = None  # what Philox reads: the state input or a view of it
+    state_input: Value | None = None
     limit: int = MAX_NUMEL  # the largest value a growing op may make
 
     def fits(self, v: Value, factor: int = 1) -> bool:
@@ -195,7 +202,7 @@ def _step(b: Builder, v: Value) -> Value | None:
     kind = d.choice(KINDS)
     if not rank and kind not in ("reshape", "view", "contiguous", "copy", "cast", "unsqueeze",
                                  "expand", "philox", "as_strided", "full", "index", "clone",
-                                 "fresh_then_view"):
+                                 "fresh_then_view", "to_format"):
         return None
     if kind == "permute":
         return b.add(v.permute(*d.permutation(rank)), r)
@@ -278,9 +285,12 @@ def _step(b: Builder, v: Value) -> Value | None:
     if kind == "as_strided":
         return _as_strided(b, v)
     if kind == "contiguous":
-        return b.add(v.contiguous(), r)
+        return b.add(v.contiguous(_memory_format(d, rank)), r)
+    if kind == "to_format":  # the value itself where torch suggests the format, or a copy
+        fmt = _memory_format(d, rank)
+        return b.add(v.to(memory_format=fmt, copy=d.chance(0.2)), r)
     if kind == "clone":
-        return b.add(v.clone(), r)
+        return b.add(v.clone(_memory_format(d, rank) if d.chance(0.3) else "preserve_format"), r)
     if kind == "fresh_then_view":  # a flip, cast or clone, then a view of its storage
         how = d.choice(("flip", "cast", "clone", "pad0", "cat1"))
         if how == "flip" and rank:
@@ -372,6 +382,13 @@ def _step(b: Builder, v: Value) -> Value | None:
     return None
 
 
+def _memory_format(d: Draw, rank: int) -> str:
+    """A memory format a value of `rank` can take: row-major, or channels-last for rank
+    4 (channels_last_3d for rank 5) half the time."""
+    channels_last = {4: "channels_last", 5: "channels_last_3d"}.get(rank)
+    return channels_last if channels_last and d.chance(0.5) else "contiguous_format"
+
+
 def _resolved(sizes: tuple[int, ...], numel: int) -> tuple[int, ...]:
     """`sizes` with a -1 filled in (numel > 0)."""
     known = math.prod(n for n in sizes if n != -1)
@@ -411,7 +428,17 @@ def _philox(b: Builder) -> Value:
     """Bits or uniform floats from the (single) Philox state input."""
     d, g = b.d, b.graph
     if b.state is None:
-        b.state = g.input("state", (6,), "uint32")
+        # The state as a graph input of its own, a row of a (k, 6) input, or a row of a
+        # flat input viewed as (2, 6): every backend reads it through its layout.
+        how = d.choice(("own", "own", "row", "viewed"))
+        if how == "row":
+            b.state_input = g.input("state", (d.int(2, 3), 6), "uint32")
+            b.state = b.state_input[d.int(0, b.state_input.shape[0] - 1)]
+        elif how == "viewed":
+            b.state_input = g.input("state", (12,), "uint32")
+            b.state = b.state_input.view(2, 6)[d.int(0, 1)]
+        else:
+            b.state = b.state_input = g.input("state", (6,), "uint32")
     sizes = tuple(0 if d.chance(0.04) else d.choice(SIZE_CHOICES) for _ in range(d.int(0, 3)))
     if d.chance(0.6):
         bits, new_state = g.philox(b.state, sizes)
@@ -431,10 +458,18 @@ def input_layout(d: Draw, sizes: tuple[int, ...]) -> Layout:
     """The caller's strides and offset for an input of `sizes` (see the module docstring)."""
     rank = len(sizes)
     kind = d.choice(("contiguous", "transposed", "sliced", "padded", "broadcast", "overlapping",
-                     "sliced_transposed"))
+                     "sliced_transposed", "channels_last"))
     offset = d.int(0, 4)
     if kind == "contiguous" or not rank:
         return Layout(sizes, Layout.contiguous(sizes).strides, offset)
+    if kind == "channels_last":  # NHWC (NDHWC) strides, now and then of a stepped slice
+        order = {4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}.get(rank)
+        if order is None:
+            return Layout(sizes, Layout.for_order(sizes, d.permutation(rank)).strides, offset)
+        steps = [d.int(1, 2) for _ in sizes] if d.chance(0.3) else [1] * rank
+        big = Layout.for_order([n * s for n, s in zip(sizes, steps, strict=True)], order)
+        return Layout(sizes, tuple(x * s for x, s in zip(big.strides, steps, strict=True)),
+                      offset)
     if kind == "transposed":
         return Layout(sizes, Layout.for_order(sizes, d.permutation(rank)).strides, offset)
     if kind == "broadcast":
@@ -482,11 +517,29 @@ def input_tensor(d: Draw, layout: Layout, dtype: str, r: Range) -> torch.Tensor:
     return torch.as_strided(storage, layout.sizes, layout.strides, layout.offset)
 
 
-def state_tensor(d: Draw) -> torch.Tensor:
-    """Six uint32 words; counters near 2^32 - 1 exercise the carry."""
-    words = [d.choice((0, 1, 5, 0xFFFFFFFF, 0xFFFFFFFE, 0x12345678)) for _ in range(4)]
-    words += [d.choice((0, 0x9ABCDEF0, 0xFFFFFFFF)) for _ in range(2)]
-    return torch.tensor(words, dtype=torch.int64).to(torch.uint32)
+def state_tensor(d: Draw, sizes: tuple[int, ...] = (6,)) -> torch.Tensor:
+    """uint32 words, six per state (counters near 2^32 - 1 exercise the carry), laid out
+    as a state is found in torch programs: contiguous, a row of a bigger (k, 6) tensor
+    (at an offset), or a column of a (6, k) one (strided)."""
+    words = []
+    for _ in range(math.prod(sizes) // 6):
+        words += [d.choice((0, 1, 5, 0xFFFFFFFF, 0xFFFFFFFE, 0x12345678)) for _ in range(4)]
+        words += [d.choice((0, 0x9ABCDEF0, 0xFFFFFFFF)) for _ in range(2)]
+    flat = torch.tensor(words, dtype=torch.int64).to(torch.uint32)
+    how = d.choice(("contiguous", "row", "column"))
+    if how == "contiguous":
+        return flat.reshape(sizes)
+    k = d.int(2, 3)
+    if how == "row":  # row j of a (k, numel) tensor
+        big = torch.zeros((k, flat.numel()), dtype=torch.uint32)
+        j = d.int(0, k - 1)
+        big[j] = flat
+        return big[j].view(sizes)
+    big = torch.zeros((flat.numel(), k), dtype=torch.uint32)  # column j: stride k
+    j = d.int(0, k - 1)
+    big[:, j] = flat
+    column = big[:, j]
+    return column.view(sizes) if len(sizes) == 1 else column.unflatten(0, sizes)
 
 
 @dataclass(frozen=True)
@@ -556,8 +609,8 @@ def random_case(d: Draw) -> Case:
 
     tensors = []
     for v in g.inputs:
-        if v is b.state:
-            tensors.append(state_tensor(d))
+        if v is b.state_input:
+            tensors.append(state_tensor(d, v.shape))
             continue
         r = next(r for w, r in declared if w is v)
         tensors.append(input_tensor(d, input_layout(d, v.shape), v.dtype.name, r))
