@@ -612,22 +612,22 @@ class ContiguousOp(Op):
     caller's strides."""
 
     name = "contiguous"
-    attr_names = ("memory_format",)
+    memory_format: str = attr(lambda op, key, value: memory_format_name(op, value),
+                              "contiguous_format")
 
     @classmethod
-    def normalize(cls, attrs, operand_types):
-        name = memory_format_name(cls.name, attrs.get("memory_format") or "contiguous_format")
+    def relate_attrs(cls, attrs, operand_types):
+        name = attrs["memory_format"]
         needs = MEMORY_FORMATS[name]
         if needs is not None and operand_types and operand_types[0].rank != needs[0]:
             raise ShapeError(
                 f"{cls.name}: memory_format {name} needs a tensor of rank {needs[0]}; got rank "
                 f"{operand_types[0].rank}"
             )
-        return {"memory_format": name}
 
     def in_format(self, layout: Layout) -> bool:
         """Whether torch hands the operand of `layout` back itself."""
-        needs = MEMORY_FORMATS[self.attrs["memory_format"]]
+        needs = MEMORY_FORMATS[self.memory_format]
         return layout.is_contiguous() if needs is None else is_contiguous_as(layout, needs[1])
 
     def aliases_operand(self) -> bool:
@@ -638,10 +638,10 @@ class ContiguousOp(Op):
         if self.in_format(t.layout):
             return [TensorType(t.sizes, t.dtype, t.layout)]
         return [TensorType(t.sizes, t.dtype,
-                           memory_format_layout(self.attrs["memory_format"], t.sizes))]
+                           memory_format_layout(self.memory_format, t.sizes))]
 
     def printed_attrs(self):
-        if self.name == "contiguous" and self.attrs["memory_format"] == "contiguous_format":
+        if self.name == "contiguous" and self.memory_format == "contiguous_format":
             return {}  # `contiguous()`'s default goes without saying; `.to`'s has no default
         return super().printed_attrs()
 
@@ -657,7 +657,7 @@ class ToFormatOp(ContiguousOp):
     name = "to_format"
 
     def in_format(self, layout: Layout) -> bool:
-        needs = MEMORY_FORMATS[self.attrs["memory_format"]]
+        needs = MEMORY_FORMATS[self.memory_format]
         suggested = layout.channels_last_order()
         return suggested is None if needs is None else suggested == needs[1]
 
