@@ -641,7 +641,7 @@ class ContiguousOp(Op):
                            memory_format_layout(self.memory_format, t.sizes))]
 
     def printed_attrs(self):
-        if self.name == "contiguous" and self.memory_format == "contiguous_format":
+        if type(self) is ContiguousOp and self.memory_format == "contiguous_format":
             return {}  # `contiguous()`'s default goes without saying; `.to`'s has no default
         return super().printed_attrs()
 

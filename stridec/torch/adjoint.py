@@ -407,6 +407,7 @@ _RULES: dict[type[Op], Callable[[_Builder, Any, _Term], _Term | None]] = {
     O.SliceOp: _Builder.op_slice,
     O.SelectOp: _Builder.op_select,
     O.ContiguousOp: _Builder.op_contiguous,
+    O.ToFormatOp: _Builder.op_contiguous,
     O.CopyOp: _Builder.op_copy,
     O.CastOp: _Builder.op_cast,
     O.PadOp: _Builder.op_pad,

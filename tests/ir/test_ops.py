@@ -71,7 +71,8 @@ def test_the_catalogue_is_registered() -> None:
         "input", "full", "philox", "philox_uniform",
         "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
         "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "split",
-        "contiguous", "to_format", "clone", "copy", "pack", "unpack", "pad", "cast", "cat", "output",
+        "contiguous", "to_format", "clone", "copy", "pack", "unpack", "pad", "cast", "cat",
+        "output",
     }
 
 
