@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import as_dtype, promote_types
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import as_sizes
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
     from stridec.ir.graph import Graph, Op, Value
 
 __all__ = [
-    "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad", "emit",
-    "SURFACE",
+    "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad",
+    "pixel_shuffle", "pixel_unshuffle", "full_like", "emit", "SURFACE",
 ]
 
 
@@ -492,6 +493,12 @@ class ValueBuilder:
                 f"least {self.ndim}"
             )
         shape = (1,) * (len(repeats) - self.ndim) + tuple(self.shape)
+        if 2 * len(shape) > MAX_RANK:  # interleaved, the dims would pass the rank limit
+            v = self.reshape(*shape)
+            for d, r in enumerate(repeats):
+                if r != 1:
+                    v = cat([v] * r, d) if r else v.narrow(d, 0, 0)
+            return _fresh(v)
         interleaved = [n for s in shape for n in (1, s)]
         expanded = [n for r, s in zip(repeats, shape, strict=True) for n in (r, s)]
         v = self.reshape(*interleaved).expand(*expanded)
@@ -518,19 +525,22 @@ class ValueBuilder:
 
 
     def roll(self, shifts: Any, dims: Any = None) -> Value:
-        """Each shifted dim becomes the cat of its last `s` and first `n - s` entries."""
+        """Each rolled dim becomes the cat of its last `s` and first `n - s` entries."""
         if dims is None:
             return self.flatten().roll(shifts, 0).view(*self.shape)
         shifts, dims = _int_or_ints(shifts), _int_or_ints(dims)
         if len(shifts) != len(dims):
             raise LayoutError(f"roll: shifts {shifts} and dims {dims} differ in length")
+        if self.numel() == 0:  # torch: a clone, strides kept
+            return self.clone()
         v = self
         for s, d in zip(shifts, dims, strict=True):
+            # As torch: always a cat (of a whole dim and an empty piece for a shift of 0,
+            # which makes the result row-major), one dim after the other.
             n = v.shape[d]
-            s = s % n if n else 0
-            if s:
-                v = cat([v.narrow(d, n - s, s), v.narrow(d, 0, n - s)], d)
-        return _fresh(v) if v is self else v
+            start = (n - s) % n
+            v = cat([v.narrow(d, start, n - start), v.narrow(d, 0, start)], d)
+        return v
 
 
     def __getitem__(self, index: Any) -> Value:
@@ -612,6 +622,16 @@ def stack(tensors: Sequence[Value], dim: int = 0) -> Value:
     if not -rank <= operator.index(dim) < rank:
         raise LayoutError(f"stack: dim {dim} out of range for rank {rank}")
     d = operator.index(dim) % rank
+    if d < rank - 1:
+        # As torch: a cat along `d`, then a view splitting it (the cat's layout follows
+        # the inputs': channels-last stays so); only a new last dim stacks unsqueezed.
+        shape = list(tensors[0].shape)
+        for t in tensors[1:]:
+            if list(getattr(t, "shape", shape)) != shape:  # a non-value: cat names it
+                raise ShapeError(f"stack: expects each value of equal sizes; got {shape} and "
+                                 f"{list(t.shape)}")
+        joined = cat(tensors, d)
+        return joined.view(*shape[:d], len(tensors), *shape[d:])
     return cat([t.unsqueeze(d) for t in tensors], d)
 
 
@@ -640,6 +660,27 @@ def vstack(tensors: Sequence[Value]) -> Value:
 def dstack(tensors: Sequence[Value]) -> Value:
     """torch.dstack: values made at least 3-d, then `cat` along dim 2."""
     return cat([_at_least(t, 3) for t in tensors], 2)
+
+
+def full_like(value: Value, fill: float, dtype: Any = None,
+              memory_format: Any = "preserve_format") -> Value:
+    """torch.full_like: `value`'s sizes filled with `fill`, in new memory laid out as
+    torch's `empty_like` (its strides kept, or in the `memory_format` given)."""
+    attrs = {"sizes": value.shape, "value": fill,
+             "dtype": value.type.dtype if dtype is None else dtype,
+             "memory_format": memory_format}
+    return emit(value.graph, O.FullOp, (value,), attrs)
+
+
+def pixel_shuffle(value: Value, upscale_factor: int) -> Value:
+    """torch.nn.functional.pixel_shuffle: (*, C·r², H, W) -> (*, C, H·r, W·r), new memory
+    laid out as torch's (channels-last for a channels-last input)."""
+    return emit(value.graph, O.PixelShuffleOp, (value,), {"factor": upscale_factor})
+
+
+def pixel_unshuffle(value: Value, downscale_factor: int) -> Value:
+    """torch.nn.functional.pixel_unshuffle: (*, C, H·r, W·r) -> (*, C·r², H, W)."""
+    return emit(value.graph, O.PixelUnshuffleOp, (value,), {"factor": downscale_factor})
 
 
 def pad(value: Value, pad: Sequence[int], mode: str = "constant", fill: float = 0) -> Value:

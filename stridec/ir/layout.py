@@ -774,11 +774,13 @@ class Layout(Shaped):
         what was their last element (offset + (size-1)*stride). An empty layout only
         negates the strides."""
         raw = (dims,) if not isinstance(dims, Iterable) else tuple(dims)
-        wrapped = [_wrap_dim(d, self.rank, "flip: dim", self.sizes, False) for d in raw]
+        wrapped = [_wrap_dim(d, self.rank, "flip: dim", self.sizes, True) for d in raw]
         if len(set(wrapped)) != len(wrapped):
             raise LayoutError(
                 f"flip: dims {tuple(raw)} name a dim more than once (sizes {self.sizes})"
             )
+        if not self.rank:  # as torch, a scalar flips along dim 0 (or -1): nothing moves
+            return self
         strides = list(self.strides)
         offset = self.offset
         empty = self.numel == 0

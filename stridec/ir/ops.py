@@ -14,9 +14,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.errors import (
+    LayoutError,
+    ShapeError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir import attributes as A
-from stridec.ir.affine import invert_strided
+from stridec.ir.affine import MAX_RANK, invert_strided
 from stridec.ir.attributes import attr, check_fill
 from stridec.ir.dtypes import DType, as_dtype, convert
 from stridec.ir.formats import get_format
@@ -106,20 +112,56 @@ def storage_elements(root: Value) -> int:
 
 @register_op
 class FullOp(Op):
-    """A tensor of `sizes` filled with `value` (torch.full)."""
+    """A tensor of `sizes` filled with `value` (torch.full), row-major. With an operand,
+    torch's `full_like` (`zeros_like`, `ones_like`): the operand's sizes, in new memory
+    laid out as torch's `empty_like` lays it out -- `memory_format` "preserve_format"
+    keeps the operand's strides as `Layout.preserved` does (a transposed operand gives a
+    transposed result), a format name lays it out in that format. Nothing of the
+    operand is read."""
 
     name = "full"
-    num_operands = 0
+    num_operands = None
     sizes: tuple[int, ...] = attr(A.sizes)
     value: int | float | bool = attr(A.number)
     dtype: DType = attr(A.dtype)
+    memory_format: str | None = attr(
+        lambda op, key, value: "preserve_format" if str(value).removeprefix("torch.") ==
+        "preserve_format" else memory_format_name(op, value), None)
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
         check_fill(cls.name, "value", attrs["value"], attrs["dtype"])
+        if len(operand_types) > 1:
+            raise VerificationError(
+                f"full: expected no operand, or one to be like; got {len(operand_types)}")
+        if not operand_types:
+            if attrs["memory_format"] is not None:
+                raise VerificationError("full: 'memory_format' needs an operand to be like")
+            return
+        like = operand_types[0]
+        if attrs["sizes"] != like.sizes:
+            raise ShapeError(f"full: sizes {list(attrs['sizes'])} differ from the sizes "
+                             f"{list(like.sizes)} of the operand it is like")
+        if attrs["memory_format"] is None:
+            attrs["memory_format"] = "preserve_format"
+        needs = MEMORY_FORMATS.get(attrs["memory_format"])
+        if needs is not None and like.rank != needs[0]:
+            raise ShapeError(f"full: memory_format {attrs['memory_format']} needs a tensor "
+                             f"of rank {needs[0]}; got rank {like.rank}")
 
     def infer_types(self, operand_types):
-        return [TensorType(self.sizes, self.dtype)]
+        if not operand_types:
+            return [TensorType(self.sizes, self.dtype)]
+        if self.memory_format == "preserve_format":
+            return [TensorType(self.sizes, self.dtype, operand_types[0].layout.preserved())]
+        return [TensorType(self.sizes, self.dtype,
+                           memory_format_layout(self.memory_format, self.sizes))]
+
+    def printed_attrs(self):
+        shown = super().printed_attrs()
+        if shown.get("memory_format") == "preserve_format":
+            shown.pop("memory_format")
+        return shown
 
 
 def _check_state(op: str, t: TensorType) -> None:
@@ -662,6 +704,119 @@ class ToFormatOp(ContiguousOp):
         return suggested is None if needs is None else suggested == needs[1]
 
 
+@register_op
+class PixelShuffleOp(Op):
+    """torch's `pixel_shuffle(x, r)`: (*, C·r², H, W) -> (*, C, H·r, W·r), `out[..., c,
+    h·r + i, w·r + j] = x[..., c·r² + i·r + j, h, w]`, in new memory laid out as torch
+    lays it: channels-last where torch suggests channels-last for a rank-4 `x`
+    (`suggest_memory_format`), else row-major. A copy over the space (*, C, H, r, W, r)."""
+
+    name = "pixel_shuffle"
+    factor: int = attr(A.integer)
+
+    @classmethod
+    def relate_attrs(cls, attrs, operand_types):
+        if attrs["factor"] <= 0:
+            raise ShapeError(f"{cls.name}: factor must be positive; got {attrs['factor']}")
+
+    def check_rank(self, sizes: Sequence[int]) -> None:
+        """Rank >= 3, and the copy's space (two more dims) within the rank limit."""
+        if len(sizes) < 3:
+            raise ShapeError(f"{self.name}: expects a tensor of rank >= 3; got sizes {list(sizes)}")
+        if len(sizes) + 2 > MAX_RANK:
+            raise UnsupportedError(f"{self.name}: rank {len(sizes)} is above the maximum "
+                                   f"{MAX_RANK - 2}")
+
+    def result_sizes(self, sizes: Sequence[int]) -> tuple[int, ...]:
+        r = self.factor
+        self.check_rank(sizes)
+        *batch, c, h, w = sizes
+        if c % (r * r):
+            raise ShapeError(f"{self.name}: channels (dim -3) {c} must be divisible by the "
+                             f"factor squared {r * r}")
+        return (*batch, c // (r * r), h * r, w * r)
+
+    def space(self) -> tuple[int, ...]:
+        """(*, C, H, r, W, r) of the result's C, H and W."""
+        r = self.factor
+        *batch, c, h, w = self.result.type.sizes
+        return (*batch, c, h // r if r else 0, r, w // r if r else 0, r)
+
+    @staticmethod
+    def spread(layout: Layout, r: int) -> Layout:
+        """The (*, C·r², H, W) side over the space: c·r² + i·r + j, h, w."""
+        *batch, c, h, w = layout.strides
+        sizes = layout.sizes
+        return Layout((*sizes[:-3], sizes[-3] // (r * r), sizes[-2], r, sizes[-1], r),
+                      (*batch, r * r * c, h, r * c, w, c), layout.offset)
+
+    @staticmethod
+    def blocked(layout: Layout, r: int) -> Layout:
+        """The (*, C, H·r, W·r) side over the space: c, h·r + i, w·r + j."""
+        *batch, c, h, w = layout.strides
+        sizes = layout.sizes
+        return Layout((*sizes[:-3], sizes[-3], sizes[-2] // r, r, sizes[-1] // r, r),
+                      (*batch, c, r * h, h, r * w, w), layout.offset)
+
+    def source_and_destination(self) -> tuple[Layout, Layout]:
+        """The operand's and the result's layouts over the copy's space."""
+        r = self.factor
+        return (self.spread(self.operands[0].type.layout, r),
+                self.blocked(self.result.type.layout, r))
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        sizes = self.result_sizes(t.sizes)
+        return [TensorType(sizes, t.dtype, _suggested_format(self.name, t.layout, sizes))]
+
+
+@register_op
+class PixelUnshuffleOp(PixelShuffleOp):
+    """torch's `pixel_unshuffle(x, r)`: (*, C, H·r, W·r) -> (*, C·r², H, W), the inverse
+    of `pixel_shuffle`, laid out as torch lays it (as `pixel_shuffle`). As torch's, an
+    empty `x` gives a copy of itself, of its own sizes."""
+
+    name = "pixel_unshuffle"
+
+    def result_sizes(self, sizes):
+        r = self.factor
+        self.check_rank(sizes)
+        *batch, c, h, w = sizes
+        if h % r or w % r:
+            raise ShapeError(f"{self.name}: height {h} and width {w} (dims -2, -1) must be "
+                             f"divisible by the factor {r}")
+        return (*batch, c * r * r, h // r, w // r)
+
+    def space(self):
+        r = self.factor
+        *batch, c, h, w = self.operands[0].type.sizes
+        return (*batch, c, h // r, r, w // r, r)
+
+    def source_and_destination(self):
+        r = self.factor
+        return (self.blocked(self.operands[0].type.layout, r),
+                self.spread(self.result.type.layout, r))
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        sizes = self.result_sizes(t.sizes)
+        if t.numel == 0:  # torch clones an empty input, sizes and all
+            return [TensorType(t.sizes, t.dtype, t.layout.preserved())]
+        return [TensorType(sizes, t.dtype, _suggested_format(self.name, t.layout, sizes))]
+
+
+def _suggested_format(op: str, layout: Layout, sizes: Sequence[int]) -> Layout:
+    """New memory of `sizes` in the format torch suggests for `layout`: channels-last for
+    a rank-4 layout that looks it, else row-major; torch refuses channels_last_3d."""
+    order = layout.channels_last_order()
+    if order is None:
+        return Layout.contiguous(sizes)
+    if len(order) == 5:
+        raise LayoutError(f"{op}: an input torch takes as channels_last_3d is unsupported "
+                          f"(as in torch); got strides {list(layout.strides)}")
+    return memory_format_layout("channels_last", sizes)
+
+
 class _FreshLikeOp(Op):
     """A new tensor "like" the operand (torch's `preserve_format`, `Layout.preserved`):
     always new memory, never a view, even where the copy is trivial."""
@@ -972,10 +1127,13 @@ class UnpackOp(Op):
 
 def _suggested(layout: Layout, sizes: Sequence[int]) -> Layout | None:
     """The layout torch gives the new tensor of `sizes` that `pad` makes of one of
-    `layout` (`suggest_memory_format`): channels-last where `layout` looks channels-last,
-    else None (row-major)."""
+    `layout` (`suggest_memory_format`): channels-last where `layout` looks channels-last
+    (torch's strides, also where a crop leaves a size-0 dim), else None (row-major)."""
     order = layout.channels_last_order()
-    return None if order is None else Layout.for_order(sizes, order)
+    if order is None:
+        return None
+    return memory_format_layout("channels_last" if len(order) == 4 else "channels_last_3d",
+                                sizes)
 
 
 @register_op

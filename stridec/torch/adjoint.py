@@ -341,6 +341,15 @@ class _Builder:
     def op_contiguous(self, op: Op, t: _Term) -> _Term:
         return t
 
+    def op_pixel_shuffle(self, op: Op, t: _Term) -> _Term:
+        """The gradient unshuffled (the accumulation dims lead: they batch)."""
+        return _Term(B.pixel_unshuffle(t.value, op.factor), t.acc)
+
+    def op_pixel_unshuffle(self, op: Op, t: _Term) -> _Term:
+        if not op.operands[0].numel():  # an empty input: its clone
+            return t
+        return _Term(B.pixel_shuffle(t.value, op.factor), t.acc)
+
     def op_copy(self, op: Op, t: _Term) -> _Term | None:
         return self.op_cast(op, t)
 
@@ -408,6 +417,8 @@ _RULES: dict[type[Op], Callable[[_Builder, Any, _Term], _Term | None]] = {
     O.SelectOp: _Builder.op_select,
     O.ContiguousOp: _Builder.op_contiguous,
     O.ToFormatOp: _Builder.op_contiguous,
+    O.PixelShuffleOp: _Builder.op_pixel_shuffle,
+    O.PixelUnshuffleOp: _Builder.op_pixel_unshuffle,
     O.CopyOp: _Builder.op_copy,
     O.CastOp: _Builder.op_cast,
     O.PadOp: _Builder.op_pad,

@@ -460,24 +460,13 @@ def _pad(input: Any, pad: Sequence[int], mode: str = "constant",
 
 
 def _pixel_shuffle(input: Any, upscale_factor: int) -> Proxy:
-    """(*, C*r*r, H, W) -> (*, C, H*r, W*r): view (*, C, r, r, H, W), permute to
-    (*, C, H, r, W, r), reshape."""
-    x, r = _proxy(input, "torch.nn.functional.pixel_shuffle"), upscale_factor
-    *batch, c, h, w = x.shape
-    n = len(batch)
-    v = x.reshape(*batch, c // (r * r), r, r, h, w)
-    v = v.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return x._wrap(B._fresh(v.reshape(*batch, c // (r * r), h * r, w * r).value))
+    x = _proxy(input, "torch.nn.functional.pixel_shuffle")
+    return x._wrap(B.pixel_shuffle(x.value, upscale_factor))
 
 
 def _pixel_unshuffle(input: Any, downscale_factor: int) -> Proxy:
-    """(*, C, H*r, W*r) -> (*, C*r*r, H, W): the inverse of pixel_shuffle."""
-    x, r = _proxy(input, "torch.nn.functional.pixel_unshuffle"), downscale_factor
-    *batch, c, h, w = x.shape
-    n = len(batch)
-    v = x.reshape(*batch, c, h // r, r, w // r, r)
-    v = v.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return x._wrap(B._fresh(v.reshape(*batch, c * r * r, h // r, w // r).value))
+    x = _proxy(input, "torch.nn.functional.pixel_unshuffle")
+    return x._wrap(B.pixel_unshuffle(x.value, downscale_factor))
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -513,10 +502,9 @@ def _full_like(input: Any, fill_value: float, *, dtype: Any = None, **kwargs: An
     kwargs.pop("device", None)
     kwargs.pop("layout", None)
     kwargs.pop("requires_grad", None)
-    kwargs.pop("memory_format", None)
+    memory_format = kwargs.pop("memory_format", torch.preserve_format)
     _no_more(kwargs, "torch.full_like")
-    dtype = x.dtype if dtype is None else dtype
-    return x._wrap(x._tracer.graph.full(x.value.shape, fill_value, dtype))
+    return x._wrap(B.full_like(x.value, fill_value, dtype, memory_format))
 
 
 def _method(name: str) -> Callable[..., Any]:

@@ -71,8 +71,8 @@ def test_the_catalogue_is_registered() -> None:
         "input", "full", "philox", "philox_uniform",
         "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
         "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "split",
-        "contiguous", "to_format", "clone", "copy", "pack", "unpack", "pad", "cast", "cat",
-        "output",
+        "contiguous", "to_format", "pixel_shuffle", "pixel_unshuffle", "clone", "copy", "pack",
+        "unpack", "pad", "cast", "cat", "output",
     }
 
 
@@ -267,7 +267,9 @@ def test_wrong_operand_counts() -> None:
     _, x = graph_with_input((2, 3))
     with pytest.raises(VerificationError, match=r"permute: expected 1 operand\(s\); got 2"):
         O.PermuteOp([x, x], {"dims": (1, 0)})
-    with pytest.raises(VerificationError, match=r"full: expected 0 operand\(s\); got 1"):
+    with pytest.raises(VerificationError, match="full: expected no operand, or one to be like"):
+        O.FullOp([x, x], {"sizes": (2, 3), "value": 0, "dtype": "float32"})
+    with pytest.raises(ShapeError, match=r"full: sizes \[2\] differ from the sizes \[2, 3\]"):
         O.FullOp([x], {"sizes": (2,), "value": 0, "dtype": "float32"})
     with pytest.raises(VerificationError, match="copy: expected 1 or 2 operands; got 3"):
         O.CopyOp([x, x, x], {})

@@ -143,6 +143,10 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     outs.append(x.pack("NCHW4").unpack("NCHW4", 3))
     outs.append(y.pack("pitched<16>", fill=-0.0))
     outs.append(B.pad(x, (1, 1), fill=math.nan))
+    outs.append(B.pixel_shuffle(x.permute(0, 2, 1, 3).reshape(2, 4, 3, 5), 2))
+    outs.append(B.pixel_unshuffle(x[:, :, :, 1:], 2))
+    outs.append(B.full_like(p, 2.5))  # p's strides: new memory laid out as p
+    outs.append(B.full_like(x, 1, "int8", "channels_last"))
     outs.append(B.pad(x, (0, 1, -1, 2), fill=0.1))
     outs.append(B.cat([x, x.flip(1)], 1))
     outs.append(B.cat([m], -1))

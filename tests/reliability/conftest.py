@@ -8,6 +8,9 @@ kernels are imported on first use, so example times vary by far more than any de
 
       python -m pytest tests/reliability --fuzz-long
 
+`--fuzz-examples N` sets the number of examples of either profile (a shorter long run:
+`--fuzz-long --fuzz-examples 5000`).
+
 Only the fuzzer reads the profile (through the `fuzz_settings` fixture); no profile is
 loaded globally, so the other hypothesis tests of the suite keep their own settings.
 """
@@ -39,6 +42,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help=f"run the graph fuzzer with the long profile ({LONG_PROFILE}: 10,000 examples)",
     )
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=None,
+        help="the number of examples the graph fuzzer runs (either profile)",
+    )
 
 
 def _profile_name(config: pytest.Config) -> str:
@@ -47,8 +56,11 @@ def _profile_name(config: pytest.Config) -> str:
 
 @pytest.fixture
 def fuzz_settings(request: pytest.FixtureRequest) -> settings:
-    """The hypothesis settings the fuzzer runs under: long with --fuzz-long, else CI."""
-    return settings.get_profile(_profile_name(request.config))
+    """The hypothesis settings the fuzzer runs under: long with --fuzz-long, else CI;
+    `--fuzz-examples` sets their number of examples."""
+    profile = settings.get_profile(_profile_name(request.config))
+    count = request.config.getoption("--fuzz-examples", default=None)
+    return profile if count is None else settings(profile, max_examples=count)
 
 
 _STATS = pytest.StashKey[Counter]()

@@ -48,8 +48,9 @@ A tenth as many graphs run under a random pipeline (some of the passes, in some 
 each must come back right, as above, or be refused with a StridecError (a pass it needs
 is missing), never a raw error of torch or of a kernel.
 
-Profiles (tests/reliability/conftest.py): about 200 examples by default, 5,000 with
-`--fuzz-long`. A failure found here becomes a named test in test_regressions.py.
+Profiles (tests/reliability/conftest.py): 300 examples by default, 10,000 with
+`--fuzz-long` (`--fuzz-examples N` sets the count). A failure found here becomes a named
+test in test_regressions.py.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from hypothesis_draw import Draw, SeededDraw
 
 import stridec
 from stridec.errors import StridecError
+from stridec.ir import builder as SB
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 
@@ -87,7 +89,7 @@ FORMATS_BY_RANK = {
 KINDS = (
     "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
     "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
-    "diagonal", "to_format",
+    "diagonal", "to_format", "pixel", "full_like", "stack", "roll",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
       "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view") * 2,
 )
@@ -202,7 +204,8 @@ def _step(b: Builder, v: Value) -> Value | None:
     kind = d.choice(KINDS)
     if not rank and kind not in ("reshape", "view", "contiguous", "copy", "cast", "unsqueeze",
                                  "expand", "philox", "as_strided", "full", "index", "clone",
-                                 "fresh_then_view", "to_format"):
+                                 "fresh_then_view", "to_format", "full_like", "stack",
+                                 "roll"):
         return None
     if kind == "permute":
         return b.add(v.permute(*d.permutation(rank)), r)
@@ -289,6 +292,27 @@ def _step(b: Builder, v: Value) -> Value | None:
     if kind == "to_format":  # the value itself where torch suggests the format, or a copy
         fmt = _memory_format(d, rank)
         return b.add(v.to(memory_format=fmt, copy=d.chance(0.2)), r)
+    if kind == "pixel" and 3 <= rank <= 6:  # laid out as torch: channels-last stays so
+        f = d.int(1, 2)
+        if d.chance(0.5):
+            out = SB.pixel_shuffle(v, f if sizes[-3] % (f * f) == 0 else 1)
+        else:
+            out = SB.pixel_unshuffle(v, f if sizes[-1] % f == sizes[-2] % f == 0 else 1)
+        return b.add(out, r)
+    if kind == "full_like":  # new memory laid out as torch's empty_like
+        new_dtype = d.choice((None, None, *DTYPES))
+        fill = d.choice(fills_for(new_dtype or dtype))
+        fmt = "preserve_format" if d.chance(0.6) else _memory_format(d, rank)
+        return b.add(SB.full_like(v, fill, new_dtype, fmt), fill_range(fill, new_dtype or dtype))
+    if kind == "stack" and rank < 6:
+        out = SB.stack([v] * d.int(1, 2), d.int(-rank - 1, rank))
+        return b.add(out, r) if b.fits(out) else None
+    if kind == "roll":
+        if not rank or d.chance(0.3):
+            return b.add(v.roll(d.int(-3, 3)), r)
+        dims = sorted({d.int(-rank, rank - 1) for _ in range(d.int(1, 2))}, key=lambda k: k % rank)
+        dims = list({k % rank: k for k in dims}.values())
+        return b.add(v.roll([d.int(-3, 3) for _ in dims], dims), r)
     if kind == "clone":
         return b.add(v.clone(_memory_format(d, rank) if d.chance(0.3) else "preserve_format"), r)
     if kind == "fresh_then_view":  # a flip, cast or clone, then a view of its storage

@@ -13,6 +13,8 @@ fails: remove the mark here and the entry in `KNOWN_BUGS`.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -221,6 +223,8 @@ def _like_torch(got: tuple, want: tuple, inputs: tuple) -> None:
         assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset()), (
             f"output {i}: strides {a.stride()} offset {a.storage_offset()}, torch "
             f"{e.stride()} offset {e.storage_offset()}")
+        if not e.untyped_storage().nbytes():
+            continue  # an empty storage has no address of its own: sharing cannot be told
         shared = [_storage(a) == _storage(x) for x in inputs]
         assert shared == [_storage(e) == _storage(x) for x in inputs], f"output {i}"
 
@@ -308,3 +312,97 @@ def test_memory_format_errors_name_the_call() -> None:
         v.contiguous("preserve_format")
     with pytest.raises(stridec.errors.VerificationError, match="memory_format"):
         v.contiguous("nhwc")
+
+
+# --------------------------------------------------------------------------- output layouts
+# Ops whose result layout is torch's own rule, found by comparing traced programs with torch
+# on channels-last, transposed, stepped, expanded and empty inputs.
+
+
+def _traced_like_torch(fn, *xs: torch.Tensor) -> None:
+    """`fn` traced on row-major examples, called on `xs` on every CPU backend: values,
+    strides, offset and storage shared as torch's."""
+    graph = stridec.trace(fn, *(torch.zeros(x.shape, dtype=x.dtype) for x in xs))
+    want = fn(*xs)
+    want = want if isinstance(want, tuple) else (want,)
+    for backend in ("interpret", "cpu", "reference"):
+        got = stridec.compile(graph, backend=backend)(*xs)
+        _like_torch(got if isinstance(got, tuple) else (got,), want, xs)
+
+
+def _channels_last(*sizes: int) -> torch.Tensor:
+    return torch.arange(float(math.prod(sizes))).reshape(sizes).contiguous(
+        memory_format=torch.channels_last)
+
+
+def test_pixel_shuffle_of_channels_last_is_channels_last() -> None:
+    """`F.pixel_shuffle(x, 2)` of a channels-last x came back row-major; torch lays the
+    result out in the format it suggests for x (also for factor 1 and a stepped slice)."""
+    x = _channels_last(2, 8, 3, 4)
+    _traced_like_torch(lambda t: (F.pixel_shuffle(t, 2), F.pixel_shuffle(t, 1),
+                                  F.pixel_unshuffle(t[:, :, 1:], 1)), x)
+    _traced_like_torch(lambda t: F.pixel_unshuffle(t, 2), _channels_last(2, 3, 4, 6))
+    _traced_like_torch(lambda t: F.pixel_shuffle(t, 2), _channels_last(1, 8, 6, 4)[:, :, ::2])
+    _traced_like_torch(lambda t: F.pixel_shuffle(t, 2), torch.randn(3, 2, 8, 3, 2))  # rank 5
+
+
+def test_pixel_unshuffle_of_an_empty_tensor_is_its_clone() -> None:
+    """torch's pixel_unshuffle hands back a clone of an empty input, of the input's sizes
+    (pixel_shuffle does not); stridec made the unshuffled sizes."""
+    _traced_like_torch(lambda t: F.pixel_unshuffle(t, 2), torch.zeros(1, 1, 2, 0, 4))
+    _traced_like_torch(lambda t: F.pixel_shuffle(t, 2), torch.zeros(0, 4, 2, 2))
+
+
+def test_pixel_shuffle_of_channels_last_3d_is_refused_as_torch_does() -> None:
+    x = torch.randn(2, 2, 8, 2, 2).contiguous(memory_format=torch.channels_last_3d)
+    with pytest.raises(RuntimeError):
+        F.pixel_shuffle(x, 2)
+    graph = stridec.trace(lambda t: F.pixel_shuffle(t, 2), torch.zeros(x.shape))
+    with pytest.raises(stridec.StridecError, match="channels_last_3d"):
+        stridec.compile(graph, backend="interpret")(x)
+
+
+def test_like_factories_keep_the_inputs_strides() -> None:
+    """`torch.zeros_like(x)` (`ones_like`, `full_like`) of a transposed or channels-last x
+    came back row-major; torch's `empty_like` keeps the strides (`preserve_format`) and
+    takes a `memory_format`."""
+    fn = lambda t: (torch.zeros_like(t), torch.ones_like(t, dtype=torch.int8),  # noqa: E731
+                    torch.full_like(t, 2.5), torch.ones_like(t, memory_format=torch.channels_last),
+                    torch.zeros_like(t, memory_format=torch.contiguous_format))
+    _traced_like_torch(fn, _channels_last(2, 3, 2, 4))
+    _traced_like_torch(fn, torch.randn(4, 2, 3, 2).transpose(1, 3))
+    _traced_like_torch(fn, torch.randn(2, 1, 1, 3).expand(2, 3, 4, 3))
+    _traced_like_torch(fn, _channels_last(2, 3, 4, 6)[:, :, ::2, 1:])
+
+
+def test_stack_of_channels_last_tensors_keeps_their_format() -> None:
+    """torch.stack along a dim before the last is a cat then a view (channels-last stays);
+    stridec cat the unsqueezed tensors, row-major."""
+    x = _channels_last(2, 3, 2, 4)
+    _traced_like_torch(lambda t: tuple(torch.stack([t, t], d) for d in range(5)), x)
+    _traced_like_torch(lambda t: torch.stack([t], 1), x)
+
+
+def test_roll_is_a_cat_per_dim_as_torch_does() -> None:
+    """A shift of 0 on one of several dims still cats (a whole dim and an empty piece),
+    which makes torch's result row-major; an empty tensor's roll is its clone."""
+    x = _channels_last(2, 2, 1, 4)
+    _traced_like_torch(lambda t: (t.roll((2, 1), (2, 0)), t.roll(1, 1), t.roll(0, 1),
+                                  t.roll(3)), x)
+    _traced_like_torch(lambda t: t.roll(1, 2), torch.zeros(2, 3, 0).transpose(0, 2))
+
+
+def test_a_crop_to_nothing_of_channels_last_keeps_torchs_strides() -> None:
+    """`F.pad` cropping a dim of a channels-last tensor to size 0: torch's channels-last
+    strides multiply by the 0 (N stride 0); stridec counted it as 1."""
+    _traced_like_torch(lambda t: F.pad(t, [-1, -1, -1, 2, -1, 1]),
+                       torch.zeros(2, 1, 3, 2).as_strided((2, 1, 3, 2), (6, 1, 2, 1)))
+    _traced_like_torch(lambda t: F.pad(t, [-1, -1, 0, 1]), _channels_last(2, 3, 4, 2))
+
+
+def test_what_torch_takes_is_not_refused() -> None:
+    """`repeat` of a rank-5 tensor (its interleaved reshape passed the rank limit) and
+    `flip` of a scalar along dim 0 were refused; torch takes both."""
+    x = torch.randn(2, 3, 1, 2, 2)
+    _traced_like_torch(lambda t: (t.repeat(2, 1, 1, 1, 2), t.repeat(1, 2, 3, 1, 1, 1),
+                                  t.repeat(1, 0, 1, 1, 1), t[0, 0, 0, 0, 0].flip(0)), x)

@@ -130,11 +130,25 @@ def _lower_copy(op: O.CopyOp, rw: Rewriter) -> Value | None:
 
 @_lowers(O.FullOp)
 def _lower_full(op: O.FullOp, rw: Rewriter) -> Value:
-    layout = Layout.contiguous(op.sizes)
+    """A fill of the result's layout (the operand a `full_like` is like is not read)."""
+    layout = op.result.type.layout
     return explicit_copy(
         rw, None, layout=layout, dtype=op.dtype, space=op.sizes, src=None, dst=layout,
         fill=op.value,
     )
+
+
+@_lowers(O.PixelShuffleOp, O.PixelUnshuffleOp)
+def _lower_pixel_shuffle(op: O.PixelShuffleOp, rw: Rewriter) -> Value:
+    """One copy over the space (*, C, H, r, W, r); an empty input moves nothing (an empty
+    unshuffle keeps its sizes)."""
+    v, out_t = op.operands[0], op.result.type
+    if not v.type.numel:
+        return explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=out_t.sizes,
+                             src=Layout.contiguous(out_t.sizes), dst=out_t.layout)
+    src, dst = op.source_and_destination()
+    return explicit_copy(rw, v, layout=out_t.layout, dtype=out_t.dtype, space=op.space(),
+                         src=src, dst=dst)
 
 
 @_lowers(O.PackOp)

@@ -93,7 +93,14 @@ def _view(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
 
 # -- the meaning of each op ------------------------------------------------------------
 def _full_op(op: Any, *tensors, device: Any = "cpu"):
-    return (torch.full(op.sizes, op.value, dtype=op.dtype.torch, device=device),)
+    full = torch.full(op.sizes, op.value, dtype=op.dtype.torch, device=device)
+    if not tensors:
+        return (full,)
+    # torch's full_like: empty_like's layout (the fill goes through torch.full, which
+    # holds every dtype's values exactly)
+    out = torch.empty_like(tensors[0], dtype=full.dtype,
+                           memory_format=getattr(torch, op.memory_format))
+    return (out.copy_(full),)
 
 
 def _philox_op(op: Any, state):
@@ -179,10 +186,24 @@ def _clone_op(op: Any, t):
     return (t.clone(),)
 
 
+def _uint32_as_int32(fn: Callable[..., torch.Tensor], t: torch.Tensor, *args: Any) -> tuple:
+    """`fn(t, *args)`; torch has no CPU kernel of some ops for uint32: their bit patterns
+    (int32) move instead."""
+    if t.dtype == torch.uint32:
+        return (fn(t.view(torch.int32), *args).view(torch.uint32),)
+    return (fn(t, *args),)
+
+
+def _pixel_shuffle_op(op: Any, t):
+    return _uint32_as_int32(F.pixel_shuffle, t, op.factor)
+
+
+def _pixel_unshuffle_op(op: Any, t):
+    return _uint32_as_int32(F.pixel_unshuffle, t, op.factor)
+
+
 def _flip_op(op: Any, t):
-    if t.dtype == torch.uint32:  # torch has no CPU flip for uint32: flip the bit patterns
-        return (torch.flip(t.view(torch.int32), op.dims).view(torch.uint32),)
-    return (torch.flip(t, op.dims),)
+    return _uint32_as_int32(torch.flip, t, op.dims)
 
 
 def _copy_op(op: Any, t, into=None):
@@ -306,6 +327,8 @@ RULES: dict[type, Callable[..., tuple]] = {
     O.SplitOp: _split_op,
     O.ContiguousOp: _contiguous_op,
     O.ToFormatOp: _to_format_op,
+    O.PixelShuffleOp: _pixel_shuffle_op,
+    O.PixelUnshuffleOp: _pixel_unshuffle_op,
     O.CloneOp: _clone_op,
     O.FlipOp: _flip_op,
     O.CopyOp: _copy_op,
@@ -324,7 +347,7 @@ def evaluate(op: Op, *tensors: torch.Tensor, device: Any = "cpu") -> tuple[torch
         rule = RULES.get(cls)
         if rule is not None:
             if cls is O.FullOp:
-                return rule(op, device=device)
+                return rule(op, *tensors, device=device)
             return rule(op, *tensors)
     raise UnsupportedError(f"{op.name}: the reference backend has no rule for this op")
 
@@ -458,7 +481,7 @@ class _Executor:
             elif isinstance(op, (O.PhiloxOp, O.PhiloxUniformOp)) and op.space is not None:
                 results = self.run_placed_philox(op, args)
             elif isinstance(op, O.FullOp):
-                results = evaluate(op, device=self.device)
+                results = evaluate(op, *args, device=self.device)
             else:
                 results = evaluate(op, *args)
             for r, t in zip(op.results, results, strict=False):
