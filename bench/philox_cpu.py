@@ -27,7 +27,7 @@ import time
 import torch
 
 import stridec
-from stridec.ir.philox import make_state
+from stridec.runtime.backends.reference_philox import make_state
 
 
 def _state() -> torch.Tensor:

@@ -17,7 +17,7 @@ import itertools
 import pytest
 import torch
 
-from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_type
+from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES
 from tests.compiler.c_build import NATIVE, PORTABLE, build_shared, needs_gcc
@@ -37,6 +37,7 @@ def harness_source() -> str:
             f"int64_t n) {{\n"
             f"    for (int64_t i = 0; i < n; i++) y[i] = {c_convert(s, d, 'x[i]')};\n}}"
         )
+        lines.append(c_convert_run(s, d, f"run_{s}_{d}").replace("static void", "void"))
     return "\n".join(lines) + "\n"
 
 
@@ -139,9 +140,10 @@ def _random_floats(src: str, g: torch.Generator) -> torch.Tensor:
     return torch.cat(pieces)
 
 
-def _run(lib: ctypes.CDLL, src: str, dst: str, x: torch.Tensor) -> torch.Tensor:
+def _run(lib: ctypes.CDLL, src: str, dst: str, x: torch.Tensor, kind: str = "conv"
+         ) -> torch.Tensor:
     y = torch.empty(x.numel(), dtype=DTYPES[dst].torch)
-    fn = getattr(lib, f"conv_{src}_{dst}")
+    fn = getattr(lib, f"{kind}_{src}_{dst}")
     fn(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_int64(x.numel()))
     return y
 
@@ -150,13 +152,16 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(_BITS[t.element_size()]) if t.dtype != torch.bool else t
 
 
+@pytest.mark.parametrize("kind", ["conv", "run"])
 @pytest.mark.parametrize("src", NAMES)
-def test_every_pair_matches_torch(lib: ctypes.CDLL, src: str) -> None:
+def test_every_pair_matches_torch(lib: ctypes.CDLL, src: str, kind: str) -> None:
+    # conv: the element helper in a plain loop; run: `c_convert_run`, the copy kernels'
+    # loop (x86's vector conversions for float32 <-> float16).
     x = _inputs(src).contiguous()
     assert x.numel() % 64 == 0
     for dst in NAMES:
         want = x.to(DTYPES[dst].torch)
-        got = _run(lib, src, dst, x)
+        got = _run(lib, src, dst, x, kind)
         bad = (_bits(got) != _bits(want)).nonzero().flatten()
         if bad.numel():
             k = int(bad[0])

@@ -9,6 +9,8 @@ Interface for the C kernel generators:
 * `c_convert(src, dst, expr)` — a C expression turning `expr`, a value of `c_type(src)`,
   into the `c_type(dst)` value torch's `.to(dst)` gives. `expr` appears once in the result,
   so it may have side effects or cost.
+* `c_convert_run(src, dst, name)` — a C function converting a contiguous run the same way,
+  with x86's conversion instructions where they give the same bits (float32 ↔ float16).
 
 The oracle is torch's `.to()` on a contiguous CPU tensor, the loop that covers the bulk of
 every large tensor. torch does not give one answer everywhere: for a few NaN and
@@ -51,7 +53,7 @@ from __future__ import annotations
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
 
-__all__ = ["C_PRELUDE", "C_TYPES", "c_type", "c_convert"]
+__all__ = ["C_PRELUDE", "C_TYPES", "c_convert", "c_convert_run", "c_type"]
 
 C_TYPES: dict[str, str] = {
     "float16": "uint16_t",
@@ -69,6 +71,9 @@ C_TYPES: dict[str, str] = {
 
 C_PRELUDE = r"""#include <stdint.h>
 #include <string.h>
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 static inline uint32_t stridec_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float stridec_f32_of_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -208,3 +213,39 @@ def c_convert(src: DType | str, dst: DType | str, expr: str) -> str:
     if s in _FLOATS and d not in _FLOATS:
         return _float_to_int(s, d, expr)
     return f"(({C_TYPES[d]})({expr}))"
+
+
+# The vector loops of the pairs x86's F16C instructions convert exactly as the helpers
+# above (which are written after them): float32 -> float16 rounds to nearest even and
+# keeps a NaN's sign and top payload bits quieted (`vcvtps2ph`), float16 -> float32 is
+# exact (`vcvtph2ps`). gcc does not vectorize the helpers for these pairs itself.
+_F16C_RUNS = {
+    ("float32", "float16"): (
+        "_mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtps_ph(_mm512_loadu_ps(s + j), "
+        "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));",
+        "_mm_storeu_si128((__m128i *)(d + j), _mm256_cvtps_ph(_mm256_loadu_ps(s + j), "
+        "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));",
+    ),
+    ("float16", "float32"): (
+        "_mm512_storeu_ps(d + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + j))));",
+        "_mm256_storeu_ps(d + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + j))));",
+    ),
+}
+
+
+def c_convert_run(src: DType | str, dst: DType | str, name: str = "convert_run") -> str:
+    """C text of `static void name(const S *s, D *d, int64_t n)`, S and D the `c_type`s:
+    `d[j] = c_convert(src, dst, s[j])` for `j < n`, in vector instructions where x86
+    converts exactly as the helpers (`_F16C_RUNS`), else in a loop gcc vectorizes."""
+    s = as_dtype(src, "c_convert_run src").name
+    d = as_dtype(dst, "c_convert_run dst").name
+    lines = [f"static void {name}(const {C_TYPES[s]} *restrict s, {C_TYPES[d]} *restrict d, "
+             "int64_t n) {", "    int64_t j = 0;"]
+    runs = _F16C_RUNS.get((s, d))
+    if runs is not None:
+        wide, narrow = runs
+        lines += ["#if defined(__AVX512F__)", f"    for (; j + 16 <= n; j += 16) {wide}",
+                  "#elif defined(__F16C__) && defined(__AVX__)",
+                  f"    for (; j + 8 <= n; j += 8) {narrow}", "#endif"]
+    lines += [f"    for (; j < n; j++) d[j] = {c_convert(s, d, 's[j]')};", "}"]
+    return "\n".join(lines)

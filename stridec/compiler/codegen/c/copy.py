@@ -48,7 +48,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_type
+from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
 from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
@@ -74,9 +74,18 @@ HEADER_WORDS = 8
 # The unsigned C type moving `n` bytes unchanged: same-dtype copies move bits, so float16,
 # int16 and bfloat16 copies share one class (and NaN payloads survive).
 _BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
-# Vector width (bytes) of the in-register transpose, by element size: V = width / size
-# lanes, a V×V block in V registers (16 of them at most, so no spills on x86-64).
-_TRANSPOSE_VECTOR = {1: 16, 2: 16, 4: 32, 8: 32}
+# Vector width (bytes) of the in-register transpose, by element size and the ISA the unit
+# is built for (preprocessor conditions, first match; "" is the fallback): V = width /
+# size lanes, a V×V block in V registers. AVX-512 has 32 vector registers, so 16 rows
+# of 64 bytes (4-byte elements) or of 32 bytes (2-byte elements, whose 16-bit lane
+# permutes need AVX512BW) fit without spills; elsewhere 16 registers hold 8 or 16 rows.
+_AVX512BW = "defined(__AVX512BW__) && defined(__AVX512VL__)"
+_TRANSPOSE_WIDTHS: dict[int, tuple[tuple[str, int], ...]] = {
+    1: (("", 16),),
+    2: ((_AVX512BW, 32), ("", 16)),
+    4: (("defined(__AVX512F__)", 64), ("", 32)),
+    8: (("defined(__AVX512F__)", 64), ("", 32)),
+}
 # Side of a cache tile in elements, by element size: a source and a destination tile of
 # 16 KiB or less each, so both stay in L1 while the tile is transposed.
 _TILE = {1: 128, 2: 64, 4: 64, 8: 32}
@@ -255,12 +264,11 @@ def _itemsize(key: str) -> int:
     return dtype.itemsize
 
 
-def _transpose_block(elem: str, size: int) -> list[str]:
-    """`tr_block`: a V×V block transposed in registers, V = vector bytes / `size`.
+def _transpose_block(elem: str, size: int, width: int) -> list[str]:
+    """`tr_block`: a V×V block transposed in registers, V = `width` / `size` lanes.
 
     Round after round, rows i and i + V/2 are interleaved into rows 2i (their low halves)
     and 2i + 1 (their high halves); after log2(V) rounds row a holds column a."""
-    width = _TRANSPOSE_VECTOR[size]
     lanes = width // size
     half = lanes // 2
     lo = [k // 2 if k % 2 == 0 else lanes + k // 2 for k in range(lanes)]
@@ -292,6 +300,23 @@ def _transpose_block(elem: str, size: int) -> list[str]:
     return out
 
 
+def _transpose_blocks(size: int) -> str:
+    """`tr_block` for elements of `size` bytes: the widest block the host's vector registers
+    hold without spilling (the unit is built with -march=native), one variant per ISA."""
+    variants = _TRANSPOSE_WIDTHS[size]
+    elem = _BITS[size]
+    text: list[str] = []
+    for k, (condition, width) in enumerate(variants):
+        if condition:
+            text.append(f"#{'if' if k == 0 else 'elif'} {condition}")
+        elif k:
+            text.append("#else")
+        text += _transpose_block(elem, size, width)
+    if len(variants) > 1:
+        text.append("#endif")
+    return "\n".join(text)
+
+
 _COMMON = r"""
 @PRELUDE@
 #include <pthread.h>
@@ -301,6 +326,7 @@ typedef @SRC_T@ src_t;
 typedef @DST_T@ dst_t;
 
 static inline dst_t convert(src_t x) { return @CONVERT@; }
+@CONVERT_RUN@
 
 #define MAXR 8
 #define MAXT 64
@@ -427,9 +453,7 @@ _LINEAR_SAME = r"""    i64 a = j0, b = j1;
 _LINEAR_CAST = r"""    i64 a = j0, b = j1;
     if (J->M) clip(J, mb, R - 1, j1, &a, &b);
     fill_run(J, dof + j0, 1, a - j0);
-    const src_t* s = J->src + so;
-    dst_t* d = J->dst + dof;
-    for (i64 j = a; j < b; j++) d[j] = convert(s[j]);
+    if (b > a) convert_run(J->src + so + a, J->dst + dof + a, b - a);
     fill_run(J, dof + b, 1, j1 - b);"""
 
 _GATHER = r"""    strided_row(J, so, dof, mb, J->ss[R - 1], J->ds[R - 1], R - 1, j0, j1);"""
@@ -573,9 +597,7 @@ _FAST_CAST = r"""    {
         for (; x < na; x++)
             for (i64 yy = 0; yy < nb; yy++) tmp[x * TILE + yy] = sb[so + a0 + x + (b0 + yy) * ssb];
         for (x = 0; x < na; x++) {
-            dst_t* row = d + dof + (a0 + x) * dsa + b0;
-            const src_t* from = (const src_t*)(tmp + x * TILE);
-            for (i64 yy = 0; yy < nb; yy++) row[yy] = convert(from[yy]);
+            convert_run((const src_t*)(tmp + x * TILE), d + dof + (a0 + x) * dsa + b0, nb);
         }
         a = a1;
     }"""
@@ -638,17 +660,19 @@ void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
 def emit_class_source(cls: CopyClass) -> str:
     """The C compile unit of a copy class: one exported function `cls.symbol`."""
     src_t, dst_t = _c_type(cls.src), _c_type(cls.dst)
-    convert = "x" if cls.src == cls.dst else c_convert(cls.src, cls.dst, "x")
     same = cls.src == cls.dst
+    convert = "x" if same else c_convert(cls.src, cls.dst, "x")
+    run = "" if same else c_convert_run(cls.src, cls.dst)
     parts = [
         f"/* stridec C copy kernel {cls.symbol}: strategy {cls.strategy}, "
         f"{cls.src} -> {cls.dst} */",
         _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
+        .replace("@CONVERT_RUN@", run)
         .replace("@PRELUDE@", C_PRELUDE),
     ]
     if cls.strategy == "tiled_transpose":
         size = _itemsize(cls.src)
-        parts.append("\n".join(_transpose_block(_BITS[size], size)))
+        parts.append(_transpose_blocks(size))
         fast = _FAST_VECTOR if same else _FAST_CAST
         parts.append(_TRANSPOSE.replace("@TILE@", str(_TILE[max(size, _itemsize(cls.dst))]))
                      .replace("@FAST@", fast))
