@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
+from stridec.compiler.codegen.c.pool import POOL_C_SOURCE, POOL_SYMBOL
 from stridec.compiler.codegen.program import Program
 from stridec.errors import BuildError
 from stridec.runtime.cache import keep_text, write_atomically
@@ -190,8 +191,13 @@ def _build(cc: str, source_path: str, lib_path: str) -> None:
     write_atomically(lib_path + ".sha256", digest.encode())
 
 
-def load_unit(source: str) -> Any:
-    """The loaded library of one compile unit (built, or read from the disk cache)."""
+def load_unit(source: str, *, shared: bool = False) -> Any:
+    """The loaded library of one compile unit (built, or read from the disk cache).
+    `shared`: its symbols resolve the undefined references of units loaded after it (the
+    thread pool's library). A unit calling the pool has the pool loaded first."""
+    if POOL_SYMBOL in source and source != POOL_C_SOURCE:
+        load_unit(POOL_C_SOURCE, shared=True)
+    mode = ctypes.RTLD_GLOBAL if shared else ctypes.DEFAULT_MODE
     cc = compiler()
     toolchain = _toolchain_key(cc)
     digest = hashlib.sha256(f"{toolchain}\n{source}".encode()).hexdigest()[:32]
@@ -211,14 +217,14 @@ def load_unit(source: str) -> Any:
             pass
         if toolchain and expected and _sha256_file(lib_path) == expected:
             try:
-                lib = ctypes.CDLL(lib_path)
+                lib = ctypes.CDLL(lib_path, mode=mode)
                 BUILD_STATS.disk_loads += 1
             except OSError:
                 lib = None  # damaged beyond its checksum's reach: rebuilt below
         if lib is None:
             keep_text(source_path, source)
             _build(cc, source_path, lib_path)
-            lib = ctypes.CDLL(lib_path)
+            lib = ctypes.CDLL(lib_path, mode=mode)
         _units[digest] = lib
         return lib
 

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
+from stridec.compiler.codegen.c.pool import POOL_DECLARATION
 from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
@@ -319,8 +320,7 @@ def _transpose_blocks(size: int) -> str:
 
 _COMMON = r"""
 @PRELUDE@
-#include <pthread.h>
-
+@POOL@
 typedef int64_t i64;
 typedef @SRC_T@ src_t;
 typedef @DST_T@ dst_t;
@@ -329,9 +329,10 @@ static inline dst_t convert(src_t x) { return @CONVERT@; }
 @CONVERT_RUN@
 
 #define MAXR 8
-#define MAXT 64
-/* Copies moving fewer bytes run on the calling thread: a thread costs ~10 us to start. */
-#define PARALLEL_BYTES (1 << 20)
+#define MAXT 256
+/* Copies moving fewer bytes run on the calling thread: waking a pool worker costs a few
+   µs, and a copy of this size takes ~10 µs on one core. */
+#define PARALLEL_BYTES (1 << 18)
 
 typedef struct {
     const src_t* src;
@@ -603,13 +604,7 @@ _FAST_CAST = r"""    {
     }"""
 
 _DRIVER = r"""
-typedef struct { const job_t* J; i64 u0, u1; } part_t;
-
-static void* part_main(void* arg) {
-    part_t* P = (part_t*)arg;
-    work(P->J, P->u0, P->u1);
-    return 0;
-}
+static void work_task(void* J, i64 u0, i64 u1) { work((const job_t*)J, u0, u1); }
 
 void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
     job_t J;
@@ -634,24 +629,10 @@ void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
     if (nthreads > MAXT) nthreads = MAXT;
     plan_units(&J, nthreads);
     if ((double)numel * (double)(sizeof(src_t) + sizeof(dst_t)) < PARALLEL_BYTES) nthreads = 1;
-    if (nthreads > J.units) nthreads = J.units;
-    if (nthreads <= 1) { work(&J, 0, J.units); return; }
-    pthread_t threads[MAXT];
-    part_t parts[MAXT];
-    int started[MAXT];
-    for (i64 t = 0; t < nthreads; t++) {
-        parts[t].J = &J;
-        parts[t].u0 = J.units * t / nthreads;
-        parts[t].u1 = J.units * (t + 1) / nthreads;
-        started[t] = 0;
-    }
-    for (i64 t = 1; t < nthreads; t++)
-        started[t] = pthread_create(&threads[t], 0, part_main, &parts[t]) == 0;
-    work(&J, parts[0].u0, parts[0].u1);
-    for (i64 t = 1; t < nthreads; t++) {
-        if (started[t]) pthread_join(threads[t], 0);
-        else work(&J, parts[t].u0, parts[t].u1);  /* no thread to be had: do it here */
-    }
+    if (nthreads <= 1 || J.units < 2) { work(&J, 0, J.units); return; }
+    /* 8 chunks a thread: a thread that starts late or runs slower takes fewer. */
+    stridec_pool_run_v1(work_task, &J, J.units, (J.units + 8 * nthreads - 1) / (8 * nthreads),
+                        nthreads);
 }
 """
 
@@ -668,7 +649,7 @@ def emit_class_source(cls: CopyClass) -> str:
         f"{cls.src} -> {cls.dst} */",
         _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
         .replace("@CONVERT_RUN@", run)
-        .replace("@PRELUDE@", C_PRELUDE),
+        .replace("@PRELUDE@", C_PRELUDE).replace("@POOL@", POOL_DECLARATION),
     ]
     if cls.strategy == "tiled_transpose":
         size = _itemsize(cls.src)

@@ -42,10 +42,11 @@ The linear path (`p[6] == 1`: the output is contiguous, `i == d - dst_offset`, n
 walks counters: block `q` gives elements `4q … 4q+3`. Anything else walks the iteration
 space with an odometer (additions, not divisions) and computes one block per element.
 Either way 16 blocks run side by side in arrays gcc vectorizes (32 × 32 → 64-bit
-products as `vpmuludq`). When there is enough work, the calling thread and `nthreads - 1`
-detached POSIX threads share it in chunks claimed from an atomic counter, and the call
-waits only for chunks a helper has claimed: on a busy machine a helper the scheduler
-starts late finds nothing left, and the call costs what one thread costs.
+products as `vpmuludq`). When there is enough work, the calling thread and up to
+`nthreads - 1` workers of the process's thread pool (`codegen/c/pool.py`) share it in
+chunks claimed from an atomic counter, and the call waits only for chunks a worker has
+claimed: on a busy machine a worker the scheduler wakes late finds nothing left, and the
+call costs what one thread costs.
 
 The parameters of the advance call (`advance_params`):
 
@@ -67,6 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
+from stridec.compiler.codegen.c.pool import POOL_DECLARATION
 from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.affine import address_span
@@ -102,8 +104,6 @@ _CONSTANTS = r"""
 """
 
 _COMMON = r"""
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 
 typedef int64_t i64;
@@ -117,11 +117,9 @@ typedef uint64_t u64;
    vector loads stall on those stores. */
 #define LANE_LOOP _Pragma("GCC unroll 1")
 #define MAXT 256
-/* Below this much work (blocks or positions) a call runs on one thread: one thread makes
-   about 2.5 blocks a ns, so 2^19 blocks are ~0.2 ms, well above a thread start; on a
-   machine whose cores are busy (other processes, torch's OpenMP threads spinning after an
-   op) a helper costs scheduling delays that smaller calls do not repay. */
-#define PARALLEL_BLOCKS (1 << 19)
+/* Below this much work (blocks or positions) a call runs on one thread: 2^15 blocks take
+   tens of µs on one core, several times what waking a parked pool worker costs. */
+#define PARALLEL_BLOCKS (1 << 15)
 
 typedef struct {
     u64 ctr_lo, ctr_hi; /* the 128-bit counter: words 0-1, words 2-3 */
@@ -347,77 +345,29 @@ static void philox_job_init(philox_job_t *J, const void *state, void *dst, const
 
 typedef void (*philox_work_fn)(const philox_job_t *J, i64 w0, i64 w1);
 
-/* The work of one call shared by its threads in chunks claimed from a counter. It lives on
-   the heap, freed by the last thread to let go of it: a helper thread the scheduler starts
-   late (a busy machine) finds every chunk claimed and leaves, and the call does not wait
-   for it — it waits only for chunks other threads have claimed. */
+/* One call's work as a task of the process's thread pool (codegen/c/pool.py). */
 typedef struct {
-    philox_job_t J;
+    const philox_job_t *J;
     philox_work_fn fn;
-    i64 chunk, chunks;
-    i64 next, done, refs; /* atomics */
-} philox_shared_t;
+} philox_task_t;
 
-static void philox_chunks(philox_shared_t *S) {
-    for (;;) {
-        i64 c = __atomic_fetch_add(&S->next, 1, __ATOMIC_RELAXED);
-        if (c >= S->chunks) return;
-        i64 w0 = c * S->chunk, w1 = w0 + S->chunk < S->J.work ? w0 + S->chunk : S->J.work;
-        S->fn(&S->J, w0, w1);
-        __atomic_fetch_add(&S->done, 1, __ATOMIC_RELEASE);
-    }
+static void philox_task(void *arg, i64 w0, i64 w1) {
+    const philox_task_t *T = (const philox_task_t *)arg;
+    T->fn(T->J, w0, w1);
 }
 
-static void philox_let_go(philox_shared_t *S) {
-    if (__atomic_sub_fetch(&S->refs, 1, __ATOMIC_ACQ_REL) == 0) free(S);
-}
-
-static void *philox_helper(void *arg) {
-    philox_shared_t *S = (philox_shared_t *)arg;
-    philox_chunks(S);
-    philox_let_go(S);
-    return 0;
-}
-
-/* Run [0, J->work) on this thread and up to nthreads - 1 detached helpers. */
+/* Run [0, J->work) on this thread and up to nthreads - 1 pool workers. */
 static void philox_run(const philox_job_t *J, philox_work_fn fn, i64 nthreads) {
     if (J->work <= 0) return;
     if (nthreads > MAXT) nthreads = MAXT;
-    philox_shared_t *S = 0;
-    if (nthreads > 1 && J->work >= PARALLEL_BLOCKS) /* a block or a position: one Philox */
-        S = (philox_shared_t *)malloc(sizeof *S);
-    if (!S) { fn(J, 0, J->work); return; }
-    S->J = *J;
-    S->fn = fn;
+    if (nthreads <= 1 || J->work < PARALLEL_BLOCKS) { /* a block or a position: one Philox */
+        fn(J, 0, J->work);
+        return;
+    }
+    philox_task_t T = {J, fn};
     i64 chunk = J->work / (8 * nthreads); /* 8 chunks a thread: the faster ones take more */
-    S->chunk = chunk < 4096 ? 4096 : (chunk + LANES - 1) / LANES * LANES;
-    S->chunks = (J->work + S->chunk - 1) / S->chunk;
-    S->next = S->done = 0;
-    S->refs = 1;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    for (i64 t = 1; t < nthreads; t++) {
-        pthread_t thread;
-        __atomic_add_fetch(&S->refs, 1, __ATOMIC_RELAXED);
-        if (pthread_create(&thread, &attr, philox_helper, S) != 0)
-            __atomic_sub_fetch(&S->refs, 1, __ATOMIC_RELAXED); /* none to be had: fewer */
-    }
-    pthread_attr_destroy(&attr);
-    philox_chunks(S);
-    /* A claimed chunk is tens of µs of work on another core: spin for it (a yield here
-       hands this thread's time to other processes, for milliseconds on a busy machine),
-       and only yield once it takes much longer (the helper was preempted). */
-    for (long spins = 0; __atomic_load_n(&S->done, __ATOMIC_ACQUIRE) < S->chunks; spins++) {
-        if (spins < (1L << 20)) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else {
-            sched_yield();
-        }
-    }
-    philox_let_go(S);
+    chunk = chunk < 4096 ? 4096 : (chunk + LANES - 1) / LANES * LANES;
+    stridec_pool_run_v1(philox_task, &T, J->work, chunk, nthreads);
 }
 
 /* new_state = (counter + blocks mod 2^128, key), the state read once before any write:
@@ -573,7 +523,7 @@ _STORE_LOOP = """@OUT_T@ *restrict out = dst + 4 * b;
 
 def _source() -> str:
     parts = ["/* stridec C Philox4x32-10 kernels (one compile unit for every philox op) */",
-             C_PRELUDE, _CONSTANTS, _COMMON]
+             C_PRELUDE, POOL_DECLARATION, _CONSTANTS, _COMMON]
     for key, (out_t, convert) in _VARIANTS.items():
         parts.append(
             _VARIANT.replace("@STORE_FULL@", _STORE_FULL.get(key, _STORE_LOOP))

@@ -1,0 +1,186 @@
+"""The C kernels' thread pool: one per process, shared by every compile unit.
+
+A kernel unit (a copy class, the Philox unit) does not start threads: it hands its work to
+`stridec_pool_run_v1(fn, arg, units, chunk, nthreads)`, which runs `fn(arg, u0, u1)` over
+`[0, units)` in chunks of `chunk` units on the calling thread and up to `nthreads - 1`
+pool workers. The pool is its own library (`POOL_C_SOURCE`), loaded before any kernel
+unit with `RTLD_GLOBAL` so that the kernels' undefined reference to the symbol resolves to
+the one pool of the process (`stridec/runtime/backends/cpu.py`).
+
+- Workers are started once, when a call first wants them, and then parked: after a
+  short spin they sleep on a condition variable, so an idle pool costs nothing. A call
+  publishes its task by bumping a generation counter and wakes sleepers only if there are
+  any; a call costs a few µs, not a `pthread_create` per thread.
+- Chunks are claimed from one atomic word holding the generation (high 32 bits) and the
+  next chunk (low 32 bits): a worker that wakes after its task is over finds a newer
+  generation, or none left, and claims nothing; the caller waits only for chunks that
+  were claimed. On a busy machine a worker that the scheduler starts late costs nothing.
+- One task at a time: a call made while another thread's task runs (two Python threads)
+  runs its work on its own thread. A forked child starts with no workers.
+
+The symbol carries a version: a change of its contract renames it, and so changes the
+source (and the cache digest) of every kernel unit that calls it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["POOL_C_SOURCE", "POOL_DECLARATION", "POOL_SYMBOL"]
+
+POOL_SYMBOL = "stridec_pool_run_v1"
+
+# Pasted into every kernel unit that hands work to the pool.
+POOL_DECLARATION = r"""
+typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
+/* The process's thread pool (codegen/c/pool.py): fn(arg, u0, u1) over [0, units) in
+   chunks of `chunk`, on this thread and up to nthreads - 1 workers. */
+extern void stridec_pool_run_v1(stridec_task_fn fn, void *arg, int64_t units, int64_t chunk,
+                                int64_t nthreads);
+"""
+
+POOL_C_SOURCE = r"""/* stridec C kernels' thread pool (one per process) */
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+
+typedef int64_t i64;
+typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
+
+#define MAXW 255
+/* Polls of the generation before a worker sleeps: tens of µs, so calls made back to
+   back find it awake, while an idle process does not keep a core busy. */
+#define SPIN 4096
+
+#if defined(__x86_64__) || defined(__i386__)
+#define PAUSE() __builtin_ia32_pause()
+#else
+#define PAUSE() ((void)0)
+#endif
+
+static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER;
+
+/* The task of generation `gen`. Its fields are written by the caller before it publishes
+   `next` and `gen`, and read by a worker between loading `next` and claiming a chunk of it
+   with a compare-and-swap: if the caller moved on meanwhile, `next` changed and the
+   claim fails, so a chunk only runs with the fields of its own generation. */
+static struct {
+    stridec_task_fn fn;
+    void *arg;
+    i64 units, chunk, chunks;
+    uint64_t next; /* gen << 32 | the next chunk */
+    i64 done;      /* chunks finished */
+    uint32_t gen;
+    int wanted;    /* threads of the task, the caller included */
+    int workers;   /* started (ids 1 .. workers) */
+    int sleepers;
+} P;
+
+static void claim(uint32_t g) {
+    for (;;) {
+        uint64_t v = __atomic_load_n(&P.next, __ATOMIC_ACQUIRE);
+        if ((uint32_t)(v >> 32) != g) return;
+        i64 c = (i64)(uint32_t)v;
+        stridec_task_fn fn = __atomic_load_n(&P.fn, __ATOMIC_RELAXED);
+        void *arg = __atomic_load_n(&P.arg, __ATOMIC_RELAXED);
+        i64 units = __atomic_load_n(&P.units, __ATOMIC_RELAXED);
+        i64 chunk = __atomic_load_n(&P.chunk, __ATOMIC_RELAXED);
+        i64 chunks = __atomic_load_n(&P.chunks, __ATOMIC_RELAXED);
+        if (c >= chunks) return;
+        if (!__atomic_compare_exchange_n(&P.next, &v, v + 1, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        i64 u0 = c * chunk, u1 = u0 + chunk < units ? u0 + chunk : units;
+        fn(arg, u0, u1);
+        __atomic_fetch_add(&P.done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void *worker(void *p) {
+    int id = (int)(intptr_t)p;
+    uint32_t seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint32_t g;
+        int spins = 0;
+        while ((g = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE)) == seen) {
+            if (++spins < SPIN) {
+                PAUSE();
+                continue;
+            }
+            pthread_mutex_lock(&sleep_lock);
+            __atomic_add_fetch(&P.sleepers, 1, __ATOMIC_SEQ_CST);
+            while (__atomic_load_n(&P.gen, __ATOMIC_SEQ_CST) == seen)
+                pthread_cond_wait(&sleep_cond, &sleep_lock);
+            __atomic_sub_fetch(&P.sleepers, 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&sleep_lock);
+            spins = 0;
+        }
+        seen = g;
+        if (id < __atomic_load_n(&P.wanted, __ATOMIC_RELAXED)) claim(g);
+    }
+    return 0;
+}
+
+/* A forked child has none of the parent's threads. */
+static void after_fork_child(void) {
+    pthread_mutex_init(&submit_lock, 0);
+    pthread_mutex_init(&sleep_lock, 0);
+    pthread_cond_init(&sleep_cond, 0);
+    P.workers = 0;
+    P.sleepers = 0;
+}
+
+__attribute__((constructor)) static void pool_init(void) {
+    pthread_atfork(0, 0, after_fork_child);
+}
+
+void stridec_pool_run_v1(stridec_task_fn fn, void *arg, i64 units, i64 chunk, i64 nthreads) {
+    if (units <= 0) return;
+    if (chunk < 1) chunk = 1;
+    if (nthreads > MAXW + 1) nthreads = MAXW + 1;
+    if (nthreads <= 1 || units <= chunk || pthread_mutex_trylock(&submit_lock) != 0) {
+        fn(arg, 0, units);
+        return;
+    }
+    if (P.workers < nthreads - 1) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        while (P.workers < nthreads - 1) {
+            pthread_t thread;
+            if (pthread_create(&thread, &attr, worker, (void *)(intptr_t)(P.workers + 1)))
+                break; /* none to be had: fewer workers */
+            P.workers++;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    i64 chunks = (units + chunk - 1) / chunk;
+    if (chunks > ((i64)1 << 30)) {
+        chunk = (units + ((i64)1 << 30) - 1) >> 30;
+        chunks = (units + chunk - 1) / chunk;
+    }
+    uint32_t g = P.gen + 1;
+    __atomic_store_n(&P.fn, fn, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.arg, arg, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.units, units, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.chunk, chunk, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.chunks, chunks, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.wanted, (int)nthreads, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.next, (uint64_t)g << 32, __ATOMIC_RELEASE);
+    __atomic_store_n(&P.gen, g, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&P.sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&sleep_lock);
+        pthread_cond_broadcast(&sleep_cond);
+        pthread_mutex_unlock(&sleep_lock);
+    }
+    claim(g);
+    /* A claimed chunk is work under way on another core: spin for it, and yield only once
+       it takes much longer (its worker was preempted). */
+    for (long spins = 0; __atomic_load_n(&P.done, __ATOMIC_ACQUIRE) < chunks; spins++) {
+        if (spins < (1L << 20)) PAUSE();
+        else sched_yield();
+    }
+    pthread_mutex_unlock(&submit_lock);
+}
+"""
