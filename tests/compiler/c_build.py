@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from stridec.compiler.codegen.c.pool import POOL_SYMBOL
+from stridec.runtime.backends.cpu import load_pool
+
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="needs gcc on PATH")
 # The flags of a native build; the C sources must give the same bits with and without
@@ -40,4 +43,6 @@ def build_shared(source: str, folder: Path, name: str, flags: tuple[str, ...]) -
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stderr}")
+    if POOL_SYMBOL in source:  # a kernel unit: it calls the process's thread pool
+        load_pool()
     return ctypes.CDLL(str(so_file))

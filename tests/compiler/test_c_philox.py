@@ -293,3 +293,20 @@ def test_bad_arguments_name_the_field() -> None:
             plain_spec((4,)), masks=tuple(MaskBound((1,), 0, 4) for _ in range(17))))
     with pytest.raises(UnsupportedError, match="dst_dtype"):
         generate_c_philox(plain_spec((4,), f16))
+
+
+def test_native_build_multiplies_with_vpmuludq() -> None:
+    """Where the CPU has AVX2, the cached Philox library (built -march=native) does its
+    32 x 32 -> 64-bit products with vpmuludq, not gcc's widened vpmullq."""
+    import shutil
+    import subprocess
+
+    from stridec.runtime.backends import cpu
+
+    objdump = shutil.which("objdump")
+    if objdump is None or not host_has("avx2"):
+        pytest.skip("needs objdump and an AVX2 CPU")
+    path = cpu.load_unit(PHILOX_C_SOURCE)._name
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", path], capture_output=True,
+                          text=True, check=True).stdout
+    assert text.count("vpmuludq") >= 4  # two products a round, even and odd lanes

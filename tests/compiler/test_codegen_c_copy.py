@@ -113,6 +113,34 @@ def test_nchw_to_nchw4_pads_channels_with_fill():
     run_c(dataclasses.replace(spec, fill=None), src=src)
 
 
+def _pack_spec(n, c, hw, block, dtype, fill, *, chwn=False):
+    """NCHW (H·W flattened) -> NC/block HW block (or CHWN-style C/block HW N block) with the
+    channels past `c` masked: the padding of a pack."""
+    groups = -(-c // block)
+    src = (c * hw, block * hw, 1, hw)  # dims (n, group, hw, lane)
+    if chwn:
+        dst = (block, hw * n * block, n * block, 1)
+    else:
+        dst = (groups * hw * block, hw * block, block, 1)
+    return CopySpec((n, groups, hw, block), src, 0, dst, 0, dtype, dtype,
+                    (MaskBound((0, block, 0, 1), 0, c),), fill)
+
+
+@pytest.mark.parametrize("dtype", [i8, f16, f32, f64])
+@pytest.mark.parametrize("c", [2, 3, 4, 5])
+def test_narrow_sides_interleave_in_registers(dtype, c):
+    """Tiles with a side of 2 … 4 elements (NHWC with C = 3, NCHW4 packs) take the
+    in-register interleaves; 5 (and 1) the column loop. Rows past several vectors and a
+    remainder: H·W = 77."""
+    run_c(permute_spec((2, c, 7, 11), (0, 2, 3, 1), dtype))  # NCHW -> NHWC: interleave
+    run_c(permute_spec((2, 7, 11, c), (0, 3, 1, 2), dtype))  # NHWC -> NCHW: deinterleave
+    src = random_storage(dtype, 2 * c * 77, torch.Generator().manual_seed(c))
+    for block in (4, 32):
+        for fill in (0, -3, None):
+            run_c(_pack_spec(2, c, 77, block, dtype, fill), src=src)
+            run_c(_pack_spec(2, c, 77, block, dtype, fill, chwn=True), src=src)
+
+
 def test_fill_none_and_fill_only():
     spec = permute_spec(
         (6, 8), (1, 0), f32, masks=(MaskBound((1, 0), 0, 5), MaskBound((0, 1), 0, 3)), fill=None
@@ -260,3 +288,33 @@ def test_offsets_and_strides_past_2_31_elements():
     out = torch.zeros(24, dtype=torch.int8)
     launch(generate_c_copy(spec), storage, out)
     assert torch.equal(out, storage[big + 8:big + 32].view(6, 4).t().reshape(-1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inner", ["transpose", "rows"])
+def test_copy_of_more_than_2_31_elements(inner):
+    """An output of 2^31 + 12288 int8 elements from a small source (a column or a row
+    broadcast along the other dim): every index past 2^31 is computed in 64 bits. Each row
+    r of the (R, W) output must hold its source value."""
+    rows, width = (1 << 31) // 4096 + 3, 4096
+    assert rows * width > 1 << 31
+    try:
+        out = torch.empty(rows * width, dtype=torch.int8)
+    except (RuntimeError, MemoryError) as e:
+        pytest.skip(f"cannot allocate 2 GiB: {e}")
+    if inner == "transpose":  # element (r, w) = column[r]: the source's unit dim is r
+        src = (torch.arange(rows, dtype=torch.int64) % 251 + 1).to(torch.int8)
+        spec = CopySpec((rows, width), (1, 0), 0, (width, 1), 0, i8, i8)
+    else:  # element (r, w) = row[w]
+        src = (torch.arange(width, dtype=torch.int64) % 251 + 1).to(torch.int8)
+        spec = CopySpec((rows, width), (0, 1), 0, (width, 1), 0, i8, i8)
+    kernel = generate_c_copy(spec)
+    assert kernel.strategy == ("tiled_transpose" if inner == "transpose" else "linear")
+    launch(kernel, src, out)
+    view = out.view(rows, width)
+    step = 1 << 16
+    for r0 in range(0, rows, step):  # compared in slices: no second 2 GiB tensor
+        block = view[r0:r0 + step]
+        want = src[r0:r0 + step, None] if inner == "transpose" else src[None, :]
+        assert torch.equal(block, want.expand_as(block)), r0
+    del out, view

@@ -51,6 +51,7 @@ __all__ = [
     "available",
     "compiler",
     "load_c_kernel",
+    "load_pool",
     "load_unit",
 ]
 
@@ -191,12 +192,18 @@ def _build(cc: str, source_path: str, lib_path: str) -> None:
     write_atomically(lib_path + ".sha256", digest.encode())
 
 
+def load_pool() -> Any:
+    """The thread pool's library (`codegen/c/pool.py`), loaded with its symbols global:
+    the kernel units (and any library built from their sources) call into it."""
+    return load_unit(POOL_C_SOURCE, shared=True)
+
+
 def load_unit(source: str, *, shared: bool = False) -> Any:
     """The loaded library of one compile unit (built, or read from the disk cache).
     `shared`: its symbols resolve the undefined references of units loaded after it (the
     thread pool's library). A unit calling the pool has the pool loaded first."""
     if POOL_SYMBOL in source and source != POOL_C_SOURCE:
-        load_unit(POOL_C_SOURCE, shared=True)
+        load_pool()
     mode = ctypes.RTLD_GLOBAL if shared else ctypes.DEFAULT_MODE
     cc = compiler()
     toolchain = _toolchain_key(cc)

@@ -71,9 +71,6 @@ C_TYPES: dict[str, str] = {
 
 C_PRELUDE = r"""#include <stdint.h>
 #include <string.h>
-#if defined(__F16C__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 static inline uint32_t stridec_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float stridec_f32_of_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -125,26 +122,16 @@ static inline uint16_t stridec_f32_to_bf16(float f, uint16_t nan) {
 /* float -> int32 / int64 as x86's cvtt* instructions: truncation, and the smallest
    integer for NaN and out-of-range values. C leaves those undefined, so only an in-range
    value (else 0) reaches the C conversion. */
-static inline int32_t stridec_f32_to_i32(float x) {
-    int ok = x >= -0x1p31f && x < 0x1p31f;
-    int32_t t = (int32_t)(ok ? x : 0.0f);
-    return ok ? t : INT32_MIN;
-}
-static inline int64_t stridec_f32_to_i64(float x) {
-    int ok = x >= -0x1p63f && x < 0x1p63f;
-    int64_t t = (int64_t)(ok ? x : 0.0f);
-    return ok ? t : INT64_MIN;
-}
-static inline int32_t stridec_f64_to_i32(double x) {
-    int ok = x > -0x1.00000002p31 && x < 0x1p31;
-    int32_t t = (int32_t)(ok ? x : 0.0);
-    return ok ? t : INT32_MIN;
-}
-static inline int64_t stridec_f64_to_i64(double x) {
-    int ok = x >= -0x1p63 && x < 0x1p63;
-    int64_t t = (int64_t)(ok ? x : 0.0);
-    return ok ? t : INT64_MIN;
-}
+#define STRIDEC_TRUNCATE(name, F, I, IN_RANGE, MIN) \
+    static inline I name(F x) {                        \
+        int ok = IN_RANGE;                             \
+        I t = (I)(ok ? x : (F)0);                      \
+        return ok ? t : MIN;                           \
+    }
+STRIDEC_TRUNCATE(stridec_f32_to_i32, float, int32_t, x >= -0x1p31f && x < 0x1p31f, INT32_MIN)
+STRIDEC_TRUNCATE(stridec_f32_to_i64, float, int64_t, x >= -0x1p63f && x < 0x1p63f, INT64_MIN)
+STRIDEC_TRUNCATE(stridec_f64_to_i32, double, int32_t, x > -0x1.00000002p31 && x < 0x1p31, INT32_MIN)
+STRIDEC_TRUNCATE(stridec_f64_to_i64, double, int64_t, x >= -0x1p63 && x < 0x1p63, INT64_MIN)
 /* float -> uint32 as torch's vector loop: values from 2^31 up convert as x - 2^31 with the
    top bit flipped back; NaN gives 0x80000000, values from 2^32 up give 0. */
 static inline uint32_t stridec_f32_to_u32(float x) {
@@ -248,4 +235,7 @@ def c_convert_run(src: DType | str, dst: DType | str, name: str = "convert_run")
                   "#elif defined(__F16C__) && defined(__AVX__)",
                   f"    for (; j + 8 <= n; j += 8) {narrow}", "#endif"]
     lines += [f"    for (; j < n; j++) d[j] = {c_convert(s, d, 's[j]')};", "}"]
+    if runs is not None:  # the intrinsics' header only where they are used: it is large
+        lines[:0] = ["#if defined(__F16C__) || defined(__AVX512F__)", "#include <immintrin.h>",
+                     "#endif"]
     return "\n".join(lines)

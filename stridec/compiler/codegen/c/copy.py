@@ -11,14 +11,17 @@ masks simplified, destination strides made >= 0, dims ordered for writes, dims m
 and picks a strategy on the canonical dims:
 
 - `linear`: the innermost dim is unit-stride on both sides. Each row (one coordinate of
-  the outer dims) is one `memcpy` of its valid run (or a converting loop for a cast),
-  with the fill written before and after it.
+  the outer dims) is one `memcpy` of its valid run (or a converting run for a cast,
+  `casts.c_convert_run`), with the fill written before and after it.
 - `tiled_transpose`: the destination is unit-stride innermost and the source unit-stride in
   another dim `u`. That dim is moved next to the innermost (the order of a copy's loops
   does not change its result), and the two are walked in cache-sized tiles; inside a
-  tile, V×V blocks (V = vector bytes / element size) are loaded as V source vectors,
-  transposed in registers by log2(V) rounds of interleaves (`__builtin_shuffle`), and
-  stored as V destination vectors. Casts take a scalar loop per tile.
+  tile, V×V blocks (V = vector bytes / element size, the widths in `_TRANSPOSE_WIDTHS`)
+  are loaded as V source vectors, transposed in registers by log2(V) rounds of
+  interleaves (`__builtin_shuffle`), and stored as V destination vectors. A cast moves
+  the tile so as bits of its source type into a buffer, then converts it row by row. A
+  tile side of 2 … `NARROW_MAX` elements (NHWC with C = 3, NCHW4 packs and their padding)
+  is moved by in-register interleaves of that many rows (`_narrow`).
 - `gather`: anything else (a strided innermost dim on either side): a strided loop.
 
 Masks restrict each row to one interval: along the row's dim `j`,
@@ -29,8 +32,8 @@ path), wholly masked (fill), or mixed (rows with their intervals).
 
 The work is split into units (rows, or chunks of long rows; tiles for a transpose),
 walked by an odometer so a unit costs additions, not divisions, and shared among
-`nthreads` POSIX threads when the copy moves at least `PARALLEL_BYTES`. Indices are
-`int64` throughout.
+`nthreads` threads of the process's pool (`codegen/c/pool.py`) when the copy moves at
+least `PARALLEL_BYTES`. Indices are `int64` throughout.
 
 The runtime arguments, in order (`copy_params`):
 
@@ -57,6 +60,7 @@ from stridec.ir.dtypes import DType, bit_pattern
 __all__ = [
     "C_STRATEGIES",
     "CCopyKernel",
+    "CKernel",
     "CopyClass",
     "UNIT_SEPARATOR",
     "call_fits",
@@ -166,19 +170,19 @@ def _rank1(spec: CopySpec) -> CopySpec:
 
 
 @dataclass(frozen=True, slots=True)
-class CCopyKernel:
-    """A copy (or a batch of copies into one buffer) as calls of compiled C classes.
-
-    `calls` holds one `(symbol, src_arg, dst_arg, params)` per copy: the kernel's launch
-    passes storages, and call `i` runs `symbol(storage[src_arg], storage[dst_arg],
-    params, nthreads)`. `source` is the C text of every class it calls, one compile unit
-    each, joined by `UNIT_SEPARATOR`."""
+class CKernel:
+    """A kernel of the `cpu` backend as calls of compiled C units: `calls` holds one
+    `(symbol, src_arg, dst_arg, params)` per call, run one after another as
+    `symbol(storage[src_arg], storage[dst_arg], params, nthreads)` over the launch's
+    storages; `source` is the C text of every unit it calls, joined by `UNIT_SEPARATOR`.
+    The fields after `numel` are keywords, shared with the Triton kernels' records."""
 
     name: str
     strategy: str
     source: str
     calls: tuple[tuple[str, int, int, tuple[int, ...]], ...]
     numel: int
+    _: dataclasses.KW_ONLY
     kind: str = "copy"
     lang: str = "c"
     grid: tuple[int, ...] = (1,)
@@ -188,6 +192,12 @@ class CCopyKernel:
     @property
     def constexprs(self) -> dict[str, int]:
         return {}
+
+
+@dataclass(frozen=True, slots=True)
+class CCopyKernel(CKernel):
+    """A copy (or a batch of copies into one buffer) as calls of compiled C classes; the
+    launch passes storages `(src, dst)`, or `(dst, src_0, …)` for a batch."""
 
 
 def _plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
@@ -301,6 +311,119 @@ def _transpose_block(elem: str, size: int, width: int) -> list[str]:
     return out
 
 
+# The widest tile side moved by in-register interleaves (`_narrow`): the channels of an
+# NHWC tensor with C = 3 or of an NCHW4 pack.
+NARROW_MAX = 4
+
+
+def _chain(out: str, lanes: int, ins: Sequence[str], pick) -> list[str]:
+    """C statements setting vector `out` from input vectors `ins`: lane l is lane
+    pick(l)[1] of input pick(l)[0], by a chain of two-source shuffles, one per input
+    after the first (`__builtin_shuffle` with constant masks: gcc's vpermt2*/vpshufb)."""
+    used = sorted({pick(lane)[0] for lane in range(lanes)})
+
+    def mask(values: Sequence[int]) -> str:
+        return f"(vec_t){{{', '.join(map(str, values))}}}"
+
+    first = used[0]
+    if len(used) == 1:
+        m = [pick(lane)[1] for lane in range(lanes)]
+        return [f"    vec_t {out} = __builtin_shuffle({ins[first]}, {mask(m)});"]
+    second = used[1]
+    m = []
+    for lane in range(lanes):
+        k, at = pick(lane)
+        m.append(at if k == first else lanes + at if k == second else 0)
+    lines = [f"    vec_t {out} = __builtin_shuffle({ins[first]}, {ins[second]}, {mask(m)});"]
+    for k in used[2:]:
+        m = [lanes + pick(lane)[1] if pick(lane)[0] == k else lane for lane in range(lanes)]
+        lines.append(f"    {out} = __builtin_shuffle({out}, {ins[k]}, {mask(m)});")
+    return lines
+
+
+def _narrow(size: int, width: int) -> list[str]:
+    """In-register interleaves for tiles with a side of K = 2 … NARROW_MAX elements (and
+    fewer than V): `interleaveK` writes K columns of rows a0 .. a1 from K source rows
+    (columns outside [lo, hi) get the fill: the padding of a pack), V rows per K vector
+    loads, shuffles and stores; `deinterleaveK` splits K interleaved source rows (the
+    channels of NHWC with C = K) into K destination rows. `narrow_columns` and `narrow_rows`
+    dispatch on K and return 0 where no such function exists."""
+    lanes = width // size
+    ks = [k for k in range(2, NARROW_MAX + 1) if k < lanes]
+    # Called once per tile, each a few hundred vector instructions: kept out of line and
+    # built at -O2 (the shuffles are explicit), which halves the unit's compile time.
+    out = ["#ifndef NARROW_FN",
+           '#define NARROW_FN static __attribute__((noinline, optimize("O2")))', "#endif"]
+    for k in ks:
+        ins = [f"p{j}" for j in range(k)]
+        out += [
+            f"NARROW_FN void interleave{k}(const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0,",
+            "                             i64 a1, i64 lo, i64 hi, bits_t fill) {",
+            "    const vec_t F = (vec_t){0} + fill;",
+            "    i64 a = a0;",
+            "    for (; a + V <= a1; a += V) {",
+        ]
+        for j in range(k):
+            out.append(f"        vec_t {ins[j]} = F;")
+            out.append(f"        if ({j} >= lo && {j} < hi) memcpy(&{ins[j]}, s + a + {j} * ssb, "
+                       f"{width});")
+        names = [f"o{o}" for o in range(k)]
+        for o in range(k):
+            out += ["    " + line for line in _chain(
+                names[o], lanes, ins,
+                lambda lane, o=o: ((o * lanes + lane) % k, (o * lanes + lane) // k))]
+        out.append(f"        if (dsa == {k}) {{")
+        for o in range(k):
+            out.append(f"            memcpy(d + a * {k} + {o * lanes}, &{names[o]}, {width});")
+        out += ["        } else {", f"            bits_t buf[{k * lanes}];"]
+        for o in range(k):
+            out.append(f"            memcpy(buf + {o * lanes}, &{names[o]}, {width});")
+        out += [
+            "            for (i64 x = 0; x < V; x++)",
+            f"                memcpy(d + (a + x) * dsa, buf + {k} * x, {k * size});",
+            "        }",
+            "    }",
+            "    for (; a < a1; a++)",
+            f"        for (i64 j = 0; j < {k}; j++)",
+            "            d[a * dsa + j] = j >= lo && j < hi ? s[a + j * ssb] : fill;",
+            "}",
+            "",
+            f"NARROW_FN void deinterleave{k}(const bits_t* s, bits_t* d, i64 dsa, i64 b0, "
+            "i64 b1) {",
+            "    i64 b = b0;",
+            "    for (; b + V <= b1; b += V) {",
+        ]
+        cs = [f"c{j}" for j in range(k)]
+        for j in range(k):
+            out.append(f"        vec_t {cs[j]}; memcpy(&{cs[j]}, s + {k} * b + {j * lanes}, "
+                       f"{width});")
+        for a in range(k):
+            out += ["    " + line for line in _chain(
+                f"r{a}", lanes, cs,
+                lambda lane, a=a: ((lane * k + a) // lanes, (lane * k + a) % lanes))]
+            out.append(f"        memcpy(d + {a} * dsa + b, &r{a}, {width});")
+        out += [
+            "    }",
+            "    for (; b < b1; b++)",
+            f"        for (i64 a = 0; a < {k}; a++) d[a * dsa + b] = s[a + {k} * b];",
+            "}",
+            "",
+        ]
+    out.append("static int narrow_columns(const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0, "
+               "i64 a1, i64 k,")
+    out.append("                          i64 lo, i64 hi, bits_t fill) {")
+    out.append("    switch (k) {")
+    for k in ks:
+        out.append(f"    case {k}: interleave{k}(s, ssb, d, dsa, a0, a1, lo, hi, fill); return 1;")
+    out += ["    default: return 0;", "    }", "}", ""]
+    out.append("static int narrow_rows(const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1, i64 k) {")
+    out.append("    switch (k) {")
+    for k in ks:
+        out.append(f"    case {k}: deinterleave{k}(s, d, dsa, b0, b1); return 1;")
+    out += ["    default: return 0;", "    }", "}"]
+    return out
+
+
 def _transpose_blocks(size: int) -> str:
     """`tr_block` for elements of `size` bytes: the widest block the host's vector registers
     hold without spilling (the unit is built with -march=native), one variant per ISA."""
@@ -313,6 +436,7 @@ def _transpose_blocks(size: int) -> str:
         elif k:
             text.append("#else")
         text += _transpose_block(elem, size, width)
+        text += _narrow(size, width)
     if len(variants) > 1:
         text.append("#endif")
     return "\n".join(text)
@@ -330,6 +454,8 @@ static inline dst_t convert(src_t x) { return @CONVERT@; }
 
 #define MAXR 8
 #define MAXT 256
+#define SAME_BITS @SAME@
+#define NARROW_MAX @NARROW_MAX@
 /* Copies moving fewer bytes run on the calling thread: waking a pool worker costs a few
    µs, and a copy of this size takes ~10 µs on one core. */
 #define PARALLEL_BYTES (1 << 18)
@@ -343,7 +469,7 @@ typedef struct {
     const i64 *n, *ss, *ds, *mk;
     i64 units;
     i64 chunk, nch;          /* rows: chunks of the innermost dim */
-    i64 tile, ntu, nti;      /* transpose: tiles of the two last dims */
+    i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
 } job_t;
 
 static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
@@ -367,6 +493,36 @@ static inline void clip(const job_t* J, const i64* base, i64 dim, i64 j1, i64* a
         if (y < *b) *b = y;
     }
     if (*b <= *a) { *a = j1; *b = j1; }
+}
+
+/* The outer dims [0, nout) as an odometer: c, the source and destination offsets and the
+   mask sums mb at row `index` (row-major) ... */
+static inline void odometer_start(const job_t* J, i64 nout, i64 index, i64* c, i64* so,
+                                  i64* dof, i64* mb) {
+    *so = J->soff;
+    *dof = J->doff;
+    for (i64 m = 0; m < J->M; m++) mb[m] = 0;
+    for (i64 k = nout - 1; k >= 0; k--) {
+        c[k] = index % J->n[k];
+        index /= J->n[k];
+        *so += c[k] * J->ss[k];
+        *dof += c[k] * J->ds[k];
+        for (i64 m = 0; m < J->M; m++) mb[m] += c[k] * coef(J, m, k);
+    }
+}
+
+/* ... and advanced to the next row by additions. */
+static inline void odometer_step(const job_t* J, i64 nout, i64* c, i64* so, i64* dof, i64* mb) {
+    for (i64 k = nout - 1; k >= 0; k--) {
+        *so += J->ss[k];
+        *dof += J->ds[k];
+        for (i64 m = 0; m < J->M; m++) mb[m] += coef(J, m, k);
+        if (++c[k] < J->n[k]) return;
+        *so -= J->n[k] * J->ss[k];
+        *dof -= J->n[k] * J->ds[k];
+        for (i64 m = 0; m < J->M; m++) mb[m] -= J->n[k] * coef(J, m, k);
+        c[k] = 0;
+    }
 }
 
 static inline void fill_run(const job_t* J, i64 d, i64 step, i64 count) {
@@ -401,31 +557,15 @@ static inline void row(const job_t* J, i64 so, i64 dof, const i64* mb, i64 j0, i
    as an odometer, their offsets and mask sums with them. */
 static void work(const job_t* J, i64 u0, i64 u1) {
     i64 nout = J->R - 1, c[MAXR], mb[J->M + 1];
-    i64 row_index = u0 / J->nch, ch = u0 % J->nch, so = J->soff, dof = J->doff;
-    for (i64 m = 0; m < J->M; m++) mb[m] = 0;
-    for (i64 k = nout - 1; k >= 0; k--) {
-        c[k] = row_index % J->n[k];
-        row_index /= J->n[k];
-        so += c[k] * J->ss[k];
-        dof += c[k] * J->ds[k];
-        for (i64 m = 0; m < J->M; m++) mb[m] += c[k] * coef(J, m, k);
-    }
+    i64 ch = u0 % J->nch, so, dof;
+    odometer_start(J, nout, u0 / J->nch, c, &so, &dof, mb);
     i64 n_in = J->n[J->R - 1];
     for (i64 u = u0; u < u1; u++) {
         i64 j0 = ch * J->chunk, j1 = j0 + J->chunk < n_in ? j0 + J->chunk : n_in;
         row(J, so, dof, mb, j0, j1);
         if (++ch < J->nch) continue;
         ch = 0;
-        for (i64 k = nout - 1; k >= 0; k--) {
-            so += J->ss[k];
-            dof += J->ds[k];
-            for (i64 m = 0; m < J->M; m++) mb[m] += coef(J, m, k);
-            if (++c[k] < J->n[k]) break;
-            so -= J->n[k] * J->ss[k];
-            dof -= J->n[k] * J->ds[k];
-            for (i64 m = 0; m < J->M; m++) mb[m] -= J->n[k] * coef(J, m, k);
-            c[k] = 0;
-        }
+        odometer_step(J, nout, c, &so, &dof, mb);
     }
 }
 
@@ -480,6 +620,32 @@ static inline void columns(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i6
     }
 }
 
+#if SAME_BITS
+/* Columns [b0, b1) of rows [a0, a1), those in [lo, hi) copied and the others filled, by
+   interleaves when the tile or its copied part is at most NARROW_MAX columns; 0 if not. */
+static int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                       i64 b0, i64 b1, i64 lo, i64 hi) {
+    const bits_t* s = (const bits_t*)J->src + so;
+    bits_t* d = (bits_t*)J->dst + dof;
+    bits_t fill;
+    memcpy(&fill, &J->fill, sizeof fill);
+    if (hi <= lo) return 0;
+    if (J->has_fill && b1 - b0 < V)
+        return narrow_columns(s + b0 * ssb, ssb, d + b0, dsa, a0, a1, b1 - b0, lo - b0, hi - b0,
+                              fill);
+    if (hi - lo >= V || hi - lo > NARROW_MAX) return 0;
+    for (i64 a = a0; a < a1; a++) {  /* the padding as contiguous runs of each row */
+        fill_run(J, dof + a * dsa + b0, 1, lo - b0);
+        fill_run(J, dof + a * dsa + hi, 1, b1 - hi);
+    }
+    if (hi - lo == 1) {
+        columns(J, so, dof, dsa, ssb, a0, a1, lo, hi, 1);
+        return 1;
+    }
+    return narrow_columns(s + lo * ssb, ssb, d + lo, dsa, a0, a1, hi - lo, 0, hi - lo, fill);
+}
+#endif
+
 /* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
    b = dim R-1 (destination stride 1). */
 static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
@@ -505,6 +671,9 @@ static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
         if (along_b) {
             i64 lo = b0, hi = b1;
             clip(J, mb, R - 1, b1, &lo, &hi);
+#if SAME_BITS
+            if (narrow_tile(J, so, dof, dsa, ssb, a0, a1, b0, b1, lo, hi)) return;
+#endif
             columns(J, so, dof, dsa, ssb, a0, a1, b0, lo, 0);
             columns(J, so, dof, dsa, ssb, a0, a1, lo, hi, 1);
             columns(J, so, dof, dsa, ssb, a0, a1, hi, b1, 0);
@@ -517,6 +686,13 @@ static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
         }
         return;
     }
+#if SAME_BITS
+    if (b1 - b0 < V && narrow_tile(J, so, dof, dsa, ssb, a0, a1, b0, b1, b0, b1)) return;
+    if (a1 - a0 < V && ssb == a1 - a0
+        && narrow_rows((const bits_t*)J->src + so + a0, (bits_t*)J->dst + dof + a0 * dsa, dsa,
+                       b0, b1, a1 - a0))
+        return;
+#endif
     if (b1 - b0 < V) {
         columns(J, so, dof, dsa, ssb, a0, a1, b0, b1, 1);
         return;
@@ -534,34 +710,18 @@ static void work(const job_t* J, i64 u0, i64 u1) {
     i64 R = J->R, nout = R - 2, c[MAXR], mb[J->M + 1];
     i64 per_row = J->ntu * J->nti;
     i64 row_index = u0 / per_row, tu = u0 % per_row / J->nti, ti = u0 % J->nti;
-    i64 so = J->soff, dof = J->doff;
-    for (i64 m = 0; m < J->M; m++) mb[m] = 0;
-    for (i64 k = nout - 1; k >= 0; k--) {
-        c[k] = row_index % J->n[k];
-        row_index /= J->n[k];
-        so += c[k] * J->ss[k];
-        dof += c[k] * J->ds[k];
-        for (i64 m = 0; m < J->M; m++) mb[m] += c[k] * coef(J, m, k);
-    }
+    i64 so, dof;
+    odometer_start(J, nout, row_index, c, &so, &dof, mb);
     i64 na = J->n[R - 2], nb = J->n[R - 1];
     for (i64 u = u0; u < u1; u++) {
-        i64 a0 = tu * TILE, b0 = ti * TILE;
-        tile(J, so, dof, mb, a0, a0 + TILE < na ? a0 + TILE : na, b0,
-             b0 + TILE < nb ? b0 + TILE : nb);
+        i64 a0 = tu * J->ta, b0 = ti * J->tb;
+        tile(J, so, dof, mb, a0, a0 + J->ta < na ? a0 + J->ta : na, b0,
+             b0 + J->tb < nb ? b0 + J->tb : nb);
         if (++ti < J->nti) continue;
         ti = 0;
         if (++tu < J->ntu) continue;
         tu = 0;
-        for (i64 k = nout - 1; k >= 0; k--) {
-            so += J->ss[k];
-            dof += J->ds[k];
-            for (i64 m = 0; m < J->M; m++) mb[m] += coef(J, m, k);
-            if (++c[k] < J->n[k]) break;
-            so -= J->n[k] * J->ss[k];
-            dof -= J->n[k] * J->ds[k];
-            for (i64 m = 0; m < J->M; m++) mb[m] -= J->n[k] * coef(J, m, k);
-            c[k] = 0;
-        }
+        odometer_step(J, nout, c, &so, &dof, mb);
     }
 }
 
@@ -569,8 +729,15 @@ static void plan_units(job_t* J, i64 nthreads) {
     (void)nthreads;
     i64 rows = 1;
     for (i64 k = 0; k < J->R - 2; k++) rows *= J->n[k];
-    J->ntu = (J->n[J->R - 2] + TILE - 1) / TILE;
-    J->nti = (J->n[J->R - 1] + TILE - 1) / TILE;
+    J->ta = J->tb = TILE;
+#if SAME_BITS
+    /* A side narrower than a vector is moved by interleaves: its tiles run long the other
+       way, so a tile's fixed costs are spread over more elements. */
+    if (J->n[J->R - 1] < V) J->ta = 16 * TILE;
+    else if (J->n[J->R - 2] < V) J->tb = 16 * TILE;
+#endif
+    J->ntu = (J->n[J->R - 2] + J->ta - 1) / J->ta;
+    J->nti = (J->n[J->R - 1] + J->tb - 1) / J->tb;
     J->units = rows * J->ntu * J->nti;
 }
 """
@@ -648,7 +815,8 @@ def emit_class_source(cls: CopyClass) -> str:
         f"/* stridec C copy kernel {cls.symbol}: strategy {cls.strategy}, "
         f"{cls.src} -> {cls.dst} */",
         _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
-        .replace("@CONVERT_RUN@", run)
+        .replace("@CONVERT_RUN@", run).replace("@SAME@", str(int(same)))
+        .replace("@NARROW_MAX@", str(NARROW_MAX))
         .replace("@PRELUDE@", C_PRELUDE).replace("@POOL@", POOL_DECLARATION),
     ]
     if cls.strategy == "tiled_transpose":

@@ -64,10 +64,11 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
+from stridec.compiler.codegen.c.copy import CKernel
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION
 from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan
 from stridec.errors import ShapeError, UnsupportedError
@@ -612,29 +613,15 @@ def call_fits(symbol: str, params: Sequence[int]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class CPhiloxKernel:
-    """A philox op as calls of the compiled C unit `PHILOX_C_SOURCE`, in the form of the C
-    copy kernels: `calls` holds `(symbol, src_arg, dst_arg, params)`, each run as
-    `symbol(storage[src_arg], storage[dst_arg], params, nthreads)`, one after another,
-    with the launch's storages `(state, dst, new_state)`. `dst_elements` is the smallest
-    flat destination storage (in elements) the output addresses, of `dst_dtype`."""
+class CPhiloxKernel(CKernel):
+    """A philox op as calls of the compiled C unit `PHILOX_C_SOURCE` (`CKernel`), with the
+    launch's storages `(state, dst, new_state)`. `dst_elements` is the smallest flat
+    destination storage (in elements) the output addresses, of `dst_dtype`."""
 
-    name: str
-    strategy: str
-    source: str
-    calls: tuple[tuple[str, int, int, tuple[int, ...]], ...]
-    numel: int
+    _: KW_ONLY
     dst_elements: int
     dst_dtype: DType
     kind: str = "philox"
-    lang: str = "c"
-    grid: tuple[int, ...] = (1,)
-    index_bits: int = 64
-    num_warps: int = 1
-
-    @property
-    def constexprs(self) -> dict[str, int]:
-        return {}
 
 
 def generate_c_philox(
