@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's stridec
 
 import stridec
 from stridec.runtime.backends.reference_philox import make_state

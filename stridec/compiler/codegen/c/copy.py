@@ -424,9 +424,10 @@ def _narrow(size: int, width: int) -> list[str]:
     return out
 
 
-def _transpose_blocks(size: int) -> str:
+def _transpose_blocks(size: int, narrow: bool) -> str:
     """`tr_block` for elements of `size` bytes: the widest block the host's vector registers
-    hold without spilling (the unit is built with -march=native), one variant per ISA."""
+    hold without spilling (the unit is built with -march=native), one variant per ISA; with
+    `narrow`, the interleaves of `_narrow` (a same-type copy: a cast does not use them)."""
     variants = _TRANSPOSE_WIDTHS[size]
     elem = _BITS[size]
     text: list[str] = []
@@ -436,7 +437,8 @@ def _transpose_blocks(size: int) -> str:
         elif k:
             text.append("#else")
         text += _transpose_block(elem, size, width)
-        text += _narrow(size, width)
+        if narrow:
+            text += _narrow(size, width)
     if len(variants) > 1:
         text.append("#endif")
     return "\n".join(text)
@@ -821,7 +823,7 @@ def emit_class_source(cls: CopyClass) -> str:
     ]
     if cls.strategy == "tiled_transpose":
         size = _itemsize(cls.src)
-        parts.append(_transpose_blocks(size))
+        parts.append(_transpose_blocks(size, same))
         fast = _FAST_VECTOR if same else _FAST_CAST
         parts.append(_TRANSPOSE.replace("@TILE@", str(_TILE[max(size, _itemsize(cls.dst))]))
                      .replace("@FAST@", fast))
