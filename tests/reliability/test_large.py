@@ -120,3 +120,31 @@ def test_runs_match_torch(graph: Callable[..., stridec.Graph], sizes: tuple[int,
     assert torch.equal(got.reshape(-1)[-4096:], want.reshape(-1)[-4096:])
     del got, want, x
     torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("broadcast", ["column", "row"])
+def test_cpu_copy_above_2_31_elements(broadcast: str) -> None:
+    """The cpu backend runs a copy whose output has COPY_ABOVE = 2,149,580,800 int8
+    elements, cheaply: the source is one column (rows, 1) or one row (1, width) broadcast,
+    so only the output is large. The column is a transpose in the C kernel (its unit dim is
+    the rows), the row a copy of rows; offsets past 2^31 are computed in 64 bits, or rows
+    past 2^31 / width would be written in the wrong place or not at all."""
+    rows, width = COPY_ABOVE
+    shape = (rows, 1) if broadcast == "column" else (1, width)
+    g = stridec.Graph("large_broadcast")
+    g.output(g.input("x", shape, "int8").expand(rows, width).contiguous())
+    fn = stridec.compile(g, backend="cpu")
+    x = (torch.arange(shape[0] * shape[1]) % 251 + 1).to(torch.int8).reshape(shape)
+    try:
+        got = fn(x)
+    except (RuntimeError, MemoryError) as e:  # an address space without overcommit
+        pytest.skip(f"cannot allocate {rows}x{width} int8: {e}")
+    (kernel,) = fn.plan_for(x).kernels
+    assert kernel.strategy == ("tiled_transpose" if broadcast == "column" else "linear")
+    assert got.shape == (rows, width) and got.numel() > INT32_MAX
+    step = 4096  # compared in slices of 268 MB: no second 2 GiB tensor
+    for r0 in range(0, rows, step):
+        block = got[r0:r0 + step]
+        want = x[r0:r0 + step] if broadcast == "column" else x
+        assert torch.equal(block, want.expand_as(block)), r0
+    del got
