@@ -237,19 +237,16 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
 
 
 _available: dict[str, bool] = {}
-_PROBE = (
-    "#include <stdint.h>\n#include <pthread.h>\n"
-    "int64_t stridec_probe(int64_t x) { return x + 1; }\n"
-)
 
 
 def available() -> bool:
-    """Whether C kernels can be built and loaded here (a probe unit, cached on disk)."""
+    """Whether C kernels can be built and loaded here: the thread pool's library, which
+    every kernel needs first, is the probe (built once, cached on disk)."""
     cc = compiler()
     ok = _available.get(cc)
     if ok is None:
         try:
-            ok = load_unit(_PROBE).stridec_probe(41) == 42
+            ok = load_pool().stridec_probe(41) == 42
         except (BuildError, OSError, AttributeError):
             ok = False
         _available[cc] = ok
