@@ -93,13 +93,14 @@ def may_meet(a: Layout, b: Layout) -> bool:
     """Whether two layouts over one storage may address a common index (conservative:
     False only when provably disjoint). Each must give its own elements distinct indices.
 
-    Exact for two windows of one lattice (equal strides where both move): with `b` at
-    `d = b.offset - a.offset >= 0`, `d` is written in the strides, largest first
-    (`d = Σ δ_k·s_k`); when the box spanning `[0, na)` and `[δ, δ + nb)` is itself free
-    of overlaps, addresses meet exactly where coordinates do, so the windows are disjoint
-    iff their boxes miss in some dim. Channels 0..1 and 2..3 of a contiguous (2, 4, 3)
-    buffer: strides (12, 3, 1), `d = 6 = 0·12 + 2·3 + 0·1`, boxes [0, 2) and [2, 4) in
-    dim 1: disjoint. Otherwise only the index ranges are compared.
+    Exact for two windows of one lattice (equal strides where both move): each offset is
+    written in the strides, largest first (`offset = Σ c_k·s_k`), which places each window
+    as a box of coordinates; when the box spanning both is itself free of overlaps,
+    addresses meet exactly where coordinates do, so the windows are disjoint iff their
+    boxes miss in some dim. Channels 0..1 and 2..3 of a contiguous (2, 4, 3) buffer:
+    strides (12, 3, 1), offsets 0 and 6 = 0·12 + 2·3 + 0·1, boxes [0, 2) and [2, 4) in
+    dim 1: disjoint. The offsets are placed as they are and, failing that, `b`'s relative
+    to `a`'s; where neither gives an overlap-free span, only the index ranges are compared.
     """
     if a.numel == 0 or b.numel == 0:
         return False
@@ -115,18 +116,25 @@ def may_meet(a: Layout, b: Layout) -> bool:
     na, nb, strides, _ = lattice
     if any(s <= 0 for s in strides):
         return True
-    rest = b.offset - a.offset
-    delta = [0] * len(strides)
+    for start_a, start_b in ((a.offset, b.offset), (0, b.offset - a.offset)):
+        ca, cb = _digits(start_a, strides), _digits(start_b, strides)
+        if ca is None or cb is None:
+            continue
+        lo = [min(x, y) for x, y in zip(ca, cb, strict=True)]
+        hi = [max(x + n, y + m) for x, y, n, m in zip(ca, cb, na, nb, strict=True)]
+        span = Layout(tuple(h - q for h, q in zip(hi, lo, strict=True)), tuple(strides), 0)
+        if not span.may_overlap():
+            return all(x < y + m and y < x + n for x, y, n, m in zip(ca, cb, na, nb, strict=True))
+    return True
+
+
+def _digits(value: int, strides: Sequence[int]) -> list[int] | None:
+    """`value` written in `strides`, largest first (`value = Σ c_k·s_k`, each `c_k` as
+    large as it can be); None when a remainder is left."""
+    digits = [0] * len(strides)
     for k in sorted(range(len(strides)), key=lambda k: -strides[k]):
-        delta[k], rest = divmod(rest, strides[k])
-    if rest:
-        return True
-    lo = [min(0, d) for d in delta]
-    hi = [max(n, d + m) for n, m, d in zip(na, nb, delta, strict=True)]
-    span = Layout(tuple(h - q for h, q in zip(hi, lo, strict=True)), tuple(strides), 0)
-    if span.may_overlap():
-        return True
-    return all(d < n and 0 < d + m for n, m, d in zip(na, nb, delta, strict=True))
+        digits[k], value = divmod(value, strides[k])
+    return None if value else digits
 
 
 def buffer_layout(windows: Sequence[Layout], elements: int) -> Layout:

@@ -48,6 +48,15 @@ def test_may_meet_is_exact_for_windows_of_one_lattice(pair: tuple[Layout, Layout
     assert may_meet(a, b) == bool(addresses(a) & addresses(b)), (a, b)
 
 
+def test_may_meet_places_windows_by_their_own_offsets() -> None:
+    """Two windows of a contiguous (2, 2, 2) buffer that start at (0, 1, 0) and (1, 0, 1):
+    the second starts a row lower but a plane further, so its offset less the first's,
+    3, written in the strides is not its place; each offset is."""
+    a = Layout((2, 1, 1), (4, 2, 1), 2)
+    b = Layout((1, 2, 1), (4, 2, 1), 5)
+    assert may_meet(a, b) == bool(addresses(a) & addresses(b))
+
+
 @settings(max_examples=300, deadline=None)
 @given(windows(same_lattice=False))
 def test_may_meet_never_misses_an_overlap(pair: tuple[Layout, Layout]) -> None:
