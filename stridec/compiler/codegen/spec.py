@@ -410,7 +410,11 @@ def fill_parts(fill: CopySpec, copies: Sequence[CopySpec]) -> list[tuple[Box, Bo
     return [(part_of[i], box) for i, box in enumerate(boxes)]
 
 
-def fill_around_box_copies(fill: CopySpec, copies: Sequence[CopySpec]) -> list[CopySpec] | None:
+def fill_around_box_copies(
+    fill: CopySpec,
+    copies: Sequence[CopySpec],
+    parts: Sequence[tuple[Box, Box]] | None = None,
+) -> list[CopySpec] | None:
     """Copies, one per copy of `copies` and in their order, that together do what `fill`
     and then `copies` do, writing disjoint boxes; None when they cannot.
 
@@ -422,7 +426,8 @@ def fill_around_box_copies(fill: CopySpec, copies: Sequence[CopySpec]) -> list[C
     (valid for 1 <= j < 4, the fill elsewhere) and a (2, 6) part holding the second (valid
     for j < 4). Each element is written once, and the parts can run as one batch.
     """
-    parts = fill_parts(fill, copies)
+    if parts is None:  # else what `fill_parts` gave for these copies
+        parts = fill_parts(fill, copies)
     if parts is None:
         return None
     merged: list[CopySpec] = []

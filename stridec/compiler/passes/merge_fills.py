@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from stridec.compiler.codegen.spec import (
+    CopySpec,
     copy_spec,
     dst_box,
     fill_around_box_copies,
@@ -64,9 +65,11 @@ def _launches_nothing(op: Op) -> bool:
                                            or op.aliases_operand())
 
 
-def _run_after(fill: CopyOp, later: Iterable[Op]) -> tuple[list[CopyOp], list[CopyOp]] | str:
-    """The copies into `fill`'s buffer that follow it (the chain, in order) and those of
-    them the fill is merged with, or why there are none."""
+def _run_after(
+    fill: CopyOp, later: Iterable[Op]
+) -> tuple[CopySpec, list[CopyOp], list[tuple[CopyOp, CopySpec]]] | str:
+    """The fill's spec, the copies into its buffer that follow it (the chain, in order)
+    and those of them it is merged with, with their specs; or why there are none."""
     uses = fill.result.uses
     if len(uses) != 1 or not isinstance(uses[0][0], CopyOp) or uses[0][1] != 1:
         return "the fill is not read by one copy into its buffer alone"
@@ -78,7 +81,7 @@ def _run_after(fill: CopyOp, later: Iterable[Op]) -> tuple[list[CopyOp], list[Co
     buffer = {id(fill.result)}
     value = fill.result
     chain: list[CopyOp] = []
-    taken: list[tuple[CopyOp, Box | None]] = []
+    taken: list[tuple[CopyOp, CopySpec, Box | None]] = []
     for op in later:
         if _launches_nothing(op):
             continue
@@ -94,11 +97,11 @@ def _run_after(fill: CopyOp, later: Iterable[Op]) -> tuple[list[CopyOp], list[Co
             if fill_box is None or box is None:  # no boxes to compare: one copy at most
                 if taken or fill_box is not None:
                     break
-                taken.append((op, box))
+                taken.append((op, copy, box))
             elif _inside(box, fill_box) and all(
-                b is not None and boxes_disjoint(box, b) for _, b in taken
+                b is not None and boxes_disjoint(box, b) for _, _, b in taken
             ):
-                taken.append((op, box))
+                taken.append((op, copy, box))
             elif not boxes_disjoint(box, fill_box):
                 break
         chain.append(op)
@@ -106,7 +109,7 @@ def _run_after(fill: CopyOp, later: Iterable[Op]) -> tuple[list[CopyOp], list[Co
         buffer.add(id(value))
     if not taken:
         return "no copy of a box inside the fill's follows it"
-    return chain, [op for op, _ in taken]
+    return spec, chain, [(op, copy) for op, copy, _ in taken]
 
 
 @register_pass
@@ -127,15 +130,14 @@ class MergeFills(Pass):
             run = _run_after(fill, itertools.islice(ops, position + 1, None))
             if isinstance(run, str):
                 continue
-            chain, taken = run
-            specs = [copy_spec(op) for op in taken]
-            fill_spec = copy_spec(fill)
+            fill_spec, chain, taken = run
+            specs = [spec for _, spec in taken]
             parts = fill_parts(fill_spec, specs)
-            if parts is None or fill_around_box_copies(fill_spec, specs) is None:
+            if parts is None or fill_around_box_copies(fill_spec, specs, parts) is None:
                 continue
             frames = {
                 id(op): tuple((b0 - p0, p1 - b1) for (p0, p1), (b0, b1) in zip(part, box, strict=True))
-                for op, (part, box) in zip(taken, parts, strict=True)
+                for (op, _), (part, box) in zip(taken, parts, strict=True)
             }
             into = None  # the first copy of the chain starts the buffer the fill started
             for op in chain:
