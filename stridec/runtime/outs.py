@@ -115,7 +115,8 @@ def check_outs(graph_name: str, types: Sequence[TensorType], out: Any,
         if not outs[i].numel():
             continue
         for j in range(i):
-            if ptrs[i] == ptrs[j] and outs[j].numel() and may_meet(_bytes(outs[i]), _bytes(outs[j])):
+            if (ptrs[i] == ptrs[j] and outs[j].numel()
+                    and may_meet(_bytes(outs[i]), _bytes(outs[j]))):
                 raise CallError(
                     f"{_name(i, n)}: shares memory with {_name(j, n)}; expected every out "
                     "tensor to have memory of its own (disjoint windows of one buffer are fine)"

@@ -28,7 +28,8 @@ def compiled(g: stridec.Graph, *args: torch.Tensor) -> torch.Tensor:
     bit; the cpu backend's result."""
     interpreted = stridec.compile(g, backend="interpret")(*args)
     native = stridec.compile(g, backend="cpu")(*args)
-    pairs = zip(interpreted, native, strict=True) if isinstance(native, tuple) else [(interpreted, native)]
+    pairs = (zip(interpreted, native, strict=True) if isinstance(native, tuple)
+             else [(interpreted, native)])
     for a, b in pairs:
         assert a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
         assert torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))

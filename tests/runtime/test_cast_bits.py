@@ -140,7 +140,8 @@ def test_issue_nan_examples(backend: str) -> None:
     dst=st.sampled_from(NAMES),
 )
 def test_reference_cast_matches_torch_on_any_bits(raw: list[int], src: str, dst: str) -> None:
-    """The reference rules (`stridec.runtime.backends.reference_casts.cast`) on any float32 / float64 bits."""
+    """The reference rules (`stridec.runtime.backends.reference_casts.cast`) on any
+    float32 / float64 bits."""
     if src == "float32":
         x = torch.tensor([r & 0xFFFFFFFF for r in raw], dtype=torch.int64)
         x = x.to(torch.int32).view(torch.float32)

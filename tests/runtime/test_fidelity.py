@@ -66,7 +66,8 @@ def check_against_torch(got: Any, want: Any, inputs: tuple[torch.Tensor, ...]) -
             f"{e.stride()} offset {e.storage_offset()}")
         shared = [storage(a) == storage(x) for x in inputs]
         expected = [storage(e) == storage(x) for x in inputs]
-        assert shared == expected, f"output {i} shares memory with inputs {shared}, torch {expected}"
+        assert shared == expected, (
+            f"output {i} shares memory with inputs {shared}, torch {expected}")
 
 
 def run_builder(fn: Callable[[Any], Any], x: torch.Tensor, backend: str) -> Any:
@@ -224,7 +225,7 @@ def test_ops_after_a_flip_read_the_flipped_tensor(kind: str, backend: str) -> No
     ]
     x = arg(kind)
     for fn in programs:
-        check_or_refuse(lambda: run_builder(fn, x, backend), lambda: fn(x), (x,))
+        check_or_refuse(lambda fn=fn: run_builder(fn, x, backend), lambda fn=fn: fn(x), (x,))
 
 
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
@@ -248,7 +249,8 @@ def test_as_strided_over_a_copy_reads_the_copy(backend: str) -> None:
         # (A cast keeps the operand's strides in torch, as preserve_format: that rule is
         # checked with the casts, so the cast reads a contiguous x here.)
         for build, fn in programs[kind == "transposed":]:
-            check_or_refuse(lambda: run_builder(build, x, backend), lambda: fn(x), (x,))
+            check_or_refuse(lambda build=build, x=x: run_builder(build, x, backend),
+                            lambda fn=fn, x=x: fn(x), (x,))
 
 
 def test_a_pipeline_without_plan_memory_refuses_a_negative_stride_output() -> None:
@@ -260,7 +262,8 @@ def test_a_pipeline_without_plan_memory_refuses_a_negative_stride_output() -> No
     x = arg("contiguous", (2, 3))
     with pytest.raises(UnsupportedError, match="negative stride.*plan-memory"):
         stridec.compile(g, backend="interpret", pipeline="fold-views,lower-formats")(x)
-    got = stridec.compile(g, backend="interpret", pipeline="fold-views,lower-formats,plan-memory")(x)
+    pipeline = "fold-views,lower-formats,plan-memory"
+    got = stridec.compile(g, backend="interpret", pipeline=pipeline)(x)
     assert torch.equal(got, x.flip(1))
 
 

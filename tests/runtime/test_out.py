@@ -27,7 +27,8 @@ SENTINEL = -7
 def bits(t: torch.Tensor) -> torch.Tensor:
     """The tensor's bit patterns, so that equality is bit for bit (NaN payloads too)."""
     if t.is_floating_point():
-        return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+        return t.contiguous().view(bits)
     if t.dtype == torch.uint32:
         return t.contiguous().view(torch.int32)
     return t
@@ -464,7 +465,8 @@ def test_zero_copy_cat_and_philox_loop_on_cuda() -> None:
     b = g.input("b", (2, 5, 4, 3), "float16")
     g.output(a, b.permute(0, 3, 2, 1))
     fn = stridec.compile(g)
-    A, B = torch.randn(2, 3, 4, 5, device="cuda").half(), torch.randn(2, 5, 4, 3, device="cuda").half()
+    A = torch.randn(2, 3, 4, 5, device="cuda").half()
+    B = torch.randn(2, 5, 4, 3, device="cuda").half()
     whole = torch.empty(2, 6, 4, 5, device="cuda", dtype=torch.float16)
     outs = (whole[:, :3], whole[:, 3:])
     fn(A, B, out=outs)

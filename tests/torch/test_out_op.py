@@ -53,7 +53,7 @@ def test_out_overload_writes_torch_results_in_place() -> None:
 
 
 def test_out_overload_under_torch_compile() -> None:
-    op = _op("compiled")
+    _op("compiled")
 
     def f(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch.ops.stridec_out_tests.compiled.out(x, a, b)
