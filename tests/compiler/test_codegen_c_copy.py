@@ -24,7 +24,6 @@ from stridec.runtime.backends import cpu as build
 from tests.compiler.test_codegen_copy import (
     b1,
     bf16,
-    contiguous_strides,
     copy_specs,
     f16,
     f32,
@@ -32,7 +31,6 @@ from tests.compiler.test_codegen_copy import (
     i8,
     i32,
     i64,
-    order_strides,
     permute_spec,
     random_storage,
     reference_copy,

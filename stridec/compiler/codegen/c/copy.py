@@ -371,7 +371,7 @@ def _narrow(size: int, width: int) -> list[str]:
         for o in range(k):
             out += ["    " + line for line in _chain(
                 names[o], lanes, ins,
-                lambda lane, o=o: ((o * lanes + lane) % k, (o * lanes + lane) // k))]
+                lambda lane, o=o, k=k: ((o * lanes + lane) % k, (o * lanes + lane) // k))]
         out.append(f"        if (dsa == {k}) {{")
         for o in range(k):
             out.append(f"            memcpy(d + a * {k} + {o * lanes}, &{names[o]}, {width});")
@@ -400,7 +400,7 @@ def _narrow(size: int, width: int) -> list[str]:
         for a in range(k):
             out += ["    " + line for line in _chain(
                 f"r{a}", lanes, cs,
-                lambda lane, a=a: ((lane * k + a) // lanes, (lane * k + a) % lanes))]
+                lambda lane, a=a, k=k: ((lane * k + a) // lanes, (lane * k + a) % lanes))]
             out.append(f"        memcpy(d + {a} * dsa + b, &r{a}, {width});")
         out += [
             "    }",
@@ -416,7 +416,8 @@ def _narrow(size: int, width: int) -> list[str]:
     for k in ks:
         out.append(f"    case {k}: interleave{k}(s, ssb, d, dsa, a0, a1, lo, hi, fill); return 1;")
     out += ["    default: return 0;", "    }", "}", ""]
-    out.append("static int narrow_rows(const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1, i64 k) {")
+    out.append("static int narrow_rows(const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1, "
+               "i64 k) {")
     out.append("    switch (k) {")
     for k in ks:
         out.append(f"    case {k}: deinterleave{k}(s, d, dsa, b0, b1); return 1;")
@@ -762,7 +763,8 @@ _FAST_CAST = r"""    {
             for (; y + V <= nb; y += V)
                 tr_block(sb + so + a0 + x + (b0 + y) * ssb, ssb, tmp + x * TILE + y, TILE);
             for (i64 xx = x; xx < x + V; xx++)
-                for (i64 yy = y; yy < nb; yy++) tmp[xx * TILE + yy] = sb[so + a0 + xx + (b0 + yy) * ssb];
+                for (i64 yy = y; yy < nb; yy++)
+                    tmp[xx * TILE + yy] = sb[so + a0 + xx + (b0 + yy) * ssb];
         }
         for (; x < na; x++)
             for (i64 yy = 0; yy < nb; yy++) tmp[x * TILE + yy] = sb[so + a0 + x + (b0 + yy) * ssb];
