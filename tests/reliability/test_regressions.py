@@ -407,3 +407,36 @@ def test_what_torch_takes_is_not_refused() -> None:
     x = torch.randn(2, 3, 1, 2, 2)
     _traced_like_torch(lambda t: (t.repeat(2, 1, 1, 1, 2), t.repeat(1, 2, 3, 1, 1, 1),
                                   t.repeat(1, 0, 1, 1, 1), t[0, 0, 0, 0, 0].flip(0)), x)
+
+
+# ------------------------------------------------- pipelines without fold-views (any order)
+
+PIPELINE_WITHOUT_FOLDING = (
+    "canonicalize,lower-formats,fuse-copies,eliminate-copies,dce,cse,plan-memory,merge-fills")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interpret", "reference"])
+def test_a_clone_returned_through_unfolded_views_stays_new_memory(backend: str) -> None:
+    """Found by the random-pipeline fuzzer: without fold-views, `clone` then `as_strided`
+    then `select` reached the output through a view eliminate-copies did not follow, so the
+    clone was dropped and the result shared the input's storage; torch's does not."""
+    g = stridec.Graph("clone_select")
+    x = g.input("x", (3, 4), "float32")
+    g.output(x.clone().as_strided([1], [0], 0)[0])
+    t = torch.randn(3, 4)
+    got = stridec.compile(g, backend=backend, pipeline=PIPELINE_WITHOUT_FOLDING)(t)
+    _like_torch((got,), (t.clone().as_strided([1], [0], 0)[0],), (t,))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_eliminating_a_copy_under_unfolded_views_keeps_the_ir_valid(backend: str) -> None:
+    """Found by the random-pipeline fuzzer: eliminate-copies moved an `as_strided` of a
+    clone onto the clone's source (offset 3) while a `select` of it kept its old type, and
+    the IR no longer verified (an InternalError). An unfolded view now keeps the copy."""
+    g = stridec.Graph("clone_at_offset")
+    x = g.input("x", (11, 1, 1, 1), "float32")
+    g.output(x.clone().as_strided([2], [2], 0)[-2])
+    t = torch.randn(15).as_strided((11, 1, 1, 1), (1, 1, 1, 1), 3)
+    pipeline = "merge-fills,fuse-copies,dce,lower-formats,plan-memory,dce,eliminate-copies"
+    got = stridec.compile(g, backend=backend, pipeline=pipeline)(t)
+    _like_torch((got,), (t.clone().as_strided([2], [2], 0)[-2],), (t,))

@@ -51,13 +51,25 @@ def _shifted(layout: Layout, delta: int) -> Layout:
 
 def _returned(value: Value) -> bool:
     """Whether the caller gets `value`'s buffer: an output reads it, directly or through
-    a folded view."""
+    views (folded or not)."""
     for user, _ in value.uses:
-        if isinstance(user, O.OutputOp) or (
-            isinstance(user, O.AsStridedOp) and _returned(user.result)
-        ):
+        if isinstance(user, O.OutputOp) or (user.aliases_operand() and _returned(user.result)):
             return True
     return False
+
+
+def _read_through_folded_views(value: Value) -> str | None:
+    """Why `value`'s buffer cannot be read from elsewhere: a reader other than an output,
+    a copy's source or an as_strided read only so (an unfolded view, whose recorded type
+    would go stale when its operand moves); None when there is none."""
+    for user, i in value.uses:
+        if isinstance(user, O.AsStridedOp):
+            why = _read_through_folded_views(user.result)
+            if why is not None:
+                return why
+        elif not (isinstance(user, O.OutputOp) or (isinstance(user, O.CopyOp) and i == 0)):
+            return f"'{user.name}' reads the buffer (not a folded view)"
+    return None
 
 
 def _view_of_source(op: Op) -> Layout | str:
@@ -82,13 +94,8 @@ def _view_of_source(op: Op) -> Layout | str:
     view = as_view(op.layout, dst, src)
     if view is None:
         return "the source does not have the requested layout"
-    for user, i in op.result.uses:
-        if not (
-            isinstance(user, (O.OutputOp, O.AsStridedOp))
-            or (isinstance(user, O.CopyOp) and i == 0)
-        ):
-            return f"'{user.name}' reads the buffer (not a folded view)"
-    return view
+    why = _read_through_folded_views(op.result)
+    return view if why is None else why
 
 
 def _view(root: Value, layout: Layout) -> Op | Value:
