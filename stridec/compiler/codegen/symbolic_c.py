@@ -13,7 +13,6 @@ them per call, so one compiled library and one plan serve every binding of the c
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Mapping, Sequence
 
 from stridec.compiler.codegen.c import copy as c
@@ -64,22 +63,5 @@ def generate_c_copy_symbolic(
     """The C kernel of `specs` (one copy launched as `(src, dst)`, or a batch into one
     buffer launched as `(dst, src_0, …)`: `args` gives each call's storages), its calls'
     parameters symbolic."""
-    calls = []
-    call_classes: list[c.CopyClass] = []
-    classes: list[c.CopyClass] = []
-    for spec, (src_arg, dst_arg) in zip(specs, args, strict=True):
-        planned = _plan(spec, hint)
-        if planned is None:
-            continue
-        cls, params = planned
-        calls.append((cls.symbol, src_arg, dst_arg, params))
-        call_classes.append(cls)
-        if cls not in classes:
-            classes.append(cls)
-    source = c.UNIT_SEPARATOR.join(c.emit_class_source(k) for k in classes)
-    digest = hashlib.sha256(repr((source, calls)).encode()).hexdigest()[:16]
-    strategies = [k.strategy for k in call_classes]
     label = "copy" if len(specs) == 1 else "batch"
-    strategy = strategies[0] if len(strategies) == 1 else f"{label}({','.join(strategies)})"
-    numel = sum(s.numel for s in specs) if calls else 0
-    return c.CCopyKernel(f"stridec_c_copy_{digest}", strategy, source, tuple(calls), numel)
+    return c.assemble_kernel(specs, args, label, lambda spec: _plan(spec, hint))

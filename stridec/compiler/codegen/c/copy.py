@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
@@ -63,6 +63,7 @@ __all__ = [
     "CKernel",
     "CopyClass",
     "UNIT_SEPARATOR",
+    "assemble_kernel",
     "call_fits",
     "copy_class",
     "copy_params",
@@ -217,16 +218,20 @@ def _plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
     return copy_class(canon, strategy), copy_params(canon, order)
 
 
-def _kernel(
-    specs: Sequence[CopySpec], args: Sequence[tuple[int, int]], label: str
+def assemble_kernel(
+    specs: Sequence[CopySpec], args: Sequence[tuple[int, int]], label: str,
+    plan: Callable[[CopySpec], tuple[CopyClass, tuple] | None],
 ) -> CCopyKernel:
+    """One C kernel of `specs`, each planned by `plan` (its class and parameters, or None
+    when it writes nothing), `args` giving each call's storages: one unit of the classes
+    met, one call per copy."""
     calls = []
     call_classes: list[CopyClass] = []
     classes: list[CopyClass] = []
     for spec, (src_arg, dst_arg) in zip(specs, args, strict=True):
         if spec.numel == 0:
             continue
-        planned = _plan(spec)
+        planned = plan(spec)
         if planned is None:
             continue
         cls, params = planned
@@ -245,13 +250,13 @@ def _kernel(
 def generate_c_copy(spec: CopySpec) -> CCopyKernel:
     """The C kernel of one copy, launched as `(src_storage, dst_storage)`; casts convert
     as torch's CPU `.to()` (`codegen/c/casts.py`)."""
-    return _kernel([spec], [(0, 1)], "copy")
+    return assemble_kernel([spec], [(0, 1)], "copy", _plan)
 
 
 def generate_c_copy_batch(specs: Sequence[CopySpec]) -> CCopyKernel:
     """The C kernel of copies into one buffer, launched as `(dst, src_0, …, src_{k-1})`;
     the copies run one after another, each on every thread."""
-    return _kernel(list(specs), [(j + 1, 0) for j in range(len(specs))], "batch")
+    return assemble_kernel(list(specs), [(j + 1, 0) for j in range(len(specs))], "batch", _plan)
 
 
 # --------------------------------------------------------------------------- C text
