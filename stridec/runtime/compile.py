@@ -245,11 +245,13 @@ class _Hit:
 
 
 def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
-                    tensors: Sequence[Any], *, data: bool = True) -> torch.device | None:
+                    tensors: Sequence[Any], *, data: bool = True,
+                    sizes: bool = True) -> torch.device | None:
     """The arguments of a call to a graph of `inputs` (name, type), checked: their count
     (`where` names the callee), type, layout, dtype, sizes and one device for all; with
     `data`, also that no tensor is a neg view and each storage holds its layout (tensors
-    without data — fake or meta — skip those). Returns the tensors' device (None without
+    without data — fake or meta — skip those). Without `sizes` the sizes are left to the
+    caller (symbolic ones: `bind_call`). Returns the tensors' device (None without
     tensors); raises `CallError` naming the argument."""
     if len(tensors) != len(inputs):
         names = ", ".join(n for n, _ in inputs)
@@ -269,11 +271,12 @@ def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
             )
         if t.dtype != t_type.dtype.torch:
             raise CallError(f"argument '{name}': expected dtype {t_type.dtype}; got {t.dtype}")
-        sizes = tuple(t.shape) if data else tuple(int(n) for n in t.shape)
-        if sizes != t_type.sizes:
-            raise CallError(
-                f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(sizes)}"
-            )
+        if sizes:
+            shape = tuple(t.shape) if data else tuple(int(n) for n in t.shape)
+            if shape != t_type.sizes:
+                raise CallError(
+                    f"argument '{name}': expected sizes {list(t_type.sizes)}; got {list(shape)}"
+                )
         if data and t.is_neg():
             # A neg view (`z.conj().imag`) stores x and means -x: kernels read storage.
             raise CallError(
@@ -356,6 +359,7 @@ class CompiledGraph:
         self._bound: OrderedDict[tuple, CompiledGraph] = OrderedDict()
         self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
         self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
+        self._pipelined: tuple[Graph | None] | None = None
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
@@ -615,8 +619,6 @@ class CompiledGraph:
         symbolic graph, kernels for the class (`lower_to_program`'s hint). None where the
         graph cannot be planned symbolically (then each binding is compiled alone)."""
         from stridec.compiler.codegen.lower import lower_to_program
-        from stridec.compiler.pass_manager import PassManager, parse_pipeline
-        from stridec.compiler.passes.plan_memory import PlanMemory
 
         key = (binding_class(bindings), str(device), target)
         with self._lock:
@@ -630,27 +632,61 @@ class CompiledGraph:
                 if key in self._classes:
                     self.stats.cache_hits += 1
                     return self._classes[key]
-            graph = self.graph.clone()
-            passes = parse_pipeline(self.pipeline)
-            if self.copy_aliased_outputs:
-                passes = [dataclasses.replace(p, copy_aliased_outputs=True)
-                          if isinstance(p, PlanMemory) else p for p in passes]
-            program: Program | None
-            try:
-                PassManager(passes=passes).run(graph)
-                self.stats.pipeline_runs += 1
-                lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
-                program = lower_to_program(graph, lang, hint=bindings)
-                self.stats.codegen_runs += 1
-                self.stats.compiles += 1
-            except StridecError:
-                # What the symbolic pipeline or code generation cannot do for every value
-                # (Philox, a frame or view decided only per value): compiled per binding.
-                program = None
+            graph = self._symbolic_pipeline()
+            program: Program | None = None
+            if graph is not None:
+                try:
+                    lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
+                    program = lower_to_program(graph, lang, hint=bindings)
+                    self.stats.codegen_runs += 1
+                    self.stats.compiles += 1
+                except StridecError:
+                    # What code generation cannot do for every value of the class (a
+                    # frame decided only per value): compiled per binding.
+                    program = None
             self._classes[key] = program
             while len(self._classes) > LOCAL_CAPACITY:
                 self._classes.popitem(last=False)
             return program
+
+    def _symbolic_pipeline(self) -> Graph | None:
+        """The pass pipeline run once on the symbolic graph (what every class lowers: the
+        passes take no binding), or None where it cannot run for every value of the
+        symbols (Philox, a view decided only per value). Callers hold `_lock`."""
+        from stridec.compiler.pass_manager import PassManager, parse_pipeline
+        from stridec.compiler.passes.plan_memory import PlanMemory
+
+        if self._pipelined is None:
+            graph: Graph | None = self.graph.clone()
+            passes = parse_pipeline(self.pipeline)
+            if self.copy_aliased_outputs:
+                passes = [dataclasses.replace(p, copy_aliased_outputs=True)
+                          if isinstance(p, PlanMemory) else p for p in passes]
+            try:
+                PassManager(passes=passes).run(graph)
+                self.stats.pipeline_runs += 1
+            except StridecError:
+                graph = None
+            self._pipelined = (graph,)
+        return self._pipelined[0]
+
+    def symbolic_outputs(self) -> tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...] | None:
+        """(sizes, strides) of each output of the plan every class shares, over the
+        symbols (`stridec.ir.symbols`; evaluate them with a call's bindings), for inputs
+        in their declared layouts; None where the graph cannot be planned symbolically,
+        or has no symbols."""
+        if not self.symbols:
+            return None
+        with self._lock:
+            graph = self._symbolic_pipeline()
+        if graph is None:
+            return None
+        return tuple((v.type.layout.sizes, v.type.layout.strides) for v in graph.outputs)
+
+    def bindings(self, tensors: Sequence[Any]) -> dict[str, int]:
+        """Each symbol's value in a call with `tensors`; `CallError` naming the argument
+        and dim that does not fit the graph's sizes."""
+        return self._bindings(tuple(tensors))
 
     def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
         Program, launch.Runner, torch.device, dict[str, int]

@@ -19,6 +19,7 @@ specialization bits of the kernels' runtime arguments
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from stridec.compiler.codegen.spec import binding_class, size_class
 from stridec.errors import CallError
@@ -38,11 +39,14 @@ def graph_symbols(sizes: Sequence[Sequence[object]]) -> tuple[str, ...]:
 
 
 def bind_call(
-    inputs: Sequence[tuple[str, Sequence[object]]], shapes: Sequence[Sequence[int]]
-) -> dict[str, int]:
+    inputs: Sequence[tuple[str, Sequence[object]]], shapes: Sequence[Sequence[Any]], *,
+    exact: bool = True,
+) -> dict[str, Any]:
     """The binding of every symbol of `inputs` ((name, declared sizes) per input) by the
     call's `shapes`; `CallError` naming the argument and dim where a size does not fit.
-    The count of arguments is the caller's to check."""
+    The count of arguments is the caller's to check. With `exact=False` the sizes are
+    taken as given, not as ints: torch `SymInt`s of a fake tensor under `torch.compile`
+    bind the symbols to themselves (each comparison a guard, never a specialization)."""
     bindings: dict[str, int] = {}
     where: dict[str, tuple[str, int]] = {}
     deferred: list[tuple[str, int, Sym, int]] = []
@@ -53,7 +57,8 @@ def bind_call(
                 f"({', '.join(str(d) for d in declared)}); got sizes {list(shape)}"
             )
         for k, (d, n) in enumerate(zip(declared, shape, strict=True)):
-            n = int(n)
+            if exact:
+                n = int(n)
             if isinstance(d, Sym):
                 symbol = d.name
                 if symbol is None:

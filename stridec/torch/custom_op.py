@@ -36,9 +36,11 @@ from torch.utils._python_dispatch import _disable_current_modes
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
+from stridec.ir.symbols import Sym, evaluate, free_symbols
 from stridec.runtime import launch
 from stridec.runtime.backends.triton import load_jit
 from stridec.runtime.compile import CompiledGraph, check_arguments, set_torch_op_factory
+from stridec.runtime.symbolic import bind_call
 from stridec.torch.adjoint import Adjoint, adjoint
 
 __all__ = ["TorchOp", "register"]
@@ -137,14 +139,26 @@ class TorchOp:
         self._inputs = [v.type for v in compiled.graph.inputs]
         self._named_inputs = list(zip(self.arg_names, self._inputs, strict=True))
         self._outputs = [v.type for v in compiled.graph.outputs]
+        # A graph over symbolic sizes: its outputs' sizes and strides over the symbols
+        # (`_output_layouts`), found on first use.
+        self.symbols = compiled.symbols
+        self._symbolic_outputs: Any = None
         self.adjoint: Adjoint | None = None
         self.adjoint_error: StridecError | None = None
         try:
             self.adjoint = adjoint(compiled.graph)
+            if self.symbols and self.adjoint.graph is not None:
+                _check_symbolic_adjoint(compiled.graph, self.adjoint.graph)
         except UnsupportedError as e:
             # The forward still works; a backward through it raises this error.
+            if self.symbols:
+                e = UnsupportedError(
+                    f"graph {compiled.graph.name!r}: no backward over the symbolic sizes "
+                    f"({', '.join(self.symbols)}): {e}"
+                )
             self.adjoint_error = e
         self._backward_op: TorchOp | None = None
+        self._bound: dict[tuple, CompiledGraph] = {}
         self.custom_op = self._define()
         self.overload = self.custom_op._opoverload
         self.out_names = _out_names(self.arg_names, len(self._outputs))
@@ -181,13 +195,16 @@ class TorchOp:
             fn.__signature__ = signature  # type: ignore[attr-defined]
             fn.__name__ = fn.__qualname__ = name
         try:
-            if self.use_triton_op:
+            if self.use_triton_op and not self.symbols:
                 op = torch.library.triton_op(self.qualname, cuda_impl, mutates_args=())
                 op.register_kernel("cpu", cpu_impl)
                 self._decompose_cuda_only(op)
             else:
+                # Symbolic sizes: one opaque call on every device, running the class plan
+                # whose kernels take the sizes at run time (`_run_compiled`).
+                devices = ("cpu", "cuda") if self.use_triton_op else "cpu"
                 op = torch.library.custom_op(self.qualname, cpu_impl, mutates_args=(),
-                                             device_types="cpu", schema=schema)
+                                             device_types=devices, schema=schema)
         except RuntimeError as e:
             raise CallError(
                 f"as_torch_op: cannot define operator '{self.qualname}' (is the name taken "
@@ -218,8 +235,8 @@ class TorchOp:
 
         def out_fake(*args: torch.Tensor, **named: torch.Tensor) -> None:
             tensors, outs = split(args, named)
-            self._check_args(tensors)
-            self._check_outs(outs, tensors[0].device)
+            bindings = self._check_args(tensors)
+            self._check_outs(outs, tensors[0].device, bindings)
 
         try:
             op = torch.library.custom_op(f"{self.qualname}.out", out_impl,
@@ -231,12 +248,15 @@ class TorchOp:
         op.register_fake(out_fake)
         return op
 
-    def _check_outs(self, outs: Sequence[torch.Tensor], device: torch.device) -> None:
-        """The out checks that need no data: sizes, dtype, device (fake tensors)."""
+    def _check_outs(self, outs: Sequence[torch.Tensor], device: torch.device,
+                    bindings: dict[str, Any]) -> None:
+        """The out checks that need no data: sizes (symbolic ones at `bindings`), dtype,
+        device (fake tensors)."""
         for t, ty, name in zip(outs, self._outputs, self.out_names, strict=True):
-            if tuple(t.shape) != ty.sizes or t.dtype != ty.dtype.torch or t.device != device:
+            sizes = evaluate(ty.sizes, bindings) if self.symbols else ty.sizes
+            if tuple(t.shape) != sizes or t.dtype != ty.dtype.torch or t.device != device:
                 raise CallError(
-                    f"{self.qualname}.out: '{name}' must have sizes {list(ty.sizes)}, dtype "
+                    f"{self.qualname}.out: '{name}' must have sizes {list(sizes)}, dtype "
                     f"{ty.dtype} and device {device}; got {list(t.shape)}, {t.dtype}, {t.device}"
                 )
 
@@ -262,14 +282,67 @@ class TorchOp:
         op.register_torch_dispatch(FunctionalTensorMode, rule)
 
     # -- specialization ------------------------------------------------------------------
-    def _check_args(self, tensors: Sequence[torch.Tensor]) -> None:
-        """The runtime's argument checks, for tensors without data (fake or meta)."""
-        check_arguments(self.qualname, self._named_inputs, tensors, data=False)
+    def _check_args(self, tensors: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """The runtime's argument checks, for tensors without data (fake or meta); the
+        symbols' bindings (empty for static sizes). Under `torch.compile(dynamic=True)`
+        a fake tensor's sizes are `SymInt`s: the symbols bind to them, and each size
+        check is a guard (a static dim equal to its size, two dims of one symbol equal),
+        never a specialization of the symbols."""
+        if not self.symbols:
+            check_arguments(self.qualname, self._named_inputs, tensors, data=False)
+            return {}
+        check_arguments(self.qualname, self._named_inputs, tensors, data=False, sizes=False)
+        return bind_call([(n, t.sizes) for n, t in self._named_inputs],
+                         [tuple(t.shape) for t in tensors], exact=False)
+
+    def _output_layouts(self, tensors: Sequence[torch.Tensor],
+                        bindings: dict[str, Any]) -> list[tuple[tuple, tuple]]:
+        """(sizes, strides) of each output, for the fake and the real implementation
+        alike. Static sizes: the plan's for the inputs' strides. Symbolic sizes: the
+        class plan's layouts over the symbols (for inputs in their declared layouts),
+        evaluated at `bindings` — ints, or the `SymInt`s of a fake call (torch evaluates
+        the sums, products and floor divisions symbolically), so the strides are the same
+        expression for every batch size. Where the graph has no symbolic plan (Philox),
+        the plan of the bound sizes: under torch.compile each size is then specialized."""
+        if not self.symbols:
+            return [(o.sizes, o.strides) for o in self.program_for(tensors).outputs]
+        if self._symbolic_outputs is None:
+            with _disable_current_modes():
+                found = self.compiled.symbolic_outputs()
+            self._symbolic_outputs = (found,)
+        found = self._symbolic_outputs[0]
+        if found is not None:
+            return [(evaluate(sizes, bindings), evaluate(strides, bindings))
+                    for sizes, strides in found]
+        values = {k: int(v) for k, v in bindings.items()}
+        bound = self._bound_compiled(values)
+        device = tensors[0].device
+        layouts = [(tuple(int(s) for s in t.stride()), int(t.storage_offset())) for t in tensors]
+        with _disable_current_modes():
+            program = bound.program_for_layouts(layouts, device)
+        return [(o.sizes, o.strides) for o in program.outputs]
+
+    def _bound_compiled(self, values: dict[str, int]) -> CompiledGraph:
+        """The static CompiledGraph of one binding (the custom-op contract), cached by the
+        symbolic one."""
+        key = tuple(values.items())
+        found = self._bound.get(key)
+        if found is None:
+            found = CompiledGraph(self.graph.bind(values), self.compiled.backend,
+                                  self.compiled.pipeline, copy_aliased_outputs=True)
+            found.stats = self.compiled.stats
+            if len(self._bound) >= 64:
+                self._bound.clear()
+            self._bound[key] = found
+        return found
 
     def program_for(self, tensors: Sequence[torch.Tensor]) -> Program:
         """The program of this call's specialization (compiled on first use; no kernel
         runs). On CUDA the kernels get each input's data pointer, so the specialization
-        takes storage offset 0 there."""
+        takes storage offset 0 there. Over symbolic sizes, the plan of the call's class
+        (`CompiledGraph.plan_for`: tensors with data)."""
+        if self.symbols:
+            return self.compiled.plan_for(*tensors).program
         device = tensors[0].device
         cuda = device.type == "cuda"
         layouts = [(tuple(int(s) for s in t.stride()), 0 if cuda else int(t.storage_offset()))
@@ -294,12 +367,12 @@ class TorchOp:
 
     # -- implementations -----------------------------------------------------------------
     def _fake(self, *tensors: torch.Tensor) -> Any:
-        self._check_args(tensors)
-        program = self.program_for(tensors)
+        bindings = self._check_args(tensors)
         device = tensors[0].device
         return self._pack([
-            torch.empty_strided(o.sizes, o.strides, dtype=t.dtype.torch, device=device)
-            for o, t in zip(program.outputs, self._outputs, strict=True)
+            torch.empty_strided(sizes, strides, dtype=t.dtype.torch, device=device)
+            for (sizes, strides), t in zip(self._output_layouts(tensors, bindings),
+                                           self._outputs, strict=True)
         ])
 
     def _run_compiled(self, tensors: tuple[torch.Tensor, ...]) -> Any:
@@ -307,13 +380,15 @@ class TorchOp:
         brought to the fake implementation's strides, never aliasing."""
         outs = self.compiled(*tensors)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
-        program = self.program_for(tensors)
+        bindings = self.compiled.bindings(tensors) if self.symbols else {}
+        layouts = self._output_layouts(tensors, bindings)
         taken = {t.untyped_storage().data_ptr() for t in tensors if t.numel()}
-        for k, (out, o) in enumerate(zip(outs, program.outputs, strict=True)):
+        for k, (out, (sizes, strides)) in enumerate(zip(outs, layouts, strict=True)):
             ptr = out.untyped_storage().data_ptr() if out.numel() else None
             if (ptr in taken or out.storage_offset() != 0
-                    or (out.numel() and tuple(out.stride()) != o.strides)):
-                fresh = torch.empty_strided(o.sizes, o.strides, dtype=out.dtype, device=out.device)
+                    or (out.numel() and tuple(out.stride()) != strides)
+                    or (self.symbols and tuple(out.stride()) != strides)):
+                fresh = torch.empty_strided(sizes, strides, dtype=out.dtype, device=out.device)
                 outs[k] = fresh.copy_(out)
                 ptr = fresh.untyped_storage().data_ptr() if out.numel() else None
             if ptr is not None:
@@ -353,6 +428,11 @@ class TorchOp:
 
     def _setup_context(self, ctx: Any, inputs: tuple, output: Any) -> None:
         ctx.device = inputs[0].device  # the adjoint is linear: it needs no saved tensors
+        # The symbols' values (SymInts under torch.compile), for the zero gradients of
+        # outputs the loss did not use.
+        ctx.bindings = bind_call([(n, t.sizes) for n, t in self._named_inputs],
+                                 [tuple(t.shape) for t in inputs],
+                                 exact=False) if self.symbols else {}
 
     def _backward(self, ctx: Any, *grads: torch.Tensor | None) -> Any:
         n = len(self._inputs)
@@ -366,13 +446,34 @@ class TorchOp:
             g = grads[j]
             if g is None:  # an output the loss did not use
                 t = self._outputs[j]
-                g = torch.zeros(t.sizes, dtype=t.dtype.torch, device=ctx.device)
+                g = torch.zeros(evaluate(t.sizes, ctx.bindings), dtype=t.dtype.torch,
+                                device=ctx.device)
             args.append(g)
         op = self.backward_op
         assert op is not None  # adj.graph is not None
         terms = op.overload(*args)
         terms = terms if isinstance(terms, tuple) else (terms,)
         return adj.accumulate(terms)
+
+
+def _check_symbolic_adjoint(forward: Graph, backward: Graph) -> None:
+    """The backward of a graph over symbolic sizes binds its symbols from the gradients'
+    sizes: each symbol must be some gradient dim alone. `UnsupportedError` where one is
+    not (every output sized by `(N+1)//2`, say): such a backward is refused."""
+    alone = {d.name for v in backward.inputs for d in v.type.sizes
+             if isinstance(d, Sym) and d.name is not None}
+    needed = set(free_symbols([v.type.sizes for v in backward.inputs]))
+    for op in backward.ops:
+        for r in op.results:
+            needed |= free_symbols(r.type.sizes)
+    missing = sorted(needed - alone)
+    if missing:
+        sizes = ", ".join(f"{list(v.type.sizes)}" for v in backward.inputs)
+        raise UnsupportedError(
+            f"the backward binds its symbols from the gradients' sizes, and no gradient "
+            f"dim is {', '.join(missing)} alone (gradient sizes {sizes}); give graph "
+            f"{forward.name!r} an output with such a dim, or static sizes"
+        )
 
 
 def _register(compiled: CompiledGraph, qualname: str, use_triton_op: bool) -> TorchOp:

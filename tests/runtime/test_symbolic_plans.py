@@ -47,7 +47,8 @@ def test_sixteen_batch_sizes_cost_at_most_two_code_generations(backend: str) -> 
         check(fn, ref, torch.randn(n, 8, 6, 5).half(), torch.randn(n, 3, 6, 5).half())
     assert fn.stats.codegen_runs <= 2
     if backend != "reference":
-        assert fn.stats.codegen_runs == fn.stats.pipeline_runs == 2
+        # The passes take no binding: they run once, each class lowers their result.
+        assert fn.stats.codegen_runs == 2 and fn.stats.pipeline_runs == 1
         assert fn.stats.cache_hits >= 14
 
 
