@@ -171,10 +171,14 @@ def test_casts_in_every_strategy(src, dst):
     run_c(CopySpec((4, 8), (16, 2), 0, (8, 1), 0, src, dst))
 
 
-def test_big_copies_run_on_several_threads_alike():
-    # Past PARALLEL_BYTES each thread takes a share of the units (rows, chunks or tiles).
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+def test_big_copies_run_on_several_threads_alike(torch_openmp):
+    # Past PARALLEL_BYTES each thread takes a share of the units (rows, chunks or tiles),
+    # on torch's OpenMP threads where torch has them, else on the pool's own workers.
     threads = torch.get_num_threads()
+    has_openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
     try:
+        assert build.use_torch_openmp(torch_openmp) == (torch_openmp and has_openmp)
         torch.set_num_threads(3)
         run_c(CopySpec((1 << 19,), (1,), 0, (1,), 0, f32, f32))
         run_c(permute_spec((3, 300, 500), (0, 2, 1), f32))
@@ -183,6 +187,7 @@ def test_big_copies_run_on_several_threads_alike():
         run_c(spec)
     finally:
         torch.set_num_threads(threads)
+        build.use_torch_openmp(True)
 
 
 def test_64_bit_mask_sums():

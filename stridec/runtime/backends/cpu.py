@@ -20,6 +20,7 @@ compiler runs and their time in this process.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -53,6 +54,8 @@ __all__ = [
     "load_c_kernel",
     "load_pool",
     "load_unit",
+    "torch_openmp_entry",
+    "use_torch_openmp",
 ]
 
 CFLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC", "-pthread",
@@ -194,8 +197,45 @@ def _build(cc: str, source_path: str, lib_path: str) -> None:
 
 def load_pool() -> Any:
     """The thread pool's library (`codegen/c/pool.py`), loaded with its symbols global:
-    the kernel units (and any library built from their sources) call into it."""
-    return load_unit(POOL_C_SOURCE, shared=True)
+    the kernel units (and any library built from their sources) call into it. Where torch
+    runs its parallel loops on OpenMP, the pool is pointed at that runtime, so kernels run
+    on torch's own threads (`use_torch_openmp`)."""
+    global _pool_joined
+    lib = load_unit(POOL_C_SOURCE, shared=True)
+    if not _pool_joined:
+        with _lock:
+            if not _pool_joined:
+                use_torch_openmp(True, lib)
+                _pool_joined = True
+    return lib
+
+
+_pool_joined = False
+
+
+@functools.cache
+def torch_openmp_entry() -> int | None:
+    """The address of `GOMP_parallel` in the OpenMP runtime that torch's own parallel
+    loops run on (looked up through torch's extension module, so it is the runtime torch
+    loaded, not another copy), or None where torch runs on another backend."""
+    try:
+        if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+            return None
+        mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 0)
+        ext = ctypes.CDLL(torch._C.__file__, mode=mode)
+        return ctypes.cast(ext.GOMP_parallel, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        return None
+
+
+def use_torch_openmp(enabled: bool, lib: Any = None) -> bool:
+    """Run the kernels' parallel work on torch's OpenMP threads (`enabled`, where torch has
+    them) or on the pool's own workers; whether torch's threads are used now. Two pools of
+    threads in one process fight for the cores: after each parallel loop torch's threads
+    spin for a while, and a worker of another pool then gets a share of a core."""
+    entry = torch_openmp_entry() if enabled else None
+    (lib or load_pool()).stridec_pool_use_openmp_v1(ctypes.c_void_p(entry))
+    return entry is not None
 
 
 def load_unit(source: str, *, shared: bool = False) -> Any:

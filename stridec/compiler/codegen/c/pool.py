@@ -7,6 +7,12 @@ pool workers. The pool is its own library (`POOL_C_SOURCE`), loaded before any k
 unit with `RTLD_GLOBAL` so that the kernels' undefined reference to the symbol resolves to
 the one pool of the process (`stridec/runtime/backends/cpu.py`).
 
+- Where torch runs its parallel loops on OpenMP, the runtime sets the library onto
+  torch's own OpenMP team (`stridec_pool_use_openmp_v1(GOMP_parallel)`, from
+  `runtime/backends/cpu.py`): a call is one parallel region of that team, its chunks
+  claimed from one atomic counter. A second pool beside torch's would fight it for the
+  cores, since torch's threads spin for a while after each of its loops. Otherwise (no
+  OpenMP in torch, a forked child) the library's own workers run the calls:
 - Workers are started once, when a call first wants them, and then parked: after a
   short spin they sleep on a condition variable, so an idle pool costs nothing. A call
   publishes its task by bumping a generation counter and wakes sleepers only if there are
@@ -55,6 +61,14 @@ typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
 #else
 #define PAUSE() ((void)0)
 #endif
+
+/* The OpenMP runtime torch runs its own parallel loops on (libgomp's entry point for a
+   `#pragma omp parallel`), when the process has one: a call then runs on torch's own team
+   of threads instead of this pool's workers. Two pools side by side fight for the cores:
+   after each of its loops torch's team spins for a while, and a pool worker that wants a
+   core meanwhile gets a share of one (or is preempted holding a chunk). */
+typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+static gomp_parallel_fn gomp_parallel;
 
 static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -123,6 +137,7 @@ static void *worker(void *p) {
 
 /* A forked child has none of the parent's threads. */
 static void after_fork_child(void) {
+    gomp_parallel = 0; /* an OpenMP team does not survive a fork either */
     pthread_mutex_init(&submit_lock, 0);
     pthread_mutex_init(&sleep_lock, 0);
     pthread_cond_init(&sleep_cond, 0);
@@ -137,11 +152,41 @@ __attribute__((constructor)) static void pool_init(void) {
 /* Whether this library loads and runs: the backend's availability probe. */
 int64_t stridec_probe(int64_t x) { return x + 1; }
 
+void stridec_pool_use_openmp_v1(void *entry) { gomp_parallel = (gomp_parallel_fn)entry; }
+
+typedef struct {
+    stridec_task_fn fn;
+    void *arg;
+    i64 units, chunk, chunks;
+    i64 next;
+} team_task;
+
+static void team_body(void *p) {
+    team_task *t = (team_task *)p;
+    for (;;) {
+        i64 c = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED);
+        if (c >= t->chunks) return;
+        i64 u0 = c * t->chunk, u1 = u0 + t->chunk < t->units ? u0 + t->chunk : t->units;
+        t->fn(t->arg, u0, u1);
+    }
+}
+
 void stridec_pool_run_v1(stridec_task_fn fn, void *arg, i64 units, i64 chunk, i64 nthreads) {
     if (units <= 0) return;
     if (chunk < 1) chunk = 1;
     if (nthreads > MAXW + 1) nthreads = MAXW + 1;
-    if (nthreads <= 1 || units <= chunk || pthread_mutex_trylock(&submit_lock) != 0) {
+    if (nthreads <= 1 || units <= chunk) {
+        fn(arg, 0, units);
+        return;
+    }
+    gomp_parallel_fn team = __atomic_load_n(&gomp_parallel, __ATOMIC_ACQUIRE);
+    if (team) {  /* the implicit barrier at its end: every chunk is done on return */
+        team_task t = {fn, arg, units, chunk, (units + chunk - 1) / chunk, 0};
+        i64 wanted = t.chunks < nthreads ? t.chunks : nthreads;
+        team(team_body, &t, (unsigned)wanted, 0);
+        return;
+    }
+    if (pthread_mutex_trylock(&submit_lock) != 0) {
         fn(arg, 0, units);
         return;
     }
