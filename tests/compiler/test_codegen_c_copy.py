@@ -190,6 +190,25 @@ def test_big_copies_run_on_several_threads_alike(torch_openmp):
         build.use_torch_openmp(True)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_row_runs_cut_anywhere_between_threads(threads):
+    # Rows are walked in runs of the innermost outer dim; the threads' shares of rows end
+    # inside runs (1295 rows of 37-row runs in 24 shares), with and without masks, for a
+    # memcpy, a converting run and a strided gather.
+    saved = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        run_c(permute_spec((5, 37, 7, 64), (0, 2, 1, 3), f32))
+        run_c(permute_spec((5, 37, 7, 64), (0, 2, 1, 3), f32, f16))
+        run_c(CopySpec((5, 7, 37, 64), (16576, 64, 448, 1), 0, (16576, 2368, 64, 1), 0,
+                       f32, f32, (MaskBound((0, 0, 1, 0), 2, 30),), 7.0))
+        gather = run_c(CopySpec((5, 7, 37, 32), (16576, 64, 448, 2), 0, (8288, 1184, 32, 1),
+                                0, f32, f32))
+        assert gather.strategy == "gather"
+    finally:
+        torch.set_num_threads(saved)
+
+
 def test_64_bit_mask_sums():
     # Mask sums far past 2^31 over a small tensor: 2^40·i + j must not wrap.
     big = 1 << 40

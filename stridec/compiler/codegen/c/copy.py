@@ -561,18 +561,48 @@ static inline void row(const job_t* J, i64 so, i64 dof, const i64* mb, i64 j0, i
 @ROW_BODY@
 }
 
-/* Units [u0, u1): unit u is chunk u % nch of row u / nch; the outer coordinates advance
-   as an odometer, their offsets and mask sums with them. */
+/* Units [u0, u1): unit u is chunk u % nch of row u / nch. The rows of the innermost outer
+   dim q are walked by additions to the offsets (and the mask sums), the dims outside it
+   as an odometer, advanced once per run of q: a row costs a few additions, not an
+   odometer step (short rows, 128 bytes of attention heads, are a memcpy each). */
 static void work(const job_t* J, i64 u0, i64 u1) {
-    i64 nout = J->R - 1, c[MAXR], mb[J->M + 1];
-    i64 ch = u0 % J->nch, so, dof;
-    odometer_start(J, nout, u0 / J->nch, c, &so, &dof, mb);
-    i64 n_in = J->n[J->R - 1];
-    for (i64 u = u0; u < u1; u++) {
-        i64 j0 = ch * J->chunk, j1 = j0 + J->chunk < n_in ? j0 + J->chunk : n_in;
-        row(J, so, dof, mb, j0, j1);
-        if (++ch < J->nch) continue;
-        ch = 0;
+    const i64 R = J->R, M = J->M, nch = J->nch, chunk = J->chunk, n_in = J->n[R - 1];
+    i64 nout = R - 1, c[MAXR], mb[M + 1], mq[M + 1];
+    i64 ch = u0 % nch, so, dof;
+    odometer_start(J, nout, u0 / nch, c, &so, &dof, mb);
+    const i64 q = nout - 1, nq = q >= 0 ? J->n[q] : 1;
+    const i64 sq = q >= 0 ? J->ss[q] : 0, dq = q >= 0 ? J->ds[q] : 0;
+    i64 u = u0;
+    for (;;) {
+        /* a run of dim q: rows c[q] .. nq - 1 of the current outer coordinates */
+        i64 rs = so, rd = dof, k = q >= 0 ? c[q] : 0;
+        for (i64 m = 0; m < M; m++) mq[m] = mb[m];
+        if (M == 0 && nch == 1) {  /* whole rows, none masked: the loop of plain rows */
+            i64 stop = u + (nq - k) < u1 ? u + (nq - k) : u1;
+            for (i64 e = u; e < stop; e++, rs += sq, rd += dq) plain_row(J, rs, rd, n_in);
+            k += stop - u;
+            u = stop;
+            if (u >= u1) return;
+        }
+        for (; k < nq; k++) {
+            for (; ch < nch && u < u1; ch++, u++) {
+                i64 j0 = ch * chunk, j1 = j0 + chunk < n_in ? j0 + chunk : n_in;
+                row(J, rs, rd, mq, j0, j1);
+            }
+            if (ch < nch) return;  /* u1 reached inside the row */
+            ch = 0;
+            rs += sq;
+            rd += dq;
+            for (i64 m = 0; m < M; m++) mq[m] += coef(J, m, q);
+            if (u >= u1) return;
+        }
+        if (q < 0) return;
+        /* the run is over: the odometer moves on from its last row */
+        i64 back = nq - 1 - c[q];
+        so += back * sq;
+        dof += back * dq;
+        for (i64 m = 0; m < M; m++) mb[m] += back * coef(J, m, q);
+        c[q] = nq - 1;
         odometer_step(J, nout, c, &so, &dof, mb);
     }
 }
@@ -590,6 +620,27 @@ static void plan_units(job_t* J, i64 nthreads) {
     if (J->chunk < 1) J->chunk = 1;
     J->nch = (n_in + J->chunk - 1) / J->chunk;
     J->units = rows * J->nch;
+}
+"""
+
+_PLAIN_SAME = r"""
+static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
+    memcpy(J->dst + dof, J->src + so, (size_t)n * sizeof(dst_t));
+}
+"""
+
+_PLAIN_CAST = r"""
+static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
+    convert_run(J->src + so, J->dst + dof, n);
+}
+"""
+
+_PLAIN_GATHER = r"""
+static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
+    const src_t* s = J->src + so;
+    dst_t* d = J->dst + dof;
+    i64 sj = J->ss[J->R - 1], dj = J->ds[J->R - 1];
+    for (i64 j = 0; j < n; j++) d[j * dj] = convert(s[j * sj]);
 }
 """
 
@@ -836,12 +887,13 @@ def emit_class_source(cls: CopyClass) -> str:
                      .replace("@FAST@", fast))
     else:
         if cls.strategy == "linear":
-            body = _LINEAR_SAME if same else _LINEAR_CAST
+            body, plain = (_LINEAR_SAME, _PLAIN_SAME) if same else (_LINEAR_CAST, _PLAIN_CAST)
         elif cls.strategy == "gather":
-            body = _GATHER
+            body, plain = _GATHER, _PLAIN_GATHER
         else:
             raise UnsupportedError(f"cpu copy: strategy must be one of {C_STRATEGIES}; "
                                    f"got {cls.strategy!r}")
+        parts.append(plain)
         parts.append(_ROWS.replace("@ROW_BODY@", body))
     parts.append(_DRIVER.replace("@SYMBOL@", cls.symbol))
     return "\n".join(parts)
