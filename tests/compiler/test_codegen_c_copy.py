@@ -192,14 +192,18 @@ def test_big_copies_run_on_several_threads_alike(torch_openmp):
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_row_runs_cut_anywhere_between_threads(threads):
-    # Rows are walked in runs of the innermost outer dim; the threads' shares of rows end
+    # Rows are walked in runs of the innermost outer dim, the threads' shares of rows ending
     # inside runs (1295 rows of 37-row runs in 24 shares), with and without masks, for a
-    # memcpy, a converting run and a strided gather.
+    # memcpy, a converting run and a strided gather; short rows read back to back along
+    # another outer dim go in tiles of both dims (7 x 18 rows here: the last tiles partial),
+    # with outer dims before, between and after the two.
     saved = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
         run_c(permute_spec((5, 37, 7, 64), (0, 2, 1, 3), f32))
         run_c(permute_spec((5, 37, 7, 64), (0, 2, 1, 3), f32, f16))
+        run_c(permute_spec((3, 5, 37, 7, 16), (0, 3, 1, 2, 4), f32))
+        run_c(permute_spec((37, 2, 7, 3, 16), (3, 2, 0, 1, 4), i8))
         run_c(CopySpec((5, 7, 37, 64), (16576, 64, 448, 1), 0, (16576, 2368, 64, 1), 0,
                        f32, f32, (MaskBound((0, 0, 1, 0), 2, 30),), 7.0))
         gather = run_c(CopySpec((5, 7, 37, 32), (16576, 64, 448, 2), 0, (8288, 1184, 32, 1),

@@ -477,6 +477,7 @@ typedef struct {
     const i64 *n, *ss, *ds, *mk;
     i64 units;
     i64 chunk, nch;          /* rows: chunks of the innermost dim */
+    i64 rt, rtq, rtu, nrq, nru;  /* rows: tiles of short rows over dims R-2 and rt (or -1) */
     i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
 } job_t;
 
@@ -565,7 +566,7 @@ static inline void row(const job_t* J, i64 so, i64 dof, const i64* mb, i64 j0, i
    dim q are walked by additions to the offsets (and the mask sums), the dims outside it
    as an odometer, advanced once per run of q: a row costs a few additions, not an
    odometer step (short rows, 128 bytes of attention heads, are a memcpy each). */
-static void work(const job_t* J, i64 u0, i64 u1) {
+static void work_rows(const job_t* J, i64 u0, i64 u1) {
     const i64 R = J->R, M = J->M, nch = J->nch, chunk = J->chunk, n_in = J->n[R - 1];
     i64 nout = R - 1, c[MAXR], mb[M + 1], mq[M + 1];
     i64 ch = u0 % nch, so, dof;
@@ -607,9 +608,67 @@ static void work(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
+/* Tiles of short rows (plan_units): tile t is (the other outer dims, a block of dim R-2,
+   a block of dim rt), the last fastest; in a tile, rows of dim R-2 run inside rows of rt. */
+static void work_tiles(const job_t* J, i64 t0, i64 t1) {
+    const i64 R = J->R, q = R - 2, u = J->rt, n_in = J->n[R - 1];
+    const i64 sq = J->ss[q], dq = J->ds[q], su = J->ss[u], du = J->ds[u];
+    for (i64 t = t0; t < t1; t++) {
+        i64 rest = t / J->nru, ub = t % J->nru, qb = rest % J->nrq, so = J->soff, dof = J->doff;
+        rest /= J->nrq;
+        for (i64 k = q - 1; k >= 0; k--) {
+            if (k == u) continue;
+            i64 ck = rest % J->n[k];
+            rest /= J->n[k];
+            so += ck * J->ss[k];
+            dof += ck * J->ds[k];
+        }
+        i64 q0 = qb * J->rtq, q1 = q0 + J->rtq < J->n[q] ? q0 + J->rtq : J->n[q];
+        i64 u0 = ub * J->rtu, u1 = u0 + J->rtu < J->n[u] ? u0 + J->rtu : J->n[u];
+        for (i64 a = u0; a < u1; a++) {
+            i64 rs = so + a * su + q0 * sq, rd = dof + a * du + q0 * dq;
+            for (i64 b = q0; b < q1; b++, rs += sq, rd += dq) plain_row(J, rs, rd, n_in);
+        }
+    }
+}
+
+static void work(const job_t* J, i64 u0, i64 u1) {
+    if (J->rt >= 0) work_tiles(J, u0, u1);
+    else work_rows(J, u0, u1);
+}
+
 static void plan_units(job_t* J, i64 nthreads) {
     i64 rows = 1, n_in = J->n[J->R - 1];
     for (i64 k = 0; k < J->R - 1; k++) rows *= J->n[k];
+    /* Short whole rows, none masked, read far apart along dim q = R-2 but back to back
+       along an outer dim rt (attention heads: 128 bytes, 4 KiB apart along the sequence,
+       contiguous along the heads): walked one row after the other in q, every row starts a
+       new stretch of the source (a new page) and the copy waits on memory; walked in tiles
+       of rt x q rows of about 32 KiB, the source is read a page at a time and the
+       destination written in runs of the tile's q rows. */
+    J->rt = -1;
+    i64 q = J->R - 2, row_bytes = n_in * (i64)sizeof(src_t);
+    if (J->M == 0 && q >= 1 && J->ss[J->R - 1] == 1 && row_bytes <= 1024 && J->n[q] > 1
+        && J->ss[q] != n_in) {
+        for (i64 k = 0; k < q; k++)
+            if (J->n[k] > 1 && J->ss[k] == n_in) J->rt = k;
+    }
+    if (J->rt >= 0) {
+        i64 tu = 4096 / row_bytes, tq;
+        if (tu < 1) tu = 1;
+        if (tu > J->n[J->rt]) tu = J->n[J->rt];
+        tq = 32768 / (tu * row_bytes);
+        if (tq < 1) tq = 1;
+        if (tq > J->n[q]) tq = J->n[q];
+        J->rtu = tu;
+        J->rtq = tq;
+        J->nru = (J->n[J->rt] + tu - 1) / tu;
+        J->nrq = (J->n[q] + tq - 1) / tq;
+        J->chunk = n_in;
+        J->nch = 1;
+        J->units = rows / (J->n[J->rt] * J->n[q]) * J->nru * J->nrq;
+        return;
+    }
     /* Long rows are cut so every thread gets work and a unit stays cache-sized. */
     J->chunk = n_in > 16384 ? 16384 : n_in;
     if (rows < 4 * nthreads && n_in > 4096) {
