@@ -150,31 +150,31 @@ def rows(scale: str) -> list[tuple[str, stridec.Graph, list[torch.Tensor]]]:
     return found
 
 
-def host_times(calls: int = 200) -> list[tuple[str, float, float]]:
+def host_times(sizes: int = 48, rounds: int = 5) -> list[tuple[str, float, float]]:
     """(backend, µs of a cached call, µs of a call at a size not seen before in a known
-    class) of a graph over a symbolic batch N (NCHW -> NHWC of (N, 8, 6, 5) float16),
-    each a mean over `calls` calls; the new sizes run N = 4, 5, … skipping multiples of
-    16 (another class), all planned by one code generation."""
+    class) of a graph over a symbolic batch N (NCHW -> NHWC of (N, 8, 6, 5) float16): per
+    round a new CompiledGraph plans the class at N = 3, then calls N = 4, 5, … (`sizes`
+    of them, skipping multiples of 16: another class) once each -- every call a new size
+    -- and then again -- every call cached: the same copies, so the difference is host
+    time. Each a mean per call; the median over `rounds`."""
     graph = stridec.Graph("nhwc_any_batch")
     x = graph.input("x", ("N", 8, 6, 5), "float16")
     graph.output(x.permute(0, 2, 3, 1).contiguous())
-    sizes = [n for n in range(4, 4 * calls) if n % 16][:calls]
-    tensors = {n: torch.randn(n, 8, 6, 5).half() for n in [3, *sizes]}
+    batches = [n for n in range(4, 16 * sizes) if n % 16][:sizes]
+    tensors = {n: torch.randn(n, 8, 6, 5).half() for n in [3, *batches]}
     rows = []
     for backend in ("cpu",):
-        fn = stridec.compile(graph, backend=backend)
-        fn(tensors[3])
-        fn(tensors[3])
-        t0 = time.perf_counter()
-        for _ in range(calls):
+        cached, fresh = [], []
+        for _ in range(rounds):
+            fn = stridec.compile(graph, backend=backend)
             fn(tensors[3])
-        cached = (time.perf_counter() - t0) / calls * 1e6
-        t0 = time.perf_counter()
-        for n in sizes:
-            fn(tensors[n])
-        fresh = (time.perf_counter() - t0) / len(sizes) * 1e6
-        assert fn.stats.codegen_runs == 1, fn.stats
-        rows.append((backend, cached, fresh))
+            for times in (fresh, cached):  # new sizes first, then the same sizes again
+                t0 = time.perf_counter()
+                for n in batches:
+                    fn(tensors[n])
+                times.append((time.perf_counter() - t0) / len(batches) * 1e6)
+            assert fn.stats.codegen_runs == 1, fn.stats
+        rows.append((backend, statistics.median(cached), statistics.median(fresh)))
     return rows
 
 

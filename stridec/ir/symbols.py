@@ -30,7 +30,8 @@ The API (everything else in this module is private):
 - `substitute(x, bindings)`: `x` with some symbols replaced (by ints or sizes).
 - `evaluate(x, bindings)`: `x` with every symbol bound (a mapping from names to ints);
   tuples evaluate element-wise. A missing name is a `LayoutError` naming it.
-  `Sym.compile(names)` turns one expression into a fast function of positional ints.
+  `Sym.compile(names)` turns one expression into a fast function of positional ints,
+  `compile_template(x, names)` a nested tuple of sizes into one function giving them all.
 - `statically_true(relation)`: whether ``a <= b`` (or ``<``, ``>=``, ``>``, ``==``,
   ``!=``) holds for *every* value of the symbols. The proof is sufficient, not complete:
   the difference, with every symbol written ``1 + s`` (``s >= 0``), must be a polynomial
@@ -81,6 +82,7 @@ __all__ = [
     "as_sizes",
     "bind_sizes",
     "ceil_div",
+    "compile_template",
     "evaluate",
     "exact_div",
     "generic_value",
@@ -576,6 +578,35 @@ def _py_source(x: int | Sym, names: Mapping[str, str]) -> str:
 
 
 Size = int | Sym
+
+
+def compile_template(x: Any, names: Sequence[str]) -> Callable[..., Any]:
+    """A function of positional ints, one per name of `names`, giving `x` -- a size, or
+    nested tuples (and lists) of sizes, None and bools -- with every size evaluated, as
+    nested tuples: one generated expression for all of them, for what a call evaluates
+    at once (a plan's buffer sizes, kernel arguments and output layouts).
+
+    ``compile_template(((N, 4), 2*N + 1, None), ["N"])(3) == ((3, 4), 7, None)``
+    """
+    names = list(names)
+    missing = free_symbols(x) - set(names)
+    if missing:
+        raise LayoutError(
+            f"compile_template: no argument for the symbol(s) {', '.join(sorted(missing))}"
+        )
+    args = [f"_{i}" for i in range(len(names))]
+    where = dict(zip(names, args, strict=True))
+
+    def source(v: Any) -> str:
+        if isinstance(v, Sym):
+            return _py_source(v, where)
+        if isinstance(v, (tuple, list)):
+            return "(" + "".join(f"{source(e)}, " for e in v) + ")"
+        if v is None or isinstance(v, (bool, int)):
+            return repr(v)
+        raise LayoutError(f"compile_template: expected sizes; got {type(v).__name__}")
+
+    return eval(f"lambda {', '.join(args)}: {source(x)}")  # noqa: S307 - our own text
 
 
 def symbol(name: str) -> Sym:

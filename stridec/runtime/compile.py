@@ -26,7 +26,7 @@ from stridec.errors import CallError, LayoutError, StridecError, UnsupportedErro
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp
-from stridec.ir.symbols import evaluate
+from stridec.ir.symbols import compile_template
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
@@ -360,6 +360,7 @@ class CompiledGraph:
         self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
         self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
         self._pipelined: tuple[Graph | None] | None = None
+        self._declared_fn: Callable[..., tuple] | None = None
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
@@ -602,13 +603,17 @@ class CompiledGraph:
         return inner
 
     def _declared_layouts(self, tensors: tuple[torch.Tensor, ...],
-                          bindings: dict[str, int]) -> bool:
-        """Whether every argument has its input's declared (symbolic) layout at
-        `bindings`: then the symbolic graph, planned once per class, is this call's."""
-        for (_, t_type), t in zip(self._inputs, tensors, strict=True):
-            layout = t_type.layout
-            if (evaluate(layout.strides, bindings) != tuple(t.stride())
-                    or evaluate(layout.offset, bindings) != t.storage_offset()):
+                          values: tuple[int, ...]) -> bool:
+        """Whether every argument has its input's declared (symbolic) layout at `values`
+        (the symbols' values, in `symbols` order): then the symbolic graph, planned once
+        per class, is this call's."""
+        if self._declared_fn is None:
+            self._declared_fn = compile_template(
+                tuple((t.layout.strides, t.layout.offset) for _, t in self._inputs),
+                self.symbols,
+            )
+        for (strides, offset), t in zip(self._declared_fn(*values), tensors, strict=True):
+            if strides != t.stride() or offset != t.storage_offset():
                 return False
         return True
 
@@ -620,7 +625,11 @@ class CompiledGraph:
         graph cannot be planned symbolically (then each binding is compiled alone)."""
         from stridec.compiler.codegen.lower import lower_to_program
 
-        key = (binding_class(bindings), str(device), target)
+        key = (binding_class(bindings), device, target)
+        program = self._classes.get(key, self)  # (a dict read is atomic: no lock)
+        if program is not self and (program is None or program.fits(bindings)):
+            self.stats.cache_hits += 1
+            return program  # type: ignore[return-value]
         with self._lock:
             if key in self._classes:
                 program = self._classes[key]
@@ -693,17 +702,20 @@ class CompiledGraph:
     ] | None:
         """(class program, runner for this binding, device, bindings) of a call the class
         plan serves; None where it does not (see `_bound_graph`)."""
-        bindings = self._bindings(tensors)
-        static = [(n, TensorType(evaluate(t.sizes, bindings), t.dtype))
-                  for n, t in self._inputs]
-        device = check_arguments(self.graph.name, static, tensors)
-        if device is None or self._declared or not self._declared_layouts(tensors, bindings):
+        bindings = self._bindings(tensors)  # checks every size
+        device = check_arguments(self.graph.name, self._inputs, tensors, sizes=False)
+        values = tuple(bindings[n] for n in self.symbols)
+        if device is None or self._declared or not self._declared_layouts(tensors, values):
             return None  # (an input declared with a layout or storage: checked per binding)
         target = self._target(device)
         program = self._class_program(bindings, device, target)
         if program is None:
             return None
-        return program, launch.runner(program, target, bindings=bindings), device, bindings
+        # The class's runner, built once; bound here: its numbers at these values.
+        runner = launch.symbolic_runner(program, target).bind(
+            tuple(bindings[n] for n in program.symbols)
+        )
+        return program, runner, device, bindings
 
     def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:
         key = _call_key(tensors)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,16 +34,19 @@ from stridec.compiler.codegen.philox import PhiloxKernel
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.symbols import compile_template
 from stridec.runtime.backends import Backend, Launcher, backend
 
 __all__ = [
     "Runner",
+    "SymbolicRunner",
     "flat_storage",
     "launch_copy",
     "launch_copy_batch",
     "launch_philox",
     "run",
     "runner",
+    "symbolic_runner",
 ]
 
 
@@ -126,8 +130,9 @@ class Runner:
 
 
 # Runners by program identity, then by (backend name, inputs_as_given); an entry goes
-# with its program (programs are plain data, not hashable: they hold lists).
-_RUNNERS: dict[int, dict[tuple[str, bool], Runner]] = {}
+# with its program (programs are plain data, not hashable: they hold lists). A program
+# over symbolic sizes keeps its `SymbolicRunner` there.
+_RUNNERS: dict[int, dict[tuple[str, bool], Any]] = {}
 _RUNNERS_LOCK = threading.Lock()
 
 
@@ -137,8 +142,63 @@ def _forget(program_id: int) -> None:
     _RUNNERS.pop(program_id, None)
 
 
-# Runners one symbolic program keeps, one per binding (the oldest go first).
-BOUND_RUNNERS = 64
+class SymbolicRunner:
+    """A program over symbolic sizes in the form its calls run it: the launchers loaded
+    once (a kernel's source serves its whole class; only its numbers depend on the
+    binding), and every number that does depend on it -- buffer elements, each kernel's
+    grid, runtime scalars and C call parameters, the outputs' sizes, strides and offsets
+    -- given by one generated function of the symbols' values (`compile_template`).
+    `bind(values)` is the `Runner` of one binding: that function, a few tuples, and for
+    C kernels one parameter array per call; no pass, no code generation, no loading."""
+
+    __slots__ = ("symbols", "_numbers", "_flat_inputs", "_dtypes", "_launches", "_slots",
+                 "_inputs_as_given")
+
+    def __init__(self, program: Program, launchers: Sequence[Launcher],
+                 inputs_as_given: bool = False) -> None:
+        self.symbols = program.symbols
+        template = (
+            tuple(b.elements for b in program.buffers),
+            tuple((k.grid, k.args, tuple(c[3] for c in k.calls)) for k in program.kernels),
+            tuple((o.sizes, o.strides, o.offset) for o in program.outputs),
+        )
+        self._numbers = compile_template(template, program.symbols)
+        read = {s for launch in program.launches for s in launch.args}
+        self._flat_inputs = () if inputs_as_given else tuple(
+            s for s in range(program.n_inputs) if s in read
+        )
+        self._dtypes = tuple(as_dtype(b.dtype).torch for b in program.buffers)
+        launches = []
+        for launch in program.launches:
+            k = program.kernels[launch.kernel]
+            args = tuple(
+                (s, None if v is None else getattr(torch, v))
+                for s, v in zip(launch.args, launch.views, strict=True)
+            )
+            launches.append((launch.kernel, launchers[launch.kernel], args,
+                             {"num_warps": k.num_warps, **k.constexprs}, k.lang == "c"))
+        self._launches = tuple(launches)
+        self._slots = tuple(o.slot for o in program.outputs)
+        self._inputs_as_given = inputs_as_given
+
+    def bind(self, values: Sequence[int]) -> Runner:
+        """The runner of the binding `values` (one int per symbol, in `symbols` order)."""
+        elements, kernels, outputs = self._numbers(*values)
+        launches = []
+        for index, launcher, args, keywords, native in self._launches:
+            grid, scalars, params = kernels[index]
+            if grid and grid[0] == 0:
+                continue  # no program: an extent that is 0 for this binding
+            if native:  # C kernels read their sizes from one int64 array per call
+                keywords = {**keywords, "params": tuple(array("q", p) for p in params)}
+            launches.append((launcher, grid, args, scalars, keywords))
+        return Runner(
+            flat_inputs=self._flat_inputs,
+            buffers=tuple(zip(elements, self._dtypes, strict=True)),
+            launches=tuple(launches),
+            outputs=tuple((s, *o) for s, o in zip(self._slots, outputs, strict=True)),
+            inputs_as_given=self._inputs_as_given,
+        )
 
 
 def runner(program: Program, on: str | Backend, *, inputs_as_given: bool = False,
@@ -146,33 +206,45 @@ def runner(program: Program, on: str | Backend, *, inputs_as_given: bool = False
     """The runner of `program` on backend `on` (a kernel backend's name, or a backend
     object), built on first use; two threads building it at once build equal ones, and
     either may stay. A program over symbolic sizes runs with `bindings` (a value for each
-    of `program.symbols`): its runner for those values is the static program's
-    (`Program.bind`: one precompiled evaluation, no pass and no code generation), kept
-    per binding."""
-    kernels = backend(on) if isinstance(on, str) else on
-    key: tuple = (kernels.name, inputs_as_given)
+    of `program.symbols`): its `SymbolicRunner`, built once, bound to those values."""
     if program.symbols:
         if bindings is None or not set(program.symbols) <= bindings.keys():
             raise CallError(
                 f"program over the symbols {', '.join(program.symbols)}: expected a value "
                 f"for each; got {dict(bindings or {})}"
             )
-        key += tuple(bindings[n] for n in program.symbols)
+        symbolic = symbolic_runner(program, on, inputs_as_given=inputs_as_given)
+        return symbolic.bind(tuple(bindings[n] for n in program.symbols))
+    return _built(program, on, inputs_as_given, False)  # type: ignore[return-value]
+
+
+def symbolic_runner(program: Program, on: str | Backend, *,
+                    inputs_as_given: bool = False) -> SymbolicRunner:
+    """The `SymbolicRunner` of a program over symbolic sizes on backend `on`, built on
+    first use and kept for as long as the program lives."""
+    return _built(program, on, inputs_as_given, True)  # type: ignore[return-value]
+
+
+def _built(program: Program, on: str | Backend, inputs_as_given: bool,
+           symbolic: bool) -> Runner | SymbolicRunner:
+    kernels = backend(on) if isinstance(on, str) else on
+    key = (kernels.name, inputs_as_given)
     found = _RUNNERS.get(id(program))
     if found is not None:
         hit = found.get(key)
         if hit is not None:
             return hit
-    static = program.bind(bindings) if program.symbols else program  # type: ignore[arg-type]
-    built = Runner.of(static, kernels.load(static), inputs_as_given)
+    launchers = kernels.load(program)
+    built: Runner | SymbolicRunner = (
+        SymbolicRunner(program, launchers, inputs_as_given) if symbolic
+        else Runner.of(program, launchers, inputs_as_given)
+    )
     with _RUNNERS_LOCK:
         entry = _RUNNERS.get(id(program))
         if entry is None:
             entry = _RUNNERS[id(program)] = {}
             weakref.finalize(program, _forget, id(program))
         entry[key] = built
-        if program.symbols and len(entry) > BOUND_RUNNERS:
-            del entry[next(iter(entry))]
     return built
 
 

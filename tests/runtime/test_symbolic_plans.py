@@ -118,3 +118,45 @@ def test_packs_with_symbolic_batches_over_many_sizes_equal_the_reference(
     for n in sizes:
         check(fn, ref, torch.randint(-9, 9, (n, 3, 4, 5), dtype=torch.int8))
     assert fn.stats.codegen_runs <= len({binding_class({"N": n}) for n in sizes})
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_a_new_size_in_a_class_loads_no_kernel(backend: str, monkeypatch) -> None:
+    """The class's kernels are loaded once (`SymbolicRunner`); a new size only evaluates
+    its numbers: no kernel is loaded, built or planned again."""
+    from stridec.runtime.backends import backend as kernel_backend
+
+    loads = []
+    kernels = kernel_backend(backend)
+    load = kernels.load
+    monkeypatch.setattr(kernels, "load", lambda program: loads.append(program) or load(program))
+    fn = stridec.compile(layout_graph(), backend=backend)
+    ref = stridec.compile(layout_graph(), backend="reference")
+    for n in (2, 3, 5, 7, 9, 2, 3):
+        check(fn, ref, torch.randn(n, 8, 6, 5).half(), torch.randn(n, 3, 6, 5).half())
+    assert len(loads) == 1 and loads[0].symbols == ("N",)
+    assert fn.stats.codegen_runs == 1
+
+
+def test_a_symbolic_c_kernel_needs_its_parameters() -> None:
+    from stridec.runtime.backends import cpu
+
+    fn = stridec.compile(layout_graph(), backend="cpu")
+    x, y = torch.randn(3, 8, 6, 5).half(), torch.randn(3, 3, 6, 5).half()
+    program = fn.plan_for(x, y).program
+    (launcher, *_) = cpu.BACKEND.load(program)
+    with pytest.raises(CallError, match=r"its parameters are symbolic; expected params="):
+        launcher((1,), torch.empty(1), torch.empty(1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 10**6), m=st.integers(0, 10**6))
+def test_compiled_templates_equal_evaluate(n: int, m: int) -> None:
+    """`compile_template` (what a call evaluates at a new size) against `evaluate`."""
+    from stridec.ir.symbols import compile_template, evaluate, symbol
+
+    N, M = symbol("N"), symbol("M")
+    template = ((N, 4, N * M - 3), [(N + 1) // 2, 7 * M**2], None, (), N - (M + 5) // 3)
+    want = evaluate(template, {"N": n, "M": m})
+    got = compile_template(template, ["M", "N"])(m, n)
+    assert got == want

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from stridec.ir.symbols import Sym, evaluate, format_size, parse_size
+from stridec.ir.symbols import Sym, compile_template, format_size, parse_size
 
 INT32_MAX = 2**31 - 1
 
@@ -130,6 +130,7 @@ class Program:
     symbols: tuple[str, ...] = ()
     _evaluator: Callable[..., list[int]] | None = field(default=None, repr=False,
                                                          compare=False)
+    _fits: Callable[..., bool] | None = field(default=None, repr=False, compare=False)
 
     # -- symbolic sizes ------------------------------------------------------------------
     def _expressions(self) -> list[Sym]:
@@ -154,11 +155,14 @@ class Program:
         return found
 
     def fits(self, values: Mapping[str, int]) -> bool:
-        """Whether every int32 kernel keeps its indices within int32 for `values`."""
-        return all(
-            sum(abs(evaluate(t, values)) for t in limit) <= INT32_MAX
-            for k in self.kernels for limit in k.limits
-        )
+        """Whether every int32 kernel keeps its indices within int32 for `values` (one
+        generated function of the symbols' values, built on first use: a call asks)."""
+        if self._fits is None:
+            limits = tuple(limit for k in self.kernels for limit in k.limits)
+            numbers = compile_template(limits, self.symbols)
+            self._fits = lambda *v: all(sum(map(abs, limit)) <= INT32_MAX
+                                        for limit in numbers(*v))
+        return self._fits(*(values[n] for n in self.symbols))
 
     def bind(self, values: Mapping[str, int]) -> Program:
         """The static program of the binding `values` (a value for each of `symbols`)."""

@@ -39,7 +39,7 @@ import torch
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
 from stridec.compiler.codegen.c.pool import POOL_C_SOURCE, POOL_SYMBOL
 from stridec.compiler.codegen.program import Program
-from stridec.errors import BuildError
+from stridec.errors import BuildError, CallError
 from stridec.runtime.cache import keep_text, write_atomically
 
 __all__ = [
@@ -299,7 +299,10 @@ _SIGNATURE = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 class CpuKernel:
     """A launcher of a C kernel: `launcher(grid, *storages)` makes each of its calls (see
     `CCopyKernel.calls`) on `torch.get_num_threads()` threads; the grid and the launch
-    keywords of the Triton kernels are ignored."""
+    keywords of the Triton kernels are ignored. A kernel over symbolic sizes (parameters
+    that are expressions) is loaded once and launched with `params=`, one int64 array
+    per call holding this binding's parameters (an `array.array("q")` each:
+    `launch.SymbolicRunner`)."""
 
     __slots__ = ("name", "_calls", "_arrays")
 
@@ -318,16 +321,29 @@ class CpuKernel:
         self._arrays = []
         resolved = []
         for symbol, src_arg, dst_arg, params in calls:
-            array = (ctypes.c_int64 * len(params))(*params)
-            self._arrays.append(array)  # kept alive with the kernel
-            resolved.append((functions[symbol], int(src_arg), int(dst_arg),
-                             ctypes.addressof(array)))
+            address = None
+            if all(type(p) is int for p in params):
+                array = (ctypes.c_int64 * len(params))(*params)
+                self._arrays.append(array)  # kept alive with the kernel
+                address = ctypes.addressof(array)
+            resolved.append((functions[symbol], int(src_arg), int(dst_arg), address))
         self._calls = tuple(resolved)
 
-    def __call__(self, grid: Any, *storages: torch.Tensor, **_: Any) -> None:
+    def __call__(self, grid: Any, *storages: torch.Tensor, params: Any = None,
+                 **_: Any) -> None:
         threads = torch.get_num_threads()
-        for fn, src_arg, dst_arg, params in self._calls:
-            fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), params, threads)
+        if params is not None:
+            for (fn, src_arg, dst_arg, _static), array in zip(self._calls, params, strict=True):
+                fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(),
+                   array.buffer_info()[0], threads)
+            return
+        for fn, src_arg, dst_arg, address in self._calls:
+            if address is None:
+                raise CallError(
+                    f"kernel {self.name}: its parameters are symbolic; expected params= "
+                    "with this binding's (a SymbolicRunner launches it)"
+                )
+            fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), address, threads)
 
 
 def load_c_kernel(name: str, source: str, calls: Any) -> CpuKernel:
