@@ -139,6 +139,28 @@ def test_narrow_sides_interleave_in_registers(dtype, c):
             run_c(_pack_spec(2, c, 77, block, dtype, fill, chwn=True), src=src)
 
 
+@pytest.mark.parametrize("dtype", [i8, f16, f32, f64])
+@pytest.mark.parametrize(("n", "c", "hw"), [(9, 3, 77), (40, 4, 300), (5, 5, 140), (2, 1, 33)])
+def test_chwn4_tiles_merge_the_batch_with_the_lanes(dtype, n, c, hw):
+    """CHWN4: each destination row (one pixel of a group) is the batch times the 4 lanes,
+    contiguous, so the tiles span both (the padding lanes read a row of the fill); merged
+    sides past a tile (40·4), a block remainder (9·4 = 36), two groups (C = 5) and 1·4 = 4
+    (a side shorter than a block: not merged)."""
+    src = random_storage(dtype, n * c * hw, torch.Generator().manual_seed(n))
+    for fill in (0, 7, None):
+        run_c(_pack_spec(n, c, hw, 4, dtype, fill, chwn=True), src=src)
+
+
+@pytest.mark.parametrize("dtype", [i8, f16, f32, f64])
+@pytest.mark.parametrize(("c", "block"), [(3, 32), (3, 64), (1, 32), (2, 16), (4, 64), (35, 64)])
+def test_wide_padded_rows(dtype, c, block):
+    """NCHW32/64 of a few channels: each pixel's row is the fill as whole vectors, then its
+    channels (4 where they fit); with no fill the padding is left as it was."""
+    src = random_storage(dtype, 3 * c * 150, torch.Generator().manual_seed(c))
+    for fill in (0, -2, None):
+        run_c(_pack_spec(3, c, 150, block, dtype, fill), src=src)
+
+
 def test_fill_none_and_fill_only():
     spec = permute_spec(
         (6, 8), (1, 0), f32, masks=(MaskBound((1, 0), 0, 5), MaskBound((0, 1), 0, 3)), fill=None

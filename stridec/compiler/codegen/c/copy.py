@@ -21,7 +21,11 @@ and picks a strategy on the canonical dims:
   interleaves (`__builtin_shuffle`), and stored as V destination vectors. A cast moves
   the tile so as bits of its source type into a buffer, then converts it row by row. A
   tile side of 2 … `NARROW_MAX` elements (NHWC with C = 3, NCHW4 packs and their padding)
-  is moved by in-register interleaves of that many rows (`_narrow`).
+  is moved by in-register interleaves of that many rows (`_narrow`); a wide row of a few
+  copied columns and the fill (NCHW32 of C = 3) as whole vectors of the fill and one
+  store of its columns (`padded_rows`); a narrow innermost dim that the destination
+  continues with dim R-3 (CHWN4: the lanes, then the batch) is merged with it into one
+  wide tile side whose source rows the blocks read by pointer (`tile_merged`).
 - `gather`: anything else (a strided innermost dim on either side): a strided loop.
 
 Masks restrict each row to one interval: along the row's dim `j`,
@@ -280,8 +284,10 @@ def _itemsize(key: str) -> int:
     return dtype.itemsize
 
 
-def _transpose_block(elem: str, size: int, width: int) -> list[str]:
-    """`tr_block`: a V×V block transposed in registers, V = `width` / `size` lanes.
+def _transpose_block(elem: str, size: int, width: int, rows: bool = False) -> list[str]:
+    """`tr_block`: a V×V block transposed in registers, V = `width` / `size` lanes; with
+    `rows`, `tr_block_rows`, the same block reading source row b at `rows[b] + x` (the rows
+    of a merged tile side, some of them a row of the fill).
 
     Round after round, rows i and i + V/2 are interleaved into rows 2i (their low halves)
     and 2i + 1 (their high halves); after log2(V) rounds row a holds column a."""
@@ -289,19 +295,29 @@ def _transpose_block(elem: str, size: int, width: int) -> list[str]:
     half = lanes // 2
     lo = [k // 2 if k % 2 == 0 else lanes + k // 2 for k in range(lanes)]
     hi = [half + k // 2 if k % 2 == 0 else lanes + half + k // 2 for k in range(lanes)]
-    out = [
-        f"#define V {lanes}",
-        f"typedef {elem} bits_t;",
-        f"typedef {elem} vec_t __attribute__((vector_size({width})));",
-        "",
-        "/* Block (a, b), 0 <= a, b < V: source element s[a + b*ss] lands at d[a*ds + b]. */",
-        f"static inline void tr_block(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
+    if rows:
+        out = [
+            "/* Block (a, b): source element rows[b][x + a] lands at d[a*ds + b]. */",
+            f"static inline void tr_block_rows(const {elem}* const* rows, i64 x, {elem}* d, "
+            "i64 ds) {",
+        ]
+    else:
+        out = [
+            f"#define V {lanes}",
+            f"typedef {elem} bits_t;",
+            f"typedef {elem} vec_t __attribute__((vector_size({width})));",
+            "",
+            "/* Block (a, b), 0 <= a, b < V: source element s[a + b*ss] lands at d[a*ds + b]. */",
+            f"static inline void tr_block(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
+        ]
+    out += [
         f"    const vec_t LO = {{{', '.join(map(str, lo))}}};",
         f"    const vec_t HI = {{{', '.join(map(str, hi))}}};",
     ]
     names = [f"r0_{b}" for b in range(lanes)]
     for b in range(lanes):
-        out.append(f"    vec_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, {width});")
+        at = f"rows[{b}] + x" if rows else f"s + {b} * ss"
+        out.append(f"    vec_t {names[b]}; memcpy(&{names[b]}, {at}, {width});")
     rounds = lanes.bit_length() - 1
     for r in range(1, rounds + 1):
         new = [f"r{r}_{b}" for b in range(lanes)]
@@ -414,6 +430,40 @@ def _narrow(size: int, width: int) -> list[str]:
             "}",
             "",
         ]
+    q = ks[-1]
+    out += [
+        "/* Rows a0 .. a1 of nb elements at d + a*dsa, columns [lo, lo + k) from the k source",
+        "   planes s + j*ssb (at a) and the others the fill: each row written as whole vectors",
+        f"   of the fill, then its k elements ({q} where they fit: the fill after the k). */",
+        "NARROW_FN void padded_rows(const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0, i64 a1,",
+        "                           i64 nb, i64 lo, i64 k, bits_t fill) {",
+        "    typedef bits_t line_t __attribute__((vector_size(64)));",
+        "    const line_t LF = (line_t){0} + fill;",
+        f"    i64 q = lo + {q} <= nb ? {q} : k;",
+        f"    bits_t buf[{q} * V];",
+        "    for (i64 a = a0; a < a1; a += V) {",
+        "        i64 e = a + V < a1 ? a + V : a1;",
+        f"        interleave{q}(s + a, ssb, buf, {q}, 0, e - a, 0, k, fill);",
+        "        for (i64 x = a; x < e; x++) {",
+        "            bits_t* row = d + x * dsa;",
+        "            i64 j = 0;",
+        "            for (; j + 64 / (i64)sizeof(bits_t) <= nb; j += 64 / (i64)sizeof(bits_t))",
+        "                memcpy(row + j, &LF, 64);",
+        "            i64 left = (nb - j) * (i64)sizeof(bits_t);",
+        "            if (left >= 32) {",
+        "                memcpy(row + j, &LF, 32);",
+        "                j += 32 / sizeof(bits_t);",
+        "                left -= 32;",
+        "            }",
+        "            if (left >= 16) { memcpy(row + j, &LF, 16); j += 16 / sizeof(bits_t); }",
+        "            for (; j < nb; j++) row[j] = fill;",
+        f"            if (q == {q}) memcpy(row + lo, buf + {q} * (x - a), {q} * sizeof(bits_t));",
+        f"            else for (i64 c = 0; c < k; c++) row[lo + c] = buf[{q} * (x - a) + c];",
+        "        }",
+        "    }",
+        "}",
+        "",
+    ]
     out.append("static int narrow_columns(const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0, "
                "i64 a1, i64 k,")
     out.append("                          i64 lo, i64 hi, bits_t fill) {")
@@ -443,6 +493,8 @@ def _transpose_blocks(size: int, narrow: bool) -> str:
         elif k:
             text.append("#else")
         text += _transpose_block(elem, size, width)
+        if narrow:
+            text += _transpose_block(elem, size, width, rows=True)
         if narrow:
             text += _narrow(size, width)
     if len(variants) > 1:
@@ -479,6 +531,7 @@ typedef struct {
     i64 chunk, nch;          /* rows: chunks of the innermost dim */
     i64 rt, rtq, rtu, nrq, nru;  /* rows: tiles of short rows over dims R-2 and rt (or -1) */
     i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
+    i64 merge;               /* transpose: 1 when b spans dims R-3 and R-1 (_TRANSPOSE) */
 } job_t;
 
 static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
@@ -752,6 +805,10 @@ static int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
         return narrow_columns(s + b0 * ssb, ssb, d + b0, dsa, a0, a1, b1 - b0, lo - b0, hi - b0,
                               fill);
     if (hi - lo >= V || hi - lo > NARROW_MAX) return 0;
+    if (J->has_fill) {
+        padded_rows(s + lo * ssb, ssb, d + b0, dsa, a0, a1, b1 - b0, lo - b0, hi - lo, fill);
+        return 1;
+    }
     for (i64 a = a0; a < a1; a++) {  /* the padding as contiguous runs of each row */
         fill_run(J, dof + a * dsa + b0, 1, lo - b0);
         fill_run(J, dof + a * dsa + hi, 1, b1 - hi);
@@ -823,18 +880,61 @@ static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
         for (i64 b = b0; b < b1; b++) d[dof + a * dsa + b] = convert(s[so + a + b * ssb]);
 }
 
+#if SAME_BITS
+/* A tile of a merged side (J->merge): b = i * n1 + l spans dim R-3 (i) and dim R-1 (l, of
+   n1 < V elements), which are contiguous together in the destination (CHWN4: the batch and
+   the 4 lanes of a group), so each destination row a of the tile is one run of b1 - b0
+   elements. Source row b is at i * ss[R-3] + l * ss[R-1], or a row of the fill where a
+   mask (which depends on i and l alone) fails: V×V blocks read their rows by pointer. */
+static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
+                        i64 b0, i64 b1) {
+    i64 R = J->R, n1 = J->n[R - 1], dsa = J->ds[R - 2];
+    i64 ssi = J->ss[R - 3], ssl = J->ss[R - 1];
+    const bits_t* rows[TILE + V];
+    bits_t fill_row[TILE + V];
+    bits_t fill;
+    memcpy(&fill, &J->fill, sizeof fill);
+    for (i64 x = 0; x < a1 - a0; x++) fill_row[x] = fill;
+    const bits_t* s = (const bits_t*)J->src + so + a0;
+    bits_t* d = (bits_t*)J->dst + dof + a0 * dsa;
+    i64 i = b0 / n1, l = b0 % n1;
+    for (i64 b = b0; b < b1; b++) {
+        int ok = 1;
+        for (i64 m = 0; m < J->M; m++) {
+            i64 v = mb[m] + coef(J, m, R - 3) * i + coef(J, m, R - 1) * l;
+            ok &= coef(J, m, R) <= v && v < coef(J, m, R + 1);
+        }
+        rows[b - b0] = ok ? s + i * ssi + l * ssl : fill_row;
+        if (++l == n1) { l = 0; i++; }
+    }
+    i64 na = a1 - a0, nb = b1 - b0, x = 0;
+    for (; x + V <= na; x += V) {
+        i64 y = 0;
+        for (; y + V <= nb; y += V) tr_block_rows(rows + y, x, d + x * dsa + b0 + y, dsa);
+        for (i64 xx = x; xx < x + V; xx++)
+            for (i64 yy = y; yy < nb; yy++) d[xx * dsa + b0 + yy] = rows[yy][xx];
+    }
+    for (; x < na; x++)
+        for (i64 y = 0; y < nb; y++) d[x * dsa + b0 + y] = rows[y][x];
+}
+#endif
+
 /* Units [u0, u1): unit u is tile (u / nti % ntu, u % nti) of outer row u / (ntu * nti). */
 static void work(const job_t* J, i64 u0, i64 u1) {
-    i64 R = J->R, nout = R - 2, c[MAXR], mb[J->M + 1];
+    i64 R = J->R, nout = R - 2 - J->merge, c[MAXR], mb[J->M + 1];
     i64 per_row = J->ntu * J->nti;
     i64 row_index = u0 / per_row, tu = u0 % per_row / J->nti, ti = u0 % J->nti;
     i64 so, dof;
     odometer_start(J, nout, row_index, c, &so, &dof, mb);
-    i64 na = J->n[R - 2], nb = J->n[R - 1];
+    i64 na = J->n[R - 2], nb = J->merge ? J->n[R - 3] * J->n[R - 1] : J->n[R - 1];
     for (i64 u = u0; u < u1; u++) {
         i64 a0 = tu * J->ta, b0 = ti * J->tb;
-        tile(J, so, dof, mb, a0, a0 + J->ta < na ? a0 + J->ta : na, b0,
-             b0 + J->tb < nb ? b0 + J->tb : nb);
+        i64 a1 = a0 + J->ta < na ? a0 + J->ta : na, b1 = b0 + J->tb < nb ? b0 + J->tb : nb;
+#if SAME_BITS
+        if (J->merge) tile_merged(J, so, dof, mb, a0, a1, b0, b1);
+        else
+#endif
+        tile(J, so, dof, mb, a0, a1, b0, b1);
         if (++ti < J->nti) continue;
         ti = 0;
         if (++tu < J->ntu) continue;
@@ -845,9 +945,26 @@ static void work(const job_t* J, i64 u0, i64 u1) {
 
 static void plan_units(job_t* J, i64 nthreads) {
     (void)nthreads;
-    i64 rows = 1;
-    for (i64 k = 0; k < J->R - 2; k++) rows *= J->n[k];
+    i64 R = J->R, rows = 1;
     J->ta = J->tb = TILE;
+#if SAME_BITS
+    /* A narrow innermost dim that the destination continues with dim R-3 (the lanes of a
+       CHWN4 group, then the batch) makes one wide side of both: merged when no mask
+       depends on a and masked elements get the fill. */
+    if (R >= 3 && J->n[R - 1] < V && J->ds[R - 3] == J->n[R - 1]
+        && J->n[R - 3] * J->n[R - 1] >= V && (J->M == 0 || J->has_fill)) {
+        J->merge = 1;
+        for (i64 m = 0; m < J->M; m++) J->merge &= coef(J, m, R - 2) == 0;
+    }
+    if (J->merge) {
+        for (i64 k = 0; k < R - 3; k++) rows *= J->n[k];
+        J->ntu = (J->n[R - 2] + J->ta - 1) / J->ta;
+        J->nti = (J->n[R - 3] * J->n[R - 1] + J->tb - 1) / J->tb;
+        J->units = rows * J->ntu * J->nti;
+        return;
+    }
+#endif
+    for (i64 k = 0; k < R - 2; k++) rows *= J->n[k];
 #if SAME_BITS
     /* A side narrower than a vector is moved by interleaves: its tiles run long the other
        way, so a tile's fixed costs are spread over more elements. */
