@@ -58,10 +58,12 @@ def run_c(spec: CopySpec, *, src: torch.Tensor | None = None, seed: int = 0, sla
 
 
 @pytest.mark.parametrize("dtype", [i8, f16, f32, f64])
-@pytest.mark.parametrize("sizes", [(70, 45), (16, 32), (3, 200), (129, 257)])
+@pytest.mark.parametrize("sizes", [(70, 45), (16, 32), (3, 200), (129, 257), (300, 130)])
 def test_transpose_every_element_size(dtype, sizes):
     # Shapes cover whole V×V blocks (16·32), block remainders on both sides and tiles of
-    # several blocks (129·257 crosses the 128-element tile of 1-byte elements).
+    # several blocks (129·257 crosses the 128-element tile of 1-byte elements); 300·130
+    # holds whole staged tiles of 1- and 2-byte elements (64 × 256 and 64 × 128) and their
+    # partial neighbours.
     kernel = run_c(permute_spec(sizes, (1, 0), dtype))
     assert kernel.strategy == "tiled_transpose"
 

@@ -284,6 +284,21 @@ def _itemsize(key: str) -> int:
     return dtype.itemsize
 
 
+def _interleave_rounds(out: list[str], vtype: str, prefix: str, names: list[str]) -> list[str]:
+    """Append log2(n) rounds of interleaves of the n vectors `names` to `out` (round r
+    pairs rows i and i + n/2 into rows 2i and 2i + 1 by the masks LO and HI); returns the
+    names of the last round's vectors."""
+    n = len(names)
+    for r in range(1, n.bit_length()):
+        new = [f"{prefix}{r}_{b}" for b in range(n)]
+        for i in range(n // 2):
+            a, b = names[i], names[i + n // 2]
+            out.append(f"    {vtype} {new[2 * i]} = __builtin_shuffle({a}, {b}, LO);")
+            out.append(f"    {vtype} {new[2 * i + 1]} = __builtin_shuffle({a}, {b}, HI);")
+        names = new
+    return names
+
+
 def _transpose_block(elem: str, size: int, width: int, rows: bool = False) -> list[str]:
     """`tr_block`: a V×V block transposed in registers, V = `width` / `size` lanes; with
     `rows`, `tr_block_rows`, the same block reading source row b at `rows[b] + x` (the rows
@@ -318,18 +333,49 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False) -> li
     for b in range(lanes):
         at = f"rows[{b}] + x" if rows else f"s + {b} * ss"
         out.append(f"    vec_t {names[b]}; memcpy(&{names[b]}, {at}, {width});")
-    rounds = lanes.bit_length() - 1
-    for r in range(1, rounds + 1):
-        new = [f"r{r}_{b}" for b in range(lanes)]
-        for i in range(half):
-            a, b = names[i], names[i + half]
-            out.append(f"    vec_t {new[2 * i]} = __builtin_shuffle({a}, {b}, LO);")
-            out.append(f"    vec_t {new[2 * i + 1]} = __builtin_shuffle({a}, {b}, HI);")
-        names = new
+    names = _interleave_rounds(out, "vec_t", "r", names)
     for a in range(lanes):
         out.append(f"    memcpy(d + {a} * ds, &{names[a]}, {width});")
     out.append("}")
     return out
+
+
+# Staged tiles of 1- and 2-byte elements with AVX-512 (`_wide_blocks`): (a, b) tile sides in
+# elements. A tile reads 64-byte source lines whole and writes its destination rows (256
+# bytes) whole from an L1 buffer of 16 KiB.
+_WIDE_TILES = {1: (64, 256), 2: (64, 128)}
+
+
+def _wide_block(size: int) -> list[str]:
+    """`tr_wide` for elements of `size` < 4 bytes: K = 16 / size source rows of 64 bytes,
+    each 128-bit lane an independent K×K block, transposed in-lane by log2(K) rounds of
+    interleaves (`vpunpckl/h` on `zmm`), into 64 / size destination rows of K elements."""
+    elem, lanes, k = _BITS[size], 64 // size, 16 // size
+    half = k // 2
+    lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(4) for j in range(k)]
+    hi = [x + half for x in lo]
+    out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands at d[a*ds + b]. */",
+           f"static inline void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
+           f"    const wide_t LO = {{{', '.join(map(str, lo))}}};",
+           f"    const wide_t HI = {{{', '.join(map(str, hi))}}};"]
+    names = [f"w0_{b}" for b in range(k)]
+    for b in range(k):
+        out.append(f"    wide_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, 64);")
+    names = _interleave_rounds(out, "wide_t", "w", names)
+    out += [f"    memcpy(d + {lane * k + j} * ds, (const char*)&{names[j]} + {16 * lane}, 16);"
+            for lane in range(4) for j in range(k)]
+    return [*out, "}"]
+
+
+def _wide_blocks(size: int) -> list[str]:
+    """The staged tiles' blocks and sides (`_WIDE_TILES`), for a unit built with AVX512BW."""
+    ta, tb = _WIDE_TILES[size]
+    return [
+        f"#if {_AVX512BW}", f"#define WIDE_K {16 // size}", f"#define WIDE_L {64 // size}",
+        f"#define WIDE_A {ta}", f"#define WIDE_B {tb}",
+        f"typedef {_BITS[size]} wide_t __attribute__((vector_size(64)));",
+        *_wide_block(size), "#endif",
+    ]
 
 
 # The widest tile side moved by in-register interleaves (`_narrow`): the channels of an
@@ -499,6 +545,8 @@ def _transpose_blocks(size: int, narrow: bool) -> str:
             text += _narrow(size, width)
     if len(variants) > 1:
         text.append("#endif")
+    if narrow and size in _WIDE_TILES:
+        text += _wide_blocks(size)
     return "\n".join(text)
 
 
@@ -965,6 +1013,10 @@ static void plan_units(job_t* J, i64 nthreads) {
     }
 #endif
     for (i64 k = 0; k < R - 2; k++) rows *= J->n[k];
+#ifdef WIDE_K
+    J->ta = WIDE_A;
+    J->tb = WIDE_B;
+#endif
 #if SAME_BITS
     /* A side narrower than a vector is moved by interleaves: its tiles run long the other
        way, so a tile's fixed costs are spread over more elements. */
@@ -977,7 +1029,18 @@ static void plan_units(job_t* J, i64 nthreads) {
 }
 """
 
-_FAST_VECTOR = r"""    for (; a + V <= a1; a += V) {
+_FAST_VECTOR = r"""#ifdef WIDE_K
+    if (a1 - a0 == WIDE_A && b1 - b0 == WIDE_B) {  /* a whole staged tile */
+        bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
+        for (i64 y = 0; y < WIDE_B; y += WIDE_K)
+            for (i64 x = 0; x < WIDE_A; x += WIDE_L)
+                tr_wide(s + so + a0 + x + (b0 + y) * ssb, ssb, buf + x * WIDE_B + y, WIDE_B);
+        for (i64 x = 0; x < WIDE_A; x++)
+            memcpy(d + dof + (a0 + x) * dsa + b0, buf + x * WIDE_B, sizeof buf / WIDE_A);
+        return;
+    }
+#endif
+    for (; a + V <= a1; a += V) {
         i64 b = b0;
         for (; b + V <= b1; b += V) tr_block(s + so + a + b * ssb, ssb, d + dof + a * dsa + b, dsa);
         for (i64 x = a; x < a + V; x++)
