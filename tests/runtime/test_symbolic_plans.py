@@ -160,3 +160,28 @@ def test_compiled_templates_equal_evaluate(n: int, m: int) -> None:
     want = evaluate(template, {"N": n, "M": m})
     got = compile_template(template, ["M", "N"])(m, n)
     assert got == want
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 40), m=st.integers(1, 40))
+def test_symbolic_cats_batch_into_one_launch_as_static_ones_do(n: int, m: int) -> None:
+    """The copies of a cat write disjoint boxes of one buffer for every N and M (proven
+    on the symbolic layouts): on the `cpu` backend they are one launch, as in the plan of
+    the same sizes compiled statically, and the values are torch's."""
+    g = stridec.Graph("cats")
+    x = g.input("x", ("N", 4, 6), "float32")
+    y = g.input("y", ("M", 4, 6), "float32")
+    w = g.input("w", ("N", 3, 6), "float32")
+    z = stridec.cat([x, y], 0)
+    g.output(z.transpose(0, 2).contiguous(), z, stridec.cat([x, w, x], 1))
+    fn = stridec.compile(g, backend="cpu")
+    a, b, c = torch.randn(n, 4, 6), torch.randn(m, 4, 6), torch.randn(n, 3, 6)
+    got = fn(a, b, c)
+    want = (torch.cat([a, b]).transpose(0, 2).contiguous(), torch.cat([a, b]),
+            torch.cat([a, c, a], 1))
+    for o, w_ in zip(got, want, strict=True):
+        assert o.stride() == w_.stride() and torch.equal(o, w_)
+    plan = fn.plan_for(a, b, c)
+    assert plan.program.symbols == ("M", "N")
+    static = stridec.compile(g.bind({"N": n, "M": m}), backend="cpu").plan_for(a, b, c)
+    assert plan.launches == static.launches == 3
