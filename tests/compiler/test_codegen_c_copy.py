@@ -233,6 +233,10 @@ def test_row_runs_cut_anywhere_between_threads(threads):
         gather = run_c(CopySpec((5, 7, 37, 32), (16576, 64, 448, 2), 0, (8288, 1184, 32, 1),
                                 0, f32, f32))
         assert gather.strategy == "gather"
+        # Long rows in chunks (3 rows of 40000 in 4 chunks each), shares ending mid-row.
+        run_c(CopySpec((3, 40000), (40007, 1), 5, (40000, 1), 0, f32, f32))
+        run_c(CopySpec((3, 40000), (40007, 1), 5, (40000, 1), 0, f32, f32,
+                       (MaskBound((7, 1), 100, 39000),), 2.0))
     finally:
         torch.set_num_threads(saved)
 
