@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
-from stridec.ir.symbols import Sym, evaluate, free_symbols
+from stridec.ir.symbols import Sym, compile_template, evaluate, free_symbols
 from stridec.runtime import launch
 from stridec.runtime.backends.triton import load_jit
 from stridec.runtime.compile import CompiledGraph, check_arguments, set_torch_op_factory
@@ -159,6 +159,7 @@ class TorchOp:
             self.adjoint_error = e
         self._backward_op: TorchOp | None = None
         self._bound: dict[tuple, CompiledGraph] = {}
+        self._layouts: dict[tuple, list[tuple[tuple, tuple]]] = {}
         self.custom_op = self._define()
         self.overload = self.custom_op._opoverload
         self.out_names = _out_names(self.arg_names, len(self._outputs))
@@ -309,11 +310,14 @@ class TorchOp:
         if self._symbolic_outputs is None:
             with _disable_current_modes():
                 found = self.compiled.symbolic_outputs()
-            self._symbolic_outputs = (found,)
-        found = self._symbolic_outputs[0]
-        if found is not None:
-            return [(evaluate(sizes, bindings), evaluate(strides, bindings))
-                    for sizes, strides in found]
+            # One generated function of the symbols' values (plain arithmetic: it takes
+            # SymInts as well as ints).
+            self._symbolic_outputs = (
+                None if found is None else compile_template(found, self.symbols),
+            )
+        numbers = self._symbolic_outputs[0]
+        if numbers is not None:
+            return list(numbers(*(bindings[n] for n in self.symbols)))
         values = {k: int(v) for k, v in bindings.items()}
         bound = self._bound_compiled(values)
         device = tensors[0].device
@@ -380,8 +384,18 @@ class TorchOp:
         brought to the fake implementation's strides, never aliasing."""
         outs = self.compiled(*tensors)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
-        bindings = self.compiled.bindings(tensors) if self.symbols else {}
-        layouts = self._output_layouts(tensors, bindings)
+        if self.symbols:
+            # The layouts are functions of the sizes (of the strides too, for a graph
+            # without a symbolic plan).
+            key = tuple((t.shape, t.stride(), t.storage_offset()) for t in tensors)
+            layouts = self._layouts.get(key)
+            if layouts is None:
+                layouts = self._output_layouts(tensors, self.compiled.bindings(tensors))
+                if len(self._layouts) >= 64:
+                    self._layouts.clear()
+                self._layouts[key] = layouts
+        else:
+            layouts = self._output_layouts(tensors, {})
         taken = {t.untyped_storage().data_ptr() for t in tensors if t.numel()}
         for k, (out, (sizes, strides)) in enumerate(zip(outs, layouts, strict=True)):
             ptr = out.untyped_storage().data_ptr() if out.numel() else None

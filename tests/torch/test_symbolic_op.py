@@ -278,3 +278,25 @@ def test_out_overload_writes_every_size(layouts_op):
     meta = [t.to("meta") for t in (x, y, *bad)]
     with pytest.raises(CallError, match=r"'out0' must have sizes \[3, 6, 5, 8\]"):
         layouts_op(*meta[:2], out=tuple(meta[2:]))
+
+
+def test_a_graph_without_a_symbolic_plan_is_planned_per_size():
+    """Philox is not generated over symbolic sizes: the operator plans each size alone
+    (the fake too, specializing the size under torch.compile) and equals the operator of
+    the graph bound to that size."""
+    g = stridec.Graph("philox_any_batch")
+    x = g.input("x", ("N", 4), "float32")
+    state = g.input("state", (6,), "int32")
+    bits, new_state = g.philox(state, ("N", 4))
+    g.output(x.t().contiguous(), bits, new_state)
+    op = register(g, _name("philox"))
+    s = torch.tensor([1, 2, 3, 4, 0, 0], dtype=torch.int32)
+    result = torch.library.opcheck(op.overload, (torch.randn(3, 4), s))
+    assert set(result.values()) == {"SUCCESS"}, result
+    compiled = torch.compile(op, dynamic=True, backend="aot_eager")
+    for n in (2, 3, 5):
+        a = torch.randn(n, 4)
+        want = _static_op(g, {"N": n})(a, s)
+        for call in (op, compiled):
+            for o, w in zip(call(a, s), want, strict=True):
+                assert o.shape == w.shape and o.stride() == w.stride() and torch.equal(o, w)
