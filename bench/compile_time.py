@@ -3,6 +3,8 @@ timed test; the target is in docs/design.md#performance-targets).
 
     python bench/compile_time.py            # 100, 1,000 and 10,000 ops
     python bench/compile_time.py --profile  # and a cProfile of the 1,000-op graph
+    python bench/compile_time.py --sizes 1000 --lower cuda   # and the kernels' generation
+    python bench/compile_time.py --sizes 1000 --lower cuda --against ../old  # A/B, below
 
 Each graph is a mix of what real layout programs do: per block, one or two inputs go through
 a chain of views (permute, slice, unsqueeze, expand, flip, transpose, reshape), then
@@ -15,7 +17,16 @@ to the next -- linear growth is about 10x for 10x the ops. `PassManager.run` its
 Python's cyclic garbage collector (its full collections walk the whole heap, so their cost
 grew with the graph and bent the curve upwards at 10,000 ops); the last columns also keep
 it paused around the whole timed call, as `timeit` does, which should now change little.
-Target: <= 100 ms at 1,000 ops.
+Target: <= 100 ms at 1,000 ops. `--lower TARGET` also times `lower_to_program(graph,
+TARGET)` after the pipeline ("cuda": Triton source, "cpu": Triton for the interpreter,
+"c": C), the rest of a first `stridec.compile` short of building the kernels.
+
+`--against PATH` compares with another checkout of stridec (an older commit, say, from
+`git worktree add`): the same measurement runs in a new process for each tree in turn,
+`--rounds` times (this tree first, then PATH, and so on), each process importing its own
+tree's stridec (`--root`); the table shows each round's best CPU ms and, per tree, the
+median and the best of the rounds, and the ratio of the medians. Alternating rounds in
+one run is what makes a few per cent visible on a machine other processes share.
 
 Where the time goes (`--profile`): the passes themselves, lower-formats and fuse-copies
 first, and the verification after each of the eight passes, which re-infers only what a
@@ -32,14 +43,30 @@ import argparse
 import cProfile
 import gc
 import io
+import json
 import platform
 import pstats
 import random
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parents[1]
+
+
+def _root(argv: list[str]) -> Path:
+    """The checkout whose stridec is timed: `--root PATH` when given, else this one."""
+    for i, arg in enumerate(argv):
+        if arg == "--root" and i + 1 < len(argv):
+            return Path(argv[i + 1]).resolve()
+        if arg.startswith("--root="):
+            return Path(arg.partition("=")[2]).resolve()
+    return HERE
+
+
+sys.path.insert(0, str(_root(sys.argv)))
 
 import stridec  # noqa: E402
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager  # noqa: E402
@@ -81,14 +108,19 @@ def make_graph(ops: int, seed: int = 0) -> stridec.Graph:
     return g
 
 
-def time_pipeline(ops: int, repeats: int, gc_off: bool = False) -> tuple[int, float, float]:
-    """Op count, and the best CPU time and best wall time of the pipeline, in seconds.
+def time_pipeline(
+    ops: int, repeats: int, gc_off: bool = False, lower: str | None = None
+) -> tuple[int, float, float, float]:
+    """Op count, the best CPU time and best wall time of the pipeline, and the best CPU
+    time of `lower_to_program(graph, lower)` after it (0 without `lower`), in seconds.
 
     CPU time (`time.process_time`) is what the target is about; wall time is shown too, as
     it grows when other processes share the cores. With `gc_off` the cyclic garbage
-    collector is paused while the pipeline runs, as `timeit` does.
+    collector is paused while the pipeline and the lowering run, as `timeit` does.
     """
-    cpu = wall = float("inf")
+    if lower is not None:
+        from stridec.compiler.codegen.lower import lower_to_program
+    cpu = wall = lowering = float("inf")
     count = 0
     for _ in range(repeats):
         g = make_graph(ops)
@@ -99,11 +131,66 @@ def time_pipeline(ops: int, repeats: int, gc_off: bool = False) -> tuple[int, fl
         try:
             c0, w0 = time.process_time(), time.perf_counter()
             PassManager.parse(DEFAULT_PIPELINE).run(g)
-            cpu = min(cpu, time.process_time() - c0)
+            c1 = time.process_time()
+            cpu = min(cpu, c1 - c0)
             wall = min(wall, time.perf_counter() - w0)
+            if lower is not None:
+                lower_to_program(g, lower)
+                lowering = min(lowering, time.process_time() - c1)
         finally:
             gc.enable()
-    return count, cpu, wall
+    return count, cpu, wall, (lowering if lower is not None else 0.0)
+
+
+def measure(sizes: list[int], repeats: int, lower: str | None) -> list[dict[str, float]]:
+    """Per size: the op count and the best CPU ms of the pipeline and of the lowering."""
+    rows = []
+    for size in sizes:
+        count, cpu, _, lowering = time_pipeline(size, repeats if size < 10_000 else 1,
+                                                lower=lower)
+        rows.append({"ops": count, "pipeline_ms": cpu * 1e3, "lower_ms": lowering * 1e3})
+    return rows
+
+
+def against(args: argparse.Namespace) -> int:
+    """Rounds of this tree and `args.against` in turn, each in a new process (module
+    docstring); prints every round and the summary."""
+    trees = {"this": HERE, "other": Path(args.against).resolve()}
+    command = [sys.executable, str(Path(__file__).resolve()), "--json", "--sizes",
+               *map(str, args.sizes), "--repeats", str(args.repeats)]
+    if args.lower:
+        command += ["--lower", args.lower]
+    results: dict[str, list[list[dict[str, float]]]] = {name: [] for name in trees}
+    print(f"this:  {trees['this']}\nother: {trees['other']}")
+    print(f"pipeline: {DEFAULT_PIPELINE}; best of {args.repeats} per round, CPU ms")
+    for r in range(args.rounds):
+        for name, root in trees.items():
+            out = subprocess.run(command + ["--root", str(root)], check=True,
+                                 capture_output=True, text=True).stdout
+            report = json.loads(out.strip().splitlines()[-1])
+            if Path(report["stridec"]).resolve().parents[1] != root:
+                raise SystemExit(f"{name}: timed the stridec of {report['stridec']}, not {root}")
+            rows = report["rows"]
+            results[name].append(rows)
+            shown = "  ".join(f"{row['ops']} ops: {row['pipeline_ms']:.1f}"
+                              + (f" + {row['lower_ms']:.1f}" if args.lower else "")
+                              for row in rows)
+            print(f"round {r + 1} {name:<5} {shown}")
+    columns = ["pipeline_ms"] + (["lower_ms", "total_ms"] if args.lower else [])
+    print(f"\n{'ops':>8} {'':<7}" + "".join(f" {c + ' median':>17} {'best':>7}"
+                                             for c in columns))
+    for k in range(len(args.sizes)):
+        medians: dict[str, dict[str, float]] = {}
+        for name in trees:
+            rows = [rounds[k] for rounds in results[name]]
+            values = {c: [row.get(c, row["pipeline_ms"] + row["lower_ms"]) for row in rows]
+                      for c in columns}
+            medians[name] = {c: statistics.median(v) for c, v in values.items()}
+            print(f"{rows[0]['ops']:>8} {name:<7}" + "".join(
+                f" {statistics.median(v):17.1f} {min(v):7.1f}" for v in values.values()))
+        print(f"{'':>8} {'ratio':<7}" + "".join(
+            f" {medians['this'][c] / medians['other'][c]:17.3f} {'':>7}" for c in columns))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,22 +198,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--profile", action="store_true", help="cProfile the 1,000-op graph")
+    p.add_argument("--lower", choices=("cuda", "cpu", "c"),
+                   help="also time lower_to_program(graph, LOWER) after the pipeline")
+    p.add_argument("--against", metavar="PATH",
+                   help="compare with the stridec checkout at PATH, in alternating rounds")
+    p.add_argument("--rounds", type=int, default=5, help="rounds per tree with --against")
+    p.add_argument("--root", metavar="PATH", help="the checkout whose stridec is timed "
+                   "(read before the import; default: this script's)")
+    p.add_argument("--json", action="store_true",
+                   help="print only JSON: the stridec timed and {ops, pipeline_ms, "
+                   "lower_ms} per size")
     args = p.parse_args(argv)
+    if args.against:
+        return against(args)
+    if args.json:
+        print(json.dumps({"stridec": stridec.__file__,
+                          "rows": measure(args.sizes, args.repeats, args.lower)}))
+        return 0
 
     print(f"stridec {stridec.__version__}, Python {platform.python_version()}, "
           f"{platform.processor() or platform.machine()}")
     print(f"pipeline: {DEFAULT_PIPELINE}")
+    lowered = f" {'lower ms':>9} {'total ms':>9}" if args.lower else ""
     print(f"{'ops':>8} {'cpu ms':>9} {'growth':>7} {'wall ms':>9} {'us/op':>7}"
-          f" {'cpu ms, gc off':>15} {'growth':>7}")
+          f" {'cpu ms, gc off':>15} {'growth':>7}{lowered}")
     previous: tuple[float, float] | None = None
     for size in args.sizes:
         repeats = args.repeats if size < 10_000 else 1
-        count, cpu, wall = time_pipeline(size, repeats)
-        _, cpu_nogc, _ = time_pipeline(size, repeats, gc_off=True)
+        count, cpu, wall, lowering = time_pipeline(size, repeats, lower=args.lower)
+        _, cpu_nogc, _, _ = time_pipeline(size, repeats, gc_off=True)
         growth = ("", "") if previous is None else (
             f"{cpu / previous[0]:6.1f}x", f"{cpu_nogc / previous[1]:6.1f}x")
+        lowered = (f" {lowering * 1e3:9.1f} {(cpu + lowering) * 1e3:9.1f}"
+                   if args.lower else "")
         print(f"{count:>8} {cpu * 1e3:9.1f} {growth[0]:>7} {wall * 1e3:9.1f}"
-              f" {cpu * 1e6 / count:7.1f} {cpu_nogc * 1e3:15.1f} {growth[1]:>7}")
+              f" {cpu * 1e6 / count:7.1f} {cpu_nogc * 1e3:15.1f} {growth[1]:>7}{lowered}")
         previous = (cpu, cpu_nogc)
     if args.profile:
         g = make_graph(1_000)

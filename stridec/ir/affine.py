@@ -76,6 +76,8 @@ def checked_int(value: Any, what: str, where: str = "mask") -> int:
 def checked_ints(values: Any, what: str, where: str, symbolic: bool = False) -> tuple[Any, ...]:
     """`values` as a tuple of ints (`checked_int` each; with `symbolic`, symbolic sizes
     too), or `VerificationError` "<where>: <what> must be a sequence of ints; got …"."""
+    if type(values) is tuple and all(type(v) is int for v in values):
+        return values  # already what it would become (most specs are built from specs)
     if isinstance(values, (str, bytes)):
         items = None
     else:

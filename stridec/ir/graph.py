@@ -243,13 +243,7 @@ def _bind_attr(value: Any, bindings: Mapping[str, int]) -> Any:
     if isinstance(value, Sym):
         return substitute(value, bindings)
     if isinstance(value, Layout):
-        if value.is_static():
-            return value
-        return Layout(
-            _bind_attr(value.sizes, bindings),
-            _bind_attr(value.strides, bindings),
-            _bind_attr(value.offset, bindings),
-        )
+        return value.replace_symbols(lambda sizes: _bind_attr(sizes, bindings))
     if isinstance(value, (list, tuple)):
         return type(value)(_bind_attr(v, bindings) for v in value)
     return value

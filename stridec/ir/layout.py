@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
 
 from stridec.errors import LayoutError, ShapeError, UnsupportedError, VerificationError
 from stridec.ir import display
@@ -166,6 +166,28 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _static_extent(
+    sizes: tuple[int, ...], strides: tuple[int, ...], offset: int
+) -> tuple[int, int] | tuple[None, None] | None:
+    """(lowest, highest) storage index of an all-int layout, (None, None) when it is
+    empty; None when a size, stride or offset is symbolic. One loop: every layout built
+    runs it."""
+    if type(offset) is not int:
+        return None
+    low = high = offset
+    empty = False
+    for n, s in zip(sizes, strides, strict=True):
+        if type(n) is not int or type(s) is not int:
+            return None
+        if n == 0:
+            empty = True
+        elif s < 0:
+            low += (n - 1) * s
+        else:
+            high += (n - 1) * s
+    return (None, None) if empty else (low, high)
+
+
 @dataclass(frozen=True, slots=True)
 class Layout(Shaped):
     """Sizes, strides and offset of a strided tensor, in elements.
@@ -178,6 +200,12 @@ class Layout(Shaped):
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int = 0
+    #: (lowest, highest) storage index addressed, both None when empty; None for a
+    #: symbolic layout. Derived once here: verification reads it for every copy and view
+    #: after every pass.
+    _extent: tuple[int, int] | tuple[None, None] | None = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         sizes = _as_int_tuple(self.sizes, "layout sizes", symbolic=True)
@@ -200,6 +228,7 @@ class Layout(Shaped):
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "strides", strides)
         object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "_extent", _static_extent(sizes, strides, offset))
         low = self.min_index()
         if low is not None and low < 0:
             raise LayoutError(
@@ -216,38 +245,46 @@ class Layout(Shaped):
     @property
     def free_symbols(self) -> frozenset[str]:
         """The names of the symbols in the sizes, strides and offset."""
+        if self._extent is not None:
+            return frozenset()
         return free_symbols((self.sizes, self.strides, self.offset))
 
     def is_static(self) -> bool:
         """No symbolic size, stride or offset."""
-        return not self.free_symbols
+        return self._extent is not None
 
     def evaluate(self, bindings: Mapping[str, int]) -> Layout:
         """The layout at the given symbol values (a static layout is itself)."""
+        return self.replace_symbols(lambda sizes: evaluate(sizes, bindings))
+
+    def replace_symbols(self, replace: Callable[[Any], Any]) -> Layout:
+        """The layout whose sizes, strides and offset are `replace` of this one's (a tuple
+        of sizes, or a size, each), where `replace` changes only symbols: a static layout
+        is itself."""
         if self.is_static():
             return self
-        return Layout(
-            evaluate(self.sizes, bindings),
-            evaluate(self.strides, bindings),
-            evaluate(self.offset, bindings),
-        )
+        return Layout(replace(self.sizes), replace(self.strides), replace(self.offset))
 
     # -- derived quantities -------------------------------------------------------------
 
     def max_index(self) -> int | None:
         """The highest storage index addressed; ``None`` for an empty layout."""
-        if self.numel == 0:
-            return None
-        return self.offset + sum(
-            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True) if s >= 0
-        )
+        return self._index_bound(high=True)
 
     def min_index(self) -> int | None:
         """The lowest storage index addressed; ``None`` for an empty layout."""
+        return self._index_bound(high=False)
+
+    def _index_bound(self, high: bool) -> int | None:
+        """The offset plus (n - 1)·s over the dims whose stride s is >= 0 (`high`) or < 0;
+        ``None`` for an empty layout."""
+        if self._extent is not None:
+            return self._extent[high]
         if self.numel == 0:
             return None
         return self.offset + sum(
-            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True) if s < 0
+            (n - 1) * s for n, s in zip(self.sizes, self.strides, strict=True)
+            if (s >= 0 if high else s < 0)
         )
 
     def min_storage_size(self) -> int:

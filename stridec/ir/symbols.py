@@ -807,7 +807,8 @@ def is_static(x: object) -> bool:
     if isinstance(x, Sym):
         return False
     if isinstance(x, (tuple, list)):
-        return all(is_static(v) for v in x)
+        # Sizes are mostly flat tuples of ints: those need no call per element.
+        return all(type(v) is int or is_static(v) for v in x)
     return True
 
 
@@ -816,11 +817,17 @@ def free_symbols(x: object) -> frozenset[str]:
     if isinstance(x, Sym):
         return x.free_symbols
     if isinstance(x, (tuple, list)):
-        out: frozenset[str] = frozenset()
+        out = _NO_SYMBOLS
         for v in x:
-            out |= free_symbols(v)
+            if type(v) is not int:  # an int names none: no call, no set for it
+                found = free_symbols(v)
+                if found:
+                    out = out | found
         return out
-    return frozenset()
+    return _NO_SYMBOLS
+
+
+_NO_SYMBOLS: frozenset[str] = frozenset()
 
 
 def evaluate(x: Any, bindings: Mapping[str, int]) -> Any:

@@ -3,7 +3,10 @@ and compared on (sizes, strides, offset) and on the elements read through the la
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -199,6 +202,13 @@ def test_layouts_are_values() -> None:
     with pytest.raises(AttributeError):
         a.offset = 3  # type: ignore[misc]
     assert Layout((2, 3), (3, 1), 1) != a
+    # The index range derived at construction is no part of the value: not shown, not
+    # compared, and recomputed for a changed copy.
+    assert repr(a) == "Layout(sizes=(2, 3), strides=(3, 1), offset=0)"
+    flipped = dataclasses.replace(a, strides=(3, -1), offset=2)
+    assert (flipped.min_index(), flipped.max_index()) == (0, 5)  # 2 + 2·(-1), 2 + 1·3
+    assert pickle.loads(pickle.dumps(flipped)) == flipped
+    assert copy.deepcopy(flipped).max_index() == 5
 
 
 def test_contiguous_strides_match_torch_with_zero_sizes() -> None:

@@ -436,7 +436,9 @@ def fill_around_box_copies(
             lo * s for (lo, _), s in zip(part, fill.dst_strides, strict=True)
         )
         sizes = tuple(hi - lo for lo, hi in part)
-        one = fill_then_box_copy(_replace(fill, sizes=sizes, dst_offset=offset), copy)
+        # A part of the fill's whole space (one copy, say) starts at 0: it is the fill.
+        part_fill = fill if sizes == fill.sizes else _replace(fill, sizes=sizes, dst_offset=offset)
+        one = fill_then_box_copy(part_fill, copy)
         if one is None:
             return None
         merged.append(one)

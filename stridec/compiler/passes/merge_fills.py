@@ -91,9 +91,9 @@ def _run_after(
             break
         copy = copy_spec(op)
         if copy.numel:
-            box = dst_box(copy, layout.sizes, layout.strides, layout.offset)
             if id(op.operands[0].root()) in buffer or copy.dst_dtype != spec.dst_dtype:
                 break
+            box = dst_box(copy, layout.sizes, layout.strides, layout.offset)
             if fill_box is None or box is None:  # no boxes to compare: one copy at most
                 if taken or fill_box is not None:
                     break
