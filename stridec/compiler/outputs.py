@@ -194,7 +194,7 @@ def _storage_inputs(graph: Graph, storages: Sequence[OutStorage],
             "name": _unique_name(graph, f"out:{k}"),
             "sizes": layout.sizes,
             "dtype": st.dtype,
-            "layout": None if layout == Layout.contiguous(layout.sizes) else layout,
+            "layout": None if layout.is_default() else layout,
             "storage": st.elements,
         }
         inputs.append(O.InputOp((), attrs))

@@ -427,7 +427,7 @@ class Graph(GraphBuilder):
                 layout = layouts[op.arg_name]
                 if not layout.same_addresses(op.result.type.layout):
                     attrs["storage"] = None  # declared for another layout: not this one's
-                attrs["layout"] = None if layout == Layout.contiguous(layout.sizes) else layout
+                attrs["layout"] = None if layout.is_default() else layout
             rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
             new.append(rebuilt)
             for a, b in zip(op.results, rebuilt.results, strict=False):

@@ -557,6 +557,11 @@ class Layout(Shaped):
 
     # -- constructors -------------------------------------------------------------------
 
+    def is_default(self) -> bool:
+        """Equal to `Layout.contiguous(self.sizes)`, the layout a tensor type has when it
+        names none (unlike `is_contiguous`, size-1 strides and the offset count)."""
+        return self.offset == 0 and self.strides == contiguous_strides(self.sizes)
+
     @classmethod
     def contiguous(cls, sizes: Sequence[int]) -> Layout:
         """The row-major layout of `sizes`: (2, 2, 3) gets strides (2*3, 3, 1) = (6, 3, 1)."""

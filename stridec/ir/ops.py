@@ -909,11 +909,8 @@ class CopyOp(Op):
         src_t = operand_types[0] if operand_types else None
         layout = attrs["layout"]
         if layout is None:
-            if len(operand_types) == 2:
-                layout = operand_types[1].layout
-            elif src_t is not None:
-                layout = Layout.contiguous(src_t.sizes)
-            else:
+            layout = cls.implied_layout(operand_types)
+            if layout is None:
                 raise VerificationError("copy: a fill without operands needs a 'layout'")
             attrs["layout"] = layout
         if any(s < 0 for s in layout.strides):
@@ -964,6 +961,16 @@ class CopyOp(Op):
                 )
             if not any(b or a for b, a in frame):
                 attrs["frame"] = None  # no frame at all
+
+    @staticmethod
+    def implied_layout(operand_types: Sequence[TensorType]) -> Layout | None:
+        """The layout of a copy whose attributes name none: its buffer's, else row-major
+        over its source's sizes; None for a fill (no operands), which must name one."""
+        if len(operand_types) == 2:
+            return operand_types[1].layout
+        if operand_types:
+            return Layout.contiguous(operand_types[0].sizes)
+        return None
 
     def infer_types(self, operand_types):
         layout, dtype = self.layout, self.dtype
@@ -1029,24 +1036,18 @@ class CopyOp(Op):
     def printed_attrs(self):
         shown = super().printed_attrs()
         layout = self.layout
-        if layout == Layout.contiguous(layout.sizes):
+        if layout.is_default():
             shown.pop("layout", None)
         if self.operands and self.dtype == self.operands[0].type.dtype:
             shown.pop("dtype", None)
         if self.space is not None and self.dst == layout:
             shown.pop("layout", None)
-        if "layout" not in shown and layout != self._implied_layout():
+        if "layout" not in shown and layout != self.implied_layout(
+            [v.type for v in self.operands]
+        ):
             # The parser can only leave `layout` out where `normalize` infers it back.
             shown = {"layout": layout, **shown}
         return shown
-
-    def _implied_layout(self) -> Layout | None:
-        """The layout `normalize` picks when the text leaves it out (None: it cannot)."""
-        attrs = {k: v for k, v in self.attrs.items() if k != "layout"}
-        try:
-            return self.normalize(attrs, [v.type for v in self.operands])["layout"]
-        except StridecError:
-            return None
 
 
 @register_op

@@ -59,7 +59,7 @@ class TensorType:
         return TensorType(self.sizes, self.dtype, layout)
 
     def has_default_layout(self) -> bool:
-        return self.layout == Layout.contiguous(self.sizes)
+        return self.layout.is_default()
 
     def __str__(self) -> str:
         dims = "".join(f"{format_size(s, dim=True)}x" for s in self.sizes)
