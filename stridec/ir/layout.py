@@ -430,6 +430,10 @@ class Layout(Shaped):
 
     def is_broadcast(self) -> bool:
         """Some dim of size > 1 has stride 0, so elements repeat (an empty layout never)."""
+        if self._extent is not None:  # static: plain comparisons
+            return self._extent[0] is not None and any(
+                s == 0 and n > 1 for n, s in zip(self.sizes, self.strides, strict=True)
+            )
         return self.numel != 0 and any(
             _above_one(n) and s == 0 for n, s in zip(self.sizes, self.strides, strict=True)
         )

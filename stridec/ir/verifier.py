@@ -11,7 +11,7 @@ to: the inputs themselves are compared.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from operator import is_
 from typing import TYPE_CHECKING, Any
 
@@ -178,7 +178,9 @@ def _check_op_again(position: int, op: Op, roots: dict[int, Value]) -> None:
     types_end = len(fingerprint)
     if kind.verify_ is not _NO_HOOK:
         for v in operands:
-            root = _root(v, roots)
+            root = roots.get(id(v))
+            if root is None:  # (not `or`: a value's truth is its length, as a tensor's)
+                root = _root(v, roots)
             fingerprint += (root, root.type)
     stamp = op.verified_as
     if stamp is not None and len(stamp) == len(fingerprint) and all(map(is_, stamp, fingerprint)):
@@ -190,10 +192,12 @@ def _check_op_again(position: int, op: Op, roots: dict[int, Value]) -> None:
         inferred = (
             made is not None
             and len(made) == types_end
-            and _typed_as(made, fingerprint, refs_end, types_end)
+            # the very objects the constructor read and gave (the usual case), else equal
+            and (all(map(is_, made, fingerprint)) or _typed_as(made, fingerprint, refs_end,
+                                                               types_end))
         )
     _check_op(position, op, inferred)
-    op.verified_as = tuple(fingerprint) if all(map(_immutable, attrs.values())) else None
+    op.verified_as = tuple(fingerprint) if _all_immutable(attrs.values()) else None
 
 
 def _typed_as(before: Sequence[Any], now: list[Any], refs_end: int, types_end: int) -> bool:
@@ -224,11 +228,20 @@ def _root(v: Value, roots: dict[int, Value]) -> Value:
         v = owner.operands[0]
     for w in walked:
         roots[id(w)] = v
+    roots[id(v)] = v
     return v
+
+
+def _all_immutable(values: Iterable[Any]) -> bool:
+    """Whether every value is of an `_IMMUTABLE` type or a tuple of such (nested)."""
+    for value in values:
+        if type(value) not in _IMMUTABLE and not _immutable(value):
+            return False
+    return True
 
 
 def _immutable(value: Any) -> bool:
     kind = type(value)
     if kind is tuple:
-        return all(type(v) in _IMMUTABLE or _immutable(v) for v in value)
+        return _all_immutable(value)
     return kind in _IMMUTABLE

@@ -60,6 +60,7 @@ __all__ = [
     "fill_then_box_copy",
     "fill_around_box_copies",
     "fill_parts",
+    "fills_around_box_copies",
     "copy_spec",
     "dst_box",
     "address_span",
@@ -334,13 +335,7 @@ def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
     over (6,) with `1 <= i < 4`, source offset -1. Every destination element is written
     once instead of up to twice.
     """
-    if not is_fill_only(fill) or fill.fill is None or copy.numel == 0 or fill.numel == 0:
-        return None
-    if copy.rank != fill.rank or copy.dst_strides != fill.dst_strides:
-        return None
-    if copy.dst_dtype != fill.dst_dtype or (copy.masks and copy.fill not in (None, fill.fill)):
-        return None
-    if copy.masks and copy.fill is not None and type(copy.fill) is not type(fill.fill):
+    if not _mergeable(fill, copy):
         return None
     box = dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset)
     if box is None:
@@ -363,6 +358,19 @@ def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
         masks=tuple(masks),
         fill=fill.fill,
     )
+
+
+def _mergeable(fill: CopySpec, copy: CopySpec) -> bool:
+    """What `fill_then_box_copy` asks of the two besides a box: a fill and a copy that
+    writes something, the same destination strides and dtype, and masked points of the
+    copy left to the fill's value or written with it."""
+    if not is_fill_only(fill) or fill.fill is None or copy.numel == 0 or fill.numel == 0:
+        return False
+    if copy.rank != fill.rank or copy.dst_strides != fill.dst_strides:
+        return False
+    if copy.dst_dtype != fill.dst_dtype or (copy.masks and copy.fill not in (None, fill.fill)):
+        return False
+    return not (copy.masks and copy.fill is not None and type(copy.fill) is not type(fill.fill))
 
 
 def _guillotine(
@@ -391,18 +399,20 @@ def _guillotine(
     return None
 
 
-def fill_parts(fill: CopySpec, copies: Sequence[CopySpec]) -> list[tuple[Box, Box]] | None:
+def fill_parts(
+    fill: CopySpec, copies: Sequence[CopySpec], boxes: Sequence[Box] | None = None
+) -> list[tuple[Box, Box]] | None:
     """Per copy of `copies`, in their order, (the part of `fill`'s space it gets, the box
     of that space it writes), the parts cut by planes (`_guillotine`); None when a copy
-    writes no box of `fill`'s space or no planes separate the boxes."""
+    writes no box of `fill`'s space or no planes separate the boxes. `boxes`: those of
+    the copies (`dst_box` in `fill`'s space), when the caller has them."""
     if not copies or not is_fill_only(fill) or fill.fill is None or fill.numel == 0:
         return None
-    boxes: list[Box] = []
-    for copy in copies:
-        box = dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset)
-        if box is None:
+    if boxes is None:
+        found = [dst_box(copy, fill.sizes, fill.dst_strides, fill.dst_offset) for copy in copies]
+        if any(box is None for box in found):
             return None
-        boxes.append(box)
+        boxes = found  # type: ignore[assignment]
     parts = _guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
     if parts is None:
         return None
@@ -432,17 +442,33 @@ def fill_around_box_copies(
         return None
     merged: list[CopySpec] = []
     for (part, _), copy in zip(parts, copies, strict=True):
-        offset = fill.dst_offset + sum(
-            lo * s for (lo, _), s in zip(part, fill.dst_strides, strict=True)
-        )
-        sizes = tuple(hi - lo for lo, hi in part)
-        # A part of the fill's whole space (one copy, say) starts at 0: it is the fill.
-        part_fill = fill if sizes == fill.sizes else _replace(fill, sizes=sizes, dst_offset=offset)
-        one = fill_then_box_copy(part_fill, copy)
+        one = fill_then_box_copy(_part_of_fill(fill, part), copy)
         if one is None:
             return None
         merged.append(one)
     return merged
+
+
+def fills_around_box_copies(
+    fill: CopySpec, copies: Sequence[CopySpec], parts: Sequence[tuple[Box, Box]]
+) -> bool:
+    """Whether `fill_around_box_copies(fill, copies, parts)` gives copies, without building
+    them: what `merge-fills` asks before it writes frames. `parts` (from `fill_parts`) hold
+    each copy's box of `fill`'s space inside its part; the part of `fill` differs from
+    `fill` only in sizes and offset, which `_mergeable` does not read, and the box found
+    in `fill`'s space, shifted by the part's start, is the one found in the part's (a
+    smaller box of an injective map nests too). So what remains is `_mergeable`."""
+    return len(parts) == len(copies) and all(_mergeable(fill, copy) for copy in copies)
+
+
+def _part_of_fill(fill: CopySpec, part: Box) -> CopySpec:
+    """`fill` over the box `part` of its space (a part of the whole space is `fill`)."""
+    sizes = tuple(hi - lo for lo, hi in part)
+    if sizes == fill.sizes:
+        return fill
+    starts = (lo for lo, _ in part)
+    offset = fill.dst_offset + sum(i * s for i, s in zip(starts, fill.dst_strides, strict=True))
+    return _replace(fill, sizes=sizes, dst_offset=offset)
 
 
 def copy_spec(op: CopyOp) -> CopySpec:

@@ -20,7 +20,7 @@ while each writes a box inside the fill's box, meeting none taken so far, in the
 dtype and without reading the buffer; one whose box misses the fill's stays as it is (the
 two write different elements). Nothing changes when a copy is neither, when no planes
 separate the boxes, or when a copy's masks leave points unwritten where the fill wrote
-another value (`fill_around_box_copies`).
+another value (`fills_around_box_copies`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from stridec.compiler.codegen.spec import (
     CopySpec,
     copy_spec,
     dst_box,
-    fill_around_box_copies,
     fill_parts,
+    fills_around_box_copies,
 )
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter
@@ -67,9 +67,10 @@ def _launches_nothing(op: Op) -> bool:
 
 def _run_after(
     fill: CopyOp, later: Iterable[Op]
-) -> tuple[CopySpec, list[CopyOp], list[tuple[CopyOp, CopySpec]]] | str:
+) -> tuple[CopySpec, list[CopyOp], list[tuple[CopyOp, CopySpec, Box | None]]] | str:
     """The fill's spec, the copies into its buffer that follow it (the chain, in order)
-    and those of them it is merged with, with their specs; or why there are none."""
+    and those of them it is merged with, with their specs and their boxes of the fill's
+    layout (None where there are none to compare); or why there are none."""
     uses = fill.result.uses
     if len(uses) != 1 or not isinstance(uses[0][0], CopyOp) or uses[0][1] != 1:
         return "the fill is not read by one copy into its buffer alone"
@@ -109,7 +110,7 @@ def _run_after(
         buffer.add(id(value))
     if not taken:
         return "no copy of a box inside the fill's follows it"
-    return spec, chain, [(op, copy) for op, copy, _ in taken]
+    return spec, chain, taken
 
 
 @register_pass
@@ -131,13 +132,17 @@ class MergeFills(Pass):
             if isinstance(run, str):
                 continue
             fill_spec, chain, taken = run
-            specs = [spec for _, spec in taken]
-            parts = fill_parts(fill_spec, specs)
-            if parts is None or fill_around_box_copies(fill_spec, specs, parts) is None:
+            specs = [spec for _, spec, _ in taken]
+            # Where the fill writes its whole layout, its space is the layout's: the boxes
+            # found in the layout are those `fill_parts` would find again.
+            boxes = [box for _, _, box in taken]
+            known = fill.dst == fill.layout and all(box is not None for box in boxes)
+            parts = fill_parts(fill_spec, specs, boxes if known else None)
+            if parts is None or not fills_around_box_copies(fill_spec, specs, parts):
                 continue
             frames = {
                 id(op): tuple((b0 - p0, p1 - b1) for (p0, p1), (b0, b1) in zip(part, box, strict=True))
-                for (op, _), (part, box) in zip(taken, parts, strict=True)
+                for (op, _, _), (part, box) in zip(taken, parts, strict=True)
             }
             into = None  # the first copy of the chain starts the buffer the fill started
             for op in chain:
