@@ -136,6 +136,8 @@ def size(op: str, key: str, value: Any) -> int | Sym:
 
 def sym_ints(op: str, key: str, value: Any) -> tuple[int | Sym, ...]:
     """A tuple of ints or symbolic sizes; a single one is a tuple of one."""
+    if type(value) is tuple and all(type(v) is int for v in value):
+        return value  # already canonical (most ops are built from other ops' tuples)
     if isinstance(value, (list, tuple)):
         return tuple(size(op, key, v) for v in value)
     if isinstance(value, Sym) or _is_index(value):
@@ -145,6 +147,8 @@ def sym_ints(op: str, key: str, value: Any) -> tuple[int | Sym, ...]:
 
 def ints(op: str, key: str, value: Any) -> tuple[int, ...]:
     """A tuple of ints; a single int is a tuple of one (torch.Size is a tuple)."""
+    if type(value) is tuple and all(type(v) is int for v in value):
+        return value  # already canonical
     if isinstance(value, (list, tuple)):
         return tuple(integer(op, key, v) for v in value)
     if _is_index(value):

@@ -170,8 +170,7 @@ def _static_extent(
     sizes: tuple[int, ...], strides: tuple[int, ...], offset: int
 ) -> tuple[int, int] | tuple[None, None] | None:
     """(lowest, highest) storage index of an all-int layout, (None, None) when it is
-    empty; None when a size, stride or offset is symbolic. One loop: every layout built
-    runs it."""
+    empty; None when a size, stride or offset is symbolic."""
     if type(offset) is not int:
         return None
     low = high = offset
@@ -186,6 +185,37 @@ def _static_extent(
         else:
             high += (n - 1) * s
     return (None, None) if empty else (low, high)
+
+
+def _valid_static_extent(
+    sizes: object, strides: object, offset: object
+) -> tuple[int, int] | tuple[None, None] | None:
+    """`_static_extent` of a valid layout given as tuples of Python ints, in one loop
+    (every layout built runs it); None for anything else, which `Layout.__post_init__`
+    converts and checks step by step, raising the error that names the fault."""
+    if (
+        type(sizes) is not tuple
+        or type(strides) is not tuple
+        or type(offset) is not int
+        or offset < 0
+        or len(sizes) != len(strides)
+        or len(sizes) > MAX_RANK
+    ):
+        return None
+    low = high = offset
+    empty = False
+    for n, s in zip(sizes, strides):  # noqa: B905 -- lengths compared above
+        if type(n) is not int or type(s) is not int or n < 0:
+            return None
+        if n == 0:
+            empty = True
+        elif s < 0:
+            low += (n - 1) * s
+        else:
+            high += (n - 1) * s
+    if empty:
+        return (None, None)
+    return (low, high) if low >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +238,10 @@ class Layout(Shaped):
     )
 
     def __post_init__(self) -> None:
+        extent = _valid_static_extent(self.sizes, self.strides, self.offset)
+        if extent is not None:  # already canonical and valid: the usual case
+            object.__setattr__(self, "_extent", extent)
+            return
         sizes = _as_int_tuple(self.sizes, "layout sizes", symbolic=True)
         strides = _as_int_tuple(self.strides, "layout strides", symbolic=True)
         offset = _as_size(self.offset, "layout offset")
