@@ -105,6 +105,8 @@ class CopySpec(Shaped):
     fill: float | int | bool | None = 0
 
     def __post_init__(self) -> None:
+        if self._canonical():
+            return  # specs built from specs (the rewrites below): nothing to convert
         sizes = _int_tuple(self.sizes, "sizes")
         rank = len(sizes)
         if rank > MAX_RANK:
@@ -138,6 +140,28 @@ class CopySpec(Shaped):
         object.__setattr__(self, "src_dtype", as_dtype(self.src_dtype, "copy src_dtype"))
         object.__setattr__(self, "dst_dtype", as_dtype(self.dst_dtype, "copy dst_dtype"))
         object.__setattr__(self, "masks", masks)
+
+    def _canonical(self) -> bool:
+        """Whether the fields already are what the checks of `__post_init__` make of them
+        (tuples of Python ints, one per dim, sizes >= 0, int offsets, DTypes, MaskBounds of
+        the rank, a plain fill): a static spec built from another one."""
+        sizes, src, dst, masks, fill = (
+            self.sizes, self.src_strides, self.dst_strides, self.masks, self.fill
+        )
+        if not (type(sizes) is type(src) is type(dst) is type(masks) is tuple):
+            return False
+        rank = len(sizes)
+        return (
+            rank <= MAX_RANK
+            and len(src) == rank
+            and len(dst) == rank
+            and all(type(n) is int and n >= 0 for n in sizes)
+            and all(type(v) is int for v in (*src, *dst, self.src_offset, self.dst_offset))
+            and isinstance(self.src_dtype, DType)
+            and isinstance(self.dst_dtype, DType)
+            and all(type(m) is MaskBound and len(m.coeffs) == rank for m in masks)
+            and (fill is None or type(fill) in (bool, int, float))
+        )
 
 
 def _int(value: Any, what: str) -> int:
