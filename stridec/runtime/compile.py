@@ -361,6 +361,7 @@ class CompiledGraph:
         self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
         self._pipelined: tuple[Graph | None] | None = None
         self._declared_fn: Callable[..., tuple] | None = None
+        self._declared_sizes = [(n, t.sizes) for n, t in self._inputs]
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
@@ -603,7 +604,7 @@ class CompiledGraph:
         return inner
 
     def _declared_layouts(self, tensors: tuple[torch.Tensor, ...],
-                          values: tuple[int, ...]) -> bool:
+                          values: Sequence[int]) -> bool:
         """Whether every argument has its input's declared (symbolic) layout at `values`
         (the symbols' values, in `symbols` order): then the symbolic graph, planned once
         per class, is this call's."""
@@ -702,9 +703,9 @@ class CompiledGraph:
     ] | None:
         """(class program, runner for this binding, device, bindings) of a call the class
         plan serves; None where it does not (see `_bound_graph`)."""
-        bindings = self._bindings(tensors)  # checks every size
         device = check_arguments(self.graph.name, self._inputs, tensors, sizes=False)
-        values = tuple(bindings[n] for n in self.symbols)
+        bindings = bind_call(self._declared_sizes, [t.shape for t in tensors])  # the sizes
+        values = [bindings[n] for n in self.symbols]
         if device is None or self._declared or not self._declared_layouts(tensors, values):
             return None  # (an input declared with a layout or storage: checked per binding)
         target = self._target(device)
@@ -712,9 +713,9 @@ class CompiledGraph:
         if program is None:
             return None
         # The class's runner, built once; bound here: its numbers at these values.
-        runner = launch.symbolic_runner(program, target).bind(
-            tuple(bindings[n] for n in program.symbols)
-        )
+        if program.symbols != self.symbols:
+            values = [bindings[n] for n in program.symbols]
+        runner = launch.symbolic_runner(program, target).bind(values)
         return program, runner, device, bindings
 
     def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:
