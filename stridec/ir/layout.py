@@ -169,14 +169,15 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 def _static_extent(
     sizes: tuple[int, ...], strides: tuple[int, ...], offset: int
 ) -> tuple[int, int] | tuple[None, None] | None:
-    """(lowest, highest) storage index of an all-int layout, (None, None) when it is
-    empty; None when a size, stride or offset is symbolic."""
+    """(lowest, highest) storage index of sizes, strides (as many) and offset that are all
+    Python ints, the sizes >= 0; (None, None) when a size is 0; None for anything else (a
+    symbolic size, say). One loop: every layout built runs it."""
     if type(offset) is not int:
         return None
     low = high = offset
     empty = False
-    for n, s in zip(sizes, strides, strict=True):
-        if type(n) is not int or type(s) is not int:
+    for n, s in zip(sizes, strides):  # noqa: B905 -- the callers compare the lengths
+        if type(n) is not int or type(s) is not int or n < 0:
             return None
         if n == 0:
             empty = True
@@ -190,9 +191,9 @@ def _static_extent(
 def _valid_static_extent(
     sizes: object, strides: object, offset: object
 ) -> tuple[int, int] | tuple[None, None] | None:
-    """`_static_extent` of a valid layout given as tuples of Python ints, in one loop
-    (every layout built runs it); None for anything else, which `Layout.__post_init__`
-    converts and checks step by step, raising the error that names the fault."""
+    """`_static_extent` of a valid layout given as tuples of Python ints; None for anything
+    else, which `Layout.__post_init__` converts and checks step by step, raising the error
+    that names the fault."""
     if (
         type(sizes) is not tuple
         or type(strides) is not tuple
@@ -202,20 +203,10 @@ def _valid_static_extent(
         or len(sizes) > MAX_RANK
     ):
         return None
-    low = high = offset
-    empty = False
-    for n, s in zip(sizes, strides):  # noqa: B905 -- lengths compared above
-        if type(n) is not int or type(s) is not int or n < 0:
-            return None
-        if n == 0:
-            empty = True
-        elif s < 0:
-            low += (n - 1) * s
-        else:
-            high += (n - 1) * s
-    if empty:
-        return (None, None)
-    return (low, high) if low >= 0 else None
+    extent = _static_extent(sizes, strides, offset)
+    if extent is None or (extent[0] is not None and extent[0] < 0):
+        return None
+    return extent
 
 
 @dataclass(frozen=True, slots=True)
