@@ -12,6 +12,7 @@ that something else reads stay separate kernels.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -26,7 +27,9 @@ from stridec.compiler.codegen.spec import (
     MaskBound,
     dst_box,
     fill_around_box_copies,
+    fill_parts,
     fill_then_box_copy,
+    fills_around_box_copies,
 )
 from stridec.ir.dtypes import DTYPES
 
@@ -224,6 +227,32 @@ def test_parts_leave_what_the_fill_then_the_copies_leave(case):
         for b in boxes[i + 1:]:
             pairs = zip(a, b, strict=True)
             assert any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in pairs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fill_and_boxes(), st.data())
+def test_asking_whether_the_parts_merge_answers_as_merging_them(case, data):
+    """`merge-fills` hands `fill_parts` the boxes it found and asks
+    `fills_around_box_copies`, which builds no copy: the parts are those found without
+    the boxes, and the answer is whether `fill_around_box_copies` builds the copies, also
+    for a copy that cannot merge (another dtype, masked points written with another
+    value, another type of the same value)."""
+    fill, copies = case
+    k = data.draw(st.integers(0, len(copies) - 1))
+    change = data.draw(st.sampled_from(("none", "dtype", "fill", "fill type")))
+    if change == "dtype":
+        copies[k] = dataclasses.replace(copies[k], dst_dtype=DTYPES["float16"])
+    elif change == "fill" and copies[k].masks:
+        copies[k] = dataclasses.replace(copies[k], fill=2.5)
+    elif change == "fill type" and copies[k].masks:
+        fill = dataclasses.replace(fill, fill=-1)  # the copies' -1.5 is no int
+    parts = fill_parts(fill, copies)
+    assert parts is not None
+    assert fill_parts(fill, copies, [box for _, box in parts]) == parts
+    merged = fill_around_box_copies(fill, copies, parts)
+    assert fills_around_box_copies(fill, copies, parts) == (merged is not None)
+    if change == "none":
+        assert merged is not None
 
 
 def _box_copy(sizes, start, extent):
