@@ -244,11 +244,19 @@ def assemble_kernel(
         if cls not in classes:
             classes.append(cls)
     source = UNIT_SEPARATOR.join(emit_class_source(c) for c in classes)
-    digest = hashlib.sha256(repr((source, calls)).encode()).hexdigest()[:16]
+    sources = tuple(_source_digest(c) for c in classes)
+    digest = hashlib.sha256(repr((sources, calls)).encode()).hexdigest()[:16]
     strategies = [cls.strategy for cls in call_classes]
     strategy = strategies[0] if len(strategies) == 1 else f"{label}({','.join(strategies)})"
     numel = sum(s.numel for s in specs) if calls else 0
     return CCopyKernel(f"stridec_c_copy_{digest}", strategy, source, tuple(calls), numel)
+
+
+@functools.cache
+def _source_digest(cls: CopyClass) -> str:
+    """The digest of a class's C source: kernels name themselves by their units' digests
+    and calls, without hashing the whole text again for every kernel."""
+    return hashlib.sha256(emit_class_source(cls).encode()).hexdigest()
 
 
 def generate_c_copy(spec: CopySpec) -> CCopyKernel:
