@@ -32,7 +32,7 @@ from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
 from stridec.runtime.outs import OutCall, check_outs
-from stridec.runtime.symbolic import bind_call, binding_class, graph_symbols
+from stridec.runtime.symbolic import bind_call, binding_class, fast_binder, graph_symbols
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
@@ -361,6 +361,7 @@ class CompiledGraph:
         self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
         self._pipelined: tuple[Graph | None] | None = None
         self._declared_fn: Callable[..., tuple] | None = None
+        self._fast_bind: Any = self  # `fast_binder`'s function, built on first use
         self._declared_sizes = [(n, t.sizes) for n, t in self._inputs]
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
@@ -702,12 +703,24 @@ class CompiledGraph:
         Program, launch.Runner, torch.device, dict[str, int]
     ] | None:
         """(class program, runner for this binding, device, bindings) of a call the class
-        plan serves; None where it does not (see `_bound_graph`)."""
-        device = check_arguments(self.graph.name, self._inputs, tensors, sizes=False)
-        bindings = bind_call(self._declared_sizes, [t.shape for t in tensors])  # the sizes
-        values = [bindings[n] for n in self.symbols]
-        if device is None or self._declared or not self._declared_layouts(tensors, values):
-            return None  # (an input declared with a layout or storage: checked per binding)
+        plan serves; None where it does not (see `_bound_graph`). Every check at once
+        first (`fast_binder`); where one fails, the full checks name it."""
+        fast = self._fast_bind
+        if fast is self:
+            fast = self._fast_bind = (
+                None if self._declared else fast_binder(self._inputs, self.symbols)
+            )
+        found = fast(tensors) if fast is not None else None
+        if found is not None:
+            device, bindings = found
+            values = [bindings[n] for n in self.symbols]
+        else:
+            device = check_arguments(self.graph.name, self._inputs, tensors, sizes=False)
+            bindings = bind_call(self._declared_sizes, [t.shape for t in tensors])  # sizes
+            values = [bindings[n] for n in self.symbols]
+            if (device is None or self._declared
+                    or not self._declared_layouts(tensors, values)):
+                return None  # (an input declared with a layout or storage: per binding)
         target = self._target(device)
         program = self._class_program(bindings, device, target)
         if program is None:

@@ -149,7 +149,7 @@ class SymbolicRunner:
     grid, runtime scalars and C call parameters, the outputs' sizes, strides and offsets
     -- given by one generated function of the symbols' values (`compile_template`).
     `bind(values)` is the `Runner` of one binding: that function, a few tuples, and for
-    C kernels one parameter array per call; no pass, no code generation, no loading."""
+    C kernels one parameter array per kernel; no pass, no code generation, no loading."""
 
     __slots__ = ("symbols", "_numbers", "_flat_inputs", "_dtypes", "_launches", "_slots",
                  "_inputs_as_given")
@@ -159,7 +159,8 @@ class SymbolicRunner:
         self.symbols = program.symbols
         template = (
             tuple(b.elements for b in program.buffers),
-            tuple((k.grid, k.args, tuple(c[3] for c in k.calls)) for k in program.kernels),
+            tuple((k.grid, k.args, tuple(n for c in k.calls for n in c[3]))
+                  for k in program.kernels),
             tuple((o.sizes, o.strides, o.offset) for o in program.outputs),
         )
         self._numbers = compile_template(template, program.symbols)
@@ -189,8 +190,8 @@ class SymbolicRunner:
             grid, scalars, params = kernels[index]
             if grid and grid[0] == 0:
                 continue  # no program: an extent that is 0 for this binding
-            if native:  # C kernels read their sizes from one int64 array per call
-                keywords = {**keywords, "params": tuple(array("q", p) for p in params)}
+            if native:  # C kernels read every call's sizes from one int64 array
+                keywords = {**keywords, "params": array("q", params)}
             launches.append((launcher, grid, args, scalars, keywords))
         return Runner(
             flat_inputs=self._flat_inputs,

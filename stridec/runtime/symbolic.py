@@ -23,9 +23,9 @@ from typing import Any
 
 from stridec.compiler.codegen.spec import binding_class, size_class
 from stridec.errors import CallError
-from stridec.ir.symbols import Sym, evaluate, free_symbols
+from stridec.ir.symbols import Sym, _py_source, evaluate, free_symbols
 
-__all__ = ["bind_call", "binding_class", "graph_symbols", "size_class"]
+__all__ = ["bind_call", "binding_class", "fast_binder", "graph_symbols", "size_class"]
 
 
 def graph_symbols(sizes: Sequence[Sequence[object]]) -> tuple[str, ...]:
@@ -91,6 +91,66 @@ def bind_call(
                 f"{_text(bindings)}; got {n}"
             )
     return bindings
+
+
+def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str]) -> Any:
+    """One generated function of a call's tensors doing, for a graph of `inputs` (name,
+    `TensorType` without a declared layout) over `symbols`, every check a call to the
+    class plan needs at once -- the count; plain strided, not nested, not neg-viewed
+    `torch.Tensor`s of the declared dtypes on one device; static dims, symbols bound
+    consistently, compound sizes; each input in its declared (symbolic) layout; each
+    storage holding its layout -- returning (device, bindings: as `bind_call` gives them),
+    or None where any check fails: the caller then takes the full path
+    (`check_arguments`, `bind_call`), which names what does not fit. None (no function)
+    where some symbol is bound by no dim of its own."""
+    import torch
+
+    where: dict[str, str] = {}
+    lines = [f"    if len(ts) != {len(inputs)}: return None"]
+    later: list[tuple[int, int, Sym]] = []
+    for i, (_, t_type) in enumerate(inputs):
+        sizes = t_type.sizes
+        lines += [
+            f"    t{i} = ts[{i}]",
+            f"    if type(t{i}) is not _Tensor or t{i}.layout is not _strided or t{i}.is_nested"
+            f" or t{i}.dtype is not _dtype{i} or t{i}.is_neg(): return None",
+            f"    s{i} = t{i}.shape",
+            f"    if len(s{i}) != {len(sizes)}: return None",
+        ]
+        if i:
+            lines.append(f"    if t{i}.device != device: return None")
+        else:
+            lines.append("    device = t0.device")
+        for k, d in enumerate(sizes):
+            if isinstance(d, Sym) and d.name is not None and d.name not in where:
+                where[d.name] = f"_{len(where)}"
+                lines.append(f"    {where[d.name]} = s{i}[{k}]")
+            elif isinstance(d, Sym):
+                later.append((i, k, d))  # a compound size: checked once all are bound
+            else:
+                lines.append(f"    if s{i}[{k}] != {d}: return None")
+    if set(symbols) - where.keys():
+        return None
+    for i, k, d in later:
+        lines.append(f"    if s{i}[{k}] != {_py_source(d, where)}: return None")
+    for i, (_, t_type) in enumerate(inputs):
+        layout = t_type.layout
+        strides = "".join(f"{_py_source(st, where)}, " for st in layout.strides)
+        lines += [
+            f"    st{i} = t{i}.stride()",
+            f"    if st{i} != ({strides}) or t{i}.storage_offset() != "
+            f"{_py_source(layout.offset, where)}: return None",
+            f"    if t{i}.numel() and {_py_source(layout.offset, where)} + "
+            + "".join(f"(s{i}[{k}] - 1) * st{i}[{k}] + " for k in range(len(t_type.sizes)))
+            + "0"
+            + f" >= t{i}.untyped_storage().nbytes() // t{i}.element_size(): return None",
+        ]
+    lines.append(f"    return device, {{{''.join(f'{n!r}: {v}, ' for n, v in where.items())}}}")
+    scope: dict[str, Any] = {"_Tensor": torch.Tensor, "_strided": torch.strided}
+    for i, (_, t_type) in enumerate(inputs):
+        scope[f"_dtype{i}"] = t_type.dtype.torch
+    exec("def check(ts):\n" + "\n".join(lines), scope)  # noqa: S102 - our own text
+    return scope["check"]
 
 
 def _text(bindings: Mapping[str, int]) -> str:

@@ -301,10 +301,10 @@ class CpuKernel:
     `CCopyKernel.calls`) on `torch.get_num_threads()` threads; the grid and the launch
     keywords of the Triton kernels are ignored. A kernel over symbolic sizes (parameters
     that are expressions) is loaded once and launched with `params=`, one int64 array
-    per call holding this binding's parameters (an `array.array("q")` each:
-    `launch.SymbolicRunner`)."""
+    (an `array.array("q")`: `launch.SymbolicRunner`) holding this binding's parameters of
+    every call, one call's after another's; each call reads its own at a byte offset."""
 
-    __slots__ = ("name", "_calls", "_arrays")
+    __slots__ = ("name", "_calls", "_arrays", "_offsets")
 
     def __init__(self, name: str, source: str, calls: Any) -> None:
         units = source.split(UNIT_SEPARATOR) if source else []
@@ -320,7 +320,10 @@ class CpuKernel:
         self.name = name
         self._arrays = []
         resolved = []
+        offsets, at = [], 0
         for symbol, src_arg, dst_arg, params in calls:
+            offsets.append(at)
+            at += 8 * len(params)
             address = None
             if all(type(p) is int for p in params):
                 array = (ctypes.c_int64 * len(params))(*params)
@@ -328,14 +331,17 @@ class CpuKernel:
                 address = ctypes.addressof(array)
             resolved.append((functions[symbol], int(src_arg), int(dst_arg), address))
         self._calls = tuple(resolved)
+        self._offsets = tuple(offsets)
 
     def __call__(self, grid: Any, *storages: torch.Tensor, params: Any = None,
                  **_: Any) -> None:
         threads = torch.get_num_threads()
         if params is not None:
-            for (fn, src_arg, dst_arg, _static), array in zip(self._calls, params, strict=True):
-                fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(),
-                   array.buffer_info()[0], threads)
+            base = params.buffer_info()[0]
+            for (fn, src_arg, dst_arg, _static), at in zip(self._calls, self._offsets,
+                                                          strict=True):
+                fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), base + at,
+                   threads)
             return
         for fn, src_arg, dst_arg, address in self._calls:
             if address is None:
