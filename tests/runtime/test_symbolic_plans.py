@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import stridec
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError
+from stridec.ir.symbols import symbol
 from stridec.runtime.symbolic import binding_class
 
 BACKENDS = ["interpret", "cpu", "reference"]
@@ -185,3 +186,64 @@ def test_symbolic_cats_batch_into_one_launch_as_static_ones_do(n: int, m: int) -
     assert plan.program.symbols == ("M", "N")
     static = stridec.compile(g.bind({"N": n, "M": m}), backend="cpu").plan_for(a, b, c)
     assert plan.launches == static.launches == 3
+
+
+def _bad_calls(n: int, m: int) -> list[tuple[torch.Tensor, ...]]:
+    """Calls of `compound_graph` that some check refuses, one check each."""
+    x = torch.randn(n, 2 * m + 1, dtype=torch.float16)
+    y = torch.randn(m, 3, dtype=torch.float16)
+    shrunk = torch.randn(n, 2 * m + 1, dtype=torch.float16)
+    shrunk.untyped_storage().resize_(2)
+    bad = [
+        (x,),  # the count
+        (x.float(), y),  # dtype
+        (x, torch.randn(3, m, dtype=torch.float16).t()),  # another layout than declared (planned per binding)
+        (x[:, :-1], y),  # compound size 2*M + 1
+        (x, torch.randn(m, 4, dtype=torch.float16)),  # static dim
+        (x.unsqueeze(0), y),  # rank
+        (torch.randn(n, 2 * m + 3, dtype=torch.float16), y),  # M bound inconsistently
+        (x, y._neg_view()),  # a pending negation
+        (x, torch.randn(m, 6, dtype=torch.float16)[:, :3]),  # strides not declared
+    ]
+    return bad + [(shrunk, y)] if n else bad  # a storage smaller than the layout
+
+
+def compound_graph() -> stridec.Graph:
+    g = stridec.Graph("compound")
+    x = g.input("x", ("N", 2 * symbol("M") + 1), "float16")
+    y = g.input("y", ("M", 3), "float16")
+    g.output(x.t().contiguous(), y.t().contiguous())
+    return g
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 20), st.integers(1, 20))
+def test_the_fast_binder_agrees_with_the_full_checks(n: int, m: int) -> None:
+    """`fast_binder` answers a good call with `bind_call`'s bindings and the tensors'
+    device, and every call a check refuses with None (the full path then decides)."""
+    from stridec.runtime.compile import check_arguments
+    from stridec.runtime.symbolic import bind_call, fast_binder
+
+    fn = stridec.compile(compound_graph(), backend="cpu")
+    fast = fast_binder(fn._inputs, fn.symbols)
+    x = torch.randn(n, 2 * m + 1, dtype=torch.float16)
+    y = torch.randn(m, 3, dtype=torch.float16)
+    want = bind_call(fn._declared_sizes, [x.shape, y.shape])
+    assert fast((x, y)) == (x.device, want)
+    assert list(want.items()) == list(fast((x, y))[1].items())  # the same order
+    for bad in _bad_calls(n, m):
+        assert fast(bad) is None
+        try:
+            check_arguments("compound", fn._inputs, bad, sizes=False)
+            bind_call(fn._declared_sizes, [t.shape for t in bad])
+        except CallError:
+            continue
+        assert not fn._declared_layouts(bad, [bind_call(
+            fn._declared_sizes, [t.shape for t in bad])[s] for s in fn.symbols])
+
+
+def test_compound_sizes_call_like_the_reference() -> None:
+    fn = stridec.compile(compound_graph(), backend="cpu")
+    ref = stridec.compile(compound_graph(), backend="reference")
+    for n, m in [(2, 3), (5, 2), (3, 4), (7, 16)]:
+        check(fn, ref, torch.randn(n, 2 * m + 1).half(), torch.randn(m, 3).half())
