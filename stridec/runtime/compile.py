@@ -625,8 +625,6 @@ class CompiledGraph:
         multiple of 16 or none, fitting int32 or not), built once: the pipeline on the
         symbolic graph, kernels for the class (`lower_to_program`'s hint). None where the
         graph cannot be planned symbolically (then each binding is compiled alone)."""
-        from stridec.compiler.codegen.lower import lower_to_program
-
         key = (binding_class(bindings), device, target)
         program = self._classes.get(key, self)  # (a dict read is atomic: no lock)
         if program is not self and (program is None or program.fits(bindings)):
@@ -643,6 +641,8 @@ class CompiledGraph:
                 if key in self._classes:
                     self.stats.cache_hits += 1
                     return self._classes[key]
+            from stridec.compiler.codegen.lower import lower_to_program
+
             graph = self._symbolic_pipeline()
             program: Program | None = None
             if graph is not None:

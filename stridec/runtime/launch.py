@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import weakref
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from stridec.compiler.codegen.philox import PhiloxKernel
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
-from stridec.ir.symbols import compile_template
+from stridec.ir.symbols import _py_source
 from stridec.runtime.backends import Backend, Launcher, backend
 
 __all__ = [
@@ -147,59 +147,64 @@ class SymbolicRunner:
     once (a kernel's source serves its whole class; only its numbers depend on the
     binding), and every number that does depend on it -- buffer elements, each kernel's
     grid, runtime scalars and C call parameters, the outputs' sizes, strides and offsets
-    -- given by one generated function of the symbols' values (`compile_template`).
-    `bind(values)` is the `Runner` of one binding: that function, a few tuples, and for
-    C kernels one parameter array per kernel; no pass, no code generation, no loading."""
+    -- given by one generated function of the symbols' values, `bind(values)` (one int
+    per symbol, in `symbols` order), which returns the `Runner` of that binding: its
+    numbers, and for C kernels one parameter array per kernel; no pass, no code
+    generation, no loading."""
 
-    __slots__ = ("symbols", "_numbers", "_flat_inputs", "_dtypes", "_launches", "_slots",
-                 "_inputs_as_given")
+    __slots__ = ("symbols", "bind")
 
     def __init__(self, program: Program, launchers: Sequence[Launcher],
                  inputs_as_given: bool = False) -> None:
         self.symbols = program.symbols
-        template = (
-            tuple(b.elements for b in program.buffers),
-            tuple((k.grid, k.args, tuple(n for c in k.calls for n in c[3]))
-                  for k in program.kernels),
-            tuple((o.sizes, o.strides, o.offset) for o in program.outputs),
-        )
-        self._numbers = compile_template(template, program.symbols)
+        where = {n: f"_{i}" for i, n in enumerate(program.symbols)}
+        scope: dict[str, Any] = {"_Runner": Runner, "_array": array}
         read = {s for launch in program.launches for s in launch.args}
-        self._flat_inputs = () if inputs_as_given else tuple(
+        scope["_flat"] = () if inputs_as_given else tuple(
             s for s in range(program.n_inputs) if s in read
         )
-        self._dtypes = tuple(as_dtype(b.dtype).torch for b in program.buffers)
+        buffers = []
+        for i, b in enumerate(program.buffers):
+            scope[f"_d{i}"] = as_dtype(b.dtype).torch
+            buffers.append(f"({_source(b.elements, where)}, _d{i}), ")
         launches = []
-        for launch in program.launches:
+        for j, launch in enumerate(program.launches):
             k = program.kernels[launch.kernel]
-            args = tuple(
+            scope[f"_l{j}"] = launchers[launch.kernel]
+            scope[f"_a{j}"] = tuple(
                 (s, None if v is None else getattr(torch, v))
                 for s, v in zip(launch.args, launch.views, strict=True)
             )
-            launches.append((launch.kernel, launchers[launch.kernel], args,
-                             {"num_warps": k.num_warps, **k.constexprs}, k.lang == "c"))
-        self._launches = tuple(launches)
-        self._slots = tuple(o.slot for o in program.outputs)
-        self._inputs_as_given = inputs_as_given
+            scope[f"_k{j}"] = {"num_warps": k.num_warps, **k.constexprs}
+            keywords = f"_k{j}"
+            if k.lang == "c":  # C kernels read every call's sizes from one int64 array
+                params = tuple(n for c in k.calls for n in c[3])
+                keywords = f"{{**_k{j}, 'params': _array('q', {_source(params, where)})}}"
+            entry = (f"(_l{j}, {_source(k.grid, where)}, _a{j}, {_source(k.args, where)}, "
+                     f"{keywords})")
+            if not k.grid or (type(k.grid[0]) is int and k.grid[0]):
+                launches.append(f"{entry}, ")
+            elif type(k.grid[0]) is not int:  # no program where the extent is 0
+                launches.append(f"*(({entry},) if {_source(k.grid[0], where)} else ()), ")
+        outputs = "".join(f"{_source((o.slot, o.sizes, o.strides, o.offset), where)}, "
+                          for o in program.outputs)
+        text = (f"def bind(values):\n    {''.join(f'{a}, ' for a in where.values())}= values\n"
+                f"    return _Runner(_flat, ({''.join(buffers)}), ({''.join(launches)}), "
+                f"({outputs}), {bool(inputs_as_given)})")
+        exec(text, scope)  # noqa: S102 - our own text
+        # `bind(values)`: the runner of the binding `values` (one int per symbol, in
+        # `symbols` order): one generated function.
+        self.bind: Callable[[Sequence[int]], Runner] = scope["bind"]
 
-    def bind(self, values: Sequence[int]) -> Runner:
-        """The runner of the binding `values` (one int per symbol, in `symbols` order)."""
-        elements, kernels, outputs = self._numbers(*values)
-        launches = []
-        for index, launcher, args, keywords, native in self._launches:
-            grid, scalars, params = kernels[index]
-            if grid and grid[0] == 0:
-                continue  # no program: an extent that is 0 for this binding
-            if native:  # C kernels read every call's sizes from one int64 array
-                keywords = {**keywords, "params": array("q", params)}
-            launches.append((launcher, grid, args, scalars, keywords))
-        return Runner(
-            flat_inputs=self._flat_inputs,
-            buffers=tuple(zip(elements, self._dtypes, strict=True)),
-            launches=tuple(launches),
-            outputs=tuple((s, *o) for s, o in zip(self._slots, outputs, strict=True)),
-            inputs_as_given=self._inputs_as_given,
-        )
+
+def _source(x: Any, where: Mapping[str, str]) -> str:
+    """Python source of `x` (a size, or nested tuples of sizes and None) over the symbols
+    named as in `where`."""
+    if isinstance(x, (tuple, list)):
+        return "(" + "".join(f"{_source(v, where)}, " for v in x) + ")"
+    if x is None or isinstance(x, bool):
+        return repr(x)
+    return _py_source(x, where)
 
 
 def runner(program: Program, on: str | Backend, *, inputs_as_given: bool = False,
