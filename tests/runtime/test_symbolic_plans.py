@@ -197,7 +197,7 @@ def _bad_calls(n: int, m: int) -> list[tuple[torch.Tensor, ...]]:
     bad = [
         (x,),  # the count
         (x.float(), y),  # dtype
-        (x, torch.randn(3, m, dtype=torch.float16).t()),  # another layout than declared (planned per binding)
+        (x, torch.randn(3, m, dtype=torch.float16).t()),  # another layout: planned per binding
         (x[:, :-1], y),  # compound size 2*M + 1
         (x, torch.randn(m, 4, dtype=torch.float16)),  # static dim
         (x.unsqueeze(0), y),  # rank
