@@ -14,7 +14,7 @@ import hashlib
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -359,7 +359,7 @@ class CompiledGraph:
         self._bound: OrderedDict[tuple, CompiledGraph] = OrderedDict()
         self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
         self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
-        self._pipelined: tuple[Graph | None] | None = None
+        self._pipelined: dict[tuple[tuple[str, int], ...], Graph | None] = {}
         self._declared_fn: Callable[..., tuple] | None = None
         self._fast_bind: Any = self  # `fast_binder`'s function, built on first use
         self._declared_sizes = [(n, t.sizes) for n, t in self._inputs]
@@ -643,7 +643,11 @@ class CompiledGraph:
                     return self._classes[key]
             from stridec.compiler.codegen.lower import lower_to_program
 
-            graph = self._symbolic_pipeline()
+            # A symbol at 0 or 1 decides what no other value does -- as torch does, a
+            # `contiguous` of a (3, N) transpose is the input itself at N = 1 -- so its
+            # classes run the pipeline with it set.
+            graph = self._symbolic_pipeline(
+                {k: v for k, v in bindings.items() if v in (0, 1)})
             program: Program | None = None
             if graph is not None:
                 try:
@@ -660,26 +664,29 @@ class CompiledGraph:
                 self._classes.popitem(last=False)
             return program
 
-    def _symbolic_pipeline(self) -> Graph | None:
-        """The pass pipeline run once on the symbolic graph (what every class lowers: the
-        passes take no binding), or None where it cannot run for every value of the
-        symbols (Philox, a view decided only per value). Callers hold `_lock`."""
+    def _symbolic_pipeline(self, fixed: Mapping[str, int] | None = None) -> Graph | None:
+        """The pass pipeline run once on the symbolic graph with the symbols of `fixed`
+        set (what every class of those values lowers: the passes take no other binding),
+        or None where it cannot run for every value of the others (Philox, a view decided
+        only per value). Callers hold `_lock`."""
         from stridec.compiler.pass_manager import PassManager, parse_pipeline
         from stridec.compiler.passes.plan_memory import PlanMemory
 
-        if self._pipelined is None:
-            graph: Graph | None = self.graph.clone()
+        key = tuple(sorted((fixed or {}).items()))
+        if key not in self._pipelined:
             passes = parse_pipeline(self.pipeline)
             if self.copy_aliased_outputs:
                 passes = [dataclasses.replace(p, copy_aliased_outputs=True)
                           if isinstance(p, PlanMemory) else p for p in passes]
+            graph: Graph | None = None
             try:
+                graph = self.graph.bind(dict(key)) if key else self.graph.clone()
                 PassManager(passes=passes).run(graph)
                 self.stats.pipeline_runs += 1
             except StridecError:
                 graph = None
-            self._pipelined = (graph,)
-        return self._pipelined[0]
+            self._pipelined[key] = graph
+        return self._pipelined[key]
 
     def symbolic_outputs(self) -> tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...] | None:
         """(sizes, strides) of each output of the plan every class shares, over the

@@ -247,3 +247,38 @@ def test_compound_sizes_call_like_the_reference() -> None:
     ref = stridec.compile(compound_graph(), backend="reference")
     for n, m in [(2, 3), (5, 2), (3, 4), (7, 16)]:
         check(fn, ref, torch.randn(n, 2 * m + 1).half(), torch.randn(m, 3).half())
+
+
+def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether `a` is a view of `b`'s storage (its base pointer), compared only where a
+    storage holds bytes: two empty storages share nothing to compare."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()
+
+
+# Functions whose result is the input itself (or a view of it) exactly where a symbol is 0
+# or 1, as torch decides: a transposed (N, 3) is contiguous at N = 1, viewable as one row.
+_DEGENERATE = {
+    "t_contiguous": lambda y: y.t().contiguous(),
+    "t_reshape": lambda y: y.t().reshape(-1),
+    "permute_contiguous": lambda y: y.permute(1, 0, 2).contiguous(),
+}
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+@pytest.mark.parametrize("name", sorted(_DEGENERATE))
+def test_symbols_at_zero_and_one_alias_where_torch_does(name: str, backend: str) -> None:
+    """The classes of a symbol at 0 or 1 are planned with it set: the result is the input
+    (values, strides, offset and storage) exactly where torch's is, not a copy the generic
+    class would make."""
+    f = _DEGENERATE[name]
+    rank3 = name.startswith("permute")
+    example = torch.randn(4, 3, 2) if rank3 else torch.randn(4, 3)
+    fn = stridec.compile(stridec.trace(f, example, dynamic={0: [0]}), backend=backend)
+    for n in (1, 0, 2, 5, 1, 16):
+        x = torch.randn((n, 3, 2) if rank3 else (n, 3))
+        got, want = fn(x), f(x)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        assert got.storage_offset() == want.storage_offset()
+        assert torch.equal(got, want)
+        assert _shares_storage(got, x) == _shares_storage(want, x), n
