@@ -26,7 +26,7 @@ from stridec.errors import CallError, LayoutError, StridecError, UnsupportedErro
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp
-from stridec.ir.symbols import compile_template
+from stridec.ir.symbols import compile_template, evaluate
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
@@ -588,7 +588,7 @@ class CompiledGraph:
 
     def _bound_graph(self, tensors: tuple[Any, ...]) -> CompiledGraph:
         """The compiled static graph of this call's sizes, sharing this graph's `stats`:
-        where no class plan serves (inputs in other layouts than declared, `out=`, Philox,
+        where no class plan serves (inputs in other layouts than declared, Philox,
         the C kernels, the reference backend)."""
         key = tuple(tuple(t.shape) for t in tensors)
         found = self._bound.get(key)
@@ -760,11 +760,39 @@ class CompiledGraph:
         self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _symbolic_outs(self, tensors: tuple[Any, ...], out: Any, device: torch.device,
+                       bindings: Mapping[str, int]) -> OutCall:
+        """`check_outs` against the outputs' sizes at `bindings`: every `out=` check of a
+        static call, each failure naming `out` or `out[i]`."""
+        types = [TensorType(evaluate(t.sizes, bindings), t.dtype) for t in self._output_types]
+        return check_outs(self.graph.name, types, out, tensors, device)
+
+    def _call_symbolic_out(self, tensors: tuple[Any, ...], out: Any, found: tuple) -> Any:
+        """`fn(*tensors, out=...)` on the class plan: the outs checked as a static call
+        checks them, the class's program run, then each result copied into its out. Every
+        result is computed before any out is written (an out may share memory with an
+        input: a result that is a view of that input is copied apart first), and nothing
+        outside each out view is written."""
+        program, runner, device, bindings = found
+        call = self._symbolic_outs(tensors, out, device, bindings)
+        results = launch.run_with(runner, tensors, device)
+        self.stats.launches += program.launch_count
+        ptrs = {o.untyped_storage().data_ptr() for o in call.outs if o.numel()}
+        results = [r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs else r
+                   for r in results]
+        for o, r in zip(call.outs, results, strict=True):
+            o.copy_(r)
+        return call.outs[0] if len(call.outs) == 1 else call.outs
+
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
         if self.symbols:
-            if out is None and not named and self.backend != "reference":
-                return self._call_symbolic(tensors)
+            if not named and self.backend != "reference":
+                if out is None:
+                    return self._call_symbolic(tensors)
+                found = self._symbolic_plan(tensors)
+                if found is not None:
+                    return self._call_symbolic_out(tensors, out, found)
             return self._bound_graph(tensors)(*tensors, out=out, **named)
         if out is not None:
             if named:
@@ -868,10 +896,12 @@ class CompiledGraph:
         serves the call."""
         if self.symbols:
             found = None
-            if out is None and self.backend != "reference":
+            if self.backend != "reference":
                 found = self._symbolic_plan(tensors)
             if found is None:
                 return self._bound_graph(tensors).plan_for(*tensors, out=out)
+            if out is not None:  # the class plan, whose results are copied into the outs
+                self._symbolic_outs(tensors, out, found[2], found[3])
             program = found[0]
             kernels = [program.kernels[launch.kernel] for launch in program.launches]
             return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)

@@ -282,3 +282,69 @@ def test_symbols_at_zero_and_one_alias_where_torch_does(name: str, backend: str)
         assert got.storage_offset() == want.storage_offset()
         assert torch.equal(got, want)
         assert _shares_storage(got, x) == _shares_storage(want, x), n
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_out_calls_bind_the_class_plan_and_fill_the_callers_tensors(backend: str) -> None:
+    """`out=` over 9 batch sizes: the class plan (at most 2 code generations), each
+    result written into the caller's tensor (pitched, one transposed), whose padding
+    keeps its bytes; the values and strides are torch's."""
+    fn = stridec.compile(layout_graph(), backend=backend)
+    ref = stridec.compile(layout_graph(), backend="reference")
+    for n in (2, 3, 5, 7, 9, 11, 13, 17, 32):
+        x, y = torch.randn(n, 8, 6, 5).half(), torch.randn(n, 3, 6, 5).half()
+        want = ref(x, y)
+        pitched = torch.full((n, 6, 5, 10), -1.0).half()     # rows of pitch 10, width 8
+        outs = (pitched[..., :8],
+                torch.empty(11, 6, 5, n).half().permute(3, 0, 1, 2),  # N inmost
+                torch.empty(*want[2].shape).half().mT.contiguous().mT,
+                torch.empty(*want[3].shape).half())
+        before = [(o.stride(), o.storage_offset(), o.untyped_storage().data_ptr())
+                  for o in outs]
+        got = fn(x, y, out=outs)
+        assert all(g is o for g, o in zip(got, outs, strict=True))
+        for o, w, b in zip(outs, want, before, strict=True):
+            assert (o.stride(), o.storage_offset(), o.untyped_storage().data_ptr()) == b
+            assert o.shape == w.shape and torch.equal(o, w)
+        assert torch.equal(pitched[..., 8:], torch.full((n, 6, 5, 2), -1.0).half())
+    assert fn.stats.codegen_runs <= 2
+    plan = fn.plan_for(x, y, out=outs)
+    assert plan.program.symbols == ("N",)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_an_out_over_its_own_input_gets_the_values_of_the_inputs_before_the_call(
+    backend: str,
+) -> None:
+    """An out sharing memory with an input (a transpose written over that input) is
+    written after every result is computed, as a static call stages it."""
+    g = stridec.Graph("swap")
+    x = g.input("x", ("N", "N"), "float32")
+    g.output(x.t(), x.flip(0))
+    fn = stridec.compile(g, backend=backend)
+    for n in (2, 3, 5, 7, 9, 12, 17, 20):
+        x = torch.randn(n, n)
+        want = (x.t().clone(), x.flip(0).clone())
+        other = torch.empty(n, n)
+        got = fn(x, out=(x, other))
+        assert got[0] is x and got[1] is other
+        assert torch.equal(x, want[0]) and torch.equal(other, want[1])
+    assert fn.stats.codegen_runs <= 2
+
+
+def test_out_errors_of_a_symbolic_graph_name_the_out() -> None:
+    fn = stridec.compile(layout_graph(), backend="interpret")
+    x, y = torch.zeros(3, 8, 6, 5).half(), torch.zeros(3, 3, 6, 5).half()
+    want = stridec.compile(layout_graph(), backend="reference")(x, y)
+    outs = [torch.empty(*w.shape).half() for w in want]
+    with pytest.raises(CallError, match=r"out\[1\]: expected sizes \[3, 11, 6, 5\]; "
+                                        r"got \[4, 11, 6, 5\]"):
+        fn(x, y, out=(outs[0], torch.empty(4, 11, 6, 5).half(), *outs[2:]))
+    with pytest.raises(CallError, match=r"out\[0\]: expected dtype float16"):
+        fn(x, y, out=(torch.empty(*want[0].shape), *outs[1:]))
+    with pytest.raises(CallError, match=r"out\[3\]: shares memory with out\[2\]"):
+        fn(x, y, out=(*outs[:3], outs[2].flatten()[: want[3].numel()].view(want[3].shape)))
+    with pytest.raises(CallError, match=r"argument 'y': dim 0 is N"):
+        fn(x, y[:2], out=outs)
+    with pytest.raises(CallError, match=r"'out' must give one tensor per output"):
+        fn(x, y, out=outs[:3])
