@@ -10,9 +10,12 @@ the one pool of the process (`stridec/runtime/backends/cpu.py`).
 - Where torch runs its parallel loops on OpenMP, the runtime sets the library onto
   torch's own OpenMP team (`stridec_pool_use_openmp_v1(GOMP_parallel)`, from
   `runtime/backends/cpu.py`): a call is one parallel region of that team, its chunks
-  claimed from one atomic counter. A second pool beside torch's would fight it for the
-  cores, since torch's threads spin for a while after each of its loops. Otherwise (no
-  OpenMP in torch, a forked child) the library's own workers run the calls:
+  cut into one contiguous part per thread, each claimed from its own atomic counter: a
+  thread takes its own part first (the same part at every call, so data a copy touched
+  before is in that core's caches), then helps with the others'. A second pool beside
+  torch's would fight it for the cores, since torch's threads spin for a while after
+  each of its loops. Otherwise (no OpenMP in torch, a forked child) the library's own
+  workers run the calls:
 - Workers are started once, when a call first wants them, and then parked: after a
   short spin they sleep on a condition variable, so an idle pool costs nothing. A call
   publishes its task by bumping a generation counter and wakes sleepers only if there are
@@ -157,17 +160,28 @@ void stridec_pool_use_openmp_v1(void *entry) { gomp_parallel = (gomp_parallel_fn
 typedef struct {
     stridec_task_fn fn;
     void *arg;
-    i64 units, chunk, chunks;
-    i64 next;
+    i64 units, chunk, chunks, parts;
+    i64 next[MAXW + 1]; /* the next chunk of each part */
 } team_task;
+
+/* A thread's number, fixed for the thread's life: the same thread starts on the same part
+   of every call, so a copy run again finds its share of the data in its core's caches. */
+static __thread int team_id = -1;
+static int team_ids;
 
 static void team_body(void *p) {
     team_task *t = (team_task *)p;
-    for (;;) {
-        i64 c = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED);
-        if (c >= t->chunks) return;
-        i64 u0 = c * t->chunk, u1 = u0 + t->chunk < t->units ? u0 + t->chunk : t->units;
-        t->fn(t->arg, u0, u1);
+    if (team_id < 0) team_id = __atomic_fetch_add(&team_ids, 1, __ATOMIC_RELAXED);
+    i64 parts = t->parts, first = team_id % parts;
+    /* its own part first, then what is left of the others' */
+    for (i64 k = 0; k < parts; k++) {
+        i64 q = (first + k) % parts, lo = q * t->chunks / parts, hi = (q + 1) * t->chunks / parts;
+        for (;;) {
+            i64 c = lo + __atomic_fetch_add(&t->next[q], 1, __ATOMIC_RELAXED);
+            if (c >= hi) break;
+            i64 u0 = c * t->chunk, u1 = u0 + t->chunk < t->units ? u0 + t->chunk : t->units;
+            t->fn(t->arg, u0, u1);
+        }
     }
 }
 
@@ -181,8 +195,15 @@ void stridec_pool_run_v1(stridec_task_fn fn, void *arg, i64 units, i64 chunk, i6
     }
     gomp_parallel_fn team = __atomic_load_n(&gomp_parallel, __ATOMIC_ACQUIRE);
     if (team) {  /* the implicit barrier at its end: every chunk is done on return */
-        team_task t = {fn, arg, units, chunk, (units + chunk - 1) / chunk, 0};
+        team_task t;
+        t.fn = fn;
+        t.arg = arg;
+        t.units = units;
+        t.chunk = chunk;
+        t.chunks = (units + chunk - 1) / chunk;
         i64 wanted = t.chunks < nthreads ? t.chunks : nthreads;
+        t.parts = wanted;
+        for (i64 q = 0; q < wanted; q++) t.next[q] = 0;
         team(team_body, &t, (unsigned)wanted, 0);
         return;
     }
