@@ -620,12 +620,13 @@ class CompiledGraph:
         return True
 
     def _class_program(self, bindings: dict[str, int], device: torch.device,
-                       target: str) -> Program | None:
+                       target: str, cls: tuple | None = None) -> Program | None:
         """The plan of the class of `bindings` (`binding_class`: each symbol 0, 1, a
         multiple of 16 or none, fitting int32 or not), built once: the pipeline on the
         symbolic graph, kernels for the class (`lower_to_program`'s hint). None where the
-        graph cannot be planned symbolically (then each binding is compiled alone)."""
-        key = (binding_class(bindings), device, target)
+        graph cannot be planned symbolically (then each binding is compiled alone).
+        `cls`: `binding_class(bindings)` where the caller has it (`fast_binder`)."""
+        key = (binding_class(bindings) if cls is None else cls, device, target)
         program = self._classes.get(key, self)  # (a dict read is atomic: no lock)
         if program is not self and (program is None or program.fits(bindings)):
             self.stats.cache_hits += 1
@@ -718,9 +719,9 @@ class CompiledGraph:
                 None if self._declared else fast_binder(self._inputs, self.symbols)
             )
         found = fast(tensors) if fast is not None else None
+        cls = None
         if found is not None:
-            device, bindings = found
-            values = [bindings[n] for n in self.symbols]
+            device, bindings, cls, values = found
         else:
             device = check_arguments(self.graph.name, self._inputs, tensors, sizes=False)
             bindings = bind_call(self._declared_sizes, [t.shape for t in tensors])  # sizes
@@ -729,7 +730,7 @@ class CompiledGraph:
                     or not self._declared_layouts(tensors, values)):
                 return None  # (an input declared with a layout or storage: per binding)
         target = self._target(device)
-        program = self._class_program(bindings, device, target)
+        program = self._class_program(bindings, device, target, cls)
         if program is None:
             return None
         # The class's runner, built once; bound here: its numbers at these values.
@@ -751,11 +752,10 @@ class CompiledGraph:
             if found is None:
                 return self._bound_graph(tensors)(*tensors)
             program, runner, device, _ = found
-            if key is not None:
-                with self._lock:
-                    if len(self._symbolic_hits) >= LOCAL_CAPACITY:
-                        self._symbolic_hits.clear()
-                    self._symbolic_hits[key] = (program, runner, device)
+            if key is not None:  # (no lock: a clear and a store are each atomic)
+                if len(self._symbolic_hits) >= LOCAL_CAPACITY:
+                    self._symbolic_hits.clear()
+                self._symbolic_hits[key] = (program, runner, device)
         outs = launch.run_with(runner, tensors, device)
         self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stridec.compiler.codegen.spec import binding_class, size_class
+from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
 from stridec.ir.symbols import Sym, _py_source, evaluate, free_symbols
 
@@ -99,8 +99,8 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str]) -> An
     class plan needs at once -- the count; plain strided, not nested, not neg-viewed
     `torch.Tensor`s of the declared dtypes on one device; static dims, symbols bound
     consistently, compound sizes; each input in its declared (symbolic) layout; each
-    storage holding its layout -- returning (device, bindings: as `bind_call` gives them),
-    or None where any check fails: the caller then takes the full path
+    storage holding its layout -- returning (device, bindings: as `bind_call` gives them,
+    their `binding_class`, the values in `symbols` order), or None where any check fails: the caller then takes the full path
     (`check_arguments`, `bind_call`), which names what does not fit. None (no function)
     where some symbol is bound by no dim of its own."""
     import torch
@@ -145,7 +145,15 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str]) -> An
             + "0"
             + f" >= t{i}.untyped_storage().nbytes() // t{i}.element_size(): return None",
         ]
-    lines.append(f"    return device, {{{''.join(f'{n!r}: {v}, ' for n, v in where.items())}}}")
+    # The class straight from the values (`binding_class` of the bindings, same order).
+    cls = "".join(
+        f"({n!r}, '0' if {v} == 0 else '1' if {v} == 1 else '16k' if {v} % 16 == 0 else 'n', "
+        f"{v} <= {INT32_MAX}), " for n, v in where.items()
+    )
+    lines.append(
+        f"    return device, {{{''.join(f'{n!r}: {v}, ' for n, v in where.items())}}}, "
+        f"({cls}), ({''.join(f'{where[n]}, ' for n in symbols)})"
+    )
     scope: dict[str, Any] = {"_Tensor": torch.Tensor, "_strided": torch.strided}
     for i, (_, t_type) in enumerate(inputs):
         scope[f"_dtype{i}"] = t_type.dtype.torch

@@ -222,14 +222,15 @@ def test_the_fast_binder_agrees_with_the_full_checks(n: int, m: int) -> None:
     """`fast_binder` answers a good call with `bind_call`'s bindings and the tensors'
     device, and every call a check refuses with None (the full path then decides)."""
     from stridec.runtime.compile import check_arguments
-    from stridec.runtime.symbolic import bind_call, fast_binder
+    from stridec.runtime.symbolic import bind_call, binding_class, fast_binder
 
     fn = stridec.compile(compound_graph(), backend="cpu")
     fast = fast_binder(fn._inputs, fn.symbols)
     x = torch.randn(n, 2 * m + 1, dtype=torch.float16)
     y = torch.randn(m, 3, dtype=torch.float16)
     want = bind_call(fn._declared_sizes, [x.shape, y.shape])
-    assert fast((x, y)) == (x.device, want)
+    values = tuple(want[s] for s in fn.symbols)
+    assert fast((x, y)) == (x.device, want, binding_class(want), values)
     assert list(want.items()) == list(fast((x, y))[1].items())  # the same order
     for bad in _bad_calls(n, m):
         assert fast(bad) is None
