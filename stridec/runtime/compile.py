@@ -361,7 +361,9 @@ class CompiledGraph:
         self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
         self._pipelined: dict[tuple[tuple[str, int], ...], Graph | None] = {}
         self._declared_fn: Callable[..., tuple] | None = None
-        self._fast_bind: Any = self  # `fast_binder`'s function, built on first use
+        # `fast_binder`'s functions (of the tensors, of the tensors and their call key),
+        # built on first use.
+        self._fast_bind: tuple[Any, Any] = (self, None)
         self._declared_sizes = [(n, t.sizes) for n, t in self._inputs]
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
@@ -707,18 +709,23 @@ class CompiledGraph:
         and dim that does not fit the graph's sizes."""
         return self._bindings(tuple(tensors))
 
-    def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
+    def _symbolic_plan(self, tensors: tuple[Any, ...], key: tuple | None = None) -> tuple[
         Program, launch.Runner, torch.device, dict[str, int]
     ] | None:
         """(class program, runner for this binding, device, bindings) of a call the class
         plan serves; None where it does not (see `_bound_graph`). Every check at once
-        first (`fast_binder`); where one fails, the full checks name it."""
-        fast = self._fast_bind
+        first (`fast_binder`; with the call's `_call_key` where the caller has one, read
+        from it); where one fails, the full checks name it."""
+        fast, keyed = self._fast_bind
         if fast is self:
-            fast = self._fast_bind = (
-                None if self._declared else fast_binder(self._inputs, self.symbols)
+            fast, keyed = self._fast_bind = (None, None) if self._declared else (
+                fast_binder(self._inputs, self.symbols),
+                fast_binder(self._inputs, self.symbols, keyed=True),
             )
-        found = fast(tensors) if fast is not None else None
+        if fast is None:
+            found = None
+        else:
+            found = fast(tensors) if key is None else keyed(tensors, key)
         cls = None
         if found is not None:
             device, bindings, cls, values = found
@@ -748,7 +755,7 @@ class CompiledGraph:
             program, runner, device = hit
             self.stats.cache_hits += 1
         else:
-            found = self._symbolic_plan(tensors)
+            found = self._symbolic_plan(tensors, key)
             if found is None:
                 return self._bound_graph(tensors)(*tensors)
             program, runner, device, _ = found

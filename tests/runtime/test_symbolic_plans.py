@@ -221,7 +221,7 @@ def compound_graph() -> stridec.Graph:
 def test_the_fast_binder_agrees_with_the_full_checks(n: int, m: int) -> None:
     """`fast_binder` answers a good call with `bind_call`'s bindings and the tensors'
     device, and every call a check refuses with None (the full path then decides)."""
-    from stridec.runtime.compile import check_arguments
+    from stridec.runtime.compile import _call_key, check_arguments
     from stridec.runtime.symbolic import bind_call, binding_class, fast_binder
 
     fn = stridec.compile(compound_graph(), backend="cpu")
@@ -232,8 +232,12 @@ def test_the_fast_binder_agrees_with_the_full_checks(n: int, m: int) -> None:
     values = tuple(want[s] for s in fn.symbols)
     assert fast((x, y)) == (x.device, want, binding_class(want), values)
     assert list(want.items()) == list(fast((x, y))[1].items())  # the same order
+    keyed = fast_binder(fn._inputs, fn.symbols, keyed=True)  # reads the call key
+    assert keyed((x, y), _call_key((x, y))) == fast((x, y))
     for bad in _bad_calls(n, m):
         assert fast(bad) is None
+        if _call_key(bad) is not None:
+            assert keyed(bad, _call_key(bad)) is None
         try:
             check_arguments("compound", fn._inputs, bad, sizes=False)
             bind_call(fn._declared_sizes, [t.shape for t in bad])
@@ -349,3 +353,24 @@ def test_out_errors_of_a_symbolic_graph_name_the_out() -> None:
         fn(x, y[:2], out=outs)
     with pytest.raises(CallError, match=r"'out' must give one tensor per output"):
         fn(x, y, out=outs[:3])
+
+
+def test_program_fits_agrees_with_its_limits() -> None:
+    """`Program.fits` (one generated expression) answers as the kernels' int32 limits
+    evaluated one by one do, on both sides of the int32 range."""
+    from stridec.compiler.codegen.program import INT32_MAX
+    from stridec.ir.symbols import evaluate
+
+    g = stridec.Graph("fits")
+    x = g.input("x", ("N", 8, 6, 5), "float16")
+    g.output(x.permute(0, 2, 3, 1).contiguous())
+    fn = stridec.compile(g, backend="interpret")  # (the C kernels index in int64)
+    fn(torch.randn(3, 8, 6, 5).half())
+    programs = [p for p in fn._classes.values() if p is not None]
+    limits = [lim for p in programs for k in p.kernels for lim in k.limits]
+    assert programs and limits
+    for n in (2, 3, 1000, 2**20, 2**22, 2**23, 2**24, 2**25, 2**31):
+        want = all(sum(abs(evaluate(t, {"N": n})) for t in lim) <= INT32_MAX
+                   for lim in limits)
+        assert programs[0].fits({"N": n}) == want, n
+    assert not programs[0].fits({"N": 2**31})

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from stridec.ir.symbols import Sym, compile_template, format_size, parse_size
+from stridec.ir.symbols import Sym, _py_source, format_size, parse_size
 
 INT32_MAX = 2**31 - 1
 
@@ -158,11 +158,15 @@ class Program:
         """Whether every int32 kernel keeps its indices within int32 for `values` (one
         generated function of the symbols' values, built on first use: a call asks)."""
         if self._fits is None:
-            limits = tuple(limit for k in self.kernels for limit in k.limits)
-            numbers = compile_template(limits, self.symbols)
-            self._fits = lambda *v: all(sum(map(abs, limit)) <= INT32_MAX
-                                        for limit in numbers(*v))
-        return self._fits(*(values[n] for n in self.symbols))
+            where = {n: f"_{i}" for i, n in enumerate(self.symbols)}
+            tests = " and ".join(
+                "(" + " + ".join(f"abs({_py_source(term, where)})" for term in limit)
+                + f") <= {INT32_MAX}"
+                for k in self.kernels for limit in k.limits if limit
+            )
+            self._fits = eval(  # noqa: S307 - our own text
+                f"lambda {', '.join(where.values())}: {tests or 'True'}")
+        return self._fits(*[values[n] for n in self.symbols])
 
     def bind(self, values: Mapping[str, int]) -> Program:
         """The static program of the binding `values` (a value for each of `symbols`)."""
