@@ -18,6 +18,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_oracle import check_against_torch
 
 import stridec
 from stridec.errors import ShapeError
@@ -212,24 +213,6 @@ def test_pad_that_only_crops_clones_with_the_operands_strides() -> None:
 # --------------------------------------------------------------------------- memory formats
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
-
-
-def _like_torch(got: tuple, want: tuple, inputs: tuple) -> None:
-    """Values, strides, storage offset and the inputs shared, output by output."""
-    for i, (a, e) in enumerate(zip(got, want, strict=True)):
-        assert a.dtype == e.dtype and a.shape == e.shape, f"output {i}"
-        assert torch.equal(a, e), f"output {i}"
-        assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset()), (
-            f"output {i}: strides {a.stride()} offset {a.storage_offset()}, torch "
-            f"{e.stride()} offset {e.storage_offset()}")
-        if not e.untyped_storage().nbytes():
-            continue  # an empty storage has no address of its own: sharing cannot be told
-        shared = [_storage(a) == _storage(x) for x in inputs]
-        assert shared == [_storage(e) == _storage(x) for x in inputs], f"output {i}"
-
-
 def _strided(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> torch.Tensor:
     """A float32 tensor of these strides over its own storage, values 0, 1, 2, ..."""
     need = 1 + offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) if all(
@@ -282,7 +265,7 @@ def test_memory_format_results_alias_exactly_where_torchs_do(program: str, layou
     run = stridec.run_reference if backend == "reference" else stridec.compile(graph,
                                                                              backend=backend)
     got = run(graph, x) if backend == "reference" else run(x)
-    _like_torch(got if isinstance(got, tuple) else (got,), (fn(x),), (x,))
+    check_against_torch(got, (fn(x),), (x,))
 
 
 @pytest.mark.parametrize("backend", ("interpret", "cpu", "reference"))
@@ -301,7 +284,7 @@ def test_memory_formats_in_the_builder_and_in_rank_5(backend: str) -> None:
     want = (x5.contiguous(memory_format=cl3), x5.to(memory_format=cl3),
             x5.clone(memory_format=cl3), x5.contiguous(),
             x5[:, :, :, :, ::2].contiguous(memory_format=cl3))
-    _like_torch(got, want, (x5,))
+    check_against_torch(got, want, (x5,))
 
 
 def test_memory_format_errors_name_the_call() -> None:
@@ -325,10 +308,9 @@ def _traced_like_torch(fn, *xs: torch.Tensor) -> None:
     strides, offset and storage shared as torch's."""
     graph = stridec.trace(fn, *(torch.zeros(x.shape, dtype=x.dtype) for x in xs))
     want = fn(*xs)
-    want = want if isinstance(want, tuple) else (want,)
     for backend in ("interpret", "cpu", "reference"):
         got = stridec.compile(graph, backend=backend)(*xs)
-        _like_torch(got if isinstance(got, tuple) else (got,), want, xs)
+        check_against_torch(got, want, xs)
 
 
 def _channels_last(*sizes: int) -> torch.Tensor:
@@ -425,7 +407,7 @@ def test_a_clone_returned_through_unfolded_views_stays_new_memory(backend: str) 
     g.output(x.clone().as_strided([1], [0], 0)[0])
     t = torch.randn(3, 4)
     got = stridec.compile(g, backend=backend, pipeline=PIPELINE_WITHOUT_FOLDING)(t)
-    _like_torch((got,), (t.clone().as_strided([1], [0], 0)[0],), (t,))
+    check_against_torch(got, t.clone().as_strided([1], [0], 0)[0], (t,))
 
 
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
@@ -439,4 +421,4 @@ def test_eliminating_a_copy_under_unfolded_views_keeps_the_ir_valid(backend: str
     t = torch.randn(15).as_strided((11, 1, 1, 1), (1, 1, 1, 1), 3)
     pipeline = "merge-fills,fuse-copies,dce,lower-formats,plan-memory,dce,eliminate-copies"
     got = stridec.compile(g, backend=backend, pipeline=pipeline)(t)
-    _like_torch((got,), (t.clone().as_strided([2], [2], 0)[-2],), (t,))
+    check_against_torch(got, t.clone().as_strided([2], [2], 0)[-2], (t,))

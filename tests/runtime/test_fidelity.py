@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_oracle import check_against_torch, storage
 
 import stridec
 from stridec import Layout
@@ -24,10 +25,6 @@ from stridec.errors import StridecError, UnsupportedError, VerificationError
 from stridec.runtime.compile import BACKENDS
 
 CPU_BACKENDS = [b for b in BACKENDS if b not in ("auto", "triton")]
-
-
-def storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
 
 
 def arg(kind: str, sizes: tuple[int, ...] = (4, 6)) -> torch.Tensor:
@@ -51,23 +48,6 @@ def arg(kind: str, sizes: tuple[int, ...] = (4, 6)) -> torch.Tensor:
 
 
 KINDS = ("contiguous", "transposed", "stepped", "expanded", "offset")
-
-
-def check_against_torch(got: Any, want: Any, inputs: tuple[torch.Tensor, ...]) -> None:
-    """Values, sizes, strides, offset and the inputs shared, output by output."""
-    got = got if isinstance(got, tuple) else (got,)
-    want = want if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for i, (a, e) in enumerate(zip(got, want, strict=True)):
-        assert a.dtype == e.dtype and a.shape == e.shape, f"output {i}"
-        assert torch.equal(a, e), f"output {i}: {a} != {e}"
-        assert (a.stride(), a.storage_offset()) == (e.stride(), e.storage_offset()), (
-            f"output {i}: strides {a.stride()} offset {a.storage_offset()}, torch "
-            f"{e.stride()} offset {e.storage_offset()}")
-        shared = [storage(a) == storage(x) for x in inputs]
-        expected = [storage(e) == storage(x) for x in inputs]
-        assert shared == expected, (
-            f"output {i} shares memory with inputs {shared}, torch {expected}")
 
 
 def run_builder(fn: Callable[[Any], Any], x: torch.Tensor, backend: str) -> Any:
