@@ -20,6 +20,9 @@ With `--cpu` the rows that have a CPU shape run on the CPU through the `cpu` bac
 outputs preallocated, beside torch eager, torch.compile (Inductor's C++ backend) and a
 same-run `dst.copy_(src)` of the row's bytes (memcpy): the four calls of a row alternate,
 in a rotating order, for `--cpu-repeats` rounds, and each system's median is reported.
+Before every timed call the caches are flushed by reading a buffer twice the size of the
+last-level cache (`--cpu-flush-mb`), so every system starts cold, after the same
+predecessor, whatever ran before it.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class Session:
     host_calls: int = 200
     host_batches: int = 15
     interleave: int = 0  # > 0: rounds of interleaved wall-clock timing (CPU runs)
+    flush_mb: int = 0  # > 0: MB read before each interleaved timed call (cache flush)
     baselines: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     def sync(self) -> None:
@@ -377,6 +381,21 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
     return row
 
 
+def last_level_cache_mb() -> int:
+    """The largest CPU cache in MB as Linux reports it (sysfs), or 32 where it says nothing."""
+    kib = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip()
+        if text[:-1].isdigit() and text[-1] in "KM":
+            kib.append(int(text[:-1]) * (1024 if text[-1] == "M" else 1))
+    return max(max(kib, default=0) // 1024, 1) if kib else 32
+
+
+def _flush_buffer(mb: int) -> torch.Tensor | None:
+    """An int64 buffer of `mb` MB, written once; reading it evicts the row's tensors."""
+    return torch.ones(mb << 17, dtype=torch.int64) if mb > 0 else None
+
+
 def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Session,
                       row: dict[str, Any], progress: Progress) -> None:
     """CPU timing: every system of the row and a `dst.copy_(src)` of `total / 2` bytes
@@ -396,8 +415,11 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Sessio
         except Exception as e:  # a system that fails to run is reported, the row goes on
             failed[name] = _error(e, "timing")
     names = [name for name in names if name not in failed]
+    flush = _flush_buffer(s.flush_mb)
     for r in range(s.interleave):
         for name in names[r % len(names):] + names[:r % len(names)]:
+            if flush is not None:
+                flush.sum()  # clean lines only: nothing dirty left for the timed call to write back
             t0 = time.perf_counter()
             everything[name]()
             samples[name].append((time.perf_counter() - t0) * 1e3)
@@ -710,7 +732,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if cpu:
         timer, how = wall_timer(args.cpu_repeats), (
             f"host clock; the row's systems and a same-run memcpy interleaved, order "
-            f"rotated, {args.cpu_repeats} rounds, medians; {torch.get_num_threads()} threads")
+            f"rotated, {args.cpu_repeats} rounds, medians; "
+            + (f"caches flushed before each timed call (a {args.cpu_flush_mb} MB read); "
+               if args.cpu_flush_mb else "caches not flushed (warm); ")
+            + f"{torch.get_num_threads()} threads")
     elif smoke:
         timer, how = (wall_timer(args.cpu_repeats), "host clock, median (CPU interpreter: "
                       "says nothing about a GPU)") if args.cpu_timing else (
@@ -723,7 +748,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     scale = "cpu" if cpu else ("tiny" if smoke else "full")
     s = Session(device, scale, backend, timer, torch_compile,
                 host_calls=args.host_calls, host_batches=args.host_batches,
-                interleave=args.cpu_repeats if cpu else 0)
+                interleave=args.cpu_repeats if cpu else 0,
+                flush_mb=args.cpu_flush_mb if cpu else 0)
     info, versions = environment(device)
     print(f"stridec bench: {device_text(info)}, torch "
           f"{versions['torch']}, triton {versions['triton']}, stridec {versions['stridec']}; "
@@ -782,6 +808,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(CPU interpreter numbers, not results)")
     p.add_argument("--cpu-repeats", type=int, default=None,
                    help="rounds of CPU timing (default: 15 with --cpu, 3 with --smoke)")
+    p.add_argument("--cpu-flush-mb", type=int, default=2 * last_level_cache_mb(),
+                   help="with --cpu: MB read before each timed call to flush the caches, so "
+                        "every system starts cold (default: twice the last-level cache, "
+                        "%(default)s here; 0: no flush, warm caches)")
     p.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scale", default="full", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
