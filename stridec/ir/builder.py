@@ -119,11 +119,12 @@ class GraphBuilder:
         low: float = 0.0,
         high: float = 1.0,
     ) -> tuple[Value, Value]:
+        sizes = tuple(_symbolic(sizes, "philox_uniform: sizes"))
         return emit(
             self,
             O.PhiloxUniformOp,
             (state,),
-            {"sizes": tuple(sizes), "dtype": dtype, "low": low, "high": high},
+            {"sizes": sizes, "dtype": dtype, "low": low, "high": high},
         )
 
 

@@ -590,8 +590,8 @@ class CompiledGraph:
 
     def _bound_graph(self, tensors: tuple[Any, ...]) -> CompiledGraph:
         """The compiled static graph of this call's sizes, sharing this graph's `stats`:
-        where no class plan serves (inputs in other layouts than declared, Philox,
-        the C kernels, the reference backend)."""
+        where no class plan serves (inputs in other layouts than declared, a kernel not
+        generated for every value of its class, the reference backend)."""
         key = tuple(tuple(t.shape) for t in tensors)
         found = self._bound.get(key)
         if found is not None:
@@ -670,8 +670,8 @@ class CompiledGraph:
     def _symbolic_pipeline(self, fixed: Mapping[str, int] | None = None) -> Graph | None:
         """The pass pipeline run once on the symbolic graph with the symbols of `fixed`
         set (what every class of those values lowers: the passes take no other binding),
-        or None where it cannot run for every value of the others (Philox, a view decided
-        only per value). Callers hold `_lock`."""
+        or None where it cannot run for every value of the others (a view decided only
+        per value). Callers hold `_lock`."""
         from stridec.compiler.pass_manager import PassManager, parse_pipeline
         from stridec.compiler.passes.plan_memory import PlanMemory
 

@@ -34,7 +34,7 @@ from stridec.compiler.codegen.philox import PhiloxKernel
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
-from stridec.ir.symbols import _py_source
+from stridec.ir.symbols import _py_source, is_static
 from stridec.runtime.backends import Backend, Launcher, backend
 
 __all__ = [
@@ -388,6 +388,12 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
     interpreter; a C kernel (`codegen.c.philox.generate_c_philox`) runs CPU tensors
     natively. Nothing is synchronized with the host.
     """
+    if not is_static((kernel.grid, getattr(kernel, "args", ()), getattr(kernel, "calls", ()))):
+        raise CallError(
+            f"philox {kernel.name}: its sizes are symbolic; expected a static kernel (a "
+            "symbolic one runs in its program, whose call binds the sizes: "
+            "`runner(program, backend, bindings=...)`)"
+        )
     state_words = _state_view(state, "state")
     new_words = _state_view(new_state, "new_state")
     dst = _philox_dst_view(kernel, dst_storage)

@@ -303,8 +303,9 @@ class TorchOp:
         class plan's layouts over the symbols (for inputs in their declared layouts),
         evaluated at `bindings` — ints, or the `SymInt`s of a fake call (torch evaluates
         the sums, products and floor divisions symbolically), so the strides are the same
-        expression for every batch size. Where the graph has no symbolic plan (Philox),
-        the plan of the bound sizes: under torch.compile each size is then specialized."""
+        expression for every batch size. Where the graph has no symbolic plan (its passes
+        cannot run for every value), the plan of the bound sizes: under torch.compile
+        each size is then specialized."""
         if not self.symbols:
             return [(o.sizes, o.strides) for o in self.program_for(tensors).outputs]
         if self._symbolic_outputs is None:

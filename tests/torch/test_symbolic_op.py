@@ -280,10 +280,10 @@ def test_out_overload_writes_every_size(layouts_op):
         layouts_op(*meta[:2], out=tuple(meta[2:]))
 
 
-def test_a_graph_without_a_symbolic_plan_is_planned_per_size():
-    """Philox is not generated over symbolic sizes: the operator plans each size alone
-    (the fake too, specializing the size under torch.compile) and equals the operator of
-    the graph bound to that size."""
+def test_a_philox_graph_is_planned_once_per_class():
+    """Philox over symbolic sizes is planned per class, as copies are: the operator, eager
+    and under torch.compile, equals the operator of the graph bound to each size, and
+    the sizes of one class cost one code generation."""
     g = stridec.Graph("philox_any_batch")
     x = g.input("x", ("N", 4), "float32")
     state = g.input("state", (6,), "int32")
@@ -300,3 +300,4 @@ def test_a_graph_without_a_symbolic_plan_is_planned_per_size():
         for call in (op, compiled):
             for o, w in zip(call(a, s), want, strict=True):
                 assert o.shape == w.shape and o.stride() == w.stride() and torch.equal(o, w)
+    assert op.compiled.stats.codegen_runs == 1  # N = 2, 3, 5: one class

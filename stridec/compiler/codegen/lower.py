@@ -300,11 +300,6 @@ class _Lowering:
         self._launch_group()
 
     def philox(self, op: PhiloxOp | PhiloxUniformOp, position: int) -> None:
-        if self.hint is not None:
-            raise UnsupportedError(
-                "lower-to-triton: philox over symbolic sizes is not generated; the graph "
-                "is bound first"
-            )
         self.flush()
         state = op.operands[0]
         sizes = op.sizes
@@ -345,9 +340,9 @@ class _Lowering:
         block = tuning.blocks[0] if tuning and tuning.blocks else None
         warps = tuning.num_warps if tuning and tuning.num_warps else 4
         if self.target == "c":
-            kernel = generate_c_philox(spec, state_index)
+            kernel = generate_c_philox(spec, state_index, hint=self.hint)
         else:
-            kernel = generate_philox(spec, self.target, block, warps)
+            kernel = generate_philox(spec, self.target, block, warps, hint=self.hint)
         self.add_launch(
             kernel,
             (self.slot_of(state), bits_slot, state_slot),
@@ -407,7 +402,7 @@ def lower_to_program(graph: Graph, target: str = "cuda", tuning: Tuning | None =
     """Generate the kernels of `graph` (after the default pipeline) for `target`: "cuda"
     (Triton), "cpu" (Triton kernels for the interpreter) or "c" (C for the `cpu` backend);
     `tuning` overrides every kernel's CUDA plan (sweeps in `bench/tune.py`). A graph over
-    symbolic sizes is lowered for the class of the binding `hint` (`plan_copy`): a
-    `Program` over those symbols, its kernels' arguments and grids symbolic (copies only:
-    Philox raises `UnsupportedError`; such a graph is bound first)."""
+    symbolic sizes is lowered for the class of the binding `hint` (`plan_copy`,
+    `generate_philox`): a `Program` over those symbols, its kernels' arguments and grids
+    symbolic."""
     return _Lowering(graph, target, tuning, hint).run()

@@ -56,17 +56,31 @@ counter.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stridec.compiler.codegen.copy import KernelParams
 from stridec.errors import ShapeError, UnsupportedError, VerificationError
-from stridec.ir.affine import MAX_RANK, address_span, checked_ints, merge_dims
+from stridec.ir.affine import MAX_RANK, MaskBound, address_span, checked_ints, merge_dims
 from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
+from stridec.ir.symbols import (
+    Sym,
+    ceil_div,
+    evaluate,
+    floor_div,
+    free_symbols,
+    statically_true,
+    substitute,
+)
 
-__all__ = ["PhiloxSpec", "PhiloxKernel", "generate_philox"]
+__all__ = [
+    "PhiloxSpec", "PhiloxKernel", "bind_philox", "generate_philox", "philox_symbols",
+    "plans", "symbolic_plan",
+]
 
 _INT32_LIMIT = 2**31 - 1
 # Random123 philox.h constants, written here again rather than imported: the kernel and
@@ -132,6 +146,9 @@ class PhiloxKernel:
     num_warps: int = 4
     params: tuple[str, ...] = ()
     args: tuple[int, ...] = ()
+    # A symbolic int32 kernel: groups of terms whose absolute values must sum within
+    # 2^31 - 1 for a binding it runs (as `codegen.copy.index_limits`).
+    limits: tuple[tuple[Any, ...], ...] = ()
 
 
 # --------------------------------------------------------------------------- planning
@@ -266,6 +283,104 @@ def _plan(spec: PhiloxSpec) -> _Plan:
     )
 
 
+def philox_symbols(spec: PhiloxSpec) -> frozenset[str]:
+    """The symbols `spec`'s numbers are written in (none for a static spec)."""
+    return free_symbols((
+        spec.sizes, spec.index_strides, spec.index_offset, spec.dst_strides,
+        spec.dst_offset, spec.numel, spec.state_index,
+        tuple((m.coeffs, m.lo, m.hi) for m in spec.masks),
+    ))
+
+
+def bind_philox(spec: PhiloxSpec, bindings: Mapping[str, int]) -> PhiloxSpec:
+    """`spec` with the symbols of `bindings` set (the others stay)."""
+    def at(x: Any) -> Any:
+        return substitute(x, bindings)
+
+    return dataclasses.replace(
+        spec, sizes=at(spec.sizes), index_strides=at(spec.index_strides),
+        index_offset=at(spec.index_offset), dst_strides=at(spec.dst_strides),
+        dst_offset=at(spec.dst_offset), numel=at(spec.numel),
+        state_index=at(spec.state_index),
+        masks=tuple(MaskBound(at(m.coeffs), at(m.lo), at(m.hi)) for m in spec.masks),
+    )
+
+
+def symbolic_plan(spec: PhiloxSpec, hint: Mapping[str, int]) -> tuple[_Plan, _Plan]:
+    """(symbolic plan, static plan at `hint`) of a spec over symbolic sizes, valid for
+    every binding of `hint`'s class: every check of `_plan` made at `hint` (the spec's
+    numbers come from a layout valid for every value), dims merged only where the merge
+    is an identity of the polynomials (`merge_dims` compares exactly), so the symbolic
+    plan's dims are the same dims at every value; the plan at `hint` is the symbolic one
+    evaluated there, for the choices made at one binding (block, index width)."""
+    missing = philox_symbols(spec) - hint.keys()
+    if missing:
+        raise UnsupportedError(
+            f"philox: sizes in {', '.join(sorted(missing))} need a binding of the class to "
+            f"plan for (hint); got {dict(hint)}"
+        )
+    checked = _plan(bind_philox(spec, hint))  # every check, at the hint
+    sizes = tuple(spec.sizes)
+    if len(sizes) > MAX_RANK:
+        raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {sizes}")
+    for what, xs in (("sizes", sizes), ("numel", (spec.numel,))):
+        if not all(statically_true(x >= 0) for x in xs if isinstance(x, Sym)):
+            raise UnsupportedError(
+                f"philox: {what} {xs} are not >= 0 for every value of their symbols"
+            )
+    forms = [tuple(spec.index_strides), tuple(spec.dst_strides)]
+    forms += [tuple(m.coeffs) for m in spec.masks]
+    if checked.space_numel > 0:
+        sizes, forms = merge_dims(sizes, forms)
+    plan = dataclasses.replace(
+        checked,
+        sizes=sizes,
+        index_strides=forms[0],
+        index_offset=spec.index_offset,
+        dst_strides=forms[1],
+        dst_offset=spec.dst_offset,
+        masks=tuple((c, m.lo, m.hi) for c, m in zip(forms[2:], spec.masks, strict=True)),
+        space_numel=math.prod(spec.sizes),
+        numel=spec.numel,
+        state_index=tuple(spec.state_index),
+    )
+    return plan, _evaluated(plan, hint)
+
+
+def plans(spec: PhiloxSpec, hint: Mapping[str, int] | None) -> tuple[
+    _Plan, _Plan, dict[str, int] | None
+]:
+    """(plan, plan at `hint`, the hint's values of the plan's symbols) of `spec`: for a
+    static spec (or no hint) one plan twice and None; for a spec over symbolic sizes,
+    `symbolic_plan` for the class of `hint`, the symbols that are 0 or 1 there set first."""
+    symbols = philox_symbols(spec) if hint is not None else frozenset()
+    if symbols:
+        constants = {k: hint[k] for k in symbols if k in hint and hint[k] in (0, 1)}
+        if constants:
+            spec = bind_philox(spec, constants)
+            symbols = philox_symbols(spec)
+    if not symbols:
+        plan = _plan(spec)
+        return plan, plan, None
+    plan, at = symbolic_plan(spec, hint)
+    return plan, at, {k: hint[k] for k in sorted(symbols)}
+
+
+def _evaluated(plan: _Plan, bindings: Mapping[str, int]) -> _Plan:
+    """A symbolic plan's numbers at `bindings`."""
+    return dataclasses.replace(
+        plan, sizes=evaluate(plan.sizes, bindings),
+        index_strides=evaluate(plan.index_strides, bindings),
+        index_offset=evaluate(plan.index_offset, bindings),
+        dst_strides=evaluate(plan.dst_strides, bindings),
+        dst_offset=evaluate(plan.dst_offset, bindings),
+        masks=tuple(evaluate(m, bindings) for m in plan.masks),
+        space_numel=evaluate(plan.space_numel, bindings),
+        numel=evaluate(plan.numel, bindings),
+        state_index=evaluate(plan.state_index, bindings),
+    )
+
+
 def _is_linear(plan: _Plan) -> bool:
     """True when position, logical index and destination all advance together by 1."""
     if plan.masks or plan.index_offset != 0 or plan.space_numel != plan.numel:
@@ -304,10 +419,13 @@ def _emit_rounds(lines: list[str]) -> None:
     ]
 
 
-def _emit_state_reads(lines: list[str], state_index: tuple[int, ...]) -> None:
+def _emit_state_reads(lines: list[str], state_index: tuple[int, ...],
+                      params: KernelParams) -> None:
     lines.append("    # The state as uint32 words: counter ctr0 (low) .. ctr3, key key0 .. key1.")
-    for name, at in zip(("ctr0", "ctr1", "ctr2", "ctr3", "key0", "key1"), state_index,
-                        strict=True):
+    for k, (name, at) in enumerate(zip(("ctr0", "ctr1", "ctr2", "ctr3", "key0", "key1"),
+                                       state_index, strict=True)):
+        if isinstance(at, Sym):  # a row of a (K, 6) state tensor counted from its end
+            at = params.value(f"sw{k}", at)
         lines.append(f"    {name} = tl.load(state_ptr + {at}).to(tl.uint32, bitcast=True)")
 
 
@@ -333,9 +451,13 @@ def _emit_counter_add(lines: list[str], q: str, wide: bool) -> None:
 def _emit_new_state(lines: list[str], params: KernelParams, numel: int) -> None:
     """Program 0 stores counter + ⌈numel/4⌉ (mod 2^128) and the key; the increment is two
     runtime words, `inc0` (low) and `inc1`."""
-    blocks = -(-numel // 4)
-    w0 = params.value("inc0", blocks & 0xFFFFFFFF)
-    w1 = params.value("inc1", (blocks >> 32) & 0xFFFFFFFF)
+    blocks = ceil_div(numel, 4)
+    if isinstance(blocks, Sym):  # the same words, as expressions (blocks < 2^63)
+        w0 = params.value("inc0", blocks % 2**32)
+        w1 = params.value("inc1", floor_div(blocks, 2**32))
+    else:
+        w0 = params.value("inc0", blocks & 0xFFFFFFFF)
+        w1 = params.value("inc1", (blocks >> 32) & 0xFFFFFFFF)
     # Names of their own: a name rebound inside `if` must keep its type in compiled Triton.
     lines.append("    if pid == 0:")
     lines.append("        # new_state = counter + ceil(numel / 4)")
@@ -455,15 +577,46 @@ def _index_bits(plan: _Plan, linear: bool, block: int) -> int:
     return 32 if max(bounds) <= _INT32_LIMIT else 64
 
 
-def _default_block(linear: bool, work: int, target: str) -> int:
+def _default_block(linear: bool, work: int, target: str, symbolic: bool = False) -> int:
     if target == "cpu":
-        # The interpreter pays per program: few, large programs.
-        return min(max(_next_pow2(work), 16), 1 << 14)
+        # The interpreter pays per program: few, large programs (over symbolic sizes,
+        # not fewer than 2^10 lanes, the block serving larger bindings of the class too).
+        return min(max(_next_pow2(work), 1 << 10 if symbolic else 16), 1 << 14)
     return 512 if linear else 1024
 
 
+def _limits(plan: _Plan, linear: bool, block: int) -> tuple[tuple[Any, ...], ...]:
+    """`_index_bits`'s bounds of a symbolic int32 plan, term by term: for each group, the
+    sum of the terms' absolute values must stay within 2^31 - 1 for a binding to run
+    the plan (`Program.fits`)."""
+    if linear:
+        blocks = ceil_div(plan.numel, 4)
+        return ((blocks + block,), (4 * (blocks + block), plan.dst_offset))
+
+    def terms(strides: tuple[Any, ...], offset: Any) -> tuple[Any, ...]:
+        return (offset, *((n - 1) * st for n, st in zip(plan.sizes, strides, strict=True)))
+
+    return ((plan.space_numel + block,), terms(plan.index_strides, plan.index_offset),
+            terms(plan.dst_strides, plan.dst_offset),
+            *(terms(c, 0) for c, _, _ in plan.masks))
+
+
+def _dst_elements(plan: _Plan, at: _Plan) -> Any:
+    """The smallest flat destination storage the kernel may address: an expression where
+    every destination stride is >= 0 for every value, else its value at the hint."""
+    if at.space_numel == 0:
+        return 0
+    if plan is not at and all(
+        statically_true(st >= 0) if isinstance(st, Sym) else st >= 0 for st in plan.dst_strides
+    ):
+        return plan.dst_offset + sum(
+            (n - 1) * st for n, st in zip(plan.sizes, plan.dst_strides, strict=True)) + 1
+    return address_span(at.sizes, at.dst_strides, at.dst_offset)[1] + 1
+
+
 def generate_philox(
-    spec: PhiloxSpec, target: str = "cuda", block: int | None = None, num_warps: int = 4
+    spec: PhiloxSpec, target: str = "cuda", block: int | None = None, num_warps: int = 4,
+    hint: Mapping[str, int] | None = None,
 ) -> PhiloxKernel:
     """Generate the Triton kernel for `spec` on `target` ("cuda" or "cpu").
 
@@ -471,23 +624,38 @@ def generate_philox(
     the linear path, elements per program on the gather path; `num_warps` is the CUDA
     launch's warps per program. Bad specs raise `ShapeError` / `UnsupportedError` naming
     the field.
+
+    A spec over symbolic sizes is generated for the class of the binding `hint`
+    (`stridec.runtime.symbolic.binding_class`), as a copy is (`codegen.copy.plan_copy`):
+    symbols that are 0 or 1 there become those constants; the dims are merged and the
+    path (linear or gather) chosen for every value (`symbolic_plan`); every number that
+    depends on the symbols is a runtime argument (an expression in `args` and `grid`,
+    marked divisible by what divides it for every value of the class); the block and
+    the index width are chosen at `hint`, an int32 kernel carrying the `limits` a
+    binding must keep to run it.
     """
     if target not in ("cuda", "cpu"):
         raise UnsupportedError(f"philox: target must be 'cuda' or 'cpu'; got {target!r}")
-    plan = _plan(spec)
-    empty = plan.space_numel == 0
+    plan, at, hint = plans(spec, hint)
+    empty = at.space_numel == 0
+    if empty and isinstance(plan.space_numel, Sym):
+        raise UnsupportedError(
+            f"philox: the hint {hint} makes the space {plan.sizes} empty; plan for a "
+            "binding that writes something"
+        )
     linear = not empty and _is_linear(plan)
-    work = -(-plan.numel // 4) if linear else plan.space_numel
+    work = ceil_div(plan.numel, 4) if linear else plan.space_numel
+    work_at = ceil_div(at.numel, 4) if linear else at.space_numel
     if block is None:
-        block = _default_block(linear, work, target)
+        block = _default_block(linear, work_at, target, hint is not None)
     if block < 1 or block & (block - 1):
         raise UnsupportedError(f"philox: block must be a power of two; got {block}")
     if num_warps < 1 or num_warps > 32 or num_warps & (num_warps - 1):
         raise UnsupportedError(f"philox: num_warps must be 1, 2, 4, … 32; got {num_warps}")
-    index_bits = 32 if empty else _index_bits(plan, linear, block)
+    index_bits = 32 if empty else _index_bits(at, linear, block)
     wide = index_bits == 64
 
-    params = KernelParams()
+    params = KernelParams(hint)
     lines: list[str] = []
     if empty:
         strategy = "empty"
@@ -497,7 +665,7 @@ def generate_philox(
     lines.append(
         "    pid = tl.program_id(0).to(tl.int64)" if wide else "    pid = tl.program_id(0)"
     )
-    _emit_state_reads(lines, plan.state_index)
+    _emit_state_reads(lines, plan.state_index, params)
     if linear:
         _linear_body(lines, plan, wide, params)
     elif not empty:
@@ -511,15 +679,19 @@ def generate_philox(
     name = "philox_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     source = text.replace("__NAME__", name)
 
-    grid = (1,) if empty else (max(1, -(-work // block)),)
-    if grid[0] > _INT32_LIMIT:
+    programs_at = 1 if empty else max(1, -(-work_at // block))
+    if programs_at > _INT32_LIMIT:
         raise UnsupportedError(
-            f"philox: {grid[0]} programs of block {block} exceed the grid limit 2^31 - 1"
+            f"philox: {programs_at} programs of block {block} exceed the grid limit 2^31 - 1"
         )
-    if plan.space_numel == 0:
-        dst_elements = 0
+    if isinstance(work, Sym) and not empty:
+        programs = ceil_div(work, block)
+        if not statically_true(programs >= 1):
+            programs = floor_div(work + block, block)  # program 0 always writes new_state
+        grid: tuple[Any, ...] = (programs,)
     else:
-        dst_elements = address_span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
+        grid = (programs_at,)
+    limits = _limits(plan, linear, block) if hint is not None and index_bits == 32 else ()
     return PhiloxKernel(
         name=name,
         kind="philox",
@@ -529,9 +701,10 @@ def generate_philox(
         numel=plan.numel,
         index_bits=index_bits,
         dst_dtype=plan.dtype,
-        dst_elements=dst_elements,
+        dst_elements=_dst_elements(plan, at),
         strategy=strategy,
         num_warps=num_warps,
         params=tuple(params.names),
         args=tuple(params.values),
+        limits=tuple(lim for lim in limits if free_symbols(lim)),
     )

@@ -63,17 +63,24 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.c.copy import CKernel
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION
-from stridec.compiler.codegen.philox import PhiloxSpec, _is_linear, _plan
+from stridec.compiler.codegen.philox import (
+    PhiloxSpec,
+    _dst_elements,
+    _is_linear,
+    _Plan,
+    _plan,
+    plans,
+)
 from stridec.errors import ShapeError, UnsupportedError
-from stridec.ir.affine import address_span
 from stridec.ir.dtypes import DType
+from stridec.ir.symbols import Sym, ceil_div, statically_true
 
 __all__ = [
     "PHILOX_C_SOURCE",
@@ -549,19 +556,30 @@ def _f32_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
-def _word_positions(words: Sequence[int], what: str) -> tuple[int, ...]:
-    out = tuple(int(w) for w in words)
-    if len(out) != 6 or any(w < 0 for w in out):
+def _nonneg(x: Any) -> bool:
+    """`x >= 0` for every value of its symbols (an int: as it is)."""
+    return statically_true(x >= 0) if isinstance(x, Sym) else x >= 0
+
+
+def _word_positions(words: Sequence[Any], what: str) -> tuple[Any, ...]:
+    out = tuple(w if isinstance(w, Sym) else int(w) for w in words)
+    if len(out) != 6 or not all(_nonneg(w) for w in out):
         raise ShapeError(f"philox: {what} must be 6 word positions >= 0; got {words!r}")
     return out
 
 
-def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6)) -> tuple[int, ...]:
+def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6),
+                  hint: Mapping[str, int] | None = None) -> tuple[int, ...]:
     """The int64 parameters of `spec`'s output call (layout in the module docstring);
-    `state_words` are the element positions of the 6 state words in the state storage."""
-    plan = _plan(spec)
+    `state_words` are the element positions of the 6 state words in the state storage.
+    Over symbolic sizes (with `hint`, a binding of the class), expressions."""
+    plan, at, _ = plans(spec, hint)
+    return _params(plan, at, state_words)
+
+
+def _params(plan: _Plan, at: _Plan, state_words: Sequence[Any]) -> tuple[Any, ...]:
     rank = len(plan.sizes)
-    linear = plan.space_numel > 0 and _is_linear(plan)
+    linear = at.space_numel > 0 and _is_linear(plan)
     header = [
         rank, plan.numel, plan.index_offset, plan.dst_offset, len(plan.masks),
         plan.fill_bits, int(linear),
@@ -575,10 +593,11 @@ def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6)) -> tu
             f"philox: at most {MAX_MASKS} masks are supported; got {len(plan.masks)}"
         )
     # The gather path may walk the space in any order (each element's value depends on its
-    # logical index only): destination strides descending, so the writes run forward
-    # through memory instead of striding across it.
+    # logical index only): destination strides descending (at the hint, for a symbolic
+    # plan: any order is right for every value), so the writes run forward through memory
+    # instead of striding across it.
     # A rank-0 space is walked as one dim of size 1 (the gather path needs an innermost dim).
-    order = sorted(range(rank), key=lambda k: -abs(plan.dst_strides[k]))
+    order = sorted(range(rank), key=lambda k: -abs(at.dst_strides[k]))
     sizes = [plan.sizes[k] for k in order] or [1]
     params = header + sizes
     params += [plan.index_strides[k] for k in order] or [0]
@@ -590,25 +609,31 @@ def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6)) -> tu
 
 
 def advance_params(
-    numel: int, state_words: Sequence[int] = range(6), new_state_words: Sequence[int] = range(6)
-) -> tuple[int, ...]:
-    """The int64 parameters of the `stridec_philox_advance` call of an output of `numel`."""
-    blocks = -(-int(numel) // 4)
+    numel: Any, state_words: Sequence[Any] = range(6),
+    new_state_words: Sequence[Any] = range(6),
+) -> tuple[Any, ...]:
+    """The int64 parameters of the `stridec_philox_advance` call of an output of `numel`
+    (an expression over symbolic sizes)."""
+    blocks = ceil_div(numel if isinstance(numel, Sym) else int(numel), 4)
     return (*_word_positions(state_words, "state words"),
             *_word_positions(new_state_words, "new_state words"), blocks)
 
 
-def call_fits(symbol: str, params: Sequence[int]) -> bool:
+def call_fits(symbol: str, params: Sequence[Any]) -> bool:
     """Whether `params` are whole parameters of the philox call `symbol` (the layouts in the
-    module docstring): for checking a program read back from disk before it runs."""
+    module docstring): for checking a program read back from disk before it runs. A
+    symbolic parameter (a program over symbolic sizes) must be >= 0 for every value where
+    the value must be."""
     p = tuple(params)
     if symbol == ADVANCE_SYMBOL:
-        return len(p) == 13 and all(w >= 0 for w in p)
+        return len(p) == 13 and all(_nonneg(w) for w in p)
     if symbol not in _SYMBOLS.values() or len(p) < HEADER_WORDS:
         return False
     rank, masks = p[0], p[4]
-    return (1 <= rank <= 8 and 0 <= masks <= MAX_MASKS and p[1] >= 0 and p[6] in (0, 1)
-            and all(w >= 0 for w in p[9:15])
+    if isinstance(rank, Sym) or isinstance(masks, Sym) or isinstance(p[6], Sym):
+        return False
+    return (1 <= rank <= 8 and 0 <= masks <= MAX_MASKS and _nonneg(p[1]) and p[6] in (0, 1)
+            and all(_nonneg(w) for w in p[9:15])
             and len(p) == HEADER_WORDS + 3 * rank + masks * (rank + 2))
 
 
@@ -628,33 +653,41 @@ def generate_c_philox(
     spec: PhiloxSpec,
     state_words: Sequence[int] = range(6),
     new_state_words: Sequence[int] = range(6),
+    hint: Mapping[str, int] | None = None,
 ) -> CPhiloxKernel:
     """The C kernel of `spec`: the output call, then the state advance. `state_words` /
     `new_state_words` are the element positions of the 6 words in the state and new_state
     storages (a strided or offset state view). Bad specs raise `ShapeError` /
-    `UnsupportedError` naming the field, as `generate_philox`."""
-    plan = _plan(spec)
-    if plan.space_numel == 0:
+    `UnsupportedError` naming the field, as `generate_philox`.
+
+    A spec over symbolic sizes is planned for the class of the binding `hint`
+    (`codegen.philox.symbolic_plan`): the same compiled unit, its calls' parameters
+    expressions of the symbols (`Program.bind` / `SymbolicRunner` evaluate them per
+    call), the state advance ⌈numel/4⌉ among them."""
+    plan, at, _ = plans(spec, hint)
+    if at.space_numel == 0:
+        if isinstance(plan.space_numel, Sym):
+            raise UnsupportedError(
+                f"philox: the hint {dict(hint or {})} makes the space {plan.sizes} empty; "
+                "plan for a binding that writes something"
+            )
         strategy = "empty"
     else:
         strategy = "linear" if _is_linear(plan) else "gather"
-    calls: list[tuple[str, int, int, tuple[int, ...]]] = []
-    if plan.space_numel > 0:
-        calls.append((philox_symbol(spec), 0, 1, philox_params(spec, state_words)))
+    calls: list[tuple[str, int, int, tuple[Any, ...]]] = []
+    if at.space_numel > 0:
+        symbol = _SYMBOLS["bits" if not plan.uniform else plan.dtype.name]
+        calls.append((symbol, 0, 1, _params(plan, at, state_words)))
     calls.append((ADVANCE_SYMBOL, 0, 2, advance_params(plan.numel, state_words,
                                                          new_state_words)))
     digest = hashlib.sha256(repr(calls).encode()).hexdigest()[:16]
-    dst_elements = (
-        0 if plan.space_numel == 0
-        else address_span(plan.sizes, plan.dst_strides, plan.dst_offset)[1] + 1
-    )
     return CPhiloxKernel(
         name=f"stridec_c_philox_{digest}",
         strategy=strategy,
         source=PHILOX_C_SOURCE,
         calls=tuple(calls),
         numel=plan.numel,
-        dst_elements=dst_elements,
+        dst_elements=_dst_elements(plan, at),
         dst_dtype=plan.dtype,
     )
 
