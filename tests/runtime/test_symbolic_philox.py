@@ -186,6 +186,25 @@ def test_class_plan_generators_read_random123_vectors(backend: str) -> None:
     assert fn.stats.codegen_runs <= 2
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_and_a_state_advanced_in_place_bind_the_class_plan(backend: str) -> None:
+    """`out=` with the class plan: the values written into the caller's tensors, and the
+    state as its own out (advanced in place), equal the reference at every size."""
+    g = stridec.Graph("noise_into")
+    s = g.input("state", (6,), "uint32")
+    x = g.input("x", ("N", 5), "float32")
+    values, new_state = g.philox_uniform(s, ("N", 5), "bfloat16", -1.0, 1.0)
+    g.output(values.t().contiguous(), new_state)
+    fn = stridec.compile(g, backend=backend)
+    for n in (2, 3, 7, 9, 13):
+        state = state_tensor("own", 2**32 - 2, 3, 1)
+        want = stridec.run_reference(g.bind({"N": n}), state, torch.zeros(n, 5))
+        values_out = torch.empty(5, n, dtype=torch.bfloat16)
+        fn(state, torch.zeros(n, 5), out=(values_out, state))
+        assert_same((values_out, state), want, "out")
+    assert fn.stats.codegen_runs == 1
+
+
 @pytest.mark.parametrize("target", ["cpu", "cuda", "c"])
 def test_index_width_is_a_class_bit(target: str) -> None:
     """Kernels planned at a binding within int32 index in int32 and say for which
@@ -221,3 +240,46 @@ def test_a_symbolic_generator_alone_is_refused_naming_its_sizes(target: str) -> 
     with pytest.raises(CallError, match="its sizes are symbolic"):
         launch_philox(kernel, words, torch.zeros(20, dtype=torch.int32),
                       torch.zeros(6, dtype=torch.int32))
+
+
+def _half_batch() -> object:
+    return (symbol("N") + 1) // 2
+
+
+@pytest.mark.parametrize("n", [2, 3, 32, 2**27 + 1])
+@pytest.mark.parametrize("case", ["linear", "gather-masked", "gather-half"])
+def test_class_kernels_compile_for_cuda_at_every_binding(case: str, n: int) -> None:
+    """The class's Triton source compiles for sm_90 (no device needed) with the argument
+    types a launch at each binding gives: an argument of 1 (the half batch at N = 2, the
+    increment of one block) is passed by Triton's JIT as a constexpr, a plain int."""
+    compiler = pytest.importorskip("triton.compiler")
+    from triton.backends.compiler import GPUTarget
+
+    from stridec.ir.affine import MaskBound
+    from stridec.ir.symbols import evaluate
+    from stridec.runtime.backends.triton import load_jit, signature
+
+    h = _half_batch()
+    spec = {
+        "linear": PhiloxSpec((h,), (1,), 0, (1,), 0, h, as_dtype("uint32")),
+        "gather-masked": PhiloxSpec(
+            (symbol("N"), 1, 4, 2, 3), (18, 24, 6, 3, 1), 0, (24, 24, 1, 12, 4), 0,
+            18 * symbol("N"), as_dtype("bfloat16"), "uniform", -1.0, 3.0,
+            (MaskBound((0, 4, 1, 0, 0), 0, 3),), float("nan")),
+        "gather-half": PhiloxSpec((3, h), (2 * h, 1), 0, (h, 1), 0, 6 * h,
+                                  as_dtype("float16"), "uniform"),
+    }[case]
+    hint = {"N": 5 if n < 2**27 else n}
+    kernel = generate_philox(spec, "cuda", hint=hint)
+    jit = load_jit(kernel.source, kernel.name)
+    dst = {"uint32": "*i32", "float16": "*fp16", "bfloat16": "*bf16"}[spec.dst_dtype.name]
+    args = evaluate(kernel.args, {"N": n})
+    types = signature(jit, ["*i32", dst, "*i32"], args, dict(kernel.constexprs))
+    constexprs = dict(kernel.constexprs)
+    for name, value in zip(kernel.params, args, strict=True):
+        if value == 1:  # as Triton's JIT specializes it
+            types[name], constexprs[name] = "constexpr", 1
+    source = compiler.ASTSource(jit, types, constexprs=constexprs)
+    ptx = compiler.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert "mul.hi.u32" in ptx
+    assert kernel.index_bits == (64 if hint["N"] > 2**26 and case == "gather-masked" else 32)

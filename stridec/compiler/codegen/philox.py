@@ -476,8 +476,10 @@ def _emit_new_state(lines: list[str], params: KernelParams, numel: int) -> None:
 
 def _u32(word: int | str) -> str:
     """A 32-bit word as a uint32 term: a literal as it is, a parameter (an int32 or int64
-    argument, by its value) as its low 32 bits."""
-    return str(word) if isinstance(word, int) else f"{word}.to(tl.uint32)"
+    argument, by its value) as its low 32 bits. `tl.cast`, not `.to`: an argument of a
+    symbolic kernel may be 1 at some binding, which Triton's JIT passes as a constexpr
+    (a plain int, with no `.to`)."""
+    return str(word) if isinstance(word, int) else f"tl.cast({word}, tl.uint32)"
 
 
 def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
