@@ -192,7 +192,7 @@ def test_out_and_a_state_advanced_in_place_bind_the_class_plan(backend: str) -> 
     state as its own out (advanced in place), equal the reference at every size."""
     g = stridec.Graph("noise_into")
     s = g.input("state", (6,), "uint32")
-    x = g.input("x", ("N", 5), "float32")
+    g.input("x", ("N", 5), "float32")  # binds N
     values, new_state = g.philox_uniform(s, ("N", 5), "bfloat16", -1.0, 1.0)
     g.output(values.t().contiguous(), new_state)
     fn = stridec.compile(g, backend=backend)
