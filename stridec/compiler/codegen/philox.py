@@ -32,6 +32,12 @@ class (deterministic text, so Triton's cache hits); `BLOCK` is a `tl.constexpr`.
 are int32 when every position, index and address the kernel forms stays below 2^31,
 else int64 from the program id on (cast before any multiply).
 
+Over symbolic sizes (`generate_philox(..., hint=...)`, a binding of the class) the same
+scalars are expressions of the symbols (`symbolic_plan`: dims merged only where the
+merge holds for every value), evaluated per call by the program's runner; the block and
+the index width are chosen at the hint, an int32 kernel carrying the bounds (`limits`)
+a binding must keep to run it.
+
 The counter add is a 128-bit add done in 32-bit words: `q = ⌊i/4⌋` is split into its
 low and high 32-bit halves and the carries run through words 1–3, so a counter near
 2^32, 2^64, 2^96 or 2^128 − 1 carries (and wraps) exactly as the reference.

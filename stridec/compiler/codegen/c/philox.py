@@ -13,8 +13,9 @@ float16 / bfloat16 to nearest even (`codegen.c.casts`).
 
 One compile unit serves every philox op: its source is a constant (`PHILOX_C_SOURCE`)
 and everything about the spec is a runtime argument, so one library is built per
-machine. It exports, each with the signature of the C copy kernels
-`void f(const void *state, void *dst, const int64_t *p, int64_t nthreads)`:
+machine; over symbolic sizes (`generate_c_philox(..., hint=...)`) the parameters are
+expressions of the symbols, evaluated per call. It exports, each with the signature of
+the C copy kernels `void f(const void *state, void *dst, const int64_t *p, int64_t nthreads)`:
 
 * `stridec_philox_bits` (uint32 / int32 words), `stridec_philox_uniform_f32`,
   `stridec_philox_uniform_f16`, `stridec_philox_uniform_bf16`: the output. `state` is
