@@ -37,9 +37,9 @@ from typing import Any
 import torch
 
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
-from stridec.compiler.codegen.c.pool import POOL_C_SOURCE, POOL_SYMBOL
+from stridec.compiler.codegen.c.pool import POOL_C_SOURCE, POOL_SYMBOL, STREAM_SYMBOL
 from stridec.compiler.codegen.program import Program
-from stridec.errors import BuildError, CallError
+from stridec.errors import BuildError, CallError, VerificationError
 from stridec.runtime.cache import keep_text, write_atomically
 
 __all__ = [
@@ -54,6 +54,9 @@ __all__ = [
     "load_c_kernel",
     "load_pool",
     "load_unit",
+    "last_level_cache_bytes",
+    "set_stream_threshold",
+    "stream_threshold",
     "torch_openmp_entry",
     "use_torch_openmp",
 ]
@@ -206,8 +209,77 @@ def load_pool() -> Any:
         with _lock:
             if not _pool_joined:
                 use_torch_openmp(True, lib)
+                _stream_word(lib).value = default_stream_threshold()
                 _pool_joined = True
     return lib
+
+
+def last_level_cache_bytes() -> int | None:
+    """The size of the largest cache of CPU 0 (`/sys/devices/system/cpu/cpu0/cache`), or
+    None where it cannot be read. (glibc's `sysconf` reports the whole package's L3 on
+    some virtual machines, 384 MiB where a core reaches 32 MiB.)"""
+    best = None
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "type"), encoding="ascii") as f:
+                if f.read().strip() not in ("Unified", "Data"):
+                    continue
+            with open(os.path.join(root, entry, "size"), encoding="ascii") as f:
+                text = f.read().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            size = int(digits) * scale
+            best = size if best is None or size > best else best
+    return best
+
+
+def default_stream_threshold() -> int:
+    """`$STRIDEC_STREAM_BYTES` if set (-1: never stream), else half the last-level cache
+    (docs/cpu.md, "Streaming stores"); -1 where its size is unknown."""
+    text = os.environ.get("STRIDEC_STREAM_BYTES")
+    if text is not None and text.strip():
+        try:
+            return int(text)
+        except ValueError as e:
+            raise VerificationError(
+                f"STRIDEC_STREAM_BYTES: expected an integer number of bytes (-1: never "
+                f"stream); got {text!r}"
+            ) from e
+    llc = last_level_cache_bytes()
+    return -1 if llc is None else llc // 2
+
+
+def _stream_word(lib: Any) -> Any:
+    return ctypes.c_int64.in_dll(lib, STREAM_SYMBOL)
+
+
+def stream_threshold() -> int:
+    """The destination size in bytes above which a C copy kernel writes with streaming
+    (non-temporal) stores; -1: never."""
+    return int(_stream_word(load_pool()).value)
+
+
+def set_stream_threshold(nbytes: int | None) -> int:
+    """Set the streaming threshold (`stream_threshold`; None: the default, half the
+    last-level cache or `$STRIDEC_STREAM_BYTES`); returns the previous one. Read by every
+    kernel call, so it takes effect at the next call, without a rebuild."""
+    if nbytes is not None and (type(nbytes) is not int or nbytes < -1):
+        raise VerificationError(
+            f"set_stream_threshold: expected an int >= -1 (bytes; -1: never) or None; "
+            f"got {nbytes!r}"
+        )
+    word = _stream_word(load_pool())
+    previous = int(word.value)
+    word.value = default_stream_threshold() if nbytes is None else nbytes
+    return previous
 
 
 _pool_joined = False

@@ -43,7 +43,9 @@ The runtime arguments, in order (`copy_params`):
 
     p[0] = R (rank, >= 1)    p[1] = src offset   p[2] = dst offset   p[3] = M (masks)
     p[4] = 1 when masked elements get the fill, else 0   p[5] = the fill's bits
-    p[6], p[7] = 0           p[8 : 8+R] sizes    p[8+R : 8+2R] src strides
+    p[6] = the destination bytes of the whole launch (a batch: every member's), or 0
+           for this call's own: whether its stores stream (`STREAM_DECLARATION`)
+    p[7] = 0                 p[8 : 8+R] sizes    p[8+R : 8+2R] src strides
     p[8+2R : 8+3R] dst strides                   then per mask: R coeffs, lo, hi
 """
 
@@ -56,7 +58,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
-from stridec.compiler.codegen.c.pool import POOL_DECLARATION
+from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
 from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
@@ -243,6 +245,10 @@ def assemble_kernel(
         call_classes.append(cls)
         if cls not in classes:
             classes.append(cls)
+    if len(calls) > 1 and all(type(w) is int for call in calls for w in call[3]):
+        # A batch writes one buffer: its members stream or not together, by its total.
+        total = sum(s.numel * s.dst_dtype.itemsize for s in specs if s.numel)
+        calls = [(sym, a, b, (*p[:6], total, *p[7:])) for sym, a, b, p in calls]
     source = UNIT_SEPARATOR.join(emit_class_source(c) for c in classes)
     sources = tuple(_source_digest(c) for c in classes)
     digest = hashlib.sha256(repr((sources, calls)).encode()).hexdigest()[:16]
@@ -565,6 +571,7 @@ def _transpose_blocks(size: int, narrow: bool) -> str:
 _COMMON = r"""
 @PRELUDE@
 @POOL@
+@STREAM@
 typedef int64_t i64;
 typedef @SRC_T@ src_t;
 typedef @DST_T@ dst_t;
@@ -592,7 +599,17 @@ typedef struct {
     i64 rt, rtq, rtu, nrq, nru;  /* rows: tiles of short rows over dims R-2 and rt (or -1) */
     i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
     i64 merge;               /* transpose: 1 when b spans dims R-3 and R-1 (_TRANSPOSE) */
+    int stream;              /* 1: contiguous runs of the destination are written with
+                                streaming stores (stream_copy, stream_fill), sfence at
+                                the end of each thread's work (stream_end) */
+    unsigned char fill_line[64] __attribute__((aligned(64)));  /* the fill, repeated */
 } job_t;
+
+/* Runs of n bytes from s to d: streaming stores when the call streams, else memcpy. */
+static inline void copy_bytes(const job_t* J, void* d, const void* s, size_t n) {
+    if (J->stream) stream_copy(d, s, n);
+    else memcpy(d, s, n);
+}
 
 static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
     i64 q = a / b;
@@ -651,6 +668,10 @@ static inline void fill_run(const job_t* J, i64 d, i64 step, i64 count) {
     if (!J->has_fill) return;
     dst_t* p = J->dst + d;
     dst_t f = J->fill;
+    if (J->stream && step == 1 && count * (i64)sizeof(dst_t) >= 128) {
+        stream_fill(p, J->fill_line, (size_t)count * sizeof(dst_t));
+        return;
+    }
     if (step == 1) { for (i64 j = 0; j < count; j++) p[j] = f; }
     else { for (i64 j = 0; j < count; j++) p[j * step] = f; }
 }
@@ -797,13 +818,27 @@ static void plan_units(job_t* J, i64 nthreads) {
 
 _PLAIN_SAME = r"""
 static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
-    memcpy(J->dst + dof, J->src + so, (size_t)n * sizeof(dst_t));
+    copy_bytes(J, J->dst + dof, J->src + so, (size_t)n * sizeof(dst_t));
 }
 """
 
 _PLAIN_CAST = r"""
+/* A converting run; when the call streams, converted CAST_CHUNK elements at a time into
+   a buffer in L1 whose bytes are then streamed to d (64-byte aligned after a head). */
+#define CAST_CHUNK (4096 / (i64)sizeof(dst_t))
+static inline void convert_copy(const job_t* J, const src_t* s, dst_t* d, i64 n) {
+    if (!J->stream || n * (i64)sizeof(dst_t) < 256) { convert_run(s, d, n); return; }
+    i64 head = (i64)((-(uintptr_t)d & 63) / sizeof(dst_t));
+    convert_run(s, d, head);
+    dst_t buf[CAST_CHUNK] __attribute__((aligned(64)));
+    for (i64 j = head; j < n; j += CAST_CHUNK) {
+        i64 k = n - j < CAST_CHUNK ? n - j : CAST_CHUNK;
+        convert_run(s + j, buf, k);
+        stream_copy(d + j, buf, (size_t)k * sizeof(dst_t));
+    }
+}
 static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
-    convert_run(J->src + so, J->dst + dof, n);
+    convert_copy(J, J->src + so, J->dst + dof, n);
 }
 """
 
@@ -819,13 +854,13 @@ static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
 _LINEAR_SAME = r"""    i64 a = j0, b = j1;
     if (J->M) clip(J, mb, R - 1, j1, &a, &b);
     fill_run(J, dof + j0, 1, a - j0);
-    if (b > a) memcpy(J->dst + dof + a, J->src + so + a, (size_t)(b - a) * sizeof(dst_t));
+    if (b > a) copy_bytes(J, J->dst + dof + a, J->src + so + a, (size_t)(b - a) * sizeof(dst_t));
     fill_run(J, dof + b, 1, j1 - b);"""
 
 _LINEAR_CAST = r"""    i64 a = j0, b = j1;
     if (J->M) clip(J, mb, R - 1, j1, &a, &b);
     fill_run(J, dof + j0, 1, a - j0);
-    if (b > a) convert_run(J->src + so + a, J->dst + dof + a, b - a);
+    if (b > a) convert_copy(J, J->src + so + a, J->dst + dof + a, b - a);
     fill_run(J, dof + b, 1, j1 - b);"""
 
 _GATHER = r"""    strided_row(J, so, dof, mb, J->ss[R - 1], J->ds[R - 1], R - 1, j0, j1);"""
@@ -1082,7 +1117,11 @@ _FAST_CAST = r"""    {
     }"""
 
 _DRIVER = r"""
-static void work_task(void* J, i64 u0, i64 u1) { work((const job_t*)J, u0, u1); }
+static void work_task(void* arg, i64 u0, i64 u1) {
+    const job_t* J = (const job_t*)arg;
+    work(J, u0, u1);
+    if (J->stream) stream_end();
+}
 
 void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
     job_t J;
@@ -1106,8 +1145,11 @@ void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
     if (nthreads < 1) nthreads = 1;
     if (nthreads > MAXT) nthreads = MAXT;
     plan_units(&J, nthreads);
+    J.stream = stream_wanted(p[6] > 0 ? p[6] : numel * (i64)sizeof(dst_t));
+    for (size_t k = 0; J.has_fill && k < 64; k += sizeof(dst_t))
+        memcpy(J.fill_line + k, &J.fill, sizeof(dst_t));
     if ((double)numel * (double)(sizeof(src_t) + sizeof(dst_t)) < PARALLEL_BYTES) nthreads = 1;
-    if (nthreads <= 1 || J.units < 2) { work(&J, 0, J.units); return; }
+    if (nthreads <= 1 || J.units < 2) { work_task(&J, 0, J.units); return; }
     /* 8 chunks a thread: a thread that starts late or runs slower takes fewer. */
     stridec_pool_run_v1(work_task, &J, J.units, (J.units + 8 * nthreads - 1) / (8 * nthreads),
                         nthreads);
@@ -1128,7 +1170,8 @@ def emit_class_source(cls: CopyClass) -> str:
         _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
         .replace("@CONVERT_RUN@", run).replace("@SAME@", str(int(same)))
         .replace("@NARROW_MAX@", str(NARROW_MAX))
-        .replace("@PRELUDE@", C_PRELUDE).replace("@POOL@", POOL_DECLARATION),
+        .replace("@PRELUDE@", C_PRELUDE).replace("@POOL@", POOL_DECLARATION)
+        .replace("@STREAM@", STREAM_DECLARATION),
     ]
     if cls.strategy == "tiled_transpose":
         size = _itemsize(cls.src)

@@ -1,0 +1,179 @@
+"""Streaming (non-temporal) stores in the C copy kernels: forced on small copies through
+the threshold (`cpu.set_stream_threshold(0)`: every call streams), each copy compared with
+torch on the whole destination storage, which starts filled with a sentinel, so a line
+store that strayed before a run's head or past its tail shows. Covers unaligned heads and
+tails, rows shorter than a line and of odd byte counts, broadcast rows, the members of a
+batch (a cat), fills, casts, short-row tiles, 1/2/4/8-byte elements, and both thread
+paths (torch's OpenMP team and the pool's own workers)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from stridec.compiler.codegen.c.copy import (
+    CopyClass,
+    emit_class_source,
+    generate_c_copy,
+    generate_c_copy_batch,
+)
+from stridec.compiler.codegen.spec import CopySpec, MaskBound
+from stridec.errors import VerificationError
+from stridec.runtime.backends import cpu
+from tests.compiler.c_build import host_has
+from tests.compiler.test_codegen_c_copy import launch, run_c
+from tests.compiler.test_codegen_copy import f16, f32, f64, i8, permute_spec, sentinel
+
+SIZES = [i8, f16, f32, f64]
+
+
+@pytest.fixture
+def streaming():
+    """Every call streams while the test runs; the threshold is restored after."""
+    previous = cpu.set_stream_threshold(0)
+    try:
+        yield
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    ("rows", "width", "src_pitch", "dst_pitch", "src_off", "dst_off"),
+    [
+        (9, 1000, 1000, 1000, 0, 0),    # one contiguous run, aligned
+        (9, 1000, 1003, 1001, 5, 3),    # every row's head and tail unaligned
+        (40, 7, 9, 11, 1, 2),           # rows shorter than a line
+        (17, 333, 335, 341, 0, 1),      # rows of odd byte counts
+        (5, 130, 130, 192, 0, 64),      # rows of exactly whole lines plus a bit
+    ],
+)
+def test_rows_stream_within_their_runs(streaming, dtype, rows, width, src_pitch, dst_pitch,
+                                      src_off, dst_off):
+    kernel = run_c(CopySpec((rows, width), (src_pitch, 1), src_off, (dst_pitch, 1), dst_off,
+                            dtype, dtype))
+    assert kernel.strategy == "linear"
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_broadcast_rows(streaming, dtype):
+    # expand: the same source row to every destination row, rows unaligned.
+    run_c(CopySpec((23, 301), (0, 1), 2, (305, 1), 1, dtype, dtype))
+    run_c(CopySpec((4, 6, 97), (0, 97, 1), 0, (6 * 97, 97, 1), 0, dtype, dtype))
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_fills_and_masked_rows(streaming, dtype):
+    fill = 3 if dtype == i8 else 2.5
+    # Rows with long fill runs either side of the copied part (pitched rows, pads).
+    run_c(CopySpec((11, 700), (650, 1), 0, (701, 1), 3, dtype, dtype,
+                   (MaskBound((0, 1), 40, 650),), fill))
+    # Fill only: nothing is read.
+    run_c(CopySpec((13, 517), (0, 0), 0, (519, 1), 1, dtype, dtype,
+                   (MaskBound((0, 1), 600, 700),), fill))
+    # Fill runs shorter than a line and than the threshold of a streamed fill.
+    run_c(CopySpec((30, 40), (40, 1), 0, (41, 1), 1, dtype, dtype,
+                   (MaskBound((0, 1), 3, 37),), fill))
+
+
+@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (i8, f64), (f64, i8)],
+                         ids=lambda d: d.name)
+def test_casts(streaming, src, dst):
+    # Converting runs go through a buffer in L1, streamed out: long rows (several chunks of
+    # the buffer) and short ones, unaligned.
+    run_c(CopySpec((3, 5000), (5001, 1), 1, (5003, 1), 3, src, dst))
+    run_c(CopySpec((20, 90), (91, 1), 0, (93, 1), 5, src, dst,
+                   (MaskBound((0, 1), 10, 80),), 1.0))
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_cat_members(streaming, dtype):
+    # A batch into one buffer: three members of a cat along dim 1 (the second unaligned).
+    n, widths = 7, (129, 3, 250)
+    total = sum(widths)
+    specs, starts = [], 0
+    for w in widths:
+        specs.append(CopySpec((n, w), (w, 1), 0, (total, 1), starts, dtype, dtype))
+        starts += w
+    kernel = generate_c_copy_batch(specs)
+    gen = torch.Generator().manual_seed(1)
+    srcs = [torch.randint(-100, 100, (n * w,), generator=gen).to(dtype.torch) for w in widths]
+    dst = sentinel(dtype, n * total + 5)
+    expected = dst.clone()
+    expected[: n * total] = torch.cat([s.view(n, w) for s, w in zip(srcs, widths, strict=True)],
+                                      1).reshape(-1)
+    launch(kernel, dst, *srcs)
+    assert torch.equal(dst, expected)
+    # Every member's call carries the batch's destination bytes: they stream together.
+    assert {params[6] for _, _, _, params in kernel.calls} == {n * total * dtype.itemsize}
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_short_row_tiles(streaming, dtype):
+    # Attention's permute(0, 2, 1, 3): short rows in tiles of two dims.
+    run_c(permute_spec((3, 37, 7, 64 // dtype.itemsize), (0, 2, 1, 3), dtype))
+    run_c(permute_spec((3, 37, 7, 24), (0, 2, 1, 3), dtype))
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+def test_streaming_on_both_thread_paths(streaming, torch_openmp):
+    # Past PARALLEL_BYTES, threads take shares of the rows; each ends its share with a
+    # store fence. Rows of 16000 float32 unaligned, a broadcast, a fill and a cast.
+    threads = torch.get_num_threads()
+    try:
+        cpu.use_torch_openmp(torch_openmp)
+        torch.set_num_threads(3)
+        run_c(CopySpec((40, 16000), (16001, 1), 1, (16003, 1), 3, f32, f32))
+        run_c(CopySpec((1 << 19,), (1,), 0, (1,), 0, f16, f16))
+        run_c(CopySpec((300, 1000), (0, 1), 0, (1001, 1), 1, f32, f32))
+        run_c(CopySpec((300, 1000), (1000, 1), 0, (1000, 1), 0, f32, f32,
+                       (MaskBound((1, 1), 100, 1500),), 3.0))
+        run_c(CopySpec((64, 5000), (5000, 1), 0, (5001, 1), 1, f32, f16))
+        run_c(permute_spec((4, 300, 16, 32), (0, 2, 1, 3), f16))
+    finally:
+        torch.set_num_threads(threads)
+        cpu.use_torch_openmp(True)
+
+
+def test_threshold_default_and_knob(monkeypatch):
+    llc = cpu.last_level_cache_bytes()
+    monkeypatch.delenv("STRIDEC_STREAM_BYTES", raising=False)
+    assert cpu.default_stream_threshold() == (-1 if llc is None else llc // 2)
+    monkeypatch.setenv("STRIDEC_STREAM_BYTES", "12345")
+    assert cpu.default_stream_threshold() == 12345
+    monkeypatch.setenv("STRIDEC_STREAM_BYTES", "lots")
+    with pytest.raises(VerificationError, match="STRIDEC_STREAM_BYTES"):
+        cpu.default_stream_threshold()
+    monkeypatch.delenv("STRIDEC_STREAM_BYTES")
+    previous = cpu.set_stream_threshold(-1)
+    try:
+        assert cpu.stream_threshold() == -1
+        # Never streaming still copies right.
+        run_c(CopySpec((9, 1000), (1003, 1), 5, (1001, 1), 3, f32, f32))
+        with pytest.raises(VerificationError, match="set_stream_threshold"):
+            cpu.set_stream_threshold(-5)
+        with pytest.raises(VerificationError, match="set_stream_threshold"):
+            cpu.set_stream_threshold(1.5)
+    finally:
+        cpu.set_stream_threshold(previous)
+    assert cpu.stream_threshold() == previous
+
+
+def test_generated_code_has_streaming_stores():
+    source = emit_class_source(CopyClass("linear", "bits4", "bits4"))
+    assert "__builtin_ia32_movntdq512" in source and "__builtin_ia32_sfence" in source
+    objdump = shutil.which("objdump")
+    if objdump is None or not host_has("avx2"):
+        pytest.skip("needs objdump and an x86 CPU with AVX2")
+    kernel = generate_c_copy(CopySpec((4, 8), (8, 1), 0, (8, 1), 0, f32, f32))
+    lib = cpu.load_unit(kernel.source)
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", lib._name],
+                          capture_output=True, text=True, check=True).stdout
+    width = "zmm" if host_has("avx512f") else "ymm"
+    assert any("vmovntdq" in line and width in line for line in text.splitlines())
+    assert "sfence" in text
+    assert os.path.exists(lib._name)
