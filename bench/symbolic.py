@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -150,31 +151,50 @@ def rows(scale: str) -> list[tuple[str, stridec.Graph, list[torch.Tensor]]]:
     return found
 
 
-def host_times(sizes: int = 48, rounds: int = 5) -> list[tuple[str, float, float]]:
-    """(backend, µs of a cached call, µs of a call at a size not seen before in a known
-    class) of a graph over a symbolic batch N (NCHW -> NHWC of (N, 8, 6, 5) float16): per
-    round a new CompiledGraph plans the class at N = 3, then calls N = 4, 5, … (`sizes`
-    of them, skipping multiples of 16: another class) once each -- every call a new size
-    -- and then again -- every call cached: the same copies, so the difference is host
-    time. Each a mean per call; the median over `rounds`."""
-    graph = stridec.Graph("nhwc_any_batch")
-    x = graph.input("x", ("N", 8, 6, 5), "float16")
-    graph.output(x.permute(0, 2, 3, 1).contiguous())
+def host_graphs() -> list[tuple[str, stridec.Graph, Callable[[int], tuple[torch.Tensor, ...]]]]:
+    """(name, graph over a symbolic batch N, arguments at N) of the `--host` rows: NCHW ->
+    NHWC of (N, 8, 6, 5) float16 (copies), and float16 Philox noise of those sizes, NHWC,
+    with its new state (a generator's sizes and state advance in N)."""
+    from stridec.runtime.backends.reference_philox import make_state
+
+    nhwc = stridec.Graph("nhwc_any_batch")
+    x = nhwc.input("x", ("N", 8, 6, 5), "float16")
+    nhwc.output(x.permute(0, 2, 3, 1).contiguous())
+    noise = stridec.Graph("noise_any_batch")
+    state = noise.input("state", (6,), "uint32")
+    x = noise.input("x", ("N", 8, 6, 5), "float16")
+    values, new_state = noise.philox_uniform(state, ("N", 8, 6, 5), "float16")
+    noise.output(values.permute(0, 2, 3, 1).contiguous(), new_state)
+    words = torch.from_numpy(make_state(5, 7).astype("uint32"))
+    return [
+        ("nhwc", nhwc, lambda n: (torch.randn(n, 8, 6, 5).half(),)),
+        ("philox", noise, lambda n: (words, torch.randn(n, 8, 6, 5).half())),
+    ]
+
+
+def host_times(sizes: int = 48, rounds: int = 5) -> list[tuple[str, str, float, float]]:
+    """(graph, backend, µs of a cached call, µs of a call at a size not seen before in a
+    known class) of each graph of `host_graphs`: per round a new CompiledGraph plans the
+    class at N = 3, then calls N = 4, 5, … (`sizes` of them, skipping multiples of 16:
+    another class) once each -- every call a new size -- and then again -- every call
+    cached: the same kernels, so the difference is host time. Each a mean per call; the
+    median over `rounds`."""
     batches = [n for n in range(4, 16 * sizes) if n % 16][:sizes]
-    tensors = {n: torch.randn(n, 8, 6, 5).half() for n in [3, *batches]}
     rows = []
-    for backend in ("cpu",):
-        cached, fresh = [], []
-        for _ in range(rounds):
-            fn = stridec.compile(graph, backend=backend)
-            fn(tensors[3])
-            for times in (fresh, cached):  # new sizes first, then the same sizes again
-                t0 = time.perf_counter()
-                for n in batches:
-                    fn(tensors[n])
-                times.append((time.perf_counter() - t0) / len(batches) * 1e6)
-            assert fn.stats.codegen_runs == 1, fn.stats
-        rows.append((backend, statistics.median(cached), statistics.median(fresh)))
+    for name, graph, arguments in host_graphs():
+        tensors = {n: arguments(n) for n in [3, *batches]}
+        for backend in ("cpu",):
+            cached, fresh = [], []
+            for _ in range(rounds):
+                fn = stridec.compile(graph, backend=backend)
+                fn(*tensors[3])
+                for times in (fresh, cached):  # new sizes first, then the same sizes again
+                    t0 = time.perf_counter()
+                    for n in batches:
+                        fn(*tensors[n])
+                    times.append((time.perf_counter() - t0) / len(batches) * 1e6)
+                assert fn.stats.codegen_runs == 1, fn.stats
+            rows.append((name, backend, statistics.median(cached), statistics.median(fresh)))
     return rows
 
 
@@ -208,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         geomean = statistics.geometric_mean(ratios)
         print(f"{'geomean':34} {'':11} {'':9} {geomean:14.3f}   (target <= 1.05)")
     if args.host:
-        print(f"\n{'backend':10} {'cached call us':>15} {'new size in class us':>21}")
-        for backend, cached, fresh in host_times():
-            print(f"{backend:10} {cached:15.1f} {fresh:21.1f}")
+        print(f"\n{'graph':8} {'backend':10} {'cached call us':>15} "
+              f"{'new size in class us':>21}")
+        for name, backend, cached, fresh in host_times():
+            print(f"{name:8} {backend:10} {cached:15.1f} {fresh:21.1f}")
     return 0
 
 
