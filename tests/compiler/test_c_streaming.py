@@ -3,8 +3,8 @@ the threshold (`cpu.set_stream_threshold(0)`: every call streams), each copy com
 torch on the whole destination storage, which starts filled with a sentinel, so a line
 store that strayed before a run's head or past its tail shows. Covers unaligned heads and
 tails, rows shorter than a line and of odd byte counts, broadcast rows, the members of a
-batch (a cat), fills, casts, short-row tiles, 1/2/4/8-byte elements, and both thread
-paths (torch's OpenMP team and the pool's own workers)."""
+batch (a cat), fills, casts, 1/2/4/8-byte elements, and both thread paths (torch's OpenMP
+team and the pool's own workers)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ def test_cat_members(streaming, dtype):
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
 def test_short_row_tiles(streaming, dtype):
-    # Attention's permute(0, 2, 1, 3): short rows in tiles of two dims.
+    # Attention's permute(0, 2, 1, 3): short rows in tiles of two dims, which keep
+    # ordinary stores even in a call that streams (plan_units takes the flag back).
     run_c(permute_spec((3, 37, 7, 64 // dtype.itemsize), (0, 2, 1, 3), dtype))
     run_c(permute_spec((3, 37, 7, 24), (0, 2, 1, 3), dtype))
 

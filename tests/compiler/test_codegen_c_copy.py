@@ -262,6 +262,37 @@ def test_batch_runs_every_member():
     assert torch.equal(dst, expected)
 
 
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_batch_members_share_one_parallel_region(torch_openmp, threads):
+    # A cat of a row copy and a transpose big enough for threads, and a small member that
+    # wants none: every member's units are claimed from one list in one region.
+    n, widths = 300, (1000, 500, 4)
+    total = sum(widths)
+    specs = [
+        CopySpec((n, 1000), (1000, 1), 0, (total, 1), 0, f32, f32),
+        CopySpec((n, 500), (1, n), 0, (total, 1), 1000, f32, f32),
+        CopySpec((n, 4), (4, 1), 0, (total, 1), 1500, f32, f32),
+    ]
+    kernel = generate_c_copy_batch(specs)
+    gen = torch.Generator().manual_seed(3)
+    srcs = [torch.randn(n * w, generator=gen) for w in widths]
+    saved = torch.get_num_threads()
+    try:
+        build.use_torch_openmp(torch_openmp)
+        torch.set_num_threads(threads)
+        launcher = build.load_c_kernel(kernel.name, kernel.source, kernel.calls)
+        assert launcher._batch is not None
+        dst = torch.full((n * total + 3,), -7.0)
+        launcher((1,), dst, *srcs)
+    finally:
+        torch.set_num_threads(saved)
+        build.use_torch_openmp(True)
+    pieces = [srcs[0].view(n, 1000), srcs[1].view(500, n).t(), srcs[2].view(n, 4)]
+    assert torch.equal(dst[: n * total], torch.cat(pieces, 1).reshape(-1))
+    assert torch.equal(dst[n * total:], torch.full((3,), -7.0))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(copy_specs())
 def test_random_specs_match_torch(spec):

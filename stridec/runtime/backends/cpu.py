@@ -37,7 +37,12 @@ from typing import Any
 import torch
 
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
-from stridec.compiler.codegen.c.pool import POOL_C_SOURCE, POOL_SYMBOL, STREAM_SYMBOL
+from stridec.compiler.codegen.c.pool import (
+    POOL_C_SOURCE,
+    POOL_MANY_SYMBOL,
+    POOL_SYMBOL,
+    STREAM_SYMBOL,
+)
 from stridec.compiler.codegen.program import Program
 from stridec.errors import BuildError, CallError, VerificationError
 from stridec.runtime.cache import keep_text, write_atomically
@@ -366,6 +371,47 @@ def available() -> bool:
 
 
 _SIGNATURE = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_PREPARE = (*_SIGNATURE, ctypes.c_void_p)
+
+
+class _Batch:
+    """The calls of a batch (a `cat`) in one parallel region: each call's job is set up by
+    its class's `<symbol>_prepare` into a buffer of this thread, then
+    `stridec_pool_run_many_v1` runs every call's units (`<symbol>_work`) on one team."""
+
+    __slots__ = ("prepares", "works", "offsets", "size", "run", "local")
+
+    def __init__(self, libs: list[Any]) -> None:
+        self.prepares, works, self.offsets, at = [], [], [], 0
+        for lib, symbol in libs:
+            prepare = getattr(lib, f"{symbol}_prepare")
+            prepare.argtypes = _PREPARE
+            prepare.restype = ctypes.c_int64
+            self.prepares.append(prepare)
+            works.append(ctypes.cast(getattr(lib, f"{symbol}_work"), ctypes.c_void_p).value)
+            job_bytes = getattr(lib, f"{symbol}_job_bytes")
+            job_bytes.restype = ctypes.c_int64
+            self.offsets.append(at)
+            at += -(-job_bytes() // 64) * 64
+        self.size = at
+        self.works = (ctypes.c_void_p * len(works))(*works)
+        run = getattr(load_pool(), POOL_MANY_SYMBOL)
+        run.argtypes = (ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                        ctypes.c_int64)
+        run.restype = None
+        self.run = run
+        self.local = threading.local()
+
+    def buffers(self) -> tuple[Any, Any, Any]:
+        """This thread's job buffer (64-byte aligned jobs), job addresses and units."""
+        held = getattr(self.local, "held", None)
+        if held is None:
+            raw = ctypes.create_string_buffer(self.size + 64)
+            base = -(-ctypes.addressof(raw) // 64) * 64
+            n = len(self.offsets)
+            jobs = (ctypes.c_void_p * n)(*[base + at for at in self.offsets])
+            held = self.local.held = (raw, jobs, (ctypes.c_int64 * n)())
+        return held
 
 
 class CpuKernel:
@@ -376,11 +422,12 @@ class CpuKernel:
     (an `array.array("q")`: `launch.SymbolicRunner`) holding this binding's parameters of
     every call, one call's after another's; each call reads its own at a byte offset."""
 
-    __slots__ = ("name", "_calls", "_arrays", "_offsets")
+    __slots__ = ("name", "_calls", "_arrays", "_offsets", "_batch")
 
     def __init__(self, name: str, source: str, calls: Any) -> None:
         units = source.split(UNIT_SEPARATOR) if source else []
         functions: dict[str, Any] = {}
+        libs: dict[str, Any] = {}
         for unit in units:
             lib = load_unit(unit)
             for symbol, *_ in calls:
@@ -389,6 +436,12 @@ class CpuKernel:
                     fn.argtypes = _SIGNATURE
                     fn.restype = None
                     functions[symbol] = fn
+                    libs[symbol] = lib
+        # A batch's calls run in one parallel region where every class has the entry
+        # points (the copy classes; Philox units run call by call).
+        self._batch = None
+        if len(calls) > 1 and all(hasattr(libs[sym], f"{sym}_prepare") for sym, *_ in calls):
+            self._batch = _Batch([(libs[sym], sym) for sym, *_ in calls])
         self.name = name
         self._arrays = []
         resolved = []
@@ -408,6 +461,9 @@ class CpuKernel:
     def __call__(self, grid: Any, *storages: torch.Tensor, params: Any = None,
                  **_: Any) -> None:
         threads = torch.get_num_threads()
+        if self._batch is not None:
+            self._run_batch(storages, params, threads)
+            return
         if params is not None:
             base = params.buffer_info()[0]
             for (fn, src_arg, dst_arg, _static), at in zip(self._calls, self._offsets,
@@ -417,11 +473,27 @@ class CpuKernel:
             return
         for fn, src_arg, dst_arg, address in self._calls:
             if address is None:
-                raise CallError(
-                    f"kernel {self.name}: its parameters are symbolic; expected params= "
-                    "with this binding's (a SymbolicRunner launches it)"
-                )
+                raise _symbolic(self.name)
             fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), address, threads)
+
+    def _run_batch(self, storages: Any, params: Any, threads: int) -> None:
+        batch = self._batch
+        _, jobs, units = batch.buffers()
+        base = None if params is None else params.buffer_info()[0]
+        for k, ((_fn, src_arg, dst_arg, address), at) in enumerate(
+                zip(self._calls, self._offsets, strict=True)):
+            if base is not None:
+                address = base + at
+            elif address is None:
+                raise _symbolic(self.name)
+            units[k] = batch.prepares[k](storages[src_arg].data_ptr(),
+                                         storages[dst_arg].data_ptr(), address, threads, jobs[k])
+        batch.run(len(units), batch.works, jobs, units, threads)
+
+
+def _symbolic(name: str) -> CallError:
+    return CallError(f"kernel {name}: its parameters are symbolic; expected params= with "
+                     "this binding's (a SymbolicRunner launches it)")
 
 
 def load_c_kernel(name: str, source: str, calls: Any) -> CpuKernel:

@@ -788,6 +788,9 @@ static void plan_units(job_t* J, i64 nthreads) {
             if (J->n[k] > 1 && J->ss[k] == n_in) J->rt = k;
     }
     if (J->rt >= 0) {
+        /* Ordinary stores: these tiles wait on their reads (rows a page apart), and
+           streaming their 128-byte rows measured 5-15 % slower (docs/cpu.md). */
+        J->stream = 0;
         i64 tu = 4096 / row_bytes, tq;
         if (tu < 1) tu = 1;
         if (tu > J->n[J->rt]) tu = J->n[J->rt];
@@ -1123,35 +1126,51 @@ static void work_task(void* arg, i64 u0, i64 u1) {
     if (J->stream) stream_end();
 }
 
-void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
-    job_t J;
-    memset(&J, 0, sizeof J);
-    J.src = (const src_t*)src;
-    J.dst = (dst_t*)dst;
-    J.R = p[0];
-    J.soff = p[1];
-    J.doff = p[2];
-    J.M = p[3];
-    J.has_fill = (int)p[4];
+/* The job of one call, set up in `job` (@SYMBOL@_job_bytes() bytes, 64-byte aligned): its
+   units, negated when they run on the calling thread alone (a small copy), 0 if none.
+   `@SYMBOL@_work(job, u0, u1)` then runs units [u0, u1) (the batches' one parallel
+   region, stridec_pool_run_many_v1). */
+i64 @SYMBOL@_prepare(const void* src, void* dst, const i64* p, i64 nthreads, void* job) {
+    job_t* J = (job_t*)job;
+    memset(J, 0, sizeof *J);
+    J->src = (const src_t*)src;
+    J->dst = (dst_t*)dst;
+    J->R = p[0];
+    J->soff = p[1];
+    J->doff = p[2];
+    J->M = p[3];
+    J->has_fill = (int)p[4];
     i64 bits = p[5];
-    memcpy(&J.fill, &bits, sizeof(dst_t));  /* little-endian: the low bytes */
-    J.n = p + 8;
-    J.ss = p + 8 + J.R;
-    J.ds = p + 8 + 2 * J.R;
-    J.mk = p + 8 + 3 * J.R;
+    memcpy(&J->fill, &bits, sizeof(dst_t));  /* little-endian: the low bytes */
+    J->n = p + 8;
+    J->ss = p + 8 + J->R;
+    J->ds = p + 8 + 2 * J->R;
+    J->mk = p + 8 + 3 * J->R;
     i64 numel = 1;
-    for (i64 k = 0; k < J.R; k++) numel *= J.n[k];
-    if (numel == 0) return;
+    for (i64 k = 0; k < J->R; k++) numel *= J->n[k];
+    if (numel == 0) return 0;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > MAXT) nthreads = MAXT;
-    plan_units(&J, nthreads);
-    J.stream = stream_wanted(p[6] > 0 ? p[6] : numel * (i64)sizeof(dst_t));
-    for (size_t k = 0; J.has_fill && k < 64; k += sizeof(dst_t))
-        memcpy(J.fill_line + k, &J.fill, sizeof(dst_t));
+    /* plan_units may take streaming back (the tiles of short rows) */
+    J->stream = stream_wanted(p[6] > 0 ? p[6] : numel * (i64)sizeof(dst_t));
+    plan_units(J, nthreads);
+    for (size_t k = 0; J->has_fill && k < 64; k += sizeof(dst_t))
+        memcpy(J->fill_line + k, &J->fill, sizeof(dst_t));
     if ((double)numel * (double)(sizeof(src_t) + sizeof(dst_t)) < PARALLEL_BYTES) nthreads = 1;
-    if (nthreads <= 1 || J.units < 2) { work_task(&J, 0, J.units); return; }
+    return nthreads <= 1 || J->units < 2 ? -J->units : J->units;
+}
+
+void @SYMBOL@_work(void* job, i64 u0, i64 u1) { work_task(job, u0, u1); }
+
+i64 @SYMBOL@_job_bytes(void) { return (i64)sizeof(job_t); }
+
+void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
+    job_t J;
+    i64 units = @SYMBOL@_prepare(src, dst, p, nthreads, &J);
+    if (units <= 0) { if (units < 0) work_task(&J, 0, -units); return; }
+    if (nthreads > MAXT) nthreads = MAXT;
     /* 8 chunks a thread: a thread that starts late or runs slower takes fewer. */
-    stridec_pool_run_v1(work_task, &J, J.units, (J.units + 8 * nthreads - 1) / (8 * nthreads),
+    stridec_pool_run_v1(work_task, &J, units, (units + 8 * nthreads - 1) / (8 * nthreads),
                         nthreads);
 }
 """

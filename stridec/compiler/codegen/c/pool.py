@@ -26,6 +26,10 @@ the one pool of the process (`stridec/runtime/backends/cpu.py`).
   were claimed. On a busy machine a worker that the scheduler starts late costs nothing.
 - One task at a time: a call made while another thread's task runs (two Python threads)
   runs its work on its own thread. A forked child starts with no workers.
+- A batch (the member copies of a `cat`) is one task: `stridec_pool_run_many_v1` takes
+  every member's job and units (set up by its class's `<symbol>_prepare`) and runs all
+  their chunks in one parallel region, so the team starts and meets at its closing
+  barrier once per batch, not once per member.
 
 The symbol carries a version: a change of its contract renames it, and so changes the
 source (and the cache digest) of every kernel unit that calls it.
@@ -33,7 +37,8 @@ source (and the cache digest) of every kernel unit that calls it.
 
 from __future__ import annotations
 
-__all__ = ["POOL_C_SOURCE", "POOL_DECLARATION", "POOL_SYMBOL", "STREAM_DECLARATION",
+__all__ = ["POOL_C_SOURCE", "POOL_DECLARATION", "POOL_MANY_SYMBOL", "POOL_SYMBOL",
+           "STREAM_DECLARATION",
            "STREAM_SYMBOL"]
 
 POOL_SYMBOL = "stridec_pool_run_v1"
@@ -126,6 +131,9 @@ typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
 extern void stridec_pool_run_v1(stridec_task_fn fn, void *arg, int64_t units, int64_t chunk,
                                 int64_t nthreads);
 """
+
+# The entry point of a batch's one parallel region (`stridec_pool_run_many_v1`).
+POOL_MANY_SYMBOL = "stridec_pool_run_many_v1"
 
 POOL_C_SOURCE = r"""/* stridec C kernels' thread pool (one per process) */
 #include <pthread.h>
@@ -336,5 +344,55 @@ void stridec_pool_run_v1(stridec_task_fn fn, void *arg, i64 units, i64 chunk, i6
         else sched_yield();
     }
     pthread_mutex_unlock(&submit_lock);
+}
+
+/* Several tasks in one parallel region (the member copies of a batch, a `cat`): task k
+   runs fns[k](args[k], u0, u1) over [0, |units[k]|), cut into chunks of its own (8 a
+   thread), and the chunks of all tasks are claimed as one list, so the team starts and
+   meets at its closing barrier once, not once per task. units[k] < 0: a small task that
+   wants no other thread; when every task is small they all run on this thread. */
+typedef struct {
+    stridec_task_fn const *fns;
+    void *const *args;
+    const i64 *units, *chunk, *start; /* start[k]: task k's first chunk; start[n]: all */
+    i64 n;
+} many_task;
+
+static void many_body(void *p, i64 c0, i64 c1) {
+    const many_task *m = (const many_task *)p;
+    for (i64 c = c0; c < c1; c++) {
+        i64 k = 0, hi = m->n - 1; /* the task of chunk c: start[k] <= c < start[k + 1] */
+        while (k < hi) {
+            i64 mid = (k + hi + 1) / 2;
+            if (m->start[mid] <= c) k = mid;
+            else hi = mid - 1;
+        }
+        i64 units = m->units[k] < 0 ? -m->units[k] : m->units[k];
+        i64 u0 = (c - m->start[k]) * m->chunk[k];
+        m->fns[k](m->args[k], u0, u0 + m->chunk[k] < units ? u0 + m->chunk[k] : units);
+    }
+}
+
+void stridec_pool_run_many_v1(i64 n, stridec_task_fn const *fns, void *const *args,
+                              const i64 *units, i64 nthreads) {
+    if (n <= 0) return;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > MAXW + 1) nthreads = MAXW + 1;
+    int parallel = 0;
+    for (i64 k = 0; k < n; k++) parallel |= units[k] > 0;
+    if (!parallel || nthreads == 1) {
+        for (i64 k = 0; k < n; k++)
+            if (units[k]) fns[k](args[k], 0, units[k] < 0 ? -units[k] : units[k]);
+        return;
+    }
+    i64 chunk[n], start[n + 1];
+    start[0] = 0;
+    for (i64 k = 0; k < n; k++) {
+        i64 u = units[k] < 0 ? -units[k] : units[k];
+        chunk[k] = u > 0 ? (u + 8 * nthreads - 1) / (8 * nthreads) : 1;
+        start[k + 1] = start[k] + (u + chunk[k] - 1) / chunk[k];
+    }
+    many_task m = {fns, args, units, chunk, start, n};
+    stridec_pool_run_v1(many_body, &m, start[n], 1, nthreads);
 }
 """
