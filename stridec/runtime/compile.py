@@ -358,12 +358,15 @@ class CompiledGraph:
         # serves (`_bound_graph`), and the class plans (`_class_program`).
         self._bound: OrderedDict[tuple, CompiledGraph] = OrderedDict()
         self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
-        self._symbolic_hits: dict[tuple, tuple[Program, launch.Runner, torch.device]] = {}
+        # Class plans a call reaches straight from `fast_binder`'s answer: (class, device)
+        # -> (launches per call, `SymbolicRunner.call`), for the classes whose program is
+        # `_classes`' entry (`_call_symbolic`); emptied with any eviction from `_classes`.
+        self._class_calls: dict[tuple, tuple[int, Callable[..., Any]]] = {}
+        self._sorted_symbols = tuple(sorted(self.symbols))
         self._pipelined: dict[tuple[tuple[str, int], ...], Graph | None] = {}
         self._declared_fn: Callable[..., tuple] | None = None
-        # `fast_binder`'s functions (of the tensors, of the tensors and their call key),
-        # built on first use.
-        self._fast_bind: tuple[Any, Any] = (self, None)
+        # `fast_binder`'s function of the tensors, built on first use (None: none).
+        self._fast_bind: Any = self
         self._declared_sizes = [(n, t.sizes) for n, t in self._inputs]
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
@@ -665,6 +668,7 @@ class CompiledGraph:
             self._classes[key] = program
             while len(self._classes) > LOCAL_CAPACITY:
                 self._classes.popitem(last=False)
+                self._class_calls = {}
             return program
 
     def _symbolic_pipeline(self, fixed: Mapping[str, int] | None = None) -> Graph | None:
@@ -709,23 +713,14 @@ class CompiledGraph:
         and dim that does not fit the graph's sizes."""
         return self._bindings(tuple(tensors))
 
-    def _symbolic_plan(self, tensors: tuple[Any, ...], key: tuple | None = None) -> tuple[
+    def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
         Program, launch.Runner, torch.device, dict[str, int]
     ] | None:
         """(class program, runner for this binding, device, bindings) of a call the class
         plan serves; None where it does not (see `_bound_graph`). Every check at once
-        first (`fast_binder`; with the call's `_call_key` where the caller has one, read
-        from it); where one fails, the full checks name it."""
-        fast, keyed = self._fast_bind
-        if fast is self:
-            fast, keyed = self._fast_bind = (None, None) if self._declared else (
-                fast_binder(self._inputs, self.symbols),
-                fast_binder(self._inputs, self.symbols, keyed=True),
-            )
-        if fast is None:
-            found = None
-        else:
-            found = fast(tensors) if key is None else keyed(tensors, key)
+        first (`fast_binder`); where one fails, the full checks name it. Makes the class's
+        entry of `_class_calls`, which later calls of the class take."""
+        found = self._fast(tensors)
         cls = None
         if found is not None:
             device, bindings, cls, values = found
@@ -736,33 +731,54 @@ class CompiledGraph:
             if (device is None or self._declared
                     or not self._declared_layouts(tensors, values)):
                 return None  # (an input declared with a layout or storage: per binding)
+            values = [bindings[n] for n in self._sorted_symbols]
         target = self._target(device)
         program = self._class_program(bindings, device, target, cls)
         if program is None:
             return None
         # The class's runner, built once; bound here: its numbers at these values.
-        if program.symbols != self.symbols:
+        symbolic = launch.symbolic_runner(program, target)
+        if program.symbols != self._sorted_symbols:
             values = [bindings[n] for n in program.symbols]
-        runner = launch.symbolic_runner(program, target).bind(values)
+        elif cls is not None and self._classes.get((cls, device, target)) is program:
+            # The class's entry: later calls of the class go straight to its runner.
+            if len(self._class_calls) >= LOCAL_CAPACITY:
+                self._class_calls = {}
+            self._class_calls[cls, device] = (program.launch_count, symbolic.call)
+        runner = symbolic.bind(values)
         return program, runner, device, bindings
 
+    def _fast(self, tensors: tuple[Any, ...]) -> tuple | None:
+        """`fast_binder`'s answer for a call (values in sorted symbol order, the order of
+        a class program's `symbols`); None where some check fails or there is no such
+        function."""
+        fast = self._fast_bind
+        if fast is self:
+            fast = self._fast_bind = None if self._declared else fast_binder(
+                self._inputs, self._sorted_symbols)
+        return None if fast is None else fast(tensors)
+
     def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:
-        key = _call_key(tensors)
-        hit = self._symbolic_hits.get(key) if key is not None else None
-        if hit is not None and all(
-            t.untyped_storage().nbytes() >= _storage_need(t) for t in tensors
-        ):
-            program, runner, device = hit
-            self.stats.cache_hits += 1
-        else:
-            found = self._symbolic_plan(tensors, key)
-            if found is None:
-                return self._bound_graph(tensors)(*tensors)
-            program, runner, device, _ = found
-            if key is not None:  # (no lock: a clear and a store are each atomic)
-                if len(self._symbolic_hits) >= LOCAL_CAPACITY:
-                    self._symbolic_hits.clear()
-                self._symbolic_hits[key] = (program, runner, device)
+        """A call of a graph over symbolic sizes. Every call, at a size seen before or
+        not, takes one path: `fast_binder` checks the arguments and gives the class and
+        the symbols' values, the class's entry gives its runner's `call`, which runs the
+        program with every number of the binding computed inline -- so a new size costs
+        what a cached call does. The first call of a class, or any call a check refuses
+        or the class plan does not serve, takes the full path (`_symbolic_plan`)."""
+        fast = self._fast_bind
+        found = self._fast(tensors) if fast is self else fast(tensors) if fast else None
+        if found is not None:
+            entry = self._class_calls.get((found[2], found[0]))
+            if entry is not None:
+                result = entry[1](tensors, found[0], found[3])
+                if result is not launch.MISS:
+                    self.stats.cache_hits += 1
+                    self.stats.launches += entry[0]
+                    return result
+        found = self._symbolic_plan(tensors)
+        if found is None:
+            return self._bound_graph(tensors)(*tensors)
+        program, runner, device, _ = found
         outs = launch.run_with(runner, tensors, device)
         self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -39,6 +39,7 @@ from stridec.runtime.backends import Backend, Launcher, backend
 
 __all__ = [
     "Runner",
+    "MISS",
     "SymbolicRunner",
     "flat_storage",
     "launch_copy",
@@ -152,7 +153,7 @@ class SymbolicRunner:
     numbers, and for C kernels one parameter array per kernel; no pass, no code
     generation, no loading."""
 
-    __slots__ = ("symbols", "bind")
+    __slots__ = ("symbols", "bind", "call")
 
     def __init__(self, program: Program, launchers: Sequence[Launcher],
                  inputs_as_given: bool = False) -> None:
@@ -195,6 +196,85 @@ class SymbolicRunner:
         # `bind(values)`: the runner of the binding `values` (one int per symbol, in
         # `symbols` order): one generated function.
         self.bind: Callable[[Sequence[int]], Runner] = scope["bind"]
+        self.call: Callable[[Sequence[torch.Tensor], torch.device, Sequence[int]], Any] = (
+            _call_function(program, launchers, inputs_as_given, where))
+
+
+# What a `SymbolicRunner.call` returns where the binding's indices do not fit its int32
+# kernels (`Program.fits`).
+MISS = object()
+
+
+def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_given: bool,
+                   where: Mapping[str, str]) -> Callable[..., Any]:
+    """`call(tensors, device, values)`: the program run at the binding `values` (one int
+    per symbol, in `program.symbols` order), as `bind(values).run(tensors, device)` runs
+    it and returning its outputs as a compiled graph's call does (one tensor, or a tuple),
+    or `MISS` where `program.fits` refuses the values -- one generated function with
+    every number of the binding written inline as an expression of the values: nothing
+    built per binding but the tensors and the C kernels' parameter arrays, so a call at
+    a new size costs what a call at a size seen before does."""
+    scope: dict[str, Any] = {"_array": array, "_as_strided": torch.as_strided,
+                             "_empty": torch.empty, "_MISS": MISS, "_torch": torch}
+    body = [f"    if not ({program.fits_source(where)}): return _MISS"]
+    read = {s for launch in program.launches for s in launch.args}
+    slot: dict[int, str] = {}
+    for s in range(program.n_inputs):
+        slot[s] = f"t{s}"
+        body.append(f"    t{s} = ts[{s}]")
+        if s in read and not inputs_as_given:  # `flat_storage`
+            slot[s] = f"f{s}"
+            body.append(f"    f{s} = _as_strided(t{s}, (t{s}.untyped_storage().nbytes() "
+                        f"// t{s}.element_size(),), (1,), 0)")
+    for j, b in enumerate(program.buffers):
+        s = program.n_inputs + j
+        slot[s] = f"b{j}"
+        scope[f"_d{j}"] = as_dtype(b.dtype).torch
+        body.append(f"    b{j} = _empty({_source(b.elements, where)}, dtype=_d{j}, "
+                    "device=device)")
+    for j, launch in enumerate(program.launches):
+        k = program.kernels[launch.kernel]
+        scope[f"_l{j}"] = launchers[launch.kernel]
+        storages = []
+        for s, v in zip(launch.args, launch.views, strict=True):
+            if v is None:
+                storages.append(f"{slot[s]}, ")
+            else:
+                scope[f"_v{j}_{s}"] = getattr(torch, v)
+                storages.append(f"{slot[s]}.view(_v{j}_{s}), ")
+        if k.lang == "c":  # C kernels read every number from one int64 array
+            params = tuple(n for c in k.calls for n in c[3])
+            text = (f"_l{j}((), {''.join(storages)}params=_array('q', "
+                    f"{_source(params, where)}))")
+        else:
+            scope[f"_k{j}"] = {"num_warps": k.num_warps, **k.constexprs}
+            text = (f"_l{j}({_source(k.grid, where)}, {''.join(storages)}"
+                    f"*{_source(k.args, where)}, **_k{j})")
+        if k.grid and type(k.grid[0]) is not int:  # no program where the extent is 0
+            body.append(f"    if {_source(k.grid[0], where)}: {text}")
+        elif not k.grid or k.grid[0]:
+            body.append(f"    {text}")
+    outs = []
+    for o in program.outputs:
+        offset = _source(o.offset, where)
+        if inputs_as_given and o.slot < program.n_inputs:
+            offset = f"{offset} + t{o.slot}.storage_offset()"
+        outs.append(f"_as_strided({slot[o.slot]}, {_source(o.sizes, where)}, "
+                    f"{_source(o.strides, where)}, {offset})")
+    body.append(f"    return {outs[0]}" if len(outs) == 1 else
+                f"    return ({''.join(f'{o}, ' for o in outs)})")
+    names = "".join(f"{a}, " for a in where.values())
+    head = ["def call(ts, device, values):", f"    {names}= values"] if names else [
+        "def call(ts, device, values):"]
+    if program.launches:  # Triton launches on the current device (see `run_with`)
+        head.append("    if device.type == 'cuda' and device.index is not None and "
+                    "device.index != _torch.cuda.current_device():")
+        head.append("        with _torch.cuda.device(device): return _body(ts, device, "
+                    f"{names})")
+        head.append(f"    return _body(ts, device, {names})")
+        head.append(f"def _body(ts, device, {names}):")
+    exec("\n".join(head + body), scope)  # noqa: S102 - our own text
+    return scope["call"]  # type: ignore[no-any-return]
 
 
 def _source(x: Any, where: Mapping[str, str]) -> str:

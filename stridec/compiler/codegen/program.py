@@ -159,14 +159,18 @@ class Program:
         generated function of the symbols' values, built on first use: a call asks)."""
         if self._fits is None:
             where = {n: f"_{i}" for i, n in enumerate(self.symbols)}
-            tests = " and ".join(
-                "(" + " + ".join(f"abs({_py_source(term, where)})" for term in limit)
-                + f") <= {INT32_MAX}"
-                for k in self.kernels for limit in k.limits if limit
-            )
             self._fits = eval(  # noqa: S307 - our own text
-                f"lambda {', '.join(where.values())}: {tests or 'True'}")
+                f"lambda {', '.join(where.values())}: {self.fits_source(where)}")
         return self._fits(*[values[n] for n in self.symbols])
+
+    def fits_source(self, where: Mapping[str, str]) -> str:
+        """`fits` as one Python expression over the symbols named as in `where`."""
+        tests = " and ".join(
+            "(" + " + ".join(f"abs({_py_source(term, where)})" for term in limit)
+            + f") <= {INT32_MAX}"
+            for k in self.kernels for limit in k.limits if limit
+        )
+        return tests or "True"
 
     def bind(self, values: Mapping[str, int]) -> Program:
         """The static program of the binding `values` (a value for each of `symbols`)."""
