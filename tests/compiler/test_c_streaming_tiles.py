@@ -1,0 +1,129 @@
+"""Streaming stores in the C kernels' transposes and packs (tiles): forced on small copies
+through the threshold (`cpu.set_stream_threshold(0)`), each copy compared with torch on
+the whole destination storage, which starts filled with a sentinel, so a line store that
+strayed outside a tile's runs shows. Covers the 16×16 `zmm` blocks streamed straight from
+the registers (aligned destinations), the tiles staged through a buffer (unaligned
+destinations, partial tiles, 1- and 2-byte staged tiles), casts, narrow interleaves (NCHW4),
+wide padded rows (NCHW32/64 of a few channels), merged CHWN4 tiles, and both thread paths."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
+from stridec.runtime.backends import cpu
+from tests.compiler.c_build import host_has
+from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
+from tests.compiler.test_codegen_c_copy import _pack_spec, run_c
+from tests.compiler.test_codegen_copy import f16, f32, f64, i8, permute_spec, random_storage
+
+SIZES = [i8, f16, f32, f64]
+# Every call of every test here streams (the threshold is restored after each test).
+pytestmark = pytest.mark.usefixtures("streaming")
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dst_offset", [0, 1, 5])
+@pytest.mark.parametrize("sizes", [(64, 64), (70, 45), (129, 257), (300, 130), (16, 200)])
+def test_transposes_stream_whole_lines(dtype, dst_offset, sizes):
+    # 64·64 and 129·257 hold whole blocks on line-aligned rows (streamed from the
+    # registers, 4- and 8-byte elements), 70·45 rows that are no whole number of lines,
+    # 300·130 whole staged tiles of 1- and 2-byte elements and their partial neighbours;
+    # a destination offset of 1 or 5 elements puts every row's head mid-line.
+    kernel = run_c(permute_spec(sizes, (1, 0), dtype, dst_offset=dst_offset))
+    assert kernel.strategy == "tiled_transpose"
+    run_c(permute_spec((3, *sizes), (0, 2, 1), dtype, dst_offset=dst_offset))
+
+
+@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (i8, f64), (f64, i8)],
+                         ids=lambda d: d.name)
+def test_transposing_casts(src, dst):
+    for dst_offset in (0, 3):
+        run_c(permute_spec((129, 257), (1, 0), src, dst, dst_offset=dst_offset))
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize("c", [3, 4, 8])
+def test_narrow_packs(dtype, c):
+    """NCHW4 packs (interleaves into contiguous rows of 4, through a buffer) and NHWC with
+    C = c both ways, pixels past a run of 256 and a remainder (H·W = 601)."""
+    src = random_storage(dtype, 2 * c * 601, torch.Generator().manual_seed(c))
+    for fill in (0, -3, None):
+        spec = _pack_spec(2, c, 601, 4, dtype, fill)
+        run_c(spec, src=src)
+        run_c(dataclasses.replace(spec, dst_offset=1), src=src)
+    run_c(permute_spec((2, c, 7, 91), (0, 2, 3, 1), dtype, dst_offset=2))
+    run_c(permute_spec((2, 7, 91, c), (0, 3, 1, 2), dtype, dst_offset=2))
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize(("c", "block"), [(3, 32), (3, 64), (1, 32), (2, 16), (35, 64)])
+def test_wide_padded_rows(dtype, c, block):
+    """NCHW32/64 of a few channels: rows of the fill and their channels assembled in a
+    buffer, streamed 4 KiB at a time (rows of at most 256 bytes), H·W = 1000 pixels."""
+    src = random_storage(dtype, 3 * c * 1000, torch.Generator().manual_seed(c))
+    for fill in (0, -2, None):
+        spec = _pack_spec(3, c, 1000, block, dtype, fill)
+        run_c(spec, src=src)
+        run_c(dataclasses.replace(spec, dst_offset=3), src=src)
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize(("n", "c", "hw"), [(9, 3, 77), (40, 4, 300), (32, 5, 140)])
+def test_chwn4_merged_tiles(dtype, n, c, hw):
+    src = random_storage(dtype, n * c * hw, torch.Generator().manual_seed(n))
+    for fill in (0, 7, None):
+        spec = _pack_spec(n, c, hw, 4, dtype, fill, chwn=True)
+        run_c(spec, src=src)
+        run_c(dataclasses.replace(spec, dst_offset=1), src=src)
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+def test_streamed_tiles_on_both_thread_paths(torch_openmp):
+    # Past PARALLEL_BYTES the tiles (walked along the source's rows first when the call
+    # streams) are shared between threads; each thread fences its streamed lines.
+    assert cpu.stream_threshold() == 0  # every call streams
+    threads = torch.get_num_threads()
+    has_openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
+    try:
+        assert cpu.use_torch_openmp(torch_openmp) == (torch_openmp and has_openmp)
+        torch.set_num_threads(3)
+        run_c(permute_spec((3, 300, 500), (0, 2, 1), f32))
+        run_c(permute_spec((700, 900), (1, 0), i8, dst_offset=1))
+        run_c(permute_spec((500, 300), (1, 0), f32, f16))
+        run_c(_pack_spec(32, 8, 1100, 4, i8, 0, chwn=True))
+        run_c(_pack_spec(8, 3, 9000, 32, i8, 0))
+    finally:
+        torch.set_num_threads(threads)
+        cpu.use_torch_openmp(True)
+
+
+def test_tile_kernels_have_streaming_stores():
+    """The tile code streams: the source calls the streaming primitives on its tiles' runs,
+    and with AVX-512 the 4- and 8-byte units store a block's rows with `vmovntdq` on `zmm`
+    straight from the registers (16 and 8 in the function that holds the block)."""
+    for size in (1, 2, 4, 8):
+        source = emit_class_source(CopyClass("tiled_transpose", f"bits{size}", f"bits{size}"))
+        assert "stream_tile(J," in source and "stream_copy(d + b0, buf" in source
+    objdump = shutil.which("objdump")
+    if objdump is None or not host_has("avx512f"):
+        pytest.skip("needs objdump and an AVX-512 CPU")
+    for size, lanes in ((4, 16), (8, 8)):
+        source = emit_class_source(CopyClass("tiled_transpose", f"bits{size}", f"bits{size}"))
+        assert "tr_block_nt(" in source
+        path = cpu.load_unit(source)._name
+        text = subprocess.run([objdump, "-d", "--no-show-raw-insn", path], capture_output=True,
+                              text=True, check=True).stdout
+        per_function: dict[str, int] = {}
+        name = ""
+        for line in text.splitlines():
+            if line.endswith(">:"):
+                name = line.split("<", 1)[1][:-2]
+            elif "vmovntdq" in line and "zmm" in line:
+                per_function[name] = per_function.get(name, 0) + 1
+        assert max(per_function.values(), default=0) >= lanes, per_function
