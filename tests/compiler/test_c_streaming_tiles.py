@@ -65,7 +65,8 @@ def test_narrow_packs(dtype, c):
 @pytest.mark.parametrize(("c", "block"), [(3, 32), (3, 64), (1, 32), (2, 16), (35, 64)])
 def test_wide_padded_rows(dtype, c, block):
     """NCHW32/64 of a few channels: rows of the fill and their channels assembled in a
-    buffer, streamed 4 KiB at a time (rows of at most 256 bytes), H·W = 1000 pixels."""
+    buffer, streamed 4 KiB at a time (rows of whole lines up to 256 bytes: 64-byte rows of
+    int8 NCHW64, 32 of float16 NCHW32 ...; the others not streamed), H·W = 1000 pixels."""
     src = random_storage(dtype, 3 * c * 1000, torch.Generator().manual_seed(c))
     for fill in (0, -2, None):
         spec = _pack_spec(3, c, 1000, block, dtype, fill)

@@ -517,15 +517,17 @@ def _narrow(size: int, width: int) -> list[str]:
         "    if (left >= 16) { memcpy(p + j, &LF, 16); j += 16 / sizeof(bits_t); }",
         "    for (; j < n; j++) p[j] = fill;",
         "}",
-        "/* With `nt` and contiguous rows of at most 256 bytes, the rows are assembled in a",
-        "   buffer in L1, 4 KiB at a time, and streamed as one run. */",
+        "/* With `nt` and contiguous rows of whole lines, at most 256 bytes (NCHW64 of int8),",
+        "   the rows are assembled in a buffer in L1, 4 KiB at a time, and streamed as one",
+        "   run (rows of 32 bytes, NCHW32 of int8, measured slower so). */",
         "NARROW_FN void padded_rows(const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0, i64 a1,",
         "                           i64 nb, i64 lo, i64 k, bits_t fill, int nt) {",
         "    const line_t LF = (line_t){0} + fill;",
         f"    i64 q = lo + {q} <= nb ? {q} : k;",
         f"    bits_t buf[{q} * V];",
         "    bits_t run[4096 / sizeof(bits_t)] __attribute__((aligned(64)));",
-        "    nt = nt && dsa == nb && nb * (i64)sizeof(bits_t) <= 256;",
+        "    i64 row_bytes = nb * (i64)sizeof(bits_t);",
+        "    nt = nt && dsa == nb && row_bytes % 64 == 0 && row_bytes <= 256;",
         "    i64 start = a0, cap = nt ? (i64)(sizeof run / sizeof(bits_t)) / nb : 0;",
         "    for (i64 a = a0; a < a1; a += V) {",
         "        i64 e = a + V < a1 ? a + V : a1;",
@@ -1101,22 +1103,23 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
         if (++l == n1) { l = 0; i++; }
     }
     i64 na = a1 - a0, nb = b1 - b0, x = 0;
-    /* Streamed tiles with no row of the fill first copy their source rows into a buffer
+    /* A streamed tile with no row of the fill first copies its source rows into a buffer
        in L1, each source line read once and whole. The blocks read V elements of a row at
        a time (16 bytes for 1-byte elements), so they come back to each line several
        times, and rows 4 KiB apart (or a multiple: planes of a batch) all fall in the same
        sets of L1, which evicts the line in between. Measured single-threaded, cold:
-       pack_chwn4_int8 7.3 -> 5.5 ms; with rows of the fill (C = 3) slower instead. */
-    int stage = J->stream && !padded;
-    bits_t sbuf[stage ? TILE * TILE : 1] __attribute__((aligned(64)));
-    for (i64 b = 0; stage && b < nb; b++) {
+       pack_chwn4_int8 7.0 -> 5.3 ms (streamed without this: no faster). A tile with rows
+       of the fill (C = 3) measured slower streamed, with or without it: not streamed. */
+    int nt = J->stream && !padded;
+    bits_t sbuf[nt ? TILE * TILE : 1] __attribute__((aligned(64)));
+    for (i64 b = 0; nt && b < nb; b++) {
         memcpy(sbuf + b * TILE, rows[b], (size_t)na * sizeof(bits_t));
         rows[b] = sbuf + b * TILE;
     }
     /* Streamed, the blocks go to a buffer in L1 (rows of nb) whose rows then go out whole. */
-    bits_t buf[J->stream ? TILE * TILE : 1] __attribute__((aligned(64)));
-    bits_t* o = J->stream ? buf : d + b0;
-    i64 os = J->stream ? nb : dsa;
+    bits_t buf[nt ? TILE * TILE : 1] __attribute__((aligned(64)));
+    bits_t* o = nt ? buf : d + b0;
+    i64 os = nt ? nb : dsa;
     for (; x + V <= na; x += V) {
         i64 y = 0;
         for (; y + V <= nb; y += V) tr_block_rows(rows + y, x, o + x * os + y, os);
@@ -1125,7 +1128,7 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
     }
     for (; x < na; x++)
         for (i64 y = 0; y < nb; y++) o[x * os + y] = rows[y][x];
-    if (!J->stream) return;
+    if (!nt) return;
     if (dsa == nb) {
         stream_copy(d + b0, buf, na * nb * (i64)sizeof(bits_t));
     } else {
