@@ -205,6 +205,37 @@ def test_out_and_a_state_advanced_in_place_bind_the_class_plan(backend: str) -> 
     assert fn.stats.codegen_runs == 1
 
 
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generators_cat_along_symbolic_dims(backend: str, fused: bool) -> None:
+    """Two chained generators of N and M rows, cat with inputs along dim 0 (sizes
+    2·N + 2·M) and their transposes along dim 1 (N + M): a generator written straight
+    into its slice of the cat's buffer where it has one reader (`fused`), else copied
+    there; every output and the final state as the reference's, one plan per class."""
+    g = stridec.Graph("noise_cat")
+    s = g.input("state", (6,), "uint32")
+    x, y = g.input("x", ("N", 4), "float32"), g.input("y", ("M", 4), "float32")
+    a, s1 = g.philox_uniform(s, ("N", 4), "float32", -1.0, 1.0)
+    b, s2 = g.philox(s1, ("M", 4))
+    if fused:
+        g.output(stridec.cat([a, x], 0), stridec.cat([y, b.to("float32")], 0), s2)
+    else:
+        g.output(stridec.cat([a, x, b.to("float32"), y], 0),
+                 stridec.cat([a.t(), b.t().to("float32")], 1).contiguous(), s2)
+    fn = stridec.compile(g, backend=backend)
+    sizes = [(2, 3), (5, 7), (9, 2), (3, 3), (17, 5), (13, 11)]
+    for n, m in sizes:
+        args = (state_tensor("own", 2**32 - 1 - n, 3, 1), torch.randn(n, 4), torch.randn(m, 4))
+        got = fn(*args)
+        bound = g.bind({"N": n, "M": m})
+        assert_same(got, stridec.run_reference(bound, *args), "reference")
+        assert_same(got, stridec.compile(bound, backend=backend)(*args), "static plan")
+    assert fn.stats.codegen_runs == 1  # every size above: the class ("n", "n")
+    # Fused: the first generator's values are the cat's (2·N, 4) buffer, rows 0 … N-1.
+    line = next(t for t in fn.plan_for(*args).ir.splitlines() if "philox_uniform" in t)
+    assert ("tensor<(2*N)x4xf32>, tensor<6xui32>" in line) == fused
+
+
 @pytest.mark.parametrize("target", ["cpu", "cuda", "c"])
 def test_index_width_is_a_class_bit(target: str) -> None:
     """Kernels planned at a binding within int32 index in int32 and say for which
