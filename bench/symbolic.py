@@ -216,6 +216,42 @@ def host_times(sizes: int = 48, rounds: int = 5,
     return rows
 
 
+def out_times(batch: int = 1024, calls: int = 50,
+              rounds: int = 7) -> list[tuple[str, float, float]]:
+    """(out, µs of `fn(x)`, µs of `fn(x, out=o)`) for the `nhwc` graph of `host_graphs`
+    at N = `batch` on the `cpu` backend, one thread, both sides alternating round by
+    round, medians of `rounds` means over `calls` calls, in CPU time of the process (on
+    a VM shared with other jobs, wall time swings several-fold): `o` dense (the class
+    plan's strides: the kernels write it), and `o` with pitched rows (copied into after
+    the plan runs)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _out_times(batch, calls, rounds)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _out_times(batch: int, calls: int, rounds: int) -> list[tuple[str, float, float]]:
+    _, graph, arguments = host_graphs()[0]
+    (x,) = arguments(batch)
+    fn = stridec.compile(graph, backend="cpu")
+    dense = torch.empty(batch, 6, 5, 8, dtype=torch.float16)
+    pitched = torch.empty(batch, 6, 5, 12, dtype=torch.float16)[..., :8]
+    rows = []
+    for name, o in (("dense", dense), ("pitched", pitched)):
+        plain, into = [], []
+        for _ in range(rounds):
+            for times, kwargs in ((plain, {}), (into, {"out": o})):
+                fn(x, **kwargs)
+                t0 = time.process_time()
+                for _ in range(calls):
+                    fn(x, **kwargs)
+                times.append((time.process_time() - t0) / calls * 1e6)
+        rows.append((name, statistics.median(plain), statistics.median(into)))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="", help="only rows whose name contains this")
@@ -226,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", action="store_true",
                         help="also the host time of a new batch size of a planned class "
                              "against a cached call (a graph over a symbolic batch N)")
+    parser.add_argument("--out", action="store_true",
+                        help="also a call with out= against one without, over a symbolic "
+                             "batch (a dense out, an out with pitched rows)")
     args = parser.parse_args(argv)
     if not cpu.available():
         print("no working C compiler: the cpu backend cannot run here")
@@ -251,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, backend, cached, fresh, cold in host_times():
             print(f"{name:8} {backend:10} {cached:15.1f} {fresh:21.1f} {fresh / cached:11.2f} "
                   f"{cold:25.1f}")
+    if args.out:
+        print(f"\n{'out':8} {'fn(x) us':>9} {'fn(x, out=o) us':>16}")
+        for name, plain, into in out_times():
+            print(f"{name:8} {plain:9.1f} {into:16.1f}")
     return 0
 
 

@@ -792,18 +792,28 @@ class CompiledGraph:
 
     def _call_symbolic_out(self, tensors: tuple[Any, ...], out: Any, found: tuple) -> Any:
         """`fn(*tensors, out=...)` on the class plan: the outs checked as a static call
-        checks them, the class's program run, then each result copied into its out. Every
-        result is computed before any out is written (an out may share memory with an
-        input: a result that is a view of that input is copied apart first), and nothing
-        outside each out view is written."""
-        program, runner, device, bindings = found
+        checks them, then the class's program run with each out that no input's memory
+        meets written straight where the plan allows it (`SymbolicRunner.call`: an output
+        that is a buffer of its own, the out of its strides); every other result is copied
+        into its out afterwards. Every result is computed before any out that an input
+        meets is written (a result that is a view of such an input is copied apart first),
+        and nothing outside each out view is written."""
+        program, _, device, bindings = found
         call = self._symbolic_outs(tensors, out, device, bindings)
-        results = launch.run_with(runner, tensors, device)
+        storages = call.storages
+        direct = tuple(None if storages[t.storage].staged else o
+                       for o, t in zip(call.outs, call.targets, strict=True))
+        symbolic = launch.symbolic_runner(program, self._target(device))
+        results = symbolic.call(tensors, device, [bindings[n] for n in program.symbols],
+                                direct)
         self.stats.launches += program.launch_count
-        ptrs = {o.untyped_storage().data_ptr() for o in call.outs if o.numel()}
-        results = [r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs else r
-                   for r in results]
-        for o, r in zip(call.outs, results, strict=True):
+        if type(results) is not tuple:
+            results = (results,)
+        pending = [(o, r) for o, r in zip(call.outs, results, strict=True) if r is not o]
+        ptrs = {o.untyped_storage().data_ptr() for o, _ in pending if o.numel()}
+        pending = [(o, r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs
+                    else r) for o, r in pending]
+        for o, r in pending:
             o.copy_(r)
         return call.outs[0] if len(call.outs) == 1 else call.outs
 

@@ -200,6 +200,25 @@ class SymbolicRunner:
             _call_function(program, launchers, inputs_as_given, where))
 
 
+def _direct_outputs(program: Program) -> dict[int, int]:
+    """{output: buffer} of the outputs a caller's out can be written straight into: a
+    buffer slot that is this output alone, at offset 0, whose elements are the output's
+    (a layout without holes over the whole buffer: an out of its strides is the
+    buffer)."""
+    found: dict[int, int] = {}
+    slots = [o.slot for o in program.outputs]
+    for k, o in enumerate(program.outputs):
+        j = o.slot - program.n_inputs
+        numel: Any = 1
+        for n in o.sizes:
+            numel = numel * n
+        # (`==` of sizes is exact: equal for every value of the symbols)
+        if (j >= 0 and slots.count(o.slot) == 1 and o.offset == 0
+                and program.buffers[j].elements == numel):
+            found[k] = j
+    return found
+
+
 # What a `SymbolicRunner.call` returns where the binding's indices do not fit its int32
 # kernels (`Program.fits`).
 MISS = object()
@@ -207,13 +226,21 @@ MISS = object()
 
 def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_given: bool,
                    where: Mapping[str, str]) -> Callable[..., Any]:
-    """`call(tensors, device, values)`: the program run at the binding `values` (one int
-    per symbol, in `program.symbols` order), as `bind(values).run(tensors, device)` runs
-    it and returning its outputs as a compiled graph's call does (one tensor, or a tuple),
-    or `MISS` where `program.fits` refuses the values -- one generated function with
-    every number of the binding written inline as an expression of the values: nothing
-    built per binding but the tensors and the C kernels' parameter arrays, so a call at
-    a new size costs what a call at a size seen before does."""
+    """`call(tensors, device, values, outs=None per output)`: the program run at the
+    binding `values` (one int per symbol, in `program.symbols` order), as
+    `bind(values).run(tensors, device)` runs it and returning its outputs as a compiled
+    graph's call does (one tensor, or a tuple), or `MISS` where `program.fits` refuses
+    the values -- one generated function with every number of the binding written inline
+    as an expression of the values: nothing built per binding but the tensors and the C
+    kernels' parameter arrays, so a call at a new size costs what a call at a size seen
+    before does.
+
+    `outs[k]`, a caller's tensor of output k's sizes and dtype that no input's memory
+    meets (the caller's to check: `check_outs`), is written straight where output k is
+    a buffer of its own that its layout covers exactly (`_direct_outputs`) and the
+    tensor has that layout's strides: the buffer is then the tensor's memory, and output
+    k is the tensor itself. Any other output is returned as without `outs`, for the
+    caller to copy."""
     scope: dict[str, Any] = {"_array": array, "_as_strided": torch.as_strided,
                              "_empty": torch.empty, "_MISS": MISS, "_torch": torch}
     body = [f"    if not ({program.fits_source(where)}): return _MISS"]
@@ -226,12 +253,23 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
             slot[s] = f"f{s}"
             body.append(f"    f{s} = _as_strided(t{s}, (t{s}.untyped_storage().nbytes() "
                         f"// t{s}.element_size(),), (1,), 0)")
+    direct = _direct_outputs(program)
+    for k in direct:  # the caller's out, where it is this buffer's layout
+        o = program.outputs[k]
+        body.append(f"    o{k} = outs[{k}]")
+        body.append(f"    if o{k} is not None and o{k}.stride() != "
+                    f"{_source(o.strides, where)}: o{k} = None")
     for j, b in enumerate(program.buffers):
         s = program.n_inputs + j
         slot[s] = f"b{j}"
         scope[f"_d{j}"] = as_dtype(b.dtype).torch
-        body.append(f"    b{j} = _empty({_source(b.elements, where)}, dtype=_d{j}, "
-                    "device=device)")
+        new = f"_empty({_source(b.elements, where)}, dtype=_d{j}, device=device)"
+        outputs = [k for k, v in direct.items() if v == j]
+        if outputs:
+            k = outputs[0]
+            new = (f"{new} if o{k} is None else _as_strided(o{k}, "
+                   f"({_source(b.elements, where)},), (1,), o{k}.storage_offset())")
+        body.append(f"    b{j} = {new}")
     for j, launch in enumerate(program.launches):
         k = program.kernels[launch.kernel]
         scope[f"_l{j}"] = launchers[launch.kernel]
@@ -255,24 +293,25 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
         elif not k.grid or k.grid[0]:
             body.append(f"    {text}")
     outs = []
-    for o in program.outputs:
+    for k, o in enumerate(program.outputs):
         offset = _source(o.offset, where)
         if inputs_as_given and o.slot < program.n_inputs:
             offset = f"{offset} + t{o.slot}.storage_offset()"
-        outs.append(f"_as_strided({slot[o.slot]}, {_source(o.sizes, where)}, "
-                    f"{_source(o.strides, where)}, {offset})")
+        view = (f"_as_strided({slot[o.slot]}, {_source(o.sizes, where)}, "
+                f"{_source(o.strides, where)}, {offset})")
+        outs.append(f"({view} if o{k} is None else o{k})" if k in direct else view)
     body.append(f"    return {outs[0]}" if len(outs) == 1 else
                 f"    return ({''.join(f'{o}, ' for o in outs)})")
     names = "".join(f"{a}, " for a in where.values())
-    head = ["def call(ts, device, values):", f"    {names}= values"] if names else [
-        "def call(ts, device, values):"]
+    scope["_NO_OUTS"] = (None,) * len(program.outputs)
+    head = ["def call(ts, device, values, outs=_NO_OUTS):", f"    {names}= values"]
     if program.launches:  # Triton launches on the current device (see `run_with`)
         head.append("    if device.type == 'cuda' and device.index is not None and "
                     "device.index != _torch.cuda.current_device():")
         head.append("        with _torch.cuda.device(device): return _body(ts, device, "
-                    f"{names})")
-        head.append(f"    return _body(ts, device, {names})")
-        head.append(f"def _body(ts, device, {names}):")
+                    f"outs, {names})")
+        head.append(f"    return _body(ts, device, outs, {names})")
+        head.append(f"def _body(ts, device, outs, {names}):")
     exec("\n".join(head + body), scope)  # noqa: S102 - our own text
     return scope["call"]  # type: ignore[no-any-return]
 

@@ -121,3 +121,86 @@ def test_checks_of_a_planned_class_name_what_a_fresh_graph_names(n: int, m: int)
                 assert torch.equal(o, w)
     with pytest.raises(CallError, match=r"argument 'x': dim 1 is 2\*M\+1 = "):
         warm(good[0], torch.randn(m + 1, 3).half())
+
+
+def nhwc_graph() -> stridec.Graph:
+    g = stridec.Graph("nhwc_out")
+    x = g.input("x", ("N", 4, 3, 5), "float32")
+    g.output(x.permute(0, 2, 3, 1).contiguous(), x[:, :2].flip(1))
+    return g
+
+
+def _copies(monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
+    seen: list[torch.Tensor] = []
+    copy = torch.Tensor.copy_
+    monkeypatch.setattr(torch.Tensor, "copy_",
+                        lambda self, src, *a, **k: seen.append(self) or copy(self, src, *a, **k))
+    return seen
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_outs_of_the_plans_strides_are_written_straight(
+    backend: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An out with the class plan's strides, anywhere in its storage (here rows of a
+    larger tensor, behind an offset), is the plan's buffer: written by the kernels, no
+    copy after (the flipped slice too: the plan copies it into a buffer of its own); an
+    out with pitched rows is copied into. Values against torch, the rest of the storage
+    untouched."""
+    fn = stridec.compile(nhwc_graph(), backend=backend)
+    seen = _copies(monkeypatch)
+    for n in (2, 3, 5, 7, 9):
+        x = torch.randn(n, 4, 3, 5)
+        big = torch.full((n + 3, 3, 5, 4), -1.0)
+        second = torch.full((n, 2, 3, 5), -2.0)
+        got = fn(x, out=(big[1:n + 1], second))
+        assert got[0].data_ptr() == big[1].data_ptr() and got[1] is second
+        assert torch.equal(big[1:n + 1], x.permute(0, 2, 3, 1))
+        assert torch.equal(second, x[:, :2].flip(1))
+        assert (big[0] == -1).all() and (big[n + 1:] == -1).all()
+        assert seen == []
+        pitched = torch.full((n, 2, 3, 7), -2.0)
+        fn(x, out=(big[1:n + 1], pitched[..., :5]))
+        assert torch.equal(pitched[..., :5], x[:, :2].flip(1)) and (pitched[..., 5:] == -2).all()
+        assert len(seen) == 1 and seen[0].stride() == pitched.stride()
+        seen.clear()
+    assert fn.stats.codegen_runs == 1
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 20), pitch=st.integers(0, 4), offset=st.integers(0, 3))
+def test_pitched_and_offset_outs_equal_torch(n: int, pitch: int, offset: int) -> None:
+    """Outs whose rows have a pitch (another layout than the plan's: copied into) or sit
+    behind an offset (the plan's layout: written straight), over many sizes, equal torch;
+    memory outside each out stays as it was."""
+    fn = stridec.compile(nhwc_graph(), backend="cpu")
+    x = torch.randn(n, 4, 3, 5)
+    flat = torch.full((offset + n * 60 + 8,), -1.0)
+    first = torch.as_strided(flat, (n, 3, 5, 4), (60, 20, 4, 1), offset)
+    rows = torch.full((n, 2, 3, 5 + pitch), -2.0)
+    got = fn(x, out=(first, rows[..., :5]))
+    assert got[0] is first
+    assert torch.equal(first, x.permute(0, 2, 3, 1))
+    assert torch.equal(rows[..., :5], x[:, :2].flip(1))
+    assert (rows[..., 5:] == -2).all()
+    assert (flat[:offset] == -1).all() and (flat[offset + n * 60:] == -1).all()
+
+
+def test_an_out_over_an_input_is_still_copied_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An out that an input's memory meets is never a buffer of the plan: the kernels
+    would write it while others still read the input. It gets the result computed from
+    the input as it was, copied after."""
+    g = stridec.Graph("swap_into")
+    sq = g.input("x", ("N", "N"), "float32")
+    g.output(sq.t().contiguous())
+    fn = stridec.compile(g, backend="cpu")
+    seen = _copies(monkeypatch)
+    for n in (2, 3, 5, 7):
+        t = torch.randn(n, n)
+        want_t = t.t().clone()
+        assert fn(t, out=t) is t and torch.equal(t, want_t)
+        assert seen == [t]
+        seen.clear()
+        other = torch.empty(n, n)
+        assert fn(t, out=other) is other and torch.equal(other, t.t())
+        assert seen == []
