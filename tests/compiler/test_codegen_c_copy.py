@@ -293,6 +293,34 @@ def test_batch_members_share_one_parallel_region(torch_openmp, threads):
     assert torch.equal(dst[n * total:], torch.full((3,), -7.0))
 
 
+def test_batch_called_from_two_threads_at_once():
+    # Each Python thread sets up the batch's jobs in a buffer of its own.
+    import threading
+
+    n, total = 3000, 96
+    specs = [CopySpec((n, 32), (32, 1), 0, (total, 1), 0, f32, f32),
+             CopySpec((n, 64), (64, 1), 0, (total, 1), 32, f32, f32)]
+    kernel = generate_c_copy_batch(specs)
+    launcher = build.load_c_kernel(kernel.name, kernel.source, kernel.calls)
+    failures = []
+
+    def worker(seed: int) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(40):
+            a, b = torch.randn(n * 32, generator=gen), torch.randn(n * 64, generator=gen)
+            dst = torch.zeros(n * total)
+            launcher((1,), dst, a, b)
+            if not torch.equal(dst, torch.cat([a.view(n, 32), b.view(n, 64)], 1).reshape(-1)):
+                failures.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(copy_specs())
 def test_random_specs_match_torch(spec):

@@ -38,8 +38,8 @@ import torch
 
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
 from stridec.compiler.codegen.c.pool import (
+    POOL_BATCH_SYMBOL,
     POOL_C_SOURCE,
-    POOL_MANY_SYMBOL,
     POOL_SYMBOL,
     STREAM_SYMBOL,
 )
@@ -371,47 +371,51 @@ def available() -> bool:
 
 
 _SIGNATURE = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-_PREPARE = (*_SIGNATURE, ctypes.c_void_p)
 
 
 class _Batch:
-    """The calls of a batch (a `cat`) in one parallel region: each call's job is set up by
-    its class's `<symbol>_prepare` into a buffer of this thread, then
-    `stridec_pool_run_many_v1` runs every call's units (`<symbol>_work`) on one team."""
+    """The calls of a batch (a `cat`) in one parallel region, entered once from Python:
+    `stridec_pool_run_batch_v1` sets up each call's job with its class's
+    `<symbol>_prepare` in a buffer of this thread, then runs every call's units
+    (`<symbol>_work`) on one team. Per call, Python writes the storages' addresses (and a
+    symbolic kernel's parameter addresses) into this thread's array of calls."""
 
-    __slots__ = ("prepares", "works", "offsets", "size", "run", "local")
+    __slots__ = ("prepares", "works", "offsets", "size", "run", "local", "n")
 
     def __init__(self, libs: list[Any]) -> None:
-        self.prepares, works, self.offsets, at = [], [], [], 0
+        prepares, works, self.offsets, at = [], [], [], 0
         for lib, symbol in libs:
-            prepare = getattr(lib, f"{symbol}_prepare")
-            prepare.argtypes = _PREPARE
-            prepare.restype = ctypes.c_int64
-            self.prepares.append(prepare)
+            prepares.append(ctypes.cast(getattr(lib, f"{symbol}_prepare"), ctypes.c_void_p).value)
             works.append(ctypes.cast(getattr(lib, f"{symbol}_work"), ctypes.c_void_p).value)
             job_bytes = getattr(lib, f"{symbol}_job_bytes")
             job_bytes.restype = ctypes.c_int64
             self.offsets.append(at)
             at += -(-job_bytes() // 64) * 64
+        self.n = len(libs)
         self.size = at
-        self.works = (ctypes.c_void_p * len(works))(*works)
-        run = getattr(load_pool(), POOL_MANY_SYMBOL)
+        self.prepares = (ctypes.c_void_p * self.n)(*prepares)
+        self.works = (ctypes.c_void_p * self.n)(*works)
+        run = getattr(load_pool(), POOL_BATCH_SYMBOL)
         run.argtypes = (ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                        ctypes.c_int64)
+                        ctypes.c_void_p, ctypes.c_int64)
         run.restype = None
         self.run = run
         self.local = threading.local()
 
-    def buffers(self) -> tuple[Any, Any, Any]:
-        """This thread's job buffer (64-byte aligned jobs), job addresses and units."""
+    def calls(self, addresses: list[int | None]) -> tuple[Any, int, int]:
+        """This thread's array of calls (src, dst, params per call; the static parameters'
+        addresses filled in), its address and that of the jobs' addresses."""
         held = getattr(self.local, "held", None)
         if held is None:
             raw = ctypes.create_string_buffer(self.size + 64)
             base = -(-ctypes.addressof(raw) // 64) * 64
-            n = len(self.offsets)
-            jobs = (ctypes.c_void_p * n)(*[base + at for at in self.offsets])
-            held = self.local.held = (raw, jobs, (ctypes.c_int64 * n)())
-        return held
+            jobs = (ctypes.c_void_p * self.n)(*[base + at for at in self.offsets])
+            calls = (ctypes.c_int64 * (3 * self.n))()
+            for k, address in enumerate(addresses):
+                calls[3 * k + 2] = address or 0
+            held = self.local.held = (calls, ctypes.addressof(calls), ctypes.addressof(jobs),
+                                      raw, jobs)
+        return held[0], held[1], held[2]
 
 
 class CpuKernel:
@@ -478,17 +482,20 @@ class CpuKernel:
 
     def _run_batch(self, storages: Any, params: Any, threads: int) -> None:
         batch = self._batch
-        _, jobs, units = batch.buffers()
+        calls, calls_at, jobs_at = batch.calls([c[3] for c in self._calls])
         base = None if params is None else params.buffer_info()[0]
-        for k, ((_fn, src_arg, dst_arg, address), at) in enumerate(
-                zip(self._calls, self._offsets, strict=True)):
+        k = 0
+        for (_fn, src_arg, dst_arg, address), at in zip(self._calls, self._offsets,
+                                                       strict=True):
+            calls[k] = storages[src_arg].data_ptr()
+            calls[k + 1] = storages[dst_arg].data_ptr()
             if base is not None:
-                address = base + at
+                calls[k + 2] = base + at
             elif address is None:
                 raise _symbolic(self.name)
-            units[k] = batch.prepares[k](storages[src_arg].data_ptr(),
-                                         storages[dst_arg].data_ptr(), address, threads, jobs[k])
-        batch.run(len(units), batch.works, jobs, units, threads)
+            k += 3
+        batch.run(batch.n, ctypes.addressof(batch.prepares), ctypes.addressof(batch.works),
+                  calls_at, jobs_at, threads)
 
 
 def _symbolic(name: str) -> CallError:

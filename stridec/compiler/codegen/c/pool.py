@@ -26,9 +26,9 @@ the one pool of the process (`stridec/runtime/backends/cpu.py`).
   were claimed. On a busy machine a worker that the scheduler starts late costs nothing.
 - One task at a time: a call made while another thread's task runs (two Python threads)
   runs its work on its own thread. A forked child starts with no workers.
-- A batch (the member copies of a `cat`) is one task: `stridec_pool_run_many_v1` takes
-  every member's job and units (set up by its class's `<symbol>_prepare`) and runs all
-  their chunks in one parallel region, so the team starts and meets at its closing
+- A batch (the member copies of a `cat`) is one task: `stridec_pool_run_batch_v1` sets
+  up every member's job (its class's `<symbol>_prepare`) and runs all their chunks in
+  one parallel region (`stridec_pool_run_many_v1`), so the team starts and meets at its closing
   barrier once per batch, not once per member.
 
 The symbol carries a version: a change of its contract renames it, and so changes the
@@ -37,7 +37,7 @@ source (and the cache digest) of every kernel unit that calls it.
 
 from __future__ import annotations
 
-__all__ = ["POOL_C_SOURCE", "POOL_DECLARATION", "POOL_MANY_SYMBOL", "POOL_SYMBOL",
+__all__ = ["POOL_C_SOURCE", "POOL_BATCH_SYMBOL", "POOL_DECLARATION", "POOL_SYMBOL",
            "STREAM_DECLARATION",
            "STREAM_SYMBOL"]
 
@@ -132,8 +132,8 @@ extern void stridec_pool_run_v1(stridec_task_fn fn, void *arg, int64_t units, in
                                 int64_t nthreads);
 """
 
-# The entry point of a batch's one parallel region (`stridec_pool_run_many_v1`).
-POOL_MANY_SYMBOL = "stridec_pool_run_many_v1"
+# The entry point of a batch's one parallel region (`stridec_pool_run_batch_v1`).
+POOL_BATCH_SYMBOL = "stridec_pool_run_batch_v1"
 
 POOL_C_SOURCE = r"""/* stridec C kernels' thread pool (one per process) */
 #include <pthread.h>
@@ -394,5 +394,22 @@ void stridec_pool_run_many_v1(i64 n, stridec_task_fn const *fns, void *const *ar
     }
     many_task m = {fns, args, units, chunk, start, n};
     stridec_pool_run_v1(many_body, &m, start[n], 1, nthreads);
+}
+
+/* A batch of n copy calls: call k's job is set up in jobs[k] by
+   prepares[k](src, dst, params, nthreads, jobs[k]) (its source, destination and
+   parameters' addresses at calls[3k .. 3k+2]), then all run in one parallel region of
+   works[k] (stridec_pool_run_many_v1). One entry from Python for the whole batch. */
+typedef i64 (*stridec_prepare_fn)(const void *, void *, const i64 *, i64, void *);
+
+void stridec_pool_run_batch_v1(i64 n, stridec_prepare_fn const *prepares,
+                               stridec_task_fn const *works, const i64 *calls,
+                               void *const *jobs, i64 nthreads) {
+    if (n <= 0) return;
+    i64 units[n];
+    for (i64 k = 0; k < n; k++)
+        units[k] = prepares[k]((const void *)calls[3 * k], (void *)calls[3 * k + 1],
+                               (const i64 *)calls[3 * k + 2], nthreads, jobs[k]);
+    stridec_pool_run_many_v1(n, works, jobs, units, nthreads);
 }
 """
