@@ -462,3 +462,37 @@ def test_cat_is_one_launch_on_cuda(dim: int, lengths: list[int], first: int) -> 
     out = fn(*inputs)
     torch.cuda.synchronize()
     assert out.is_cuda and torch.equal(out, torch_fn(*inputs))
+
+
+@pytest.mark.parametrize("bindings", [{"N": 5, "M": 7}, {"N": 32, "M": 3}])
+def test_a_symbolic_cat_class_batch_compiles_for_sm90(bindings: dict[str, int]) -> None:
+    """A cat along N + M (float16) lowered for the class of `bindings`: one launch of a
+    batch kernel whose members' sizes, strides and program ranges are runtime arguments;
+    typed as a launch at `bindings` types them, it compiles for sm_90 with 16-byte stores
+    (each member's rows start at multiples of 512 elements for every N)."""
+    from stridec.ir.symbols import evaluate
+
+    g = stridec.Graph("cat_any_batch")
+    x = g.input("x", ("N", 8, 64), "float16")
+    y = g.input("y", ("M", 8, 64), "float16")
+    g.output(stridec.cat([x, y], 0))
+    PassManager.parse(DEFAULT_PIPELINE).run(g)
+    program = lower_to_program(g, "cuda", hint=bindings)
+    assert program.symbols == ("M", "N")
+    (launch_,) = program.launches
+    kernel = program.kernels[launch_.kernel]
+    assert kernel.name.startswith("stridec_copy_batch_")
+    args = evaluate(kernel.args, bindings)
+    assert args != kernel.args  # sizes and program ranges are runtime arguments
+    jit = load_jit(kernel.source, kernel.name)
+    types = signature(jit, ["*fp16"] * 3, args, kernel.constexprs)
+    constexprs = dict(kernel.constexprs)
+    for name, value in zip(kernel.params, args, strict=True):
+        if value == 1:  # as Triton's JIT specializes it
+            types[name], constexprs[name] = "constexpr", 1
+    aligned = {(k,): [["tt.divisibility", 16]] for k in range(3)}  # torch's allocations
+    source = compiler.ASTSource(jit, types, constexprs=constexprs, attrs=aligned)
+    ptx = compiler.compile(source, target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": kernel.num_warps}).asm["ptx"]
+    assert ".entry" in ptx and kernel.name in ptx
+    assert any(".v4" in s for s in re.findall(r"\bst\.global[\w.]*", ptx))

@@ -12,6 +12,10 @@ a copy joins the open group when it writes the group's buffer, in the buffer's o
 strides, a box that meets no member's box in some dim, and neither it nor any member
 reads that buffer. Programs of one launch run in any order; disjoint writes and no reads
 of what they write make that order irrelevant.
+Over symbolic sizes the boxes must be disjoint for every value of the symbols
+(`_symbolic_box`), and the group is the class's batch kernel, C or Triton alike: each
+member's sizes, strides, offsets and (Triton) program range are expressions of the
+symbols, evaluated per call.
 """
 
 from __future__ import annotations
@@ -225,10 +229,7 @@ class _Lowering:
         if layout is None:
             return None
         if self.hint is not None:
-            # Over symbolic sizes only the C kernels batch (a batch of Triton kernels
-            # takes no runtime sizes), with boxes proven for every value.
-            if self.target != "c":
-                return None
+            # Over symbolic sizes a batch needs boxes proven disjoint for every value.
             try:
                 return _symbolic_box(spec, layout, self.hint)
             except StridecError:
@@ -287,7 +288,8 @@ class _Lowering:
             views = (_bits_view(m.spec.src_dtype.name), dst_view)
             self.add_launch(kernel, (m.src_slot, dst), views, m.ops)
             return
-        kernel = generate_copy_batch([m.spec for m in group.members], self.target, self.tuning)
+        kernel = generate_copy_batch([m.spec for m in group.members], self.target,
+                                     self.tuning, self.hint)
         self.add_launch(
             kernel,
             (dst, *(m.src_slot for m in group.members)),
