@@ -109,3 +109,23 @@ def test_the_interpret_cat_is_a_triton_batch_of_the_class(case: str) -> None:
     assert kernel.lang == "triton" and kernel.name.startswith("stridec_copy_batch_")
     assert f"copy batch: {members} copies into one buffer" in kernel.source
     assert any(isinstance(v, Sym) for v in (*kernel.grid, *kernel.args))
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_the_triton_batch_index_width_is_a_class_bit(target: str) -> None:
+    """The Triton batch of a class planned at small sizes indexes in int32, and its
+    program's `fits` refuses a binding whose indices pass 2^31 - 1 (the call then takes
+    the class's int64 plan); planned at such a binding, the batch indexes in int64."""
+    from stridec.compiler.codegen.lower import lower_to_program
+    from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
+
+    g = symbolic_dim_cat()
+    PassManager.parse(DEFAULT_PIPELINE).run(g)
+    wide = {"N": 2**27, "M": 5}  # 24 * 2^27 elements: past int32
+    small = lower_to_program(g, target, hint={"N": 3, "M": 5})
+    (launch,) = small.launches
+    assert small.kernels[launch.kernel].index_bits == 32
+    assert small.fits({"N": 7, "M": 9}) and not small.fits(wide)
+    big = lower_to_program(g, target, hint=wide)
+    (launch,) = big.launches
+    assert big.kernels[launch.kernel].index_bits == 64 and big.fits(wide)
