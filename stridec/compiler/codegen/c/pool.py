@@ -99,7 +99,8 @@ static inline void stream_end(void) {
 }
 /* n bytes from s to d: ordinary stores up to d's next 64-byte boundary, whole lines
    streamed, the tail ordinary again. Runs shorter than a line past the head: memcpy. */
-static inline void stream_copy(void* d, const void* s, size_t n) {
+static inline __attribute__((always_inline)) void stream_copy(void* d, const void* s,
+                                                            size_t n) {
     char* dp = (char*)d;
     const char* sp = (const char*)s;
     size_t head = (size_t)(-(uintptr_t)dp) & 63;
