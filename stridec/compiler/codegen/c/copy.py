@@ -642,7 +642,8 @@ typedef struct {
 
 /* Runs of n bytes from s to d: streaming stores when the call streams, else memcpy.
    Always inlined, so a constant n (a staged tile's 256-byte rows) stays a constant. */
-static inline __attribute__((always_inline)) void copy_bytes(const job_t* J, void* d, const void* s, size_t n) {
+static inline __attribute__((always_inline)) void copy_bytes(const job_t* J, void* d,
+                                                            const void* s, size_t n) {
     if (J->stream) stream_copy(d, s, n);
     else memcpy(d, s, n);
 }
