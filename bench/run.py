@@ -63,6 +63,7 @@ from bench.workloads import (  # noqa: E402
     assert_same,
     by_name,
 )
+from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 # Progress marks: a system timed (stridec, eager, torch.compile).
@@ -382,13 +383,9 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
 
 
 def last_level_cache_mb() -> int:
-    """The largest CPU cache in MB as Linux reports it (sysfs), or 32 where it says nothing."""
-    kib = []
-    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = f.read_text().strip()
-        if text[:-1].isdigit() and text[-1] in "KM":
-            kib.append(int(text[:-1]) * (1024 if text[-1] == "M" else 1))
-    return max(max(kib, default=0) // 1024, 1) if kib else 32
+    """The last-level cache in MB as the `cpu` backend reads it, or 32 where unknown."""
+    size = cpu_backend.last_level_cache_bytes()
+    return max(size >> 20, 1) if size else 32
 
 
 def _flush_buffer(mb: int) -> torch.Tensor | None:

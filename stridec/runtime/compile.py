@@ -714,10 +714,11 @@ class CompiledGraph:
         return self._bindings(tuple(tensors))
 
     def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
-        Program, launch.Runner, torch.device, dict[str, int]
+        Program, launch.SymbolicRunner, list[int], torch.device, dict[str, int]
     ] | None:
-        """(class program, runner for this binding, device, bindings) of a call the class
-        plan serves; None where it does not (see `_bound_graph`). Every check at once
+        """(class program, its runner, the symbols' values in the program's `symbols`
+        order, device, bindings) of a call the class plan serves; None where it does not
+        (see `_bound_graph`). Every check at once
         first (`fast_binder`); where one fails, the full checks name it. Makes the class's
         entry of `_class_calls`, which later calls of the class take."""
         found = self._fast(tensors)
@@ -736,7 +737,7 @@ class CompiledGraph:
         program = self._class_program(bindings, device, target, cls)
         if program is None:
             return None
-        # The class's runner, built once; bound here: its numbers at these values.
+        # The class's runner, built once (a caller that runs it binds these values).
         symbolic = launch.symbolic_runner(program, target)
         if program.symbols != self._sorted_symbols:
             values = [bindings[n] for n in program.symbols]
@@ -745,8 +746,7 @@ class CompiledGraph:
             if len(self._class_calls) >= LOCAL_CAPACITY:
                 self._class_calls = {}
             self._class_calls[cls, device] = (program.launch_count, symbolic.call)
-        runner = symbolic.bind(values)
-        return program, runner, device, bindings
+        return program, symbolic, values, device, bindings
 
     def _fast(self, tensors: tuple[Any, ...]) -> tuple | None:
         """`fast_binder`'s answer for a call (values in sorted symbol order, the order of
@@ -778,8 +778,8 @@ class CompiledGraph:
         found = self._symbolic_plan(tensors)
         if found is None:
             return self._bound_graph(tensors)(*tensors)
-        program, runner, device, _ = found
-        outs = launch.run_with(runner, tensors, device)
+        program, symbolic, values, device, _ = found
+        outs = launch.run_with(symbolic.bind(values), tensors, device)
         self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -798,14 +798,12 @@ class CompiledGraph:
         into its out afterwards. Every result is computed before any out that an input
         meets is written (a result that is a view of such an input is copied apart first),
         and nothing outside each out view is written."""
-        program, _, device, bindings = found
+        program, symbolic, values, device, bindings = found
         call = self._symbolic_outs(tensors, out, device, bindings)
         storages = call.storages
         direct = tuple(None if storages[t.storage].staged else o
                        for o, t in zip(call.outs, call.targets, strict=True))
-        symbolic = launch.symbolic_runner(program, self._target(device))
-        results = symbolic.call(tensors, device, [bindings[n] for n in program.symbols],
-                                direct)
+        results = symbolic.call(tensors, device, values, direct)
         self.stats.launches += program.launch_count
         if type(results) is not tuple:
             results = (results,)
@@ -934,7 +932,7 @@ class CompiledGraph:
             if found is None:
                 return self._bound_graph(tensors).plan_for(*tensors, out=out)
             if out is not None:  # the class plan, whose results are copied into the outs
-                self._symbolic_outs(tensors, out, found[2], found[3])
+                self._symbolic_outs(tensors, out, found[3], found[4])
             program = found[0]
             kernels = [program.kernels[launch.kernel] for launch in program.launches]
             return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)
