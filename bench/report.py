@@ -50,7 +50,11 @@ def _bandwidth_table(rows: list[dict[str, Any]]) -> list[str]:
     head = ["workload", "shape", "dtype", "MB moved", "kernels", "copy GB/s"]
     for s in SYSTEMS:
         head += [f"{LABELS[s]} GB/s", "% copy"]
-    head += ["× eager", "× compile", "check"]
+    head += ["× eager", "× compile"]
+    streamed = any(r.get("stream") for r in rows)
+    if streamed:
+        head += ["stream GB/s", "bound × eager"]
+    head += ["check"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [
@@ -63,8 +67,11 @@ def _bandwidth_table(rows: list[dict[str, Any]]) -> list[str]:
         for s in SYSTEMS:
             m = _system(r, s)
             cells += [_gbps(m.get("gbps")), _num(m.get("pct_copy"), ".1f")]
-        cells += [_num(r.get("vs_eager"), ".2f"), _num(r.get("vs_compile"), ".2f"),
-                  "ok" if r["status"] == "ok" else f"**{r['status']}**"]
+        cells += [_num(r.get("vs_eager"), ".2f"), _num(r.get("vs_compile"), ".2f")]
+        if streamed:
+            cells += [_gbps((r.get("stream") or {}).get("gbps")),
+                      _num(r.get("bound_vs_eager"), ".2f")]
+        cells += ["ok" if r["status"] == "ok" else f"**{r['status']}**"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -123,6 +130,12 @@ def _cpu_targets(rows: list[dict[str, Any]]) -> list[str]:
              if r.get("vs_compile") and r["vs_compile"] < 1.0]
     lines.append("Rows below 1.5× eager or 1.0× torch.compile: "
                  + (", ".join(slow) if slow else "none") + ".")
+    bounded = [f"`{r['name']}` ({r['bound_vs_eager']:.2f}×)" for r in rows
+               if r.get("vs_eager") and r["vs_eager"] < 1.5
+               and r.get("bound_vs_eager") and r["bound_vs_eager"] < 1.5]
+    if bounded:
+        lines.append("Of these, rows where even the streaming copy of the row's bytes is "
+                     "under 1.5× eager (bound × eager): " + ", ".join(bounded) + ".")
     return lines
 
 
@@ -141,7 +154,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"timing: {st['timer']}",
         "- GB/s = (bytes read + bytes written) / median time; % copy = GB/s over the GB/s of "
         "a `dst.copy_(src)` of the same byte count in this run; × eager and × compile = "
-        "their median time over stridec's (above 1: stridec is faster).",
+        "their median time over stridec's (above 1: stridec is faster)."
+        + (" stream GB/s: the same copy with streaming (non-temporal) stores, one "
+           "contiguous part a thread, the fastest plain copy here; bound × eager = eager's "
+           "time over it, the most a kernel that reads and writes the row's bytes could "
+           "gain on eager." if report["mode"] == "cpu" else ""),
         "",
         "## Bandwidth",
         "",

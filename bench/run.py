@@ -18,8 +18,9 @@ in a second fresh process over the same cache (warm). Writes
 
 With `--cpu` the rows that have a CPU shape run on the CPU through the `cpu` backend,
 outputs preallocated, beside torch eager, torch.compile (Inductor's C++ backend) and a
-same-run `dst.copy_(src)` of the row's bytes (memcpy): the four calls of a row alternate,
-in a rotating order, for `--cpu-repeats` rounds, and each system's median is reported.
+same-run `dst.copy_(src)` of the row's bytes (memcpy) and the same copy with streaming
+stores (the fastest plain copy, `bench/stream_copy.py`): the calls of a row alternate, in a
+rotating order, for `--cpu-repeats` rounds, and each system's median is reported.
 Before every timed call the caches are flushed by reading a buffer twice the size of the
 last-level cache (`--cpu-flush-mb`), so every system starts cold, after the same
 predecessor, whatever ran before it.
@@ -54,6 +55,7 @@ import torch  # noqa: E402
 
 import stridec  # noqa: E402
 from bench import report as reporting  # noqa: E402
+from bench.stream_copy import stream_copy  # noqa: E402
 from bench.workloads import (  # noqa: E402
     COMPILE_WORKLOAD,
     HOST_OVERHEAD,
@@ -324,7 +326,8 @@ def _preallocated(w: Workload, s: Session, fn: Any, inputs: list[torch.Tensor],
 def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, Any]:
     row = _new_row("bandwidth", w, s)
     row.update(bytes_read=None, bytes_written=None, bytes_total=None, copy=None, fill=None,
-               pct_fill=None, vs_eager=None, vs_compile=None)
+               stream=None, pct_fill=None, vs_eager=None, vs_compile=None,
+               bound_vs_eager=None)
     ran = _run_stridec(w, s, row)
     progress.step("+" if row["status"] == "ok" else "!")
     if ran is None:
@@ -395,14 +398,18 @@ def _flush_buffer(mb: int) -> torch.Tensor | None:
 
 def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Session,
                       row: dict[str, Any], progress: Progress) -> None:
-    """CPU timing: every system of the row and a `dst.copy_(src)` of `total / 2` bytes
-    each way (memcpy) called in turn, the order rotated each round, `s.interleave` rounds
-    after one untimed call each; medians, and each system's ratios to memcpy, eager and
-    torch.compile."""
+    """CPU timing: every system of the row, a `dst.copy_(src)` of `total / 2` bytes
+    each way (memcpy) and the same copy with streaming stores (`bench/stream_copy.py`)
+    called in turn, the order rotated each round, `s.interleave` rounds after one untimed
+    call each; medians, each system's ratios to memcpy, eager and torch.compile, and
+    eager's time over the streaming copy's (the most a copy of the row's bytes could gain
+    on eager)."""
     n = max(total // 2, 1)
     src = torch.randint(0, 256, (n,), dtype=torch.uint8)
     dst = torch.empty_like(src)
     everything = {**calls, "memcpy": lambda: dst.copy_(src)}
+    if src.device.type == "cpu" and cpu_backend.available():
+        everything["stream"] = stream_copy(dst, src)
     names = list(everything)
     samples: dict[str, list[float]] = {name: [] for name in names}
     failed: dict[str, str] = {}
@@ -424,8 +431,8 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Sessio
         ms = statistics.median(samples[name])
         entry = {"ms": ms, "ms_q20": _quantile(samples[name], 0.2),
                  "ms_q80": _quantile(samples[name], 0.8), "gbps": total / (ms * 1e6)}
-        if name == "memcpy":
-            row["copy"] = {**entry, "bytes": 2 * n}
+        if name in ("memcpy", "stream"):
+            row["copy" if name == "memcpy" else "stream"] = {**entry, "bytes": 2 * n}
         else:
             row["systems"][name] = entry
             progress.step(MARKS[name])
@@ -439,6 +446,9 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Sessio
     for name, key in (("eager", "vs_eager"), ("compile", "vs_compile")):
         other = row["systems"].get(name, {}).get("ms")
         row[key] = other / base if other and base else None
+    stream_ms = (row.get("stream") or {}).get("ms")
+    eager_ms = row["systems"].get("eager", {}).get("ms")
+    row["bound_vs_eager"] = eager_ms / stream_ms if eager_ms and stream_ms else None
 
 
 def _host_us(call: Callable[[], Any], s: Session) -> float:
@@ -728,7 +738,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     backend = "interpret" if smoke else ("cpu" if cpu else "triton")
     if cpu:
         timer, how = wall_timer(args.cpu_repeats), (
-            f"host clock; the row's systems and a same-run memcpy interleaved, order "
+            f"host clock; the row's systems, a same-run memcpy and streaming copy "
+            f"interleaved, order "
             f"rotated, {args.cpu_repeats} rounds, medians; "
             + (f"caches flushed before each timed call (a {args.cpu_flush_mb} MB read); "
                if args.cpu_flush_mb else "caches not flushed (warm); ")

@@ -32,6 +32,7 @@ from bench.workloads import (  # noqa: E402
     Workload,
     by_name,
 )
+from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
 # name -> the stridec bug that makes the row fail (none known today).
 KNOWN_BUGS: dict[str, str] = {}
@@ -174,6 +175,26 @@ def test_cpu_timing_fills_every_column(tmp_path: Path, capsys: pytest.CaptureFix
     table = json_path.with_suffix(".md").read_text()
     assert "| `transpose2d_float32` |" in table and "µs per cached call" in table
     assert json_path.with_suffix(".png").exists() or "chart skipped" in out
+
+
+@pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
+def test_cpu_race_times_the_streaming_copy(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`--cpu`: beside the memcpy, a streaming copy of the same bytes is timed in the same
+    rounds, and eager's time over it (bound × eager) is reported and tabled."""
+    code = bench_run.main(["--cpu", "--only", "transpose2d_int8_odd", "--cpu-repeats", "1",
+                           "--no-torch-compile", "--cpu-flush-mb", "0", "--out",
+                           str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    (json_path,) = tmp_path.glob("*.json")
+    (row,) = json.loads(json_path.read_text())["rows"]
+    assert row["stream"]["bytes"] == row["copy"]["bytes"] == row["bytes_total"] // 2 * 2
+    assert row["stream"]["ms"] > 0
+    assert row["bound_vs_eager"] == pytest.approx(
+        row["systems"]["eager"]["ms"] / row["stream"]["ms"])
+    table = json_path.with_suffix(".md").read_text()
+    assert "| stream GB/s | bound × eager |" in table
 
 
 def test_result_files_never_overwrite(tmp_path: Path) -> None:
