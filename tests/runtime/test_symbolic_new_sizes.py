@@ -96,9 +96,10 @@ def test_a_binding_past_the_int32_kernels_is_a_miss() -> None:
     assert torch.equal(call((t,), t.device, (3,)), t.permute(0, 2, 3, 1).contiguous())
 
 
-def _outcome(fn: stridec.CompiledGraph, args: tuple[torch.Tensor, ...]) -> object:
+def _outcome(fn: stridec.CompiledGraph, args: tuple[torch.Tensor, ...],
+             out: object = None) -> object:
     try:
-        return fn(*args)
+        return fn(*args) if out is None else fn(*args, out=out)
     except CallError as e:
         return str(e)
 
@@ -204,3 +205,59 @@ def test_an_out_over_an_input_is_still_copied_after(monkeypatch: pytest.MonkeyPa
         other = torch.empty(n, n)
         assert fn(t, out=other) is other and torch.equal(other, t.t())
         assert seen == []
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_repeated_out_calls_skip_the_checks_and_equal_torch(
+    backend: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An `out=` call whose inputs and outs (sizes, strides, offsets, storages shared)
+    repeat a good call's takes the class's call straight: no out check, no class lookup.
+    New input values each time, straight outs, pitched outs copied into and an out over
+    its own input all equal torch, as on the first call."""
+    fn = stridec.compile(nhwc_graph(), backend=backend)
+    g = stridec.Graph("swap_again")
+    sq = g.input("x", ("N", "N"), "float32")
+    g.output(sq.t().contiguous())
+    swap = stridec.compile(g, backend=backend)
+    checks: list[int] = []
+    check_outs = CompiledGraph._symbolic_outs
+    monkeypatch.setattr(CompiledGraph, "_symbolic_outs",
+                        lambda self, *a: checks.append(1) or check_outs(self, *a))
+    for n in (3, 5, 3, 5):
+        first = torch.full((n, 3, 5, 4), -1.0)
+        rows = torch.full((n, 2, 3, 7), -2.0)
+        for _ in range(3):
+            x = torch.randn(n, 4, 3, 5)
+            got = fn(x, out=(first, rows[..., :5]))
+            assert got[0] is first and torch.equal(first, x.permute(0, 2, 3, 1))
+            assert torch.equal(rows[..., :5], x[:, :2].flip(1)) and (rows[..., 5:] == -2).all()
+        t = torch.randn(n, n)
+        for _ in range(3):
+            t.copy_(torch.randn(n, n))
+            want_t = t.t().clone()
+            assert swap(t, out=t) is t and torch.equal(t, want_t)
+    # one full check per (inputs, outs) seen: the first call of each of n = 3 and n = 5
+    # (the outs are new tensors each round, but their sizes, strides and storage bytes
+    # repeat: one key per size), on each graph
+    assert len(checks) == 4
+    assert fn.stats.codegen_runs <= 2 and swap.stats.codegen_runs <= 2
+
+
+def test_a_repeated_out_call_is_refused_as_a_fresh_one_when_an_input_changed() -> None:
+    """The skipped checks are a function of the call's key; what the key does not hold is
+    still checked: an input whose storage shrank since, or of another size, gets the
+    message a graph that has planned nothing gives."""
+    warm = stridec.compile(nhwc_graph(), backend="cpu")
+    x = torch.randn(4, 4, 3, 5)
+    outs = (torch.empty(4, 3, 5, 4), torch.empty(4, 2, 3, 5))
+    warm(x, out=outs)
+    warm(x, out=outs)
+    bad = torch.randn(4, 4, 3, 5)
+    bad.untyped_storage().resize_(16)
+    fresh = stridec.compile(nhwc_graph(), backend="cpu")
+    assert _outcome(warm, (bad,), outs) == _outcome(fresh, (bad,), outs)
+    assert "argument 'x'" in _outcome(fresh, (bad,), outs)
+    other = torch.randn(5, 4, 3, 5)
+    assert _outcome(warm, (other,), outs) == _outcome(fresh, (other,), outs)
+    assert "out[0]" in _outcome(fresh, (other,), outs)
