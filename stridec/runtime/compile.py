@@ -32,7 +32,14 @@ from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
 from stridec.runtime.outs import OutCall, check_outs
-from stridec.runtime.symbolic import bind_call, binding_class, fast_binder, graph_symbols
+from stridec.runtime.symbolic import (
+    bind_call,
+    binding_class,
+    degenerate,
+    derived_sizes,
+    fast_binder,
+    graph_symbols,
+)
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
@@ -382,6 +389,9 @@ class CompiledGraph:
         # inputs (`fast_binder`) and runs the class's `_class_calls` entry.
         self._class_out_hits: dict[tuple, tuple[Any, torch.device, tuple[bool, ...]]] = {}
         self._sorted_symbols = tuple(sorted(self.symbols))
+        # Sizes of the graph's values that are expressions of the symbols: a binding that
+        # makes one 0 or 1 is planned alone (`derived_sizes`).
+        self._derived = derived_sizes(v.type for op in graph for v in op.results)
         self._pipelined: dict[tuple[tuple[str, int], ...], Graph | None] = {}
         self._declared_fn: Callable[..., tuple] | None = None
         # `fast_binder`'s function of the tensors, built on first use (None: none).
@@ -748,9 +758,11 @@ class CompiledGraph:
             device = check_arguments(self.graph.name, self._inputs, tensors, sizes=False)
             bindings = bind_call(self._declared_sizes, [t.shape for t in tensors])  # sizes
             values = [bindings[n] for n in self.symbols]
-            if (device is None or self._declared
+            if (device is None or self._declared or degenerate(self._derived, bindings)
                     or not self._declared_layouts(tensors, values)):
-                return None  # (an input declared with a layout or storage: per binding)
+                # An input declared with a layout or storage, or a size of the graph 0
+                # or 1 that the class plan takes for any value: planned per binding.
+                return None
             values = [bindings[n] for n in self._sorted_symbols]
         target = self._target(device)
         program = self._class_program(bindings, device, target, cls)
@@ -774,7 +786,7 @@ class CompiledGraph:
         fast = self._fast_bind
         if fast is self:
             fast = self._fast_bind = None if self._declared else fast_binder(
-                self._inputs, self._sorted_symbols)
+                self._inputs, self._sorted_symbols, derived=self._derived)
         return None if fast is None else fast(tensors)
 
     def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:

@@ -18,7 +18,7 @@ specialization bits of the kernels' runtime arguments
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
@@ -93,8 +93,30 @@ def bind_call(
     return bindings
 
 
+def derived_sizes(types: Iterable[Any]) -> tuple[Sym, ...]:
+    """The sizes among `types` (the `TensorType`s of a graph's values) that are
+    expressions of symbols other than one bare symbol: `(N + 1) // 2`, `N - 1`, `N // 4`.
+    Where one of them is 0 or 1 while a symbol it reads is above 1, torch decides what a
+    class plan, planned for every value of the class, cannot: a `contiguous` of a view
+    whose dim has size 1 is that view, at N = 2 of `x[::2]` as at N = 1 of `x`. A
+    binding that makes one so (`degenerate`) is planned alone, for its sizes."""
+    seen: dict[Sym, None] = {}
+    for t in types:
+        for d in t.sizes:
+            if isinstance(d, Sym) and d.name is None:
+                seen.setdefault(d, None)
+    return tuple(seen)
+
+
+def degenerate(sizes: Sequence[Sym], bindings: Mapping[str, int]) -> bool:
+    """Whether one of `sizes` (`derived_sizes`) is 0 or 1 at `bindings` while a symbol it
+    reads is above 1 (a size of symbols all 0 or 1 is a constant of their class plan)."""
+    return any(evaluate(d, bindings) <= 1 and any(bindings[s] > 1 for s in free_symbols(d))
+               for d in sizes)
+
+
 def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
-                keyed: bool = False) -> Any:
+                keyed: bool = False, derived: Sequence[Sym] = ()) -> Any:
     """One generated function of a call's tensors doing, for a graph of `inputs` (name,
     `TensorType` without a declared layout) over `symbols`, every check a call to the
     class plan needs at once -- the count; plain strided, not nested, not neg-viewed
@@ -107,7 +129,8 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     its own. With `keyed`, a function of the tensors and their call key
     (`compile._call_key`: plain strided tensors, and per tensor its dtype, sizes,
     strides, offset, device and neg bit) reading those from the key instead of asking
-    each tensor again."""
+    each tensor again. `derived` (`derived_sizes`): None where the binding is
+    `degenerate` for them too (the full path then plans it alone)."""
     import torch
 
     where: dict[str, str] = {}
@@ -157,6 +180,9 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
             + "0"
             + f" >= t{i}.untyped_storage().nbytes() // t{i}.element_size(): return None",
         ]
+    for d in derived:
+        above = " or ".join(f"{where[s]} > 1" for s in sorted(free_symbols(d)))
+        lines.append(f"    if {_py_source(d, where)} <= 1 and ({above}): return None")
     # The class straight from the values (`binding_class` of the bindings, same order).
     cls = "".join(
         f"({n!r}, '0' if {v} == 0 else '1' if {v} == 1 else '16k' if {v} % 16 == 0 else 'n', "

@@ -279,6 +279,36 @@ def test_symbols_at_zero_and_one_alias_where_torch_does(name: str, backend: str)
         check_against_torch(fn(x), f(x), (x,))
 
 
+# The same where a size computed from a symbol is 0 or 1 while the symbol is not: every
+# other row at N = 2 or 3, the rows after the first at N = 2, a quarter of them at N = 4..7.
+_DERIVED = {
+    "even_rows_contiguous": lambda y: y[::2].contiguous(),
+    "odd_rows_t_contiguous": lambda y: y[1::2].t().contiguous(),
+    "tail_t_reshape": lambda y: y[1:].t().reshape(-1),
+    "quarter_permute_contiguous": lambda y: y[::4].permute(1, 0, 2).contiguous(),
+}
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+@pytest.mark.parametrize("name", sorted(_DERIVED))
+def test_sizes_of_a_symbol_at_zero_and_one_alias_where_torch_does(
+    name: str, backend: str,
+) -> None:
+    """A binding that makes a size computed from the symbols 0 or 1 (`N // 2` at N = 2)
+    is planned for its own sizes: the result is the input, or a copy, with torch's
+    strides exactly where torch's is; the other sizes of the class keep sharing its
+    plan."""
+    f = _DERIVED[name]
+    rank3 = name.startswith("quarter")
+    example = torch.randn(9, 3, 2) if rank3 else torch.randn(9, 3)
+    fn = stridec.compile(stridec.trace(f, example, dynamic={0: [0]}), backend=backend)
+    for n in (2, 3, 1, 4, 5, 7, 9, 2, 11, 13, 3, 17):
+        x = torch.randn((n, 3, 2) if rank3 else (n, 3))
+        check_against_torch(fn(x), f(x), (x,))
+    # the class of 9, 11, 13, 17 (and 4..7 where no size of it is 1): planned once
+    assert fn.stats.codegen_runs <= 8
+
+
 @pytest.mark.parametrize("backend", ["interpret", "cpu"])
 def test_out_calls_bind_the_class_plan_and_fill_the_callers_tensors(backend: str) -> None:
     """`out=` over 9 batch sizes: the class plan (at most 2 code generations), each
