@@ -176,6 +176,13 @@ class Op:
         """Check (and complete, in place) what ties the converted attributes to each other
         and to the operand types."""
 
+    @classmethod
+    def bound_attrs(cls, attrs: dict[str, Any], operand_types: Sequence[TensorType]) -> dict:
+        """The attributes of this op rebuilt by `Graph.bind`, its symbols replaced by
+        their values (`attrs`), over the bound operands: as given, unless an op must
+        read them anew at those values."""
+        return attrs
+
     def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
         raise NotImplementedError(self.name)
 
@@ -452,7 +459,9 @@ class Graph(GraphBuilder):
         mapping: dict[int, Value] = {}
         for op in self.ops:
             attrs = {k: _bind_attr(v, bindings) for k, v in op.attrs.items()}
-            rebuilt = type(op)([mapping[id(v)] for v in op.operands], attrs)
+            operands = [mapping[id(v)] for v in op.operands]
+            attrs = type(op).bound_attrs(attrs, [v.type for v in operands])
+            rebuilt = type(op)(operands, attrs)
             new.append(rebuilt)
             for a, b in zip(op.results, rebuilt.results, strict=False):
                 mapping[id(a)] = b

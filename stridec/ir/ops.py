@@ -473,6 +473,19 @@ class _ReshapeBase(_ReshapeLike):
         if operand_types:
             attrs["sizes"] = _resolve_sizes(cls.name, attrs["sizes"], operand_types[0].numel)
 
+    @classmethod
+    def bound_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> dict:
+        """A -1 resolved over symbols counts the elements of its operand for every value
+        of the class `N >= 1`: `x[1:].reshape(-1)` of a dim N is `12*N - 12` long. Bound
+        at N = 0 the slice is empty (torch clamps it) and that count negative: the one
+        size that binds below 0, the others above, is torch's -1 again -- 0."""
+        sizes = attrs["sizes"]
+        if (operand_types and operand_types[0].numel == 0
+                and all(isinstance(s, int) for s in sizes)
+                and sum(s < 0 for s in sizes) == 1 and all(s != 0 for s in sizes)):
+            attrs = {**attrs, "sizes": tuple(-1 if s < 0 else s for s in sizes)}
+        return attrs
+
     def viewed(self, layout: Layout) -> Layout | None:
         return layout.view(self.sizes)
 

@@ -815,10 +815,13 @@ class CompiledGraph:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _symbolic_outs(self, tensors: tuple[Any, ...], out: Any, device: torch.device,
-                       bindings: Mapping[str, int]) -> OutCall:
-        """`check_outs` against the outputs' sizes at `bindings`: every `out=` check of a
-        static call, each failure naming `out` or `out[i]`."""
-        types = [TensorType(evaluate(t.sizes, bindings), t.dtype) for t in self._output_types]
+                       bindings: Mapping[str, int], program: Program) -> OutCall:
+        """`check_outs` against the sizes of the class `program`'s outputs at `bindings`:
+        every `out=` check of a static call, each failure naming `out` or `out[i]`. (The
+        class's sizes, not the graph's: `x[1:]` of a dim N is N - 1 long for N >= 1, and
+        empty in the class N = 0.)"""
+        types = [TensorType(evaluate(o.sizes, bindings), t.dtype)
+                 for o, t in zip(program.outputs, self._output_types, strict=True)]
         return check_outs(self.graph.name, types, out, tensors, device)
 
     def _call_symbolic_out(self, tensors: tuple[Any, ...], out: Any) -> Any:
@@ -851,7 +854,7 @@ class CompiledGraph:
         if found is None:
             return launch.MISS
         program, symbolic, values, device, bindings = found
-        call = self._symbolic_outs(tensors, out, device, bindings)
+        call = self._symbolic_outs(tensors, out, device, bindings, program)
         storages = call.storages
         writes = tuple(not storages[t.storage].staged for t in call.targets)
         direct = tuple(o if d else None for o, d in zip(call.outs, writes, strict=True))
@@ -981,7 +984,7 @@ class CompiledGraph:
             if found is None:
                 return self._bound_graph(tensors).plan_for(*tensors, out=out)
             if out is not None:  # the class plan, whose results are copied into the outs
-                self._symbolic_outs(tensors, out, found[3], found[4])
+                self._symbolic_outs(tensors, out, found[3], found[4], found[0])
             program = found[0]
             kernels = [program.kernels[launch.kernel] for launch in program.launches]
             return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)

@@ -394,3 +394,29 @@ def test_program_fits_agrees_with_its_limits() -> None:
                    for lim in limits)
         assert programs[0].fits({"N": n}) == want, n
     assert not programs[0].fits({"N": 2**31})
+
+
+# Slices that start past the end of a short batch: torch clamps them to empty.
+_PAST_THE_END = {
+    "tail": lambda y: y[1:],
+    "tail_reshape": lambda y: y[1:].reshape(-1),
+    "odd_rows_t_reshape": lambda y: y[1::2].t().reshape(-1),
+}
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+@pytest.mark.parametrize("name", sorted(_PAST_THE_END))
+def test_a_slice_past_the_end_of_the_batch_is_empty_as_torchs(name: str, backend: str) -> None:
+    """`x[1:]` of a batch of 0 rows is empty in torch, and a `reshape(-1)` of it too: the
+    class N = 0 plans the graph bound at 0 (the reshape's size, resolved over N for N >= 1,
+    taken as torch's -1 again), and an `out=` call checks its outs against that plan's
+    sizes."""
+    f = _PAST_THE_END[name]
+    fn = stridec.compile(stridec.trace(f, torch.randn(9, 3), dynamic={0: [0]}),
+                         backend=backend)
+    for n in (0, 1, 2, 5, 0):
+        x = torch.randn(n, 3)
+        want = f(x)
+        check_against_torch(fn(x), want, (x,))
+        out = torch.full(want.shape, 7.0)
+        assert fn(x, out=out) is out and torch.equal(out, want)
