@@ -919,8 +919,8 @@ class CompiledGraph:
                 hit, storage_outs = found
                 outs = (out,) if type(out) is torch.Tensor else out
                 if self._cached(key, tensors, hit) is not None:
-                    launch.run_with(hit.runner, (*tensors, *(outs[i] for i in storage_outs)),
-                                    hit.device)
+                    launch.launch_with(hit.runner,
+                                       (*tensors, *(outs[i] for i in storage_outs)), hit.device)
                     self.stats.launches += hit.program.launch_count
                     return out
         device = self._check(tensors)

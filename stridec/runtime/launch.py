@@ -82,6 +82,9 @@ class Runner:
                           dict[str, int]], ...]
     outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int], ...]
     inputs_as_given: bool = False
+    # Every launcher reads its storages' data pointers only (`pointers_only`, the C
+    # kernels): an input is passed as its untyped storage, not a flat view of it.
+    pointers: bool = False
 
     @classmethod
     def of(cls, program: Program, launchers: Sequence[Launcher],
@@ -98,6 +101,8 @@ class Runner:
             launches.append((launchers[launch.kernel], k.grid, args, k.args,
                              {"num_warps": k.num_warps, **k.constexprs}))
         read = {s for launch in program.launches for s in launch.args}
+        pointers = bool(launches) and all(
+            getattr(launch[0], "pointers_only", False) for launch in launches)
         return cls(
             flat_inputs=() if inputs_as_given else tuple(
                 s for s in range(program.n_inputs) if s in read
@@ -106,10 +111,21 @@ class Runner:
             launches=tuple(launches),
             outputs=tuple((o.slot, o.sizes, o.strides, o.offset) for o in program.outputs),
             inputs_as_given=inputs_as_given,
+            pointers=pointers and not inputs_as_given,
         )
 
-    def run(self, tensors: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-        slots: list[torch.Tensor] = list(tensors)
+    def launch(self, tensors: Sequence[torch.Tensor],
+               device: torch.device) -> list[torch.Tensor | torch.UntypedStorage]:
+        """The launches alone (an `out=` call, whose outputs are its outs): the slots."""
+        slots: list[Any] = list(tensors)
+        if self.pointers:  # a storage's data pointer, without a view built over it
+            for s in self.flat_inputs:
+                slots[s] = tensors[s].untyped_storage()
+            for elements, dtype in self.buffers:
+                slots.append(torch.empty(elements, dtype=dtype, device=device))
+            for launcher, grid, args, scalars, kwargs in self.launches:
+                launcher(grid, *[slots[s] for s, _ in args], *scalars, **kwargs)
+            return slots
         for s in self.flat_inputs:
             slots[s] = flat_storage(tensors[s])
         for elements, dtype in self.buffers:
@@ -117,16 +133,23 @@ class Runner:
         for launcher, grid, args, scalars, kwargs in self.launches:
             launcher(grid, *[slots[s] if v is None else slots[s].view(v) for s, v in args],
                      *scalars, **kwargs)
+        return slots
+
+    def run(self, tensors: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        slots = self.launch(tensors, device)
+        n_inputs = len(tensors)
         outs = []
         if self.inputs_as_given:
-            n_inputs = len(tensors)
             for s, sizes, strides, offset in self.outputs:
                 if s < n_inputs:
                     offset += tensors[s].storage_offset()
                 outs.append(torch.as_strided(slots[s], sizes, strides, offset))
             return outs
+        # `as_strided` counts the offset from the storage's start: over an input, the
+        # caller's tensor gives the same view as its flat storage
         for s, sizes, strides, offset in self.outputs:  # a loop: no comprehension to create
-            outs.append(torch.as_strided(slots[s], sizes, strides, offset))
+            outs.append(torch.as_strided(tensors[s] if s < n_inputs else slots[s], sizes,
+                                         strides, offset))
         return outs
 
 
@@ -394,6 +417,15 @@ def run_with(runner: Runner, tensors: Sequence[torch.Tensor],
         with torch.cuda.device(device):
             return runner.run(tensors, device)
     return runner.run(tensors, device)
+
+
+def launch_with(runner: Runner, tensors: Sequence[torch.Tensor], device: torch.device) -> None:
+    """`runner.launch` (no output views built) on the device as `run_with`: an `out=`
+    call, whose outputs are the outs the launches wrote."""
+    if device.type == "cuda" and runner.launches:
+        run_with(runner, tensors, device)
+        return
+    runner.launch(tensors, device)
 
 
 # -- single kernels ----------------------------------------------------------------------

@@ -427,6 +427,8 @@ class CpuKernel:
     every call, one call's after another's; each call reads its own at a byte offset."""
 
     __slots__ = ("name", "_calls", "_arrays", "_offsets", "_batch")
+    # Reads each storage's `data_ptr()` only: a runner may pass untyped storages.
+    pointers_only = True
 
     def __init__(self, name: str, source: str, calls: Any) -> None:
         units = source.split(UNIT_SEPARATOR) if source else []
