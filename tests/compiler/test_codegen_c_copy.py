@@ -5,6 +5,7 @@ back unchanged). Helpers and random specs are those of the Triton kernels' tests
 from __future__ import annotations
 
 import dataclasses
+import math
 import subprocess
 
 import pytest
@@ -291,6 +292,45 @@ def test_batch_members_share_one_parallel_region(torch_openmp, threads):
     pieces = [srcs[0].view(n, 1000), srcs[1].view(500, n).t(), srcs[2].view(n, 4)]
     assert torch.equal(dst[: n * total], torch.cat(pieces, 1).reshape(-1))
     assert torch.equal(dst[n * total:], torch.full((3,), -7.0))
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [2, 3, 7])
+def test_batch_slices_every_member_between_threads(torch_openmp, threads):
+    # Thread t's part is slice t of every member: members of odd unit counts (331 rows;
+    # 5 rows of 3 chunks each), members with fewer units than threads (2 rows; 1 row),
+    # and a member wanting no thread (negative units), over storage filled with a
+    # sentinel: every element written once and nothing past the batch.
+    n, widths = 331, (700, 3, 5, 9)
+    total = sum(widths)
+    specs = [
+        CopySpec((n, 700), (700, 1), 0, (total, 1), 0, f32, f32),
+        CopySpec((n, 3), (1, n), 0, (total, 1), 700, f32, f32),
+        CopySpec((2, 5), (5, 1), 0, (total, 1), 703, f32, f32),
+        CopySpec((1, 9), (9, 1), 0, (total, 1), 708, f32, f32),
+        CopySpec((5, 40000), (40000, 1), 0, (40000, 1), n * total, f32, f32),
+    ]
+    kernel = generate_c_copy_batch(specs)
+    gen = torch.Generator().manual_seed(threads)
+    srcs = [torch.randn(math.prod(s.sizes), generator=gen) for s in specs]
+    saved = torch.get_num_threads()
+    try:
+        build.use_torch_openmp(torch_openmp)
+        torch.set_num_threads(threads)
+        launcher = build.load_c_kernel(kernel.name, kernel.source, kernel.calls)
+        assert launcher._batch is not None
+        dst = torch.full((n * total + 5 * 40000 + 7,), -7.0)
+        expected = dst.clone()
+        for spec, src in zip(specs, srcs, strict=True):
+            view = torch.as_strided(src, spec.sizes, spec.src_strides, spec.src_offset)
+            torch.as_strided(expected, spec.sizes, spec.dst_strides, spec.dst_offset).copy_(view)
+        for _ in range(3):
+            dst.fill_(-7.0)
+            launcher((1,), dst, *srcs)
+            assert torch.equal(dst, expected)
+    finally:
+        torch.set_num_threads(saved)
+        build.use_torch_openmp(True)
 
 
 def test_batch_called_from_two_threads_at_once():

@@ -348,29 +348,41 @@ void stridec_pool_run_v1(stridec_task_fn fn, void *arg, i64 units, i64 chunk, i6
 }
 
 /* Several tasks in one parallel region (the member copies of a batch, a `cat`): task k
-   runs fns[k](args[k], u0, u1) over [0, |units[k]|), cut into chunks of its own (8 a
-   thread), and the chunks of all tasks are claimed as one list, so the team starts and
-   meets at its closing barrier once, not once per task. units[k] < 0: a small task that
-   wants no other thread; when every task is small they all run on this thread. */
+   runs fns[k](args[k], u0, u1) over [0, |units[k]|), and the chunks of all tasks are
+   claimed as one list, so the team starts and meets at its closing barrier once, not
+   once per task. The list holds one part per thread: part t is slice t of every task
+   (units [u*t/T, u*(t+1)/T) of a task of u units, T threads), each slice cut into
+   chunks (8, or one a unit when it has fewer). A task's units follow its destination,
+   so part t writes the t-th stretch of every member: the stretch of the batch's buffer
+   that torch's own cat gives thread t, one run of memory per thread instead of members
+   shared out whole, and every thread the same share of every member's bytes. A thread
+   takes its own part's chunks first, then helps with the others' (stridec_pool_run_v1).
+   units[k] < 0: a small task that wants no other thread; when every task is small they
+   all run on this thread. */
+#define SLICE_CHUNKS 8
 typedef struct {
     stridec_task_fn const *fns;
     void *const *args;
-    const i64 *units, *chunk, *start; /* start[k]: task k's first chunk; start[n]: all */
-    i64 n;
+    const i64 *units, *cstart; /* cstart[k]: task k's first chunk in a part; [n]: a part */
+    i64 n, parts;
 } many_task;
 
 static void many_body(void *p, i64 c0, i64 c1) {
     const many_task *m = (const many_task *)p;
+    i64 per = m->cstart[m->n];
     for (i64 c = c0; c < c1; c++) {
-        i64 k = 0, hi = m->n - 1; /* the task of chunk c: start[k] <= c < start[k + 1] */
+        i64 t = c / per, r = c % per;
+        i64 k = 0, hi = m->n - 1; /* the task of chunk r: cstart[k] <= r < cstart[k + 1] */
         while (k < hi) {
             i64 mid = (k + hi + 1) / 2;
-            if (m->start[mid] <= c) k = mid;
+            if (m->cstart[mid] <= r) k = mid;
             else hi = mid - 1;
         }
         i64 units = m->units[k] < 0 ? -m->units[k] : m->units[k];
-        i64 u0 = (c - m->start[k]) * m->chunk[k];
-        m->fns[k](m->args[k], u0, u0 + m->chunk[k] < units ? u0 + m->chunk[k] : units);
+        i64 lo = units * t / m->parts, len = units * (t + 1) / m->parts - lo;
+        i64 chunks = m->cstart[k + 1] - m->cstart[k], j = r - m->cstart[k];
+        i64 u0 = lo + len * j / chunks, u1 = lo + len * (j + 1) / chunks;
+        if (u1 > u0) m->fns[k](m->args[k], u0, u1);
     }
 }
 
@@ -386,15 +398,16 @@ void stridec_pool_run_many_v1(i64 n, stridec_task_fn const *fns, void *const *ar
             if (units[k]) fns[k](args[k], 0, units[k] < 0 ? -units[k] : units[k]);
         return;
     }
-    i64 chunk[n], start[n + 1];
-    start[0] = 0;
+    i64 cstart[n + 1];
+    cstart[0] = 0;
     for (i64 k = 0; k < n; k++) {
         i64 u = units[k] < 0 ? -units[k] : units[k];
-        chunk[k] = u > 0 ? (u + 8 * nthreads - 1) / (8 * nthreads) : 1;
-        start[k + 1] = start[k] + (u + chunk[k] - 1) / chunk[k];
+        i64 slice = (u + nthreads - 1) / nthreads; /* the longest slice */
+        cstart[k + 1] = cstart[k] + (slice < SLICE_CHUNKS ? (slice > 0 ? slice : 1)
+                                                          : SLICE_CHUNKS);
     }
-    many_task m = {fns, args, units, chunk, start, n};
-    stridec_pool_run_v1(many_body, &m, start[n], 1, nthreads);
+    many_task m = {fns, args, units, cstart, n, nthreads};
+    stridec_pool_run_v1(many_body, &m, nthreads * cstart[n], 1, nthreads);
 }
 
 /* A batch of n copy calls: call k's job is set up in jobs[k] by
