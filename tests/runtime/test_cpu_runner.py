@@ -11,6 +11,7 @@ import torch
 import stridec
 from stridec.runtime import launch
 
+
 def graph() -> stridec.Graph:
     g = stridec.Graph("cpu_pointers")
     x = g.input("x", (6, 10), "float32")
