@@ -15,12 +15,14 @@ import subprocess
 import pytest
 import torch
 
+import stridec
 from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import host_has
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
 from tests.compiler.test_codegen_c_copy import _pack_spec, run_c
 from tests.compiler.test_codegen_copy import f16, f32, f64, i8, permute_spec, random_storage
+from tests.runtime.test_backends import arrange, assert_same, chwn4, sample
 
 SIZES = [i8, f16, f32, f64]
 # Every call of every test here streams (the threshold is restored after each test).
@@ -82,6 +84,33 @@ def test_chwn4_merged_tiles(dtype, n, c, hw):
         spec = _pack_spec(n, c, hw, 4, dtype, fill, chwn=True)
         run_c(spec, src=src)
         run_c(dataclasses.replace(spec, dst_offset=1), src=src)
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "float16", "float32"])
+@pytest.mark.parametrize("how", ["contiguous", "offset", "transposed", "padded"])
+def test_chwn4_packs_of_graphs(torch_openmp, dtype, how):
+    """x.pack("CHWN4") through the cpu backend against torch's pack, streamed, on both
+    thread paths: N = 32 (destination rows of 128 bytes for 1-byte elements, whole lines:
+    the groups' words are streamed from the registers) and 33 (rows off the lines), C = 3
+    and 7 (padding lanes), odd H·W, inputs laid out contiguous, at an offset, transposed
+    (column-major) or with gaps; sizes past the copies that run on one thread."""
+    threads = torch.get_num_threads()
+    has_openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
+    try:
+        assert cpu.use_torch_openmp(torch_openmp) == (torch_openmp and has_openmp)
+        torch.set_num_threads(2)
+        for sizes in ((32, 3, 41, 43), (33, 7, 13, 29)):
+            t = sample(sizes, dtype, seed=sizes[0])
+            g = stridec.Graph("chwn4")
+            x = g.input("x", sizes, dtype)
+            g.output(x.pack("CHWN4"), x.pack("CHWN4", fill=7))
+            got = stridec.compile(g, backend="cpu")(arrange(t, how, "cpu"))
+            for out, fill in zip(got, (0, 7), strict=True):
+                assert_same(out, chwn4(t, fill), f"CHWN4 {sizes} {dtype} {how} fill {fill}")
+    finally:
+        torch.set_num_threads(threads)
+        cpu.use_torch_openmp(True)
 
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])

@@ -154,6 +154,22 @@ def test_chwn4_tiles_merge_the_batch_with_the_lanes(dtype, n, c, hw):
         run_c(_pack_spec(n, c, hw, 4, dtype, fill, chwn=True), src=src)
 
 
+@pytest.mark.parametrize("c", [1, 2, 3, 5, 7])
+@pytest.mark.parametrize(("n", "hw"), [(16, 77), (17, 33), (33, 301), (70, 16)])
+def test_chwn4_groups_move_as_words(n, c, hw):
+    """CHWN4 of 1-byte elements: blocks of 16 columns of 16 groups move as 32-bit words
+    (`tr_words`, AVX-512). A tile side of exactly 16 groups (N = 16), a remainder of one
+    image (17, 33) and of 6 (70 = 4·16 + 6, two tiles of the merged side), columns past
+    whole blocks (H·W = 77, 33, 301), one and two groups with padding lanes; the fill 0,
+    7 or none (the padding left as it was), and source and destination offsets."""
+    # room for the reference's view of the padding lanes past the last channel, + 1
+    src = random_storage(i8, n * c * hw + 4 * hw + 1, torch.Generator().manual_seed(n + c))
+    for fill in (0, 7, None):
+        spec = _pack_spec(n, c, hw, 4, i8, fill, chwn=True)
+        run_c(spec, src=src)
+        run_c(dataclasses.replace(spec, dst_offset=3, src_offset=1), src=src)
+
+
 @pytest.mark.parametrize("dtype", [i8, f16, f32, f64])
 @pytest.mark.parametrize(("c", "block"), [(3, 32), (3, 64), (1, 32), (2, 16), (4, 64), (35, 64)])
 def test_wide_padded_rows(dtype, c, block):

@@ -600,7 +600,56 @@ def _transpose_blocks(size: int, narrow: bool) -> str:
         text.append("#endif")
     if narrow and size in _WIDE_TILES:
         text += _wide_blocks(size)
+    if narrow and size == 1:
+        text += _group_words()
     return "\n".join(text)
+
+
+def _group_words() -> list[str]:
+    """`tr_words` (1-byte elements, AVX-512): the merged tile of a CHWN4 pack moves whole
+    groups of 4 lanes as 32-bit words. Word k of source column x is the bytes
+    rows[4k + l][x] (l < 4: a group's lanes, each a source row or a row of the fill),
+    built by zero-extending 16 bytes of each row to 32 bits (`vpmovzxbd`) and shifting
+    them into place; the 16 words of 16 groups are then transposed as a 16×16 block of 32-bit
+    elements (4 rounds of interleaves, `vpermt2d`), so that one 64-byte row of the
+    destination holds 16 whole groups of one column. Per destination byte this costs a
+    quarter of the byte blocks' shuffles (16×16 bytes, 4 rounds of 16 shuffles)."""
+    lanes = 16
+    half = lanes // 2
+    lo = [k // 2 if k % 2 == 0 else lanes + k // 2 for k in range(lanes)]
+    hi = [half + k // 2 if k % 2 == 0 else lanes + half + k // 2 for k in range(lanes)]
+    out = [
+        "#if defined(__AVX512F__) && !defined(__clang__)",
+        "#define GROUP_WORDS 1",
+        "typedef uint32_t word_v __attribute__((vector_size(64)));",
+        "typedef int32_t iword_v __attribute__((vector_size(64)));",
+        "typedef char byte_v __attribute__((vector_size(16)));",
+        "/* 16 bytes zero-extended to 32 bits: one vpmovzxbd (gcc's __builtin_convertvector",
+        "   of the same moves the bytes one by one). */",
+        "static inline word_v group_lane(const uint8_t* r) {",
+        "    byte_v b;",
+        "    memcpy(&b, r, 16);",
+        "    return (word_v)__builtin_ia32_pmovzxbd512_mask(b, (iword_v){0}, (unsigned short)-1);",
+        "}",
+        "/* Column x + a of 16 groups (rows[0 .. 64)) lands at d[a*ds .. a*ds + 64). */",
+        "static inline void tr_words(const uint8_t* const* rows, i64 x, uint8_t* d, i64 ds,",
+        "                            int nt) {",
+        f"    const word_v LO = {{{', '.join(map(str, lo))}}};",
+        f"    const word_v HI = {{{', '.join(map(str, hi))}}};",
+    ]
+    names = [f"g0_{k}" for k in range(lanes)]
+    for k in range(lanes):
+        r = 4 * k
+        out.append(f"    word_v {names[k]} = group_lane(rows[{r}] + x) "
+                   f"| group_lane(rows[{r + 1}] + x) << 8")
+        out.append(f"        | group_lane(rows[{r + 2}] + x) << 16 "
+                   f"| group_lane(rows[{r + 3}] + x) << 24;")
+    names = _interleave_rounds(out, "word_v", "g", names)
+    for a in range(lanes):
+        out.append(f"    if (nt) __builtin_ia32_movntdq512((stream_v*)(void*)(d + {a} * ds), "
+                   f"(stream_v){names[a]});")
+        out.append(f"    else memcpy(d + {a} * ds, &{names[a]}, 64);")
+    return [*out, "}", "#endif"]
 
 
 _COMMON = r"""
@@ -1111,7 +1160,8 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
        times, and rows 4 KiB apart (or a multiple: planes of a batch) all fall in the same
        sets of L1, which evicts the line in between. Measured single-threaded, cold:
        pack_chwn4_int8 7.0 -> 5.3 ms (streamed without this: no faster). A tile with rows
-       of the fill (C = 3) measured slower streamed, with or without it: not streamed. */
+       of the fill (C = 3) measured slower streamed, with or without it: not streamed, but
+       by the 32-bit word blocks (GROUP_WORDS, below), which need no buffer. */
     int nt = J->stream && !padded;
     bits_t sbuf[nt ? TILE * TILE : 1] __attribute__((aligned(64)));
     for (i64 b = 0; nt && b < nb; b++) {
@@ -1122,6 +1172,26 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
     bits_t buf[nt ? TILE * TILE : 1] __attribute__((aligned(64)));
     bits_t* o = nt ? buf : d + b0;
     i64 os = nt ? nb : dsa;
+#ifdef GROUP_WORDS
+    /* Groups of 4 one-byte lanes (CHWN4): 16 columns of 16 groups as 32-bit words, each
+       destination row of the block one 64-byte store, streamed where J->stream and the
+       rows are whole lines; no staging buffers (the loads are 16 bytes of each row, the
+       stores whole rows). */
+    if (n1 == 4 && b0 % 4 == 0) {
+        int ntw = J->stream && ((uintptr_t)(d + b0) & 63) == 0 && dsa % 64 == 0;
+        o = d + b0;
+        os = dsa;
+        for (; x + 16 <= na; x += 16) {
+            i64 y = 0;
+            for (; y + 64 <= nb; y += 64) tr_words(rows + y, x, o + x * os + y, os, ntw);
+            for (i64 xx = x; xx < x + 16; xx++)
+                for (i64 yy = y; yy < nb; yy++) o[xx * os + yy] = rows[yy][xx];
+        }
+        for (; x < na; x++)
+            for (i64 y = 0; y < nb; y++) o[x * os + y] = rows[y][x];
+        return;
+    }
+#endif
     for (; x + V <= na; x += V) {
         i64 y = 0;
         for (; y + V <= nb; y += V) tr_block_rows(rows + y, x, o + x * os + y, os);
