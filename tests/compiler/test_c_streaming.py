@@ -114,10 +114,41 @@ def test_cat_members(streaming, dtype):
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
 def test_short_row_tiles(streaming, dtype):
-    # Attention's permute(0, 2, 1, 3): short rows in tiles of two dims, which keep
-    # ordinary stores even in a call that streams (plan_units takes the flag back).
+    # Attention's permute(0, 2, 1, 3): short rows in tiles of two dims, walked in the
+    # source's order; their whole lines streamed, heads and tails of rows that are not
+    # whole lines (24 elements, odd byte counts, offsets) ordinary.
     run_c(permute_spec((3, 37, 7, 64 // dtype.itemsize), (0, 2, 1, 3), dtype))
     run_c(permute_spec((3, 37, 7, 24), (0, 2, 1, 3), dtype))
+    run_c(permute_spec((2, 19, 5, 13), (0, 2, 1, 3), dtype, dst_offset=3))
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "ordinary"])
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+def test_short_row_tiles_sizes(stream, torch_openmp):
+    # Rows of 2 to 1024 bytes; head counts that fill a 4 KiB page's tile, fall short of it
+    # or leave a partial tile (33 rows of 128 bytes); sequences that leave a partial block;
+    # source and destination offsets; large enough to run on three threads.
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    threads = torch.get_num_threads()
+    try:
+        cpu.use_torch_openmp(torch_openmp)
+        torch.set_num_threads(3)
+        for sizes, dtype, offsets in [
+            ((2, 300, 33, 64), f16, (0, 0)),
+            ((3, 130, 40, 1), f16, (0, 0)),  # 2-byte rows: a transpose
+            ((3, 130, 40, 2), f16, (0, 1)),
+            ((2, 70, 9, 256), f32, (5, 0)),
+            ((2, 90, 17, 12), f64, (0, 1)),
+            ((1, 257, 64, 48), i8, (7, 3)),
+            ((4, 65, 3, 64), f16, (0, 0)),
+        ]:
+            kernel = run_c(permute_spec(sizes, (0, 2, 1, 3), dtype,
+                                        src_offset=offsets[0], dst_offset=offsets[1]))
+            assert kernel.strategy == ("linear" if sizes[-1] > 1 else "tiled_transpose")
+    finally:
+        torch.set_num_threads(threads)
+        cpu.use_torch_openmp(True)
+        cpu.set_stream_threshold(previous)
 
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])

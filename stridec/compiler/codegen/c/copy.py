@@ -829,7 +829,10 @@ static void work_rows(const job_t* J, i64 u0, i64 u1) {
 }
 
 /* Tiles of short rows (plan_units): tile t is (the other outer dims, a block of dim R-2,
-   a block of dim rt), the last fastest; in a tile, rows of dim R-2 run inside rows of rt. */
+   a block of dim rt), the last fastest; in a tile, rows of dim rt run inside rows of
+   R-2: the source is read in its own order (a stretch of rt rows back to back, a page),
+   each row written to its place in the destination (its run along R-2 grows by one row
+   per stretch; streamed, a 128-byte row is two whole lines). */
 static void work_tiles(const job_t* J, i64 t0, i64 t1) {
     const i64 R = J->R, q = R - 2, u = J->rt, n_in = J->n[R - 1];
     const i64 sq = J->ss[q], dq = J->ds[q], su = J->ss[u], du = J->ds[u];
@@ -845,9 +848,9 @@ static void work_tiles(const job_t* J, i64 t0, i64 t1) {
         }
         i64 q0 = qb * J->rtq, q1 = q0 + J->rtq < J->n[q] ? q0 + J->rtq : J->n[q];
         i64 u0 = ub * J->rtu, u1 = u0 + J->rtu < J->n[u] ? u0 + J->rtu : J->n[u];
-        for (i64 a = u0; a < u1; a++) {
-            i64 rs = so + a * su + q0 * sq, rd = dof + a * du + q0 * dq;
-            for (i64 b = q0; b < q1; b++, rs += sq, rd += dq) plain_row(J, rs, rd, n_in);
+        for (i64 b = q0; b < q1; b++) {
+            i64 rs = so + u0 * su + b * sq, rd = dof + u0 * du + b * dq;
+            for (i64 a = u0; a < u1; a++, rs += su, rd += du) plain_row(J, rs, rd, n_in);
         }
     }
 }
@@ -864,8 +867,10 @@ static void plan_units(job_t* J, i64 nthreads) {
        along an outer dim rt (attention heads: 128 bytes, 4 KiB apart along the sequence,
        contiguous along the heads): walked one row after the other in q, every row starts a
        new stretch of the source (a new page) and the copy waits on memory; walked in tiles
-       of rt x q rows of about 32 KiB, the source is read a page at a time and the
-       destination written in runs of the tile's q rows. */
+       of rt x q rows of about 32 KiB, the source is read a page at a time (a stretch of
+       rt rows) and the destination's runs along q are written a row per page; streamed
+       when the call streams (cold, 128-byte rows: twice as fast as ordinary stores
+       walking the destination's runs, docs/cpu.md). */
     J->rt = -1;
     i64 q = J->R - 2, row_bytes = n_in * (i64)sizeof(src_t);
     if (J->M == 0 && q >= 1 && J->ss[J->R - 1] == 1 && row_bytes <= 1024 && J->n[q] > 1
@@ -874,9 +879,6 @@ static void plan_units(job_t* J, i64 nthreads) {
             if (J->n[k] > 1 && J->ss[k] == n_in) J->rt = k;
     }
     if (J->rt >= 0) {
-        /* Ordinary stores: these tiles wait on their reads (rows a page apart), and
-           streaming their 128-byte rows measured 5-15 % slower (docs/cpu.md). */
-        J->stream = 0;
         i64 tu = 4096 / row_bytes, tq;
         if (tu < 1) tu = 1;
         if (tu > J->n[J->rt]) tu = J->n[J->rt];
@@ -1359,7 +1361,6 @@ i64 @SYMBOL@_prepare(const void* src, void* dst, const i64* p, i64 nthreads, voi
     if (numel == 0) return 0;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > MAXT) nthreads = MAXT;
-    /* plan_units may take streaming back (the tiles of short rows) */
     J->stream = stream_wanted(p[6] > 0 ? p[6] : numel * (i64)sizeof(dst_t));
     plan_units(J, nthreads);
     for (size_t k = 0; J->has_fill && k < 64; k += sizeof(dst_t))
