@@ -1217,7 +1217,12 @@ static void work(const job_t* J, i64 u0, i64 u1) {
     i64 R = J->R, nout = R - 2 - J->merge, c[MAXR], mb[J->M + 1];
     i64 per_row = J->ntu * J->nti;
     i64 row_index = u0 / per_row, f = u0 % per_row;
-    i64 tu = J->stream ? f % J->ntu : f / J->nti, ti = J->stream ? f / J->ntu : f % J->nti;
+    /* The next tile continues the same destination rows; but when the call streams into
+       destination rows that are not whole lines, it continues the same source rows, so
+       the partial line a tile leaves at its edge is not written next by ordinary stores
+       while its streamed part is still in flight (docs/cpu.md). */
+    int src_first = J->stream && J->ds[R - 2] * (i64)sizeof(dst_t) % 64 != 0;
+    i64 tu = src_first ? f % J->ntu : f / J->nti, ti = src_first ? f / J->ntu : f % J->nti;
     i64 so, dof;
     odometer_start(J, nout, row_index, c, &so, &dof, mb);
     i64 na = J->n[R - 2], nb = J->merge ? J->n[R - 3] * J->n[R - 1] : J->n[R - 1];
@@ -1229,7 +1234,7 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         else
 #endif
         tile(J, so, dof, mb, a0, a1, b0, b1);
-        if (J->stream) {
+        if (src_first) {
             if (++tu < J->ntu) continue;
             tu = 0;
             if (++ti < J->nti) continue;
