@@ -860,11 +860,11 @@ class CompiledGraph:
         direct = tuple(o if d else None for o, d in zip(call.outs, writes, strict=True))
         results = symbolic.call(tensors, device, values, direct)
         self.stats.launches += program.launch_count
-        fast = self._fast(tensors) if key is not None else None
-        if fast is not None and self._class_calls.get((fast[2], device)) is not None:
+        cls = binding_class(bindings)  # as `fast_binder` gives it, which a hit needs
+        if key is not None and self._class_calls.get((cls, device)) is not None:
             if len(self._class_out_hits) >= LOCAL_CAPACITY:
                 self._class_out_hits = {}
-            self._class_out_hits[key] = (fast[2], device, writes)
+            self._class_out_hits[key] = (cls, device, writes)
         return _into_outs(call.outs, results)
 
     # -- calling -------------------------------------------------------------------------

@@ -4,9 +4,11 @@ back unchanged). Helpers and random specs are those of the Triton kernels' tests
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -279,6 +281,20 @@ def test_batch_runs_every_member():
     assert torch.equal(dst, expected)
 
 
+@contextlib.contextmanager
+def _team(torch_openmp: bool, threads: int) -> Iterator[None]:
+    """Kernels run on `threads` threads, on torch's OpenMP team or the pool's own
+    workers; both restored after."""
+    saved = torch.get_num_threads()
+    try:
+        build.use_torch_openmp(torch_openmp)
+        torch.set_num_threads(threads)
+        yield
+    finally:
+        torch.set_num_threads(saved)
+        build.use_torch_openmp(True)
+
+
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_batch_members_share_one_parallel_region(torch_openmp, threads):
@@ -294,17 +310,11 @@ def test_batch_members_share_one_parallel_region(torch_openmp, threads):
     kernel = generate_c_copy_batch(specs)
     gen = torch.Generator().manual_seed(3)
     srcs = [torch.randn(n * w, generator=gen) for w in widths]
-    saved = torch.get_num_threads()
-    try:
-        build.use_torch_openmp(torch_openmp)
-        torch.set_num_threads(threads)
+    with _team(torch_openmp, threads):
         launcher = build.load_c_kernel(kernel.name, kernel.source, kernel.calls)
         assert launcher._batch is not None
         dst = torch.full((n * total + 3,), -7.0)
         launcher((1,), dst, *srcs)
-    finally:
-        torch.set_num_threads(saved)
-        build.use_torch_openmp(True)
     pieces = [srcs[0].view(n, 1000), srcs[1].view(500, n).t(), srcs[2].view(n, 4)]
     assert torch.equal(dst[: n * total], torch.cat(pieces, 1).reshape(-1))
     assert torch.equal(dst[n * total:], torch.full((3,), -7.0))
@@ -329,10 +339,7 @@ def test_batch_slices_every_member_between_threads(torch_openmp, threads):
     kernel = generate_c_copy_batch(specs)
     gen = torch.Generator().manual_seed(threads)
     srcs = [torch.randn(math.prod(s.sizes), generator=gen) for s in specs]
-    saved = torch.get_num_threads()
-    try:
-        build.use_torch_openmp(torch_openmp)
-        torch.set_num_threads(threads)
+    with _team(torch_openmp, threads):
         launcher = build.load_c_kernel(kernel.name, kernel.source, kernel.calls)
         assert launcher._batch is not None
         dst = torch.full((n * total + 5 * 40000 + 7,), -7.0)
@@ -344,9 +351,6 @@ def test_batch_slices_every_member_between_threads(torch_openmp, threads):
             dst.fill_(-7.0)
             launcher((1,), dst, *srcs)
             assert torch.equal(dst, expected)
-    finally:
-        torch.set_num_threads(saved)
-        build.use_torch_openmp(True)
 
 
 def test_batch_called_from_two_threads_at_once():
