@@ -53,7 +53,7 @@ def _bandwidth_table(rows: list[dict[str, Any]]) -> list[str]:
     head += ["× eager", "× compile"]
     streamed = any(r.get("stream") for r in rows)
     if streamed:
-        head += ["stream GB/s", "bound × eager"]
+        head += ["stream GB/s", "write GB/s", "bound × eager"]
     head += ["check"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -70,6 +70,7 @@ def _bandwidth_table(rows: list[dict[str, Any]]) -> list[str]:
         cells += [_num(r.get("vs_eager"), ".2f"), _num(r.get("vs_compile"), ".2f")]
         if streamed:
             cells += [_gbps((r.get("stream") or {}).get("gbps")),
+                      _gbps((r.get("stream_fill") or {}).get("gbps")),
                       _num(r.get("bound_vs_eager"), ".2f")]
         cells += ["ok" if r["status"] == "ok" else f"**{r['status']}**"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -134,8 +135,9 @@ def _cpu_targets(rows: list[dict[str, Any]]) -> list[str]:
                if r.get("vs_eager") and r["vs_eager"] < 1.5
                and r.get("bound_vs_eager") and r["bound_vs_eager"] < 1.5]
     if bounded:
-        lines.append("Of these, rows where even the streaming copy of the row's bytes is "
-                     "under 1.5× eager (bound × eager): " + ", ".join(bounded) + ".")
+        lines.append("Of these, rows where even the streaming copy of the row's bytes (or "
+                     "the streaming write of its output) is under 1.5× eager "
+                     "(bound × eager): " + ", ".join(bounded) + ".")
     return lines
 
 
@@ -158,7 +160,9 @@ def markdown(report: dict[str, Any]) -> str:
         + (" stream GB/s: the same copy with streaming (non-temporal) stores, one "
            "contiguous part a thread, the fastest plain copy here; bound × eager = eager's "
            "time over it, the most a kernel that reads and writes the row's bytes could "
-           "gain on eager." if report["mode"] == "cpu" else ""),
+           "gain on eager; for a row that writes more than it reads, eager's time over the "
+           "slower of it and a streaming write of the row's output bytes (write GB/s)."
+           if report["mode"] == "cpu" else ""),
         "",
         "## Bandwidth",
         "",

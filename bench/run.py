@@ -19,7 +19,8 @@ in a second fresh process over the same cache (warm). Writes
 With `--cpu` the rows that have a CPU shape run on the CPU through the `cpu` backend,
 outputs preallocated, beside torch eager, torch.compile (Inductor's C++ backend) and a
 same-run `dst.copy_(src)` of the row's bytes (memcpy) and the same copy with streaming
-stores (the fastest plain copy, `bench/stream_copy.py`): the calls of a row alternate, in a
+stores (the fastest plain copy, `bench/stream_copy.py`; for a row that writes more than it
+reads, also a streaming write of its output's bytes): the calls of a row alternate, in a
 rotating order, for `--cpu-repeats` rounds, and each system's median is reported.
 Before every timed call the caches are flushed by reading a buffer twice the size of the
 last-level cache (`--cpu-flush-mb`), so every system starts cold, after the same
@@ -55,7 +56,7 @@ import torch  # noqa: E402
 
 import stridec  # noqa: E402
 from bench import report as reporting  # noqa: E402
-from bench.stream_copy import stream_copy  # noqa: E402
+from bench.stream_copy import stream_copy, stream_fill  # noqa: E402
 from bench.workloads import (  # noqa: E402
     COMPILE_WORKLOAD,
     HOST_OVERHEAD,
@@ -326,7 +327,7 @@ def _preallocated(w: Workload, s: Session, fn: Any, inputs: list[torch.Tensor],
 def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, Any]:
     row = _new_row("bandwidth", w, s)
     row.update(bytes_read=None, bytes_written=None, bytes_total=None, copy=None, fill=None,
-               stream=None, pct_fill=None, vs_eager=None, vs_compile=None,
+               stream=None, stream_fill=None, pct_fill=None, vs_eager=None, vs_compile=None,
                bound_vs_eager=None)
     ran = _run_stridec(w, s, row)
     progress.step("+" if row["status"] == "ok" else "!")
@@ -361,7 +362,7 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
             else:
                 calls["compile"] = lambda: compiled(*inputs)
     if s.interleave:
-        _time_interleaved(calls, total, s, row, progress)
+        _time_interleaved(calls, total, written, s, row, progress)
     elif s.timer is not None:
         copy = s.baseline("copy", total)
         row["copy"] = {"ms": copy["ms"], "gbps": copy["gbps"], "bytes": copy["bytes"]}
@@ -396,20 +397,25 @@ def _flush_buffer(mb: int) -> torch.Tensor | None:
     return torch.ones(mb << 17, dtype=torch.int64) if mb > 0 else None
 
 
-def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Session,
-                      row: dict[str, Any], progress: Progress) -> None:
+def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, written: int,
+                      s: Session, row: dict[str, Any], progress: Progress) -> None:
     """CPU timing: every system of the row, a `dst.copy_(src)` of `total / 2` bytes
     each way (memcpy) and the same copy with streaming stores (`bench/stream_copy.py`)
     called in turn, the order rotated each round, `s.interleave` rounds after one untimed
     call each; medians, each system's ratios to memcpy, eager and torch.compile, and
     eager's time over the streaming copy's (the most a copy of the row's bytes could gain
-    on eager)."""
+    on eager). A row that writes more than it reads (`written` of `total` bytes) also
+    times a streaming write of its `written` bytes, and its bound is eager's time over
+    the slower of the two: no kernel writes those bytes faster."""
     n = max(total // 2, 1)
     src = torch.randint(0, 256, (n,), dtype=torch.uint8)
     dst = torch.empty_like(src)
     everything = {**calls, "memcpy": lambda: dst.copy_(src)}
     if src.device.type == "cpu" and cpu_backend.available():
         everything["stream"] = stream_copy(dst, src)
+        if 2 * written > total:
+            out = torch.empty(written, dtype=torch.uint8)
+            everything["stream_fill"] = stream_fill(out)
     names = list(everything)
     samples: dict[str, list[float]] = {name: [] for name in names}
     failed: dict[str, str] = {}
@@ -431,7 +437,9 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Sessio
         ms = statistics.median(samples[name])
         entry = {"ms": ms, "ms_q20": _quantile(samples[name], 0.2),
                  "ms_q80": _quantile(samples[name], 0.8), "gbps": total / (ms * 1e6)}
-        if name in ("memcpy", "stream"):
+        if name == "stream_fill":
+            row["stream_fill"] = {**entry, "gbps": written / (ms * 1e6), "bytes": written}
+        elif name in ("memcpy", "stream"):
             row["copy" if name == "memcpy" else "stream"] = {**entry, "bytes": 2 * n}
         else:
             row["systems"][name] = entry
@@ -446,7 +454,8 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, s: Sessio
     for name, key in (("eager", "vs_eager"), ("compile", "vs_compile")):
         other = row["systems"].get(name, {}).get("ms")
         row[key] = other / base if other and base else None
-    stream_ms = (row.get("stream") or {}).get("ms")
+    floors = [(row.get(key) or {}).get("ms") for key in ("stream", "stream_fill")]
+    stream_ms = max((ms for ms in floors if ms), default=None)
     eager_ms = row["systems"].get("eager", {}).get("ms")
     row["bound_vs_eager"] = eager_ms / stream_ms if eager_ms and stream_ms else None
 

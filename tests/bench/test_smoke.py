@@ -193,8 +193,28 @@ def test_cpu_race_times_the_streaming_copy(tmp_path: Path,
     assert row["stream"]["ms"] > 0
     assert row["bound_vs_eager"] == pytest.approx(
         row["systems"]["eager"]["ms"] / row["stream"]["ms"])
+    assert row["stream_fill"] is None  # the odd transpose reads as much as it writes
     table = json_path.with_suffix(".md").read_text()
-    assert "| stream GB/s | bound × eager |" in table
+    assert "| stream GB/s | write GB/s | bound × eager |" in table
+
+
+@pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
+def test_cpu_race_bounds_a_row_that_writes_more_than_it_reads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A broadcast row materialized writes far more than it reads: the race also times a
+    streaming write of its output's bytes, and its bound is eager's time over the slower
+    of that and the streaming copy."""
+    code = bench_run.main(["--cpu", "--only", "expand_float32", "--cpu-repeats", "1",
+                           "--no-torch-compile", "--cpu-flush-mb", "0", "--out",
+                           str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    (json_path,) = tmp_path.glob("*.json")
+    (row,) = json.loads(json_path.read_text())["rows"]
+    assert row["bytes_written"] > row["bytes_read"]
+    assert row["stream_fill"]["bytes"] == row["bytes_written"]
+    floor = max(row["stream"]["ms"], row["stream_fill"]["ms"])
+    assert row["bound_vs_eager"] == pytest.approx(row["systems"]["eager"]["ms"] / floor)
 
 
 def test_result_files_never_overwrite(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""The CPU race's streaming copy (`bench/stream_copy.py`): the fastest plain copy, the
-yardstick of "bound × eager". It must copy exactly the bytes asked, no more."""
+"""The CPU race's streaming copy and streaming write (`bench/stream_copy.py`): the fastest
+plain copy and write, the yardsticks of "bound × eager". They must write exactly the bytes
+asked, no more."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.stream_copy import stream_copy  # noqa: E402
+from bench.stream_copy import stream_copy, stream_fill  # noqa: E402
 from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
@@ -39,9 +40,28 @@ def test_copies_every_byte_and_nothing_else(n: int, threads: int, shift: int) ->
     assert bool((storage[64 - shift + n:] == 0xA5).all())
 
 
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 1000, 4096 * 3 + 17, 1 << 20])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("shift", [0, 5])
+def test_writes_every_byte_and_nothing_else(n: int, threads: int, shift: int) -> None:
+    storage = torch.full((n + 128,), 0xA5, dtype=torch.uint8)
+    dst = storage[64 - shift:64 - shift + n]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        stream_fill(dst)()
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(dst, torch.full_like(dst, 7))
+    assert bool((storage[:64 - shift] == 0xA5).all())
+    assert bool((storage[64 - shift + n:] == 0xA5).all())
+
+
 def test_refuses_unequal_or_strided_buffers() -> None:
     a = torch.zeros(10, dtype=torch.uint8)
     with pytest.raises(ValueError, match="stream_copy"):
         stream_copy(a, torch.zeros(11, dtype=torch.uint8))
     with pytest.raises(ValueError, match="stream_copy"):
         stream_copy(a, torch.zeros(20, dtype=torch.uint8)[::2])
+    with pytest.raises(ValueError, match="stream_fill"):
+        stream_fill(torch.zeros(20, dtype=torch.uint8)[::2])
