@@ -3,12 +3,14 @@ through the threshold (`cpu.set_stream_threshold(0)`), each copy compared with t
 the whole destination storage, which starts filled with a sentinel, so a line store that
 strayed outside a tile's runs shows. Covers the 16×16 `zmm` blocks streamed straight from
 the registers (aligned destinations), the tiles staged through a buffer (unaligned
-destinations, partial tiles, 1- and 2-byte staged tiles), casts, narrow interleaves (NCHW4),
+destinations, partial tiles, 1- and 2-byte staged tiles), casts, narrow interleaves (NCHW4)
+and deinterleaves (NHWC -> NCHW of a few channels),
 wide padded rows (NCHW32/64 of a few channels), merged CHWN4 tiles, and both thread paths."""
 
 from __future__ import annotations
 
 import dataclasses
+import platform
 import shutil
 import subprocess
 
@@ -17,6 +19,7 @@ import torch
 
 import stridec
 from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
+from stridec.compiler.codegen.spec import CopySpec
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import host_has
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
@@ -61,6 +64,61 @@ def test_narrow_packs(dtype, c):
         run_c(dataclasses.replace(spec, dst_offset=1), src=src)
     run_c(permute_spec((2, c, 7, 91), (0, 2, 3, 1), dtype, dst_offset=2))
     run_c(permute_spec((2, 7, 91, c), (0, 3, 1, 2), dtype, dst_offset=2))
+
+
+def _deinterleave_spec(n, c, hw, dtype, plane, *, src_offset=0, dst_offset=0):
+    """NHWC -> NCHW of (n, hw, c) pixels into planes `plane` elements apart (a gap after
+    each plane of hw where plane > hw)."""
+    return CopySpec((n, c, hw), (hw * c, 1, c), src_offset, (c * plane, plane, 1), dst_offset,
+                    dtype, dtype)
+
+
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize("c", [2, 3, 4])
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "ordinary"])
+def test_deinterleaves(dtype, c, stream):
+    """NHWC -> NCHW with C = 2 … 4 (`narrow_split`): planes of whole lines (H·W = 3072, a
+    few tiles; contiguous or a line apart) streamed straight from the registers, at
+    destination offsets 0, 1 and 5 elements (each tile's rows start and end mid-line: those
+    partial lines stored as usual); planes that are not whole lines (H·W = 3072 with a gap
+    of 3 elements, H·W = 1515: partial tiles and vectors) through a buffer in L1; sources
+    at an offset; on 1, 2 and 3 threads (12 images: past the single-thread size)."""
+    if not stream:
+        cpu.set_stream_threshold(-1)  # the fixture restores it
+    gen = torch.Generator().manual_seed(c)
+    saved = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            for hw, plane in ((3072, 3072), (3072, 3072 + 64), (3072, 3075), (1515, 1515)):
+                src = random_storage(dtype, 12 * hw * c + 1, gen)
+                for dst_offset in (0, 1, 5):
+                    spec = _deinterleave_spec(12, c, hw, dtype, plane, dst_offset=dst_offset,
+                                              src_offset=dst_offset % 2)
+                    assert run_c(spec, src=src).strategy == "tiled_transpose"
+    finally:
+        torch.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("march", ["x86-64", "x86-64-v3"])
+def test_deinterleaves_built_for_other_isas(monkeypatch, march):
+    """The units built for CPUs without AVX-512 (x86-64: SSE2, 16-byte vectors; x86-64-v3:
+    AVX2, 32-byte ones) deinterleave alike, streamed and not: the other variants of the
+    interleaves and of `stream_vec`."""
+    if platform.machine() != "x86_64" or (march == "x86-64-v3" and not host_has("avx2")):
+        pytest.skip(f"-march={march} code needs an x86-64 CPU that runs it")
+    flags = tuple(f"-march={march}" if f == "-march=native" else f for f in cpu.CFLAGS)
+    monkeypatch.setattr(cpu, "CFLAGS", flags)
+    monkeypatch.setattr(cpu, "_toolchain", {})  # the libraries' key covers the flags
+    gen = torch.Generator().manual_seed(1)
+    for threshold in (0, -1):
+        cpu.set_stream_threshold(threshold)
+        for dtype in SIZES:
+            for c in (2, 3, 4):
+                src = random_storage(dtype, 2 * 1536 * c, gen)
+                for plane, dst_offset in ((1536, 0), (1536, 3), (1539, 0)):
+                    run_c(_deinterleave_spec(2, c, 1536, dtype, plane, dst_offset=dst_offset),
+                          src=src)
 
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)

@@ -433,6 +433,29 @@ def _chain(out: str, lanes: int, ins: Sequence[str], pick) -> list[str]:
     return lines
 
 
+def _stream_vec(width: int) -> list[str]:
+    """`stream_vec(p, v)`: vector `v` (`width` bytes) to `p`, aligned to `width`, with a
+    streaming store where the ISA the unit is built for has one (`vmovntdq` of an `xmm`,
+    `ymm` or `zmm`; a 32-byte vector as two 16-byte ones with SSE2 alone), else `memcpy`."""
+    store = {
+        64: [("defined(__AVX512F__)", ["__builtin_ia32_movntdq512((nt_t*)(void*)p, (nt_t)v);"])],
+        32: [("defined(__AVX__)", ["__builtin_ia32_movntdq256((nt_t*)(void*)p, (nt_t)v);"]),
+             ("defined(__SSE2__)", ["nt_t h[2];", "memcpy(h, &v, 32);",
+                                     "__builtin_ia32_movntdq((nt_t*)(void*)p, h[0]);",
+                                     "__builtin_ia32_movntdq((nt_t*)(void*)p + 1, h[1]);"])],
+        16: [("defined(__SSE2__)", ["__builtin_ia32_movntdq((nt_t*)(void*)p, (nt_t)v);"])],
+    }[width]
+    out = [f"/* A {width}-byte vector streamed to p (aligned to {width} bytes). */"]
+    for j, (condition, body) in enumerate(store):
+        nt_width = 16 if width == 32 and "SSE2" in condition else width
+        out += [f"#{'if' if j == 0 else 'elif'} {condition}",
+                f"typedef long long nt_t __attribute__((vector_size({nt_width})));",
+                "static inline void stream_vec(bits_t* p, vec_t v) {",
+                *(f"    {line}" for line in body), "}"]
+    return [*out, "#else", "static inline void stream_vec(bits_t* p, vec_t v) {",
+            f"    memcpy(p, &v, {width});", "}", "#endif"]
+
+
 def _narrow(size: int, width: int) -> list[str]:
     """In-register interleaves for tiles with a side of K = 2 … NARROW_MAX elements (and
     fewer than V): `interleaveK` writes K columns of rows a0 .. a1 from K source rows
@@ -445,7 +468,8 @@ def _narrow(size: int, width: int) -> list[str]:
     # Called once per tile, each a few hundred vector instructions: kept out of line and
     # built at -O2 (the shuffles are explicit), which halves the unit's compile time.
     out = ["#ifndef NARROW_FN",
-           '#define NARROW_FN static __attribute__((noinline, optimize("O2")))', "#endif"]
+           '#define NARROW_FN static __attribute__((noinline, optimize("O2")))', "#endif",
+           *_stream_vec(width)]
     for k in ks:
         ins = [f"p{j}" for j in range(k)]
         out += [
@@ -481,7 +505,7 @@ def _narrow(size: int, width: int) -> list[str]:
             "}",
             "",
             f"NARROW_FN void deinterleave{k}(const bits_t* s, bits_t* d, i64 dsa, i64 b0, "
-            "i64 b1) {",
+            "i64 b1, int nt) {",
             "    i64 b = b0;",
             "    for (; b + V <= b1; b += V) {",
         ]
@@ -493,7 +517,9 @@ def _narrow(size: int, width: int) -> list[str]:
             out += ["    " + line for line in _chain(
                 f"r{a}", lanes, cs,
                 lambda lane, a=a, k=k: ((lane * k + a) // lanes, (lane * k + a) % lanes))]
-            out.append(f"        memcpy(d + {a} * dsa + b, &r{a}, {width});")
+        for a in range(k):
+            out.append(f"        if (nt) stream_vec(d + {a} * dsa + b, r{a});")
+            out.append(f"        else memcpy(d + {a} * dsa + b, &r{a}, {width});")
         out += [
             "    }",
             "    for (; b < b1; b++)",
@@ -569,10 +595,10 @@ def _narrow(size: int, width: int) -> list[str]:
         out.append(f"    case {k}: interleave{k}(s, ssb, d, dsa, a0, a1, lo, hi, fill); return 1;")
     out += ["    default: return 0;", "    }", "}", ""]
     out.append("static int narrow_rows(const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1, "
-               "i64 k) {")
+               "i64 k, int nt) {")
     out.append("    switch (k) {")
     for k in ks:
-        out.append(f"    case {k}: deinterleave{k}(s, d, dsa, b0, b1); return 1;")
+        out.append(f"    case {k}: deinterleave{k}(s, d, dsa, b0, b1, nt); return 1;")
     out += ["    default: return 0;", "    }", "}"]
     return out
 
@@ -994,6 +1020,36 @@ static int narrow_put(const job_t* J, const bits_t* s, i64 ssb, bits_t* d, i64 d
     return narrow_columns(s, ssb, d, dsa, a0, a1, k, lo, hi, fill);
 }
 
+/* Columns [b0, b1) of the k destination rows d + a*dsa (a < k) from k interleaved source
+   rows (the pixels of NHWC with C = k) by narrow_rows; 0 if no interleave has k. When
+   J->stream, each destination row's whole lines are streamed and its partial lines at
+   either end stored as usual: straight from the registers where the k rows share their
+   alignment (dsa a whole number of lines), else through a buffer in L1 whose rows are
+   streamed as runs. */
+#define SPLIT_RUN (4096 / (i64)sizeof(bits_t))
+static int narrow_split(const job_t* J, const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1,
+                        i64 k) {
+    if (k < 2 || k > NARROW_MAX || k >= V) return 0;
+    if (!J->stream) return narrow_rows(s, d, dsa, b0, b1, k, 0);
+    const i64 size = (i64)sizeof(bits_t), line = 64 / size;
+    if (dsa * size % 64 == 0 && (uintptr_t)d % sizeof(bits_t) == 0) {
+        i64 h = b0 + (i64)((-(uintptr_t)(d + b0) & 63) / sizeof(bits_t));
+        if (h > b1) h = b1;
+        i64 m = h + (b1 - h) / line * line;
+        narrow_rows(s, d, dsa, b0, h, k, 0);
+        narrow_rows(s, d, dsa, h, m, k, 1);
+        return narrow_rows(s, d, dsa, m, b1, k, 0);
+    }
+    bits_t buf[NARROW_MAX * SPLIT_RUN] __attribute__((aligned(64)));
+    for (i64 b = b0; b < b1; b += SPLIT_RUN) {
+        i64 n = b1 - b < SPLIT_RUN ? b1 - b : SPLIT_RUN;
+        narrow_rows(s + k * b, buf, n, 0, n, k, 0);
+        for (i64 a = 0; a < k; a++)
+            stream_copy(d + a * dsa + b, buf + a * n, (size_t)(n * size));
+    }
+    return 1;
+}
+
 /* Columns [b0, b1) of rows [a0, a1), those in [lo, hi) copied and the others filled, by
    interleaves when the tile or its copied part is at most NARROW_MAX columns; 0 if not. */
 static int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
@@ -1110,8 +1166,8 @@ static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
 #if SAME_BITS
     if (b1 - b0 < V && narrow_tile(J, so, dof, dsa, ssb, a0, a1, b0, b1, b0, b1)) return;
     if (a1 - a0 < V && ssb == a1 - a0
-        && narrow_rows((const bits_t*)J->src + so + a0, (bits_t*)J->dst + dof + a0 * dsa, dsa,
-                       b0, b1, a1 - a0))
+        && narrow_split(J, (const bits_t*)J->src + so + a0, (bits_t*)J->dst + dof + a0 * dsa,
+                        dsa, b0, b1, a1 - a0))
         return;
 #endif
     if (b1 - b0 < V) {
