@@ -59,6 +59,37 @@ def test_rows_stream_within_their_runs(streaming, dtype, rows, width, src_pitch,
     assert kernel.strategy == "linear"
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "ordinary"])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_row_groups(stream, threads, dtype):
+    # Rows of 1 KiB or more that the source holds apart (slices), streamed: copied 8 at
+    # a time, line by line in turn, their next group's heads prefetched (stream_rows).
+    # Row counts that leave a partial group, at the end and in every run of an outer dim;
+    # heads and tails unaligned, and differing from row to row; a source walked backwards
+    # (a flip); the rows of a broadcast (not grouped). Ordinary stores: the same copies.
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    old_threads = torch.get_num_threads()
+    w = 1100 // dtype.itemsize  # a row of 1100 bytes (not whole lines)
+    big = 4100 // dtype.itemsize
+    try:
+        torch.set_num_threads(threads)
+        for spec in [
+            CopySpec((19, w), (2 * w, 1), w, (w, 1), 0, dtype, dtype),  # x[1::2]
+            CopySpec((45, big), (big + 5, 1), 1, (big + 3, 1), 3, dtype, dtype),
+            CopySpec((4, 10, w), (30 * w, 3 * w, 1), 7, (10 * w, w, 1), 0, dtype, dtype),
+            CopySpec((3, 10, big), (25 * big, 2 * big, 1), 64, (10 * big, big, 1), 1, dtype,
+                     dtype),
+            CopySpec((17, w), (-(w + 7), 1), 16 * (w + 7), (w, 1), 0, dtype, dtype),
+            CopySpec((8, w), (w + 64, 1), 0, (w, 1), 0, dtype, dtype),  # one group exactly
+            CopySpec((30, w), (0, 1), 2, (w + 1, 1), 1, dtype, dtype),  # broadcast
+        ]:
+            assert run_c(spec).strategy == "linear"
+    finally:
+        torch.set_num_threads(old_threads)
+        cpu.set_stream_threshold(previous)
+
+
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
 def test_broadcast_rows(streaming, dtype):
     # expand: the same source row to every destination row, rows unaligned.
