@@ -4,8 +4,9 @@ the whole destination storage, which starts filled with a sentinel, so a line st
 strayed outside a tile's runs shows. Covers the 16×16 `zmm` blocks streamed straight from
 the registers (aligned destinations), the tiles staged through a buffer (unaligned
 destinations, partial tiles, 1- and 2-byte staged tiles), casts, narrow interleaves (NCHW4)
-and deinterleaves (NHWC -> NCHW of a few channels),
-wide padded rows (NCHW32/64 of a few channels), merged CHWN4 tiles, and both thread paths."""
+and deinterleaves (NHWC -> NCHW of a few channels), wide padded rows (NCHW32/64 of a
+few channels, int8 ones built as words in registers), merged CHWN4 tiles, and both thread
+paths."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import torch
 
 import stridec
 from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
-from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import host_has
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
@@ -103,8 +104,9 @@ def test_deinterleaves(dtype, c, stream):
 @pytest.mark.parametrize("march", ["x86-64", "x86-64-v3"])
 def test_deinterleaves_built_for_other_isas(monkeypatch, march):
     """The units built for CPUs without AVX-512 (x86-64: SSE2, 16-byte vectors; x86-64-v3:
-    AVX2, 32-byte ones) deinterleave alike, streamed and not: the other variants of the
-    interleaves and of `stream_vec`."""
+    AVX2, 32-byte ones) deinterleave and pad rows (NCHW32 of a few channels) alike,
+    streamed and not: the other variants of the interleaves, of `stream_vec` and of
+    `padded_rows`."""
     if platform.machine() != "x86_64" or (march == "x86-64-v3" and not host_has("avx2")):
         pytest.skip(f"-march={march} code needs an x86-64 CPU that runs it")
     flags = tuple(f"-march={march}" if f == "-march=native" else f for f in cpu.CFLAGS)
@@ -119,6 +121,7 @@ def test_deinterleaves_built_for_other_isas(monkeypatch, march):
                 for plane, dst_offset in ((1536, 0), (1536, 3), (1539, 0)):
                     run_c(_deinterleave_spec(2, c, 1536, dtype, plane, dst_offset=dst_offset),
                           src=src)
+                run_c(_pack_spec(2, c, 150, 32, dtype, -2), src=src)  # padded rows
 
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
@@ -132,6 +135,31 @@ def test_wide_padded_rows(dtype, c, block):
         spec = _pack_spec(3, c, 1000, block, dtype, fill)
         run_c(spec, src=src)
         run_c(dataclasses.replace(spec, dst_offset=3), src=src)
+
+
+@pytest.mark.parametrize("nb", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "ordinary"])
+def test_padded_rows_built_as_words(nb, stream):
+    """int8 rows of nb bytes, each the fill but for k = 1 … 4 channels at byte `lo`
+    (`padded_words` with AVX-512: 16 rows as 4-byte words permuted into whole lines):
+    channels at the start (a pack), at other multiples of 4 (past the first line of a
+    long row: lo = 72) and at lo = 6 (not a word: the other path); destinations aligned
+    (straight from the registers) and at an offset of 3 (the other path); H·W = 150: tiles
+    with a remainder of fewer than 16 rows."""
+    if not stream:
+        cpu.set_stream_threshold(-1)  # the fixture restores it
+    hw = 150
+    src = random_storage(i8, 2 * nb * hw, torch.Generator().manual_seed(nb))
+    for lo in (0, 4, 6, 72):
+        for k in (1, 2, 3, 4):
+            if lo + k > nb:
+                continue
+            for fill in (0, -2):
+                spec = CopySpec((2, hw, nb), (nb * hw, 1, hw), 0, (hw * nb, nb, 1), 0, i8, i8,
+                                (MaskBound((0, 0, 1), lo, lo + k),), fill)
+                run_c(spec, src=src)
+                run_c(dataclasses.replace(spec, dst_offset=64), src=src)
+                run_c(dataclasses.replace(spec, dst_offset=3), src=src)
 
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
