@@ -10,7 +10,9 @@ paths."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import itertools
 import platform
 import shutil
 import subprocess
@@ -19,13 +21,23 @@ import pytest
 import torch
 
 import stridec
-from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
+from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source, generate_c_copy
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.runtime.backends import cpu
-from tests.compiler.c_build import host_has
+from tests.compiler.c_build import AVX2, PORTABLE, build_shared, host_has
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
-from tests.compiler.test_codegen_c_copy import _pack_spec, run_c
-from tests.compiler.test_codegen_copy import f16, f32, f64, i8, permute_spec, random_storage
+from tests.compiler.test_codegen_c_copy import _pack_spec, _team, run_c
+from tests.compiler.test_codegen_copy import (
+    f16,
+    f32,
+    f64,
+    i8,
+    permute_spec,
+    random_storage,
+    reference_copy,
+    sentinel,
+    span,
+)
 from tests.runtime.test_backends import arrange, assert_same, chwn4, sample
 
 SIZES = [i8, f16, f32, f64]
@@ -243,3 +255,58 @@ def test_tile_kernels_have_streaming_stores():
             elif "vmovntdq" in line and "zmm" in line:
                 per_function[name] = per_function.get(name, 0) + 1
         assert max(per_function.values(), default=0) >= lanes, per_function
+
+
+def _masked_transpose(sizes, dtype, fill, dst_offset=0):
+    """`x.t()` of a contiguous (rows, cols) x into a padded destination: output rows
+    past `cols - 3` and output columns before 5 masked (the fill, or left alone)."""
+    rows, cols = sizes
+    spec = permute_spec(sizes, (1, 0), dtype, dst_offset=dst_offset)
+    return dataclasses.replace(spec, masks=(MaskBound((1, 0), 0, cols - 3),
+                                            MaskBound((0, 1), 5, rows)), fill=fill)
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_streamed_strips(torch_openmp, threads, dtype):
+    """Streamed tiles walked in strips along the source's rows (4 KiB of them, then the next
+    tiles along the destination's rows): sources rows longer than several strips with a
+    partial last strip (2100 and 4500 elements), destination rows of whole lines (48 and 64
+    elements) and not (45, or an offset of 1), partial tiles on both sides, a batch dim, and
+    masks with and without the fill, on 1 to 3 threads of either team: the threads' shares
+    of tiles end inside strips."""
+    with _team(torch_openmp, threads):
+        for sizes in ((48, 2100), (45, 2100), (64, 4500)):
+            for dst_offset in (0, 1):
+                run_c(permute_spec(sizes, (1, 0), dtype, dst_offset=dst_offset))
+            run_c(permute_spec((3, *sizes), (0, 2, 1), dtype))
+        for fill in (0, None):
+            run_c(_masked_transpose((48, 2100), dtype, fill))
+            run_c(_masked_transpose((45, 1300), dtype, fill, dst_offset=1))
+
+
+@pytest.mark.parametrize("flags", [PORTABLE, AVX2], ids=["portable", "avx2"])
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
+    """The transpose unit built without AVX-512 (plain C at -O2, and AVX2): the tile sides
+    and blocks of those builds (1- and 2-byte elements walked in strips too, where AVX-512
+    stages their tiles instead), streamed, on 1 and 3 threads, against torch."""
+    if flags == AVX2 and not host_has("avx2"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU to run")
+    specs = [permute_spec((48, 2100), (1, 0), dtype), permute_spec((3, 45, 700), (0, 2, 1), dtype),
+             permute_spec((64, 4500), (1, 0), dtype, dst_offset=1),
+             _masked_transpose((48, 2100), dtype, -1)]
+    kernel = generate_c_copy(specs[0])
+    assert kernel.strategy == "tiled_transpose"
+    lib = build_shared(kernel.source, tmp_path, f"strips_{dtype.name}", flags)
+    for spec, threads in itertools.product(specs, (1, 3)):
+        (symbol, _, _, params), = generate_c_copy(spec).calls
+        gen = torch.Generator().manual_seed(threads)
+        src = random_storage(dtype, span(spec, spec.src_strides, spec.src_offset), gen)
+        dst = sentinel(dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)
+        expected = reference_copy(spec, src, dst)
+        words = (ctypes.c_int64 * len(params))(*params)
+        getattr(lib, symbol)(ctypes.c_void_p(src.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
+                             words, ctypes.c_int64(threads))
+        assert torch.equal(dst, expected), (flags, spec, threads)

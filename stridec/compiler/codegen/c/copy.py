@@ -779,6 +779,7 @@ typedef struct {
     i64 group;               /* rows: rows streamed together (stream_rows), or 0 */
     i64 rt, rtq, rtu, nrq, nru;  /* rows: tiles of short rows over dims R-2 and rt (or -1) */
     i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
+    i64 strip;               /* transpose: tiles along a walked before the next along b */
     i64 merge;               /* transpose: 1 when b spans dims R-3 and R-1 (_TRANSPOSE) */
     int stream;              /* 1: contiguous runs of the destination are written with
                                 streaming stores (stream_copy, stream_fill), sfence at
@@ -1389,17 +1390,16 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
 }
 #endif
 
-/* Units [u0, u1): unit u is tile (u / nti % ntu, u % nti) of outer row u / (ntu * nti). */
+/* Units [u0, u1): the tiles of outer row u / (ntu * nti), in strips of `strip` tiles along
+   a: a strip's tiles run along a (the same source rows, further on), then the strip moves
+   on along b (the same destination rows, further on), then to the next strip. */
 static void work(const job_t* J, i64 u0, i64 u1) {
     i64 R = J->R, nout = R - 2 - J->merge, c[MAXR], mb[J->M + 1];
-    i64 per_row = J->ntu * J->nti;
+    i64 per_row = J->ntu * J->nti, S = J->strip;
     i64 row_index = u0 / per_row, f = u0 % per_row;
-    /* The next tile continues the same destination rows; but when the call streams into
-       destination rows that are not whole lines, it continues the same source rows, so
-       the partial line a tile leaves at its edge is not written next by ordinary stores
-       while its streamed part is still in flight (docs/cpu.md). */
-    int src_first = J->stream && J->ds[R - 2] * (i64)sizeof(dst_t) % 64 != 0;
-    i64 tu = src_first ? f % J->ntu : f / J->nti, ti = src_first ? f / J->ntu : f % J->nti;
+    i64 g = f / (S * J->nti) * S;  /* the strip's first tile along a */
+    i64 w = J->ntu - g < S ? J->ntu - g : S, rem = f - g * J->nti;
+    i64 tu = g + rem % w, ti = rem / w;
     i64 so, dof;
     odometer_start(J, nout, row_index, c, &so, &dof, mb);
     i64 na = J->n[R - 2], nb = J->merge ? J->n[R - 3] * J->n[R - 1] : J->n[R - 1];
@@ -1411,19 +1411,39 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         else
 #endif
         tile(J, so, dof, mb, a0, a1, b0, b1);
-        if (src_first) {
-            if (++tu < J->ntu) continue;
-            tu = 0;
-            if (++ti < J->nti) continue;
-            ti = 0;
-        } else {
-            if (++ti < J->nti) continue;
-            ti = 0;
-            if (++tu < J->ntu) continue;
-            tu = 0;
-        }
+        if (++tu < g + w) continue;
+        tu = g;
+        if (++ti < J->nti) continue;
+        ti = 0;
+        g += w;
+        w = J->ntu - g < S ? J->ntu - g : S;
+        tu = g;
+        if (g < J->ntu) continue;
+        g = tu = 0;
+        w = J->ntu < S ? J->ntu : S;
         odometer_step(J, nout, c, &so, &dof, mb);
     }
+}
+
+/* The destination's row bytes of a streamed tile, and the source row bytes of a strip. */
+#define STRIP_ROWS (128 / (i64)sizeof(dst_t) < V ? V : 128 / (i64)sizeof(dst_t) > TILE ? TILE \
+                    : 128 / (i64)sizeof(dst_t))
+#define STRIP_BYTES 4096
+
+/* The order of a thread's tiles (work): strips of J->strip tiles along a. One tile: the
+   next tile continues the same destination rows. When the call streams into destination
+   rows that are not whole lines, the whole of a (the next tile continues the same source
+   rows), so the partial line a tile leaves at its edge is not written next by ordinary
+   stores while its streamed part is still in flight (docs/cpu.md). With `strips` (a
+   streamed call of whole-line rows, source rows longer than STRIP_BYTES), STRIP_BYTES
+   of the source rows: the tile's STRIP_ROWS source rows are read on in long runs, which
+   the hardware prefetchers follow, before the walk moves on to the next source rows. */
+static void plan_walk(job_t* J, int strips) {
+    i64 R = J->R;
+    J->strip = 1;
+    if (J->stream && J->ds[R - 2] * (i64)sizeof(dst_t) % 64 != 0) J->strip = J->ntu;
+    else if (strips) J->strip = STRIP_BYTES / (J->ta * (i64)sizeof(src_t));
+    if (J->strip < 1) J->strip = 1;
 }
 
 static void plan_units(job_t* J, i64 nthreads) {
@@ -1444,23 +1464,32 @@ static void plan_units(job_t* J, i64 nthreads) {
         J->ntu = (J->n[R - 2] + J->ta - 1) / J->ta;
         J->nti = (J->n[R - 3] * J->n[R - 1] + J->tb - 1) / J->tb;
         J->units = rows * J->ntu * J->nti;
+        plan_walk(J, 0);
         return;
     }
 #endif
     for (i64 k = 0; k < R - 2; k++) rows *= J->n[k];
+    int strips = 1;
 #ifdef WIDE_K
     J->ta = WIDE_A;
     J->tb = WIDE_B;
+    strips = 0;
 #endif
 #if SAME_BITS
     /* A side narrower than a vector is moved by interleaves: its tiles run long the other
        way, so a tile's fixed costs are spread over more elements. */
-    if (J->n[J->R - 1] < V) J->ta = 16 * TILE;
-    else if (J->n[J->R - 2] < V) J->tb = 16 * TILE;
+    if (J->n[J->R - 1] < V) J->ta = 16 * TILE, strips = 0;
+    else if (J->n[J->R - 2] < V) J->tb = 16 * TILE, strips = 0;
 #endif
+    /* Streamed tiles of source rows longer than a strip: TILE x STRIP_ROWS, STRIP_ROWS
+       source rows (128 bytes of each destination row: whole lines), walked in strips of
+       STRIP_BYTES of the source's rows (plan_walk). */
+    strips = strips && J->stream && J->n[R - 2] * (i64)sizeof(src_t) > STRIP_BYTES;
+    if (strips) J->tb = STRIP_ROWS;
     J->ntu = (J->n[J->R - 2] + J->ta - 1) / J->ta;
     J->nti = (J->n[J->R - 1] + J->tb - 1) / J->tb;
     J->units = rows * J->ntu * J->nti;
+    plan_walk(J, strips);
 }
 """
 
