@@ -158,7 +158,8 @@ def test_short_row_tiles(streaming, dtype):
 def test_short_row_tiles_sizes(stream, torch_openmp):
     # Rows of 2 to 1024 bytes; head counts that fill a 4 KiB page's tile, fall short of it
     # or leave a partial tile (33 rows of 128 bytes); sequences that leave a partial block;
-    # source and destination offsets; large enough to run on three threads.
+    # source and destination offsets (rows of whole lines that start on a line, streamed
+    # line by line, and not); large enough to run on three threads.
     previous = cpu.set_stream_threshold(0 if stream else -1)
     threads = torch.get_num_threads()
     try:
@@ -166,6 +167,7 @@ def test_short_row_tiles_sizes(stream, torch_openmp):
         torch.set_num_threads(3)
         for sizes, dtype, offsets in [
             ((2, 300, 33, 64), f16, (0, 0)),
+            ((2, 300, 33, 64), f16, (3, 32)),  # whole lines from a line on: stream_line
             ((3, 130, 40, 1), f16, (0, 0)),  # 2-byte rows: a transpose
             ((3, 130, 40, 2), f16, (0, 1)),
             ((2, 70, 9, 256), f32, (5, 0)),

@@ -950,8 +950,24 @@ static void work_tiles(const job_t* J, i64 t0, i64 t1) {
         }
         i64 q0 = qb * J->rtq, q1 = q0 + J->rtq < J->n[q] ? q0 + J->rtq : J->n[q];
         i64 u0 = ub * J->rtu, u1 = u0 + J->rtu < J->n[u] ? u0 + J->rtu : J->n[u];
+        /* Streamed rows of whole lines that start on a line (attention's 128-byte rows):
+           line by line, without stream_copy's head and tail (single-threaded, cold, the
+           (8, 1024, 32, 64) float16 permute 1.34-1.48 -> 1.26-1.40 ms, the streaming
+           copy of its bytes 1.28-1.42 ms) */
+        const size_t lb = (size_t)n_in * sizeof(dst_t);
+        int lines = J->stream && SAME_BITS && lb % 64 == 0
+            && ((uintptr_t)(J->dst + dof + u0 * du + q0 * dq) & 63) == 0
+            && (du * (i64)sizeof(dst_t)) % 64 == 0 && (dq * (i64)sizeof(dst_t)) % 64 == 0;
         for (i64 b = q0; b < q1; b++) {
             i64 rs = so + u0 * su + b * sq, rd = dof + u0 * du + b * dq;
+            if (lines) {
+                for (i64 a = u0; a < u1; a++, rs += su, rd += du) {
+                    const char* sp = (const char*)(J->src + rs);
+                    char* dp = (char*)(J->dst + rd);
+                    for (size_t k = 0; k < lb; k += 64) stream_line(dp + k, sp + k);
+                }
+                continue;
+            }
             for (i64 a = u0; a < u1; a++, rs += su, rd += du) plain_row(J, rs, rd, n_in);
         }
     }
