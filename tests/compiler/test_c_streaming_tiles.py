@@ -310,3 +310,26 @@ def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
         getattr(lib, symbol)(ctypes.c_void_p(src.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
                              words, ctypes.c_int64(threads))
         assert torch.equal(dst, expected), (flags, spec, threads)
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", [i8, f16], ids=lambda d: d.name)
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
+def test_packs_of_staged_blocks(torch_openmp, threads, dtype, stream):
+    """Packs into contiguous rows of whole staged blocks narrower than a staged tile (NCHW32
+    and NCHW64 of int8 on AVX-512: long tiles of the blocks into a buffer, one run out):
+    rows of 1 to 4 blocks (16 … 64 int8 lanes, 8 … 64 float16), every lane a channel, the
+    last group's lanes partly padding (mixed tiles: another path), H·W a whole number of
+    tiles or not, on 1 and 3 threads, streamed and not."""
+    if not stream:
+        cpu.set_stream_threshold(-1)
+    k = 16 // dtype.itemsize
+    with _team(torch_openmp, threads):
+        for block in (k, 2 * k, 3 * k, 64):
+            for c, hw in ((2 * block, 4096), (2 * block, 1000), (block + 5, 600)):
+                src = random_storage(dtype, 2 * c * hw, torch.Generator().manual_seed(block))
+                for fill in (0, None):
+                    run_c(_pack_spec(2, c, hw, block, dtype, fill), src=src)
+                run_c(dataclasses.replace(_pack_spec(2, c, hw, block, dtype, -1),
+                                          dst_offset=block), src=src)

@@ -1490,6 +1490,10 @@ static void plan_units(job_t* J, i64 nthreads) {
     J->ta = WIDE_A;
     J->tb = WIDE_B;
     strips = 0;
+    /* Contiguous destination rows narrower than a staged tile, whole blocks wide (a pack's
+       lanes): tiles as long along a as make the staged tile's WIDE_A·WIDE_B elements. */
+    if (J->n[R - 1] < WIDE_B && J->n[R - 1] % WIDE_K == 0 && J->ds[R - 2] == J->n[R - 1])
+        J->ta = WIDE_A * (WIDE_B / J->n[R - 1]);
 #endif
 #if SAME_BITS
     /* A side narrower than a vector is moved by interleaves: its tiles run long the other
@@ -1517,6 +1521,19 @@ _FAST_VECTOR = r"""#ifdef WIDE_K
                 tr_wide(s + so + a0 + x + (b0 + y) * ssb, ssb, buf + x * WIDE_B + y, WIDE_B);
         for (i64 x = 0; x < WIDE_A; x++)
             copy_bytes(J, d + dof + (a0 + x) * dsa + b0, buf + x * WIDE_B, sizeof buf / WIDE_A);
+        return;
+    }
+    if (dsa == b1 - b0 && (b1 - b0) % WIDE_K == 0 && (a1 - a0) % WIDE_A == 0
+        && (a1 - a0) * (b1 - b0) <= WIDE_A * WIDE_B) {
+        /* Contiguous destination rows of fewer than WIDE_B elements (a pack's lanes: NCHW32
+           and NCHW64 of int8): the same blocks into a buffer of the tile's rows, which go
+           out as one run (plan_units makes such tiles WIDE_A·WIDE_B elements long). */
+        i64 na = a1 - a0, nb = b1 - b0;
+        bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
+        for (i64 y = 0; y < nb; y += WIDE_K)
+            for (i64 x = 0; x < na; x += WIDE_L)
+                tr_wide(s + so + a0 + x + (b0 + y) * ssb, ssb, buf + x * nb + y, nb);
+        copy_bytes(J, d + dof + a0 * dsa + b0, buf, (size_t)(na * nb) * sizeof(bits_t));
         return;
     }
 #endif
