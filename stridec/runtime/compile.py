@@ -202,20 +202,31 @@ def _call_key(tensors: tuple[Any, ...]) -> tuple | None:
 
 
 def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
-    """The call key of a call with `out=`: the inputs' `_call_key`, each out's dtype,
+    """The call key of a call with `out=` (`_out_call`'s first part)."""
+    found = _out_call(tensors, out)
+    return None if found is None else found[0]
+
+
+def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | None:
+    """The call key of a call with `out=` and the storages' data pointers (the inputs',
+    then each out's). The key: the inputs' `_call_key` and storage bytes, each out's dtype,
     sizes, strides, offset, device, neg and conj bits, `requires_grad` and storage bytes,
     and which of all the tensors share a storage (by data pointer). `check_outs` and the
     program are functions of it: overlaps are decided from layouts within one storage, and
-    storages are told apart by pointer. None where `_call_key` is, or an out is not a
-    plain strided tensor (the full path then names the problem)."""
+    storages are told apart by pointer; and every storage of a good call's key holds its
+    layout. None where `_call_key` is, or an out is not a plain strided tensor (the full
+    path then names the problem)."""
     key = _call_key(tensors)
     if key is None:
         return None
     outs = (out,) if type(out) is torch.Tensor else out
     if type(outs) is not tuple:
         return None
-    out_key = []
-    ptrs = [t.untyped_storage().data_ptr() for t in tensors]
+    ptrs, sizes, out_key = [], [], []
+    for t in tensors:
+        storage = t.untyped_storage()
+        ptrs.append(storage.data_ptr())
+        sizes.append(storage.nbytes())
     for t in outs:
         if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
             return None
@@ -223,7 +234,8 @@ def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
         ptrs.append(storage.data_ptr())
         out_key.append((t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.is_neg(),
                         t.is_conj(), t.requires_grad, storage.nbytes()))
-    return ("out", key, tuple(out_key), tuple(ptrs.index(p) for p in ptrs))
+    return (("out", key, tuple(sizes), tuple(out_key), tuple(ptrs.index(p) for p in ptrs)),
+            ptrs)
 
 
 def _into_outs(outs: tuple[torch.Tensor, ...], results: Any) -> Any:
@@ -911,16 +923,25 @@ class CompiledGraph:
         """`fn(*tensors, out=...)`: each output written in place into its `out` tensor,
         which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`).
         A call whose `_out_call_key` was seen on a good call runs that call's program
-        (the inputs' storages re-checked, as `_cached` does)."""
-        key = _out_call_key(tensors, out) if self.backend != "reference" else None
-        if key is not None:
+        (the key holds every storage's bytes, so the storages hold their layouts); where
+        its C kernels offer it (`Runner.bound`), straight on the storages' data pointers
+        the key read."""
+        called = _out_call(tensors, out) if self.backend != "reference" else None
+        key = None
+        if called is not None:
+            key, pointers = called
             found = self._hits.get(key)
             if found is not None:
-                hit, storage_outs = found
-                outs = (out,) if type(out) is torch.Tensor else out
-                if self._cached(key, tensors, hit) is not None:
-                    launch.launch_with(hit.runner,
-                                       (*tensors, *(outs[i] for i in storage_outs)), hit.device)
+                hit, storage_outs, bound = found
+                # The key holds every storage's bytes: a hit's storages hold its layouts.
+                if self._cached(key, tensors, hit, sized=True) is not None:
+                    if bound is not None:  # the C kernels, on the pointers the key read
+                        bound(pointers, torch.get_num_threads())
+                    else:
+                        outs = (out,) if type(out) is torch.Tensor else out
+                        launch.launch_with(hit.runner,
+                                           (*tensors, *(outs[i] for i in storage_outs)),
+                                           hit.device)
                     self.stats.launches += hit.program.launch_count
                     return out
         device = self._check(tensors)
@@ -939,26 +960,32 @@ class CompiledGraph:
                 positions = {id(t): i for i, t in reversed(list(enumerate(call.outs)))}
                 storage_outs = tuple(positions[id(t)] for t in call.storage_tensors)
                 hit = _Hit(program, runner, device, local_key, self._storage_needs(tensors))
+                # Runner slot -> index in `_out_call`'s pointers (the inputs', the outs').
+                n = len(tensors)
+                bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
+                                     n + len(call.outs))
                 with self._lock:
                     if self._programs.get(local_key) is program:
-                        self._hits[key] = (hit, storage_outs)
+                        self._hits[key] = (hit, storage_outs, bound)
             launch.run_with(runner, (*tensors, *call.storage_tensors), device)
             self.stats.launches += program.launch_count
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
     def _cached(self, key: tuple, tensors: tuple[torch.Tensor, ...],
-                hit: _Hit | None = None) -> _Hit | None:
+                hit: _Hit | None = None, sized: bool = False) -> _Hit | None:
         """The hit for a call key (or `hit`, found under an `out=` key) whose storages
-        still hold its layouts, counted as the full path counts a hit in `_programs` (and
-        made its most recent entry); None sends the call down the full path (a miss, or a
-        shrunk storage: `_check` names it)."""
+        still hold its layouts (checked here unless the key holds the storages' bytes:
+        `sized`), counted as the full path counts a hit in `_programs` (and made its most
+        recent entry); None sends the call down the full path (a miss, or a shrunk
+        storage: `_check` names it)."""
         if hit is None:
             hit = self._hits.get(key)
         if hit is None:
             return None
-        for t, need in zip(tensors, hit.needs, strict=True):
-            if need and t.untyped_storage().nbytes() < need:
-                return None
+        if not sized:
+            for t, need in zip(tensors, hit.needs, strict=True):
+                if need and t.untyped_storage().nbytes() < need:
+                    return None
         with self._lock:
             if self._programs.get(hit.local_key) is not hit.program:
                 return None  # evicted by another thread since the read: the full path

@@ -135,6 +135,35 @@ class Runner:
                      *scalars, **kwargs)
         return slots
 
+    def bound(self, pointer_of_slot: Sequence[int],
+              n_pointers: int) -> Callable[[list[int], int], None] | None:
+        """The launches as one function of a list of `n_pointers` data pointers and the
+        thread count, where slot `s` is `pointers[pointer_of_slot[s]]` (and buffer slot
+        `j` a fresh buffer's, appended after them): for launchers that read data pointers
+        only and offer it (`bound`, the C kernels); else None."""
+        if not self.pointers:
+            return None
+        where = [*pointer_of_slot, *range(n_pointers, n_pointers + len(self.buffers))]
+        runs = []
+        for launcher, _grid, args, scalars, _kwargs in self.launches:
+            bind = getattr(launcher, "bound", None)
+            run = bind([where[s] for s, _ in args]) if bind and not scalars else None
+            if run is None or any(s >= len(where) for s, _ in args):
+                return None
+            runs.append(run)
+        if not runs:
+            return None
+        ordered, buffers = tuple(runs), self.buffers
+        if not buffers and len(ordered) == 1:
+            return ordered[0]
+
+        def run_all(pointers: list[int], threads: int) -> None:
+            held = [torch.empty(n, dtype=dtype) for n, dtype in buffers]
+            pointers = [*pointers, *(b.data_ptr() for b in held)]
+            for run in ordered:
+                run(pointers, threads)
+        return run_all
+
     def run(self, tensors: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
         slots = self.launch(tensors, device)
         n_inputs = len(tensors)

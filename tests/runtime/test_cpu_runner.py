@@ -1,7 +1,8 @@
 """The `cpu` backend's runner passes storages by their data pointers (`Runner.pointers`:
 every launcher is a C kernel, which reads `data_ptr()` only): inputs go in as untyped
 storages, not as flat views, and an `out=` call on the cached path launches without
-building output views (`Runner.launch`). Torch is the oracle: inputs at storage offsets,
+building output views: its C kernels run straight on the data pointers its call key read
+(`Runner.bound`). Torch is the oracle: inputs at storage offsets,
 outputs that view an input, outs filled with a sentinel before every call."""
 
 from __future__ import annotations
@@ -58,3 +59,70 @@ def test_repeated_out_calls_write_every_out() -> None:
             assert torch.equal(a, b)
         x.add_(1.0)  # new values at the same addresses: nothing is stale
         want = expected(x, y)
+
+
+def _bound_entries(fn: object) -> list:
+    return [entry[2] for key, entry in fn._hits.items() if key[0] == "out"]
+
+
+def test_cached_out_calls_run_bound_kernels_on_new_storages() -> None:
+    """The cached `out=` path of C kernels runs `Runner.bound`'s function: outs at a storage
+    offset, one out a window of another tensor's storage, and other storages of the same
+    layouts later (same key but for the pointers' values): every call writes its own outs
+    and nothing else."""
+    fn = stridec.compile(graph(), backend="cpu")
+    for k in range(3):
+        x, y = inputs()
+        x.mul_(k + 1)
+        big = torch.full((200,), -1.0)
+        outs = (big[3:63].view(10, 6), torch.empty(6, 5), big[100:124].view(6, 4))
+        for o in outs:
+            o.fill_(-7.5)
+        got = fn(x, y, out=outs)
+        assert all(a is b for a, b in zip(got, outs, strict=True))
+        for a, b in zip(outs, expected(x, y), strict=True):
+            assert torch.equal(a, b)
+        assert bool((big[:3] == -1).all()) and bool((big[63:100] == -1).all())
+        assert bool((big[124:] == -1).all())
+    assert fn.stats.compiles == 1
+    assert _bound_entries(fn) and all(b is not None for b in _bound_entries(fn))
+
+
+def test_cached_out_calls_of_a_batch_and_of_philox_run_bound() -> None:
+    """A cat (one batch kernel of three copies) and Philox bits: their cached `out=` calls
+    also run bound, and match torch's cat and the first call's bits."""
+    g = stridec.Graph("cpu_bound_cat")
+    xs = [g.input(f"x{k}", (2, c, 3, 5), "float16") for k, c in enumerate((3, 1, 4))]
+    g.output(stridec.cat(xs, 1))
+    fn = stridec.compile(g, backend="cpu")
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        ts = [torch.randn(2, c, 3, 5, generator=gen).half() for c in (3, 1, 4)]
+        out = torch.full((2, 8, 3, 5), -3.0, dtype=torch.float16)
+        assert fn(*ts, out=out) is out
+        assert torch.equal(out, torch.cat(ts, 1))
+    assert all(b is not None for b in _bound_entries(fn))
+
+    g = stridec.Graph("cpu_bound_philox")
+    state = g.input("s", (6,), "uint32")
+    g.output(*g.philox(state, (4, 33)))
+    rng = stridec.compile(g, backend="cpu")
+    oracle = stridec.compile(g, backend="reference")
+    state = torch.tensor([5, 0, 0, 0, 7, 9], dtype=torch.int64).to(torch.uint32)
+    bits, new_state = torch.zeros(4, 33, dtype=torch.uint32), torch.zeros_like(state)
+    for _ in range(3):
+        want_bits, want_state = oracle(state)
+        rng(state, out=(bits, new_state))
+        assert torch.equal(bits, want_bits) and torch.equal(new_state, want_state)
+        state = new_state.clone()
+    assert all(b is not None for b in _bound_entries(rng))
+    # The state as its own out (the new state staged in a buffer slot, then copied):
+    # bound too, a fresh buffer per call.
+    expect_state = state.clone()
+    for _ in range(2):
+        want_bits, expect_state = oracle(expect_state)
+        rng(state, out=(bits, state))
+        assert torch.equal(bits, want_bits) and torch.equal(state, expect_state)
+    runners = [entry[0].runner for key, entry in rng._hits.items() if key[0] == "out"]
+    assert len(runners) == 2 and all(r.buffers for r in runners)
+    assert all(b is not None for b in _bound_entries(rng))

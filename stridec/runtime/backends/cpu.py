@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -481,6 +482,36 @@ class CpuKernel:
             if address is None:
                 raise _symbolic(self.name)
             fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), address, threads)
+
+    def bound(self, slots: Sequence[int]) -> Callable[[Sequence[int], int], None] | None:
+        """This kernel's calls as one function of a list of data pointers and the thread
+        count, where storage argument `k` is `pointers[slots[k]]`: a cached `out=` call
+        runs it with the pointers its call key read, and builds no storage objects. None
+        for a kernel over symbolic sizes (its parameters come per binding)."""
+        if any(address is None for *_, address in self._calls):
+            return None
+        batch = self._batch
+        if batch is None:
+            calls = tuple((fn, slots[src], slots[dst], address)
+                          for fn, src, dst, address in self._calls)
+
+            def run(pointers: Sequence[int], threads: int) -> None:
+                for fn, src, dst, address in calls:
+                    fn(pointers[src], pointers[dst], address, threads)
+            return run
+        pairs = tuple((slots[src], slots[dst]) for _fn, src, dst, _a in self._calls)
+        addresses = [c[3] for c in self._calls]
+        prepares, works = ctypes.addressof(batch.prepares), ctypes.addressof(batch.works)
+
+        def run_batch(pointers: Sequence[int], threads: int) -> None:
+            calls, calls_at, jobs_at = batch.calls(addresses)
+            k = 0
+            for src, dst in pairs:
+                calls[k] = pointers[src]
+                calls[k + 1] = pointers[dst]
+                k += 3
+            batch.run(batch.n, prepares, works, calls_at, jobs_at, threads)
+        return run_batch
 
     def _run_batch(self, storages: Any, params: Any, threads: int) -> None:
         batch = self._batch
