@@ -39,6 +39,8 @@ from stridec.runtime.symbolic import (
     derived_sizes,
     fast_binder,
     graph_symbols,
+    refused_views,
+    views_at,
 )
 from stridec.version import __version__
 
@@ -404,6 +406,9 @@ class CompiledGraph:
         # Sizes of the graph's values that are expressions of the symbols: a binding that
         # makes one 0 or 1 is planned alone (`derived_sizes`).
         self._derived = derived_sizes(v.type for op in graph for v in op.results)
+        # Reshapes the class plan copies that view for some values: such a graph has no
+        # fast binder, and a binding where one views is planned alone (`views_at`).
+        self._refused_views = refused_views(graph)
         self._pipelined: dict[tuple[tuple[str, int], ...], Graph | None] = {}
         self._declared_fn: Callable[..., tuple] | None = None
         # `fast_binder`'s function of the tensors, built on first use (None: none).
@@ -771,9 +776,11 @@ class CompiledGraph:
             bindings = bind_call(self._declared_sizes, [t.shape for t in tensors])  # sizes
             values = [bindings[n] for n in self.symbols]
             if (device is None or self._declared or degenerate(self._derived, bindings)
+                    or views_at(self._refused_views, bindings)
                     or not self._declared_layouts(tensors, values)):
-                # An input declared with a layout or storage, or a size of the graph 0
-                # or 1 that the class plan takes for any value: planned per binding.
+                # An input declared with a layout or storage, a size of the graph 0 or 1
+                # that the class plan takes for any value, or a reshape that views at
+                # these values where the class plan copies: planned per binding.
                 return None
             values = [bindings[n] for n in self._sorted_symbols]
         target = self._target(device)
@@ -797,8 +804,8 @@ class CompiledGraph:
         function."""
         fast = self._fast_bind
         if fast is self:
-            fast = self._fast_bind = None if self._declared else fast_binder(
-                self._inputs, self._sorted_symbols, derived=self._derived)
+            fast = self._fast_bind = None if self._declared or self._refused_views else (
+                fast_binder(self._inputs, self._sorted_symbols, derived=self._derived))
         return None if fast is None else fast(tensors)
 
     def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:

@@ -23,6 +23,8 @@ from typing import Any
 
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
+from stridec.ir.layout import Layout
+from stridec.ir.ops import _ReshapeBase, _ReshapeLike
 from stridec.ir.symbols import Sym, _py_source, evaluate, free_symbols
 
 __all__ = ["bind_call", "binding_class", "fast_binder", "graph_symbols", "size_class"]
@@ -106,6 +108,38 @@ def derived_sizes(types: Iterable[Any]) -> tuple[Sym, ...]:
             if isinstance(d, Sym) and d.name is None:
                 seen.setdefault(d, None)
     return tuple(seen)
+
+
+def refused_views(ops: Iterable[Any]) -> tuple[Any, ...]:
+    """The reshapes and flattens among `ops` over a symbolic layout that do not view for
+    every value of their symbols, so the class plan copies: `x[:, ::2].flatten()` of an
+    (N, M) input views where M is even (M = 2 * ceil(M / 2)) and copies where it is odd.
+    torch decides per call; `views_at` tells the bindings where the class plan's copy is
+    not torch's answer."""
+    refused = []
+    for op in ops:
+        if not (isinstance(op, _ReshapeLike) and op.operands):
+            continue
+        layout = op.operands[0].type.layout
+        symbolic = free_symbols((layout.sizes, layout.strides, layout.offset))
+        if symbolic and op.viewed(layout) is None:
+            refused.append(op)
+    return tuple(refused)
+
+
+def views_at(refused: Sequence[Any], bindings: Mapping[str, int]) -> bool:
+    """Whether one of `refused` (`refused_views`) views at `bindings`: torch's result then
+    aliases its input where the class plan copies, so the binding is planned alone."""
+    for op in refused:
+        layout = op.operands[0].type.layout
+        concrete = Layout(evaluate(layout.sizes, bindings), evaluate(layout.strides, bindings),
+                          evaluate(layout.offset, bindings))
+        if isinstance(op, _ReshapeBase):
+            if concrete.view(evaluate(op.sizes, bindings)) is not None:
+                return True
+        elif op.viewed(concrete) is not None:
+            return True
+    return False
 
 
 def degenerate(sizes: Sequence[Sym], bindings: Mapping[str, int]) -> bool:

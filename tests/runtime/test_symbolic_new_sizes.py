@@ -274,3 +274,29 @@ def test_a_repeated_out_call_is_refused_as_a_fresh_one_when_an_input_changed() -
     other = torch.randn(5, 4, 3, 5)
     assert _outcome(warm, (other,), outs) == _outcome(fresh, (other,), outs)
     assert "out[0]" in _outcome(fresh, (other,), outs)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+@pytest.mark.parametrize("name", ["flatten", "reshape", "transposed"])
+def test_a_reshape_that_views_for_some_values_is_planned_alone_there(
+        backend: str, name: str) -> None:
+    """`x[:, ::2].flatten()` of an (N, M) input views where M is even (its rows then
+    continue each other, M = 2 * ceil(M / 2)) and copies where M is odd; the class plan,
+    planned for every M, copies. A binding where torch views is planned alone: every call
+    equals torch in values, strides, offset and the memory it shares, plain and `out=`.
+    The transposed reshape never views: it is the class plan's copy throughout."""
+    from torch_oracle import check_against_torch
+
+    fun = {"flatten": lambda x: x[:, ::2].flatten(0),
+           "reshape": lambda x: x[:, ::2].reshape(-1),
+           "transposed": lambda x: x.t().reshape(-1)}[name]
+    graph = stridec.trace(fun, torch.zeros(9, 7, dtype=torch.float16), dynamic={0: [0, 1]})
+    fn = stridec.compile(graph, backend=backend)
+    gen = torch.Generator().manual_seed(7)
+    for sizes in [(16, 7), (2, 16), (7, 32), (1, 32), (2, 3), (2, 2), (3, 1), (16, 7), (2, 16)]:
+        x = torch.randn(sizes, generator=gen).half()
+        want = fun(x)
+        check_against_torch(fn(x), want, (x,))
+        out = torch.full_like(want, -1.0).contiguous()
+        assert fn(x, out=out) is out
+        assert torch.equal(out, want)
