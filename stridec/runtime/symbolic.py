@@ -132,7 +132,10 @@ def views_at(refused: Sequence[Any], bindings: Mapping[str, int]) -> bool:
     aliases its input where the class plan copies, so the binding is planned alone."""
     for op in refused:
         layout = op.operands[0].type.layout
-        concrete = Layout(evaluate(layout.sizes, bindings), evaluate(layout.strides, bindings),
+        sizes = evaluate(layout.sizes, bindings)
+        if min(sizes, default=1) <= 0:
+            return True  # empty (`x[1:]` at N = 0: N - 1 < 0): planned alone, as torch sizes it
+        concrete = Layout(sizes, evaluate(layout.strides, bindings),
                           evaluate(layout.offset, bindings))
         if isinstance(op, _ReshapeBase):
             if concrete.view(evaluate(op.sizes, bindings)) is not None:
