@@ -31,6 +31,7 @@ from stridec.ir.layout import Layout
 from stridec.ir.symbols import (
     Sym,
     UndecidedError,
+    evaluate,
     exact_div,
     free_symbols,
     statically_true,
@@ -461,6 +462,10 @@ class _ReshapeLike(ViewOp):
     def viewed(self, layout: Layout) -> Layout | None:
         raise NotImplementedError(self.name)
 
+    def viewed_at(self, layout: Layout, bindings: Any) -> Layout | None:
+        """`viewed` of a concrete `layout`, the op's own symbols bound by `bindings`."""
+        return self.viewed(layout)
+
     def aliases_operand(self) -> bool:
         return self.viewed(self.operands[0].type.layout) is not None
 
@@ -488,6 +493,9 @@ class _ReshapeBase(_ReshapeLike):
 
     def viewed(self, layout: Layout) -> Layout | None:
         return layout.view(self.sizes)
+
+    def viewed_at(self, layout: Layout, bindings: Any) -> Layout | None:
+        return layout.view(evaluate(self.sizes, bindings))
 
     def infer_types(self, operand_types):
         t = operand_types[0]

@@ -148,7 +148,7 @@ class Runner:
         for launcher, _grid, args, scalars, _kwargs in self.launches:
             bind = getattr(launcher, "bound", None)
             run = bind([where[s] for s, _ in args]) if bind and not scalars else None
-            if run is None or any(s >= len(where) for s, _ in args):
+            if run is None:
                 return None
             runs.append(run)
         if not runs:

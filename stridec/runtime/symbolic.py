@@ -24,7 +24,6 @@ from typing import Any
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
 from stridec.ir.layout import Layout
-from stridec.ir.ops import _ReshapeBase, _ReshapeLike
 from stridec.ir.symbols import Sym, _py_source, evaluate, free_symbols
 
 __all__ = ["bind_call", "binding_class", "fast_binder", "graph_symbols", "size_class"]
@@ -118,7 +117,7 @@ def refused_views(ops: Iterable[Any]) -> tuple[Any, ...]:
     not torch's answer."""
     refused = []
     for op in ops:
-        if not (isinstance(op, _ReshapeLike) and op.operands):
+        if not (hasattr(op, "viewed_at") and op.operands):
             continue
         layout = op.operands[0].type.layout
         symbolic = free_symbols((layout.sizes, layout.strides, layout.offset))
@@ -137,10 +136,7 @@ def views_at(refused: Sequence[Any], bindings: Mapping[str, int]) -> bool:
             return True  # empty (`x[1:]` at N = 0: N - 1 < 0): planned alone, as torch sizes it
         concrete = Layout(sizes, evaluate(layout.strides, bindings),
                           evaluate(layout.offset, bindings))
-        if isinstance(op, _ReshapeBase):
-            if concrete.view(evaluate(op.sizes, bindings)) is not None:
-                return True
-        elif op.viewed(concrete) is not None:
+        if op.viewed_at(concrete, bindings) is not None:
             return True
     return False
 

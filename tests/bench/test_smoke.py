@@ -13,6 +13,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -177,18 +178,26 @@ def test_cpu_timing_fills_every_column(tmp_path: Path, capsys: pytest.CaptureFix
     assert json_path.with_suffix(".png").exists() or "chart skipped" in out
 
 
-@pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
-def test_cpu_race_times_the_streaming_copy(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    """`--cpu`: beside the memcpy, a streaming copy of the same bytes is timed in the same
-    rounds, and eager's time over it (bound × eager) is reported and tabled."""
-    code = bench_run.main(["--cpu", "--only", "transpose2d_int8_odd", "--cpu-repeats", "1",
+def _cpu_race_row(name: str, tmp_path: Path,
+                  capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Path]:
+    """The JSON row of a one-round `--cpu` race of row `name` (no torch.compile, no cache
+    flush), and the JSON file's path."""
+    code = bench_run.main(["--cpu", "--only", name, "--cpu-repeats", "1",
                            "--no-torch-compile", "--cpu-flush-mb", "0", "--out",
                            str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     (json_path,) = tmp_path.glob("*.json")
     (row,) = json.loads(json_path.read_text())["rows"]
+    return row, json_path
+
+
+@pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
+def test_cpu_race_times_the_streaming_copy(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`--cpu`: beside the memcpy, a streaming copy of the same bytes is timed in the same
+    rounds, and eager's time over it (bound × eager) is reported and tabled."""
+    row, json_path = _cpu_race_row("transpose2d_int8_odd", tmp_path, capsys)
     assert row["stream"]["bytes"] == row["copy"]["bytes"] == row["bytes_total"] // 2 * 2
     assert row["stream"]["ms"] > 0
     assert row["bound_vs_eager"] == pytest.approx(
@@ -204,13 +213,7 @@ def test_cpu_race_bounds_a_row_that_writes_more_than_it_reads(
     """A broadcast row materialized writes far more than it reads: the race also times a
     streaming write of its output's bytes, and its bound is eager's time over the slower
     of that and the streaming copy."""
-    code = bench_run.main(["--cpu", "--only", "expand_float32", "--cpu-repeats", "1",
-                           "--no-torch-compile", "--cpu-flush-mb", "0", "--out",
-                           str(tmp_path)])
-    out = capsys.readouterr().out
-    assert code == 0, out[-3000:]
-    (json_path,) = tmp_path.glob("*.json")
-    (row,) = json.loads(json_path.read_text())["rows"]
+    row, _ = _cpu_race_row("expand_float32", tmp_path, capsys)
     assert row["bytes_written"] > row["bytes_read"]
     assert row["stream_fill"]["bytes"] == row["bytes_written"]
     floor = max(row["stream"]["ms"], row["stream_fill"]["ms"])
