@@ -4,6 +4,7 @@ docs/design.md#performance-targets: "the host overhead of a cached one-kernel ca
 
     python bench/host_overhead.py                    # 20,000 calls x 5 repeats
     python bench/host_overhead.py --calls 5000 --repeats 3 --no-cuda
+    python bench/host_overhead.py --cold             # caches flushed before each call
 
 Two graphs over one 16x16 float32 input (the tensor of bench/run.py's
 `host_overhead_16x16` row), each called once to compile, then timed while cached:
@@ -36,6 +37,15 @@ The `fn(x, out=o)` rows time a cached call writing into a preallocated 16x16 ten
 (docs/outputs.md): its call key adds each out's layout and which tensors share a storage
 (`_out_call_key`), and no output is allocated. On the CPU only the copy graph has the row
 (its launch is stubbed; the view graph's `out=` call launches a real copy).
+
+`--cold` times what the CPU race sees instead (`bench/run.py --cpu` flushes the caches
+before every timed call, so the Python side of a call starts cold too): a cached call of
+two small graphs on the native backend, a 64 x 64 float32 slice of a 128 x 128 tensor
+(`x[::2, 32:96].contiguous()`) and a three-way float16 cat along dim 1, each as
+`fn(*xs)`, `fn(*xs, out=o)`, eager allocating and eager into `o` (`o.copy_(view)`,
+`torch.cat(..., out=o)`), the four taken in turn, the order rotated each round, a
+`--flush-mb` read (64 MB) before every call; µs per call, the best and the median of
+`--rounds` calls each (docs/cpu.md, "Where the targets stand", has the numbers).
 
 Measured without a GPU, on the development machine (2 CPU cores, shared; torch 2.13 CPU,
 Python 3.11), `python bench/host_overhead.py`: µs per cached call, best of 5 x 20,000:
@@ -221,6 +231,80 @@ def cuda_rows(calls: int, repeats: int) -> list[Row]:
     return rows
 
 
+def slice_graph() -> stridec.Graph:
+    g = stridec.Graph("host_slice")
+    g.output(g.input("x", SLICE_SIZES, "float32")[::2, 32:96].contiguous())
+    return g
+
+
+def cat_graph() -> stridec.Graph:
+    g = stridec.Graph("host_cat")
+    g.output(stridec.cat([g.input(f"x{k}", sizes, "float16")
+                          for k, sizes in enumerate(CAT_SIZES)], 1))
+    return g
+
+
+SLICE_SIZES = (128, 128)  # x[::2, 32:96]: a 64 x 64 float32 slice
+CAT_SIZES = ((2, 3, 5, 7), (2, 1, 5, 7), (2, 4, 5, 7))  # a three-way float16 cat along dim 1
+
+
+def cold_cases() -> list[tuple[str, stridec.CompiledGraph, list[torch.Tensor],
+                               Callable[..., torch.Tensor], Callable[..., torch.Tensor],
+                               torch.Tensor]]:
+    """(name, fn, inputs, eager, eager into an out, out) of the small slice and the small
+    cat, each checked against torch once (allocating and into `out=`)."""
+    x = torch.randn(SLICE_SIZES)
+    xs = [torch.randn(sizes).half() for sizes in CAT_SIZES]
+    cases = [("slice 64x64 f32", stridec.compile(slice_graph()), [x],
+              lambda t: t[::2, 32:96].contiguous(),
+              lambda o, t: o.copy_(t[::2, 32:96])),
+             ("cat of 3, f16", stridec.compile(cat_graph()), xs,
+              lambda *ts: torch.cat(ts, 1),
+              lambda o, *ts: torch.cat(ts, 1, out=o))]
+    found = []
+    for name, fn, inputs, eager, into in cases:
+        want = eager(*inputs)
+        out = torch.full_like(want, -1)
+        if not (torch.equal(fn(*inputs), want) and torch.equal(fn(*inputs, out=out), want)):
+            raise SystemExit(f"{name}: stridec's output differs from torch's")
+        found.append((name, fn, inputs, eager, into, out))
+    return found
+
+
+def cold_rows(rounds: int, flush_mb: int) -> list[Row]:
+    """µs per cached call with cold caches, as the CPU race times its rows: before every
+    call a `flush_mb` MB read evicts what the last call left in the caches (Python's
+    objects and code included); the calls of a case (stridec `fn(*xs)`, `fn(*xs, out=o)`,
+    eager allocating and into `o`) taken in turn, the order rotated each round; the
+    median and the best of `rounds` calls each."""
+    flush = torch.ones(max(flush_mb, 1) << 17, dtype=torch.int64) if flush_mb else None
+    rows: list[Row] = []
+    for name, fn, inputs, eager, into, out in cold_cases():
+        calls = {"stridec fn(*xs)": lambda: fn(*inputs),  # noqa: B023
+                 "stridec fn(*xs, out=o)": lambda: fn(*inputs, out=out),  # noqa: B023
+                 "eager": lambda: eager(*inputs),  # noqa: B023
+                 "eager into o": lambda: into(out, *inputs)}  # noqa: B023
+        names = list(calls)
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        for call in calls.values():
+            call()
+        gc.collect()
+        gc.disable()
+        try:
+            for r in range(rounds):
+                for n in names[r % len(names):] + names[:r % len(names)]:
+                    if flush is not None:
+                        flush.sum()
+                    t0 = time.perf_counter()
+                    calls[n]()
+                    samples[n].append((time.perf_counter() - t0) * 1e6)
+        finally:
+            gc.enable()
+        rows += [(name if k == 0 else "", n, (min(samples[n]), statistics.median(samples[n])))
+                 for k, n in enumerate(names)]
+    return rows
+
+
 def print_table(rows: list[Row], calls: int, repeats: int) -> None:
     print(f"stridec host overhead: µs per call, best and median of {repeats} loops of "
           f"{calls} calls (GC paused while timing unless marked)")
@@ -236,8 +320,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=20_000, help="calls per timed loop")
     p.add_argument("--repeats", type=int, default=5, help="timed loops per row")
     p.add_argument("--no-cuda", action="store_true", help="skip the CUDA rows")
+    p.add_argument("--cold", action="store_true",
+                   help="instead: cached calls with the caches flushed before each (the "
+                        "small slice and cat, native C kernels, against eager)")
+    p.add_argument("--rounds", type=int, default=100, help="with --cold: calls per system")
+    p.add_argument("--flush-mb", type=int, default=64,
+                   help="with --cold: MB read before each call (0: no flush, warm)")
     args = p.parse_args(argv)
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}")
+    if args.cold:
+        print(f"cold: a {args.flush_mb} MB read before each call; µs per call, best and "
+              f"median of {args.rounds} calls per system, the order rotated each round")
+        print(f"{'case':<16} {'call':<28} {'best':>7} {'median':>7}")
+        for case, what, value in cold_rows(args.rounds, args.flush_mb):
+            assert value is not None and value[1] is not None
+            print(f"{case:<16} {what:<28} {value[0]:>7.1f} {value[1]:>7.1f}")
+        return 0
 
     x = torch.randn(SIZES)
     view = stridec.compile(view_graph(), backend="interpret")

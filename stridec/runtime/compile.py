@@ -209,35 +209,42 @@ def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
     return None if found is None else found[0]
 
 
+_Tensor, _strided = torch.Tensor, torch.strided
+
+
 def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | None:
     """The call key of a call with `out=` and the storages' data pointers (the inputs',
-    then each out's). The key: the inputs' `_call_key` and storage bytes, each out's dtype,
-    sizes, strides, offset, device, neg and conj bits, `requires_grad` and storage bytes,
-    and which of all the tensors share a storage (by data pointer). `check_outs` and the
+    then each out's). The key, one flat tuple: "out", per input its dtype, sizes, strides,
+    offset, device (`True` for the CPU), neg bit and storage bytes, the input count, per
+    out the same and its conj bit and `requires_grad`, then which of all the tensors share
+    a storage (by data pointer: each one's first index among them). `check_outs` and the
     program are functions of it: overlaps are decided from layouts within one storage, and
     storages are told apart by pointer; and every storage of a good call's key holds its
-    layout. None where `_call_key` is, or an out is not a plain strided tensor (the full
-    path then names the problem)."""
-    key = _call_key(tensors)
-    if key is None:
-        return None
-    outs = (out,) if type(out) is torch.Tensor else out
+    layout. None where an argument or an out is not a plain strided `torch.Tensor` (the
+    full path then names the problem). (One pass, each attribute read once: a cached call
+    with cold caches pays for every object and call it touches.)"""
+    outs = (out,) if type(out) is _Tensor else out
     if type(outs) is not tuple:
         return None
-    ptrs, sizes, out_key = [], [], []
+    key: list[Any] = ["out"]
+    ptrs = []
     for t in tensors:
-        storage = t.untyped_storage()
-        ptrs.append(storage.data_ptr())
-        sizes.append(storage.nbytes())
-    for t in outs:
-        if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
+        if type(t) is not _Tensor or t.layout is not _strided or t.is_nested:
             return None
         storage = t.untyped_storage()
         ptrs.append(storage.data_ptr())
-        out_key.append((t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.is_neg(),
-                        t.is_conj(), t.requires_grad, storage.nbytes()))
-    return (("out", key, tuple(sizes), tuple(out_key), tuple(ptrs.index(p) for p in ptrs)),
-            ptrs)
+        key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
+                t.is_neg(), storage.nbytes())
+    key.append(len(ptrs))
+    for t in outs:
+        if type(t) is not _Tensor or t.layout is not _strided or t.is_nested:
+            return None
+        storage = t.untyped_storage()
+        ptrs.append(storage.data_ptr())
+        key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
+                t.is_neg(), storage.nbytes(), t.is_conj(), t.requires_grad)
+    key += [ptrs.index(p) for p in ptrs]
+    return tuple(key), ptrs
 
 
 def _into_outs(outs: tuple[torch.Tensor, ...], results: Any) -> Any:
@@ -270,14 +277,19 @@ def _storage_need(t: torch.Tensor) -> int:
 @dataclass(frozen=True, slots=True)
 class _Hit:
     """A call key's cached answer: the program and its runner, the device the arguments
-    are on, the key of `CompiledGraph._programs` the program sits under, and each
-    argument's `_storage_need`."""
+    are on, the key of `CompiledGraph._programs` the program sits under, each argument's
+    `_storage_need`, the program's launch count, the recency cell of its entry in
+    `_programs` (`CompiledGraph._used`: a hit stamps it instead of reordering), and for
+    a plain call of C kernels the runner's `direct` function (None: `run_with`)."""
 
     program: Program
     runner: launch.Runner
     device: torch.device
     local_key: tuple
     needs: tuple[int, ...]
+    launches: int
+    used: list[int]
+    direct: Callable[[Sequence[torch.Tensor], list[int], int], list[torch.Tensor]] | None
 
 
 def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
@@ -418,13 +430,19 @@ class CompiledGraph:
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
         # like it: a caller cycling through strides must not grow memory without limit.
-        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        # Least recently used first out: each entry's last use is a stamp of `_clock` in
+        # its cell of `_used` (a cached call stamps the cell its `_Hit` holds, without
+        # hashing the entry's key again); an eviction drops the entry of the oldest stamp.
+        self._programs: dict[tuple, Program] = {}
+        self._used: dict[tuple, list[int]] = {}
+        self._clock = 0
         self._specializable: OrderedDict[tuple, None] = OrderedDict()
         # Cached calls: `_call_key` → `_Hit`, read without the lock (a dict read is atomic).
         # Only calls that passed every check enter, under the lock and while their program
-        # is in `_programs`; any eviction from `_programs` empties it, so a hit is always a
-        # call the full path would answer from `_programs` (same program, same stats). A
-        # good call's key differs from another's only in strides, offsets and device, as
+        # is in `_programs`; any eviction from `_programs` replaces it by an empty dict, so
+        # a hit read from the dict that is still `_hits` (checked under the lock) is a call
+        # the full path would answer from `_programs` (same program, same stats). A good
+        # call's key differs from another's only in strides, offsets and device, as
         # `_programs` keys do: it never holds more entries than `_programs`.
         self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
@@ -590,7 +608,8 @@ class CompiledGraph:
         with self._lock:
             program = self._programs.get(local_key)
             if program is not None:
-                self._programs.move_to_end(local_key)
+                self._clock += 1
+                self._used[local_key][0] = self._clock
                 self.stats.cache_hits += 1
                 return program, local_key
             key = cache_key(
@@ -619,8 +638,12 @@ class CompiledGraph:
                     MEMORY_CACHE.put_disk(key, program)
                 MEMORY_CACHE.put_memory(key, program)
             self._programs[local_key] = program
+            self._clock += 1
+            used = self._used
+            used[local_key] = [self._clock]
             while len(self._programs) > LOCAL_CAPACITY:
-                self._programs.popitem(last=False)
+                oldest = min(used, key=lambda k: used[k][0])
+                del self._programs[oldest], used[oldest]
                 self._hits = {}  # a hit may name the evicted program (see __init__)
             return program, local_key
 
@@ -907,9 +930,14 @@ class CompiledGraph:
                 f"{', '.join(map(repr, named))}"
             )
         key = _call_key(tensors)
-        hit = self._cached(key, tensors) if key is not None else None
-        if hit is not None:
-            program, runner, device = hit.program, hit.runner, hit.device
+        cached = self._cached(key, tensors) if key is not None else None
+        if cached is not None:
+            hit, pointers = cached
+            if hit.direct is not None:  # the C kernels, on the pointers `_cached` read
+                outs = hit.direct(tensors, pointers, torch.get_num_threads())
+                self.stats.launches += hit.launches
+                return outs[0] if len(outs) == 1 else tuple(outs)
+            runner, device, launches = hit.runner, hit.device, hit.launches
         else:
             device = self._check(tensors)
             if self.backend == "reference":
@@ -920,10 +948,15 @@ class CompiledGraph:
             program, local_key = self._lookup(self._specialization(tensors), device, target)
             runner = launch.runner(program, target)
             if key is not None:
-                self._remember(key, _Hit(program, runner, device, local_key,
-                                         self._storage_needs(tensors)))
+                needs = self._storage_needs(tensors)
+                direct = runner.direct(len(tensors))
+                with self._lock:
+                    hit = self._hit(program, runner, device, local_key, needs, direct)
+                    if hit is not None:
+                        self._hits[key] = hit
+            launches = program.launch_count
         outs = launch.run_with(runner, tensors, device)
-        self.stats.launches += program.launch_count
+        self.stats.launches += launches
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any) -> Any:
@@ -937,11 +970,20 @@ class CompiledGraph:
         key = None
         if called is not None:
             key, pointers = called
-            found = self._hits.get(key)
+            hits = self._hits
+            found = hits.get(key)
             if found is not None:
                 hit, storage_outs, bound = found
                 # The key holds every storage's bytes: a hit's storages hold its layouts.
-                if self._cached(key, tensors, hit, sized=True) is not None:
+                # Counted and stamped as `_cached` does (inline: a cold call pays for
+                # every function it enters).
+                with self._lock:
+                    live = self._hits is hits
+                    if live:
+                        self._clock += 1
+                        hit.used[0] = self._clock
+                        self.stats.cache_hits += 1
+                if live:
                     if bound is not None:  # the C kernels, on the pointers the key read
                         bound(pointers, torch.get_num_threads())
                     else:
@@ -949,7 +991,7 @@ class CompiledGraph:
                         launch.launch_with(hit.runner,
                                            (*tensors, *(outs[i] for i in storage_outs)),
                                            hit.device)
-                    self.stats.launches += hit.program.launch_count
+                    self.stats.launches += hit.launches
                     return out
         device = self._check(tensors)
         call = check_outs(self.graph.name, self._output_types, out, tensors, device)
@@ -966,45 +1008,54 @@ class CompiledGraph:
             if key is not None:
                 positions = {id(t): i for i, t in reversed(list(enumerate(call.outs)))}
                 storage_outs = tuple(positions[id(t)] for t in call.storage_tensors)
-                hit = _Hit(program, runner, device, local_key, self._storage_needs(tensors))
+                needs = self._storage_needs(tensors)
                 # Runner slot -> index in `_out_call`'s pointers (the inputs', the outs').
                 n = len(tensors)
                 bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
                                      n + len(call.outs))
                 with self._lock:
-                    if self._programs.get(local_key) is program:
+                    hit = self._hit(program, runner, device, local_key, needs, None)
+                    if hit is not None:
                         self._hits[key] = (hit, storage_outs, bound)
             launch.run_with(runner, (*tensors, *call.storage_tensors), device)
             self.stats.launches += program.launch_count
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
-    def _cached(self, key: tuple, tensors: tuple[torch.Tensor, ...],
-                hit: _Hit | None = None, sized: bool = False) -> _Hit | None:
-        """The hit for a call key (or `hit`, found under an `out=` key) whose storages
-        still hold its layouts (checked here unless the key holds the storages' bytes:
-        `sized`), counted as the full path counts a hit in `_programs` (and made its most
-        recent entry); None sends the call down the full path (a miss, or a shrunk
-        storage: `_check` names it)."""
-        if hit is None:
-            hit = self._hits.get(key)
+    def _cached(self, key: tuple,
+                tensors: tuple[torch.Tensor, ...]) -> tuple[_Hit, list[int]] | None:
+        """The hit for a call key whose storages still hold its layouts, and the storages'
+        data pointers, one per tensor; counted as the full path counts a hit in
+        `_programs` (and made its most recent entry). None sends the call down the full
+        path (a miss, a shrunk storage: `_check` names it, or an eviction by another
+        thread since the read)."""
+        hits = self._hits
+        hit = hits.get(key)
         if hit is None:
             return None
-        if not sized:
-            for t, need in zip(tensors, hit.needs, strict=True):
-                if need and t.untyped_storage().nbytes() < need:
-                    return None
+        pointers = []
+        for t, need in zip(tensors, hit.needs, strict=True):
+            storage = t.untyped_storage()
+            if storage.nbytes() < need:
+                return None
+            pointers.append(storage.data_ptr())
         with self._lock:
-            if self._programs.get(hit.local_key) is not hit.program:
-                return None  # evicted by another thread since the read: the full path
-            self._programs.move_to_end(hit.local_key)
+            if self._hits is not hits:
+                return None  # evicted since the read: the hit may name the evicted program
+            self._clock += 1
+            hit.used[0] = self._clock
             self.stats.cache_hits += 1
-        return hit
+        return hit, pointers
 
-    def _remember(self, key: tuple, hit: _Hit) -> None:
-        with self._lock:
-            # Not evicted (nor evicted and refilled) since the lookup: the invariant holds.
-            if self._programs.get(hit.local_key) is hit.program:
-                self._hits[key] = hit
+    def _hit(self, program: Program, runner: launch.Runner, device: torch.device,
+             local_key: tuple, needs: tuple[int, ...],
+             direct: Callable[..., list[torch.Tensor]] | None) -> _Hit | None:
+        """The `_Hit` of a call that passed every check and found `program` under
+        `local_key`, or None where the program has left `_programs` since (evicted, or
+        evicted and refilled: then the entry's cell is another). Callers hold `_lock`."""
+        if self._programs.get(local_key) is not program:
+            return None
+        return _Hit(program, runner, device, local_key, needs, program.launch_count,
+                    self._used[local_key], direct)
 
     def plan_for(self, *tensors: torch.Tensor, out: Any = None) -> Plan:
         """The plan of this specialization (compiled if needed), without running it;

@@ -141,9 +141,26 @@ class Runner:
         thread count, where slot `s` is `pointers[pointer_of_slot[s]]` (and buffer slot
         `j` a fresh buffer's, appended after them): for launchers that read data pointers
         only and offer it (`bound`, the C kernels); else None."""
+        where = [*pointer_of_slot, *range(n_pointers, n_pointers + len(self.buffers))]
+        ordered, buffers = self._bound_runs(where), self.buffers
+        if ordered is None:
+            return None
+        if not buffers and len(ordered) == 1:
+            return ordered[0]
+
+        def run_all(pointers: list[int], threads: int) -> None:
+            held = [torch.empty(n, dtype=dtype, device="cpu") for n, dtype in buffers]
+            pointers = [*pointers, *(b.data_ptr() for b in held)]
+            for run in ordered:
+                run(pointers, threads)
+        return run_all
+
+    def _bound_runs(self, where: Sequence[int]) -> tuple[Callable[[list[int], int], None],
+                                                         ...] | None:
+        """Each launch's `bound` function, slot `s` at `pointers[where[s]]`; None where
+        some launcher does not read data pointers only or offers none, or nothing runs."""
         if not self.pointers:
             return None
-        where = [*pointer_of_slot, *range(n_pointers, n_pointers + len(self.buffers))]
         runs = []
         for launcher, _grid, args, scalars, _kwargs in self.launches:
             bind = getattr(launcher, "bound", None)
@@ -151,18 +168,38 @@ class Runner:
             if run is None:
                 return None
             runs.append(run)
-        if not runs:
-            return None
-        ordered, buffers = tuple(runs), self.buffers
-        if not buffers and len(ordered) == 1:
-            return ordered[0]
+        return tuple(runs) or None
 
-        def run_all(pointers: list[int], threads: int) -> None:
-            held = [torch.empty(n, dtype=dtype) for n, dtype in buffers]
-            pointers = [*pointers, *(b.data_ptr() for b in held)]
+    def direct(self, n_inputs: int) -> Callable[[Sequence[torch.Tensor], list[int], int],
+                                                list[torch.Tensor]] | None:
+        """`run` as one function of the `n_inputs` tensors, their storages' data pointers
+        (one per tensor, in order; the list is extended) and the thread count, for
+        launchers that read data pointers only and offer `bound` (the C kernels): each
+        buffer allocated, the launches run on the pointers, the outputs viewed as `run`
+        views them. A cached call that read the storages for its checks runs it, and
+        builds no storage objects again. None where `bound` is."""
+        if self.inputs_as_given:
+            return None
+        ordered = self._bound_runs(range(n_inputs + len(self.buffers)))
+        if ordered is None:
+            return None
+        buffers, outputs = self.buffers, self.outputs
+        as_strided, empty, cpu = torch.as_strided, torch.empty, torch.device("cpu")
+
+        def call(tensors: Sequence[torch.Tensor], pointers: list[int],
+                 threads: int) -> list[torch.Tensor]:
+            slots = list(tensors)
+            for elements, dtype in buffers:  # the C kernels' memory: on the CPU
+                buffer = empty(elements, dtype=dtype, device=cpu)
+                slots.append(buffer)
+                pointers.append(buffer.data_ptr())
             for run in ordered:
                 run(pointers, threads)
-        return run_all
+            outs = []
+            for s, sizes, strides, offset in outputs:  # a loop: no comprehension to create
+                outs.append(as_strided(slots[s], sizes, strides, offset))
+            return outs
+        return call
 
     def run(self, tensors: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
         slots = self.launch(tensors, device)
