@@ -333,3 +333,47 @@ def test_packs_of_staged_blocks(torch_openmp, threads, dtype, stream):
                     run_c(_pack_spec(2, c, hw, block, dtype, fill), src=src)
                 run_c(dataclasses.replace(_pack_spec(2, c, hw, block, dtype, -1),
                                           dst_offset=block), src=src)
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_transposes_staged_in_l2(torch_openmp, threads):
+    """Streamed int8 transposes whose tiles' source rows are first copied into the thread's
+    scratch buffer (`staged_tile`: tiles of 1024 source elements by 256 source rows):
+    source rows of one whole staged tile, one element under and over it, several tiles
+    with a remainder of less than a block (64) and of less than a line; destination rows
+    of exactly a tile's 256 elements, one under (not staged) and over, a last tile of
+    less than a block of 16; destinations off the lines; source rows with gaps between
+    them from an odd offset (strides that are not the contiguous ones); a batch dim;
+    masked tiles with and without the fill; on 1 and 3 threads of either team."""
+    with _team(torch_openmp, threads):
+        for a, b in ((1024, 256), (1023, 255), (1025, 257), (2048 + 64 + 5, 512 + 16 + 3),
+                     (65, 300), (3000, 700)):
+            for dst_offset in (0, 1):
+                run_c(permute_spec((b, a), (1, 0), i8, dst_offset=dst_offset))
+            spec = permute_spec((b, a), (1, 0), i8)
+            run_c(dataclasses.replace(spec, src_strides=(1, a + 37), src_offset=5))
+        run_c(permute_spec((2, 300, 1100), (0, 2, 1), i8, dst_offset=3))
+        for fill in (0, None):
+            run_c(_masked_transpose((1100, 600), i8, fill))
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_chwn4_tiles_staged_in_l2(torch_openmp, threads):
+    """Streamed int8 CHWN4 packs whose merged tiles (2048 pixels by the 128 rows of 32
+    images' lanes) first copy their source rows into the thread's scratch buffer: H·W of
+    one staged tile, one under and over it, past one unstaged tile (129) and several with
+    a remainder; N = 32 (one tile of rows), 33 and 40 (a second, partial one); C = 3 and 5
+    (lanes of the fill), 4 and 8; fill 0, 7 and none; destinations off the lines; planes
+    with gaps between them; on 1 and 3 threads of either team."""
+    with _team(torch_openmp, threads):
+        for n, c, hw in ((32, 4, 2048), (32, 3, 2047), (33, 8, 2049), (40, 3, 4100 + 17),
+                         (32, 5, 129)):
+            src = random_storage(i8, n * c * (hw + 9), torch.Generator().manual_seed(hw))
+            for fill in (0, 7, None):
+                run_c(_pack_spec(n, c, hw, 4, i8, fill, chwn=True), src=src)
+            spec = _pack_spec(n, c, hw, 4, i8, 0, chwn=True)
+            run_c(dataclasses.replace(spec, dst_offset=1), src=src)
+            gap = hw + 9  # planes hw + 9 elements apart
+            run_c(dataclasses.replace(spec, src_strides=(c * gap, 4 * gap, 1, gap)), src=src)

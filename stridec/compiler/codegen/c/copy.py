@@ -369,6 +369,9 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
 # elements. A tile reads 64-byte source lines whole and writes its destination rows (256
 # bytes) whole from an L1 buffer of 16 KiB.
 _WIDE_TILES = {1: (64, 256), 2: (64, 128)}
+# Streamed tiles of these sizes whose source rows are first copied into a buffer in L2
+# (`staged_tile`): the sides (a, b) of such a tile, in elements (STAGE_A, STAGE_B).
+_STAGED = {1: (1024, 256)}
 
 
 def _wide_block(size: int) -> list[str]:
@@ -399,6 +402,8 @@ def _wide_blocks(size: int) -> list[str]:
         f"#if {_AVX512BW}", f"#define WIDE_K {16 // size}", f"#define WIDE_L {64 // size}",
         f"#define WIDE_A {ta}", f"#define WIDE_B {tb}",
         f"typedef {_BITS[size]} wide_t __attribute__((vector_size(64)));",
+        *([f"#define STAGE_A {_STAGED[size][0]}", f"#define STAGE_B {_STAGED[size][1]}"]
+          if size in _STAGED else []),
         *_wide_block(size), "#endif",
     ]
 
@@ -781,6 +786,7 @@ typedef struct {
     i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
     i64 strip;               /* transpose: tiles along a walked before the next along b */
     i64 merge;               /* transpose: 1 when b spans dims R-3 and R-1 (_TRANSPOSE) */
+    int staged;              /* transpose: tiles' source rows staged in L2 (staged_tile) */
     int stream;              /* 1: contiguous runs of the destination are written with
                                 streaming stores (stream_copy, stream_fill), sfence at
                                 the end of each thread's work (stream_end) */
@@ -1261,6 +1267,54 @@ static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
 }
 #endif
 
+#ifdef STAGE_A
+/* A streamed tile of up to STAGE_A x WIDE_B elements (J->staged, plan_units) whose source
+   rows are first copied, each as one run, into the thread's scratch buffer, which stays
+   in L2 (STAGE_A·WIDE_B·size = 256 KiB), then transposed from there in the staged tiles'
+   blocks (tr_wide) and streamed. Read straight, a staged tile's WIDE_B source rows are
+   one 64-byte line each, a page or more apart: more streams than the hardware
+   prefetchers follow, and a thread's misses in flight are capped. Copied row by row,
+   each source row is read on for STAGE_A elements, which the prefetchers follow. The
+   staged rows lie a line more than STAGE_A elements apart, so that a column of them does
+   not fall into the same cache sets. 0 if the tile is larger or there is no buffer. */
+#define STAGE_S (STAGE_A + 64 / (i64)sizeof(bits_t))
+_Static_assert(STAGE_B * STAGE_S * sizeof(bits_t) <= STRIDEC_SCRATCH_BYTES, "staged rows");
+_Static_assert(STAGE_B <= WIDE_B && STAGE_B % WIDE_K == 0, "staged rows");
+static int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                       i64 b0, i64 b1) {
+    i64 na = a1 - a0, nb = b1 - b0;
+    bits_t* stage = (bits_t*)stridec_pool_scratch_v1();
+    if (na > STAGE_A || nb > STAGE_B || !stage) return 0;
+    const bits_t* s = (const bits_t*)J->src + so + a0 + b0 * ssb;
+    bits_t* d = (bits_t*)J->dst + dof + a0 * dsa + b0;
+    for (i64 y = 0; y < nb; y++) {
+        if (na == STAGE_A) memcpy(stage + y * STAGE_S, s + y * ssb, STAGE_A * sizeof(bits_t));
+        else memcpy(stage + y * STAGE_S, s + y * ssb, (size_t)na * sizeof(bits_t));
+    }
+    bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
+    for (i64 x0 = 0; x0 < na; x0 += WIDE_A) {
+        i64 w = na - x0 < WIDE_A ? na - x0 : WIDE_A, y = 0;
+        for (; w == WIDE_A && y + WIDE_K <= nb; y += WIDE_K)
+            for (i64 x = 0; x < WIDE_A; x += WIDE_L)
+                tr_wide(stage + y * STAGE_S + x0 + x, STAGE_S, buf + x * WIDE_B + y, WIDE_B);
+        for (i64 x = 0; x < w; x++)  /* the columns past the last whole block */
+            for (i64 yy = y; yy < nb; yy++) buf[x * WIDE_B + yy] = stage[yy * STAGE_S + x0 + x];
+        for (i64 x = 0; x < w; x++) {
+            if (nb == STAGE_B)
+                copy_bytes(J, d + (x0 + x) * dsa, buf + x * WIDE_B, STAGE_B * sizeof(bits_t));
+            else copy_bytes(J, d + (x0 + x) * dsa, buf + x * WIDE_B, (size_t)nb * sizeof(bits_t));
+        }
+    }
+    return 1;
+}
+#if defined(GROUP_WORDS) && SAME_BITS
+/* The side a of a staged merged tile (tile_merged, TILE rows), and its rows' stride. */
+#define STAGE_M (STAGE_A * STAGE_B / TILE)
+#define STAGE_MS (STAGE_M + 64)
+_Static_assert(TILE * STAGE_MS + STAGE_M <= STRIDEC_SCRATCH_BYTES, "staged merged rows");
+#endif
+#endif
+
 /* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
    b = dim R-1 (destination stride 1). */
 static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
@@ -1330,8 +1384,27 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
                         i64 b0, i64 b1) {
     i64 R = J->R, n1 = J->n[R - 1], dsa = J->ds[R - 2];
     i64 ssi = J->ss[R - 3], ssl = J->ss[R - 1];
-    const bits_t* rows[TILE + V];
-    bits_t fill_row[TILE + V];
+    bits_t* stage = 0;
+#ifdef STAGE_M
+    /* Tiles longer than TILE along a are staged (J->staged, plan_units): the source rows
+       copied into the thread's scratch buffer first, each as one run of up to STAGE_M
+       elements, read on in long runs that the hardware prefetchers follow (as
+       staged_tile); the fill row there too. Without a buffer, in tiles of TILE. */
+    if (a1 - a0 > TILE) {
+        stage = (bits_t*)stridec_pool_scratch_v1();
+        if (!stage) {
+            for (i64 x = a0; x < a1; x += TILE)
+                tile_merged(J, so, dof, mb, x, x + TILE < a1 ? x + TILE : a1, b0, b1);
+            return;
+        }
+    }
+#endif
+    const bits_t* rows[TILE];
+    bits_t fill_local[TILE];
+    bits_t* fill_row = fill_local;
+#ifdef STAGE_M
+    if (stage) fill_row = stage + TILE * STAGE_MS;
+#endif
     bits_t fill;
     memcpy(&fill, &J->fill, sizeof fill);
     for (i64 x = 0; x < a1 - a0; x++) fill_row[x] = fill;
@@ -1350,6 +1423,14 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
         if (++l == n1) { l = 0; i++; }
     }
     i64 na = a1 - a0, nb = b1 - b0, x = 0;
+#ifdef STAGE_M
+    for (i64 b = 0; stage && b < nb; b++) {
+        if (rows[b] == fill_row) continue;
+        if (na == STAGE_M) memcpy(stage + b * STAGE_MS, rows[b], STAGE_M * sizeof(bits_t));
+        else memcpy(stage + b * STAGE_MS, rows[b], (size_t)na * sizeof(bits_t));
+        rows[b] = stage + b * STAGE_MS;
+    }
+#endif
     /* A streamed tile with no row of the fill first copies its source rows into a buffer
        in L1, each source line read once and whole. The blocks read V elements of a row at
        a time (16 bytes for 1-byte elements), so they come back to each line several
@@ -1358,7 +1439,7 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
        pack_chwn4_int8 7.0 -> 5.3 ms (streamed without this: no faster). A tile with rows
        of the fill (C = 3) measured slower streamed, with or without it: not streamed, but
        by the 32-bit word blocks (GROUP_WORDS, below), which need no buffer. */
-    int nt = J->stream && !padded;
+    int nt = J->stream && !padded && !stage;
     bits_t sbuf[nt ? TILE * TILE : 1] __attribute__((aligned(64)));
     for (i64 b = 0; nt && b < nb; b++) {
         memcpy(sbuf + b * TILE, rows[b], (size_t)na * sizeof(bits_t));
@@ -1477,8 +1558,16 @@ static void plan_units(job_t* J, i64 nthreads) {
     }
     if (J->merge) {
         for (i64 k = 0; k < R - 3; k++) rows *= J->n[k];
-        J->ntu = (J->n[R - 2] + J->ta - 1) / J->ta;
         J->nti = (J->n[R - 3] * J->n[R - 1] + J->tb - 1) / J->tb;
+#ifdef STAGE_M
+        /* Streamed groups of 4 one-byte lanes (tr_words) in tiles of STAGE_M along a,
+           their source rows staged in L2 (tile_merged). */
+        if (J->stream && J->n[R - 1] == 4 && J->n[R - 2] > TILE) {
+            J->ta = STAGE_M;
+            J->staged = 1;
+        }
+#endif
+        J->ntu = (J->n[R - 2] + J->ta - 1) / J->ta;
         J->units = rows * J->ntu * J->nti;
         plan_walk(J, 0);
         return;
@@ -1494,6 +1583,15 @@ static void plan_units(job_t* J, i64 nthreads) {
        lanes): tiles as long along a as make the staged tile's WIDE_A·WIDE_B elements. */
     if (J->n[R - 1] < WIDE_B && J->n[R - 1] % WIDE_K == 0 && J->ds[R - 2] == J->n[R - 1])
         J->ta = WIDE_A * (WIDE_B / J->n[R - 1]);
+#endif
+#ifdef STAGE_A
+    /* Streamed staged tiles of destination rows at least a tile long: their source rows
+       staged in L2, STAGE_A elements each (staged_tile). */
+    if (J->stream && J->ta == WIDE_A && J->n[R - 1] >= WIDE_B && J->n[R - 2] > WIDE_A) {
+        J->ta = STAGE_A;
+        J->tb = STAGE_B;
+        J->staged = 1;
+    }
 #endif
 #if SAME_BITS
     /* A side narrower than a vector is moved by interleaves: its tiles run long the other
@@ -1513,7 +1611,10 @@ static void plan_units(job_t* J, i64 nthreads) {
 }
 """
 
-_FAST_VECTOR = r"""#ifdef WIDE_K
+_FAST_VECTOR = r"""#ifdef STAGE_A
+    if (J->staged && staged_tile(J, so, dof, dsa, ssb, a0, a1, b0, b1)) return;
+#endif
+#ifdef WIDE_K
     if (a1 - a0 == WIDE_A && b1 - b0 == WIDE_B) {  /* a whole staged tile */
         bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
         for (i64 y = 0; y < WIDE_B; y += WIDE_K)

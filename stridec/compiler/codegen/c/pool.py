@@ -131,6 +131,10 @@ typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
    chunks of `chunk`, on this thread and up to nthreads - 1 workers. */
 extern void stridec_pool_run_v1(stridec_task_fn fn, void *arg, int64_t units, int64_t chunk,
                                 int64_t nthreads);
+/* The calling thread's scratch buffer of STRIDEC_SCRATCH_BYTES (4 KiB aligned), allocated
+   on its first request and kept for the thread's life; 0 if it cannot be allocated. */
+#define STRIDEC_SCRATCH_BYTES (1 << 19)
+extern void *stridec_pool_scratch_v1(void);
 """
 
 # The entry point of a batch's one parallel region (`stridec_pool_run_batch_v1`).
@@ -140,6 +144,7 @@ POOL_C_SOURCE = r"""/* stridec C kernels' thread pool (one per process) */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef int64_t i64;
 typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
@@ -408,6 +413,29 @@ void stridec_pool_run_many_v1(i64 n, stridec_task_fn const *fns, void *const *ar
     }
     many_task m = {fns, args, units, cstart, n, nthreads};
     stridec_pool_run_v1(many_body, &m, nthreads * cstart[n], 1, nthreads);
+}
+
+/* Each thread's scratch buffer (the staged source rows of the 1-byte transposes, in L2),
+   one per thread for the process rather than one per kernel unit; freed when its thread
+   exits (the key's destructor). */
+#define STRIDEC_SCRATCH_BYTES (1 << 19)
+static __thread void *scratch;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_keyed;
+
+static void scratch_key_init(void) { scratch_keyed = pthread_key_create(&scratch_key, free) == 0; }
+
+void *stridec_pool_scratch_v1(void) {
+    if (scratch) return scratch;
+    pthread_once(&scratch_once, scratch_key_init);
+    void *p;
+    if (!scratch_keyed || posix_memalign(&p, 4096, STRIDEC_SCRATCH_BYTES)) return 0;
+    if (pthread_setspecific(scratch_key, p)) {
+        free(p);
+        return 0;
+    }
+    return scratch = p;
 }
 
 /* A batch of n copy calls: call k's job is set up in jobs[k] by
