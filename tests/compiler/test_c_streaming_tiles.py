@@ -28,6 +28,7 @@ from tests.compiler.c_build import AVX2, PORTABLE, build_shared, host_has
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
 from tests.compiler.test_codegen_c_copy import _pack_spec, _team, run_c
 from tests.compiler.test_codegen_copy import (
+    bf16,
     f16,
     f32,
     f64,
@@ -58,11 +59,16 @@ def test_transposes_stream_whole_lines(dtype, dst_offset, sizes):
     run_c(permute_spec((3, *sizes), (0, 2, 1), dtype, dst_offset=dst_offset))
 
 
-@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (i8, f64), (f64, i8)],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (f32, bf16), (bf16, f32),
+                                          (i8, f64), (f64, i8)], ids=lambda d: d.name)
 def test_transposing_casts(src, dst):
-    for dst_offset in (0, 3):
-        run_c(permute_spec((129, 257), (1, 0), src, dst, dst_offset=dst_offset))
+    # float32 <-> float16 / bfloat16 convert their blocks in registers (CAST_A x CAST_B),
+    # into a buffer whose rows are streamed: whole blocks (64 x 64), tails on both sides,
+    # strips (source rows past 4 KiB), destination rows that start mid-line (offset 3).
+    for sizes in ((129, 257), (64, 64), (48, 2100), (3, 45, 70)):
+        for dst_offset in (0, 3):
+            perm = (1, 0) if len(sizes) == 2 else (0, 2, 1)
+            run_c(permute_spec(sizes, perm, src, dst, dst_offset=dst_offset))
 
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
@@ -257,6 +263,54 @@ def test_tile_kernels_have_streaming_stores():
         assert max(per_function.values(), default=0) >= lanes, per_function
 
 
+def _instructions(path: str) -> dict[str, list[str]]:
+    """The instructions of each function of the library at `path` (objdump -d)."""
+    text = subprocess.run([shutil.which("objdump") or "objdump", "-d", "--no-show-raw-insn",
+                           path], capture_output=True, text=True, check=True).stdout
+    out: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            name = line.split("<", 1)[1][:-2]
+            out[name] = []
+        elif "\t" in line and name:
+            out[name].append(line.split("\t", 1)[1].strip())
+    return out
+
+
+# Per pair: the block's permutes (mnemonic prefix, register), its conversion instruction
+# and whether its rows (whole lines of float32) are streamed straight from the registers.
+_REGISTER_CONVERSIONS = {
+    ("float32", "float16"): (("vperm", "zmm"), "vcvtps2ph", False),
+    ("float32", "bfloat16"): (("vperm", "zmm"), "vpmovdw", False),
+    ("float16", "float32"): (("vperm", "ymm"), "vcvtph2ps", True),
+    ("bfloat16", "float32"): (("vperm", "ymm"), "vpmovzxwd", True),
+}
+
+
+@pytest.mark.parametrize(("src", "dst"), list(_REGISTER_CONVERSIONS),
+                         ids=[f"{s}-{d}" for s, d in _REGISTER_CONVERSIONS])
+def test_casts_convert_their_blocks_in_registers(src, dst):
+    """With AVX-512, one function of a transposing cast's unit holds its block (tr_cast):
+    the 64 two-source permutes of its 4 rounds of interleaves, 16 conversions of `zmm`
+    (one per transposed row: the conversion between the shuffles and the stores) and,
+    where the rows are float32, 16 streamed stores of `zmm`."""
+    if shutil.which("objdump") is None or not host_has("avx512bw"):
+        pytest.skip("needs objdump and an AVX-512 CPU")
+    (permute, register), conversion, streamed = _REGISTER_CONVERSIONS[(src, dst)]
+    source = emit_class_source(CopyClass("tiled_transpose", src, dst))
+    functions = _instructions(cpu.load_unit(source)._name)
+
+    def count(body: list[str], prefix: str, operand: str) -> int:
+        return sum(1 for i in body if i.startswith(prefix) and operand in i)
+
+    blocks = [name for name, body in functions.items()
+              if count(body, permute, register) >= 64 and count(body, conversion, "zmm") >= 16
+              and (not streamed or count(body, "vmovntdq", "zmm") >= 16)]
+    assert blocks, {name: (count(body, permute, register), count(body, conversion, "zmm"))
+                    for name, body in functions.items()}
+
+
 def _masked_transpose(sizes, dtype, fill, dst_offset=0):
     """`x.t()` of a contiguous (rows, cols) x into a padded destination: output rows
     past `cols - 3` and output columns before 5 masked (the fill, or left alone)."""
@@ -297,19 +351,40 @@ def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
     specs = [permute_spec((48, 2100), (1, 0), dtype), permute_spec((3, 45, 700), (0, 2, 1), dtype),
              permute_spec((64, 4500), (1, 0), dtype, dst_offset=1),
              _masked_transpose((48, 2100), dtype, -1)]
+    _run_built(tmp_path, flags, specs)
+
+
+def _run_built(folder, flags, specs) -> None:
+    """The unit of `specs` (one class) built with `flags`, each spec run on 1 and 3 threads
+    against torch."""
     kernel = generate_c_copy(specs[0])
     assert kernel.strategy == "tiled_transpose"
-    lib = build_shared(kernel.source, tmp_path, f"strips_{dtype.name}", flags)
+    lib = build_shared(kernel.source, folder, kernel.strategy, flags)
     for spec, threads in itertools.product(specs, (1, 3)):
         (symbol, _, _, params), = generate_c_copy(spec).calls
         gen = torch.Generator().manual_seed(threads)
-        src = random_storage(dtype, span(spec, spec.src_strides, spec.src_offset), gen)
-        dst = sentinel(dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)
+        src = random_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset), gen)
+        dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)
         expected = reference_copy(spec, src, dst)
         words = (ctypes.c_int64 * len(params))(*params)
         getattr(lib, symbol)(ctypes.c_void_p(src.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
                              words, ctypes.c_int64(threads))
         assert torch.equal(dst, expected), (flags, spec, threads)
+
+
+@pytest.mark.parametrize("flags", [PORTABLE, AVX2], ids=["portable", "avx2"])
+@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (f32, bf16), (bf16, f32)],
+                         ids=lambda d: d.name)
+def test_transposing_casts_of_other_isas(tmp_path, flags, src, dst):
+    """The casts that convert their blocks in registers with AVX-512, built without it
+    (plain C at -O2, and AVX2 with F16C): their tiles go through the buffer instead,
+    streamed, against torch."""
+    if flags == AVX2 and not host_has("avx2"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU to run")
+    specs = [permute_spec((48, 2100), (1, 0), src, dst),
+             permute_spec((3, 45, 70), (0, 2, 1), src, dst),
+             permute_spec((129, 257), (1, 0), src, dst, dst_offset=3)]
+    _run_built(tmp_path, flags, specs)
 
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])

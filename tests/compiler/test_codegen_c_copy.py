@@ -214,6 +214,24 @@ def test_casts_in_every_strategy(src, dst):
     run_c(CopySpec((4, 8), (16, 2), 0, (8, 1), 0, src, dst))
 
 
+REGISTER_CASTS = [(f32, f16), (f32, bf16), (f16, f32), (bf16, f32)]
+
+
+@pytest.mark.parametrize(("src", "dst"), REGISTER_CASTS,
+                         ids=[f"{a}-{b}" for a, b in REGISTER_CASTS])
+def test_transposing_casts_convert_in_registers(src, dst):
+    """float32 <-> float16 / bfloat16 transposed: on AVX-512 their blocks are converted in
+    registers and stored straight to the destination (`_cast_block`): whole blocks
+    (16 x 32, 64 x 64), tails of rows and columns, several tiles, a batch, destination rows
+    that start mid-line."""
+    for sizes in ((16, 32), (32, 16), (64, 64), (70, 45), (129, 257), (300, 130)):
+        for dst_offset in (0, 3):
+            run_c(permute_spec(sizes, (1, 0), src, dst, dst_offset=dst_offset))
+    run_c(permute_spec((3, 45, 70), (0, 2, 1), src, dst))
+    source = emit_class_source(CopyClass("tiled_transpose", src.name, dst.name))
+    assert "tr_cast(p + x + y * ssb" in source and "convert_lanes(" in source
+
+
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
 def test_big_copies_run_on_several_threads_alike(torch_openmp):
     # Past PARALLEL_BYTES each thread takes a share of the units (rows, chunks or tiles),

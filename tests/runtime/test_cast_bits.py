@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import stridec
 from stridec.ir.dtypes import DTYPES
+from stridec.runtime.backends import cpu
 from stridec.runtime.backends.reference_casts import cast
 from stridec.runtime.compile import BACKENDS
 
@@ -131,6 +132,39 @@ def test_issue_nan_examples(backend: str) -> None:
         x = torch.tensor([src_bits], dtype=torch.int64).to(torch.int32).view(torch.float32)
         got = stridec.compile(cast_graph((1,), "float32", dst), backend=backend)(x)
         assert_same_bits(got, torch_vector_cast(x, DTYPES[dst].torch), x, f"f32 -> {dst}")
+
+
+# The transposing casts whose C blocks convert in registers (AVX-512 builds; other builds
+# convert through a buffer): every pattern of `patterns` through a transpose of whole
+# blocks (256 x 256), tails on both sides (37 x 70, 129 x 250), strips of source rows
+# longer than 4 KiB into destination rows of whole lines and not (64 x 2100, 48 x 2100),
+# a batch of transposes, each streamed and not.
+TRANSPOSING = [("float32", "float16"), ("float32", "bfloat16"), ("float16", "float32"),
+               ("bfloat16", "float32")]
+
+
+@pytest.mark.skipif(not cpu.available(), reason="the cpu backend cannot build here")
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
+@pytest.mark.parametrize(("src", "dst"), TRANSPOSING)
+def test_transposing_casts_match_torch_bit_for_bit(src: str, dst: str, stream: bool) -> None:
+    x = patterns(src)
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for sizes in ((256, 256), (37, 70), (129, 250), (64, 2100), (48, 2100), (3, 45, 70)):
+            n = 1
+            for k in sizes:
+                n *= k
+            flat = x.repeat(-(-n // x.numel()))[:n]
+            t = flat.reshape(sizes)
+            g = stridec.Graph("cast_t")
+            v = g.input("x", sizes, src)
+            g.output(v.transpose(-1, -2).to(dst).contiguous())
+            got = stridec.compile(g, backend="cpu")(t)
+            want = torch_vector_cast(t, DTYPES[dst].torch).transpose(-1, -2).contiguous()
+            assert_same_bits(got, want, t.transpose(-1, -2).contiguous(),
+                             f"{src} -> {dst}, {sizes} transposed")
+    finally:
+        cpu.set_stream_threshold(previous)
 
 
 @settings(max_examples=200, deadline=None)

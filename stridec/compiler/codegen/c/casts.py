@@ -11,6 +11,10 @@ Interface for the C kernel generators:
   so it may have side effects or cost.
 * `c_convert_run(src, dst, name)` — a C function converting a contiguous run the same way,
   with x86's conversion instructions where they give the same bits (float32 ↔ float16).
+* `c_convert_lanes(src, dst)` — for float32 ↔ float16 and float32 ↔ bfloat16, a C function
+  `convert_lanes` converting 16 elements held in AVX-512 registers the same way (the
+  transposing casts convert their blocks with it between the shuffles and the stores), or
+  None for the other pairs.
 
 The oracle is torch's `.to()` on a contiguous CPU tensor, the loop that covers the bulk of
 every large tensor. torch does not give one answer everywhere: for a few NaN and
@@ -53,7 +57,7 @@ from __future__ import annotations
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
 
-__all__ = ["C_PRELUDE", "C_TYPES", "c_convert", "c_convert_run", "c_type"]
+__all__ = ["C_PRELUDE", "C_TYPES", "c_convert", "c_convert_lanes", "c_convert_run", "c_type"]
 
 C_TYPES: dict[str, str] = {
     "float16": "uint16_t",
@@ -239,3 +243,48 @@ def c_convert_run(src: DType | str, dst: DType | str, name: str = "convert_run")
         lines[:0] = ["#if defined(__F16C__) || defined(__AVX512F__)", "#include <immintrin.h>",
                      "#endif"]
     return "\n".join(lines)
+
+
+# 16 lanes in registers: float32 -> half takes a `__m512` and gives the 16 halves' bits in
+# a `__m256i`, half -> float32 the reverse. float16 as `_F16C_RUNS`; bfloat16 -> float32
+# is the bits shifted up; float32 -> bfloat16 rounds to nearest even on the integer bits,
+# every NaN 0xffff, as `stridec_f32_to_bf16` (AVX512_BF16's `vcvtneps2bf16` would quiet
+# NaNs instead and flush subnormal inputs to zero).
+_LANES = {
+    ("float32", "float16"): (
+        "static inline __m256i convert_lanes(__m512 v) {",
+        "    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);",
+    ),
+    ("float32", "bfloat16"): (
+        "typedef uint32_t lanes_u32 __attribute__((vector_size(64)));",
+        "static inline __m256i convert_lanes(__m512 v) {",
+        "    lanes_u32 w = (lanes_u32)v;",
+        "    lanes_u32 nan = (lanes_u32)((w & 0x7fffffffu) > 0x7f800000u);",
+        "    lanes_u32 r = ((w + 0x7fffu + ((w >> 16) & 1u)) >> 16) | (nan & 0xffffu);",
+        "    return _mm512_cvtepi32_epi16((__m512i)r);",
+    ),
+    ("float16", "float32"): (
+        "static inline __m512 convert_lanes(__m256i h) {",
+        "    return _mm512_cvtph_ps(h);",
+    ),
+    ("bfloat16", "float32"): (
+        "static inline __m512 convert_lanes(__m256i h) {",
+        "    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));",
+    ),
+}
+# The ISA the lanes need (the transposing casts' 16-bit shuffles too): AVX-512 with its
+# 16-bit lanes (BW) on 256-bit registers as well (VL).
+LANES_ISA = "defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
+
+
+def c_convert_lanes(src: DType | str, dst: DType | str) -> str | None:
+    """C text of `convert_lanes` for `src` -> `dst` (see `_LANES`), defined with
+    `CONVERT_LANES` where the unit is built for `LANES_ISA`; None for a pair without one.
+    Each lane converts as `c_convert(src, dst, ...)`."""
+    s = as_dtype(src, "c_convert_lanes src").name
+    d = as_dtype(dst, "c_convert_lanes dst").name
+    body = _LANES.get((s, d))
+    if body is None:
+        return None
+    return "\n".join([f"#if {LANES_ISA}", "#include <immintrin.h>", "#define CONVERT_LANES 1",
+                      *body, "}", "#endif"])
