@@ -209,40 +209,42 @@ def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
     return None if found is None else found[0]
 
 
-_Tensor, _strided = torch.Tensor, torch.strided
+_Tensor = torch.Tensor
 
 
 def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | None:
     """The call key of a call with `out=` and the storages' data pointers (the inputs',
     then each out's). The key, one flat tuple: "out", per input its dtype, sizes, strides,
-    offset, device (`True` for the CPU), neg bit and storage bytes, the input count, per
-    out the same and its conj bit and `requires_grad`, then which of all the tensors share
+    offset, device (`True` for the CPU), neg bit and storage bytes, per out the same and
+    its conj bit and `requires_grad`, the input count, then which of all the tensors share
     a storage (by data pointer: each one's first index among them). `check_outs` and the
     program are functions of it: overlaps are decided from layouts within one storage, and
     storages are told apart by pointer; and every storage of a good call's key holds its
     layout. None where an argument or an out is not a plain strided `torch.Tensor` (the
     full path then names the problem). (One pass, each attribute read once: a cached call
-    with cold caches pays for every object and call it touches.)"""
+    with cold caches pays for every object and call it touches. A `torch.Tensor` of
+    another layout is told by what it refuses instead of by two more reads: a sparse or
+    mkldnn tensor has no storage, a nested one no sizes -- `RuntimeError`s, and a test
+    holds torch to it.)"""
     outs = (out,) if type(out) is _Tensor else out
     if type(outs) is not tuple:
         return None
     key: list[Any] = ["out"]
     ptrs = []
-    for t in tensors:
-        if type(t) is not _Tensor or t.layout is not _strided or t.is_nested:
-            return None
-        storage = t.untyped_storage()
-        ptrs.append(storage.data_ptr())
-        key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
-                t.is_neg(), storage.nbytes())
-    key.append(len(ptrs))
-    for t in outs:
-        if type(t) is not _Tensor or t.layout is not _strided or t.is_nested:
-            return None
-        storage = t.untyped_storage()
-        ptrs.append(storage.data_ptr())
-        key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
-                t.is_neg(), storage.nbytes(), t.is_conj(), t.requires_grad)
+    n = len(tensors)
+    try:
+        for t in (*tensors, *outs):
+            if type(t) is not _Tensor:
+                return None
+            storage = t.untyped_storage()
+            key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
+                    t.is_neg(), storage.nbytes())
+            if len(ptrs) >= n:  # an out
+                key += (t.is_conj(), t.requires_grad)
+            ptrs.append(storage.data_ptr())
+    except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
+        return None
+    key.append(n)
     key += [ptrs.index(p) for p in ptrs]
     return tuple(key), ptrs
 
@@ -447,6 +449,8 @@ class CompiledGraph:
         self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
         self.copy_aliased_outputs = copy_aliased_outputs
+        # Whether `out=` calls may be cached (`_hits`): a static graph on a kernel backend.
+        self._out_keyed = not self.symbols and backend != "reference"
 
     # -- arguments -----------------------------------------------------------------------
     def _check(self, tensors: tuple[Any, ...]) -> torch.device:
@@ -911,6 +915,35 @@ class CompiledGraph:
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
+        if out is not None and not named and self._out_keyed:
+            # A cached `fn(*tensors, out=...)`, here rather than in `_call_out`: with cold
+            # caches every function a call enters costs it (the race's calls).
+            called = _out_call(tensors, out)
+            if called is not None:
+                key, pointers = called
+                hits = self._hits
+                found = hits.get(key)
+                if found is not None:
+                    hit, storage_outs, bound = found
+                    # The key holds every storage's bytes: a hit's storages hold its
+                    # layouts. Counted and stamped as `_cached` does.
+                    with self._lock:
+                        live = self._hits is hits
+                        if live:
+                            self._clock += 1
+                            hit.used[0] = self._clock
+                            self.stats.cache_hits += 1
+                    if live:
+                        if bound is not None:  # the C kernels, on the pointers the key read
+                            bound(pointers, torch.get_num_threads())
+                        else:
+                            outs = (out,) if type(out) is torch.Tensor else out
+                            launch.launch_with(hit.runner,
+                                               (*tensors, *(outs[i] for i in storage_outs)),
+                                               hit.device)
+                        self.stats.launches += hit.launches
+                        return out
+            return self._call_out(tensors, out, called)
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:
@@ -922,7 +955,7 @@ class CompiledGraph:
         if out is not None:
             if named:
                 self.__call__(*tensors, **named)  # raises the keyword-argument error
-            return self._call_out(tensors, out)
+            return self._call_out(tensors, out, None)
         if named:
             raise CallError(
                 f"{self.graph.name}: expected tensors by position "
@@ -959,40 +992,15 @@ class CompiledGraph:
         self.stats.launches += launches
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any) -> Any:
-        """`fn(*tensors, out=...)`: each output written in place into its `out` tensor,
+    def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any,
+                  called: tuple[tuple, list[int]] | None) -> Any:
+        """`fn(*tensors, out=...)` that is not a cached call (`__call__` runs those: a
+        call whose `_out_call` key was seen on a good call runs that call's program,
+        where its C kernels offer it (`Runner.bound`) straight on the storages' data
+        pointers the key read): each output written in place into its `out` tensor,
         which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`).
-        A call whose `_out_call_key` was seen on a good call runs that call's program
-        (the key holds every storage's bytes, so the storages hold their layouts); where
-        its C kernels offer it (`Runner.bound`), straight on the storages' data pointers
-        the key read."""
-        called = _out_call(tensors, out) if self.backend != "reference" else None
-        key = None
-        if called is not None:
-            key, pointers = called
-            hits = self._hits
-            found = hits.get(key)
-            if found is not None:
-                hit, storage_outs, bound = found
-                # The key holds every storage's bytes: a hit's storages hold its layouts.
-                # Counted and stamped as `_cached` does (inline: a cold call pays for
-                # every function it enters).
-                with self._lock:
-                    live = self._hits is hits
-                    if live:
-                        self._clock += 1
-                        hit.used[0] = self._clock
-                        self.stats.cache_hits += 1
-                if live:
-                    if bound is not None:  # the C kernels, on the pointers the key read
-                        bound(pointers, torch.get_num_threads())
-                    else:
-                        outs = (out,) if type(out) is torch.Tensor else out
-                        launch.launch_with(hit.runner,
-                                           (*tensors, *(outs[i] for i in storage_outs)),
-                                           hit.device)
-                    self.stats.launches += hit.launches
-                    return out
+        `called`: `_out_call`'s answer, None where there is none."""
+        key = None if called is None else called[0]
         device = self._check(tensors)
         call = check_outs(self.graph.name, self._output_types, out, tensors, device)
         if self.backend == "reference":

@@ -234,3 +234,56 @@ def test_threads_hitting_and_evicting_at_once(monkeypatch: pytest.MonkeyPatch) -
         t.join(timeout=120)
     assert failures == []
     assert fn.stats.compiles + fn.stats.cache_hits == 8 * calls
+
+
+def _nested(sizes: tuple[int, int]) -> torch.Tensor:
+    import warnings
+
+    with warnings.catch_warnings():  # "the nested tensor API is in prototype stage"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.nested.nested_tensor([torch.randn(sizes), torch.randn(sizes)])
+
+
+def _sparse(kind: str) -> Callable[[tuple[int, int]], torch.Tensor]:
+    def make(sizes: tuple[int, int]) -> torch.Tensor:
+        import warnings
+
+        with warnings.catch_warnings():  # "sparse CSR tensor support is in beta state"
+            warnings.simplefilter("ignore", UserWarning)
+            x = torch.randn(sizes)
+            return x.to_sparse() if kind == "coo" else x.to_sparse(
+                layout=getattr(torch, f"sparse_{kind}"),
+                blocksize=(1, 1) if kind in ("bsr", "bsc") else None)
+    return make
+
+
+# Plain `torch.Tensor`s of another layout than strided, or nested: by (sizes) -> tensor.
+OTHER_LAYOUTS: dict[str, Callable[[tuple[int, int]], torch.Tensor]] = {
+    **{kind: _sparse(kind) for kind in ("coo", "csr", "csc", "bsr", "bsc")},
+    "nested": _nested,
+    **({"mkldnn": lambda sizes: torch.randn(sizes).to_mkldnn()}
+       if torch.backends.mkldnn.is_available() else {}),
+}
+
+
+@pytest.mark.parametrize("kind", list(OTHER_LAYOUTS))
+def test_out_call_keys_refuse_tensors_of_other_layouts(kind: str) -> None:
+    """`_out_call` tells a `torch.Tensor` that is not plain strided by what it refuses (no
+    storage, no sizes) instead of reading its layout: no key for it as an input or as an
+    out, so even after a cached call of the same sizes its call takes the full checks and
+    raises their `CallError`."""
+    g = stridec.Graph("fast_layouts")
+    g.output(g.input("x", (2, 3), "float32").t().contiguous())
+    fn = stridec.compile(g)
+    x, o = torch.randn(2, 3), torch.empty(3, 2)
+    bad_x, bad_o = OTHER_LAYOUTS[kind]((2, 3)), OTHER_LAYOUTS[kind]((3, 2))
+    assert type(bad_x) is torch.Tensor and (bad_x.layout != torch.strided or bad_x.is_nested)
+    assert compile_module._out_call((bad_x,), o) is None
+    assert compile_module._out_call((x,), bad_o) is None
+    assert compile_module._out_call((x,), (o, bad_o)) is None
+    for _ in range(2):  # the second call is cached
+        assert torch.equal(fn(x, out=o), x.t())
+    with pytest.raises(CallError, match="argument 'x': expected a strided tensor"):
+        fn(bad_x, out=o)
+    with pytest.raises(CallError, match="out: expected a strided tensor"):
+        fn(x, out=bad_o)

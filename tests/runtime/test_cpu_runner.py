@@ -126,3 +126,62 @@ def test_cached_out_calls_of_a_batch_and_of_philox_run_bound() -> None:
     runners = [entry[0].runner for key, entry in rng._hits.items() if key[0] == "out"]
     assert len(runners) == 2 and all(r.buffers for r in runners)
     assert all(b is not None for b in _bound_entries(rng))
+
+
+def test_cached_plain_calls_run_direct_and_match_torch() -> None:
+    """A cached `fn(*xs)` of C kernels runs them through the runner's `direct` function on
+    the storage pointers its checks read: fresh outputs every call (never the last
+    call's memory), views of an input still views, inputs at offsets and of other
+    storages each time; a graph without kernels has no `direct` and still answers."""
+    fn = stridec.compile(graph(), backend="cpu")
+    x, y = inputs()
+    first = fn(x, y)
+    for k in range(3):
+        x2, y2 = (t.clone() + k for t in (x, y)) if k else (x, y)
+        got = fn(x2, y2)
+        for a, b in zip(got, expected(x2, y2), strict=True):
+            assert torch.equal(a, b)
+        assert got[1].data_ptr() == x2[:, 2:7].data_ptr()
+        assert got[0].data_ptr() != first[0].data_ptr()  # a buffer of its own
+    for a, b in zip(first, expected(x, y), strict=True):  # untouched by later calls
+        assert torch.equal(a, b)
+    plain = [hit for key, hit in fn._hits.items() if key[0] != "out"]
+    assert plain and all(hit.direct is not None for hit in plain)
+    assert fn.stats.cache_hits >= 3
+
+    g = stridec.Graph("cpu_direct_view")
+    g.output(g.input("x", (6, 10), "float32").t())
+    view = stridec.compile(g, backend="cpu")
+    for _ in range(2):
+        assert torch.equal(view(x), x.t()) and view(x).data_ptr() == x.data_ptr()
+    assert all(hit.direct is None for hit in view._hits.values())
+
+
+def test_cached_out_calls_of_a_batch_from_two_threads_at_once() -> None:
+    """Two Python threads make cached `out=` calls of one cat (a batch kernel, run bound):
+    each thread fills arrays of its own (`_Batch.calls`), so every result is torch's."""
+    import threading
+
+    g = stridec.Graph("cpu_bound_cat_threads")
+    xs = [g.input(f"x{k}", (64, c, 32), "float32") for k, c in enumerate((3, 5, 2))]
+    g.output(stridec.cat(xs, 1))
+    fn = stridec.compile(g, backend="cpu")
+    failures: list[int] = []
+    barrier = threading.Barrier(2)
+
+    def work(seed: int) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        barrier.wait(timeout=60)
+        for _ in range(60):
+            ts = [torch.randn(64, c, 32, generator=gen) for c in (3, 5, 2)]
+            out = torch.full((64, 10, 32), -1.0)
+            if fn(*ts, out=out) is not out or not torch.equal(out, torch.cat(ts, 1)):
+                failures.append(seed)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert failures == []
+    assert all(b is not None for b in _bound_entries(fn))

@@ -403,9 +403,10 @@ class _Batch:
         self.run = run
         self.local = threading.local()
 
-    def calls(self, addresses: list[int | None]) -> tuple[Any, int, int]:
+    def calls(self, addresses: list[int | None]) -> tuple[Any, int, int, Any]:
         """This thread's array of calls (src, dst, params per call; the static parameters'
-        addresses filled in), its address and that of the jobs' addresses."""
+        addresses filled in), its address, that of the jobs' addresses, and the memory
+        they live in (`local.held`, made on a thread's first call)."""
         held = getattr(self.local, "held", None)
         if held is None:
             raw = ctypes.create_string_buffer(self.size + 64)
@@ -415,8 +416,8 @@ class _Batch:
             for k, address in enumerate(addresses):
                 calls[3 * k + 2] = address or 0
             held = self.local.held = (calls, ctypes.addressof(calls), ctypes.addressof(jobs),
-                                      raw, jobs)
-        return held[0], held[1], held[2]
+                                      (raw, jobs))
+        return held
 
 
 class CpuKernel:
@@ -499,23 +500,26 @@ class CpuKernel:
                 for fn, src, dst, address in calls:
                     fn(pointers[src], pointers[dst], address, threads)
             return run
-        pairs = tuple((slots[src], slots[dst]) for _fn, src, dst, _a in self._calls)
+        pairs = tuple((3 * k, slots[src], slots[dst])
+                      for k, (_fn, src, dst, _a) in enumerate(self._calls))
         addresses = [c[3] for c in self._calls]
         prepares, works = ctypes.addressof(batch.prepares), ctypes.addressof(batch.works)
+        local, run, n = batch.local, batch.run, batch.n
 
         def run_batch(pointers: Sequence[int], threads: int) -> None:
-            calls, calls_at, jobs_at = batch.calls(addresses)
-            k = 0
-            for src, dst in pairs:
+            try:  # this thread's arrays, read inline (with cold caches a call costs)
+                calls, calls_at, jobs_at, _ = local.held
+            except AttributeError:  # the thread's first call
+                calls, calls_at, jobs_at, _ = batch.calls(addresses)
+            for k, src, dst in pairs:
                 calls[k] = pointers[src]
                 calls[k + 1] = pointers[dst]
-                k += 3
-            batch.run(batch.n, prepares, works, calls_at, jobs_at, threads)
+            run(n, prepares, works, calls_at, jobs_at, threads)
         return run_batch
 
     def _run_batch(self, storages: Any, params: Any, threads: int) -> None:
         batch = self._batch
-        calls, calls_at, jobs_at = batch.calls([c[3] for c in self._calls])
+        calls, calls_at, jobs_at, _ = batch.calls([c[3] for c in self._calls])
         base = None if params is None else params.buffer_info()[0]
         k = 0
         for (_fn, src_arg, dst_arg, address), at in zip(self._calls, self._offsets,
