@@ -1568,9 +1568,13 @@ static void work(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
-/* The destination's row bytes of a streamed tile, and the source row bytes of a strip. */
-#define STRIP_ROWS (128 / (i64)sizeof(dst_t) < V ? V : 128 / (i64)sizeof(dst_t) > TILE ? TILE \
-                    : 128 / (i64)sizeof(dst_t))
+/* The source rows of a streamed tile walked in strips: 128 bytes of each destination row
+   (whole lines), for a cast 128 bytes of its wider type: a float32 -> float16 tile reads
+   32 source rows and writes 64 bytes of each destination row (with 64 rows, 128 bytes,
+   it ran slower: more source rows read on at once than the prefetchers follow). And the
+   source row bytes of a strip. */
+#define STRIP_UNIT ((i64)(sizeof(src_t) > sizeof(dst_t) ? sizeof(src_t) : sizeof(dst_t)))
+#define STRIP_ROWS (128 / STRIP_UNIT < V ? V : 128 / STRIP_UNIT > TILE ? TILE : 128 / STRIP_UNIT)
 #define STRIP_BYTES 4096
 
 /* The order of a thread's tiles (work): strips of J->strip tiles along a. One tile: the
@@ -1646,7 +1650,7 @@ static void plan_units(job_t* J, i64 nthreads) {
     else if (J->n[J->R - 2] < V) J->tb = 16 * TILE, strips = 0;
 #endif
     /* Streamed tiles of source rows longer than a strip: TILE x STRIP_ROWS, STRIP_ROWS
-       source rows (128 bytes of each destination row: whole lines), walked in strips of
+       source rows (whole lines of each destination row), walked in strips of
        STRIP_BYTES of the source's rows (plan_walk). */
     strips = strips && J->stream && J->n[R - 2] * (i64)sizeof(src_t) > STRIP_BYTES;
     if (strips) J->tb = STRIP_ROWS;
