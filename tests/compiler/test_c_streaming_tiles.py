@@ -452,3 +452,28 @@ def test_chwn4_tiles_staged_in_l2(torch_openmp, threads):
             run_c(dataclasses.replace(spec, dst_offset=1), src=src)
             gap = hw + 9  # planes hw + 9 elements apart
             run_c(dataclasses.replace(spec, src_strides=(c * gap, 4 * gap, 1, gap)), src=src)
+
+
+def test_staged_tiles_transpose_in_zmm():
+    """The 1-byte tiles staged in L2 (`staged_tile`, AVX-512) take the thread's scratch
+    buffer from the pool's library and transpose from it by in-lane byte interleaves on
+    `zmm` registers (`vpunpcklbw`, `vpunpckhbw`: the staged tiles' blocks, `tr_wide`)."""
+    source = emit_class_source(CopyClass("tiled_transpose", "bits1", "bits1"))
+    assert "stridec_pool_scratch_v1()" in source and "staged_tile(J," in source
+    objdump = shutil.which("objdump")
+    if objdump is None or not (host_has("avx512bw") and host_has("avx512vl")):
+        pytest.skip("needs objdump and an AVX-512 (BW, VL) CPU")
+    path = cpu.load_unit(source)._name
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", path], capture_output=True,
+                          text=True, check=True).stdout
+    body: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            inside = line.split("<", 1)[1].startswith("staged_tile")
+        elif inside:
+            body.append(line)
+    assert body, "no staged_tile in the unit"
+    for op in ("vpunpcklbw", "vpunpckhbw"):
+        assert any(op in line and "zmm" in line for line in body), op
+    assert any("stridec_pool_scratch_v1" in line for line in body)

@@ -1326,8 +1326,10 @@ static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
 #define STAGE_S (STAGE_A + 64 / (i64)sizeof(bits_t))
 _Static_assert(STAGE_B * STAGE_S * sizeof(bits_t) <= STRIDEC_SCRATCH_BYTES, "staged rows");
 _Static_assert(STAGE_B <= WIDE_B && STAGE_B % WIDE_K == 0, "staged rows");
-static int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
-                       i64 b0, i64 b1) {
+/* Out of line (a call per 256 KiB tile), so that its code can be found in the unit's
+   assembly (tests/compiler/test_c_streaming_tiles.py). */
+static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa,
+                                                 i64 ssb, i64 a0, i64 a1, i64 b0, i64 b1) {
     i64 na = a1 - a0, nb = b1 - b0;
     bits_t* stage = (bits_t*)stridec_pool_scratch_v1();
     if (na > STAGE_A || nb > STAGE_B || !stage) return 0;
