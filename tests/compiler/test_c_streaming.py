@@ -26,7 +26,7 @@ from stridec.errors import VerificationError
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import host_has
 from tests.compiler.test_codegen_c_copy import launch, run_c
-from tests.compiler.test_codegen_copy import f16, f32, f64, i8, permute_spec, sentinel
+from tests.compiler.test_codegen_copy import bf16, f16, f32, f64, i8, permute_spec, sentinel
 
 SIZES = [i8, f16, f32, f64]
 
@@ -111,12 +111,18 @@ def test_fills_and_masked_rows(streaming, dtype):
                    (MaskBound((0, 1), 3, 37),), fill))
 
 
-@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (i8, f64), (f64, i8)],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (f32, bf16), (bf16, f32),
+                                          (i8, f64), (f64, i8)], ids=lambda d: d.name)
 def test_casts(streaming, src, dst):
-    # Converting runs go through a buffer in L1, streamed out: long rows (several chunks of
-    # the buffer) and short ones, unaligned.
+    # Converting runs streamed: float32 <-> float16 / bfloat16 line by line from the
+    # registers (`_stream_lanes`), the others through a buffer in L1: long rows (several
+    # chunks of the buffer) and short ones, unaligned, and rows of whole lines.
     run_c(CopySpec((3, 5000), (5001, 1), 1, (5003, 1), 3, src, dst))
+    run_c(CopySpec((4, 4096), (4096, 1), 0, (4096, 1), 0, src, dst))
+    source = emit_class_source(CopyClass("linear", src.name, dst.name))
+    pair = {src.name, dst.name}
+    lanes = pair in ({"float32", "float16"}, {"float32", "bfloat16"})
+    assert ("static inline void stream_lanes(" in source) == lanes
     run_c(CopySpec((20, 90), (91, 1), 0, (93, 1), 5, src, dst,
                    (MaskBound((0, 1), 10, 80),), 1.0))
 

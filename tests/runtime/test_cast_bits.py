@@ -167,6 +167,25 @@ def test_transposing_casts_match_torch_bit_for_bit(src: str, dst: str, stream: b
         cpu.set_stream_threshold(previous)
 
 
+@pytest.mark.skipif(not cpu.available(), reason="the cpu backend cannot build here")
+@pytest.mark.parametrize(("src", "dst"), TRANSPOSING)
+def test_streamed_converting_runs_match_torch_bit_for_bit(src: str, dst: str) -> None:
+    """Contiguous casts, streamed: float32 <-> float16 / bfloat16 convert each whole line
+    of the destination in registers; every pattern, into a fresh output and into an
+    `out=` that starts mid-line (a head and a tail converted one by one)."""
+    x = patterns(src)
+    want = torch_vector_cast(x, DTYPES[dst].torch)
+    previous = cpu.set_stream_threshold(0)
+    try:
+        fn = stridec.compile(cast_graph(tuple(x.shape), src, dst), backend="cpu")
+        assert_same_bits(fn(x), want, x, f"{src} -> {dst}, streamed")
+        o = torch.empty(x.numel() + 5, dtype=DTYPES[dst].torch)[5:]
+        fn(x, out=o)
+        assert_same_bits(o, want, x, f"{src} -> {dst}, streamed into an offset out=")
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     raw=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8),

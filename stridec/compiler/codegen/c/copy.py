@@ -752,6 +752,25 @@ def _cast_block(src: str) -> str:
                       *_transpose_block(_BITS[size], size, width, cast=True), "#endif"])
 
 
+def _stream_lanes(src: str) -> str:
+    """`stream_lanes(s, d)` of a converting run whose pair converts in registers
+    (`casts.c_convert_lanes`): LANE_RUN elements converted into one 64-byte line at d
+    (aligned), streamed from the register: 32 float32 (two `zmm`) into 32 halves, or 16
+    halves (a `ymm`) into 16 float32. The buffer it replaces is a second pass over each
+    line in L1."""
+    narrowing = _itemsize(src) == 4
+    if narrowing:
+        body = ["    __m512 x, y;", "    memcpy(&x, s, 64);", "    memcpy(&y, s + 16, 64);",
+                "    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(convert_lanes(x)),",
+                "                                   convert_lanes(y), 1);"]
+    else:
+        body = ["    __m256i h;", "    memcpy(&h, s, 32);", "    __m512 v = convert_lanes(h);"]
+    return "\n".join([f"#if {LANES_ISA}", f"#define LANE_RUN {32 if narrowing else 16}",
+                      "static inline void stream_lanes(const src_t* s, dst_t* d) {", *body,
+                      "    __builtin_ia32_movntdq512((stream_v*)d, (stream_v)v);", "}",
+                      "#endif"])
+
+
 def _group_words() -> list[str]:
     """`tr_words` (1-byte elements, AVX-512): the merged tile of a CHWN4 pack moves whole
     groups of 4 lanes as 32-bit words. Word k of source column x is the bytes
@@ -1130,13 +1149,23 @@ static void stream_rows(const job_t* J, i64 so, i64 dof, i64 ss, i64 ds, i64 n, 
 """
 
 _PLAIN_CAST = r"""
-/* A converting run; when the call streams, converted CAST_CHUNK elements at a time into
-   a buffer in L1 whose bytes are then streamed to d (64-byte aligned after a head). */
+/* A converting run; when the call streams, its whole lines converted in registers and
+   streamed from them (LANE_RUN, `_stream_lanes`) where d is aligned to its elements,
+   else converted CAST_CHUNK elements at a time into a buffer in L1 whose bytes are then
+   streamed to d (64-byte aligned after a head). */
 #define CAST_CHUNK (4096 / (i64)sizeof(dst_t))
 static inline void convert_copy(const job_t* J, const src_t* s, dst_t* d, i64 n) {
     if (!J->stream || n * (i64)sizeof(dst_t) < 256) { convert_run(s, d, n); return; }
     i64 head = (i64)((-(uintptr_t)d & 63) / sizeof(dst_t));
     convert_run(s, d, head);
+#ifdef LANE_RUN
+    if (((uintptr_t)(d + head) & 63) == 0) {
+        i64 j = head;
+        for (; j + LANE_RUN <= n; j += LANE_RUN) stream_lanes(s + j, d + j);
+        convert_run(s + j, d + j, n - j);
+        return;
+    }
+#endif
     dst_t buf[CAST_CHUNK] __attribute__((aligned(64)));
     for (i64 j = head; j < n; j += CAST_CHUNK) {
         i64 k = n - j < CAST_CHUNK ? n - j : CAST_CHUNK;
@@ -1823,6 +1852,7 @@ def emit_class_source(cls: CopyClass) -> str:
     same = cls.src == cls.dst
     convert = "x" if same else c_convert(cls.src, cls.dst, "x")
     run = "" if same else c_convert_run(cls.src, cls.dst)
+    lanes = None if same else c_convert_lanes(cls.src, cls.dst)
     parts = [
         f"/* stridec C copy kernel {cls.symbol}: strategy {cls.strategy}, "
         f"{cls.src} -> {cls.dst} */",
@@ -1835,7 +1865,6 @@ def emit_class_source(cls: CopyClass) -> str:
     if cls.strategy == "tiled_transpose":
         size = _itemsize(cls.src)
         parts.append(_transpose_blocks(size, same))
-        lanes = None if same else c_convert_lanes(cls.src, cls.dst)
         if lanes is not None:
             parts += [lanes, _cast_block(cls.src)]
         fast = _FAST_VECTOR if same else _FAST_CAST
@@ -1849,6 +1878,8 @@ def emit_class_source(cls: CopyClass) -> str:
         else:
             raise UnsupportedError(f"cpu copy: strategy must be one of {C_STRATEGIES}; "
                                    f"got {cls.strategy!r}")
+        if lanes is not None and cls.strategy == "linear":
+            parts += [lanes, _stream_lanes(cls.src)]
         parts.append(plain)
         parts.append(_ROWS.replace("@ROW_BODY@", body))
     parts.append(_DRIVER.replace("@SYMBOL@", cls.symbol))
