@@ -435,6 +435,33 @@ def test_transposes_staged_in_l2(torch_openmp, threads):
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
 @pytest.mark.parametrize("threads", [1, 3])
+def test_packs_staged_in_l2(torch_openmp, threads):
+    """Streamed int8 packs into contiguous lanes of 16 … 128 channels (NCHW32, NCHW64)
+    whose tiles' source rows are first copied into the thread's scratch buffer
+    (`staged_tile`: 16 unstaged tiles' worth of H·W, 256 KiB of source rows): H·W of one
+    staged tile, one under and over it, several tiles with a remainder of less than a
+    block (64) and of more, just over one unstaged tile; the last group's lanes partly
+    padding (mixed tiles, another path); fill 0 and none; destinations off the lines;
+    planes with gaps between them from an odd offset; on 1 and 3 threads of either team."""
+    with _team(torch_openmp, threads):
+        for block in (16, 32, 48, 64, 128):
+            tile = 64 * (256 // block) * 16  # H·W of a staged tile
+            for hw in (tile, tile - 1, tile + 1, 2 * tile + 64 + 5, tile + 200,
+                       64 * (256 // block) + 1):
+                c = 2 * block
+                gap = hw + 9  # planes hw + 9 elements apart
+                src = random_storage(i8, 2 * c * gap + 5, torch.Generator().manual_seed(hw))
+                for fill in (0, None):
+                    run_c(_pack_spec(2, c, hw, block, i8, fill), src=src)
+                spec = _pack_spec(2, c, hw, block, i8, 0)
+                run_c(dataclasses.replace(spec, dst_offset=1), src=src)
+                run_c(dataclasses.replace(spec, src_strides=(c * gap, block * gap, 1, gap),
+                                          src_offset=5), src=src)
+            run_c(_pack_spec(2, block + 5, tile + 3, block, i8, 0))
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 3])
 def test_chwn4_tiles_staged_in_l2(torch_openmp, threads):
     """Streamed int8 CHWN4 packs whose merged tiles (2048 pixels by the 128 rows of 32
     images' lanes) first copy their source rows into the thread's scratch buffer: H·W of

@@ -1361,9 +1361,30 @@ static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof
                                                  i64 ssb, i64 a0, i64 a1, i64 b0, i64 b1) {
     i64 na = a1 - a0, nb = b1 - b0;
     bits_t* stage = (bits_t*)stridec_pool_scratch_v1();
-    if (na > STAGE_A || nb > STAGE_B || !stage) return 0;
     const bits_t* s = (const bits_t*)J->src + so + a0 + b0 * ssb;
     bits_t* d = (bits_t*)J->dst + dof + a0 * dsa + b0;
+    if (nb == J->n[J->R - 1] && nb < WIDE_B && dsa == nb) {
+        /* A pack's lanes (contiguous destination rows of nb < WIDE_B elements, whole
+           blocks wide, plan_units): its nb source rows of up to STAGE_A·STAGE_B / nb
+           elements staged, then WIDE_A·WIDE_B elements at a time transposed into a
+           buffer in L1 that goes out as one run. */
+        i64 tl = WIDE_A * (WIDE_B / nb), ps = tl * (STAGE_A / WIDE_A) + 64 / (i64)sizeof(bits_t);
+        if (na * nb > STAGE_A * STAGE_B || nb % WIDE_K || !stage) return 0;
+        for (i64 y = 0; y < nb; y++)
+            memcpy(stage + y * ps, s + y * ssb, (size_t)na * sizeof(bits_t));
+        bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
+        for (i64 x0 = 0; x0 < na; x0 += tl) {
+            i64 w = na - x0 < tl ? na - x0 : tl, x = 0;
+            for (; x + WIDE_L <= w; x += WIDE_L)
+                for (i64 y = 0; y < nb; y += WIDE_K)
+                    tr_wide(stage + y * ps + x0 + x, ps, buf + x * nb + y, nb);
+            for (; x < w; x++)  /* the columns past the last whole block */
+                for (i64 y = 0; y < nb; y++) buf[x * nb + y] = stage[y * ps + x0 + x];
+            copy_bytes(J, d + x0 * dsa, buf, (size_t)(w * nb) * sizeof(bits_t));
+        }
+        return 1;
+    }
+    if (na > STAGE_A || nb > STAGE_B || !stage) return 0;
     for (i64 y = 0; y < nb; y++) {
         if (na == STAGE_A) memcpy(stage + y * STAGE_S, s + y * ssb, STAGE_A * sizeof(bits_t));
         else memcpy(stage + y * STAGE_S, s + y * ssb, (size_t)na * sizeof(bits_t));
@@ -1671,6 +1692,11 @@ static void plan_units(job_t* J, i64 nthreads) {
     if (J->stream && J->ta == WIDE_A && J->n[R - 1] >= WIDE_B && J->n[R - 2] > WIDE_A) {
         J->ta = STAGE_A;
         J->tb = STAGE_B;
+        J->staged = 1;
+    } else if (J->stream && J->ta > WIDE_A && J->n[R - 2] > J->ta) {
+        /* A pack's lanes (above), streamed: tiles STAGE_A / WIDE_A times as long, their
+           source rows staged in L2 too (staged_tile). */
+        J->ta *= STAGE_A / WIDE_A;
         J->staged = 1;
     }
 #endif
