@@ -1365,11 +1365,12 @@ static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof
     bits_t* d = (bits_t*)J->dst + dof + a0 * dsa + b0;
     if (nb == J->n[J->R - 1] && nb < WIDE_B && dsa == nb) {
         /* A pack's lanes (contiguous destination rows of nb < WIDE_B elements, whole
-           blocks wide, plan_units): its nb source rows of up to STAGE_A·STAGE_B / nb
-           elements staged, then WIDE_A·WIDE_B elements at a time transposed into a
-           buffer in L1 that goes out as one run. */
+           blocks wide, plan_units): its nb source rows of up to tl·STAGE_A/WIDE_A
+           elements (the tile plan_units gives) staged a line more than that apart, then
+           WIDE_A·WIDE_B elements at a time transposed into a buffer in L1 that goes out
+           as one run. */
         i64 tl = WIDE_A * (WIDE_B / nb), ps = tl * (STAGE_A / WIDE_A) + 64 / (i64)sizeof(bits_t);
-        if (na * nb > STAGE_A * STAGE_B || nb % WIDE_K || !stage) return 0;
+        if (na > tl * (STAGE_A / WIDE_A) || nb % WIDE_K || !stage) return 0;
         for (i64 y = 0; y < nb; y++)
             memcpy(stage + y * ps, s + y * ssb, (size_t)na * sizeof(bits_t));
         bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));

@@ -124,6 +124,11 @@ static inline void stream_fill(void* d, const void* line, size_t n) {
 }
 """
 
+# The size of each thread's scratch buffer (`stridec_pool_scratch_v1`): one definition for
+# the pool's library, which allocates it, and the kernel units, which check that what they
+# stage there fits.
+_SCRATCH_BYTES = "#define STRIDEC_SCRATCH_BYTES (1 << 19)"
+
 # Pasted into every kernel unit that hands work to the pool.
 POOL_DECLARATION = r"""
 typedef void (*stridec_task_fn)(void *arg, int64_t u0, int64_t u1);
@@ -133,9 +138,9 @@ extern void stridec_pool_run_v1(stridec_task_fn fn, void *arg, int64_t units, in
                                 int64_t nthreads);
 /* The calling thread's scratch buffer of STRIDEC_SCRATCH_BYTES (4 KiB aligned), allocated
    on its first request and kept for the thread's life; 0 if it cannot be allocated. */
-#define STRIDEC_SCRATCH_BYTES (1 << 19)
+@SCRATCH_BYTES@
 extern void *stridec_pool_scratch_v1(void);
-"""
+""".replace("@SCRATCH_BYTES@", _SCRATCH_BYTES)
 
 # The entry point of a batch's one parallel region (`stridec_pool_run_batch_v1`).
 POOL_BATCH_SYMBOL = "stridec_pool_run_batch_v1"
@@ -418,7 +423,7 @@ void stridec_pool_run_many_v1(i64 n, stridec_task_fn const *fns, void *const *ar
 /* Each thread's scratch buffer (the staged source rows of the 1-byte transposes, in L2),
    one per thread for the process rather than one per kernel unit; freed when its thread
    exits (the key's destructor). */
-#define STRIDEC_SCRATCH_BYTES (1 << 19)
+@SCRATCH_BYTES@
 static __thread void *scratch;
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -454,4 +459,4 @@ void stridec_pool_run_batch_v1(i64 n, stridec_prepare_fn const *prepares,
                                (const i64 *)calls[3 * k + 2], nthreads, jobs[k]);
     stridec_pool_run_many_v1(n, works, jobs, units, nthreads);
 }
-"""
+""".replace("@SCRATCH_BYTES@", _SCRATCH_BYTES)
