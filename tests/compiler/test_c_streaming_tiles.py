@@ -24,11 +24,12 @@ import stridec
 from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source, generate_c_copy
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.runtime.backends import cpu
-from tests.compiler.c_build import AVX2, PORTABLE, build_shared, host_has
+from tests.compiler.c_build import AVX2, NATIVE, PORTABLE, build_shared, host_has
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
 from tests.compiler.test_codegen_c_copy import _pack_spec, _team, run_c
 from tests.compiler.test_codegen_copy import (
     bf16,
+    contiguous_strides,
     f16,
     f32,
     f64,
@@ -354,12 +355,13 @@ def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
     _run_built(tmp_path, flags, specs)
 
 
-def _run_built(folder, flags, specs) -> None:
-    """The unit of `specs` (one class) built with `flags`, each spec run on 1 and 3 threads
-    against torch."""
+def _run_built(folder, flags, specs, edit=None) -> None:
+    """The unit of `specs` (one class) built with `flags` (its source changed by `edit`),
+    each spec run on 1 and 3 threads against torch."""
     kernel = generate_c_copy(specs[0])
     assert kernel.strategy == "tiled_transpose"
-    lib = build_shared(kernel.source, folder, kernel.strategy, flags)
+    source = kernel.source if edit is None else edit(kernel.source)
+    lib = build_shared(source, folder, kernel.strategy, flags)
     for spec, threads in itertools.product(specs, (1, 3)):
         (symbol, _, _, params), = generate_c_copy(spec).calls
         gen = torch.Generator().manual_seed(threads)
@@ -385,6 +387,94 @@ def test_transposing_casts_of_other_isas(tmp_path, flags, src, dst):
              permute_spec((3, 45, 70), (0, 2, 1), src, dst),
              permute_spec((129, 257), (1, 0), src, dst, dst_offset=3)]
     _run_built(tmp_path, flags, specs)
+
+
+def _chain_spec(sizes, src, dst, step=2, dst_offset=0, gap=0):
+    """`x.permute(0, 2, 3, 1).to(dst)[:, ::step]` of an NCHW x of `sizes` whose planes lie
+    H·W + `gap` elements apart: NHWC of every step-th row of H, converted."""
+    n, c, h, w = sizes
+    plane = h * w + gap
+    out = (n, -(-h // step), w, c)
+    return CopySpec(out, (c * plane, step * w, 1, plane), 0, contiguous_strides(out),
+                    dst_offset, src, dst)
+
+
+# The casts whose tiles are staged in L2 when streamed (`staged_cast`), by pair.
+_STAGED_CASTS = [(f32, f16), (f16, f32), (f32, bf16), (bf16, f32)]
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)
+def test_casts_staged_in_l2(torch_openmp, threads, src, dst):
+    """Streamed transposing casts whose tiles' source rows are first copied into the
+    thread's scratch buffer (`staged_cast`). Source rows past 4 KiB (tiles of 128 rows by
+    2 KiB of each): whole tiles, tails of a tile along both sides (44 rows: a block of 32
+    and 12 more), destination rows of whole lines (whole-line blocks of halves, float32
+    rows streamed from the registers) and not (300 elements, an offset of 3: through a
+    buffer), pitched source rows, a batch dim. Short source rows that dim R-3 continues
+    in their plane (NHWC of every other H row, as `chain3_nhwc_cast_slice`): tiles of 64
+    planes by up to 4 KiB of each plane's rows, groups of rows cut short (45 rows of 128
+    bytes: 32 and 13), channels that are no whole block (70), rows back to back (step 1),
+    planes apart by more than H·W, odd widths. On 1 to 3 threads of either team."""
+    with _team(torch_openmp, threads):
+        for sizes in ((256, 1100), (300, 1100), (129, 2100)):
+            for dst_offset in (0, 3):
+                run_c(permute_spec(sizes, (1, 0), src, dst, dst_offset=dst_offset))
+        pitched = permute_spec((130, 1100), (1, 0), src, dst)
+        run_c(dataclasses.replace(pitched, src_strides=(1, 1200)))
+        run_c(permute_spec((3, 64, 1100), (0, 2, 1), src, dst))
+        for sizes, step in (((2, 130, 90, 64), 2), ((2, 70, 10, 24), 2), ((3, 96, 20, 40), 1),
+                            ((2, 64, 41, 17), 3)):
+            for dst_offset in (0, 1):
+                run_c(_chain_spec(sizes, src, dst, step, dst_offset))
+            run_c(_chain_spec(sizes, src, dst, step, gap=9))
+
+
+@pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)
+def test_staged_casts_without_a_scratch_buffer(tmp_path, src, dst):
+    """A thread without a scratch buffer (its allocation failed) converts the staged cast
+    tiles straight from the source: the unit built with the buffer's address replaced by
+    a null pointer, streamed, on 1 and 3 threads, against torch."""
+    if not (host_has("avx512bw") and host_has("avx512vl")):
+        pytest.skip("the staged casts are built for AVX-512 (BW, VL) only")
+    call = "(src_t*)stridec_pool_scratch_v1()"
+
+    def without(source: str) -> str:
+        assert source.count(call) == 1
+        return source.replace(call, "(src_t*)0")
+
+    specs = [permute_spec((300, 1100), (1, 0), src, dst),
+             permute_spec((256, 1100), (1, 0), src, dst, dst_offset=3),
+             _chain_spec((2, 130, 90, 64), src, dst), _chain_spec((2, 70, 10, 24), src, dst)]
+    _run_built(tmp_path, NATIVE, specs, edit=without)
+
+
+def test_staged_casts_convert_whole_lines_in_zmm():
+    """With AVX-512, a streamed cast's staged tiles (`staged_cast`) take the thread's
+    scratch buffer, prefetch the source rows they copy into it, and convert from there:
+    float32 -> float16 in blocks of 32 rows whose rows are whole lines of halves (32
+    `vcvtps2ph` of `zmm`, 64 permutes of 16-bit lanes on `zmm`, 16 streamed stores of
+    `zmm`), float16 -> float32 in blocks whose rows of float32 are streamed from the
+    registers (the block inlined or called)."""
+    objdump = shutil.which("objdump")
+    if objdump is None or not (host_has("avx512bw") and host_has("avx512vl")):
+        pytest.skip("needs objdump and an AVX-512 (BW, VL) CPU")
+    for src, dst, conversion, permute, converts in (("float32", "float16", "vcvtps2ph", "w", 32),
+                                                    ("float16", "float32", "vcvtph2ps", "", 16)):
+        source = emit_class_source(CopyClass("tiled_transpose", src, dst))
+        functions = _instructions(cpu.load_unit(source)._name)
+        body = functions.get("staged_cast", [])
+        assert body, "no staged_cast in the unit"
+        for callee in [i.split("<", 1)[1][:-1] for i in body if i.startswith("call")]:
+            body = body + functions.get(callee, [])  # a block gcc left out of line
+        assert any("stridec_pool_scratch_v1" in i for i in body)
+        assert any(i.startswith("prefetcht0") for i in body)
+        assert sum(i.startswith(conversion) and "zmm" in i for i in body) >= converts
+        assert sum(i.startswith("vmovntdq") and "zmm" in i for i in body) >= 16
+        if permute:
+            assert sum(i.startswith(("vpermt2w", "vpermi2w")) and "zmm" in i
+                       for i in body) >= 64, src
 
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])

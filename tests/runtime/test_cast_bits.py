@@ -137,8 +137,9 @@ def test_issue_nan_examples(backend: str) -> None:
 # The transposing casts whose C blocks convert in registers (AVX-512 builds; other builds
 # convert through a buffer): every pattern of `patterns` through a transpose of whole
 # blocks (256 x 256), tails on both sides (37 x 70, 129 x 250), strips of source rows
-# longer than 4 KiB into destination rows of whole lines and not (64 x 2100, 48 x 2100),
-# a batch of transposes, each streamed and not.
+# longer than 4 KiB into destination rows of whole lines and not (64 x 2100, 48 x 2100;
+# streamed: tiles staged in L2, whole and cut short on both sides, 300 x 1100), a batch of
+# transposes, each streamed and not.
 TRANSPOSING = [("float32", "float16"), ("float32", "bfloat16"), ("float16", "float32"),
                ("bfloat16", "float32")]
 
@@ -150,7 +151,8 @@ def test_transposing_casts_match_torch_bit_for_bit(src: str, dst: str, stream: b
     x = patterns(src)
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
-        for sizes in ((256, 256), (37, 70), (129, 250), (64, 2100), (48, 2100), (3, 45, 70)):
+        for sizes in ((256, 256), (37, 70), (129, 250), (64, 2100), (48, 2100), (300, 1100),
+                      (3, 45, 70)):
             n = 1
             for k in sizes:
                 n *= k
@@ -163,6 +165,30 @@ def test_transposing_casts_match_torch_bit_for_bit(src: str, dst: str, stream: b
             want = torch_vector_cast(t, DTYPES[dst].torch).transpose(-1, -2).contiguous()
             assert_same_bits(got, want, t.transpose(-1, -2).contiguous(),
                              f"{src} -> {dst}, {sizes} transposed")
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+@pytest.mark.skipif(not cpu.available(), reason="the cpu backend cannot build here")
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
+@pytest.mark.parametrize(("src", "dst"), TRANSPOSING)
+def test_nhwc_slices_cast_match_torch_bit_for_bit(src: str, dst: str, stream: bool) -> None:
+    """`x.permute(0, 2, 3, 1).to(dst)[:, ::2]` (one copy: NHWC of every other H row,
+    converted; streamed, its tiles span several H rows of 64 planes, staged in L2), every
+    pattern, rows of whole blocks and not, into destination rows of whole lines and not."""
+    x = patterns(src)
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for sizes in ((2, 64, 40, 64), (2, 70, 9, 24)):
+            n = sizes[0] * sizes[1] * sizes[2] * sizes[3]
+            t = x.repeat(-(-n // x.numel()))[:n].reshape(sizes)
+            g = stridec.Graph("nhwc_cast_slice")
+            v = g.input("x", sizes, src)
+            g.output(v.permute(0, 2, 3, 1).to(dst)[:, ::2].contiguous())
+            got = stridec.compile(g, backend="cpu")(t)
+            moved = t.permute(0, 2, 3, 1)[:, ::2].contiguous()
+            assert_same_bits(got, torch_vector_cast(moved, DTYPES[dst].torch), moved,
+                             f"{src} -> {dst}, {sizes} NHWC, every other row")
     finally:
         cpu.set_stream_threshold(previous)
 

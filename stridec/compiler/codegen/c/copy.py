@@ -20,7 +20,8 @@ and picks a strategy on the canonical dims:
   are loaded as V source vectors, transposed in registers by log2(V) rounds of
   interleaves (`__builtin_shuffle`), and stored as V destination vectors. A cast between
   float32 and float16 or bfloat16 converts each transposed row in registers as it is
-  stored (`_cast_block`, AVX-512); other casts move the tile as bits of the source type
+  stored (`_cast_block`, AVX-512; streamed, from the tile's source rows staged in L2,
+  `staged_cast`); other casts move the tile as bits of the source type
   into a buffer, then convert it row by row. A
   tile side of 2 … `NARROW_MAX` elements (NHWC with C = 3, NCHW4 packs and their padding)
   is moved by in-register interleaves of that many rows (`_narrow`); a wide row of a few
@@ -398,6 +399,11 @@ _WIDE_TILES = {1: (64, 256), 2: (64, 128)}
 # Streamed tiles of these sizes whose source rows are first copied into a buffer in L2
 # (`staged_tile`): the sides (a, b) of such a tile, in elements (STAGE_A, STAGE_B).
 _STAGED = {1: (1024, 256)}
+# Streamed transposing casts converted in registers, their tiles' source rows staged in L2
+# (`staged_cast`): (source rows, bytes of each) of a tile of long source rows, and (planes,
+# bytes of each over the rows of dim R-3 it spans) of a tile of short ones.
+_CAST_STAGED = (128, 2048)
+_CAST_GROUPED = (64, 4096)
 
 
 def _wide_block(size: int) -> list[str]:
@@ -743,13 +749,58 @@ def _cast_block(src: str) -> str:
 
     Blocks that read 32 source rows at once (rows b and b + 16 converted into the halves of
     one `zmm` of 32 halves, then transposed in-half, so that each row of the block is a
-    whole line) measured 1.5 times slower from memory, one thread: the 32 source rows,
-    16 KiB apart, all fall in one set of L1."""
+    whole line: `_cast_lines`) measured 1.5 times slower from memory, one thread: the 32
+    source rows, 16 KiB apart, all fall in one set of L1. They serve the tiles staged in
+    L2 (`staged_cast`), whose rows are a line more than a power of two apart."""
     size = _itemsize(src)
     width = {4: 64, 2: 32}[size]
+    lines = _cast_lines() if size == 4 else []
     return "\n".join([f"#if {LANES_ISA}", "#define CAST_BLOCK 1",
                       f"#define CAST_WIDENS {int(size == 2)}",
-                      *_transpose_block(_BITS[size], size, width, cast=True), "#endif"])
+                      *_transpose_block(_BITS[size], size, width, cast=True), *lines,
+                      "#endif"])
+
+
+def _cast_lines() -> list[str]:
+    """`tr_cast_lines`: a block of 32 float32 source rows by 16 columns narrowed to 16-bit
+    halves whose every destination row is one whole 64-byte line. Source rows b and b + 16
+    are converted into the two 256-bit halves of one `zmm` of 32 halves, and the 16 `zmm`
+    then transposed as two independent 16×16 blocks of 16-bit lanes, one in each half
+    (`vpermt2w`): row a holds column a of source rows 0 … 15, then of rows 16 … 31. Half
+    the shuffles of two `tr_cast` blocks, and no buffer for the rows of halves; but its 32
+    source rows must not share a set of L1 (read from the rows staged in L2 at a pitch of
+    a line more than a power of two, `staged_cast`)."""
+    lanes, half = 32, 8
+    lo = [k // 2 if k % 2 == 0 else 16 + k // 2 for k in range(16)]
+    hi = [half + k // 2 if k % 2 == 0 else 16 + half + k // 2 for k in range(16)]
+
+    def spread(index: list[int]) -> list[int]:  # the 16-lane masks, in each 256-bit half
+        out = []
+        for h in (0, 16):
+            out += [i + h if i < 16 else lanes + i - 16 + h for i in index]
+        return out
+
+    out = [
+        "#define CAST_LINES 1",
+        "typedef uint16_t lines_t __attribute__((vector_size(64)));",
+        "/* Block (a, b), a < 16, b < 32: source element s[a + b*ss], converted, lands at",
+        "   d[a*ds + b]; each row one 64-byte store, streamed with nt. */",
+        "static inline void tr_cast_lines(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+        f"    const lines_t LO = {{{', '.join(map(str, spread(lo)))}}};",
+        f"    const lines_t HI = {{{', '.join(map(str, spread(hi)))}}};",
+    ]
+    names = [f"c0_{b}" for b in range(16)]
+    for b in range(16):
+        out += [f"    __m512 x{b}, y{b};", f"    memcpy(&x{b}, s + {b} * ss, 64);",
+                f"    memcpy(&y{b}, s + {b + 16} * ss, 64);",
+                f"    lines_t {names[b]} = (lines_t)_mm512_inserti64x4(",
+                f"        _mm512_castsi256_si512(convert_lanes(x{b})), convert_lanes(y{b}), 1);"]
+    names = _interleave_rounds(out, "lines_t", "c", names)
+    for a in range(16):
+        out += [f"    if (nt) __builtin_ia32_movntdq512((stream_v*)(void*)(d + {a} * ds), "
+                f"(stream_v){names[a]});",
+                f"    else memcpy(d + {a} * ds, &{names[a]}, 64);"]
+    return [*out, "}"]
 
 
 def _stream_lanes(src: str) -> str:
@@ -851,7 +902,9 @@ typedef struct {
     i64 ta, tb, ntu, nti;    /* transpose: tiles (ta x tb) of the two last dims */
     i64 strip;               /* transpose: tiles along a walked before the next along b */
     i64 merge;               /* transpose: 1 when b spans dims R-3 and R-1 (_TRANSPOSE) */
-    int staged;              /* transpose: tiles' source rows staged in L2 (staged_tile) */
+    int staged;              /* transpose: tiles' source rows staged in L2 (staged_tile,
+                                staged_cast) */
+    i64 rg;                  /* transpose: rows of dim R-3 a staged cast tile spans, or 0 */
     int stream;              /* 1: contiguous runs of the destination are written with
                                 streaming stores (stream_copy, stream_fill), sfence at
                                 the end of each thread's work (stream_end) */
@@ -1414,6 +1467,91 @@ _Static_assert(TILE * STAGE_MS + STAGE_M <= STRIDEC_SCRATCH_BYTES, "staged merge
 #endif
 #endif
 
+#ifdef CAST_BLOCK
+/* A streamed transposing cast converted in registers (tr_cast) whose tiles' source rows
+   are first copied into the thread's scratch buffer, which stays in L2, then converted
+   from there (J->staged, plan_units). Source rows longer than STRIP_BYTES (the float32 ->
+   float16 transpose): tiles of CAST_STAGE_ROWS source rows by CAST_STAGE_BYTES of each,
+   each row copied in one run. Shorter source rows that dim R-3 continues in the same
+   source plane (NHWC of a slice: the W of an image row, every other H row): tiles of
+   CAST_GROUP_ROWS planes by the whole row by J->rg rows of dim R-3 (CAST_GROUP_BYTES of
+   each plane), each plane read on for rg rows. Read straight, a tile's source rows are
+   read for 128 or 256 bytes each before the walk moves on: more streams at once than the
+   hardware prefetchers follow. The staged rows lie a line more than their length apart,
+   so that a block's 16 rows fall in different sets of L1. */
+#define CAST_STAGE_ROWS @CAST_STAGE_ROWS@
+#define CAST_STAGE_BYTES @CAST_STAGE_BYTES@
+#define CAST_GROUP_ROWS @CAST_GROUP_ROWS@
+#define CAST_GROUP_BYTES @CAST_GROUP_BYTES@
+_Static_assert(CAST_STAGE_ROWS * (CAST_STAGE_BYTES + 64) <= STRIDEC_SCRATCH_BYTES, "staged");
+_Static_assert(CAST_GROUP_ROWS * (CAST_GROUP_BYTES + 64) <= STRIDEC_SCRATCH_BYTES, "staged");
+
+#define STAGE_AHEAD 2
+/* n bytes from s to d, whole 64-byte pieces inline (a staged row may be 128 bytes); each
+   piece's line at `ahead` bytes further prefetched. */
+static inline void stage_run(char* d, const char* s, i64 n, i64 ahead) {
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __builtin_prefetch(s + ahead, 0, 3);
+        memcpy(d, s, 64);
+    }
+    if (n) memcpy(d, s, (size_t)n);
+}
+
+/* Tile [a0, a1) x [b0, b1) of k rows of dim R-3 from so, dof (their first); k = 1: one
+   row. Converted from the staged rows, or straight from the source without a buffer.
+   Out of line, so that its code can be found in the unit's assembly. */
+static __attribute__((noinline)) void staged_cast(const job_t* J, i64 so, i64 dof, i64 k,
+                                                  i64 a0, i64 a1, i64 b0, i64 b1) {
+    i64 R = J->R, na = a1 - a0, nb = b1 - b0, dsa = J->ds[R - 2], ssb = J->ss[R - 1];
+    i64 ss3 = k > 1 ? J->ss[R - 3] : 0, ds3 = k > 1 ? J->ds[R - 3] : 0;
+    i64 ps = k * na + 64 / (i64)sizeof(src_t);
+    const src_t* s = J->src + so + a0 + b0 * ssb;
+    src_t* stage = (src_t*)stridec_pool_scratch_v1();
+    if (nb * ps * (i64)sizeof(src_t) > STRIDEC_SCRATCH_BYTES) stage = 0;
+    for (i64 y = 0; stage && y < nb; y++)
+        for (i64 i = 0; i < k; i++)
+            stage_run((char*)(stage + y * ps + i * na), (const char*)(s + y * ssb + i * ss3),
+                      na * (i64)sizeof(src_t), STAGE_AHEAD * ssb * (i64)sizeof(src_t));
+    dst_t* o = J->dst + dof + a0 * dsa + b0;
+    int nt = ((uintptr_t)o & 63) == 0 && dsa * (i64)sizeof(dst_t) % 64 == 0
+             && ds3 * (i64)sizeof(dst_t) % 64 == 0, lines = 0;
+#ifdef CAST_LINES
+    lines = stage && nt;  /* whole lines of halves from 32 staged rows at a time */
+#endif
+    nt = nt && (CAST_WIDENS || lines);  /* else through buf, its rows copied out as runs */
+    dst_t buf[nt ? 1 : TILE * TILE] __attribute__((aligned(64)));
+    i64 step = nt ? na : TILE * TILE / nb, by = lines ? 2 * V : V;  /* a, b of a pass */
+    for (i64 i = 0; i < k; i++) {
+        const src_t* p = stage ? stage + i * na : s + i * ss3;
+        i64 pb = stage ? ps : ssb;
+        dst_t* oi = o + i * ds3;
+        for (i64 x0 = 0; x0 < na; x0 += step) {
+            i64 w = na - x0 < step ? na - x0 : step, x = 0, qs = nt ? dsa : nb;
+            dst_t* q = nt ? oi + x0 * dsa : buf;
+            const src_t* px = p + x0;
+            for (; x + V <= w; x += V) {
+                i64 y = 0;
+                for (; y + by <= nb; y += by) {
+#ifdef CAST_LINES
+                    if (lines) {
+                        tr_cast_lines(px + x + y * pb, pb, q + x * qs + y, qs, 1);
+                        continue;
+                    }
+#endif
+                    tr_cast(px + x + y * pb, pb, q + x * qs + y, qs, nt);
+                }
+                for (i64 xx = x; xx < x + V; xx++)
+                    for (i64 yy = y; yy < nb; yy++) q[xx * qs + yy] = convert(px[xx + yy * pb]);
+            }
+            for (; x < w; x++)
+                for (i64 yy = 0; yy < nb; yy++) q[x * qs + yy] = convert(px[x + yy * pb]);
+            for (x = 0; !nt && x < w; x++)
+                copy_bytes(J, oi + (x0 + x) * dsa, buf + x * nb, (size_t)nb * sizeof(dst_t));
+        }
+    }
+}
+#endif
+
 /* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
    b = dim R-1 (destination stride 1). */
 static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
@@ -1589,7 +1727,30 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
 /* Units [u0, u1): the tiles of outer row u / (ntu * nti), in strips of `strip` tiles along
    a: a strip's tiles run along a (the same source rows, further on), then the strip moves
    on along b (the same destination rows, further on), then to the next strip. */
+#ifdef CAST_BLOCK
+/* Units [u0, u1) of staged cast tiles spanning J->rg rows of dim R-3 (staged_cast): the
+   tiles along b of one group of rows, then the next group, then the next outer row. */
+static void work_groups(const job_t* J, i64 u0, i64 u1) {
+    i64 R = J->R, c[MAXR], mb[J->M + 1], so, dof;
+    i64 n3 = J->n[R - 3], per = (n3 + J->rg - 1) / J->rg * J->nti;
+    for (i64 u = u0; u < u1; u++) {
+        i64 i0 = u % per / J->nti * J->rg, b0 = u % J->nti * J->tb;
+        i64 k = n3 - i0 < J->rg ? n3 - i0 : J->rg;
+        i64 b1 = b0 + J->tb < J->n[R - 1] ? b0 + J->tb : J->n[R - 1];
+        odometer_start(J, R - 3, u / per, c, &so, &dof, mb);
+        staged_cast(J, so + i0 * J->ss[R - 3], dof + i0 * J->ds[R - 3], k, 0, J->n[R - 2],
+                    b0, b1);
+    }
+}
+#endif
+
 static void work(const job_t* J, i64 u0, i64 u1) {
+#ifdef CAST_BLOCK
+    if (J->rg) {
+        work_groups(J, u0, u1);
+        return;
+    }
+#endif
     i64 R = J->R, nout = R - 2 - J->merge, c[MAXR], mb[J->M + 1];
     i64 per_row = J->ntu * J->nti, S = J->strip;
     i64 row_index = u0 / per_row, f = u0 % per_row;
@@ -1707,6 +1868,25 @@ static void plan_units(job_t* J, i64 nthreads) {
     if (J->n[J->R - 1] < V) J->ta = 16 * TILE, strips = 0;
     else if (J->n[J->R - 2] < V) J->tb = 16 * TILE, strips = 0;
 #endif
+#ifdef CAST_BLOCK
+    /* Streamed casts converted in registers: tiles staged in L2 (staged_cast). */
+    i64 row = J->n[R - 2] * (i64)sizeof(src_t);
+    if (J->stream && J->M == 0 && J->n[R - 1] >= V && J->n[R - 2] >= V) {
+        if (row > STRIP_BYTES) {
+            J->ta = CAST_STAGE_BYTES / (i64)sizeof(src_t);
+            J->tb = CAST_STAGE_ROWS;
+            J->staged = 1;
+            strips = 0;
+        } else if (R >= 3 && 2 * row <= CAST_GROUP_BYTES && J->n[R - 3] > 1) {
+            J->rg = CAST_GROUP_BYTES / row < J->n[R - 3] ? CAST_GROUP_BYTES / row : J->n[R - 3];
+            J->tb = CAST_GROUP_ROWS;
+            J->nti = (J->n[R - 1] + J->tb - 1) / J->tb;
+            J->units = rows / J->n[R - 3] * ((J->n[R - 3] + J->rg - 1) / J->rg) * J->nti;
+            J->staged = 1;
+            return;
+        }
+    }
+#endif
     /* Streamed tiles of source rows longer than a strip: TILE x STRIP_ROWS, STRIP_ROWS
        source rows (whole lines of each destination row), walked in strips of
        STRIP_BYTES of the source's rows (plan_walk). */
@@ -1763,6 +1943,10 @@ _FAST_VECTOR = r"""#ifdef STAGE_A
 # the source type into a buffer (row a - a0 holds b0 .. b1), then each row converted as
 # one contiguous loop.
 _FAST_CAST = r"""#ifdef CAST_BLOCK
+    if (J->staged) {
+        staged_cast(J, so, dof, 1, a0, a1, b0, b1);
+        return;
+    }
     {
         const src_t* p = s + so + a0 + b0 * ssb;
         dst_t* o = d + dof + a0 * dsa + b0;
@@ -1896,6 +2080,10 @@ def emit_class_source(cls: CopyClass) -> str:
             parts += [lanes, _cast_block(cls.src)]
         fast = _FAST_VECTOR if same else _FAST_CAST
         parts.append(_TRANSPOSE.replace("@TILE@", str(_TILE[max(size, _itemsize(cls.dst))]))
+                     .replace("@CAST_STAGE_ROWS@", str(_CAST_STAGED[0]))
+                     .replace("@CAST_STAGE_BYTES@", str(_CAST_STAGED[1]))
+                     .replace("@CAST_GROUP_ROWS@", str(_CAST_GROUPED[0]))
+                     .replace("@CAST_GROUP_BYTES@", str(_CAST_GROUPED[1]))
                      .replace("@FAST@", fast))
     else:
         if cls.strategy == "linear":
