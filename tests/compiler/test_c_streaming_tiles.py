@@ -525,6 +525,29 @@ def test_transposes_staged_in_l2(torch_openmp, threads):
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
 @pytest.mark.parametrize("threads", [1, 3])
+def test_staged_tiles_into_whole_lines(torch_openmp, threads):
+    """Staged int8 tiles whose destination rows are whole lines (on a line, a whole
+    number of lines apart) go out as 64 × 64 blocks straight from the registers
+    (`tr_lines`), the rest of a tile (a last block of under 64 source elements, rows past
+    the last whole line) through the buffer: source rows of a tile and a block and 5
+    more; destination rows of 2 tiles, of a tile and one line (320), and of 300 elements
+    300 or 320 apart; destination offsets of a line, of none and of 1 (off the lines);
+    a batch dim; source rows with gaps from an odd offset; on 1 and 3 threads of either
+    team."""
+    with _team(torch_openmp, threads):
+        for b, a in ((512, 1024 + 64 + 5), (320, 2048 + 64), (300, 1100)):
+            for dst_offset in (0, 64, 1):
+                run_c(permute_spec((b, a), (1, 0), i8, dst_offset=dst_offset))
+            spec = permute_spec((b, a), (1, 0), i8)
+            run_c(dataclasses.replace(spec, src_strides=(1, a + 37), src_offset=5))
+            pitch = -(-b // 64) * 64  # destination rows whole lines apart
+            run_c(dataclasses.replace(spec, dst_strides=(pitch, 1), dst_offset=64))
+        run_c(permute_spec((3, 320, 1100), (0, 2, 1), i8))
+        run_c(permute_spec((2, 256, 4096), (0, 2, 1), i8, dst_offset=64))
+
+
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+@pytest.mark.parametrize("threads", [1, 3])
 def test_packs_staged_in_l2(torch_openmp, threads):
     """Streamed int8 packs into contiguous lanes of 16 … 128 channels (NCHW32, NCHW64)
     whose tiles' source rows are first copied into the thread's scratch buffer
@@ -574,7 +597,9 @@ def test_chwn4_tiles_staged_in_l2(torch_openmp, threads):
 def test_staged_tiles_transpose_in_zmm():
     """The 1-byte tiles staged in L2 (`staged_tile`, AVX-512) take the thread's scratch
     buffer from the pool's library and transpose from it by in-lane byte interleaves on
-    `zmm` registers (`vpunpcklbw`, `vpunpckhbw`: the staged tiles' blocks, `tr_wide`)."""
+    `zmm` registers (`vpunpcklbw`, `vpunpckhbw`: the staged tiles' blocks, `tr_wide`),
+    regrouping 128-bit lanes (`vshufi64x2`) into whole destination lines that it streams
+    (`tr_lines`)."""
     source = emit_class_source(CopyClass("tiled_transpose", "bits1", "bits1"))
     assert "stridec_pool_scratch_v1()" in source and "staged_tile(J," in source
     objdump = shutil.which("objdump")
@@ -592,5 +617,8 @@ def test_staged_tiles_transpose_in_zmm():
             body.append(line)
     assert body, "no staged_tile in the unit"
     for op in ("vpunpcklbw", "vpunpckhbw"):
+        assert any(op in line and "zmm" in line for line in body), op
+    # Whole destination lines (tr_lines): 128-bit lanes regrouped across zmm, streamed.
+    for op in ("vshufi64x2", "vmovntdq"):
         assert any(op in line and "zmm" in line for line in body), op
     assert any("stridec_pool_scratch_v1" in line for line in body)

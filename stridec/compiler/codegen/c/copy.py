@@ -406,25 +406,66 @@ _CAST_STAGED = (128, 2048)
 _CAST_GROUPED = (64, 4096)
 
 
-def _wide_block(size: int) -> list[str]:
+def _wide_block(size: int, whole: bool = False) -> list[str]:
     """`tr_wide` for elements of `size` < 4 bytes: K = 16 / size source rows of 64 bytes,
     each 128-bit lane an independent K×K block, transposed in-lane by log2(K) rounds of
-    interleaves (`vpunpckl/h` on `zmm`), into 64 / size destination rows of K elements."""
+    interleaves (`vpunpckl/h` on `zmm`), into 64 / size destination rows of K elements.
+    With `whole`, `tr_wide_regs`: the same K vectors stored whole, 64 bytes apart (lane l
+    of vector j is destination row l·K + j), for `tr_lines` to regroup."""
     elem, lanes, k = _BITS[size], 64 // size, 16 // size
     half = k // 2
     lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(4) for j in range(k)]
     hi = [x + half for x in lo]
     out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands at d[a*ds + b]. */",
-           f"static inline void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
-           f"    const wide_t LO = {{{', '.join(map(str, lo))}}};",
-           f"    const wide_t HI = {{{', '.join(map(str, hi))}}};"]
+           f"static inline void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{"]
+    if whole:
+        out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands in lane a / K of the",
+               "   64 bytes at d + (a % K)·64, element b. */",
+               f"static inline void tr_wide_regs(const {elem}* s, i64 ss, {elem}* d) {{"]
+    out += [f"    const wide_t LO = {{{', '.join(map(str, lo))}}};",
+            f"    const wide_t HI = {{{', '.join(map(str, hi))}}};"]
     names = [f"w0_{b}" for b in range(k)]
     for b in range(k):
         out.append(f"    wide_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, 64);")
     names = _interleave_rounds(out, "wide_t", "w", names)
-    out += [f"    memcpy(d + {lane * k + j} * ds, (const char*)&{names[j]} + {16 * lane}, 16);"
-            for lane in range(4) for j in range(k)]
+    if whole:
+        out += [f"    memcpy(d + {j * lanes}, &{names[j]}, 64);" for j in range(k)]
+    else:
+        out += [f"    memcpy(d + {lane * k + j} * ds, (const char*)&{names[j]} + {16 * lane}, 16);"
+                for lane in range(4) for j in range(k)]
     return [*out, "}"]
+
+
+# `tr_lines` (1-byte elements, AVX-512): a 64×64 block whose destination rows are whole
+# lines, streamed straight from the registers. The four 16-row blocks of `tr_wide_regs`
+# leave destination row l·16 + j in lane l of their vector j; a 4×4 transpose of the
+# 128-bit lanes of the four vectors j (`vshufi64x2`, two rounds) makes each of the four a
+# whole 64-byte destination row. Against `tr_wide`'s 64 stores of 16 bytes into a buffer
+# in L1 and the buffer's rows copied out, per 64 bytes 8 fewer shuffles and 12 fewer
+# stores, and the streamed stores spread among the shuffles (docs/cpu.md).
+_TR_LINES = r"""#define WIDE_LINES 1
+typedef long long lane_q __attribute__((vector_size(64)));
+/* Source s[a + b*ss] (a, b < 64) lands at d[a*ds + b]: 64 destination rows of one whole
+   line each, d 64-byte aligned and ds a multiple of 64, streamed. */
+static inline void tr_lines(const uint8_t* s, i64 ss, uint8_t* d, i64 ds) {
+    uint8_t z[4 * 1024] __attribute__((aligned(64)));
+    const lane_q E = {0, 1, 4, 5, 8, 9, 12, 13}, O = {2, 3, 6, 7, 10, 11, 14, 15};
+    for (int g = 0; g < 4; g++) tr_wide_regs(s + 16 * g * ss, ss, z + 1024 * g);
+    for (int j = 0; j < 16; j++) {
+        lane_q A, B, C, D;
+        memcpy(&A, z + 64 * j, 64);
+        memcpy(&B, z + 1024 + 64 * j, 64);
+        memcpy(&C, z + 2048 + 64 * j, 64);
+        memcpy(&D, z + 3072 + 64 * j, 64);
+        lane_q T0 = __builtin_shuffle(A, B, E), T1 = __builtin_shuffle(A, B, O);
+        lane_q T2 = __builtin_shuffle(C, D, E), T3 = __builtin_shuffle(C, D, O);
+        uint8_t* p = d + j * ds;
+        __builtin_ia32_movntdq512((lane_q*)(void*)p, __builtin_shuffle(T0, T2, E));
+        __builtin_ia32_movntdq512((lane_q*)(void*)(p + 16 * ds), __builtin_shuffle(T1, T3, E));
+        __builtin_ia32_movntdq512((lane_q*)(void*)(p + 32 * ds), __builtin_shuffle(T0, T2, O));
+        __builtin_ia32_movntdq512((lane_q*)(void*)(p + 48 * ds), __builtin_shuffle(T1, T3, O));
+    }
+}"""
 
 
 def _wide_blocks(size: int) -> list[str]:
@@ -436,7 +477,8 @@ def _wide_blocks(size: int) -> list[str]:
         f"typedef {_BITS[size]} wide_t __attribute__((vector_size(64)));",
         *([f"#define STAGE_A {_STAGED[size][0]}", f"#define STAGE_B {_STAGED[size][1]}"]
           if size in _STAGED else []),
-        *_wide_block(size), "#endif",
+        *_wide_block(size),
+        *([*_wide_block(size, whole=True), _TR_LINES] if size == 1 else []), "#endif",
     ]
 
 
@@ -1408,6 +1450,24 @@ static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
 #define STAGE_S (STAGE_A + 64 / (i64)sizeof(bits_t))
 _Static_assert(STAGE_B * STAGE_S * sizeof(bits_t) <= STRIDEC_SCRATCH_BYTES, "staged rows");
 _Static_assert(STAGE_B <= WIDE_B && STAGE_B % WIDE_K == 0, "staged rows");
+/* Rows [0, nb) of na elements, ssb apart from s, copied ps apart to q (the scratch
+   buffer), a line at a time; each line's copy first prefetches the line STAGE_AHEAD
+   lines further on in that order (further along the row, or the first lines of the
+   rows after it), always a line of the tile's own rows. Copied row after row with
+   nothing ahead, each row's first lines, a page or more from the last row's, are read a
+   miss at a time before the hardware prefetcher follows (docs/cpu.md). */
+#define STAGE_AHEAD 256
+static inline void stage_rows(bits_t* q, i64 ps, const bits_t* s, i64 ssb, i64 na, i64 nb) {
+    const i64 L = 64 / (i64)sizeof(bits_t), per = (na + L - 1) / L;
+    i64 py = STAGE_AHEAD / per, px = STAGE_AHEAD % per;
+    for (i64 y = 0; y < nb; y++)
+        for (i64 x = 0; x < na; x += L) {
+            if (py < nb) __builtin_prefetch(s + py * ssb + px * L, 0, 3);
+            if (++px == per) px = 0, py++;
+            if (na - x >= L) memcpy(q + y * ps + x, s + y * ssb + x, 64);
+            else memcpy(q + y * ps + x, s + y * ssb + x, (size_t)(na - x) * sizeof(bits_t));
+        }
+}
 /* Out of line (a call per 256 KiB tile), so that its code can be found in the unit's
    assembly (tests/compiler/test_c_streaming_tiles.py). */
 static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa,
@@ -1424,27 +1484,41 @@ static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof
            as one run. */
         i64 tl = WIDE_A * (WIDE_B / nb), ps = tl * (STAGE_A / WIDE_A) + 64 / (i64)sizeof(bits_t);
         if (na > tl * (STAGE_A / WIDE_A) || nb % WIDE_K || !stage) return 0;
-        for (i64 y = 0; y < nb; y++)
-            memcpy(stage + y * ps, s + y * ssb, (size_t)na * sizeof(bits_t));
+        stage_rows(stage, ps, s, ssb, na, nb);
         bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
         for (i64 x0 = 0; x0 < na; x0 += tl) {
-            i64 w = na - x0 < tl ? na - x0 : tl, x = 0;
+            i64 w = na - x0 < tl ? na - x0 : tl, x = 0, xs = 0;
+#ifdef WIDE_LINES
+            /* Rows of one whole line each (64 lanes, d on a line): from the registers. */
+            if (nb == 64 && ((uintptr_t)d & 63) == 0)
+                for (; x + WIDE_L <= w; x += WIDE_L)
+                    tr_lines(stage + x0 + x, ps, d + (x0 + x) * dsa, dsa);
+            xs = x;
+            if (xs == w) continue;
+#endif
             for (; x + WIDE_L <= w; x += WIDE_L)
                 for (i64 y = 0; y < nb; y += WIDE_K)
-                    tr_wide(stage + y * ps + x0 + x, ps, buf + x * nb + y, nb);
+                    tr_wide(stage + y * ps + x0 + x, ps, buf + (x - xs) * nb + y, nb);
             for (; x < w; x++)  /* the columns past the last whole block */
-                for (i64 y = 0; y < nb; y++) buf[x * nb + y] = stage[y * ps + x0 + x];
-            copy_bytes(J, d + x0 * dsa, buf, (size_t)(w * nb) * sizeof(bits_t));
+                for (i64 y = 0; y < nb; y++) buf[(x - xs) * nb + y] = stage[y * ps + x0 + x];
+            copy_bytes(J, d + (x0 + xs) * dsa, buf, (size_t)((w - xs) * nb) * sizeof(bits_t));
         }
         return 1;
     }
     if (na > STAGE_A || nb > STAGE_B || !stage) return 0;
-    for (i64 y = 0; y < nb; y++) {
-        if (na == STAGE_A) memcpy(stage + y * STAGE_S, s + y * ssb, STAGE_A * sizeof(bits_t));
-        else memcpy(stage + y * STAGE_S, s + y * ssb, (size_t)na * sizeof(bits_t));
-    }
+    if (na == STAGE_A) stage_rows(stage, STAGE_S, s, ssb, STAGE_A, nb);
+    else stage_rows(stage, STAGE_S, s, ssb, na, nb);
     bits_t buf[WIDE_A * WIDE_B] __attribute__((aligned(64)));
-    for (i64 x0 = 0; x0 < na; x0 += WIDE_A) {
+    i64 x0 = 0;
+#ifdef WIDE_LINES
+    /* Destination rows of whole lines (d on a line, rows a whole number of lines apart,
+       nb whole lines long): each 64 × 64 block straight from the registers (tr_lines). */
+    if (((uintptr_t)d & 63) == 0 && dsa % 64 == 0 && nb % 64 == 0)
+        for (; x0 + WIDE_A <= na; x0 += WIDE_A)
+            for (i64 y = 0; y < nb; y += 64)
+                tr_lines(stage + y * STAGE_S + x0, STAGE_S, d + x0 * dsa + y, dsa);
+#endif
+    for (; x0 < na; x0 += WIDE_A) {
         i64 w = na - x0 < WIDE_A ? na - x0 : WIDE_A, y = 0;
         for (; w == WIDE_A && y + WIDE_K <= nb; y += WIDE_K)
             for (i64 x = 0; x < WIDE_A; x += WIDE_L)
