@@ -63,8 +63,9 @@ def test_rows_stream_within_their_runs(streaming, dtype, rows, width, src_pitch,
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
 def test_row_groups(stream, threads, dtype):
-    # Rows of 1 KiB or more that the source holds apart (slices), streamed: copied 8 at
-    # a time, line by line in turn, their next group's heads prefetched (stream_rows).
+    # Rows of 1 KiB or more that the source holds apart (slices), streamed: copied 4 at
+    # a time, line by line in turn, each row's source prefetched 16 lines ahead, on into
+    # the next group's rows (stream_rows).
     # Row counts that leave a partial group, at the end and in every run of an outer dim;
     # heads and tails unaligned, and differing from row to row; a source walked backwards
     # (a flip); the rows of a broadcast (not grouped). Ordinary stores: the same copies.
@@ -88,6 +89,37 @@ def test_row_groups(stream, threads, dtype):
     finally:
         torch.set_num_threads(old_threads)
         cpu.set_stream_threshold(previous)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [i8, f32], ids=lambda d: d.name)
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 7, 8, 9, 13])
+@pytest.mark.parametrize("row_bytes", [1024, 1088, 1100, 2047, 7680])
+def test_row_group_edges(streaming, threads, dtype, rows, row_bytes):
+    # stream_rows at its edges: row counts under a group of 4 (not grouped), one group
+    # exactly, just over one and two groups (the rest row by row); rows of exactly the 16
+    # lines the prefetch runs ahead (its cursor starts on the next group's rows), of a
+    # line more, of a partial last line and of odd byte counts, and the race's 7.5 KiB
+    # rows; odd margins (the row starts unaligned on both sides). The source's storage ends
+    # where its last row ends (run_c), the destination's is filled with a sentinel.
+    w = row_bytes // dtype.itemsize
+    old_threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        for pitch, src_off, dst_pitch, dst_off in [
+            (2 * w + 2, w + 1, w, 0),      # x[1::2, 1:-1] of rows w + 2 wide
+            (w + 37, 5, w + 3, 3),         # odd margins, destination rows unaligned
+            (-(w + 20), (rows - 1) * (w + 20), w, 0),  # the rows walked backwards
+        ]:
+            spec = CopySpec((rows, w), (pitch, 1), src_off, (dst_pitch, 1), dst_off, dtype,
+                            dtype)
+            assert run_c(spec, seed=rows).strategy == "linear"
+        # a 3-d slice x[:, 1::2, m:-m] whose outer dim splits the rows into runs of 5
+        spec = CopySpec((3, 5, w), (12 * (w + 6), 2 * (w + 6), 1), (w + 6) + 3,
+                        (5 * w, w, 1), 0, dtype, dtype)
+        assert run_c(spec).strategy == "linear"
+    finally:
+        torch.set_num_threads(old_threads)
 
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)

@@ -1065,8 +1065,10 @@ static void work_rows(const job_t* J, i64 u0, i64 u1) {
         if (M == 0 && nch == 1) {  /* whole rows, none masked: the loop of plain rows */
             i64 stop = u + (nq - k) < u1 ? u + (nq - k) : u1, e = u;
 #ifdef ROW_GROUPS
-            for (const i64 G = J->group; G && e + G <= stop; e += G, rs += G * sq, rd += G * dq)
-                stream_rows(J, rs, rd, sq, dq, n_in, e + 2 * G <= stop);
+            if (J->group && stop - e >= J->group) {
+                stream_rows(J, rs, rd, sq, dq, n_in, stop - e);
+                e = stop;
+            }
 #endif
             for (; e < stop; e++, rs += sq, rd += dq) plain_row(J, rs, rd, n_in);
             k += stop - u;
@@ -1205,41 +1207,60 @@ static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
     copy_bytes(J, J->dst + dof, J->src + so, (size_t)n * sizeof(dst_t));
 }
 
-/* ROW_GROUPS whole rows of n elements (>= 1 KiB), source rows ss apart and destination
-   rows ds apart, streamed line by line in turn: line k of every row, then line k + 1.
+/* `count` whole rows of n elements (>= 1 KiB), source rows ss apart and destination rows
+   ds apart, streamed ROW_GROUPS at a time, line by line in turn (line k of each row of the
+   group, then line k + 1), each row's source read ROW_AHEAD lines ahead by software
+   prefetch: the prefetch runs on from a row's end into the start of its successor in
+   the next group (rows of this run only, every address inside a row that is copied).
    A streamed copy is limited by its reads, and a source row that does not continue the
    previous one starts a new stream that the hardware prefetcher first has to detect
-   (contiguous, its reads run on across rows): with rows one after the other, every
-   row's first lines wait on memory alone; with 8 rows in turn, 8 streams are under way
-   at once. `ahead`: the next group's rows exist, and their first lines are prefetched.
-   Measured on the slice x[:, 1::2, 64:-64] of (4, 2048, 2048) float32, two threads,
-   cold: 1.14-1.16x the time of a streaming contiguous copy of its bytes one row after
-   the other, 1.03-1.05x in groups of 8 (docs/cpu.md). */
-#define ROW_GROUPS 8
-#define ROW_AHEAD_LINES 4
-static void stream_rows(const job_t* J, i64 so, i64 dof, i64 ss, i64 ds, i64 n, int ahead) {
-    const char* s[ROW_GROUPS];
-    char* d[ROW_GROUPS];
-    const size_t bytes = (size_t)n * sizeof(dst_t);
-    size_t lines = bytes / 64;
-    for (int g = 0; g < ROW_GROUPS; g++) {
-        s[g] = (const char*)(J->src + so + g * ss);
-        d[g] = (char*)(J->dst + dof + g * ds);
-        size_t head = (size_t)(-(uintptr_t)d[g]) & 63;
-        memcpy(d[g], s[g], head);  /* ordinary stores up to the first line */
-        s[g] += head;
-        d[g] += head;
-        if ((bytes - head) / 64 < lines) lines = (bytes - head) / 64;
-        if (ahead)
-            for (int k = 0; k < ROW_AHEAD_LINES; k++)
-                __builtin_prefetch((const char*)(J->src + so + (ROW_GROUPS + g) * ss) + 64 * k);
+   (contiguous, its reads run on across rows); the software prefetch keeps ROW_AHEAD lines
+   of every row in flight across that gap. On the slice x[:, 1::2, 64:-64] of
+   (4, 2048, 2048) float32 (two threads, cold, a C replica, medians of 31 interleaved
+   calls): 8 rows in turn with the next group's first 4 lines prefetched ran at 0.52-0.62
+   of a streaming contiguous copy of its bytes with the memory fast and 0.74-0.81 slow;
+   2 rows in turn 32 lines ahead at 0.76-0.86 and 0.80-0.88 (docs/cpu.md). A last
+   partial group goes row by row. */
+#define ROW_GROUPS 4
+#define ROW_AHEAD 16
+static void stream_rows(const job_t* J, i64 so, i64 dof, i64 ss, i64 ds, i64 n, i64 count) {
+    const size_t bytes = (size_t)n * sizeof(dst_t), row_lines = (bytes + 63) / 64;
+    const i64 sb = ss * (i64)sizeof(src_t);  /* source rows apart, in bytes */
+    /* the prefetch cursor: line pk of rows pr .. pr + ROW_GROUPS - 1 of this run */
+    i64 pr = 0, pk = ROW_AHEAD;
+    while ((size_t)pk >= row_lines) { pk -= (i64)row_lines; pr += ROW_GROUPS; }
+    i64 r = 0;
+    for (; r + ROW_GROUPS <= count; r += ROW_GROUPS, pr -= ROW_GROUPS) {
+        const char* s[ROW_GROUPS];
+        char* d[ROW_GROUPS];
+        size_t lines = bytes / 64;
+        for (int g = 0; g < ROW_GROUPS; g++) {
+            s[g] = (const char*)(J->src + so + (r + g) * ss);
+            d[g] = (char*)(J->dst + dof + (r + g) * ds);
+            size_t head = (size_t)(-(uintptr_t)d[g]) & 63;
+            memcpy(d[g], s[g], head);  /* ordinary stores up to the first line */
+            s[g] += head;
+            d[g] += head;
+            if ((bytes - head) / 64 < lines) lines = (bytes - head) / 64;
+        }
+        for (size_t k = 0; k < lines; k++) {
+            if (r + pr + ROW_GROUPS <= count) {
+                const char* p = (const char*)(J->src + so + (r + pr) * ss) + 64 * pk;
+                for (int g = 0; g < ROW_GROUPS; g++) __builtin_prefetch(p + g * sb, 0, 0);
+            }
+            if ((size_t)++pk == row_lines) { pk = 0; pr += ROW_GROUPS; }
+            for (int g = 0; g < ROW_GROUPS; g++) stream_line(d[g] + 64 * k, s[g] + 64 * k);
+        }
+        for (int g = 0; g < ROW_GROUPS; g++) {  /* the rest of each row: a line, a tail */
+            size_t done = (size_t)(d[g] - (char*)(J->dst + dof + (r + g) * ds)) + 64 * lines;
+            stream_copy(d[g] + 64 * lines, s[g] + 64 * lines, bytes - done);
+        }
+        /* the cursor moved on by `lines` lines, not row_lines (a line or two less): on by
+           the rest, so it stays ROW_AHEAD lines ahead of the next group */
+        pk += (i64)(row_lines - lines);
+        if ((size_t)pk >= row_lines) { pk -= (i64)row_lines; pr += ROW_GROUPS; }
     }
-    for (size_t k = 0; k < lines; k++)
-        for (int g = 0; g < ROW_GROUPS; g++) stream_line(d[g] + 64 * k, s[g] + 64 * k);
-    for (int g = 0; g < ROW_GROUPS; g++) {  /* the rest of each row: a line, a tail */
-        size_t done = (size_t)(d[g] - (char*)(J->dst + dof + g * ds)) + 64 * lines;
-        stream_copy(d[g] + 64 * lines, s[g] + 64 * lines, bytes - done);
-    }
+    for (; r < count; r++) plain_row(J, so + r * ss, dof + r * ds, n);
 }
 """
 
