@@ -416,7 +416,9 @@ def test_casts_staged_in_l2(torch_openmp, threads, src, dst):
     in their plane (NHWC of every other H row, as `chain3_nhwc_cast_slice`): tiles of 64
     planes by up to 4 KiB of each plane's rows, groups of rows cut short (45 rows of 128
     bytes: 32 and 13), channels that are no whole block (70), rows back to back (step 1),
-    planes apart by more than H·W, odd widths. On 1 to 3 threads of either team."""
+    planes apart by more than H·W, odd widths, the rows of H walked backwards; a batch of
+    short planes, whose rows dim R-3 does not continue (not grouped). On 1 to 3 threads
+    of either team."""
     with _team(torch_openmp, threads):
         for sizes in ((256, 1100), (300, 1100), (129, 2100)):
             for dst_offset in (0, 3):
@@ -429,6 +431,11 @@ def test_casts_staged_in_l2(torch_openmp, threads, src, dst):
             for dst_offset in (0, 1):
                 run_c(_chain_spec(sizes, src, dst, step, dst_offset))
             run_c(_chain_spec(sizes, src, dst, step, gap=9))
+            spec = _chain_spec(sizes, src, dst, step)  # the rows of H walked backwards
+            sn, sh, _, sc = spec.src_strides
+            run_c(dataclasses.replace(spec, src_strides=(sn, -sh, 1, sc),
+                                      src_offset=(spec.sizes[1] - 1) * sh))
+        run_c(permute_spec((6, 64, 70), (0, 2, 1), src, dst))  # a batch of planes: not grouped
 
 
 @pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)

@@ -1567,8 +1567,8 @@ _Static_assert(TILE * STAGE_MS + STAGE_M <= STRIDEC_SCRATCH_BYTES, "staged merge
    are first copied into the thread's scratch buffer, which stays in L2, then converted
    from there (J->staged, plan_units). Source rows longer than STRIP_BYTES (the float32 ->
    float16 transpose): tiles of CAST_STAGE_ROWS source rows by CAST_STAGE_BYTES of each,
-   each row copied in one run. Shorter source rows that dim R-3 continues in the same
-   source plane (NHWC of a slice: the W of an image row, every other H row): tiles of
+   each row copied in one run. Shorter source rows that dim R-3 continues nearby in the
+   same source plane (NHWC of a slice: the W of an image row, every other H row): tiles of
    CAST_GROUP_ROWS planes by the whole row by J->rg rows of dim R-3 (CAST_GROUP_BYTES of
    each plane), each plane read on for rg rows. Read straight, a tile's source rows are
    read for 128 or 256 bytes each before the walk moves on: more streams at once than the
@@ -1972,7 +1972,10 @@ static void plan_units(job_t* J, i64 nthreads) {
             J->tb = CAST_STAGE_ROWS;
             J->staged = 1;
             strips = 0;
-        } else if (R >= 3 && 2 * row <= CAST_GROUP_BYTES && J->n[R - 3] > 1) {
+        } else if (R >= 3 && 2 * row <= CAST_GROUP_BYTES && J->n[R - 3] > 1
+                   && J->ss[R - 3] <= 4 * J->n[R - 2] && -J->ss[R - 3] <= 4 * J->n[R - 2]) {
+            /* Rows that dim R-3 continues nearby in their plane (at most 4 rows' length
+               on: the plane read on within a page or two); not a batch of planes. */
             J->rg = CAST_GROUP_BYTES / row < J->n[R - 3] ? CAST_GROUP_BYTES / row : J->n[R - 3];
             J->tb = CAST_GROUP_ROWS;
             J->nti = (J->n[R - 1] + J->tb - 1) / J->tb;
