@@ -6,9 +6,11 @@ against torch, checks against a graph that has planned nothing yet."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_symbolic_plans import _bad_calls, compound_graph
 
@@ -16,6 +18,7 @@ import stridec
 from stridec.errors import CallError
 from stridec.ir.symbols import symbol
 from stridec.runtime import launch
+from stridec.runtime.cache import MEMORY_CACHE
 from stridec.runtime.compile import CompiledGraph
 from stridec.runtime.symbolic import binding_class
 
@@ -45,17 +48,22 @@ def _shared(t: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> list[bool]:
 @settings(max_examples=6, deadline=None)
 @given(sizes=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=6,
                       max_size=12))
+@example(sizes=[(0, 0)] * 5 + [(2, 21)])  # sizes planned per binding: 0 and N = 2
 def test_new_sizes_equal_torch_and_plan_once_per_class(sizes: list[tuple[int, int]]) -> None:
     """Many sizes, classes 0, 1, 16k and the rest among them: each call equals torch
     (values, strides and which outputs share an input's memory), and each class is
     planned and takes the full path once. At N = 2, `x[::2]` has one row: torch's
     `contiguous` of it is the view itself, which a plan for every N of the class does
-    not know, so that size is planned alone (once per shape, the full path each call)."""
+    not know, so that size is planned alone (once per shape, the full path each call).
+    Empty plan caches (memory and disk) for each example: a size planned per binding by
+    an earlier example or test would otherwise come from them, not from code generation."""
     full: list[object] = []
     plan = CompiledGraph._symbolic_plan
     fn = stridec.compile(cats_graph(), backend="cpu")
     classes, alone = set(), set()
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as cache_dir:
+        mp.setenv("STRIDEC_CACHE_DIR", cache_dir)
+        MEMORY_CACHE.clear_memory()
         mp.setattr(CompiledGraph, "_symbolic_plan",
                    lambda self, ts: full.append(ts) or plan(self, ts))
         for n, m in sizes:
