@@ -86,6 +86,29 @@ def test_narrow_packs(dtype, c):
     run_c(permute_spec((2, 7, 91, c), (0, 3, 1, 2), dtype, dst_offset=2))
 
 
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+@pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
+def test_narrow_packs_prefetch_the_next_tile(torch_openmp, threads, dtype):
+    """A thread's tiles run one behind its walk, each told where the next one's source rows
+    start when it has as many rows and columns (the NCHW4 pack's interleaves prefetch them):
+    several tiles of pixels a group of channels and a shorter last one (H·W = 2·4096 + 601),
+    several groups and images, groups whose padding is masked (C = 6, the next tile's
+    columns not all copied) and not (C = 8), 1 and 3 threads: every tile written, once."""
+    previous = torch.get_num_threads()
+    try:
+        cpu.use_torch_openmp(torch_openmp)
+        torch.set_num_threads(threads)
+        for c, fill in ((8, None), (6, 0), (6, None)):
+            spec = _pack_spec(2, c, 2 * 4096 + 601, 4, dtype, fill)
+            run_c(spec)
+            run_c(dataclasses.replace(spec, dst_offset=1))
+    finally:
+        torch.set_num_threads(previous)
+        cpu.use_torch_openmp(True)
+
+
 def _deinterleave_spec(n, c, hw, dtype, plane, *, src_offset=0, dst_offset=0):
     """NHWC -> NCHW of (n, hw, c) pixels into planes `plane` elements apart (a gap after
     each plane of hw where plane > hw)."""
