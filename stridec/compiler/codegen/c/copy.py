@@ -416,12 +416,13 @@ def _wide_block(size: int, whole: bool = False) -> list[str]:
     half = k // 2
     lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(4) for j in range(k)]
     hi = [x + half for x in lo]
-    out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands at d[a*ds + b]. */",
-           f"static inline void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{"]
     if whole:
         out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands in lane a / K of the",
                "   64 bytes at d + (a % K)·64, element b. */",
                f"static inline void tr_wide_regs(const {elem}* s, i64 ss, {elem}* d) {{"]
+    else:
+        out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands at d[a*ds + b]. */",
+               f"static inline void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{"]
     out += [f"    const wide_t LO = {{{', '.join(map(str, lo))}}};",
             f"    const wide_t HI = {{{', '.join(map(str, hi))}}};"]
     names = [f"w0_{b}" for b in range(k)]
@@ -1219,8 +1220,9 @@ static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
    (4, 2048, 2048) float32 (two threads, cold, a C replica, medians of 31 interleaved
    calls): 8 rows in turn with the next group's first 4 lines prefetched ran at 0.52-0.62
    of a streaming contiguous copy of its bytes with the memory fast and 0.74-0.81 slow;
-   2 rows in turn 32 lines ahead at 0.76-0.86 and 0.80-0.88 (docs/cpu.md). A last
-   partial group goes row by row. */
+   2 rows in turn 32 lines ahead at 0.76-0.86 and 0.80-0.88; these, 4 rows 16 lines
+   ahead, at 0.85-0.95 and 0.85-0.88 (docs/cpu.md). A last partial group goes row by
+   row. */
 #define ROW_GROUPS 4
 #define ROW_AHEAD 16
 static void stream_rows(const job_t* J, i64 so, i64 dof, i64 ss, i64 ds, i64 n, i64 count) {
@@ -1347,7 +1349,7 @@ static inline void columns(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i6
    a page apart read on for a page (an NCHW4 pack's channels), and the hardware prefetchers
    stop at a page's end: read straight, every tile waited on memory at the start of each
    of its rows. The int8 NCHW4 pack of (32, 256, 64, 64), called straight (two threads,
-   caches flushed, the memory slow): 0.62-0.64 -> 0.79-0.81 of a streaming copy. */
+   caches flushed, the memory fast): 0.46-0.48 -> 0.71-0.73 of a streaming copy. */
 static int narrow_put(const job_t* J, const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0,
                       i64 a1, i64 k, i64 lo, i64 hi, bits_t fill, const bits_t* ns) {
     if (J->stream && dsa == k) {
@@ -1594,7 +1596,9 @@ _Static_assert(TILE * STAGE_MS + STAGE_M <= STRIDEC_SCRATCH_BYTES, "staged merge
 _Static_assert(CAST_STAGE_ROWS * (CAST_STAGE_BYTES + 64) <= STRIDEC_SCRATCH_BYTES, "staged");
 _Static_assert(CAST_GROUP_ROWS * (CAST_GROUP_BYTES + 64) <= STRIDEC_SCRATCH_BYTES, "staged");
 
-#define STAGE_AHEAD 2
+/* Source rows a staged cast's copy prefetches ahead (staged_tile's STAGE_AHEAD counts
+   lines). */
+#define CAST_STAGE_AHEAD 2
 /* n bytes from s to d, whole 64-byte pieces inline (a staged row may be 128 bytes); each
    piece's line at `ahead` bytes further prefetched. */
 static inline void stage_run(char* d, const char* s, i64 n, i64 ahead) {
@@ -1619,7 +1623,7 @@ static __attribute__((noinline)) void staged_cast(const job_t* J, i64 so, i64 do
     for (i64 y = 0; stage && y < nb; y++)
         for (i64 i = 0; i < k; i++)
             stage_run((char*)(stage + y * ps + i * na), (const char*)(s + y * ssb + i * ss3),
-                      na * (i64)sizeof(src_t), STAGE_AHEAD * ssb * (i64)sizeof(src_t));
+                      na * (i64)sizeof(src_t), CAST_STAGE_AHEAD * ssb * (i64)sizeof(src_t));
     dst_t* o = J->dst + dof + a0 * dsa + b0;
     int nt = ((uintptr_t)o & 63) == 0 && dsa * (i64)sizeof(dst_t) % 64 == 0
              && ds3 * (i64)sizeof(dst_t) % 64 == 0, lines = 0;
