@@ -1,0 +1,71 @@
+"""Every C compile unit builds for an instruction set the host may not have.
+
+A unit is built with `-march=native`, and most of its fast paths are chosen by the
+preprocessor (`#if defined(__AVX512BW__) ...`): on a host without AVX-512 those blocks are
+never compiled, so nothing else in the suite would notice an edit that breaks them. Here
+each kind of unit -- the transposes of 1-, 2-, 4- and 8-byte elements, the transposing
+and the row casts between float32 and float16 / bfloat16, a row copy, a gather, the
+Philox unit and the thread pool -- is compiled (not run) for `x86-64-v4` (AVX-512 F, BW,
+VL, DQ, CD), with the backend's flags at -O0 (the code is not run, and every builtin is
+still checked against the ISA) and linked into one library that may leave no symbol
+undefined; the transposes' objects must hold `zmm` instructions: the AVX-512 variants
+were compiled in, not skipped by their conditions.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+
+import pytest
+
+from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
+from stridec.compiler.codegen.c.philox import PHILOX_C_SOURCE
+from stridec.compiler.codegen.c.pool import POOL_C_SOURCE
+from stridec.runtime.backends import cpu
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("gcc") is None,
+    reason="needs gcc targeting x86-64",
+)
+
+_CASTS = [("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"),
+          ("bfloat16", "float32")]
+UNITS: dict[str, str] = {
+    **{f"transpose_bits{n}": emit_class_source(CopyClass("tiled_transpose", f"bits{n}",
+                                                         f"bits{n}")) for n in (1, 2, 4, 8)},
+    **{f"transpose_{s}_{d}": emit_class_source(CopyClass("tiled_transpose", s, d))
+       for s, d in _CASTS},
+    **{f"rows_{s}_{d}": emit_class_source(CopyClass("linear", s, d)) for s, d in _CASTS},
+    "rows_bits4": emit_class_source(CopyClass("linear", "bits4", "bits4")),
+    "gather_bits4": emit_class_source(CopyClass("gather", "bits4", "bits4")),
+    "philox": PHILOX_C_SOURCE,
+    "pool": POOL_C_SOURCE,
+}
+
+
+def test_every_unit_builds_for_avx512(tmp_path):
+    flags = [f for f in cpu.CFLAGS if f not in ("-O3", "-march=native", "-shared")]
+    files = []
+    for name, source in UNITS.items():
+        path = tmp_path / f"{name}.c"
+        path.write_text(source)
+        files.append(path.name)
+    cmd = ["gcc", "-O0", "-march=x86-64-v4", *flags, "-c", *files]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+    # Linked together, every symbol a unit calls must be defined (the pool's included): a
+    # C compiler only warns about a function it has not seen declared.
+    link = ["gcc", "-shared", "-Wl,--no-undefined", "-o", "units.so",
+            *(f.replace(".c", ".o") for f in files), "-pthread", "-lm"]
+    done = subprocess.run(link, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(link)} failed:\n{done.stderr}"
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        return
+    for name in UNITS:
+        if name.startswith("transpose_"):
+            text = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")],
+                                  capture_output=True, text=True, check=True).stdout
+            assert "zmm" in text, f"{name}: no AVX-512 instruction in its x86-64-v4 build"
