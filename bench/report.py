@@ -147,7 +147,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# stridec benchmarks — {dev['name']} — {report['date']}",
         "",
-        f"- device: {dev['name']} (capability {dev.get('capability') or DASH}, driver "
+        f"- device: {dev['name']} ({dev['isa']}; {dev.get('threads')} threads)" if "isa" in dev
+        else f"- device: {dev['name']} (capability {dev.get('capability') or DASH}, driver "
         f"{dev.get('driver') or DASH}, CUDA {dev.get('cuda') or DASH}, "
         f"{_num(dev.get('memory_gib'), '.0f')} GiB)",
         f"- versions: stridec {ver['stridec']} ({ver.get('stridec_commit') or 'no git'}), "

@@ -671,6 +671,26 @@ def _cpu_model() -> str:
     return platform.machine()
 
 
+def _cpu_isa() -> str:
+    """The CPU's family and model and the vector extensions the C kernels are built for
+    (`-march=native`): results taken with and without AVX-512 run different code."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return platform.machine()
+    flags = set(fields.get("flags", "").split())
+    avx512 = {"avx512f", "avx512bw", "avx512vl"} <= flags
+    vector = "AVX-512 (F, BW, VL)" if avx512 else "AVX2" if "avx2" in flags else "SSE2"
+    extra = [name.upper() for name in ("fma", "f16c") if name in flags]
+    model = f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    return (f"{platform.machine()}, {model}, {' + '.join([vector, *extra])}"
+            + ("" if avx512 else ", no AVX-512"))
+
+
 def environment(device: torch.device) -> tuple[dict[str, Any], dict[str, Any]]:
     import triton
 
@@ -685,7 +705,7 @@ def environment(device: torch.device) -> tuple[dict[str, Any], dict[str, Any]]:
     else:
         info = {"name": f"cpu {_cpu_model()}".strip(), "capability": None, "driver": None,
                 "cuda": None, "memory_gib": None, "threads": torch.get_num_threads(),
-                "processor": platform.processor() or platform.machine()}
+                "processor": platform.processor() or platform.machine(), "isa": _cpu_isa()}
     return info, versions
 
 

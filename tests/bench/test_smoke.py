@@ -176,6 +176,9 @@ def test_cpu_timing_fills_every_column(tmp_path: Path, capsys: pytest.CaptureFix
     table = json_path.with_suffix(".md").read_text()
     assert "| `transpose2d_float32` |" in table and "µs per cached call" in table
     assert json_path.with_suffix(".png").exists() or "chart skipped" in out
+    # The CPU's vector extensions, which decide the code the C kernels run, head the page.
+    assert report["device"]["isa"] == bench_run._cpu_isa()
+    assert f"({report['device']['isa']}; " in table
 
 
 def _cpu_race_row(name: str, tmp_path: Path,
