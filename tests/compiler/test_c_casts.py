@@ -20,7 +20,7 @@ import torch
 from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES
-from tests.compiler.c_build import NATIVE, PORTABLE, build_shared, needs_gcc
+from tests.compiler.c_build import NATIVE, PORTABLE, build_shared, host_has, needs_gcc
 
 pytestmark = needs_gcc
 
@@ -203,9 +203,24 @@ def test_every_loop_vectorizes(lib: ctypes.CDLL) -> None:
         if "loop vectorized" in line:
             row = int(line.split(":")[1])  # the loop's line; its function opens one above
             vectorized.add(source[row - 2].split("(")[0].removeprefix("void "))
+    avx512 = host_has("avx512f")
     missing = [f"conv_{s}_{d}" for s, d in PAIRS
-               if not _is_copy(s, d) and f"conv_{s}_{d}" not in vectorized]
+               if not _is_copy(s, d) and f"conv_{s}_{d}" not in vectorized
+               and (avx512 or not _scalar_without_avx512(s, d))]
     assert not missing, f"gcc did not vectorize {missing}"
+
+
+def _scalar_without_avx512(src: str, dst: str) -> bool:
+    """The pairs whose loops gcc (12) leaves scalar in a native build without AVX-512 (a
+    Zen 3 with AVX2, F16C): AVX2 has no packed conversion between floats and 64-bit
+    integers (float -> uint8 and uint32 go through int64), and the float16 helpers are
+    not vectorized there. The float32 <-> float16 runs use F16C's instructions instead
+    (`c_convert_run`)."""
+    if dst == "bool":
+        return False
+    floats = ("float16", "bfloat16", "float32", "float64")
+    return ("float16" in (src, dst) or (src in floats and dst in ("int64", "uint8", "uint32"))
+            or (src == "int64" and dst in floats))
 
 
 def test_convert_names_its_arguments() -> None:
