@@ -68,7 +68,7 @@ def _bits_tensor(words: list[int], dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor(signed, dtype=as_int).view(dtype)
 
 
-def _inputs(src: str) -> torch.Tensor:
+def special_values(src: str) -> torch.Tensor:
     """The test values of `src` (contiguous, length a multiple of 64)."""
     g = torch.Generator().manual_seed(1234)
     dtype = DTYPES[src].torch
@@ -157,7 +157,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 def test_every_pair_matches_torch(lib: ctypes.CDLL, src: str, kind: str) -> None:
     # conv: the element helper in a plain loop; run: `c_convert_run`, the copy kernels'
     # loop (x86's vector conversions for float32 <-> float16).
-    x = _inputs(src).contiguous()
+    x = special_values(src).contiguous()
     assert x.numel() % 64 == 0
     for dst in NAMES:
         want = x.to(DTYPES[dst].torch)
@@ -177,7 +177,7 @@ def test_half_round_trip_through_float32_is_exact(lib: ctypes.CDLL) -> None:
     """Every float16 / bfloat16 pattern widened to float32 and narrowed again is itself,
     NaNs aside (float16 NaNs come back quieted, bfloat16 NaNs as 0xffff, as torch's)."""
     for half in ("float16", "bfloat16"):
-        x = _inputs(half)
+        x = special_values(half)
         back = _run(lib, "float32", half, _run(lib, half, "float32", x))
         want = x.to(torch.float32).to(DTYPES[half].torch)
         assert torch.equal(_bits(back), _bits(want))

@@ -25,8 +25,9 @@ from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source, genera
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import AVX2, NATIVE, PORTABLE, build_shared, host_has
+from tests.compiler.test_c_casts import special_values
 from tests.compiler.test_c_streaming import streaming  # noqa: F401  (a fixture)
-from tests.compiler.test_codegen_c_copy import _pack_spec, _team, run_c
+from tests.compiler.test_codegen_c_copy import _pack_spec, _team, launch, run_c
 from tests.compiler.test_codegen_copy import (
     bf16,
     contiguous_strides,
@@ -369,10 +370,13 @@ def test_streamed_strips(torch_openmp, threads, dtype):
 def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
     """The transpose unit built without AVX-512 (plain C at -O2, and AVX2): the tile sides
     and blocks of those builds (1- and 2-byte elements walked in strips too, where AVX-512
-    stages their tiles instead), streamed, on 1 and 3 threads, against torch."""
+    stages their tiles instead; 2-byte strips into destination rows of whole lines in
+    AVX2's whole-line blocks, `tr_block_nt`), streamed, on 1 and 3 threads, against
+    torch."""
     if flags == AVX2 and not host_has("avx2"):
         pytest.skip("the AVX2 build needs an AVX2 CPU to run")
     specs = [permute_spec((48, 2100), (1, 0), dtype), permute_spec((3, 45, 700), (0, 2, 1), dtype),
+             permute_spec((64, 4500), (1, 0), dtype),
              permute_spec((64, 4500), (1, 0), dtype, dst_offset=1),
              _masked_transpose((48, 2100), dtype, -1)]
     _run_built(tmp_path, flags, specs)
@@ -459,6 +463,81 @@ def test_casts_staged_in_l2(torch_openmp, threads, src, dst):
             run_c(dataclasses.replace(spec, src_strides=(sn, -sh, 1, sc),
                                       src_offset=(spec.sizes[1] - 1) * sh))
         run_c(permute_spec((6, 64, 70), (0, 2, 1), src, dst))  # a batch of planes: not grouped
+
+
+def _special_storage(dtype, n: int) -> torch.Tensor:
+    """`n` elements (and up to 63 more) of the conversion tests' values of `dtype` (every
+    float16 and bfloat16 pattern; float32 NaN payloads, infinities, subnormals, rounding
+    ties of the halves and random bit patterns), repeated, shifted by one for each repeat
+    so that a value meets every block position."""
+    values = special_values(dtype.name)
+    reps = -(-(n + 64) // values.numel())
+    return torch.cat([values.roll(k) for k in range(reps)])[: -(-n // 64) * 64]
+
+
+def _bit_exact(lib, spec, threads) -> None:
+    """`spec` run by `lib` (the unit of its class; None: the backend's own build) on
+    `threads` threads from a storage of special values, against torch's `.to()` of that
+    whole storage (contiguous, a multiple of 64 elements: torch's vector loop, on one
+    thread) moved by `as_strided`, bit for bit."""
+    kernel = generate_c_copy(spec)
+    src = _special_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset))
+    dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    converted = src.to(spec.dst_dtype.torch)
+    torch.set_num_threads(saved)
+    expected = dst.clone()
+    torch.as_strided(expected, spec.sizes, spec.dst_strides, spec.dst_offset).copy_(
+        torch.as_strided(converted, spec.sizes, spec.src_strides, spec.src_offset))
+    if lib is None:
+        with _team(True, threads):
+            launch(kernel, src, dst)
+    else:
+        (symbol, _, _, params), = kernel.calls
+        words = (ctypes.c_int64 * len(params))(*params)
+        getattr(lib, symbol)(ctypes.c_void_p(src.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
+                             words, ctypes.c_int64(threads))
+    bits = {2: torch.int16, 4: torch.int32}[dst.element_size()]
+    assert torch.equal(dst.view(bits), expected.view(bits)), (spec, threads)
+
+
+def _special_specs(src, dst):
+    """Transposing casts through each of their blocks: long source rows (staged in tiles of
+    128 rows when streamed), whole tiles and tails, destination rows of whole lines and
+    not (offset 3), short rows grouped along dim R-3 (NHWC of every other H row), a
+    batch of small planes."""
+    return [permute_spec((256, 1100), (1, 0), src, dst),
+            permute_spec((129, 2100), (1, 0), src, dst, dst_offset=3),
+            permute_spec((3, 45, 70), (0, 2, 1), src, dst),
+            _chain_spec((2, 130, 90, 64), src, dst), _chain_spec((2, 70, 10, 24), src, dst, 1, 1)]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
+@pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)
+def test_transposing_casts_keep_torchs_bits(src, dst, stream):
+    """Transposing casts give torch's bits for NaN payloads, infinities, subnormals and
+    rounding ties through the blocks of the host's build (with AVX-512 the blocks that
+    convert in registers, `tr_cast` and `tr_cast_lines`, staged in L2 when streamed;
+    without it the tile moved as bits and converted row by row, `convert_run`: F16C where
+    the host has it), streamed and not, on 1 and 3 threads."""
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for spec, threads in itertools.product(_special_specs(src, dst), (1, 3)):
+            _bit_exact(None, spec, threads)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+@pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)
+def test_transposing_casts_keep_torchs_bits_on_avx2(tmp_path, src, dst):
+    """The same with the unit built for AVX2 and F16C (on a host with AVX-512, the paths
+    it has without), streamed."""
+    if not host_has("avx2") or not host_has("f16c"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU with F16C to run")
+    lib = build_shared(generate_c_copy(_special_specs(src, dst)[0]).source, tmp_path, "cast", AVX2)
+    for spec, threads in itertools.product(_special_specs(src, dst), (1, 3)):
+        _bit_exact(lib, spec, threads)
 
 
 @pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)

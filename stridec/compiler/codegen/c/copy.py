@@ -347,7 +347,7 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
     elif stream:
         out = [
             "/* tr_block with streaming stores: d and ds·size multiples of 64 bytes. */",
-            "#define BLOCK_NT 1",
+            "#define BLOCK_NT 1", "#define NT_ROWS V", "#define NT_STRIPS 0",
             f"static inline void tr_block_nt(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
         ]
     elif rows:
@@ -768,6 +768,8 @@ def _transpose_blocks(size: int, narrow: bool) -> str:
         text += _transpose_block(elem, size, width)
         if width == 64:  # AVX-512: a row of the block is one whole line
             text += _transpose_block(elem, size, width, stream=True)
+        if size == 2 and width == 16 and narrow:
+            text += _lines_block_2()
         if narrow:
             text += _transpose_block(elem, size, width, rows=True)
         if narrow:
@@ -779,6 +781,67 @@ def _transpose_blocks(size: int, narrow: bool) -> str:
     if narrow and size == 1:
         text += _group_words()
     return "\n".join(text)
+
+
+# JOIN8(x, y): two vectors of 8 halves as the low and high 128-bit lanes of one of 16
+# (`vperm2i128`). Through memory instead (two 16-byte stores, one 32-byte load), each
+# load waits for the stores: forwarding fails.
+_JOIN8 = [
+    "#if defined(__has_builtin)", "#if __has_builtin(__builtin_shufflevector)",
+    "#define JOIN8(x, y) __builtin_shufflevector(x, y, " + ", ".join(map(str, range(16))) + ")",
+    "#endif", "#endif", "#ifndef JOIN8",
+    "static inline half16_t join8(half8_t x, half8_t y) {",
+    "    half16_t c;", "    memcpy(&c, &x, 16);", "    memcpy((char*)&c + 16, &y, 16);",
+    "    return c;", "}", "#define JOIN8(x, y) join8(x, y)", "#endif",
+]
+
+
+def _lines_block_2() -> list[str]:
+    """`tr_block_nt` (2-byte elements, AVX2 without AVX-512): 8 source columns by 32
+    source rows, each destination row one whole 64-byte line, streamed from the registers
+    (two `ymm`), for the streamed tiles walked in strips (`stream_tile`), which are then
+    32 source rows wide (STRIP_ROWS). Source rows b and b + 8 are the two 128-bit lanes of
+    one `ymm` of 16 halves, transposed in-lane by 3 rounds of `vpunpckl/h`, so row a of
+    the result is column a of 16 source rows: 16 halves of a destination row; two such
+    blocks (32 rows) make its line, the first held in L1 while the second is built.
+
+    Against the 8×8 `xmm` blocks into a buffer in L1 whose 64-row tiles went out as runs,
+    called straight (both units in one process, caches flushed, one thread: docs/cpu.md),
+    transpose2d_float16 (4096²) ran 1.07–1.21 times as fast (three runs) and
+    nchw_to_nhwc_fp16 (16, 256, 64, 64) 1.16–1.19 times. Tiles of 32 rows
+    through the buffer measured as before, and these blocks in tiles of 64 rows gained a
+    third as much. Tiles not walked in strips (source rows of 4 KiB or less: NHWC ->
+    NCHW) keep the buffer: the same speed either way."""
+    lo = [lane * 8 + j // 2 + (16 if j % 2 else 0) for lane in range(2) for j in range(8)]
+    hi = [x + 4 for x in lo]
+    out = ["#if defined(__AVX2__) && !defined(__AVX512F__)", "#define BLOCK_NT 1",
+           "#define NT_ROWS 32", "#define NT_STRIPS 1",
+           "typedef uint16_t half8_t __attribute__((vector_size(16)));",
+           "typedef uint16_t half16_t __attribute__((vector_size(32)));", *_JOIN8,
+           "typedef long long nt32_t __attribute__((vector_size(32)));",
+           "/* Block (a, b), a < 8, b < 32: source element s[a + b*ss] lands at d[a*ds + b];",
+           "   d 64-byte aligned and ds·2 a multiple of 64: each row one line, streamed. */",
+           "static inline void tr_block_nt(const bits_t* s, i64 ss, bits_t* d, i64 ds) {",
+           f"    const half16_t LO = {{{', '.join(map(str, lo))}}};",
+           f"    const half16_t HI = {{{', '.join(map(str, hi))}}};",
+           "    half16_t z[8];"]
+    for g in range(2):
+        names = [f"c{g}0_{b}" for b in range(8)]
+        for b in range(8):
+            out += [f"    half8_t x{g}{b}, y{g}{b};",
+                    f"    memcpy(&x{g}{b}, s + {16 * g + b} * ss, 16);",
+                    f"    memcpy(&y{g}{b}, s + {16 * g + b + 8} * ss, 16);",
+                    f"    half16_t {names[b]} = JOIN8(x{g}{b}, y{g}{b});"]
+        names = _interleave_rounds(out, "half16_t", f"c{g}", names)
+        for a in range(8):
+            if g == 0:
+                out.append(f"    z[{a}] = {names[a]};")
+                continue
+            out += [f"    __builtin_ia32_movntdq256((nt32_t*)(void*)(d + {a} * ds), "
+                    f"(nt32_t)z[{a}]);",
+                    f"    __builtin_ia32_movntdq256((nt32_t*)(void*)(d + {a} * ds) + 1, "
+                    f"(nt32_t){names[a]});"]
+    return [*out, "}", "#endif"]
 
 
 def _cast_block(src: str) -> str:
@@ -1441,10 +1504,13 @@ static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
     bits_t* d = (bits_t*)J->dst + dof;
     i64 na = a1 - a0, nb = b1 - b0, a = a0;
 #ifdef BLOCK_NT
+    /* Blocks of V columns by NT_ROWS source rows (V with AVX-512; 32 for AVX2's 2-byte
+       blocks, only in tiles walked in strips, J->strip > 1: plan_walk), each destination
+       row of a block one whole line, streamed from the registers. */
     if (((uintptr_t)(d + a0 * dsa + b0) & 63) == 0 && (dsa * (i64)sizeof(bits_t)) % 64 == 0
-        && nb % V == 0) {
+        && nb % NT_ROWS == 0 && (!NT_STRIPS || J->strip > 1)) {
         for (; a + V <= a1; a += V)
-            for (i64 b = b0; b < b1; b += V)
+            for (i64 b = b0; b < b1; b += NT_ROWS)
                 tr_block_nt(s + a + b * ssb, ssb, d + a * dsa + b, dsa);
         for (; a < a1; a++)
             for (i64 b = b0; b < b1; b++) d[a * dsa + b] = s[a + b * ssb];
@@ -1918,7 +1984,11 @@ static void work(const job_t* J, i64 u0, i64 u1) {
    it ran slower: more source rows read on at once than the prefetchers follow). And the
    source row bytes of a strip. */
 #define STRIP_UNIT ((i64)(sizeof(src_t) > sizeof(dst_t) ? sizeof(src_t) : sizeof(dst_t)))
+#if defined(BLOCK_NT) && NT_STRIPS && SAME_BITS
+#define STRIP_ROWS NT_ROWS  /* the whole-line blocks' rows (_lines_block_2) */
+#else
 #define STRIP_ROWS (128 / STRIP_UNIT < V ? V : 128 / STRIP_UNIT > TILE ? TILE : 128 / STRIP_UNIT)
+#endif
 #define STRIP_BYTES 4096
 
 /* The order of a thread's tiles (work): strips of J->strip tiles along a. One tile: the
