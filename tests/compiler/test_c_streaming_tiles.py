@@ -369,10 +369,10 @@ def test_streamed_strips(torch_openmp, threads, dtype):
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
 def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
     """The transpose unit built without AVX-512 (plain C at -O2, and AVX2): the tile sides
-    and blocks of those builds (1- and 2-byte elements walked in strips too, where AVX-512
-    stages their tiles instead; 2-byte strips into destination rows of whole lines in
-    AVX2's whole-line blocks, `tr_block_nt`), streamed, on 1 and 3 threads, against
-    torch."""
+    and blocks of those builds (2-byte elements walked in strips too, and 1-byte ones in
+    the plain C build, where AVX-512 and AVX2 stage their tiles instead; 2-byte strips
+    into destination rows of whole lines in AVX2's whole-line blocks, `tr_block_nt`),
+    streamed, on 1 and 3 threads, against torch."""
     if flags == AVX2 and not host_has("avx2"):
         pytest.skip("the AVX2 build needs an AVX2 CPU to run")
     specs = [permute_spec((48, 2100), (1, 0), dtype), permute_spec((3, 45, 700), (0, 2, 1), dtype),
@@ -380,6 +380,69 @@ def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
              permute_spec((64, 4500), (1, 0), dtype, dst_offset=1),
              _masked_transpose((48, 2100), dtype, -1)]
     _run_built(tmp_path, flags, specs)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
+def test_int8_tiles_of_the_avx2_build(tmp_path, stream):
+    """The 1-byte transpose unit built for AVX2 without AVX-512 (what runs on such a CPU,
+    tested here on any AVX2 one): the staged tiles' blocks on `ymm` (two 16×16 byte blocks
+    a vector, `tr_wide`), streamed with their source rows staged in L2 (`staged_tile`) or
+    not, and CHWN4's groups as 32-bit words (8 columns of 16 groups a block, `tr_words`),
+    staged too when streamed: whole staged tiles and partial ones on both sides (a last
+    block under 32 source elements, under 16 source rows), destinations off the lines,
+    pack lanes of 16 … 64 channels (NCHW32/64), CHWN4 with lanes of the fill (C = 3) and
+    without, whole-line destination rows (N = 16, 32) and not (N = 9), on 1 and 3 threads,
+    against torch."""
+    if not host_has("avx2"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU to run")
+    if not stream:
+        cpu.set_stream_threshold(-1)
+    specs = [permute_spec((300, 1100), (1, 0), i8), permute_spec((256, 1024), (1, 0), i8),
+             permute_spec((257, 2100), (1, 0), i8, dst_offset=1),
+             permute_spec((2, 70, 45), (0, 2, 1), i8),
+             dataclasses.replace(permute_spec((320, 1100), (1, 0), i8),
+                                 src_strides=(1, 1100 + 37), src_offset=5),
+             _masked_transpose((600, 1100), i8, 0), _masked_transpose((600, 1100), i8, None)]
+    for block, hw in ((32, 4096 + 5), (64, 8192 + 64 + 3), (16, 600)):
+        specs += [_pack_spec(2, 2 * block, hw, block, i8, 0),
+                  _pack_spec(2, block + 5, hw, block, i8, 0)]
+    for n, c, hw in ((32, 4, 2048 + 3), (16, 3, 2047), (9, 8, 300), (33, 5, 129)):
+        for fill in (0, 7, None):
+            specs.append(_pack_spec(n, c, hw, 4, i8, fill, chwn=True))
+        specs.append(dataclasses.replace(_pack_spec(n, c, hw, 4, i8, 0, chwn=True),
+                                         dst_offset=1))
+    _run_built(tmp_path, AVX2, specs)
+
+
+def test_int8_blocks_of_the_avx2_build_are_ymm(tmp_path):
+    """Built for AVX2 without AVX-512, the staged 1-byte tiles (`staged_tile`) transpose by
+    in-lane byte interleaves of `ymm` registers (`vpunpcklbw`, `vpunpckhbw`) and the merged
+    CHWN4 tiles (`tile_merged`) build their words by `vpmovzxbd` of `ymm` (each from
+    memory: a byte vector assembled on the stack instead stalls every load on a failed
+    store forwarding) and transpose them by `vperm2i128`, streamed (`vmovntdq`)."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("needs objdump")
+    source = emit_class_source(CopyClass("tiled_transpose", "bits1", "bits1"))
+    lib = build_shared(source, tmp_path, "avx2_int8", AVX2)
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", lib._name], capture_output=True,
+                          text=True, check=True).stdout
+    bodies: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            name = line.split("<", 1)[1][:-2]
+        elif name:
+            bodies.setdefault(name, []).append(line)
+    staged, merged = bodies.get("staged_tile", []), bodies.get("tile_merged", [])
+    assert staged and merged, sorted(bodies)
+    for op in ("vpunpcklbw", "vpunpckhbw"):
+        assert any(op in line and "ymm" in line for line in staged), op
+    assert any("stridec_pool_scratch_v1" in line for line in staged)
+    words = [line for line in merged if "vpmovzxbd" in line and "ymm" in line]
+    assert len(words) >= 64 and all("(" in line for line in words), words[:4]
+    for op in ("vperm2i128", "vmovntdq"):
+        assert any(op in line and "ymm" in line for line in merged), op
 
 
 def _run_built(folder, flags, specs, edit=None) -> None:

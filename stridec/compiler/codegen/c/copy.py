@@ -392,6 +392,9 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
     return out
 
 
+# Where a unit built without AVX-512 still stages its 1-byte tiles (`_wide_blocks`, on
+# 32-byte `ymm`: two independent 16×16 byte blocks a vector, one per 128-bit lane).
+_AVX2_WIDE = "defined(__AVX2__)"
 # Staged tiles of 1- and 2-byte elements with AVX-512 (`_wide_blocks`): (a, b) tile sides in
 # elements. A tile reads 64-byte source lines whole and writes its destination rows (256
 # bytes) whole from an L1 buffer of 16 KiB.
@@ -406,15 +409,16 @@ _CAST_STAGED = (128, 2048)
 _CAST_GROUPED = (64, 4096)
 
 
-def _wide_block(size: int, whole: bool = False) -> list[str]:
-    """`tr_wide` for elements of `size` < 4 bytes: K = 16 / size source rows of 64 bytes,
-    each 128-bit lane an independent K×K block, transposed in-lane by log2(K) rounds of
-    interleaves (`vpunpckl/h` on `zmm`), into 64 / size destination rows of K elements.
-    With `whole`, `tr_wide_regs`: the same K vectors stored whole, 64 bytes apart (lane l
-    of vector j is destination row l·K + j), for `tr_lines` to regroup."""
-    elem, lanes, k = _BITS[size], 64 // size, 16 // size
+def _wide_block(size: int, whole: bool = False, width: int = 64) -> list[str]:
+    """`tr_wide` for elements of `size` < 4 bytes: K = 16 / size source rows of `width`
+    bytes (64: `zmm`; 32: `ymm`, AVX2), each 128-bit lane an independent K×K block,
+    transposed in-lane by log2(K) rounds of interleaves (`vpunpckl/h`), into width / size
+    destination rows of K elements. With `whole`, `tr_wide_regs`: the same K vectors
+    stored whole, `width` bytes apart (lane l of vector j is destination row l·K + j), for
+    `tr_lines` to regroup."""
+    elem, lanes, k, nl = _BITS[size], width // size, 16 // size, width // 16
     half = k // 2
-    lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(4) for j in range(k)]
+    lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(nl) for j in range(k)]
     hi = [x + half for x in lo]
     if whole:
         out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands in lane a / K of the",
@@ -427,13 +431,13 @@ def _wide_block(size: int, whole: bool = False) -> list[str]:
             f"    const wide_t HI = {{{', '.join(map(str, hi))}}};"]
     names = [f"w0_{b}" for b in range(k)]
     for b in range(k):
-        out.append(f"    wide_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, 64);")
+        out.append(f"    wide_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, {width});")
     names = _interleave_rounds(out, "wide_t", "w", names)
     if whole:
-        out += [f"    memcpy(d + {j * lanes}, &{names[j]}, 64);" for j in range(k)]
+        out += [f"    memcpy(d + {j * lanes}, &{names[j]}, {width});" for j in range(k)]
     else:
         out += [f"    memcpy(d + {lane * k + j} * ds, (const char*)&{names[j]} + {16 * lane}, 16);"
-                for lane in range(4) for j in range(k)]
+                for lane in range(nl) for j in range(k)]
     return [*out, "}"]
 
 
@@ -470,17 +474,24 @@ static inline void tr_lines(const uint8_t* s, i64 ss, uint8_t* d, i64 ds) {
 
 
 def _wide_blocks(size: int) -> list[str]:
-    """The staged tiles' blocks and sides (`_WIDE_TILES`), for a unit built with AVX512BW."""
+    """The staged tiles' blocks and sides (`_WIDE_TILES`), for a unit built with AVX512BW;
+    for 1-byte elements also with AVX2 alone, on `ymm` (`_AVX2_WIDE`)."""
     ta, tb = _WIDE_TILES[size]
-    return [
-        f"#if {_AVX512BW}", f"#define WIDE_K {16 // size}", f"#define WIDE_L {64 // size}",
-        f"#define WIDE_A {ta}", f"#define WIDE_B {tb}",
-        f"typedef {_BITS[size]} wide_t __attribute__((vector_size(64)));",
-        *([f"#define STAGE_A {_STAGED[size][0]}", f"#define STAGE_B {_STAGED[size][1]}"]
-          if size in _STAGED else []),
-        *_wide_block(size),
-        *([*_wide_block(size, whole=True), _TR_LINES] if size == 1 else []), "#endif",
-    ]
+
+    def blocks(width: int) -> list[str]:
+        return [
+            f"#define WIDE_K {16 // size}", f"#define WIDE_L {width // size}",
+            f"#define WIDE_A {ta}", f"#define WIDE_B {tb}",
+            f"typedef {_BITS[size]} wide_t __attribute__((vector_size({width})));",
+            *([f"#define STAGE_A {_STAGED[size][0]}", f"#define STAGE_B {_STAGED[size][1]}"]
+              if size in _STAGED else []),
+            *_wide_block(size, width=width),
+        ]
+
+    out = [f"#if {_AVX512BW}", *blocks(64)]
+    if size == 1:
+        out += [*_wide_block(size, whole=True), _TR_LINES, f"#elif {_AVX2_WIDE}", *blocks(32)]
+    return [*out, "#endif"]
 
 
 # The widest tile side moved by in-register interleaves (`_narrow`): the channels of an
@@ -929,7 +940,8 @@ def _stream_lanes(src: str) -> str:
 
 
 def _group_words() -> list[str]:
-    """`tr_words` (1-byte elements, AVX-512): the merged tile of a CHWN4 pack moves whole
+    """`tr_words` (1-byte elements, AVX-512; with AVX2 alone `_group_words_avx2`'s): the
+    merged tile of a CHWN4 pack moves whole
     groups of 4 lanes as 32-bit words. Word k of source column x is the bytes
     rows[4k + l][x] (l < 4: a group's lanes, each a source row or a row of the fill),
     built by zero-extending 16 bytes of each row to 32 bits (`vpmovzxbd`) and shifting
@@ -944,6 +956,7 @@ def _group_words() -> list[str]:
     out = [
         "#if defined(__AVX512F__) && !defined(__clang__)",
         "#define GROUP_WORDS 1",
+        "#define WORDS_X 16  /* source columns of a tr_words block */",
         "typedef uint32_t word_v __attribute__((vector_size(64)));",
         "typedef int32_t iword_v __attribute__((vector_size(64)));",
         "typedef char byte_v __attribute__((vector_size(16)));",
@@ -972,7 +985,94 @@ def _group_words() -> list[str]:
         out.append(f"    if (nt) __builtin_ia32_movntdq512((stream_v*)(void*)(d + {a} * ds), "
                    f"(stream_v){names[a]});")
         out.append(f"    else memcpy(d + {a} * ds, &{names[a]}, 64);")
-    return [*out, "}", *_padded_words(), "#endif"]
+    return [*out, "}", *_padded_words(), f"#elif {_AVX2_WIDE} && !defined(__clang__)",
+            *_group_words_avx2(), "#endif"]
+
+
+# The 8×8 transpose of 32-bit lanes on `ymm` (`_group_words_avx2`), by round: the two
+# masks of a pair's interleave, in-lane dwords (`vpunpckl/hdq`), in-lane qwords
+# (`vpunpckl/hqdq`), then 128-bit lanes (`vperm2i128`); and the vectors each round pairs
+# (the low result of pair i becomes vector 2i, the high one 2i + 1).
+_WORD_ROUNDS = (((0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)),
+                ((0, 1, 8, 9, 4, 5, 12, 13), (2, 3, 10, 11, 6, 7, 14, 15)),
+                ((0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)))
+_WORD_PAIRS = (((0, 1), (2, 3), (4, 5), (6, 7)), ((0, 2), (1, 3), (4, 6), (5, 7)),
+               ((0, 4), (1, 5), (2, 6), (3, 7)))
+
+
+def _group_words_avx2() -> list[str]:
+    """`tr_words` with AVX2 alone (`ymm`, 16 registers): 8 source columns of 16 groups.
+    Each group's 4 rows give 8 bytes each, zero-extended to 32 bits (`vpmovzxbd` of a
+    `ymm`) and shifted into place; groups 0 … 7 and 8 … 15 are then transposed as two 8×8
+    blocks of 32-bit elements (8 `vpunpckl/hdq`, 8 `vpunpckl/hqdq`, 8 `vperm2i128` each),
+    and row a of the two is one 64-byte destination row (16 whole groups of one column):
+    two 32-byte stores, streamed together, so each destination line is written whole."""
+    out = [
+        "#define GROUP_WORDS 1",
+        "#define WORDS_X 8  /* source columns of a tr_words block */",
+        "typedef uint32_t word_v __attribute__((vector_size(32)));",
+        "typedef char byte_v __attribute__((vector_size(16)));",
+        "typedef long long half_q __attribute__((vector_size(16)));",
+        "typedef long long word_q __attribute__((vector_size(32)));",
+        "/* 8 bytes zero-extended to 32 bits: one vpmovzxbd. The bytes go into the vector as",
+        "   one 64-bit element (vmovq): copied into a zeroed 16-byte vector on the stack",
+        "   instead, each load waited on a failed store forwarding (2.6 times the CPU time",
+        "   of the byte blocks on pack_chwn4_int8). */",
+        "static inline word_v group_lane(const uint8_t* r) {",
+        "    long long q;",
+        "    memcpy(&q, r, 8);",
+        "    return (word_v)__builtin_ia32_pmovzxbd256((byte_v)(half_q){q, 0});",
+        "}",
+        "/* Column x + a (a < 8) of 16 groups (rows[0 .. 64)) lands at d[a*ds .. a*ds + 64). */",
+        "static inline void tr_words(const uint8_t* const* rows, i64 x, uint8_t* d, i64 ds,",
+        "                            int nt) {",
+    ]
+    for r, (lo, hi) in enumerate(_WORD_ROUNDS):
+        out.append(f"    const word_v L{r} = {{{', '.join(map(str, lo))}}}, "
+                   f"H{r} = {{{', '.join(map(str, hi))}}};")
+    results = []
+    for h in range(2):  # groups 8h .. 8h + 7
+        names = [f"g{h}_{k}" for k in range(8)]
+        for k in range(8):
+            r = 4 * (8 * h + k)
+            out.append(f"    word_v {names[k]} = group_lane(rows[{r}] + x) "
+                       f"| group_lane(rows[{r + 1}] + x) << 8")
+            out.append(f"        | group_lane(rows[{r + 2}] + x) << 16 "
+                       f"| group_lane(rows[{r + 3}] + x) << 24;")
+        for r, pairs in enumerate(_WORD_PAIRS):
+            new = [f"g{h}r{r}_{k}" for k in range(8)]
+            for i, (a, b) in enumerate(pairs):
+                out.append(f"    word_v {new[2 * i]} = __builtin_shuffle({names[a]}, {names[b]}, "
+                           f"L{r});")
+                out.append(f"    word_v {new[2 * i + 1]} = __builtin_shuffle({names[a]}, "
+                           f"{names[b]}, H{r});")
+            names = new
+        results.append(names)
+    order = _word_columns()
+    for a in range(8):
+        for h in range(2):
+            v = results[h][order[a]]
+            out += [f"    if (nt) __builtin_ia32_movntdq256((word_q*)(void*)(d + {a} * ds + "
+                    f"{32 * h}), (word_q){v});",
+                    f"    else memcpy(d + {a} * ds + {32 * h}, &{v}, 32);"]
+    return [*out, "}"]
+
+
+def _word_columns() -> list[int]:
+    """Which result of `_group_words_avx2`'s rounds holds column a (a < 8), found by
+    running the rounds on the element numbers (row k, column c as 8k + c)."""
+    rows = [[8 * k + c for c in range(8)] for k in range(8)]
+    for (lo, hi), pairs in zip(_WORD_ROUNDS, _WORD_PAIRS, strict=True):
+        new = []
+        for a, b in pairs:
+            both = rows[a] + rows[b]
+            new += [[both[i] for i in lo], [both[i] for i in hi]]
+        rows = new
+    order = []
+    for c in range(8):
+        (at,) = [j for j, row in enumerate(rows) if row == [8 * k + c for k in range(8)]]
+        order.append(at)
+    return order
 
 
 _COMMON = r"""
@@ -1865,18 +1965,18 @@ static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, 
     bits_t* o = nt ? buf : d + b0;
     i64 os = nt ? nb : dsa;
 #ifdef GROUP_WORDS
-    /* Groups of 4 one-byte lanes (CHWN4): 16 columns of 16 groups as 32-bit words, each
-       destination row of the block one 64-byte store, streamed where J->stream and the
-       rows are whole lines; no staging buffers (the loads are 16 bytes of each row, the
-       stores whole rows). */
+    /* Groups of 4 one-byte lanes (CHWN4): WORDS_X columns (16 with AVX-512, 8 with AVX2)
+       of 16 groups as 32-bit words, each destination row of the block 64 bytes, streamed
+       where J->stream and the rows are whole lines; no staging buffers (the loads are
+       WORDS_X bytes of each row, the stores whole rows). */
     if (n1 == 4 && b0 % 4 == 0) {
         int ntw = J->stream && ((uintptr_t)(d + b0) & 63) == 0 && dsa % 64 == 0;
         o = d + b0;
         os = dsa;
-        for (; x + 16 <= na; x += 16) {
+        for (; x + WORDS_X <= na; x += WORDS_X) {
             i64 y = 0;
             for (; y + 64 <= nb; y += 64) tr_words(rows + y, x, o + x * os + y, os, ntw);
-            for (i64 xx = x; xx < x + 16; xx++)
+            for (i64 xx = x; xx < x + WORDS_X; xx++)
                 for (i64 yy = y; yy < nb; yy++) o[xx * os + yy] = rows[yy][xx];
         }
         for (; x < na; x++)
