@@ -50,6 +50,8 @@ __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACK
 BACKENDS = ("auto", "triton", "interpret", "cpu", "reference")
 # Specializations one CompiledGraph keeps at hand (the shared MEMORY_CACHE holds more).
 LOCAL_CAPACITY = 64
+# Cached calls one CompiledGraph remembers (`_hits`, `CompiledGraph._remember`).
+HITS_CAPACITY = 4 * LOCAL_CAPACITY
 
 
 @dataclass
@@ -181,20 +183,10 @@ def _capability(device: torch.device) -> str:
 
 
 def _call_key(tensors: tuple[Any, ...]) -> tuple | None:
-    """What a call's validity and its program depend on, per argument: dtype, sizes,
-    strides, storage offset, device and the neg bit of a plain strided `torch.Tensor`.
-    None when an argument is anything else (not a tensor, a subclass, sparse, mkldnn,
-    nested): such calls always take the full checks.
-
-    Every condition `CompiledGraph._check` and `_target` test is a function of this key
-    alone — the argument count (its length), the type, layout and nesting (fixed: only
-    plain strided tensors get a key), dtype, sizes, neg bit, one device for all, and the
-    highest element `offset + Σ (n_k - 1)·stride_k` — except the storage the tensor views,
-    which can shrink (`untyped_storage().resize_`) under an unchanged key: a cached call
-    compares its byte count again (`_Hit.needs`). The specialization (strides, offsets,
-    device, backend) is a function of the key too, so a call whose key was seen on a call
-    that passed every check and found its program is valid and runs that program.
-    """
+    """Per argument: dtype, sizes, strides, storage offset, device and the neg bit of a
+    plain strided `torch.Tensor`; None when an argument is anything else (not a tensor,
+    a subclass, sparse, mkldnn, nested). What `fast_binder(keyed=True)` reads; a cached
+    call's key is `_plain_call`'s, which holds the storages' bytes too."""
     key = []
     for t in tensors:
         if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
@@ -249,6 +241,32 @@ def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | N
     return tuple(key), ptrs
 
 
+def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
+    """The call key of a call without `out=` and the storages' data pointers, one per
+    tensor: one flat tuple of, per tensor, its dtype, sizes, strides, storage offset,
+    device (`True` for the CPU), neg bit and storage bytes, read in one pass as
+    `_out_call` reads its key (a tensor of another layout told by what it refuses). Every
+    condition `CompiledGraph._check` and `_target` test is a function of it, the
+    storage's bound included (the layout's last byte against its bytes), and so is the
+    specialization: a key seen on a call that passed every check and found its program
+    is valid and runs that program. None where an argument is not a plain strided
+    `torch.Tensor`: such calls always take the full checks. (`_call_key` is the same key
+    less the storages, for `fast_binder`.)"""
+    key: list[Any] = []
+    ptrs = []
+    try:
+        for t in tensors:
+            if type(t) is not _Tensor:
+                return None
+            storage = t.untyped_storage()
+            key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
+                    t.is_neg(), storage.nbytes())
+            ptrs.append(storage.data_ptr())
+    except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
+        return None
+    return tuple(key), ptrs
+
+
 def _into_outs(outs: tuple[torch.Tensor, ...], results: Any) -> Any:
     """The outs of a call given the program's `results`: each result that is not its out
     (an out the program did not write straight) copied in, every result computed before
@@ -264,31 +282,18 @@ def _into_outs(outs: tuple[torch.Tensor, ...], results: Any) -> Any:
     return outs[0] if len(outs) == 1 else outs
 
 
-def _storage_need(t: torch.Tensor) -> int:
-    """Bytes the storage of `t` must hold: (offset + Σ (n_k - 1)·stride_k + 1) elements,
-    0 for an empty tensor (it reads nothing). `_check` raises where the storage holds
-    fewer: `last >= nbytes // size` is `(last + 1)·size > nbytes` for whole elements."""
-    if not t.numel():
-        return 0
-    last = t.storage_offset() + sum(
-        (n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)
-    )
-    return (last + 1) * t.element_size()
-
-
 @dataclass(frozen=True, slots=True)
 class _Hit:
     """A call key's cached answer: the program and its runner, the device the arguments
-    are on, the key of `CompiledGraph._programs` the program sits under, each argument's
-    `_storage_need`, the program's launch count, the recency cell of its entry in
-    `_programs` (`CompiledGraph._used`: a hit stamps it instead of reordering), and for
-    a plain call of C kernels the runner's `direct` function (None: `run_with`)."""
+    are on, the key of `CompiledGraph._programs` the program sits under, the program's
+    launch count, the recency cell of its entry in `_programs` (`CompiledGraph._used`: a
+    hit stamps it instead of reordering), and for a plain call of C kernels the runner's
+    `direct` function (None: `run_with`)."""
 
     program: Program
     runner: launch.Runner
     device: torch.device
     local_key: tuple
-    needs: tuple[int, ...]
     launches: int
     used: list[int]
     direct: Callable[[Sequence[torch.Tensor], list[int], int], list[torch.Tensor]] | None
@@ -439,18 +444,18 @@ class CompiledGraph:
         self._used: dict[tuple, list[int]] = {}
         self._clock = 0
         self._specializable: OrderedDict[tuple, None] = OrderedDict()
-        # Cached calls: `_call_key` → `_Hit`, read without the lock (a dict read is atomic).
-        # Only calls that passed every check enter, under the lock and while their program
-        # is in `_programs`; any eviction from `_programs` replaces it by an empty dict, so
-        # a hit read from the dict that is still `_hits` (checked under the lock) is a call
-        # the full path would answer from `_programs` (same program, same stats). A good
-        # call's key differs from another's only in strides, offsets and device, as
-        # `_programs` keys do: it never holds more entries than `_programs`.
+        # Cached calls: `_plain_call`'s key → `_Hit`, `_out_call`'s → (`_Hit`, the outs
+        # the program writes, its `bound` function), read without the lock (a dict read
+        # is atomic). Only calls that passed every check enter, under the lock and while
+        # their program is in `_programs`; any eviction from `_programs` replaces it by an
+        # empty dict, so a hit read from the dict that is still `_hits` (checked under
+        # the lock) is a call the full path would answer from `_programs` (same program,
+        # same stats). Keys hold storage bytes: `_remember` bounds it.
         self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
         self.copy_aliased_outputs = copy_aliased_outputs
-        # Whether `out=` calls may be cached (`_hits`): a static graph on a kernel backend.
-        self._out_keyed = not self.symbols and backend != "reference"
+        # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
+        self._keyed = not self.symbols and backend != "reference"
 
     # -- arguments -----------------------------------------------------------------------
     def _check(self, tensors: tuple[Any, ...]) -> torch.device:
@@ -482,17 +487,6 @@ class CompiledGraph:
                 f"declared, layout {layout}; got strides {list(actual.strides)}, offset "
                 f"{actual.offset}"
             )
-
-    def _storage_needs(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
-        """`_storage_need` of each argument, with a declared storage where it applies."""
-        needs = [_storage_need(t) for t in tensors]
-        for i, layout, storage, _ in self._declared:
-            t = tensors[i]
-            if storage is not None and layout.same_addresses(
-                Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
-            ):
-                needs[i] = max(needs[i], storage * t.element_size())
-        return tuple(needs)
 
     def _target(self, device: torch.device) -> str:
         backend = self.backend
@@ -915,35 +909,66 @@ class CompiledGraph:
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
-        if out is not None and not named and self._out_keyed:
-            # A cached `fn(*tensors, out=...)`, here rather than in `_call_out`: with cold
-            # caches every function a call enters costs it (the race's calls).
-            called = _out_call(tensors, out)
-            if called is not None:
-                key, pointers = called
-                hits = self._hits
-                found = hits.get(key)
-                if found is not None:
-                    hit, storage_outs, bound = found
-                    # The key holds every storage's bytes: a hit's storages hold its
-                    # layouts. Counted and stamped as `_cached` does.
-                    with self._lock:
-                        live = self._hits is hits
-                        if live:
-                            self._clock += 1
-                            hit.used[0] = self._clock
-                            self.stats.cache_hits += 1
-                    if live:
-                        if bound is not None:  # the C kernels, on the pointers the key read
-                            bound(pointers, torch.get_num_threads())
-                        else:
-                            outs = (out,) if type(out) is torch.Tensor else out
-                            launch.launch_with(hit.runner,
-                                               (*tensors, *(outs[i] for i in storage_outs)),
-                                               hit.device)
-                        self.stats.launches += hit.launches
-                        return out
-            return self._call_out(tensors, out, called)
+        # A cached call runs here, in `__call__` itself: with cold caches every function a
+        # call enters costs it (the race's calls). Its key (`_plain_call`, `_out_call`)
+        # holds every storage's bytes, so a hit's storages hold its layouts (`_stamp`
+        # counts it).
+        if out is None:
+            if named or not self._keyed:
+                return self._call(tensors, None, named)
+            called = _plain_call(tensors)
+            if called is None:
+                return self._call(tensors, None, named)
+            key, pointers = called
+            hits = self._hits
+            hit = hits.get(key)
+            if hit is None or not self._stamp(hits, hit):
+                return self._call(tensors, None, named, called)
+            self.stats.launches += hit.launches
+            if hit.direct is not None:  # the C kernels, on the pointers the key read
+                return hit.direct(tensors, pointers, torch.get_num_threads())
+            outs = launch.run_with(hit.runner, tensors, hit.device)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        if named or not self._keyed:
+            return self._call(tensors, out, named)
+        called = _out_call(tensors, out)
+        if called is not None:
+            key, pointers = called
+            hits = self._hits
+            found = hits.get(key)
+            if found is not None:
+                hit, storage_outs, bound = found
+                if self._stamp(hits, hit):
+                    if bound is not None:  # the C kernels, on the pointers the key read
+                        bound(pointers, torch.get_num_threads())
+                    else:
+                        outs = (out,) if type(out) is torch.Tensor else out
+                        launch.launch_with(hit.runner,
+                                           (*tensors, *(outs[i] for i in storage_outs)),
+                                           hit.device)
+                    self.stats.launches += hit.launches
+                    return out
+        return self._call_out(tensors, out, called)
+
+    def _stamp(self, hits: dict[tuple, Any], hit: _Hit) -> bool:
+        """Count a hit read from `hits` and stamp its entry's recency cell, as a hit in
+        `_programs` is counted and made its most recent entry; False where `hits` is no
+        longer `_hits` (an eviction since the read: the hit may name the evicted program,
+        and the call takes the full path)."""
+        with self._lock:
+            if self._hits is not hits:
+                return False
+            self._clock += 1
+            hit.used[0] = self._clock
+            self.stats.cache_hits += 1
+            return True
+
+    def _call(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any],
+              called: tuple[tuple, list[int]] | None = None) -> Any:
+        """A call that is not a cached one: symbolic sizes, keyword arguments, the
+        reference backend, a key not seen, or arguments without one (`_plain_call`:
+        `called`, its answer where there is one). A good call of a static graph on a
+        kernel backend with a key enters `_hits`."""
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:
@@ -962,34 +987,22 @@ class CompiledGraph:
                 f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
                 f"{', '.join(map(repr, named))}"
             )
-        key = _call_key(tensors)
-        cached = self._cached(key, tensors) if key is not None else None
-        if cached is not None:
-            hit, pointers = cached
-            if hit.direct is not None:  # the C kernels, on the pointers `_cached` read
-                outs = hit.direct(tensors, pointers, torch.get_num_threads())
-                self.stats.launches += hit.launches
-                return outs[0] if len(outs) == 1 else tuple(outs)
-            runner, device, launches = hit.runner, hit.device, hit.launches
-        else:
-            device = self._check(tensors)
-            if self.backend == "reference":
-                self._check_specializable(tensors)
-                outs = list(run_reference(self.graph, *tensors))
-                return outs[0] if len(outs) == 1 else tuple(outs)
-            target = self._target(device)
-            program, local_key = self._lookup(self._specialization(tensors), device, target)
-            runner = launch.runner(program, target)
-            if key is not None:
-                needs = self._storage_needs(tensors)
-                direct = runner.direct(len(tensors))
-                with self._lock:
-                    hit = self._hit(program, runner, device, local_key, needs, direct)
-                    if hit is not None:
-                        self._hits[key] = hit
-            launches = program.launch_count
+        device = self._check(tensors)
+        if self.backend == "reference":
+            self._check_specializable(tensors)
+            outs = list(run_reference(self.graph, *tensors))
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        target = self._target(device)
+        program, local_key = self._lookup(self._specialization(tensors), device, target)
+        runner = launch.runner(program, target)
+        if called is not None:
+            direct = runner.direct(len(tensors))
+            with self._lock:
+                hit = self._hit(program, runner, device, local_key, direct)
+                if hit is not None:
+                    self._remember(called[0], hit)
         outs = launch.run_with(runner, tensors, device)
-        self.stats.launches += launches
+        self.stats.launches += program.launch_count
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any,
@@ -1016,54 +1029,35 @@ class CompiledGraph:
             if key is not None:
                 positions = {id(t): i for i, t in reversed(list(enumerate(call.outs)))}
                 storage_outs = tuple(positions[id(t)] for t in call.storage_tensors)
-                needs = self._storage_needs(tensors)
                 # Runner slot -> index in `_out_call`'s pointers (the inputs', the outs').
                 n = len(tensors)
                 bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
                                      n + len(call.outs))
                 with self._lock:
-                    hit = self._hit(program, runner, device, local_key, needs, None)
+                    hit = self._hit(program, runner, device, local_key, None)
                     if hit is not None:
-                        self._hits[key] = (hit, storage_outs, bound)
+                        self._remember(key, (hit, storage_outs, bound))
             launch.run_with(runner, (*tensors, *call.storage_tensors), device)
             self.stats.launches += program.launch_count
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
-    def _cached(self, key: tuple,
-                tensors: tuple[torch.Tensor, ...]) -> tuple[_Hit, list[int]] | None:
-        """The hit for a call key whose storages still hold its layouts, and the storages'
-        data pointers, one per tensor; counted as the full path counts a hit in
-        `_programs` (and made its most recent entry). None sends the call down the full
-        path (a miss, a shrunk storage: `_check` names it, or an eviction by another
-        thread since the read)."""
-        hits = self._hits
-        hit = hits.get(key)
-        if hit is None:
-            return None
-        pointers = []
-        for t, need in zip(tensors, hit.needs, strict=True):
-            storage = t.untyped_storage()
-            if storage.nbytes() < need:
-                return None
-            pointers.append(storage.data_ptr())
-        with self._lock:
-            if self._hits is not hits:
-                return None  # evicted since the read: the hit may name the evicted program
-            self._clock += 1
-            hit.used[0] = self._clock
-            self.stats.cache_hits += 1
-        return hit, pointers
-
     def _hit(self, program: Program, runner: launch.Runner, device: torch.device,
-             local_key: tuple, needs: tuple[int, ...],
-             direct: Callable[..., list[torch.Tensor]] | None) -> _Hit | None:
+             local_key: tuple, direct: Callable[..., Any] | None) -> _Hit | None:
         """The `_Hit` of a call that passed every check and found `program` under
         `local_key`, or None where the program has left `_programs` since (evicted, or
         evicted and refilled: then the entry's cell is another). Callers hold `_lock`."""
         if self._programs.get(local_key) is not program:
             return None
-        return _Hit(program, runner, device, local_key, needs, program.launch_count,
+        return _Hit(program, runner, device, local_key, program.launch_count,
                     self._used[local_key], direct)
+
+    def _remember(self, key: tuple, entry: Any) -> None:
+        """`_hits[key] = entry`, emptying `_hits` first where it holds `HITS_CAPACITY`
+        entries: keys hold storage bytes, so a caller cycling through storages of many
+        sizes would grow it without limit. Callers hold `_lock`."""
+        if len(self._hits) >= HITS_CAPACITY:
+            self._hits = {}
+        self._hits[key] = entry
 
     def plan_for(self, *tensors: torch.Tensor, out: Any = None) -> Plan:
         """The plan of this specialization (compiled if needed), without running it;

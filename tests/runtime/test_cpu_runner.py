@@ -185,3 +185,110 @@ def test_cached_out_calls_of_a_batch_from_two_threads_at_once() -> None:
         t.join(timeout=120)
     assert failures == []
     assert all(b is not None for b in _bound_entries(fn))
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return (t.dtype, t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes())
+
+
+def test_cached_plain_calls_allocate_as_the_full_path_does() -> None:
+    """A cached `fn(*xs)` allocates an output that is a whole buffer as that output
+    (`torch.empty_strided`, `launch._whole_outputs`): every output has the values, sizes,
+    strides, offset and storage bytes of the full path's (the first call), for a plain
+    transpose, a cast keeping a permuted input's strides, several outputs (one a view of
+    an input) and a cat, 1 and 3 threads."""
+    x = torch.randn(2, 5, 3, 7)
+    cases = [
+        ("t", lambda g: [g.input("x", (33, 20), "float32").t().contiguous()],
+         [torch.randn(33, 20)]),
+        ("cast_keeps_strides", lambda g: [g.input("x", (2, 5, 3, 7), "float32")
+                                          .permute(0, 2, 3, 1).to("float16")],
+         [x]),
+        ("several", lambda g: list(expected_graph_outputs(g)), list(inputs())),
+        ("cat", lambda g: [stridec.cat([g.input("a", (2, 3, 5), "float16"),
+                                        g.input("b", (2, 4, 5), "float16")], 1)],
+         [torch.randn(2, 3, 5).half(), torch.randn(2, 4, 5).half()]),
+    ]
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            for name, build, args in cases:
+                g = stridec.Graph(f"cpu_fresh_{name}")
+                g.output(*build(g))
+                fn = stridec.compile(g, backend="cpu")
+                want = stridec.compile(g, backend="reference")(*args)
+                first = fn(*args)  # the full path
+                assert fn._hits, name
+                for _ in range(2):
+                    got = fn(*args)  # cached
+                    pairs = zip(*(t if isinstance(t, tuple) else (t,)
+                                  for t in (got, first, want)), strict=True)
+                    for a, b, w in pairs:
+                        assert torch.equal(a, w) and _layout(a) == _layout(b), name
+                        assert a.stride() == w.stride(), name
+    finally:
+        torch.set_num_threads(threads)
+
+
+def expected_graph_outputs(g: stridec.Graph) -> tuple[stridec.Value, ...]:
+    x = g.input("x", (6, 10), "float32")
+    y = g.input("y", (4, 6), "int16")
+    return x.t().contiguous(), x[:, 2:7], y.to("float32").t().contiguous()
+
+
+def test_a_changed_argument_leaves_the_cached_path(monkeypatch) -> None:
+    """After a cached call, an argument that differs in its storage's size, its strides,
+    its dtype or its neg bit has another key (`_plain_call`): the call takes the full
+    checks (counted here), which run it or refuse it as a fresh graph's would; a new
+    storage of the same size under the same key is read at its own address."""
+    import pytest
+
+    from stridec.errors import CallError
+
+    g = stridec.Graph("cpu_changed")
+    g.output(g.input("x", (6, 10), "float32").t().contiguous())
+    fn = stridec.compile(g, backend="cpu")
+    checks: list[int] = []
+    full_check = fn._check
+    monkeypatch.setattr(fn, "_check", lambda ts: checks.append(1) or full_check(ts))
+    base = torch.randn(80)
+    x = base[7:67].view(6, 10)
+    for _ in range(2):
+        assert torch.equal(fn(x), x.t().contiguous())
+    assert len(checks) == 1
+    other = torch.randn(80)[7:67].view(6, 10)  # same key, another storage
+    assert torch.equal(fn(other), other.t().contiguous()) and len(checks) == 1
+    grown = torch.randn(200)[7:67].view(6, 10)  # a bigger storage: a new key
+    assert torch.equal(fn(grown), grown.t().contiguous()) and len(checks) == 2
+    shrunk = torch.randn(80)[7:67].view(6, 10)
+    shrunk.untyped_storage().resize_(4 * 66)  # reaches element 66: past the storage
+    with pytest.raises(CallError, match="past its storage"):
+        fn(shrunk)
+    assert len(checks) == 3
+    strided = torch.randn(10, 6).t()
+    assert torch.equal(fn(strided), strided.t().contiguous()) and len(checks) == 4
+    with pytest.raises(CallError, match="float64"):
+        fn(x.double())
+    with pytest.raises(CallError, match="pending negation"):
+        fn(torch.randn(6, 10, dtype=torch.complex64).conj().imag)
+    assert len(checks) == 6
+    assert torch.equal(fn(x), x.t().contiguous()) and len(checks) == 6  # still cached
+
+
+def test_cached_keys_are_bounded(monkeypatch) -> None:
+    """Keys hold storage bytes, so a caller cycling through storages of many sizes makes
+    many keys: `_hits` is emptied when it holds `HITS_CAPACITY`, and every call stays
+    right and counted."""
+    from stridec.runtime import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "HITS_CAPACITY", 2)
+    g = stridec.Graph("cpu_bounded_keys")
+    g.output(g.input("x", (3, 4), "float32").t().contiguous())
+    fn = stridec.compile(g, backend="cpu")
+    for n in [12, 13, 14, 15, 12, 16, 13, 12]:
+        x = torch.randn(n)[:12].view(3, 4)
+        for _ in range(2):
+            assert torch.equal(fn(x), x.t().contiguous())
+        assert len(fn._hits) <= 2
+    assert fn.stats.compiles + fn.stats.cache_hits == 16
