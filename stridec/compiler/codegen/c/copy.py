@@ -324,6 +324,33 @@ def _interleave_rounds(out: list[str], vtype: str, prefix: str, names: list[str]
     return names
 
 
+def _in_lane_8x8(out: list[str], names: list[str]) -> list[str]:
+    """The 8×8 block of 4-byte lanes in 32-byte vectors (AVX2) transposed by shuffles that
+    stay inside each 128-bit half but the last round's: rows 2i and 2i + 1 unpacked
+    (`vunpckl/hps`), pairs of those merged (`vshufps`), then the halves swapped between
+    rows a and a + 4 (`vperm2f128`): 24 shuffles. `_interleave_rounds`' masks cross the
+    halves in every round, which AVX2 has no one instruction for (gcc builds each from
+    several). Returns the names of the result rows, row a holding column a."""
+    def shuffle(name: str, a: str, b: str, mask: Sequence[int]) -> None:
+        out.append(f"    vec_t {name} = __builtin_shuffle({a}, {b}, "
+                   f"(vec_t){{{', '.join(map(str, mask))}}});")
+
+    unpack = ([0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])
+    pairs = ([0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15])
+    halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+    for i in range(4):  # t[2i], t[2i+1]: rows 2i and 2i+1, columns (0, 1, 4, 5), (2, 3, 6, 7)
+        for h in range(2):
+            shuffle(f"t{2 * i + h}", names[2 * i], names[2 * i + 1], unpack[h])
+    for g in range(2):  # u[4g + c]: columns c and c + 4 of rows 4g .. 4g + 3
+        for h in range(2):
+            for m in range(2):
+                shuffle(f"u{4 * g + 2 * h + m}", f"t{4 * g + h}", f"t{4 * g + h + 2}", pairs[m])
+    for c in range(4):  # column c, then column c + 4, of all 8 rows
+        for h in range(2):
+            shuffle(f"o{c + 4 * h}", f"u{c}", f"u{c + 4}", halves[h])
+    return [f"o{a}" for a in range(8)]
+
+
 def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
                      stream: bool = False, cast: bool = False) -> list[str]:
     """`tr_block`: a V×V block transposed in registers, V = `width` / `size` lanes; with
@@ -373,7 +400,10 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
     for b in range(lanes):
         at = f"rows[{b}] + x" if rows else f"s + {b} * ss"
         out.append(f"    vec_t {names[b]}; memcpy(&{names[b]}, {at}, {width});")
-    names = _interleave_rounds(out, "vec_t", "r", names)
+    if size == 4 and width == 32:
+        names = _in_lane_8x8(out, names)
+    else:
+        names = _interleave_rounds(out, "vec_t", "r", names)
     for a in range(lanes):
         if cast and size == 4:  # 16 float32 -> 16 halves (never streamed from here)
             out += ["    (void)nt;"] * (a == 0)
