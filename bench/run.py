@@ -660,20 +660,8 @@ def _sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
-def _cpu_isa() -> str:
-    """The CPU's family and model and the vector extensions the C kernels are built for
-    (`-march=native`): results taken with and without AVX-512 run different code."""
+def _cpu_fields() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where it cannot be read)."""
     fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -681,6 +669,19 @@ def _cpu_isa() -> str:
                 key, _, value = line.partition(":")
                 fields.setdefault(key.strip(), value.strip())
     except OSError:
+        pass
+    return fields
+
+
+def _cpu_model() -> str:
+    return _cpu_fields().get("model name") or platform.machine()
+
+
+def _cpu_isa() -> str:
+    """The CPU's family and model and the vector extensions the C kernels are built for
+    (`-march=native`): results taken with and without AVX-512 run different code."""
+    fields = _cpu_fields()
+    if not fields:
         return platform.machine()
     flags = set(fields.get("flags", "").split())
     avx512 = {"avx512f", "avx512bw", "avx512vl"} <= flags

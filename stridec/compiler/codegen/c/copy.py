@@ -392,7 +392,8 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
             "/* Block (a, b), 0 <= a, b < V: source element s[a + b*ss] lands at d[a*ds + b]. */",
             f"static inline void tr_block(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
         ]
-    out += [
+    in_lane = size == 4 and width == 32  # `_in_lane_8x8`, which needs no LO and HI
+    out += [] if in_lane else [
         f"    const vec_t LO = {{{', '.join(map(str, lo))}}};",
         f"    const vec_t HI = {{{', '.join(map(str, hi))}}};",
     ]
@@ -400,7 +401,7 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
     for b in range(lanes):
         at = f"rows[{b}] + x" if rows else f"s + {b} * ss"
         out.append(f"    vec_t {names[b]}; memcpy(&{names[b]}, {at}, {width});")
-    if size == 4 and width == 32:
+    if in_lane:
         names = _in_lane_8x8(out, names)
     else:
         names = _interleave_rounds(out, "vec_t", "r", names)
@@ -1632,13 +1633,14 @@ static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
                        i64 b0, i64 b1) {
     const bits_t* s = (const bits_t*)J->src + so;
     bits_t* d = (bits_t*)J->dst + dof;
-    i64 na = a1 - a0, nb = b1 - b0, a = a0;
+    i64 na = a1 - a0, nb = b1 - b0;
 #ifdef BLOCK_NT
     /* Blocks of V columns by NT_ROWS source rows (V with AVX-512; 32 for AVX2's 2-byte
        blocks, only in tiles walked in strips, J->strip > 1: plan_walk), each destination
        row of a block one whole line, streamed from the registers. */
     if (((uintptr_t)(d + a0 * dsa + b0) & 63) == 0 && (dsa * (i64)sizeof(bits_t)) % 64 == 0
         && nb % NT_ROWS == 0 && (!NT_STRIPS || J->strip > 1)) {
+        i64 a = a0;
         for (; a + V <= a1; a += V)
             for (i64 b = b0; b < b1; b += NT_ROWS)
                 tr_block_nt(s + a + b * ssb, ssb, d + a * dsa + b, dsa);
