@@ -85,6 +85,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
     stats = cpu.BUILD_STATS
     terminalreporter.write_sep("-", "cpu backend builds")
     terminalreporter.write_line(
-        f"C compiler runs: {stats.compiler_runs}, {stats.compile_seconds:.1f} s in all; "
-        f"libraries loaded from the disk cache: {stats.disk_loads}"
+        f"C compiler runs: {stats.compiler_runs} ({stats.compiler_processes} processes), "
+        f"{stats.compile_seconds:.1f} s in all; libraries loaded from the disk cache: "
+        f"{stats.disk_loads}"
     )

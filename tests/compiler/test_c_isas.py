@@ -21,6 +21,7 @@ import subprocess
 import pytest
 
 from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
+from stridec.compiler.codegen.c.parts import unit_parts
 from stridec.compiler.codegen.c.philox import PHILOX_C_SOURCE
 from stridec.compiler.codegen.c.pool import POOL_C_SOURCE
 from stridec.runtime.backends import cpu
@@ -61,6 +62,7 @@ def test_every_unit_builds_for_avx512(tmp_path):
             *(f.replace(".c", ".o") for f in files), "-pthread", "-lm"]
     done = subprocess.run(link, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(link)} failed:\n{done.stderr}"
+    _check_parts(tmp_path, flags)
     objdump = shutil.which("objdump")
     if objdump is None:
         return
@@ -69,3 +71,33 @@ def test_every_unit_builds_for_avx512(tmp_path):
             text = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")],
                                   capture_output=True, text=True, check=True).stdout
             assert "zmm" in text, f"{name}: no AVX-512 instruction in its x86-64-v4 build"
+
+
+def _exports(path) -> set[str]:
+    text = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True,
+                          text=True, check=True).stdout
+    return {line.split()[-1] for line in text.splitlines() if line.split()[1:2] == ["T"]}
+
+
+def _check_parts(tmp_path, flags: list[str]) -> None:
+    """Each unit built in parts (`codegen/c/parts.py`) compiles part by part for x86-64-v4
+    too, and its parts, linked, define every symbol they call and export exactly the entry
+    points of the whole unit."""
+    for name, source in UNITS.items():
+        n = unit_parts(source)
+        if n == 1:
+            continue
+        gcc = ["gcc", "-O0", "-march=x86-64-v4", *flags]
+        objects = []
+        for k in range(1, n + 1):
+            objects.append(f"{name}-{k}.o")
+            cmd = [*gcc, "-c", f"-DSTRIDEC_PART={k}", "-o", objects[-1], f"{name}.c"]
+            done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+            assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+        libraries = {"parts": objects, "whole": [f"{name}.o"]}
+        for kind, inputs in libraries.items():
+            link = [*gcc, "-shared", "-Wl,--no-undefined", "-o", f"{name}-{kind}.so", *inputs,
+                    "-L", str(tmp_path), "-l:units.so", "-pthread", "-lm"]
+            done = subprocess.run(link, cwd=tmp_path, capture_output=True, text=True)
+            assert done.returncode == 0, f"{' '.join(link)} failed:\n{done.stderr}"
+        assert _exports(tmp_path / f"{name}-parts.so") == _exports(tmp_path / f"{name}-whole.so")

@@ -20,6 +20,7 @@ from stridec.compiler.codegen.c.copy import (
     generate_c_copy,
     generate_c_copy_batch,
 )
+from stridec.compiler.codegen.c.parts import PARTS_DECLARATION, unit_parts
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.errors import BuildError
 from stridec.ir.dtypes import DTYPES
@@ -426,6 +427,41 @@ def test_failed_build_names_the_compiler_and_keeps_the_source(monkeypatch, tmp_p
         build.load_unit("this is not C;\n")
     path = info.value.args[0].split(" on ")[1].split(":")[0]
     assert open(path).read() == "this is not C;\n"
+
+
+_PARTS_UNIT = PARTS_DECLARATION + """
+#define STRIDEC_PARTS 2
+PART_FN long stridec_parts_twice(long x);
+#if IN_PART(1)
+long stridec_parts_probe(long x) { return stridec_parts_twice(x) + 1; }
+#endif
+#if IN_PART(2)
+PART_FN long stridec_parts_twice(long x) { return 2 * x@BROKEN@; }
+#endif
+"""
+
+
+def test_a_unit_in_parts_builds_each_part_once_and_links_them(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(tmp_path))
+    source = _PARTS_UNIT.replace("@BROKEN@", "")
+    assert unit_parts(source) == 2 and unit_parts("int x;\n") == 1
+    runs, processes = build.BUILD_STATS.compiler_runs, build.BUILD_STATS.compiler_processes
+    lib = build.load_unit(source)
+    assert lib.stridec_parts_probe(20) == 41  # part 1 calls into part 2
+    assert build.BUILD_STATS.compiler_runs - runs == 1
+    assert build.BUILD_STATS.compiler_processes - processes == 3  # two parts and the link
+    assert not hasattr(lib, "stridec_parts_twice")  # a part's function is hidden
+    assert not list((tmp_path / "kernels" / "c").glob("*.o"))  # the objects are removed
+
+
+def test_a_failed_part_names_the_compiler_and_keeps_the_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(tmp_path))
+    source = _PARTS_UNIT.replace("@BROKEN@", " +")
+    with pytest.raises(BuildError, match=r"failed with exit status .* on (\S+\.c)") as info:
+        build.load_unit(source)
+    path = info.value.args[0].split(" on ")[1].split(":")[0]
+    assert open(path).read() == source
+    assert not [p for p in (tmp_path / "kernels" / "c").iterdir() if p.suffix in (".o", ".so")]
 
 
 def test_a_corrupt_cached_library_is_rebuilt(tmp_path):

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
+from stridec.compiler.codegen.c.parts import unit_parts
 from stridec.compiler.codegen.c.pool import (
     POOL_BATCH_SYMBOL,
     POOL_C_SOURCE,
@@ -69,17 +70,19 @@ __all__ = [
 
 CFLAGS = ("-O3", "-march=native", "-std=gnu11", "-shared", "-fPIC", "-pthread",
           "-fno-strict-aliasing", "-Wall", "-Wno-unused-function")
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2  # 2: units in parts (codegen/c/parts.py)
 
 
 @dataclass
 class BuildStats:
-    """Compiler runs in this process, their total wall time (seconds), and libraries
-    loaded from the disk cache instead."""
+    """Compiler runs in this process (libraries built: one a unit, whole or in parts),
+    their total wall time (seconds), libraries loaded from the disk cache instead, and the
+    compiler processes the runs started (a unit in parts: one a part, and the link)."""
 
     compiler_runs: int = 0
     compile_seconds: float = 0.0
     disk_loads: int = 0
+    compiler_processes: int = 0
 
 
 BUILD_STATS = BuildStats()
@@ -165,8 +168,9 @@ def _sha256_file(path: str) -> str | None:
         return None
 
 
-def _build(cc: str, source_path: str, lib_path: str) -> None:
-    """Compile `source_path` into `lib_path` (atomically); BuildError on failure."""
+def _build(cc: str, source_path: str, lib_path: str, parts: int = 1) -> None:
+    """Compile `source_path` into `lib_path` (atomically); BuildError on failure. A unit in
+    `parts` (`codegen/c/parts.py`) is compiled as that many objects at once, then linked."""
     argv = shlex.split(cc)
     if not argv or shutil.which(argv[0]) is None:
         raise BuildError(
@@ -175,33 +179,62 @@ def _build(cc: str, source_path: str, lib_path: str) -> None:
         )
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(lib_path), prefix=".tmp-", suffix=".so")
     os.close(fd)
-    command = [*argv, *CFLAGS, "-o", tmp, source_path]
+    objects = [f"{tmp[:-3]}-{k}.o" for k in range(1, parts + 1)] if parts > 1 else []
+    if objects:
+        steps = [[[*argv, *CFLAGS, "-c", f"-DSTRIDEC_PART={k}", "-o", obj, source_path]
+                  for k, obj in enumerate(objects, 1)],
+                 [[*argv, *CFLAGS, "-o", tmp, *objects]]]
+    else:
+        steps = [[[*argv, *CFLAGS, "-o", tmp, source_path]]]
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as e:
-        os.remove(tmp)
-        raise BuildError(
-            f"cpu backend: could not run C compiler {cc!r} ({e}); the kernel source is "
-            f"kept at {source_path}"
-        ) from e
+        for step in steps:
+            _run_at_once(cc, step, source_path)
+    except BaseException:
+        _remove(tmp)
+        raise
     finally:
+        for obj in objects:
+            _remove(obj)
         BUILD_STATS.compiler_runs += 1
+        BUILD_STATS.compiler_processes += sum(len(step) for step in steps)
         BUILD_STATS.compile_seconds += time.perf_counter() - start
-    if done.returncode != 0:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        tail = (done.stderr or done.stdout).strip()[-2000:]
-        raise BuildError(
-            f"cpu backend: C compiler {cc!r} failed with exit status {done.returncode} on "
-            f"{source_path}: {tail}"
-        )
     with open(tmp, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     os.replace(tmp, lib_path)
     write_atomically(lib_path + ".sha256", digest.encode())
+
+
+def _run_at_once(cc: str, commands: list[list[str]], source_path: str) -> None:
+    """Run the compiler `commands` side by side; BuildError naming the first that failed."""
+    running = []
+    try:
+        for command in commands:
+            running.append(subprocess.Popen(command, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True))
+    except OSError as e:
+        for process in running:
+            process.kill()
+            process.communicate()
+        raise BuildError(
+            f"cpu backend: could not run C compiler {cc!r} ({e}); the kernel source is "
+            f"kept at {source_path}"
+        ) from e
+    outputs = [process.communicate()[0] for process in running]
+    for process, output in zip(running, outputs, strict=True):
+        if process.returncode != 0:
+            tail = (output or "").strip()[-2000:]
+            raise BuildError(
+                f"cpu backend: C compiler {cc!r} failed with exit status {process.returncode} "
+                f"on {source_path}: {tail}"
+            )
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def load_pool() -> Any:
@@ -348,7 +381,7 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
                 lib = None  # damaged beyond its checksum's reach: rebuilt below
         if lib is None:
             keep_text(source_path, source)
-            _build(cc, source_path, lib_path)
+            _build(cc, source_path, lib_path, unit_parts(source))
             lib = ctypes.CDLL(lib_path, mode=mode)
         _units[digest] = lib
         return lib

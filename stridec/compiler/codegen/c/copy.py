@@ -69,6 +69,7 @@ from stridec.compiler.codegen.c.casts import (
     c_convert_run,
     c_type,
 )
+from stridec.compiler.codegen.c.parts import PARTS_DECLARATION
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
 from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
 from stridec.errors import UnsupportedError
@@ -656,13 +657,13 @@ def _narrow(size: int, width: int) -> list[str]:
         f"   of the fill, then its k elements ({q} where they fit: the fill after the k). */",
         "typedef bits_t line_t __attribute__((vector_size(64)));",
         "/* n elements of the fill at p: 64-byte stores, then 32, 16 and single elements. */",
-        "static inline void fill_lines(bits_t* p, i64 n, line_t LF, bits_t fill) {",
+        "static inline void fill_lines(bits_t* p, i64 n, const line_t* LF, bits_t fill) {",
         "    i64 j = 0;",
         "    for (; j + 64 / (i64)sizeof(bits_t) <= n; j += 64 / (i64)sizeof(bits_t))",
-        "        memcpy(p + j, &LF, 64);",
+        "        memcpy(p + j, LF, 64);",
         "    i64 left = (n - j) * (i64)sizeof(bits_t);",
-        "    if (left >= 32) { memcpy(p + j, &LF, 32); j += 32 / sizeof(bits_t); left -= 32; }",
-        "    if (left >= 16) { memcpy(p + j, &LF, 16); j += 16 / sizeof(bits_t); }",
+        "    if (left >= 32) { memcpy(p + j, LF, 32); j += 32 / sizeof(bits_t); left -= 32; }",
+        "    if (left >= 16) { memcpy(p + j, LF, 16); j += 16 / sizeof(bits_t); }",
         "    for (; j < n; j++) p[j] = fill;",
         "}",
         "/* With `nt` and contiguous rows of whole lines, at most 256 bytes (NCHW64 of int8),",
@@ -686,7 +687,7 @@ def _narrow(size: int, width: int) -> list[str]:
         f"        interleave{q}(s + a, ssb, buf, {q}, 0, e - a, 0, k, fill);",
         "        if (nt) {  /* rows start .. e in the buffer; streamed when it is full */",
         "            bits_t* r = run + (a - start) * nb;",
-        "            fill_lines(r, (e - a) * nb, LF, fill);",
+        "            fill_lines(r, (e - a) * nb, &LF, fill);",
         "            for (i64 x = 0; x < e - a; x++) {",
         f"                if (q == {q})",
         f"                    memcpy(r + x * nb + lo, buf + {q} * x, {q} * sizeof(bits_t));",
@@ -700,9 +701,9 @@ def _narrow(size: int, width: int) -> list[str]:
         "            continue;",
         "        }",
         "        if (dsa == nb) {  /* contiguous rows: their fill as one run */",
-        "            fill_lines(d + a * dsa, (e - a) * nb, LF, fill);",
+        "            fill_lines(d + a * dsa, (e - a) * nb, &LF, fill);",
         "        } else {",
-        "            for (i64 x = a; x < e; x++) fill_lines(d + x * dsa, nb, LF, fill);",
+        "            for (i64 x = a; x < e; x++) fill_lines(d + x * dsa, nb, &LF, fill);",
         "        }",
         "        for (i64 x = a; x < e; x++) {",
         "            bits_t* row = d + x * dsa;",
@@ -1108,6 +1109,7 @@ def _word_columns() -> list[int]:
 
 _COMMON = r"""
 @PRELUDE@
+@PARTS@
 @POOL@
 @STREAM@
 typedef int64_t i64;
@@ -1516,6 +1518,26 @@ _GATHER = r"""    strided_row(J, so, dof, mb, J->ss[R - 1], J->ds[R - 1], R - 1,
 _TRANSPOSE = r"""
 #define TILE @TILE@
 
+/* Built in two parts at once (C_PARTS): part 2 defines the tile's narrow, streamed and
+   staged forms, part 1 the plain tile, the walk and the set-up, which call them. */
+#define STRIDEC_PARTS 2
+#if SAME_BITS
+PART_FN int narrow_split(const job_t* J, const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1,
+                         i64 k);
+PART_FN int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                        i64 b0, i64 b1, i64 lo, i64 hi, i64 nso);
+PART_FN int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                        i64 b0, i64 b1);
+#endif
+#ifdef STAGE_A
+PART_FN int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                        i64 b0, i64 b1);
+#endif
+#ifdef CAST_BLOCK
+PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1, i64 b0,
+                         i64 b1);
+#endif
+
 /* Columns [bs, be) of a tile, each walked along a (contiguous reads, writes dsa apart):
    copied, or filled when `copy` is 0. Narrow tiles (fewer than V columns: the channels of
    a pack, C = 3) take this path, as do tiles whose masks depend on b alone. */
@@ -1569,8 +1591,9 @@ static int narrow_put(const job_t* J, const bits_t* s, i64 ssb, bits_t* d, i64 d
    alignment (dsa a whole number of lines), else through a buffer in L1 whose rows are
    streamed as runs. */
 #define SPLIT_RUN (4096 / (i64)sizeof(bits_t))
-static int narrow_split(const job_t* J, const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1,
-                        i64 k) {
+#if IN_PART(2)
+PART_FN int narrow_split(const job_t* J, const bits_t* s, bits_t* d, i64 dsa, i64 b0, i64 b1,
+                         i64 k) {
     if (k < 2 || k > NARROW_MAX || k >= V) return 0;
     if (!J->stream) return narrow_rows(s, d, dsa, b0, b1, k, 0);
     const i64 size = (i64)sizeof(bits_t), line = 64 / size;
@@ -1591,11 +1614,13 @@ static int narrow_split(const job_t* J, const bits_t* s, bits_t* d, i64 dsa, i64
     }
     return 1;
 }
+#endif
 
 /* Columns [b0, b1) of rows [a0, a1), those in [lo, hi) copied and the others filled, by
    interleaves when the tile or its copied part is at most NARROW_MAX columns; 0 if not. */
-static int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
-                       i64 b0, i64 b1, i64 lo, i64 hi, i64 nso) {
+#if IN_PART(2)
+PART_FN int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                        i64 b0, i64 b1, i64 lo, i64 hi, i64 nso) {
     const bits_t* s = (const bits_t*)J->src + so;
     bits_t* d = (bits_t*)J->dst + dof;
     bits_t fill;
@@ -1623,14 +1648,16 @@ static int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
     return narrow_put(J, s + lo * ssb, ssb, d + lo, dsa, a0, a1, hi - lo, 0, hi - lo, fill, ns);
 }
 #endif
+#endif
 
 #if SAME_BITS
 /* A tile whose destination lines are streamed: straight from the registers where a block
    row is one whole aligned line (V·size = 64 bytes), else transposed into a buffer in L1
    whose rows then go out as runs (one run where the tile's rows are contiguous). 0 when
    the tile is larger than the buffer. */
-static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
-                       i64 b0, i64 b1) {
+#if IN_PART(2)
+PART_FN int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                        i64 b0, i64 b1) {
     const bits_t* s = (const bits_t*)J->src + so;
     bits_t* d = (bits_t*)J->dst + dof;
     i64 na = a1 - a0, nb = b1 - b0;
@@ -1670,6 +1697,7 @@ static int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0
     return 1;
 }
 #endif
+#endif
 
 #ifdef STAGE_A
 /* A streamed tile of up to STAGE_A x WIDE_B elements (J->staged, plan_units) whose source
@@ -1704,8 +1732,9 @@ static inline void stage_rows(bits_t* q, i64 ps, const bits_t* s, i64 ssb, i64 n
 }
 /* Out of line (a call per 256 KiB tile), so that its code can be found in the unit's
    assembly (tests/compiler/test_c_streaming_tiles.py). */
-static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa,
-                                                 i64 ssb, i64 a0, i64 a1, i64 b0, i64 b1) {
+#if IN_PART(2)
+PART_FN int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+                        i64 b0, i64 b1) {
     i64 na = a1 - a0, nb = b1 - b0;
     bits_t* stage = (bits_t*)stridec_pool_scratch_v1();
     const bits_t* s = (const bits_t*)J->src + so + a0 + b0 * ssb;
@@ -1767,6 +1796,7 @@ static __attribute__((noinline)) int staged_tile(const job_t* J, i64 so, i64 dof
     }
     return 1;
 }
+#endif
 #if defined(GROUP_WORDS) && SAME_BITS
 /* The side a of a staged merged tile (tile_merged, TILE rows), and its rows' stride. */
 #define STAGE_M (STAGE_A * STAGE_B / TILE)
@@ -1810,8 +1840,9 @@ static inline void stage_run(char* d, const char* s, i64 n, i64 ahead) {
 /* Tile [a0, a1) x [b0, b1) of k rows of dim R-3 from so, dof (their first); k = 1: one
    row. Converted from the staged rows, or straight from the source without a buffer.
    Out of line, so that its code can be found in the unit's assembly. */
-static __attribute__((noinline)) void staged_cast(const job_t* J, i64 so, i64 dof, i64 k,
-                                                  i64 a0, i64 a1, i64 b0, i64 b1) {
+#if IN_PART(2)
+PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1, i64 b0,
+                         i64 b1) {
     i64 R = J->R, na = a1 - a0, nb = b1 - b0, dsa = J->ds[R - 2], ssb = J->ss[R - 1];
     i64 ss3 = k > 1 ? J->ss[R - 3] : 0, ds3 = k > 1 ? J->ds[R - 3] : 0;
     i64 ps = k * na + 64 / (i64)sizeof(src_t);
@@ -1860,6 +1891,7 @@ static __attribute__((noinline)) void staged_cast(const job_t* J, i64 so, i64 do
         }
     }
 }
+#endif
 #endif
 
 /* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
@@ -2333,6 +2365,7 @@ _FAST_CAST = r"""#ifdef CAST_BLOCK
 #endif"""
 
 _DRIVER = r"""
+#if IN_PART(1)
 static void work_task(void* arg, i64 u0, i64 u1) {
     const job_t* J = (const job_t*)arg;
     work(J, u0, u1);
@@ -2388,6 +2421,7 @@ void @SYMBOL@(const void* src, void* dst, const i64* p, i64 nthreads) {
     stridec_pool_run_v1(work_task, &J, units, (units + 8 * nthreads - 1) / (8 * nthreads),
                         nthreads);
 }
+#endif
 """
 
 
@@ -2405,7 +2439,8 @@ def emit_class_source(cls: CopyClass) -> str:
         _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
         .replace("@CONVERT_RUN@", run).replace("@SAME@", str(int(same)))
         .replace("@NARROW_MAX@", str(NARROW_MAX))
-        .replace("@PRELUDE@", C_PRELUDE).replace("@POOL@", POOL_DECLARATION)
+        .replace("@PRELUDE@", C_PRELUDE).replace("@PARTS@", PARTS_DECLARATION)
+        .replace("@POOL@", POOL_DECLARATION)
         .replace("@STREAM@", STREAM_DECLARATION),
     ]
     if cls.strategy == "tiled_transpose":

@@ -70,6 +70,7 @@ from typing import Any
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.c.copy import CKernel
+from stridec.compiler.codegen.c.parts import PARTS_DECLARATION
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION
 from stridec.compiler.codegen.philox import (
     PhiloxSpec,
@@ -381,6 +382,7 @@ static void philox_run(const philox_job_t *J, philox_work_fn fn, i64 nthreads) {
 
 /* new_state = (counter + blocks mod 2^128, key), the state read once before any write:
    new_state may be the state itself. */
+#if IN_PART(1)
 void stridec_philox_advance(const void *state, void *dst, const i64 *p, i64 nthreads) {
     (void)nthreads;
     philox_key_t s = read_state((const u32 *)state, p);
@@ -390,6 +392,7 @@ void stridec_philox_advance(const void *state, void *dst, const i64 *p, i64 nthr
     u32 *out = (u32 *)dst;
     for (int k = 0; k < 6; k++) out[p[6 + k]] = w[k];
 }
+#endif
 """
 
 # One output variant: `out_t` the stored element, CONVERT(w, J) the value of word `w`.
@@ -530,15 +533,23 @@ _STORE_LOOP = """@OUT_T@ *restrict out = dst + 4 * b;
                 for (int w = 0; w < 4; w++) out[4 * l + w] = @NAME@_convert(y[w][l], low, scale);"""
 
 
+# The unit is built in two parts at once (`codegen/c/parts.py`): the advance, the bits and
+# float32 in the first, float16 and bfloat16 in the second.
+_PART = {"bits": 1, "float32": 1, "float16": 2, "bfloat16": 2}
+
+
 def _source() -> str:
     parts = ["/* stridec C Philox4x32-10 kernels (one compile unit for every philox op) */",
-             C_PRELUDE, POOL_DECLARATION, _CONSTANTS, _COMMON]
+             C_PRELUDE, PARTS_DECLARATION, f"#define STRIDEC_PARTS {max(_PART.values())}",
+             POOL_DECLARATION, _CONSTANTS, _COMMON]
     for key, (out_t, convert) in _VARIANTS.items():
         parts.append(
-            _VARIANT.replace("@STORE_FULL@", _STORE_FULL.get(key, _STORE_LOOP))
+            f"#if IN_PART({_PART[key]})"
+            + _VARIANT.replace("@STORE_FULL@", _STORE_FULL.get(key, _STORE_LOOP))
             .replace("@NAME@", _SYMBOLS[key])
             .replace("@OUT_T@", out_t)
             .replace("@CONVERT@", convert)
+            + "#endif"
         )
     return "\n".join(parts)
 
