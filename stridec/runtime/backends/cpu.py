@@ -12,9 +12,11 @@ library: a library whose bytes no longer match, or that the dynamic loader refus
 rebuilt. Both are written atomically (temporary name in the same folder, then rename),
 so concurrent processes never load half a file.
 
-The compiler is `$STRIDEC_CC`, else `$CC`, else `gcc`. A missing compiler or a failed
-build raises `BuildError` naming the tool and the kept source file. `BUILD_STATS` counts
-compiler runs and their time in this process.
+The compiler is `$STRIDEC_CC`, else `$CC`, else `gcc`. A unit whose source says
+`#define STRIDEC_PARTS n` (`codegen/c/parts.py`) is compiled as n objects by n compiler
+processes at once, then linked. A missing compiler or a failed build raises `BuildError`
+naming the tool and the kept source file. `BUILD_STATS` counts compiler runs and their
+time in this process.
 """
 
 from __future__ import annotations
