@@ -382,6 +382,26 @@ def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
     _run_built(tmp_path, flags, specs)
 
 
+def _avx2_functions(folder, bits: str) -> dict[str, list[str]]:
+    """The disassembled functions (name: lines) of the `bits` transpose unit built for AVX2
+    without AVX-512."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("needs objdump")
+    source = emit_class_source(CopyClass("tiled_transpose", bits, bits))
+    lib = build_shared(source, folder, f"avx2_{bits}", AVX2)
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", lib._name], capture_output=True,
+                          text=True, check=True).stdout
+    bodies: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            name = line.split("<", 1)[1][:-2]
+        elif name:
+            bodies.setdefault(name, []).append(line)
+    return bodies
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
 def test_int8_tiles_of_the_avx2_build(tmp_path, stream):
     """The 1-byte transpose unit built for AVX2 without AVX-512 (what runs on such a CPU,
@@ -420,20 +440,7 @@ def test_int8_blocks_of_the_avx2_build_are_ymm(tmp_path):
     CHWN4 tiles (`tile_merged`) build their words by `vpmovzxbd` of `ymm` (each from
     memory: a byte vector assembled on the stack instead stalls every load on a failed
     store forwarding) and transpose them by `vperm2i128`, streamed (`vmovntdq`)."""
-    objdump = shutil.which("objdump")
-    if objdump is None:
-        pytest.skip("needs objdump")
-    source = emit_class_source(CopyClass("tiled_transpose", "bits1", "bits1"))
-    lib = build_shared(source, tmp_path, "avx2_int8", AVX2)
-    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", lib._name], capture_output=True,
-                          text=True, check=True).stdout
-    bodies: dict[str, list[str]] = {}
-    name = ""
-    for line in text.splitlines():
-        if line.endswith(">:"):
-            name = line.split("<", 1)[1][:-2]
-        elif name:
-            bodies.setdefault(name, []).append(line)
+    bodies = _avx2_functions(tmp_path, "bits1")
     staged, merged = bodies.get("staged_tile", []), bodies.get("tile_merged", [])
     assert staged and merged, sorted(bodies)
     for op in ("vpunpcklbw", "vpunpckhbw"):
@@ -443,6 +450,43 @@ def test_int8_blocks_of_the_avx2_build_are_ymm(tmp_path):
     assert len(words) >= 64 and all("(" in line for line in words), words[:4]
     for op in ("vperm2i128", "vmovntdq"):
         assert any(op in line and "ymm" in line for line in merged), op
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
+def test_float16_tiles_of_the_avx2_build(tmp_path, stream):
+    """The 2-byte transpose unit built for AVX2 without AVX-512 (what runs on such a CPU,
+    tested here on any AVX2 one): its tiles of 64 source elements by 128 source rows,
+    transposed by `tr_wide` on `ymm` (two 8×8 blocks of halves a vector), streamed with
+    their source rows staged in L2 (`staged_tile`, 1024 by 128) or not: whole staged tiles
+    and partial ones on both sides, destinations off the lines, source rows with gaps,
+    masked tiles with and without the fill, a batch dim, packs into lanes of 8 … 64
+    channels (whole blocks, NCHW8 … NCHW64 of float16) with and without padding lanes,
+    on 1 and 3 threads, against torch."""
+    if not host_has("avx2"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU to run")
+    if not stream:
+        cpu.set_stream_threshold(-1)
+    specs = [permute_spec((b, a), (1, 0), f16, dst_offset=offset)
+             for (a, b), offset in zip(_STAGED_SIDES["float16"], (0, 1, 0, 5, 0, 1), strict=True)]
+    specs += [permute_spec((2, 70, 45), (0, 2, 1), f16),
+              dataclasses.replace(permute_spec((160, 1100), (1, 0), f16),
+                                  src_strides=(1, 1100 + 37), src_offset=5),
+              _masked_transpose((600, 1100), f16, 0), _masked_transpose((600, 1100), f16, None)]
+    for block, hw in ((8, 4096 + 5), (16, 2048 + 3), (32, 8192 + 64 + 3), (64, 600)):
+        specs += [_pack_spec(2, 2 * block, hw, block, f16, 0),
+                  _pack_spec(2, block + 5, hw, block, f16, 0)]
+    _run_built(tmp_path, AVX2, specs)
+
+
+def test_float16_staged_tiles_of_the_avx2_build_are_ymm(tmp_path):
+    """Built for AVX2 without AVX-512, the staged 2-byte tiles (`staged_tile`) copy their
+    source rows into the thread's scratch buffer and transpose them from there by in-lane
+    interleaves of halves in `ymm` registers (`vpunpcklwd`, `vpunpckhwd`)."""
+    staged = _avx2_functions(tmp_path, "bits2").get("staged_tile", [])
+    assert staged, "no staged_tile in the AVX2 build"
+    for op in ("vpunpcklwd", "vpunpckhwd"):
+        assert any(op in line and "ymm" in line for line in staged), op
+    assert any("stridec_pool_scratch_v1" in line for line in staged)
 
 
 def _run_built(folder, flags, specs, edit=None) -> None:
@@ -672,27 +716,40 @@ def test_packs_of_staged_blocks(torch_openmp, threads, dtype, stream):
                                           dst_offset=block), src=src)
 
 
+# The staged transposes' sides and sizes around them, (source elements a, source rows b):
+# a tile of 1024 by 256 int8 (1024 by 128 float16, staged on AVX2 alone); one under and
+# over it; several tiles with a remainder of less than a block (64) and of less than a
+# line; a source row of a block and one, destination rows of several tiles.
+_STAGED_SIDES = {
+    "int8": ((1024, 256), (1023, 255), (1025, 257), (2048 + 64 + 5, 512 + 16 + 3), (65, 300),
+             (3000, 700)),
+    "float16": ((1024, 128), (1023, 127), (1025, 129), (2048 + 32 + 5, 256 + 8 + 3), (65, 150),
+                (3000, 350)),
+}
+
+
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])
 @pytest.mark.parametrize("threads", [1, 3])
-def test_transposes_staged_in_l2(torch_openmp, threads):
-    """Streamed int8 transposes whose tiles' source rows are first copied into the thread's
-    scratch buffer (`staged_tile`: tiles of 1024 source elements by 256 source rows):
-    source rows of one whole staged tile, one element under and over it, several tiles
-    with a remainder of less than a block (64) and of less than a line; destination rows
-    of exactly a tile's 256 elements, one under (not staged) and over, a last tile of
-    less than a block of 16; destinations off the lines; source rows with gaps between
-    them from an odd offset (strides that are not the contiguous ones); a batch dim;
-    masked tiles with and without the fill; on 1 and 3 threads of either team."""
+@pytest.mark.parametrize("dtype", [i8, f16], ids=lambda d: d.name)
+def test_transposes_staged_in_l2(torch_openmp, threads, dtype):
+    """Streamed transposes whose tiles' source rows are first copied into the thread's
+    scratch buffer (`staged_tile`: tiles of 1024 source elements by 256 source rows of
+    int8, by 128 of float16 on AVX2 without AVX-512): source rows of one whole staged
+    tile, one element under and over it, several tiles with a remainder of less than a
+    block (64) and of less than a line; destination rows of exactly a tile, one under
+    (not staged) and over, a last tile of less than a block; destinations off the lines;
+    source rows with gaps between them from an odd offset (strides that are not the
+    contiguous ones); a batch dim; masked tiles with and without the fill; on 1 and 3
+    threads of either team."""
     with _team(torch_openmp, threads):
-        for a, b in ((1024, 256), (1023, 255), (1025, 257), (2048 + 64 + 5, 512 + 16 + 3),
-                     (65, 300), (3000, 700)):
+        for a, b in _STAGED_SIDES[dtype.name]:
             for dst_offset in (0, 1):
-                run_c(permute_spec((b, a), (1, 0), i8, dst_offset=dst_offset))
-            spec = permute_spec((b, a), (1, 0), i8)
+                run_c(permute_spec((b, a), (1, 0), dtype, dst_offset=dst_offset))
+            spec = permute_spec((b, a), (1, 0), dtype)
             run_c(dataclasses.replace(spec, src_strides=(1, a + 37), src_offset=5))
-        run_c(permute_spec((2, 300, 1100), (0, 2, 1), i8, dst_offset=3))
+        run_c(permute_spec((2, 300, 1100), (0, 2, 1), dtype, dst_offset=3))
         for fill in (0, None):
-            run_c(_masked_transpose((1100, 600), i8, fill))
+            run_c(_masked_transpose((1100, 600), dtype, fill))
 
 
 @pytest.mark.parametrize("torch_openmp", [True, False], ids=["torch_openmp", "own_pool"])

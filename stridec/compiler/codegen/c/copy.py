@@ -424,16 +424,18 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
     return out
 
 
-# Where a unit built without AVX-512 still stages its 1-byte tiles (`_wide_blocks`, on
-# 32-byte `ymm`: two independent 16×16 byte blocks a vector, one per 128-bit lane).
+# Where a unit built without AVX-512 still stages its 1- and 2-byte tiles (`_wide_blocks`,
+# on 32-byte `ymm`: two independent 16×16 byte blocks, or 8×8 blocks of halves, a vector,
+# one per 128-bit lane).
 _AVX2_WIDE = "defined(__AVX2__)"
-# Staged tiles of 1- and 2-byte elements with AVX-512 (`_wide_blocks`): (a, b) tile sides in
-# elements. A tile reads 64-byte source lines whole and writes its destination rows (256
-# bytes) whole from an L1 buffer of 16 KiB.
+# Staged tiles of 1- and 2-byte elements (`_wide_blocks`): (a, b) tile sides in elements.
+# A tile reads 64-byte source lines whole (32-byte runs on `ymm`) and writes its
+# destination rows (256 bytes) whole from an L1 buffer of 16 KiB.
 _WIDE_TILES = {1: (64, 256), 2: (64, 128)}
 # Streamed tiles of these sizes whose source rows are first copied into a buffer in L2
-# (`staged_tile`): the sides (a, b) of such a tile, in elements (STAGE_A, STAGE_B).
-_STAGED = {1: (1024, 256)}
+# (`staged_tile`): the sides (a, b) of such a tile, in elements (STAGE_A, STAGE_B). 2-byte
+# tiles are staged on AVX2 without AVX-512 alone, where it was measured (docs/cpu.md).
+_STAGED = {1: (1024, 256), 2: (1024, 128)}
 # Streamed transposing casts converted in registers, their tiles' source rows staged in L2
 # (`staged_cast`): (source rows, bytes of each) of a tile of long source rows, and (planes,
 # bytes of each over the rows of dim R-3 it spans) of a tile of short ones.
@@ -506,23 +508,25 @@ static inline void tr_lines(const uint8_t* s, i64 ss, uint8_t* d, i64 ds) {
 
 
 def _wide_blocks(size: int) -> list[str]:
-    """The staged tiles' blocks and sides (`_WIDE_TILES`), for a unit built with AVX512BW;
-    for 1-byte elements also with AVX2 alone, on `ymm` (`_AVX2_WIDE`)."""
+    """The staged tiles' blocks and sides (`_WIDE_TILES`), for a unit built with AVX512BW,
+    else with AVX2 on `ymm` (`_AVX2_WIDE`); staged in L2 (`_STAGED`) with AVX512BW for
+    1-byte elements, with AVX2 alone for both sizes."""
     ta, tb = _WIDE_TILES[size]
 
-    def blocks(width: int) -> list[str]:
+    def blocks(width: int, staged: bool) -> list[str]:
         return [
             f"#define WIDE_K {16 // size}", f"#define WIDE_L {width // size}",
             f"#define WIDE_A {ta}", f"#define WIDE_B {tb}",
             f"typedef {_BITS[size]} wide_t __attribute__((vector_size({width})));",
             *([f"#define STAGE_A {_STAGED[size][0]}", f"#define STAGE_B {_STAGED[size][1]}"]
-              if size in _STAGED else []),
+              if staged else []),
             *_wide_block(size, width=width),
         ]
 
-    out = [f"#if {_AVX512BW}", *blocks(64)]
+    out = [f"#if {_AVX512BW}", *blocks(64, size == 1)]
     if size == 1:
-        out += [*_wide_block(size, whole=True), _TR_LINES, f"#elif {_AVX2_WIDE}", *blocks(32)]
+        out += [*_wide_block(size, whole=True), _TR_LINES]
+    out += [f"#elif {_AVX2_WIDE}", *blocks(32, True)]
     return [*out, "#endif"]
 
 
