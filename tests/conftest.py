@@ -1,8 +1,8 @@
 """Shared test setup: `gpu` tests skip cleanly without CUDA; everything a run writes to a
 temporary place (stridec's kernel and plan caches, Inductor's cache, pytest's `tmp_path`
 folders, any `tempfile` user) lands in one folder of this run, removed when the run ends,
-so tests never touch the user's cache and leave nothing behind; under CI hypothesis
-draws deterministically."""
+so tests never touch the user's cache and leave nothing behind (pytest-xdist's workers
+share their run's folder and caches); under CI hypothesis draws deterministically."""
 
 from __future__ import annotations
 
@@ -50,10 +50,29 @@ def _sweep_stale_roots(parent: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-_sweep_stale_roots(tempfile.gettempdir())
-_ROOT = tempfile.mkdtemp(prefix="stridec-tests-")
-with open(os.path.join(_ROOT, "pid"), "w", encoding="ascii") as _f:
-    _f.write(str(os.getpid()))
+def _parents_root() -> str | None:
+    """The root of the run whose pytest-xdist worker this process is (started by the run's
+    own process, which names its root in STRIDEC_TESTS_ROOT), else None: a pytest that a
+    test starts makes a root of its own."""
+    root = os.environ.get("STRIDEC_TESTS_ROOT")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    try:
+        with open(os.path.join(root or "", "pid"), encoding="ascii") as f:
+            return root if int(f.read()) == os.getppid() else None
+    except (OSError, ValueError):
+        return None
+
+
+_INHERITED = _parents_root()
+if _INHERITED is None:
+    _sweep_stale_roots(tempfile.gettempdir())
+    _ROOT = tempfile.mkdtemp(prefix="stridec-tests-")
+    with open(os.path.join(_ROOT, "pid"), "w", encoding="ascii") as _f:
+        _f.write(str(os.getpid()))
+else:  # a worker of the run: the run's folder is its own, removed when the run ends
+    _ROOT = _INHERITED
+os.environ["STRIDEC_TESTS_ROOT"] = _ROOT
 os.environ["TMPDIR"] = _ROOT
 tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 os.environ.setdefault("STRIDEC_CACHE_DIR", os.path.join(_ROOT, "stridec-cache"))
@@ -61,7 +80,8 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_ROOT, "inductor-c
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(_ROOT, ignore_errors=True)
+    if _INHERITED is None:
+        shutil.rmtree(_ROOT, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -73,19 +93,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
-                            config: pytest.Config) -> None:
-    """The cpu backend's compile cost over the run: C compiler runs (one per new library),
-    their total time, and libraries loaded from the disk cache instead."""
+def _build_stats() -> dict[str, float]:
+    """This process's cpu backend build counts (`BUILD_STATS`), zeros if it built nothing."""
+    import dataclasses
     import sys
 
     cpu = sys.modules.get("stridec.runtime.backends.cpu")
     if cpu is None:
+        return {}
+    return dataclasses.asdict(cpu.BUILD_STATS)
+
+
+_workers_stats: list[dict[str, float]] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, a worker hands its build counts to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["stridec_build_stats"] = _build_stats()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # pytest-xdist's hook, on the controller
+    _workers_stats.append(getattr(node, "workeroutput", {}).get("stridec_build_stats", {}))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """The cpu backend's compile cost over the run (every worker's, under pytest-xdist): C
+    compiler runs (one per new library), their total time, and libraries loaded from the
+    disk cache instead."""
+    runs = [s for s in (_build_stats(), *_workers_stats) if s]
+    if not runs:
         return
-    stats = cpu.BUILD_STATS
+    total = {key: sum(s.get(key, 0) for s in runs) for key in runs[0]}
     terminalreporter.write_sep("-", "cpu backend builds")
     terminalreporter.write_line(
-        f"C compiler runs: {stats.compiler_runs} ({stats.compiler_processes} processes), "
-        f"{stats.compile_seconds:.1f} s in all; libraries loaded from the disk cache: "
-        f"{stats.disk_loads}"
+        f"C compiler runs: {total['compiler_runs']} ({total['compiler_processes']} processes), "
+        f"{total['compile_seconds']:.1f} s in all; libraries loaded from the disk cache: "
+        f"{total['disk_loads']}"
     )

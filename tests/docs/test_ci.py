@@ -50,7 +50,7 @@ def test_each_command_is_complete_and_installs_cpu_torch_first(index: int) -> No
         "python3 -m venv .venv", ". .venv/bin/activate", "pip install torch==2.13.0"
     ]
     assert re.fullmatch(r'pip install -e (\.|"\.\[dev\]")', steps[3])
-    assert steps[4] == ("python examples/quickstart.py", "python -m pytest -q")[index]
+    assert steps[4] == ("python examples/quickstart.py", "python -m pytest -q -n auto")[index]
 
 
 def test_ci_tests_the_oldest_triton_pyproject_accepts() -> None:
