@@ -182,19 +182,6 @@ def _capability(device: torch.device) -> str:
     return device.type
 
 
-def _call_key(tensors: tuple[Any, ...]) -> tuple | None:
-    """Per argument: dtype, sizes, strides, storage offset, device and the neg bit of a
-    plain strided `torch.Tensor`; None when an argument is anything else (not a tensor,
-    a subclass, sparse, mkldnn, nested). What `fast_binder(keyed=True)` reads; a cached
-    call's key is `_plain_call`'s, which holds the storages' bytes too."""
-    key = []
-    for t in tensors:
-        if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
-            return None
-        key.append((t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.is_neg()))
-    return tuple(key)
-
-
 def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
     """The call key of a call with `out=` (`_out_call`'s first part)."""
     found = _out_call(tensors, out)
@@ -250,8 +237,7 @@ def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
     storage's bound included (the layout's last byte against its bytes), and so is the
     specialization: a key seen on a call that passed every check and found its program
     is valid and runs that program. None where an argument is not a plain strided
-    `torch.Tensor`: such calls always take the full checks. (`_call_key` is the same key
-    less the storages, for `fast_binder`.)"""
+    `torch.Tensor`: such calls always take the full checks."""
     key: list[Any] = []
     ptrs = []
     try:

@@ -149,7 +149,7 @@ def degenerate(sizes: Sequence[Sym], bindings: Mapping[str, int]) -> bool:
 
 
 def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
-                keyed: bool = False, derived: Sequence[Sym] = ()) -> Any:
+                derived: Sequence[Sym] = ()) -> Any:
     """One generated function of a call's tensors doing, for a graph of `inputs` (name,
     `TensorType` without a declared layout) over `symbols`, every check a call to the
     class plan needs at once -- the count; plain strided, not nested, not neg-viewed
@@ -159,10 +159,7 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     their `binding_class`, the values in `symbols` order), or None where any check
     fails: the caller then takes the full path (`check_arguments`, `bind_call`), which
     names what does not fit. None (no function) where some symbol is bound by no dim of
-    its own. With `keyed`, a function of the tensors and their call key
-    (`compile._call_key`: plain strided tensors, and per tensor its dtype, sizes,
-    strides, offset, device and neg bit) reading those from the key instead of asking
-    each tensor again. `derived` (`derived_sizes`): None where the binding is
+    its own. `derived` (`derived_sizes`): None where the binding is
     `degenerate` for them too (the full path then plans it alone)."""
     import torch
 
@@ -171,22 +168,15 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     later: list[tuple[int, int, Sym]] = []
     for i, (_, t_type) in enumerate(inputs):
         sizes = t_type.sizes
-        if keyed:  # (dtype, sizes, strides, offset, device, neg bit)
-            lines += [
-                f"    t{i} = ts[{i}]",
-                f"    _, s{i}, st{i}, o{i}, d{i}, n{i} = key[{i}]",
-                f"    if _ is not _dtype{i} or n{i}: return None",
-            ]
-        else:
-            lines += [
-                f"    t{i} = ts[{i}]",
-                f"    if type(t{i}) is not _Tensor or t{i}.layout is not _strided"
-                f" or t{i}.is_nested or t{i}.dtype is not _dtype{i} or t{i}.is_neg():"
-                " return None",
-                f"    s{i} = t{i}.shape",
-            ]
+        lines += [
+            f"    t{i} = ts[{i}]",
+            f"    if type(t{i}) is not _Tensor or t{i}.layout is not _strided"
+            f" or t{i}.is_nested or t{i}.dtype is not _dtype{i} or t{i}.is_neg():"
+            " return None",
+            f"    s{i} = t{i}.shape",
+        ]
         lines.append(f"    if len(s{i}) != {len(sizes)}: return None")
-        device = f"d{i}" if keyed else f"t{i}.device"
+        device = f"t{i}.device"
         lines.append(f"    if {device} != device: return None" if i else f"    device = {device}")
         for k, d in enumerate(sizes):
             if isinstance(d, Sym) and d.name is not None and d.name not in where:
@@ -203,9 +193,8 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     for i, (_, t_type) in enumerate(inputs):
         layout = t_type.layout
         strides = "".join(f"{_py_source(st, where)}, " for st in layout.strides)
-        if not keyed:
-            lines += [f"    st{i} = t{i}.stride()", f"    o{i} = t{i}.storage_offset()"]
         lines += [
+            f"    st{i} = t{i}.stride()", f"    o{i} = t{i}.storage_offset()",
             f"    if st{i} != ({strides}) or o{i} != "
             f"{_py_source(layout.offset, where)}: return None",
             f"    if t{i}.numel() and {_py_source(layout.offset, where)} + "
@@ -228,8 +217,7 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     scope: dict[str, Any] = {"_Tensor": torch.Tensor, "_strided": torch.strided}
     for i, (_, t_type) in enumerate(inputs):
         scope[f"_dtype{i}"] = t_type.dtype.torch
-    head = "def check(ts, key):\n" if keyed else "def check(ts):\n"
-    exec(head + "\n".join(lines), scope)  # noqa: S102 - our own text
+    exec("def check(ts):\n" + "\n".join(lines), scope)  # noqa: S102 - our own text
     return scope["check"]
 
 
