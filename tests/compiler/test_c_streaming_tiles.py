@@ -489,6 +489,25 @@ def test_float16_staged_tiles_of_the_avx2_build_are_ymm(tmp_path):
     assert any("stridec_pool_scratch_v1" in line for line in staged)
 
 
+
+@pytest.mark.parametrize("bits", ["bits1", "bits2", "bits4", "bits8"])
+def test_tiles_built_at_o2_keep_their_blocks_inline(tmp_path, bits):
+    """A transpose without a cast builds its tile functions at -O2 (`TILE_FN`, for the
+    build's time) and its vector blocks always inline (`BLOCK_FN`): in the tiles, as at
+    -O3, no block or staging copy is a call of its own."""
+    bodies: dict[str, list[str]] = {}
+    for name, lines in _avx2_functions(tmp_path, bits).items():  # gcc's clones: f.isra.0
+        bodies.setdefault(name.split(".")[0], []).extend(lines)
+    blocks = ("tr_block", "tr_block_nt", "tr_block_rows", "tr_wide", "tr_wide_regs",
+              "tr_lines", "tr_words", "stage_rows", "stream_vec")
+    staged = ("staged_tile",) if bits in ("bits1", "bits2") else ()  # 1, 2 bytes staged
+    tiles = ("tile", "tile_merged", "stream_tile", *staged)
+    for name in tiles:
+        assert bodies.get(name), f"no {name} in the AVX2 build of {bits}"
+        called = {line.rsplit("<", 1)[-1].split("+")[0].split(".")[0].rstrip(">")
+                  for line in bodies[name] if "call" in line.split()}
+        assert not called & set(blocks), (name, called)
+
 def _run_built(folder, flags, specs, edit=None) -> None:
     """The unit of `specs` (one class) built with `flags` (its source changed by `edit`),
     each spec run on 1 and 3 threads against torch."""

@@ -376,12 +376,12 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
         out = [
             "/* tr_block with streaming stores: d and ds·size multiples of 64 bytes. */",
             "#define BLOCK_NT 1", "#define NT_ROWS V", "#define NT_STRIPS 0",
-            f"static inline void tr_block_nt(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
+            f"BLOCK_FN void tr_block_nt(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
         ]
     elif rows:
         out = [
             "/* Block (a, b): source element rows[b][x + a] lands at d[a*ds + b]. */",
-            f"static inline void tr_block_rows(const {elem}* const* rows, i64 x, {elem}* d, "
+            f"BLOCK_FN void tr_block_rows(const {elem}* const* rows, i64 x, {elem}* d, "
             "i64 ds) {",
         ]
     else:
@@ -391,7 +391,7 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
             f"typedef {elem} vec_t __attribute__((vector_size({width})));",
             "",
             "/* Block (a, b), 0 <= a, b < V: source element s[a + b*ss] lands at d[a*ds + b]. */",
-            f"static inline void tr_block(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
+            f"BLOCK_FN void tr_block(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{",
         ]
     in_lane = size == 4 and width == 32  # `_in_lane_8x8`, which needs no LO and HI
     out += [] if in_lane else [
@@ -457,10 +457,10 @@ def _wide_block(size: int, whole: bool = False, width: int = 64) -> list[str]:
     if whole:
         out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands in lane a / K of the",
                "   64 bytes at d + (a % K)·64, element b. */",
-               f"static inline void tr_wide_regs(const {elem}* s, i64 ss, {elem}* d) {{"]
+               f"BLOCK_FN void tr_wide_regs(const {elem}* s, i64 ss, {elem}* d) {{"]
     else:
         out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands at d[a*ds + b]. */",
-               f"static inline void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{"]
+               f"BLOCK_FN void tr_wide(const {elem}* s, i64 ss, {elem}* d, i64 ds) {{"]
     out += [f"    const wide_t LO = {{{', '.join(map(str, lo))}}};",
             f"    const wide_t HI = {{{', '.join(map(str, hi))}}};"]
     names = [f"w0_{b}" for b in range(k)]
@@ -486,7 +486,7 @@ _TR_LINES = r"""#define WIDE_LINES 1
 typedef long long lane_q __attribute__((vector_size(64)));
 /* Source s[a + b*ss] (a, b < 64) lands at d[a*ds + b]: 64 destination rows of one whole
    line each, d 64-byte aligned and ds a multiple of 64, streamed. */
-static inline void tr_lines(const uint8_t* s, i64 ss, uint8_t* d, i64 ds) {
+BLOCK_FN void tr_lines(const uint8_t* s, i64 ss, uint8_t* d, i64 ds) {
     uint8_t z[4 * 1024] __attribute__((aligned(64)));
     const lane_q E = {0, 1, 4, 5, 8, 9, 12, 13}, O = {2, 3, 6, 7, 10, 11, 14, 15};
     for (int g = 0; g < 4; g++) tr_wide_regs(s + 16 * g * ss, ss, z + 1024 * g);
@@ -577,9 +577,9 @@ def _stream_vec(width: int) -> list[str]:
         nt_width = 16 if width == 32 and "SSE2" in condition else width
         out += [f"#{'if' if j == 0 else 'elif'} {condition}",
                 f"typedef long long nt_t __attribute__((vector_size({nt_width})));",
-                "static inline void stream_vec(bits_t* p, vec_t v) {",
+                "BLOCK_FN void stream_vec(bits_t* p, vec_t v) {",
                 *(f"    {line}" for line in body), "}"]
-    return [*out, "#else", "static inline void stream_vec(bits_t* p, vec_t v) {",
+    return [*out, "#else", "BLOCK_FN void stream_vec(bits_t* p, vec_t v) {",
             f"    memcpy(p, &v, {width});", "}", "#endif"]
 
 
@@ -868,7 +868,7 @@ def _lines_block_2() -> list[str]:
            "typedef long long nt32_t __attribute__((vector_size(32)));",
            "/* Block (a, b), a < 8, b < 32: source element s[a + b*ss] lands at d[a*ds + b];",
            "   d 64-byte aligned and ds·2 a multiple of 64: each row one line, streamed. */",
-           "static inline void tr_block_nt(const bits_t* s, i64 ss, bits_t* d, i64 ds) {",
+           "BLOCK_FN void tr_block_nt(const bits_t* s, i64 ss, bits_t* d, i64 ds) {",
            f"    const half16_t LO = {{{', '.join(map(str, lo))}}};",
            f"    const half16_t HI = {{{', '.join(map(str, hi))}}};",
            "    half16_t z[8];"]
@@ -1004,7 +1004,7 @@ def _group_words() -> list[str]:
         "    return (word_v)__builtin_ia32_pmovzxbd512_mask(b, (iword_v){0}, (unsigned short)-1);",
         "}",
         "/* Column x + a of 16 groups (rows[0 .. 64)) lands at d[a*ds .. a*ds + 64). */",
-        "static inline void tr_words(const uint8_t* const* rows, i64 x, uint8_t* d, i64 ds,",
+        "BLOCK_FN void tr_words(const uint8_t* const* rows, i64 x, uint8_t* d, i64 ds,",
         "                            int nt) {",
         f"    const word_v LO = {{{', '.join(map(str, lo))}}};",
         f"    const word_v HI = {{{', '.join(map(str, hi))}}};",
@@ -1060,7 +1060,7 @@ def _group_words_avx2() -> list[str]:
         "    return (word_v)__builtin_ia32_pmovzxbd256((byte_v)(half_q){q, 0});",
         "}",
         "/* Column x + a (a < 8) of 16 groups (rows[0 .. 64)) lands at d[a*ds .. a*ds + 64). */",
-        "static inline void tr_words(const uint8_t* const* rows, i64 x, uint8_t* d, i64 ds,",
+        "BLOCK_FN void tr_words(const uint8_t* const* rows, i64 x, uint8_t* d, i64 ds,",
         "                            int nt) {",
     ]
     for r, (lo, hi) in enumerate(_WORD_ROUNDS):
@@ -1127,6 +1127,17 @@ static inline dst_t convert(src_t x) { return @CONVERT@; }
 #define MAXT 256
 #define SAME_BITS @SAME@
 #define NARROW_MAX @NARROW_MAX@
+/* The tile functions of a transpose without a cast are built at -O2 (TILE_FN): their
+   work is the vector blocks they call (BLOCK_FN), written out shuffle by shuffle, which
+   -O3 does no more for; it only made more code of the loops around them, and with it
+   most of the unit's build time. A block is always inlined: gcc would inline a function
+   built at -O3 into one built at -O2 only where it is cheap. */
+#if SAME_BITS
+#define TILE_FN __attribute__((optimize("O2")))
+#else
+#define TILE_FN
+#endif
+#define BLOCK_FN static inline __attribute__((always_inline))
 /* Copies moving fewer bytes run on the calling thread: waking a pool worker costs a few
    µs, and a copy of this size takes ~10 µs on one core. */
 #define PARALLEL_BYTES (1 << 18)
@@ -1660,7 +1671,7 @@ PART_FN int narrow_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a
    whose rows then go out as runs (one run where the tile's rows are contiguous). 0 when
    the tile is larger than the buffer. */
 #if IN_PART(2)
-PART_FN int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+TILE_FN PART_FN int stream_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
                         i64 b0, i64 b1) {
     const bits_t* s = (const bits_t*)J->src + so;
     bits_t* d = (bits_t*)J->dst + dof;
@@ -1723,7 +1734,7 @@ _Static_assert(STAGE_B <= WIDE_B && STAGE_B % WIDE_K == 0, "staged rows");
    nothing ahead, each row's first lines, a page or more from the last row's, are read a
    miss at a time before the hardware prefetcher follows (docs/cpu.md). */
 #define STAGE_AHEAD 256
-static inline void stage_rows(bits_t* q, i64 ps, const bits_t* s, i64 ssb, i64 na, i64 nb) {
+BLOCK_FN void stage_rows(bits_t* q, i64 ps, const bits_t* s, i64 ssb, i64 na, i64 nb) {
     const i64 L = 64 / (i64)sizeof(bits_t), per = (na + L - 1) / L;
     i64 py = STAGE_AHEAD / per, px = STAGE_AHEAD % per;
     for (i64 y = 0; y < nb; y++)
@@ -1737,7 +1748,7 @@ static inline void stage_rows(bits_t* q, i64 ps, const bits_t* s, i64 ssb, i64 n
 /* Out of line (a call per 256 KiB tile), so that its code can be found in the unit's
    assembly (tests/compiler/test_c_streaming_tiles.py). */
 #if IN_PART(2)
-PART_FN int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
+TILE_FN PART_FN int staged_tile(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i64 a0, i64 a1,
                         i64 b0, i64 b1) {
     i64 na = a1 - a0, nb = b1 - b0;
     bits_t* stage = (bits_t*)stridec_pool_scratch_v1();
@@ -1900,7 +1911,7 @@ PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1,
 
 /* Tile [a0, a1) x [b0, b1) of the last two dims: a = dim R-2 (source stride 1),
    b = dim R-1 (destination stride 1). */
-static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
+TILE_FN static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1, i64 b0,
                  i64 b1, i64 nso) {
     i64 R = J->R, dsa = J->ds[R - 2], ssb = J->ss[R - 1];
     int state = 1;  /* 1: every mask holds on the tile, 0: some mask nowhere, 2: mixed */
@@ -1963,7 +1974,7 @@ static void tile(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
    the 4 lanes of a group), so each destination row a of the tile is one run of b1 - b0
    elements. Source row b is at i * ss[R-3] + l * ss[R-1], or a row of the fill where a
    mask (which depends on i and l alone) fails: V×V blocks read their rows by pointer. */
-static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
+TILE_FN static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, i64 a0, i64 a1,
                         i64 b0, i64 b1) {
     i64 R = J->R, n1 = J->n[R - 1], dsa = J->ds[R - 2];
     i64 ssi = J->ss[R - 3], ssl = J->ss[R - 1];
