@@ -642,11 +642,10 @@ def _special_specs(src, dst):
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
 @pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)
 def test_transposing_casts_keep_torchs_bits(src, dst, stream):
-    """Transposing casts give torch's bits for NaN payloads, infinities, subnormals and
-    rounding ties through the blocks of the host's build (with AVX-512 the blocks that
-    convert in registers, `tr_cast` and `tr_cast_lines`, staged in L2 when streamed;
-    without it the tile moved as bits and converted row by row, `convert_run`: F16C where
-    the host has it), streamed and not, on 1 and 3 threads."""
+    """The blocks that convert in registers (`tr_cast`, `tr_cast_lines`: F16C and AVX2
+    without AVX-512, AVX-512 where the host has it) give torch's bits for NaN payloads,
+    infinities, subnormals and rounding ties, streamed (staged in L2) and not, on 1 and 3
+    threads."""
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
         for spec, threads in itertools.product(_special_specs(src, dst), (1, 3)):
@@ -657,8 +656,7 @@ def test_transposing_casts_keep_torchs_bits(src, dst, stream):
 
 @pytest.mark.parametrize(("src", "dst"), _STAGED_CASTS, ids=lambda d: d.name)
 def test_transposing_casts_keep_torchs_bits_on_avx2(tmp_path, src, dst):
-    """The same with the unit built for AVX2 and F16C (on a host with AVX-512, the paths
-    it has without), streamed."""
+    """The same with the unit built for AVX2 and F16C (its 8-lane blocks), streamed."""
     if not host_has("avx2") or not host_has("f16c"):
         pytest.skip("the AVX2 build needs an AVX2 CPU with F16C to run")
     lib = build_shared(generate_c_copy(_special_specs(src, dst)[0]).source, tmp_path, "cast", AVX2)
@@ -671,8 +669,9 @@ def test_staged_casts_without_a_scratch_buffer(tmp_path, src, dst):
     """A thread without a scratch buffer (its allocation failed) converts the staged cast
     tiles straight from the source: the unit built with the buffer's address replaced by
     a null pointer, streamed, on 1 and 3 threads, against torch."""
-    if not (host_has("avx512bw") and host_has("avx512vl")):
-        pytest.skip("the staged casts are built for AVX-512 (BW, VL) only")
+    if not (host_has("avx512bw") and host_has("avx512vl")) and not (
+            host_has("avx2") and host_has("f16c")):
+        pytest.skip("the staged casts are built for AVX-512 (BW, VL) or AVX2 with F16C")
     call = "(src_t*)stridec_pool_scratch_v1()"
 
     def without(source: str) -> str:

@@ -12,9 +12,9 @@ Interface for the C kernel generators:
 * `c_convert_run(src, dst, name)` — a C function converting a contiguous run the same way,
   with x86's conversion instructions where they give the same bits (float32 ↔ float16).
 * `c_convert_lanes(src, dst)` — for float32 ↔ float16 and float32 ↔ bfloat16, a C function
-  `convert_lanes` converting 16 elements held in AVX-512 registers the same way (the
-  transposing casts convert their blocks with it between the shuffles and the stores), or
-  None for the other pairs.
+  `convert_lanes` converting 16 elements held in AVX-512 registers the same way, or 8 in
+  AVX2 registers on a unit built without AVX-512 (the transposing casts convert their
+  blocks with it between the shuffles and the stores), or None for the other pairs.
 
 The oracle is torch's `.to()` on a contiguous CPU tensor, the loop that covers the bulk of
 every large tensor. torch does not give one answer everywhere: for a few NaN and
@@ -276,15 +276,46 @@ _LANES = {
 # 16-bit lanes (BW) on 256-bit registers as well (VL).
 LANES_ISA = "defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
 
+# Without AVX-512, 8 lanes: float32 in a `__m256`, the 8 halves' bits in a `__m128i`, by
+# the same rules (F16C's 256-bit `vcvtps2ph` / `vcvtph2ps`; float32 -> bfloat16 on the
+# integer bits of a `ymm`, the 8 results packed to 16 bits by `vpackusdw`, which leaves
+# every value up to 0xffff as it is).
+_LANES_8 = {
+    ("float32", "float16"): (
+        "static inline __m128i convert_lanes(__m256 v) {",
+        "    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);",
+    ),
+    ("float32", "bfloat16"): (
+        "typedef uint32_t lanes_u32 __attribute__((vector_size(32)));",
+        "static inline __m128i convert_lanes(__m256 v) {",
+        "    lanes_u32 w = (lanes_u32)v;",
+        "    lanes_u32 nan = (lanes_u32)((w & 0x7fffffffu) > 0x7f800000u);",
+        "    __m256i r = (__m256i)(((w + 0x7fffu + ((w >> 16) & 1u)) >> 16) | (nan & 0xffffu));",
+        "    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));",
+    ),
+    ("float16", "float32"): (
+        "static inline __m256 convert_lanes(__m128i h) {",
+        "    return _mm256_cvtph_ps(h);",
+    ),
+    ("bfloat16", "float32"): (
+        "static inline __m256 convert_lanes(__m128i h) {",
+        "    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));",
+    ),
+}
+# The ISA of the 8 lanes: AVX2 (its 256-bit integer shuffles) and F16C.
+LANES_8_ISA = "defined(__AVX2__) && defined(__F16C__)"
+
 
 def c_convert_lanes(src: DType | str, dst: DType | str) -> str | None:
-    """C text of `convert_lanes` for `src` -> `dst` (see `_LANES`), defined with
-    `CONVERT_LANES` where the unit is built for `LANES_ISA`; None for a pair without one.
-    Each lane converts as `c_convert(src, dst, ...)`."""
+    """C text of `convert_lanes` for `src` -> `dst`, defined with `CONVERT_LANES` (the lanes
+    it converts): 16 where the unit is built for `LANES_ISA` (`_LANES`), 8 where it is built
+    for `LANES_8_ISA` (`_LANES_8`); None for a pair without one. Each lane converts as
+    `c_convert(src, dst, ...)`."""
     s = as_dtype(src, "c_convert_lanes src").name
     d = as_dtype(dst, "c_convert_lanes dst").name
     body = _LANES.get((s, d))
     if body is None:
         return None
-    return "\n".join([f"#if {LANES_ISA}", "#include <immintrin.h>", "#define CONVERT_LANES 1",
-                      *body, "}", "#endif"])
+    return "\n".join([f"#if {LANES_ISA}", "#include <immintrin.h>", "#define CONVERT_LANES 16",
+                      *body, "}", f"#elif {LANES_8_ISA}", "#include <immintrin.h>",
+                      "#define CONVERT_LANES 8", *_LANES_8[(s, d)], "}", "#endif"])

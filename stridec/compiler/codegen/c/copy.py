@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 from stridec.compiler.codegen.c.casts import (
     C_PRELUDE,
+    LANES_8_ISA,
     LANES_ISA,
     c_convert,
     c_convert_lanes,
@@ -910,8 +911,105 @@ def _cast_block(src: str) -> str:
     lines = _cast_lines() if size == 4 else []
     return "\n".join([f"#if {LANES_ISA}", "#define CAST_BLOCK 1",
                       f"#define CAST_WIDENS {int(size == 2)}",
+                      f"#define CAST_ROW_LINES {int(size == 2)}",
                       *_transpose_block(_BITS[size], size, width, cast=True), *lines,
-                      "#endif"])
+                      f"#elif {LANES_8_ISA}", *_cast_block_8(size), "#endif"])
+
+
+def _in_lane_masks(k: int, lanes: int) -> tuple[list[int], list[int]]:
+    """The interleave masks of `_interleave_rounds` within each 128-bit lane of k elements
+    (`vpunpckl/h`), for vectors of `lanes` elements."""
+    lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(lanes // k)
+          for j in range(k)]
+    return lo, [x + k // 2 for x in lo]
+
+
+def _cast_block_8(size: int) -> list[str]:
+    """The transposing cast's blocks on a unit built for AVX2 and F16C without AVX-512
+    (`casts.LANES_8_ISA`: 8 lanes to a conversion). The 8 float32 of a source row (a
+    `ymm`) convert into 8 halves (an `xmm`), so the shuffles are always of 16-bit lanes,
+    on the halves, after the conversion or before it. `tr_cast`: an 8×8 block, its
+    rows of 8 halves (16 bytes) or 8 float32 (32 bytes) never whole lines.
+    `tr_cast_lines`: 8 source columns by CAST_LINE_ROWS source rows whose every
+    destination row is one whole 64-byte line (streamed with nt): source rows b and b + 8
+    as the two 128-bit lanes of one `ymm` of 16 halves, transposed in-lane (3 rounds of
+    `vpunpckl/h`), so row a of the result is column a of source rows 0 … 15, 16 halves;
+    from float32 two such blocks (32 rows), the first held in L1 while the second is
+    built, from float16 one, each row widened into two `ymm` of float32."""
+    lo8 = [k // 2 if k % 2 == 0 else 8 + k // 2 for k in range(8)]
+    hi8 = [x + 4 for x in lo8]
+    lo, hi = _in_lane_masks(8, 16)
+    narrowing = size == 4
+    out = ["#define CAST_BLOCK 1", f"#define CAST_WIDENS {int(not narrowing)}",
+           "#define CAST_ROW_LINES 0", "#define CAST_LINES 1",
+           f"#define CAST_LINE_ROWS {32 if narrowing else 16}",
+           "typedef uint16_t half8_t __attribute__((vector_size(16)));",
+           "typedef uint16_t half16_t __attribute__((vector_size(32)));",
+           "/* Block (a, b), a, b < 8: source element s[a + b*ss], converted, lands at",
+           "   d[a*ds + b]. */",
+           "static inline void tr_cast(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+           "    (void)nt;",
+           f"    const half8_t LO = {{{', '.join(map(str, lo8))}}};",
+           f"    const half8_t HI = {{{', '.join(map(str, hi8))}}};"]
+    names = [f"r0_{b}" for b in range(8)]
+    for b in range(8):
+        if narrowing:
+            out += [f"    __m256 x{b}; memcpy(&x{b}, s + {b} * ss, 32);",
+                    f"    half8_t {names[b]} = (half8_t)convert_lanes(x{b});"]
+        else:
+            out.append(f"    half8_t {names[b]}; memcpy(&{names[b]}, s + {b} * ss, 16);")
+    names = _interleave_rounds(out, "half8_t", "r", names)
+    for a in range(8):
+        if narrowing:
+            out.append(f"    memcpy(d + {a} * ds, &{names[a]}, 16);")
+        else:
+            out += [f"    __m256 w{a} = convert_lanes((__m128i){names[a]});",
+                    f"    memcpy(d + {a} * ds, &w{a}, 32);"]
+    out += ["}", "",
+            "/* Block (a, b), a < 8, b < CAST_LINE_ROWS: source element s[a + b*ss], converted,",
+            "   lands at d[a*ds + b]; each row one 64-byte line, streamed with nt. */",
+            "static inline void tr_cast_lines(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+            f"    const half16_t LO = {{{', '.join(map(str, lo))}}};",
+            f"    const half16_t HI = {{{', '.join(map(str, hi))}}};"]
+    if narrowing:
+        out.append("    half16_t z[8];")
+    for g in range(2 if narrowing else 1):
+        names = [f"c{g}0_{b}" for b in range(8)]
+        for b in range(8):
+            r0, r1 = 16 * g + b, 16 * g + b + 8
+            if narrowing:
+                out += [f"    __m256 x{g}{b}, y{g}{b};",
+                        f"    memcpy(&x{g}{b}, s + {r0} * ss, 32);",
+                        f"    memcpy(&y{g}{b}, s + {r1} * ss, 32);",
+                        f"    half16_t {names[b]} = (half16_t)_mm256_set_m128i("
+                        f"convert_lanes(y{g}{b}), convert_lanes(x{g}{b}));"]
+            else:
+                out += [f"    __m128i x{b}, y{b};", f"    memcpy(&x{b}, s + {r0} * ss, 16);",
+                        f"    memcpy(&y{b}, s + {r1} * ss, 16);",
+                        f"    half16_t {names[b]} = (half16_t)_mm256_set_m128i(y{b}, x{b});"]
+        names = _interleave_rounds(out, "half16_t", f"c{g}", names)
+        for a in range(8):
+            if narrowing and g == 0:
+                out.append(f"    z[{a}] = {names[a]};")
+                continue
+            if narrowing:
+                first, second = f"z[{a}]", names[a]
+            else:
+                out += [f"    __m256 lo{a} = convert_lanes(_mm256_castsi256_si128("
+                        f"(__m256i){names[a]}));",
+                        f"    __m256 hi{a} = convert_lanes(_mm256_extracti128_si256("
+                        f"(__m256i){names[a]}, 1));"]
+                first, second = f"lo{a}", f"hi{a}"
+            out += ["    if (nt) {",
+                    f"        __builtin_ia32_movntdq256((stream_v*)(void*)(d + {a} * ds), "
+                    f"(stream_v){first});",
+                    f"        __builtin_ia32_movntdq256((stream_v*)(void*)(d + {a} * ds) + 1, "
+                    f"(stream_v){second});",
+                    "    } else {",
+                    f"        memcpy(d + {a} * ds, &{first}, 32);",
+                    f"        memcpy((char*)(d + {a} * ds) + 32, &{second}, 32);",
+                    "    }"]
+    return [*out, "}"]
 
 
 def _cast_lines() -> list[str]:
@@ -935,6 +1033,7 @@ def _cast_lines() -> list[str]:
 
     out = [
         "#define CAST_LINES 1",
+        "#define CAST_LINE_ROWS 32",
         "typedef uint16_t lines_t __attribute__((vector_size(64)));",
         "/* Block (a, b), a < 16, b < 32: source element s[a + b*ss], converted, lands at",
         "   d[a*ds + b]; each row one 64-byte store, streamed with nt. */",
@@ -1874,9 +1973,12 @@ PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1,
 #ifdef CAST_LINES
     lines = stage && nt;  /* whole lines of halves from 32 staged rows at a time */
 #endif
-    nt = nt && (CAST_WIDENS || lines);  /* else through buf, its rows copied out as runs */
+    nt = nt && (CAST_ROW_LINES || lines);  /* else through buf, its rows copied out as runs */
     dst_t buf[nt ? 1 : TILE * TILE] __attribute__((aligned(64)));
-    i64 step = nt ? na : TILE * TILE / nb, by = lines ? 2 * V : V;  /* a, b of a pass */
+    i64 step = nt ? na : TILE * TILE / nb, by = V;  /* a, b of a pass */
+#ifdef CAST_LINES
+    if (lines) by = CAST_LINE_ROWS;
+#endif
     for (i64 i = 0; i < k; i++) {
         const src_t* p = stage ? stage + i * na : s + i * ss3;
         i64 pb = stage ? ps : ssb;
@@ -1896,6 +1998,8 @@ PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1,
 #endif
                     tr_cast(px + x + y * pb, pb, q + x * qs + y, qs, nt);
                 }
+                for (; y + V <= nb; y += V)  /* the rows after the last whole-line block */
+                    tr_cast(px + x + y * pb, pb, q + x * qs + y, qs, nt);
                 for (i64 xx = x; xx < x + V; xx++)
                     for (i64 yy = y; yy < nb; yy++) q[xx * qs + yy] = convert(px[xx + yy * pb]);
             }
@@ -2333,7 +2437,7 @@ _FAST_CAST = r"""#ifdef CAST_BLOCK
         const src_t* p = s + so + a0 + b0 * ssb;
         dst_t* o = d + dof + a0 * dsa + b0;
         i64 na = a1 - a0, nb = b1 - b0, x = 0;
-        int nt = CAST_WIDENS && J->stream && ((uintptr_t)o & 63) == 0
+        int nt = CAST_ROW_LINES && J->stream && ((uintptr_t)o & 63) == 0
                  && dsa * (i64)sizeof(dst_t) % 64 == 0;
         int staged = !nt && (J->stream || !CAST_WIDENS);
         dst_t buf[staged ? TILE * TILE : 1] __attribute__((aligned(64)));
