@@ -20,10 +20,10 @@ and picks a strategy on the canonical dims:
   are loaded as V source vectors, transposed in registers by log2(V) rounds of
   interleaves (`__builtin_shuffle`), and stored as V destination vectors. A cast between
   float32 and float16 or bfloat16 converts each transposed row in registers as it is
-  stored (`_cast_block`, AVX-512; streamed, from the tile's source rows staged in L2,
-  `staged_cast`); other casts move the tile as bits of the source type
-  into a buffer, then convert it row by row. A
-  tile side of 2 … `NARROW_MAX` elements (NHWC with C = 3, NCHW4 packs and their padding)
+  stored (`_cast_block`: AVX-512, or 8 lanes with AVX2 and F16C, `_cast_block_8`;
+  streamed, from the tile's source rows staged in L2, `staged_cast`); other casts move
+  the tile as bits of the source type into a buffer, then convert it row by row. A tile
+  side of 2 … `NARROW_MAX` elements (NHWC with C = 3, NCHW4 packs and their padding)
   is moved by in-register interleaves of that many rows (`_narrow`); a wide row of a few
   copied columns and the fill (NCHW32 of C = 3) as whole vectors of the fill and one
   store of its columns (`padded_rows`); a narrow innermost dim that the destination
