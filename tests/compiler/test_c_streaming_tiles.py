@@ -382,14 +382,14 @@ def test_streamed_strips_of_other_isas(tmp_path, flags, dtype):
     _run_built(tmp_path, flags, specs)
 
 
-def _avx2_functions(folder, bits: str) -> dict[str, list[str]]:
-    """The disassembled functions (name: lines) of the `bits` transpose unit built for AVX2
-    without AVX-512."""
+def _avx2_functions(folder, bits: str, dst: str | None = None) -> dict[str, list[str]]:
+    """The disassembled functions (name: lines) of the `bits` transpose unit (a cast's from
+    `bits` to `dst`) built for AVX2 without AVX-512."""
     objdump = shutil.which("objdump")
     if objdump is None:
         pytest.skip("needs objdump")
-    source = emit_class_source(CopyClass("tiled_transpose", bits, bits))
-    lib = build_shared(source, folder, f"avx2_{bits}", AVX2)
+    source = emit_class_source(CopyClass("tiled_transpose", bits, dst or bits))
+    lib = build_shared(source, folder, f"avx2_{bits}_{dst or bits}", AVX2)
     text = subprocess.run([objdump, "-d", "--no-show-raw-insn", lib._name], capture_output=True,
                           text=True, check=True).stdout
     bodies: dict[str, list[str]] = {}
@@ -490,20 +490,25 @@ def test_float16_staged_tiles_of_the_avx2_build_are_ymm(tmp_path):
 
 
 
-@pytest.mark.parametrize("bits", ["bits1", "bits2", "bits4", "bits8"])
-def test_tiles_built_at_o2_keep_their_blocks_inline(tmp_path, bits):
-    """A transpose without a cast builds its tile functions at -O2 (`TILE_FN`, for the
-    build's time) and its vector blocks always inline (`BLOCK_FN`): in the tiles, as at
-    -O3, no block or staging copy is a call of its own."""
+@pytest.mark.parametrize(("src", "dst"), [("bits1", None), ("bits2", None), ("bits4", None),
+                                        ("bits8", None), ("float32", "float16"),
+                                        ("float16", "float32"), ("float32", "bfloat16")])
+def test_tiles_built_at_o2_keep_their_blocks_inline(tmp_path, src, dst):
+    """A transpose without a cast, or a cast converting in registers, builds its tile
+    functions at -O2 (`TILE_FN`, for the build's time) and its blocks always inline
+    (`BLOCK_FN`): in the tiles, as at -O3, no block or staging copy is a call of its own."""
     bodies: dict[str, list[str]] = {}
-    for name, lines in _avx2_functions(tmp_path, bits).items():  # gcc's clones: f.isra.0
+    for name, lines in _avx2_functions(tmp_path, src, dst).items():  # clones: f.isra.0
         bodies.setdefault(name.split(".")[0], []).extend(lines)
     blocks = ("tr_block", "tr_block_nt", "tr_block_rows", "tr_wide", "tr_wide_regs",
-              "tr_lines", "tr_words", "stage_rows", "stream_vec")
-    staged = ("staged_tile",) if bits in ("bits1", "bits2") else ()  # 1, 2 bytes staged
-    tiles = ("tile", "tile_merged", "stream_tile", *staged)
+              "tr_lines", "tr_words", "stage_rows", "stream_vec", "tr_cast", "tr_cast_lines")
+    if dst is not None:
+        tiles = ("tile", "staged_cast")
+    else:
+        staged = ("staged_tile",) if src in ("bits1", "bits2") else ()  # 1, 2 bytes staged
+        tiles = ("tile", "tile_merged", "stream_tile", *staged)
     for name in tiles:
-        assert bodies.get(name), f"no {name} in the AVX2 build of {bits}"
+        assert bodies.get(name), f"no {name} in the AVX2 build of {src} -> {dst or src}"
         called = {line.rsplit("<", 1)[-1].split("+")[0].split(".")[0].rstrip(">")
                   for line in bodies[name] if "call" in line.split()}
         assert not called & set(blocks), (name, called)

@@ -371,7 +371,7 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
             "/* Block (a, b): source element s[a + b*ss], converted, lands at d[a*ds + b]; a",
             "   row of 16 float32 is one 64-byte store, streamed with nt (d and ds·4 multiples",
             "   of 64 bytes), a row of 16 halves 32 bytes. */",
-            "static inline void tr_cast(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+            "BLOCK_FN void tr_cast(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
         ]
     elif stream:
         out = [
@@ -947,7 +947,7 @@ def _cast_block_8(size: int) -> list[str]:
            "typedef uint16_t half16_t __attribute__((vector_size(32)));",
            "/* Block (a, b), a, b < 8: source element s[a + b*ss], converted, lands at",
            "   d[a*ds + b]. */",
-           "static inline void tr_cast(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+           "BLOCK_FN void tr_cast(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
            "    (void)nt;",
            f"    const half8_t LO = {{{', '.join(map(str, lo8))}}};",
            f"    const half8_t HI = {{{', '.join(map(str, hi8))}}};"]
@@ -968,7 +968,7 @@ def _cast_block_8(size: int) -> list[str]:
     out += ["}", "",
             "/* Block (a, b), a < 8, b < CAST_LINE_ROWS: source element s[a + b*ss], converted,",
             "   lands at d[a*ds + b]; each row one 64-byte line, streamed with nt. */",
-            "static inline void tr_cast_lines(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+            "BLOCK_FN void tr_cast_lines(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
             f"    const half16_t LO = {{{', '.join(map(str, lo))}}};",
             f"    const half16_t HI = {{{', '.join(map(str, hi))}}};"]
     if narrowing:
@@ -1037,7 +1037,7 @@ def _cast_lines() -> list[str]:
         "typedef uint16_t lines_t __attribute__((vector_size(64)));",
         "/* Block (a, b), a < 16, b < 32: source element s[a + b*ss], converted, lands at",
         "   d[a*ds + b]; each row one 64-byte store, streamed with nt. */",
-        "static inline void tr_cast_lines(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
+        "BLOCK_FN void tr_cast_lines(const src_t* s, i64 ss, dst_t* d, i64 ds, int nt) {",
         f"    const lines_t LO = {{{', '.join(map(str, spread(lo)))}}};",
         f"    const lines_t HI = {{{', '.join(map(str, spread(hi)))}}};",
     ]
@@ -1226,16 +1226,9 @@ static inline dst_t convert(src_t x) { return @CONVERT@; }
 #define MAXT 256
 #define SAME_BITS @SAME@
 #define NARROW_MAX @NARROW_MAX@
-/* The tile functions of a transpose without a cast are built at -O2 (TILE_FN): their
-   work is the vector blocks they call (BLOCK_FN), written out shuffle by shuffle, which
-   -O3 does no more for; it only made more code of the loops around them, and with it
-   most of the unit's build time. A block is always inlined: gcc would inline a function
+/* A block of a transpose (BLOCK_FN, written out shuffle by shuffle) is always inlined
+   into its tile, which may be built at -O2 (TILE_FN, _TRANSPOSE): gcc inlines a function
    built at -O3 into one built at -O2 only where it is cheap. */
-#if SAME_BITS
-#define TILE_FN __attribute__((optimize("O2")))
-#else
-#define TILE_FN
-#endif
 #define BLOCK_FN static inline __attribute__((always_inline))
 /* Copies moving fewer bytes run on the calling thread: waking a pool worker costs a few
    µs, and a copy of this size takes ~10 µs on one core. */
@@ -1631,6 +1624,16 @@ _GATHER = r"""    strided_row(J, so, dof, mb, J->ss[R - 1], J->ds[R - 1], R - 1,
 
 _TRANSPOSE = r"""
 #define TILE @TILE@
+/* The tile functions of a transpose without a cast, or of a cast that converts in
+   registers (CAST_BLOCK), are built at -O2: their work is the blocks they call, which -O3
+   does no more for; it only made more code of the loops around them, and with it most of
+   the unit's build time. A cast that converts a row at a time (convert_run, vectorized
+   by -O3 where it is inlined) keeps its tile at -O3. */
+#if SAME_BITS || defined(CAST_BLOCK)
+#define TILE_FN __attribute__((optimize("O2")))
+#else
+#define TILE_FN
+#endif
 
 /* Built in two parts at once (C_PARTS): part 2 defines the tile's narrow, streamed and
    staged forms, part 1 the plain tile, the walk and the set-up, which call them. */
@@ -1955,7 +1958,7 @@ static inline void stage_run(char* d, const char* s, i64 n, i64 ahead) {
    row. Converted from the staged rows, or straight from the source without a buffer.
    Out of line, so that its code can be found in the unit's assembly. */
 #if IN_PART(2)
-PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1, i64 b0,
+TILE_FN PART_FN void staged_cast(const job_t* J, i64 so, i64 dof, i64 k, i64 a0, i64 a1, i64 b0,
                          i64 b1) {
     i64 R = J->R, na = a1 - a0, nb = b1 - b0, dsa = J->ds[R - 2], ssb = J->ss[R - 1];
     i64 ss3 = k > 1 ? J->ss[R - 3] : 0, ds3 = k > 1 ? J->ds[R - 3] : 0;
