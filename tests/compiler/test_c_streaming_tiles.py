@@ -501,7 +501,8 @@ def test_tiles_built_at_o2_keep_their_blocks_inline(tmp_path, src, dst):
     for name, lines in _avx2_functions(tmp_path, src, dst).items():  # clones: f.isra.0
         bodies.setdefault(name.split(".")[0], []).extend(lines)
     blocks = ("tr_block", "tr_block_nt", "tr_block_rows", "tr_wide", "tr_wide_regs",
-              "tr_lines", "tr_words", "stage_rows", "stream_vec", "tr_cast", "tr_cast_lines")
+              "tr_lines", "tr_words", "stage_rows", "stage_run", "stream_vec", "tr_cast",
+              "tr_cast_lines")
     if dst is not None:
         tiles = ("tile", "staged_cast")
     else:

@@ -1946,7 +1946,7 @@ _Static_assert(CAST_GROUP_ROWS * (CAST_GROUP_BYTES + 64) <= STRIDEC_SCRATCH_BYTE
 #define CAST_STAGE_AHEAD 2
 /* n bytes from s to d, whole 64-byte pieces inline (a staged row may be 128 bytes); each
    piece's line at `ahead` bytes further prefetched. */
-static inline void stage_run(char* d, const char* s, i64 n, i64 ahead) {
+BLOCK_FN void stage_run(char* d, const char* s, i64 n, i64 ahead) {
     for (; n >= 64; n -= 64, d += 64, s += 64) {
         __builtin_prefetch(s + ahead, 0, 3);
         memcpy(d, s, 64);
