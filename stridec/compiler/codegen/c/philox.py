@@ -244,7 +244,10 @@ static inline void philox_counters_v(const philox_key_t *s, const u64 *q, vec_t 
 }
 #endif
 
-static inline void philox_lanes(const philox_key_t *s, const u64 *restrict q,
+/* Out of line: one copy for the unit's eight callers (every variant's linear and gather
+   loops), a call per LANES blocks. Inlined in each, it was a quarter of gcc's time on
+   the unit. */
+static __attribute__((noinline)) void philox_lanes(const philox_key_t *s, const u64 *restrict q,
                                 u32 y[4][LANES]) {
 #ifdef VLANES
     const vec_t m0 = V_SET1(PHILOX_M0), m1 = V_SET1(PHILOX_M1);
@@ -425,8 +428,11 @@ static void @NAME@_linear(const philox_job_t *J, i64 q0, i64 q1) {
 }
 
 /* Positions [p0, p1) of the iteration space, row-major: rows of the innermost dim in runs
-   of LANES, the outer dims by an odometer (additions, not divisions). */
-static void @NAME@_gather(const philox_job_t *J, i64 p0, i64 p1) {
+   of LANES, the outer dims by an odometer (additions, not divisions). Built at -O2: its
+   loops move one element at a time through index arithmetic and masks, which -O3 only
+   multiplied into more code (a third of gcc's time on the unit); the rounds are
+   philox_lanes'. */
+static __attribute__((optimize("O2"))) void @NAME@_gather(const philox_job_t *J, i64 p0, i64 p1) {
     @OUT_T@ *restrict dst = (@OUT_T@ *)J->dst;
     const i64 R = J->R, M = J->M, K = R - 1; /* R >= 1; K: the innermost dim */
     const i64 *n = J->n, *is = J->is, *ds = J->ds, *mk = J->mk;
