@@ -537,9 +537,9 @@ def _run_built(folder, flags, specs, edit=None) -> None:
 @pytest.mark.parametrize(("src", "dst"), [(f32, f16), (f16, f32), (f32, bf16), (bf16, f32)],
                          ids=lambda d: d.name)
 def test_transposing_casts_of_other_isas(tmp_path, flags, src, dst):
-    """The casts that convert their blocks in registers with AVX-512, built without it
-    (plain C at -O2, and AVX2 with F16C): their tiles go through the buffer instead,
-    streamed, against torch."""
+    """The casts that convert their blocks in registers, built without AVX-512: as plain C
+    at -O2 (their tiles go through the buffer and convert a row at a time) and for AVX2
+    with F16C (the 8-lane blocks, `_cast_block_8`), streamed, against torch."""
     if flags == AVX2 and not host_has("avx2"):
         pytest.skip("the AVX2 build needs an AVX2 CPU to run")
     specs = [permute_spec((48, 2100), (1, 0), src, dst),
