@@ -94,7 +94,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _build_stats() -> dict[str, float]:
-    """This process's cpu backend build counts (`BUILD_STATS`), zeros if it built nothing."""
+    """This process's cpu backend build counts (`BUILD_STATS`); empty if it never imported
+    the backend."""
     import dataclasses
     import sys
 

@@ -176,8 +176,8 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
             f"    s{i} = t{i}.shape",
         ]
         lines.append(f"    if len(s{i}) != {len(sizes)}: return None")
-        device = f"t{i}.device"
-        lines.append(f"    if {device} != device: return None" if i else f"    device = {device}")
+        lines.append(f"    if t{i}.device != device: return None" if i
+                     else f"    device = t{i}.device")
         for k, d in enumerate(sizes):
             if isinstance(d, Sym) and d.name is not None and d.name not in where:
                 where[d.name] = f"_{len(where)}"

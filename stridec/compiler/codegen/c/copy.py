@@ -311,9 +311,19 @@ def _itemsize(key: str) -> int:
     return dtype.itemsize
 
 
+def _interleave_masks(k: int, lanes: int) -> tuple[list[int], list[int]]:
+    """The masks LO and HI of `_interleave_rounds` for vectors of `lanes` elements whose
+    every group of k (a 128-bit lane for `vpunpckl/h`, or k = `lanes`: the whole vector)
+    is an independent block: LO interleaves the low halves of two vectors' groups, HI
+    their high halves."""
+    lo = [g * k + j // 2 + (lanes if j % 2 else 0) for g in range(lanes // k) for j in range(k)]
+    return lo, [x + k // 2 for x in lo]
+
+
 def _interleave_rounds(out: list[str], vtype: str, prefix: str, names: list[str]) -> list[str]:
     """Append log2(n) rounds of interleaves of the n vectors `names` to `out` (round r
-    pairs rows i and i + n/2 into rows 2i and 2i + 1 by the masks LO and HI); returns the
+    pairs rows i and i + n/2 into rows 2i and 2i + 1 by the masks LO and HI,
+    `_interleave_masks`); returns the
     names of the last round's vectors."""
     n = len(names)
     for r in range(1, n.bit_length()):
@@ -363,9 +373,7 @@ def _transpose_block(elem: str, size: int, width: int, rows: bool = False,
     Round after round, rows i and i + V/2 are interleaved into rows 2i (their low halves)
     and 2i + 1 (their high halves); after log2(V) rounds row a holds column a."""
     lanes = width // size
-    half = lanes // 2
-    lo = [k // 2 if k % 2 == 0 else lanes + k // 2 for k in range(lanes)]
-    hi = [half + k // 2 if k % 2 == 0 else lanes + half + k // 2 for k in range(lanes)]
+    lo, hi = _interleave_masks(lanes, lanes)
     if cast:
         out = [
             "/* Block (a, b): source element s[a + b*ss], converted, lands at d[a*ds + b]; a",
@@ -452,9 +460,7 @@ def _wide_block(size: int, whole: bool = False, width: int = 64) -> list[str]:
     stored whole, `width` bytes apart (lane l of vector j is destination row l·K + j), for
     `tr_lines` to regroup."""
     elem, lanes, k, nl = _BITS[size], width // size, 16 // size, width // 16
-    half = k // 2
-    lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(nl) for j in range(k)]
-    hi = [x + half for x in lo]
+    lo, hi = _interleave_masks(k, lanes)
     if whole:
         out = ["/* Source s[a + b*ss] (a < WIDE_L, b < WIDE_K) lands in lane a / K of the",
                "   64 bytes at d + (a % K)·64, element b. */",
@@ -860,8 +866,7 @@ def _lines_block_2() -> list[str]:
     through the buffer measured as before, and these blocks in tiles of 64 rows gained a
     third as much. Tiles not walked in strips (source rows of 4 KiB or less: NHWC ->
     NCHW) keep the buffer: the same speed either way."""
-    lo = [lane * 8 + j // 2 + (16 if j % 2 else 0) for lane in range(2) for j in range(8)]
-    hi = [x + 4 for x in lo]
+    lo, hi = _interleave_masks(8, 16)
     out = ["#if defined(__AVX2__) && !defined(__AVX512F__)", "#define BLOCK_NT 1",
            "#define NT_ROWS 32", "#define NT_STRIPS 1",
            "typedef uint16_t half8_t __attribute__((vector_size(16)));",
@@ -916,14 +921,6 @@ def _cast_block(src: str) -> str:
                       f"#elif {LANES_8_ISA}", *_cast_block_8(size), "#endif"])
 
 
-def _in_lane_masks(k: int, lanes: int) -> tuple[list[int], list[int]]:
-    """The interleave masks of `_interleave_rounds` within each 128-bit lane of k elements
-    (`vpunpckl/h`), for vectors of `lanes` elements."""
-    lo = [lane * k + j // 2 + (lanes if j % 2 else 0) for lane in range(lanes // k)
-          for j in range(k)]
-    return lo, [x + k // 2 for x in lo]
-
-
 def _cast_block_8(size: int) -> list[str]:
     """The transposing cast's blocks on a unit built for AVX2 and F16C without AVX-512
     (`casts.LANES_8_ISA`: 8 lanes to a conversion). The 8 float32 of a source row (a
@@ -936,9 +933,8 @@ def _cast_block_8(size: int) -> list[str]:
     `vpunpckl/h`), so row a of the result is column a of source rows 0 … 15, 16 halves;
     from float32 two such blocks (32 rows), the first held in L1 while the second is
     built, from float16 one, each row widened into two `ymm` of float32."""
-    lo8 = [k // 2 if k % 2 == 0 else 8 + k // 2 for k in range(8)]
-    hi8 = [x + 4 for x in lo8]
-    lo, hi = _in_lane_masks(8, 16)
+    lo8, hi8 = _interleave_masks(8, 8)
+    lo, hi = _interleave_masks(8, 16)
     narrowing = size == 4
     out = ["#define CAST_BLOCK 1", f"#define CAST_WIDENS {int(not narrowing)}",
            "#define CAST_ROW_LINES 0", "#define CAST_LINES 1",
