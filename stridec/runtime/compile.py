@@ -69,13 +69,19 @@ class Stats:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one specialization runs: its kernels (each with `.kind` and `.source`) and IR
-    (the graph after the passes); `graph` is the graph as written, for pictures."""
+    """What one specialization runs: its kernels, one per launch in launch order (each
+    with `.kind`, `.strategy` and `.source`, its whole source), `ir` (the graph after the
+    passes) and `backend`, the backend that runs them ("cpu", "triton" or "interpret":
+    `auto` resolved); `graph` is the graph as written, for pictures.
+
+    `print(plan)` shows the IR and one line per kernel (`kernel_lines`); `repr(plan)` is
+    one line. A kernel's full source is `plan.kernels[i].source`."""
 
     kernels: list[KernelInfo]
     ir: str
     program: Program = field(repr=False)
     graph: Graph | None = field(default=None, repr=False, compare=False)
+    backend: str = ""
 
     def _repr_svg_(self) -> str | None:
         """The picture of `stridec.draw` for notebooks; None without matplotlib."""
@@ -86,6 +92,102 @@ class Plan:
     @property
     def launches(self) -> int:
         return self.program.launch_count
+
+    @property
+    def name(self) -> str:
+        """The name of the graph it runs."""
+        if self.graph is not None:
+            return self.graph.name
+        head = self.ir.split("{", 1)[0]
+        return head.removeprefix("graph @").strip().strip('"')
+
+    def kernel_lines(self) -> list[str]:
+        """One line per kernel: its number, kind and strategy, the values it reads and
+        writes (names and shapes of the lowered IR), its language, and where its source is
+        kept on disk once built or loaded (the file is named by its cache key), e.g.
+
+            kernel 0: copy tiled_transpose, %x 2x8x6x5xf16 -> %0 2x6x5x8xf16, C on cpu,
+              2,299 lines in ~/.cache/stridec/kernels/c/3d99….c (plan.kernels[0].source)
+
+        (on one line)."""
+        from stridec.ir.parser import parse
+
+        try:
+            lowered = parse(self.ir)
+        except StridecError:  # an IR text the parser refuses: lines without shapes
+            lowered = None
+        lines = []
+        for number, (kernel, step) in enumerate(
+                zip(self.kernels, self.program.launches, strict=True)):
+            strategy = f" {kernel.strategy}" if kernel.strategy else ""
+            shapes = "" if lowered is None else _launch_shapes(lowered, step.ops)
+            lines.append(f"kernel {number}: {kernel.kind}{strategy}, {shapes}"
+                         f"{kernel.language} on {self.backend or '?'}, "
+                         f"{_source_place(kernel, self.backend, number)}")
+        return lines
+
+    def __str__(self) -> str:
+        count = len(self.kernels)
+        head = (f"plan of @{self.name} on backend {self.backend!r}: {count} "
+                f"kernel{'s' if count != 1 else ''}")
+        return "\n".join([head, self.ir.rstrip("\n"), *self.kernel_lines()]) + "\n"
+
+    def __repr__(self) -> str:
+        kernels = ", ".join(f"{k.kind} {k.strategy}".strip() for k in self.kernels)
+        return f"<Plan {self.name!r} backend={self.backend!r} kernels=[{kernels}]>"
+
+
+def _shape(value: Any) -> str:
+    """`2x8x6x5xf16`: a value's sizes and dtype as the text IR writes them."""
+    from stridec.ir.symbols import format_size
+
+    dims = "".join(f"{format_size(n, dim=True)}x" for n in value.type.sizes)
+    return f"{dims}{value.type.dtype.short}"
+
+
+def _launch_shapes(lowered: Graph, positions: Sequence[int]) -> str:
+    """"%x 2x8x6x5xf16 -> %0 2x6x5x8xf16 ": what the ops at `positions` of the lowered
+    graph read (operands made outside them) and write (results no other of them takes)."""
+    from stridec.ir.printer import value_names
+
+    if not positions or max(positions) >= len(lowered.ops):
+        return ""
+    names = value_names(lowered)
+    ops = [lowered.ops[i] for i in positions]
+    made = {id(r) for op in ops for r in op.results}
+    taken = {id(v) for op in ops for v in op.operands}
+    reads: list[Any] = []
+    writes: list[Any] = []
+    for op in ops:
+        for v in op.operands:
+            if id(v) not in made and all(v is not r for r in reads):
+                reads.append(v)
+        writes += [r for r in op.results if id(r) not in taken]
+
+    def text(values: list[Any]) -> str:
+        return ", ".join(f"{names.get(id(v), '%?')} {_shape(v)}" for v in values)
+
+    return f"{text(reads) or 'nothing'} -> {text(writes)}, "
+
+
+def _source_place(kernel: KernelInfo, backend: str, number: int) -> str:
+    """"2,301 lines in <file> (plan.kernels[0].source)": where the backend keeps a kernel's
+    source once built or loaded, home as `~`."""
+    lines = kernel.source.count("\n") + (not kernel.source.endswith("\n"))
+    where = ""
+    if backend in ("cpu", "triton", "interpret"):
+        module = "cpu" if kernel.lang == "c" else "triton"
+        from importlib import import_module
+
+        files = import_module(f"stridec.runtime.backends.{module}").source_files(kernel.source)
+        if files:
+            home = str(Path.home())
+            first = files[0]
+            if first.startswith(home + "/"):
+                first = "~" + first[len(home):]
+            more = f" and {len(files) - 1} more" if len(files) > 1 else ""
+            where = f" in {first}{more}"
+    return f"{lines:,} lines{where} (plan.kernels[{number}].source)"
 
 
 @functools.cache
@@ -440,6 +542,8 @@ class CompiledGraph:
         self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
         self.copy_aliased_outputs = copy_aliased_outputs
+        # The backends calls and plans resolved to so far (`ran_on`).
+        self._ran: list[str] = []
         # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
         self._keyed = not self.symbols and backend != "reference"
 
@@ -482,6 +586,8 @@ class CompiledGraph:
             raise CallError(f"backend 'triton' runs CUDA tensors; got tensors on {device}")
         if backend in ("interpret", "cpu") and device.type != "cpu":
             raise CallError(f"backend {backend!r} runs CPU tensors; got tensors on {device}")
+        if backend not in self._ran:
+            self._ran.append(backend)
         return backend
 
     @staticmethod
@@ -656,6 +762,7 @@ class CompiledGraph:
         inner = CompiledGraph(self.graph.bind(bindings), self.backend, self.pipeline,
                               copy_aliased_outputs=self.copy_aliased_outputs)
         inner.stats = self.stats
+        inner._ran = self._ran
         with self._lock:
             self._bound[key] = inner
             while len(self._bound) > LOCAL_CAPACITY:
@@ -1060,7 +1167,8 @@ class CompiledGraph:
                 self._symbolic_outs(tensors, out, found[3], found[4], found[0])
             program = found[0]
             kernels = [program.kernels[launch.kernel] for launch in program.launches]
-            return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)
+            return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph,
+                        backend=self._target(found[3]))
         device = self._check(tensors)
         call = None
         if out is not None:
@@ -1070,7 +1178,8 @@ class CompiledGraph:
         target = self._target(device)
         program = self._program(tensors, device, target, call)
         kernels = [program.kernels[launch.kernel] for launch in program.launches]
-        return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph)
+        return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph,
+                    backend=target)
 
     def as_torch_op(self, qualname: str) -> Any:
         """Register this graph as the torch operator `qualname` ("namespace::name"),
@@ -1082,8 +1191,19 @@ class CompiledGraph:
             )
         return _torch_op_factory(self, qualname)
 
+    @property
+    def ran_on(self) -> tuple[str, ...]:
+        """The kernel backends this graph's calls and plans have run on so far, in order
+        of first use: what `backend="auto"` resolved to ("cpu" or "interpret" for CPU
+        tensors, "triton" for CUDA ones)."""
+        return tuple(self._ran)
+
     def __repr__(self) -> str:
-        return f"<CompiledGraph {self.graph.name!r} backend={self.backend!r}>"
+        ran = "".join(f", ran on {b!r}" for b in self.ran_on[:1])
+        ran += "".join(f" and {b!r}" for b in self.ran_on[1:])
+        if self.backend == "reference":
+            ran = ""
+        return f"<CompiledGraph {self.graph.name!r} backend={self.backend!r}{ran}>"
 
 
 def compile(graph: Graph, backend: str = "auto", pipeline: str | None = None) -> CompiledGraph:

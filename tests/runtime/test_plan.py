@@ -5,6 +5,7 @@ source is deterministic.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -351,3 +352,54 @@ def test_int64_kernels_compute_the_same_values(fresh_caches: Any,
     assert torch.equal(got[0], x.t().contiguous())
     assert torch.equal(got[1], nchw4(x.t().flip(1).unsqueeze(0)))  # C = 6: two padded channels
     assert torch.equal(got[2].view(torch.int32), want[2].view(torch.int32))
+
+
+def test_plan_and_kernel_print_short_and_say_where_the_source_is() -> None:
+    """`repr(plan)` and `repr(kernel)` are one short line each (a kernel's source runs to
+    thousands of lines); `str(plan)` is the lowered IR and one line per kernel: kind,
+    strategy, what it reads and writes, language and backend, the file its source is kept
+    in (named by its cache key, there once the kernel is built) and how to get it whole."""
+    g = stridec.Graph("t2x3")
+    x = g.input("x", (2, 3), "float32")
+    s = g.input("s", (6,), "int32")
+    bits, state = g.philox(s, (4, 4))
+    g.output(x.t().contiguous(), bits, state)
+    args = (torch.randn(2, 3), torch.zeros(6, dtype=torch.int32))
+    for backend, lang, suffix in (("cpu", "C", ".c"), ("interpret", "Triton", ".py")):
+        fn = stridec.compile(g, backend=backend)
+        plan = fn.plan_for(*args)
+        assert plan.backend == backend
+        assert len(repr(plan)) < 120 and "\n" not in repr(plan)
+        assert repr(plan).startswith(f"<Plan 't2x3' backend={backend!r} kernels=[")
+        for k in plan.kernels:
+            assert len(repr(k)) < 120 and k.kind in repr(k) and k.strategy in repr(k)
+        text = str(plan)
+        assert text.count("\n") < 20 and plan.ir in text
+        lines = plan.kernel_lines()
+        assert text.rstrip("\n").splitlines()[-len(lines):] == lines
+        by_kind = {k.kind: line for k, line in zip(plan.kernels, lines, strict=True)}
+        assert "%x 2x3xf32 -> %" in by_kind["copy"] and "3x2xf32" in by_kind["copy"]
+        assert "%s 6xi32 -> %0 4x4xui32, %1 6xi32" in by_kind["philox"]
+        for i, (k, line) in enumerate(zip(plan.kernels, lines, strict=True)):
+            assert f"{lang} on {backend}" in line and f"(plan.kernels[{i}].source)" in line
+            assert f", {len(k.source.splitlines()):,} lines in " in line
+            path = re.search(r" in (\S+?) \(plan", line).group(1)
+            assert path.startswith(os.environ["STRIDEC_CACHE_DIR"]) and path.endswith(suffix)
+        fn(*args)  # built or loaded: now the file holds the kernel's source
+        for k, line in zip(plan.kernels, lines, strict=True):
+            path = re.search(r" in (\S+?) \(plan", line).group(1)
+            with open(path, encoding="utf-8") as f:
+                assert f.read() in k.source
+
+
+def test_repr_of_a_compiled_graph_says_which_backend_ran() -> None:
+    """`backend="auto"` resolves per device: `repr(fn)` and `fn.ran_on` say what it
+    resolved to once a call or a plan has, as `plan.backend` does."""
+    g = stridec.Graph("auto_t")
+    x = g.input("x", (2, 3), "float32")
+    g.output(x.t().contiguous())
+    fn = stridec.compile(g)
+    assert repr(fn) == "<CompiledGraph 'auto_t' backend='auto'>" and fn.ran_on == ()
+    plan = fn.plan_for(torch.randn(2, 3))
+    assert fn.ran_on == (plan.backend,) and plan.backend in ("cpu", "interpret")
+    assert repr(fn) == f"<CompiledGraph 'auto_t' backend='auto', ran on {plan.backend!r}>"

@@ -64,6 +64,18 @@ class KernelInfo:
         """Each runtime scalar parameter's value, by name."""
         return dict(zip(self.params, self.args, strict=True))
 
+    @property
+    def language(self) -> str:
+        """What its source is written in, for people: "C" or "Triton"."""
+        return "C" if self.lang == "c" else "Triton"
+
+    def __repr__(self) -> str:
+        # Short: the source runs to thousands of lines (`kernel.source` has it whole).
+        strategy = f" {self.strategy}" if self.strategy else ""
+        lines = self.source.count("\n") + (not self.source.endswith("\n"))
+        return (f"<KernelInfo {self.kind}{strategy} ({self.language}) {self.name}: "
+                f"{lines:,} lines of source>")
+
 
 def _call_fits(call: tuple, n_args: int) -> bool:
     """A C call's arguments name launch arguments, and its params are whole parameters of

@@ -63,6 +63,7 @@ __all__ = [
     "load_c_kernel",
     "load_pool",
     "load_unit",
+    "source_files",
     "last_level_cache_bytes",
     "set_stream_threshold",
     "stream_threshold",
@@ -351,6 +352,22 @@ def use_torch_openmp(enabled: bool, lib: Any = None) -> bool:
     return entry is not None
 
 
+def _unit_digest(toolchain: str, source: str) -> str:
+    """A unit's key in the disk cache: its files are `<digest>.c`, `<digest>.so`."""
+    return hashlib.sha256(f"{toolchain}\n{source}".encode()).hexdigest()[:32]
+
+
+def source_files(source: str) -> list[str]:
+    """Where the C source of each unit of a kernel's `source` is kept once built (the
+    file name is the unit's cache key), for people: nothing is created or built."""
+    from stridec.runtime.cache import disk_cache_dir
+
+    toolchain = _toolchain_key(compiler())
+    folder = os.path.join(disk_cache_dir(), "kernels", "c")
+    return [os.path.join(folder, f"{_unit_digest(toolchain, unit)}.c")
+            for unit in (source.split(UNIT_SEPARATOR) if source else [])]
+
+
 def load_unit(source: str, *, shared: bool = False) -> Any:
     """The loaded library of one compile unit (built, or read from the disk cache).
     `shared`: its symbols resolve the undefined references of units loaded after it (the
@@ -360,7 +377,7 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
     mode = ctypes.RTLD_GLOBAL if shared else ctypes.DEFAULT_MODE
     cc = compiler()
     toolchain = _toolchain_key(cc)
-    digest = hashlib.sha256(f"{toolchain}\n{source}".encode()).hexdigest()[:32]
+    digest = _unit_digest(toolchain, source)
     with _lock:
         lib = _units.get(digest)
         if lib is not None:

@@ -24,7 +24,7 @@ from stridec.runtime.cache import disk_cache_dir, keep_text, write_atomically
 
 __all__ = [
     "BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir", "scalar_type",
-    "signature",
+    "signature", "source_files",
 ]
 
 _lock = threading.Lock()
@@ -80,10 +80,21 @@ def _kernel_file(digest: str, source: str) -> str:
 _warned: set[str] = set()
 
 
+def _digest(source: str) -> str:
+    """A kernel module's key in the disk cache: its file is `k_<digest>.py`."""
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def source_files(source: str) -> list[str]:
+    """Where a kernel module of `source` is kept once loaded (the file name is its cache
+    key), for people: nothing is written."""
+    return [os.path.join(disk_cache_dir(), "kernels", f"k_{_digest(source)}.py")]
+
+
 def load_jit(source: str, name: str) -> Any:
     """The `@triton.jit` function `name` of `source` (its module written to a file keyed
     by the source hash and imported once per process)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    digest = _digest(source)
     key = (digest, name)
     with _lock:
         jit = _loaded.get(key)
