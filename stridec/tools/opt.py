@@ -3,9 +3,16 @@
     stridec-opt graph.ir                                  # the default pipeline
     stridec-opt --pass-pipeline=canonicalize,fold-views - < graph.ir
     stridec-opt --print-ir-after-all graph.ir             # each pass's IR on stderr
-    stridec-opt --emit=triton graph.ir                    # the generated kernels
+    stridec-opt --emit=c graph.ir                         # the C kernels the CPU runs
+    stridec-opt --emit=triton graph.ir                    # the Triton kernels of a GPU
+    stridec-opt --emit=kernels --target=cuda graph.ir     # the kernels of a target
     stridec-opt --list-passes                             # every pass, one line each
     stridec-opt --emit=dot graph.ir | dot -Tsvg           # Graphviz: kernels as clusters
+
+Targets (`--target`): `cpu`, the `cpu` backend's C kernels (the default, except for
+`--emit=triton`); `cuda`, Triton kernels compiled for a GPU; `interpret`, the Triton
+kernels Triton's interpreter runs on CPU tensors (`--emit=triton --target=cpu` means
+these too).
 
 Input layouts are whatever the text says (`tensor<…, strided<…>>` on an input
 specializes it; none means contiguous). As in `mlir-opt`, the result goes to stdout (or
@@ -20,9 +27,15 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from stridec.errors import ParseError, StridecError
+from stridec.errors import ParseError, StridecError, UnsupportedError
 
 __all__ = ["main"]
+
+EMITS = ("ir", "kernels", "c", "triton", "dot")
+TARGETS = ("cpu", "cuda", "interpret")
+# The language `lower_to_program` generates for each target: "c", or Triton for a GPU
+# ("cuda") or for the interpreter ("cpu").
+_LOWERING = {"cpu": "c", "cuda": "cuda", "interpret": "cpu"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,16 +102,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--emit",
-        choices=("ir", "triton", "dot"),
+        choices=EMITS,
         default="ir",
-        help="print the resulting IR, the generated Triton kernels, or Graphviz DOT of "
-        "the IR with the ops of each kernel as a cluster",
+        help="print the resulting IR; the kernels of --target; the C kernels of the cpu "
+        "target; Triton kernels (--target cuda or interpret); or Graphviz DOT of the IR "
+        "with the ops of each kernel of --target as a cluster",
     )
     p.add_argument(
         "--target",
-        choices=("cuda", "cpu"),
-        default="cuda",
-        help="kernel target for --emit=triton and --emit=dot",
+        choices=TARGETS,
+        default=None,
+        help="whose kernels --emit=kernels, --emit=triton and --emit=dot show: cpu (C, "
+        "the default), cuda (Triton for a GPU; the default of --emit=triton) or interpret "
+        "(Triton for Triton's interpreter on the CPU)",
     )
     p.add_argument("--timing", action="store_true", help="report the time of each pass")
     p.add_argument(
@@ -114,8 +130,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
+        args = parser.parse_args(argv)
+        if args.target is not None and args.emit == "ir":
+            parser.error(f"--target={args.target} chooses kernels: it needs --emit=kernels, "
+                         "triton or dot")
+        try:
+            args.lowering = None if args.emit == "ir" else _lowering(args)
+        except UnsupportedError as e:
+            parser.error(str(e))
     except SystemExit as e:  # --help (0) or a bad command line (1): a status, not a raise
         return e.code if isinstance(e.code, int) else 1
     if args.list_passes:
@@ -183,23 +207,50 @@ def _process(text: str, args: argparse.Namespace) -> str:
     pm.run(graph)
     if args.timing:
         print(pm.timing_report(), file=sys.stderr)
-    if args.emit == "triton":
-        from stridec.compiler.codegen.lower import lower_to_program
+    if args.emit == "ir":
+        return str(graph)
+    if args.emit == "dot":
+        return _dot(graph, args.lowering)
+    from stridec.compiler.codegen.lower import lower_to_program
 
-        program = lower_to_program(graph, args.target)
-        return "".join(
+    return _kernels(lower_to_program(graph, args.lowering))
+
+
+def _lowering(args: argparse.Namespace) -> str:
+    """What `lower_to_program` generates for `--emit` and `--target`; a `StridecError`
+    for a pair that names two things (C of a GPU, Triton of the cpu backend's)."""
+    target = args.target
+    if args.emit == "c":
+        if target not in (None, "cpu"):
+            raise UnsupportedError(
+                f"--emit=c prints the cpu target's C kernels; got --target={target} (its "
+                "kernels are Triton: --emit=kernels or --emit=triton)"
+            )
+        return "c"
+    if args.emit == "triton":
+        # `--target=cpu` has long meant the Triton of the CPU: the interpreter's.
+        return "cpu" if target in ("cpu", "interpret") else "cuda"
+    return _LOWERING[target or "cpu"]
+
+
+def _kernels(program) -> str:
+    """Each kernel's source under a comment (`#` before Triton, `/* */` around C) naming
+    its number, kind, strategy and, for Triton, its grid, canonical dims and arguments."""
+    parts = []
+    for i, k in enumerate(program.kernels):
+        if k.lang == "c":
+            parts.append(f"/* kernel {i}: {k.kind} ({k.strategy}), C */\n{k.source}\n")
+            continue
+        parts.append(
             f"# kernel {i}: {k.kind} ({k.strategy}), grid {list(k.grid)}\n"
             + "".join(f"# {line}\n" for line in k.detail.splitlines())
             + (f"# arguments {k.arguments}\n" if k.params else "")
             + f"{k.source}\n"
-            for i, k in enumerate(program.kernels)
         )
-    if args.emit == "dot":
-        return _dot(graph, args.target)
-    return str(graph)
+    return "".join(parts)
 
 
-def _dot(graph, target: str) -> str:
+def _dot(graph, lowering: str) -> str:
     """DOT of the graph; its kernels as clusters where it lowers (after a pipeline that
     leaves ops only kernels carry out), else none and a comment saying why."""
     from stridec.compiler.codegen.lower import lower_to_program
@@ -207,7 +258,7 @@ def _dot(graph, target: str) -> str:
     from stridec.viz.kernels import kernel_boxes
 
     try:
-        program = lower_to_program(graph, target)
+        program = lower_to_program(graph, lowering)
     except StridecError as e:
         return graph_to_dot(graph, note=f"no kernels: {e}")
     return graph_to_dot(graph, kernel_boxes(program))

@@ -158,6 +158,59 @@ def test_emit_triton(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert out.count("@triton.jit") == 1
 
 
+def _plan_source(backend: str) -> str:
+    """The source of the one kernel the runtime runs for NHWC on `backend`."""
+    import torch
+
+    plan = stridec.compile(stridec.parse(NHWC), backend=backend).plan_for(
+        torch.zeros(2, 3, 4, 5))
+    (kernel,) = plan.kernels
+    return kernel.source
+
+
+def test_emit_c_is_the_c_the_cpu_backend_runs(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--emit=c` (and `--emit=kernels`, whose target is `cpu` by default) prints the C
+    source the `cpu` backend builds for the same graph, under a C comment."""
+    for argv in (["--emit=c"], ["--emit=kernels"], ["--emit=kernels", "--target=cpu"]):
+        assert main([*argv, str(nhwc_file)]) == 0
+        out = capsys.readouterr().out
+        head, source = out.split("\n", 1)
+        assert head == "/* kernel 0: copy (tiled_transpose), C */"
+        assert source == _plan_source("cpu") + "\n"
+
+
+def test_target_chooses_what_emit_kernels_prints(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--target=interpret` and `--target=cuda` give Triton: the interpreter's is what
+    the `interpret` backend runs; `--emit=triton --target=cpu` means the interpreter's."""
+    assert main(["--emit=kernels", "--target=interpret", str(nhwc_file)]) == 0
+    interpreted = capsys.readouterr().out
+    assert interpreted.startswith("# kernel 0: copy (tiled_transpose)")
+    assert _plan_source("interpret") + "\n" in interpreted
+    assert main(["--emit=triton", "--target=interpret", str(nhwc_file)]) == 0
+    assert capsys.readouterr().out == interpreted
+    assert main(["--emit=kernels", "--target=cuda", str(nhwc_file)]) == 0
+    cuda = capsys.readouterr().out
+    assert cuda.count("@triton.jit") == 1
+    assert main(["--emit=triton", str(nhwc_file)]) == 0  # cuda by default
+    assert capsys.readouterr().out == cuda
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--emit=c", "--target=cuda"], "--emit=c prints the cpu target's C kernels"),
+    (["--target=cpu"], "--target=cpu chooses kernels"),
+])
+def test_a_target_that_names_nothing_is_a_command_line_error(
+    nhwc_file: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    assert main([*argv, str(nhwc_file)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and f"stridec-opt: error: {says}" in err
+
+
 # -- errors: a message, exit status 1, nothing on stdout -------------------------------------
 def test_bad_ir_names_the_line_and_column(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
