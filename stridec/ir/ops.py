@@ -251,7 +251,8 @@ class PhiloxOp(_PhiloxBase):
 
 @register_op
 class PhiloxUniformOp(_PhiloxBase):
-    """Uniform floats from Philox bits, `low + (bits >> 8)·2^-24·(high - low)`
+    """Uniform floats from Philox bits, `low + (bits >> (32 - d))·2^-d·(high - low)` with
+    `d` the dtype's significand bits (24, 11, 8: below 1 in every dtype, as torch.rand)
     (docs/design.md#philox)."""
 
     name = "philox_uniform"

@@ -32,7 +32,7 @@ from stridec.compiler.codegen.philox import PhiloxSpec
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import ShapeError, UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType
-from stridec.runtime.backends.reference_philox import make_state, philox_bits
+from stridec.runtime.backends.reference_philox import make_state, philox_bits, uniform_from_bits
 from tests.compiler.c_build import AVX2, NATIVE, PORTABLE, build_shared, host_has, needs_gcc
 from tests.compiler.test_codegen_philox import (
     KEY,
@@ -220,13 +220,15 @@ def test_slice_deep_into_a_huge_output(lib: ctypes.CDLL) -> None:
     np.testing.assert_array_equal(new_state, make_state(counter + -(-numel // 4), KEY))
 
 
-def test_uniform_half_types_are_the_float32_rounded(lib: ctypes.CDLL) -> None:
+def test_uniform_half_types_take_their_digits(lib: ctypes.CDLL) -> None:
+    # float16 / bfloat16 take the top 11 / 8 bits (torch's uniform_real), not float32's
+    # value rounded: the reference's transform, bit for bit.
     state = make_state(123, KEY)
     spec32 = plain_spec((4096,), f32, distribution="uniform", low=-4.0, high=4.0)
-    a, _ = run(lib, spec32, state, 4096)
+    bits, _ = philox_bits(state, (4096,))
     for half in (f16, bf16):
         b, _ = run(lib, dataclasses.replace(spec32, dst_dtype=half), state, 4096)
-        assert same_bits(b, a.to(half.torch))
+        assert same_bits(b, uniform_from_bits(bits, half, -4.0, 4.0))
 
 
 def test_state_views_and_in_place_new_state(lib: ctypes.CDLL) -> None:

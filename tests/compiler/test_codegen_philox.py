@@ -376,13 +376,15 @@ def test_uniform_equals_reference_bit_for_bit(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_uniform_half_types_are_the_float32_rounded(backend: str) -> None:
+def test_uniform_half_types_take_their_digits(backend: str) -> None:
+    # float16 / bfloat16 take the top 11 / 8 bits (torch's uniform_real), not float32's
+    # value rounded: the reference's transform, bit for bit.
     state = make_state(123, KEY)
     spec32 = plain_spec((64,), f32, distribution="uniform", low=-4.0, high=4.0)
-    a, _, _ = run(spec32, state, 64, backend=backend)
+    bits, _ = philox_bits(state, (64,))
     for half in (f16, bf16):
         b, _, _ = run(dataclasses.replace(spec32, dst_dtype=half), state, 64, backend=backend)
-        assert same_bits(b, a.to(half.torch))
+        assert same_bits(b, uniform_from_bits(bits, half, -4.0, 4.0))
 
 
 # --------------------------------------------------------------------------- chaining

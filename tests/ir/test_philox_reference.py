@@ -247,13 +247,26 @@ def test_uniform_rounds_once_where_float64_would_round_twice() -> None:
     assert int(np.array(naive).view(np.uint32)) == 0x3F000002
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_uniform_half_types_are_the_rounded_float32(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("dtype,digits", [(torch.float16, 11), (torch.bfloat16, 8)])
+def test_uniform_half_types_take_their_own_digits(dtype: torch.dtype, digits: int) -> None:
+    # As torch's uniform_real: u = (bits >> (32 - d))·2^-d with d the type's digits, then
+    # one float32 rounding of u·scale + low, then the type's rounding to nearest even.
     bits, _ = philox_bits(make_state(11, 12), (3, 33))
-    f32 = uniform_from_bits(bits, "float32", -1.0, 2.0)
     half = uniform_from_bits(bits, dtype, -1.0, 2.0)
     assert half.dtype == dtype and half.shape == (3, 33)
-    assert torch.equal(half, f32.to(dtype))
+    exact = [round_to_f32(Fraction(int(b) >> (32 - digits), 2**digits) * 3 - 1)
+             for b in bits.reshape(-1)]
+    want = torch.from_numpy(np.array(exact, dtype=np.float32)).to(dtype).reshape(3, 33)
+    assert torch.equal(half.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.parametrize("dtype,digits", [(torch.float16, 11), (torch.bfloat16, 8)])
+def test_uniform_half_types_stay_below_one(dtype: torch.dtype, digits: int) -> None:
+    # The largest words: 24 bits of u round up to 1.0 in float16 and bfloat16; the type's
+    # own digits give 1 - 2^-d, as torch.rand's largest value.
+    bits = np.array([0, 0xFFFFFFFF, 0xFFFFFF00, 0xFFE00000, 0x80000000], dtype=np.uint32)
+    u = uniform_from_bits(bits, dtype)
+    assert u.tolist() == [0.0, 1 - 2.0**-digits, 1 - 2.0**-digits, 1 - 2.0**-digits, 0.5]
 
 
 def test_uniform_accepts_torch_bits_and_rejects_int_dtypes() -> None:

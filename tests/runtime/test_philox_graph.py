@@ -114,3 +114,27 @@ def test_bad_state_at_build_and_call() -> None:
         fn(torch.zeros(6, dtype=torch.float32))
     with pytest.raises(stridec.CallError, match="'s'"):
         fn(torch.zeros(5, dtype=torch.uint32))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,digits", [("float16", 11), ("bfloat16", 8), ("float32", 24)])
+def test_uniform_is_below_one_in_every_dtype(device: str, dtype: str, digits: int) -> None:
+    if device == "cpu" and dtype == "float32" and not interpreter_fma_is_exact():
+        pytest.skip("this Triton's interpreter rounds tl.fma twice (Triton < 3.9)")
+    # 2^16 values: rounding 24 bits of u to bfloat16 would give about 120 values of 1.0.
+    # Each value is the top `digits` of its word times 2^-digits, as torch's rand takes
+    # its type's digits, on every backend (the words from the `philox` op alongside).
+    g = stridec.Graph("unit")
+    s = g.input("s", (6,), "uint32")
+    u, _ = g.philox_uniform(s, (256, 256), dtype)
+    bits, _ = g.philox(s, (256, 256))
+    g.output(u, bits)
+    state = _state(2**32 - 7, 0xDEAD_BEEF).to(device)
+    _check(g, state)
+    got, words = stridec.compile(g)(state)
+    top = (words.cpu().view(torch.int32).to(torch.int64) & 0xFFFFFFFF) >> (32 - digits)
+    want = (top.to(torch.float64) * 2.0**-digits).to(getattr(torch, dtype))
+    assert torch.equal(got.cpu(), want)
+    assert float(got.max()) < 1 and float(got.min()) >= 0
+    if digits < 24:  # reached: the value 24 bits would have rounded to 1.0
+        assert float(got.max()) == 1 - 2.0**-digits

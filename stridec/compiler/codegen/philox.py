@@ -42,7 +42,8 @@ The counter add is a 128-bit add done in 32-bit words: `q = ⌊i/4⌋` is split 
 low and high 32-bit halves and the carries run through words 1–3, so a counter near
 2^32, 2^64, 2^96 or 2^128 − 1 carries (and wraps) exactly as the reference.
 
-Uniforms use `u = float32(bits >> 8) · 2^-24` then `fma(u, scale, low)` with the float32
+Uniforms use `u = float32(bits >> (32 - d)) · 2^-d` (`d` = `reference_philox.UNIFORM_BITS`
+of the dtype: 24, 11 for float16, 8 for bfloat16) then `fma(u, scale, low)` with the float32
 constants of `stridec.runtime.backends.reference_philox.uniform_scale`: an explicit
 fused multiply-add rounds once on every backend, so Triton's FP contraction cannot
 change the bits (except in the interpreter of Triton < 3.9, which computes `tl.fma` as a
@@ -82,6 +83,10 @@ from stridec.ir.symbols import (
     statically_true,
     substitute,
 )
+
+# Random bits a uniform of each dtype takes, as torch's `uniform_real` takes its type's
+# digits: `k·2^-d` (`k < 2^d`) is exact in the type, so `[0, 1)` never rounds to 1.0.
+UNIFORM_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
 
 __all__ = [
     "PhiloxSpec", "PhiloxKernel", "bind_philox", "generate_philox", "philox_symbols",
@@ -493,7 +498,8 @@ def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
     if not plan.uniform:
         lines.append(f"    val = {src}.to(tl.int32, bitcast=True)")
         return
-    lines.append(f"    u = ({src} >> 8).to(tl.float32) * {2.0**-24!r}")
+    d = UNIFORM_BITS[plan.dtype.name]
+    lines.append(f"    u = ({src} >> {32 - d}).to(tl.float32) * {2.0**-d!r}")
     lines.append(f"    val = tl.fma(u, {plan.scale32!r}, {plan.low32!r})")
     if plan.dtype.name == "float16":
         lines.append("    val = val.to(tl.float16)  # round to nearest even")

@@ -48,6 +48,7 @@ __all__ = [
     "philox_bits",
     "uniform_from_bits",
     "uniform_scale",
+    "UNIFORM_BITS",
 ]
 
 # Random123 `philox.h`: round multipliers and the Weyl sequence that bumps the key.
@@ -194,6 +195,12 @@ def philox_bits(state: Any, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarra
     return bits, make_state(counter + blocks, key)
 
 
+# The random bits a uniform of each dtype takes, as torch's `uniform_real` does
+# (`std::numeric_limits<T>::digits`): `u = k·2^-d` with `k < 2^d` is exact in the target
+# type, so `[0, 1)` gives values below 1 in float16 and bfloat16 too, never a rounded 1.0.
+UNIFORM_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
+
+
 def uniform_scale(low: float, high: float) -> tuple[np.float32, np.float32]:
     """`(low, high − low)` as the float32 pair the uniform transform uses.
 
@@ -211,11 +218,11 @@ def _fma_f32(a: np.ndarray, b: np.float32, c: np.float32) -> np.ndarray:
     """Correctly rounded float32 `a·b + c` (one rounding, as `fma.rn.f32`).
 
     Valid when `a·b` is exact in float64, which holds here: `a` carries at most 24
-    significant bits (`(bits >> 8)·2^-24`) and `b` is a float32 (24 bits), so the product
-    has at most 48. The float64 sum `s` is rounded once more to float32; that double
-    rounding can only go wrong when `s` lands exactly on a float32 halfway point while the
-    exact sum does not, and the exact error of the float64 addition (TwoSum) says which
-    way to go then.
+    significant bits (`(bits >> (32 - d))·2^-d`, d <= 24) and `b` is a float32 (24
+    bits), so the product has at most 48. The float64 sum `s` is rounded once more to
+    float32; that double rounding can only go wrong when `s` lands exactly on a float32
+    halfway point while the exact sum does not, and the exact error of the float64
+    addition (TwoSum) says which way to go then.
     """
     p = a.astype(np.float64) * np.float64(b)
     c64 = np.float64(c)
@@ -245,8 +252,10 @@ def uniform_from_bits(
 
     Exact order of operations, all in float32 (the Triton kernel does the same):
 
-    1. `u = float32(bits >> 8) · 2^-24` — exact: a 24-bit integer times a power of two,
-       so `u ∈ [0, 1 − 2^-24]`.
+    1. `u = float32(bits >> (32 - d)) · 2^-d`, with `d = UNIFORM_BITS[dtype]` the
+       significand bits of the target type (24, 11 for float16, 8 for bfloat16, as
+       torch's `uniform_real` takes): exact, `u ∈ [0, 1 − 2^-d]`, and exact in the target
+       type too.
     2. `(low32, scale32) = uniform_scale(low, high)`: `float32(low)` and
        `float32(high) − float32(low)`.
     3. `r = fma(u, scale32, low32)`: the exact `u·scale32 + low32` rounded once to float32
@@ -254,7 +263,8 @@ def uniform_from_bits(
        separate multiply and add). With the default `[0, 1)` this is `u` itself.
     4. float16 / bfloat16: `r` rounded to nearest-even into the target type.
 
-    Rounding can make a value equal `high`; values lie in `[low, high]`.
+    With the default `[0, 1)` every value is `u` itself, below 1 in every dtype (as
+    `torch.rand`); over other bounds rounding can make a value equal `high`.
     """
     target = as_dtype(dtype, "uniform dtype")
     if target.name not in ("float32", "float16", "bfloat16"):
@@ -271,7 +281,8 @@ def uniform_from_bits(
         if words.dtype == np.int32:
             words = words.view(np.uint32)
         words = words.astype(np.uint32)
-    u = (words >> np.uint32(8)).astype(np.float32) * np.float32(2.0**-24)
+    d = UNIFORM_BITS[target.name]
+    u = (words >> np.uint32(32 - d)).astype(np.float32) * np.float32(2.0**-d)
     low32, scale32 = uniform_scale(low, high)
     r = _fma_f32(u.reshape(-1), scale32, low32).reshape(u.shape)
     return cast(torch.from_numpy(np.ascontiguousarray(r)), target.torch)

@@ -8,8 +8,9 @@ validates and coalesces the spec here too): the iteration space `c` of sizes `n`
 
 and element `d` receives word `i mod 4` of Philox4x32-10(counter + ⌊i/4⌋, key), the
 counter sum taken mod 2^128, or the fill where a mask `lo <= Σ coeffs_k · c_k < hi`
-fails. Uniforms are `fma(float32(bits >> 8) · 2^-24, scale32, low32)`, rounded to
-float16 / bfloat16 to nearest even (`codegen.c.casts`).
+fails. Uniforms are `fma(float32(bits >> (32 - d)) · 2^-d, scale32, low32)` (`d` the
+dtype's `UNIFORM_BITS`: 24, 11, 8), rounded to float16 / bfloat16 to nearest even
+(`codegen.c.casts`).
 
 One compile unit serves every philox op: its source is a constant (`PHILOX_C_SOURCE`)
 and everything about the spec is a runtime argument, so one library is built per
@@ -73,6 +74,7 @@ from stridec.compiler.codegen.c.copy import CKernel
 from stridec.compiler.codegen.c.parts import PARTS_DECLARATION
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION
 from stridec.compiler.codegen.philox import (
+    UNIFORM_BITS,
     PhiloxSpec,
     _dst_elements,
     _is_linear,
@@ -519,13 +521,20 @@ void @NAME@(const void *state, void *dst, const i64 *p, i64 nthreads) {
 }
 """
 
-# float32(bits >> 8) · 2^-24 is exact (24 bits); one fused multiply-add then rounds once.
-_UNIFORM = "__builtin_fmaf((float)(int32_t)(w >> 8) * 0x1p-24f, scale, low)"
+
+
+def _uniform(dtype: str) -> str:
+    """float32(bits >> (32 - d)) · 2^-d is exact (d <= 24 bits, the dtype's own); one fused
+    multiply-add then rounds once."""
+    d = UNIFORM_BITS[dtype]
+    return f"__builtin_fmaf((float)(int32_t)(w >> {32 - d}) * 0x1p-{d}f, scale, low)"
+
+
 _VARIANTS = {
     "bits": ("u32", "w"),
-    "float32": ("float", _UNIFORM),
-    "float16": ("uint16_t", f"stridec_f32_to_f16({_UNIFORM})"),
-    "bfloat16": ("uint16_t", f"stridec_f32_to_bf16({_UNIFORM}, 0xffffu)"),
+    "float32": ("float", _uniform("float32")),
+    "float16": ("uint16_t", f"stridec_f32_to_f16({_uniform('float16')})"),
+    "bfloat16": ("uint16_t", f"stridec_f32_to_bf16({_uniform('bfloat16')}, 0xffffu)"),
 }
 
 
