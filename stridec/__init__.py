@@ -1,7 +1,8 @@
 """stridec: a compiler for tensor layout programs.
 
 Build a graph of views, materializations and Philox random generation, let the compiler
-fold what is free into stride rewrites, and run the rest as Triton kernels.
+fold what is free into stride rewrites, and run the rest as kernels: native C on the CPU
+(the `cpu` backend), Triton on a GPU.
 
 The IR names load with the package; the names that run graphs (and so need torch) —
 `compile`, `CompiledGraph`, `Plan`, `run_reference`, `trace` — load on first use

@@ -33,10 +33,10 @@ and y (1, 4, 2, 3), ``cat([x, y], 1).permute(0, 2, 3, 1).contiguous()``:
     %3 = copy %y, %2 {space = [1, 2, 3, 4], src = strided<[0, 3, 1, 6], offset: 0>,
                   dst = strided<[36, 18, 6, 1], offset: 2>}                (channels 2..5)
 
-Disjoint boxes of one buffer: `lower-to-triton` runs them as one kernel. A fill can only
+Disjoint boxes of one buffer: `lower_to_program` runs them as one kernel. A fill can only
 start a buffer (a copy without operands makes a new one), so the fills go first, as one
 fill of the box spanning them; when the reader writes into a buffer (a cat's later copy),
-to the start of that buffer (`_hoist`). `lower-to-triton` then cuts the fill around the
+to the start of that buffer (`_hoist`). `lower_to_program` then cuts the fill around the
 copies into it, one part each. It does not cut the reader when: the buffer is also
 returned, viewed or written into; the reader's space splits or merges its result's dims
 (a reshape's, an unpack's); a writer's region is not a box of the buffer, or the reader
@@ -268,7 +268,7 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
 # ------------------------------------------------------------ buffers assembled by copies
 
 #: Most copies one consumer of an assembled buffer may become. With its fill, that is one
-#: batch kernel (`lower-to-triton` runs up to 32 copies into one buffer as one launch).
+#: batch kernel (`lower_to_program` runs up to 32 copies into one buffer as one launch).
 MAX_PIECES = 31
 #: Most boxes the consumer's space may be cut into on the way.
 MAX_CELLS = 64
@@ -295,7 +295,7 @@ def _align(op: Op) -> _Aligned | None:
     NCHW4 walks (N, C/4, 4, H, W) with dst strides (80, 80, 1, 20, 4) into the layout
     (N, C/4, H, W, 4) of strides (80, 80, 20, 4, 1): the space becomes (N, C/4, H, W, 4).
     Then the pieces the consumer becomes write boxes of the layout, dim for dim, which is
-    what `lower-to-triton` batches into one kernel. ``None`` otherwise (a copy whose space
+    what `lower_to_program` batches into one kernel. ``None`` otherwise (a copy whose space
     splits or merges the layout's dims, such as a reshape's, or an empty one). A domain
     restriction to a box (`unpack` of C = 3 from NCHW4 walks 4 channels, writing 3) is
     that box first.

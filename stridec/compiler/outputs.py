@@ -140,7 +140,7 @@ def _digits(value: int, strides: Sequence[int]) -> list[int] | None:
 def buffer_layout(windows: Sequence[Layout], elements: int) -> Layout:
     """A layout of a storage of `elements` that each window is a box of: the box spanning
     the windows when they share strides (and each is a box of it), else the flat storage.
-    Copies into boxes of one layout batch into one launch (`lower-to-triton`)."""
+    Copies into boxes of one layout batch into one launch (`lower_to_program`)."""
     flat = Layout((elements,), (1,), 0)
     live = [w for w in windows if w.numel]
     if not live:

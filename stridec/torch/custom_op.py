@@ -525,8 +525,8 @@ def register(
     the same graph under the same name again returns the existing operator; another graph
     under a taken name raises `CallError`. `use_triton_op` (default: whether CUDA is
     available) defines it through `torch.library.triton_op` (CUDA calls inline their
-    kernels for Inductor; CPU calls run the interpreter) instead of a CPU-only
-    `torch.library.custom_op`.
+    kernels for Inductor; CPU calls run the backend as without it: with "auto", the
+    `cpu` backend's C kernels) instead of a CPU-only `torch.library.custom_op`.
     """
     if isinstance(graph, CompiledGraph):
         backend, pipeline, graph = graph.backend, graph.pipeline, graph.graph

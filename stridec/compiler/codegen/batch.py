@@ -28,7 +28,7 @@ Each body is `emit_copy_body` of its plan with every variable prefixed per membe
 (`src_ptr_1`): no two branches share a name, so Triton's `scf.if` yields nothing and a
 member may index in int64 beside an int32 one. Programs run in any order, so the caller
 promises that the members write disjoint addresses of the destination and that none
-reads the destination (`lower-to-triton` checks both: disjoint boxes of one buffer).
+reads the destination (`lower_to_program` checks both: disjoint boxes of one buffer).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Triton code generation for one strided copy (docs/design.md#passes, `lower-to-triton`).
+"""Triton code generation for one strided copy (docs/design.md#passes, `lower_to_program`).
 
 `generate_copy(spec, target)` turns a `CopySpec` into a `CopyKernel`: the complete source of
 a Python module with one `@triton.jit` kernel

@@ -1,4 +1,5 @@
-"""`lower-to-triton`: a graph after the default pipeline becomes a `Program`.
+"""`lower_to_program`: a graph after the default pipeline becomes a `Program` (after the
+passes; not a pass itself).
 
 Every explicit `copy` becomes one copy kernel (`codegen.copy`), every `philox` /
 `philox_uniform` one Philox kernel (`codegen.philox`); views cost nothing (they only
@@ -366,7 +367,7 @@ class _Lowering:
                 continue
             if isinstance(op, CopyOp) and not op.is_explicit:
                 raise UnsupportedError(
-                    "lower-to-triton: a copy in natural form (no space, src, dst) should "
+                    "lower_to_program: a copy in natural form (no space, src, dst) should "
                     "have been made explicit by lower-formats in the pipeline"
                 )
             if isinstance(op, CopyOp):
@@ -380,7 +381,7 @@ class _Lowering:
                     if any(statically_true(st < 0) if isinstance(st, Sym) else st < 0
                            for st in lay.strides):
                         raise UnsupportedError(
-                            f"lower-to-triton: output {k} has layout {lay}, with a negative "
+                            f"lower_to_program: output {k} has layout {lay}, with a negative "
                             "stride no torch tensor can hold; expected a pipeline that ends "
                             "with plan-memory, which copies such an output"
                         )
@@ -389,7 +390,7 @@ class _Lowering:
                 continue
             else:
                 raise UnsupportedError(
-                    f"lower-to-triton: op '{op.name}' should have been lowered by the pipeline"
+                    f"lower_to_program: op '{op.name}' should have been lowered by the pipeline"
                 )
         self.flush()
         symbols = tuple(sorted(self.hint)) if self.hint is not None else ()

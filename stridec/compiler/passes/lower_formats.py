@@ -15,7 +15,7 @@ What each op becomes:
   flip's reads its operand through negative strides);
 - pack / unpack: one copy over the format's split space (unpack restricted by the mask);
 - pad: a fill of the whole result (only when some pad is positive), then one copy of the
-  kept region into it (`lower-to-triton` runs the two as one masked kernel);
+  kept region into it (`lower_to_program` runs the two as one masked kernel);
 - cat: one copy per input, each into a slice of the same buffer;
 - full: a fill (a copy without a source).
 """

@@ -12,7 +12,7 @@ The framed copy writes `fill` on 1 point before its box and 2 after it: one mask
 over (6,) (`stridec.compiler.codegen.spec.copy_spec`). With several copies into the buffer
 (F.pad of a cat), the fill's space is cut by planes into one part per copy
 (`fill_parts`), and each copy takes the frame of its part; the parts are disjoint boxes,
-so `lower-to-triton` runs them as one batched kernel.
+so `lower_to_program` runs them as one batched kernel.
 
 A fill is taken when its only reader is a copy into its buffer. The copies that follow it
 into that buffer (views between them do not count; any other op ends the run) are taken
