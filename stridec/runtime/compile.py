@@ -355,12 +355,22 @@ def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
     return tuple(key), ptrs
 
 
-def _into_outs(outs: tuple[torch.Tensor, ...], results: Any) -> Any:
+# A write into an out bumps its version counter, as torch's out= ops do (inference-mode
+# tensors have none and are skipped): autograd then refuses a backward that saved the
+# out before the write.
+_bump_versions = launch.bump_versions
+
+
+def _into_outs(outs: tuple[torch.Tensor, ...], results: Any, bump: bool = True) -> Any:
     """The outs of a call given the program's `results`: each result that is not its out
     (an out the program did not write straight) copied in, every result computed before
-    any copy -- a result in the memory of an out still to be written is cloned first."""
+    any copy -- a result in the memory of an out still to be written is cloned first.
+    With `bump`, the version of each out the program wrote straight is bumped (a copy
+    bumps its own)."""
     if type(results) is not tuple:
         results = (results,)
+    if bump:
+        _bump_versions(tuple(o for o, r in zip(outs, results, strict=True) if r is o))
     pending = [(o, r) for o, r in zip(outs, results, strict=True) if r is not o]
     ptrs = {o.untyped_storage().data_ptr() for o, _ in pending if o.numel()}
     pending = [(o, r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs
@@ -461,9 +471,12 @@ class CompiledGraph:
     a graph over symbolic sizes once per class of bindings (`_class_program`)."""
 
     def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None, *,
-                 copy_aliased_outputs: bool = False) -> None:
+                 copy_aliased_outputs: bool = False, bump_versions: bool = True) -> None:
         """`copy_aliased_outputs`: the custom-op contract — the `plan-memory` pass of the
-        pipeline copies an output that would be a view of an input."""
+        pipeline copies an output that would be a view of an input. `bump_versions`: a
+        call with `out=` bumps each out's version counter, as torch's out= ops do (False
+        for a caller that bumps them itself: torch's dispatcher, for an operator's
+        mutated arguments)."""
         if not isinstance(graph, Graph):
             raise CallError(f"compile: expected a stridec.Graph; got {type(graph).__name__}")
         if backend not in BACKENDS:
@@ -544,6 +557,7 @@ class CompiledGraph:
         self.copy_aliased_outputs = copy_aliased_outputs
         # The backends calls and plans resolved to so far (`ran_on`).
         self._ran: list[str] = []
+        self.bump_versions = bump_versions
         # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
         self._keyed = not self.symbols and backend != "reference"
 
@@ -760,7 +774,8 @@ class CompiledGraph:
             return found
         bindings = self._bindings(tensors)
         inner = CompiledGraph(self.graph.bind(bindings), self.backend, self.pipeline,
-                              copy_aliased_outputs=self.copy_aliased_outputs)
+                              copy_aliased_outputs=self.copy_aliased_outputs,
+                              bump_versions=self.bump_versions)
         inner.stats = self.stats
         inner._ran = self._ran
         with self._lock:
@@ -982,7 +997,7 @@ class CompiledGraph:
                 if results is not launch.MISS:
                     self.stats.cache_hits += 1
                     self.stats.launches += entry[0]
-                    return _into_outs(outs, results)
+                    return _into_outs(outs, results, self.bump_versions)
         found = self._symbolic_plan(tensors)
         if found is None:
             return launch.MISS
@@ -998,7 +1013,7 @@ class CompiledGraph:
             if len(self._class_out_hits) >= LOCAL_CAPACITY:
                 self._class_out_hits = {}
             self._class_out_hits[key] = (cls, device, writes)
-        return _into_outs(call.outs, results)
+        return _into_outs(call.outs, results, self.bump_versions)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
@@ -1040,6 +1055,8 @@ class CompiledGraph:
                                            (*tensors, *(outs[i] for i in storage_outs)),
                                            hit.device)
                     self.stats.launches += hit.launches
+                    if self.bump_versions:
+                        _bump_versions((out,) if type(out) is torch.Tensor else out)
                     return out
         return self._call_out(tensors, out, called)
 
@@ -1132,6 +1149,8 @@ class CompiledGraph:
                         self._remember(key, (hit, storage_outs, bound))
             launch.run_with(runner, (*tensors, *call.storage_tensors), device)
             self.stats.launches += program.launch_count
+            if self.bump_versions:
+                _bump_versions(call.outs)
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
     def _hit(self, program: Program, runner: launch.Runner, device: torch.device,

@@ -40,6 +40,7 @@ from stridec.runtime.backends import Backend, Launcher, backend
 __all__ = [
     "Runner",
     "MISS",
+    "bump_versions",
     "SymbolicRunner",
     "flat_storage",
     "launch_copy",
@@ -539,6 +540,11 @@ def launch_with(runner: Runner, tensors: Sequence[torch.Tensor], device: torch.d
 
 
 # -- single kernels ----------------------------------------------------------------------
+# Bumps the version counter of each tensor of a tuple, as torch's in-place and out= ops
+# do, after a kernel wrote caller memory through its data pointer.
+bump_versions = torch._C._increment_version
+
+
 def _launcher(source: str, name: str, device: torch.device) -> Launcher:
     """The launcher of one kernel for tensors on `device`."""
     if device.type == "cuda":
@@ -601,6 +607,7 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
     _launcher(kernel.source, kernel.name, dst_storage.device)(
         grid, src_storage, dst_storage, *args, **kernel.constexprs, num_warps=kernel.num_warps,
     )
+    bump_versions((dst_storage,))
 
 
 def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
@@ -636,6 +643,7 @@ def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
         grid, dst_storage, *src_storages, *args, **kernel.constexprs,
         num_warps=kernel.num_warps,
     )
+    bump_versions((dst_storage,))
 
 
 def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.Tensor,
@@ -682,11 +690,12 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
         load_c_kernel(kernel.name, kernel.source, kernel.calls)(
             kernel.grid, state_words, dst, new_words
         )
-        return
-    _launcher(kernel.source, kernel.name, dst.device)(
-        kernel.grid, state_words, dst, new_words, *kernel.args, num_warps=kernel.num_warps,
-        **dict(kernel.constexprs),
-    )
+    else:
+        _launcher(kernel.source, kernel.name, dst.device)(
+            kernel.grid, state_words, dst, new_words, *kernel.args,
+            num_warps=kernel.num_warps, **dict(kernel.constexprs),
+        )
+    bump_versions((dst_storage, new_state))
 
 
 def _philox_dst_view(kernel: PhiloxKernel, dst_storage: Any) -> torch.Tensor:

@@ -538,7 +538,9 @@ def register(
             f"as_torch_op: qualname must look like 'namespace::name' (identifiers); got "
             f"{qualname!r}"
         )
-    compiled = CompiledGraph(graph, backend, pipeline, copy_aliased_outputs=True)
+    # The dispatcher bumps the versions of the `.out` overload's mutated arguments itself.
+    compiled = CompiledGraph(graph, backend, pipeline, copy_aliased_outputs=True,
+                             bump_versions=False)
     if not graph.inputs:
         raise UnsupportedError(
             f"as_torch_op: graph {graph.name!r} has no inputs; a torch operator needs a "
