@@ -6,6 +6,8 @@
                                              # every output checked against torch, no timing
     python bench/run.py --cpu                # the native cpu backend on the CPU rows
     python bench/run.py --list               # the rows
+    python bench/run.py --cpu --suite ttc    # a copy suite: ttc, models, random, symbolic
+    python bench/run.py --cpu --suite models --quick --only 'swin_roll_*'  # a row, quickly
 
 On a GPU each row runs side by side in this one process: stridec, torch eager, torch.compile
 (Inductor) of the same eager function, and a `dst.copy_(src)` of the same byte count (the
@@ -56,6 +58,7 @@ import torch  # noqa: E402
 
 import stridec  # noqa: E402
 from bench import report as reporting  # noqa: E402
+from bench.cases import RANDOM_ROWS, SUITES  # noqa: E402
 from bench.stream_copy import stream_copy, stream_fill  # noqa: E402
 from bench.workloads import (  # noqa: E402
     COMPILE_WORKLOAD,
@@ -69,8 +72,9 @@ from bench.workloads import (  # noqa: E402
 from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-# Progress marks: a system timed (stridec, eager, torch.compile).
-MARKS = {"stridec": "s", "eager": "e", "compile": "t"}
+# Progress marks: a system timed (stridec, eager, torch.compile; a suite's symbolic and
+# static stridec plans).
+MARKS = {"stridec": "s", "eager": "e", "compile": "t", "symbolic": "y", "static": "p"}
 COMPILE_ROW = "compile_time"
 QUANTILES = (0.2, 0.5, 0.8)
 SCHEMA = "stridec-bench/1"
@@ -850,6 +854,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="with --cpu: MB read before each timed call to flush the caches, so "
                         "every system starts cold (default: twice the last-level cache, "
                         "%(default)s here; 0: no flush, warm caches)")
+    p.add_argument("--suite", choices=SUITES, default=None,
+                   help="with --cpu: a copy suite instead of the race (bench/cases.py): the "
+                        "TTC transpositions, model layout code, random permutations, or "
+                        "symbolic against static plans; with --smoke: its tiny rows, "
+                        "checked, untimed")
+    p.add_argument("--seed", type=int, default=None,
+                   help="with --suite random: the seed that draws the rows (default: a new "
+                        "one, printed and recorded)")
+    p.add_argument("--random-rows", type=int, default=RANDOM_ROWS,
+                   help="with --suite random: how many rows (default %(default)s)")
+    p.add_argument("--runs", type=int, default=1,
+                   help="with --suite: run the whole suite this many times in one process, "
+                        "each run's values side by side (default 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="with --suite: 5 rounds, no torch.compile, no files (unless --out): "
+                        "for timing a row or two with --only while working on a kernel")
     p.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scale", default="full", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
@@ -859,6 +879,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.suite is not None:
+        return _suite(args)
     if args.cpu_repeats is None:
         args.cpu_repeats = 15 if args.cpu else 3
     if args.compile_child:
@@ -888,6 +910,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED rows: {', '.join(report['failures'])}", file=sys.stderr)
         return 1
     return 0
+
+
+def _suite(args: argparse.Namespace) -> int:
+    """`--suite NAME` with `--cpu` (timed) or `--smoke` (tiny rows, checked): bench/suites.py."""
+    from bench.suites import run_suite
+
+    if not (args.cpu or args.smoke or args.list):
+        print("bench: --suite goes with --cpu (timed) or --smoke (checked)", file=sys.stderr)
+        return 2
+    if args.quick:
+        args.cpu_repeats = args.cpu_repeats or 5
+        args.torch_compile = False if args.torch_compile is None else args.torch_compile
+        args.out = args.out or False
+    if args.cpu_repeats is None:
+        args.cpu_repeats = 15
+    return run_suite(args)
 
 
 if __name__ == "__main__":

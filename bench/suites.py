@@ -1,0 +1,623 @@
+"""The copy suites on the CPU: `python bench/run.py --cpu --suite ttc|models|random|symbolic`
+(rows: `bench/cases.py`; how to read them: bench/README.md#the-copy-suites).
+
+Every row runs the race's machinery (`bench/run.py`): stridec, torch eager and
+torch.compile (Inductor's C++ backend, static shapes) of the same function, a same-run
+memcpy and streaming copy of the row's bytes, called in turn in a rotating order,
+`--cpu-repeats` rounds, caches flushed before every timed call, medians. Before any timing
+the row's graph is traced from the torch function with `stridec.trace`, compiled for the
+`cpu` backend and its output compared with the function's, element for element; a row
+stridec cannot trace yet is timed without it and says so. Where torch can write the
+result into memory it already has (`Case.into`), every system writes into one set of
+preallocated outputs laid out as eager's result is (stridec through `out=`).
+
+A symbolic row times two stridec plans of one function side by side: traced with a
+symbolic batch (dim 0 of the first input) and traced static, both called at the same
+size, with the kernels each launches per call.
+
+`--runs N` repeats the whole suite N times in one process (N files' worth of rows in one
+file, the spread between runs in the tables). The JSON is rewritten after every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import stridec
+from bench import cases as suite_cases
+from bench.cases import Case
+from bench.run import (
+    SCHEMA,
+    Progress,
+    Session,
+    _error,
+    _time_interleaved,
+    device_text,
+    environment,
+    wall_timer,
+)
+from bench.workloads import Mismatch, assert_same
+from stridec.runtime.backends import cpu as cpu_backend
+
+__all__ = ["TARGETS", "markdown", "run_suite", "select_cases", "summarize"]
+
+DASH = "—"
+# Issue 33's targets, same-run ratios on 2 cores.
+TARGETS = {
+    "ttc": "geomean ≥ 1.5× torch.compile and ≥ 0.8 of memcpy; no row below 1.0× torch.compile",
+    "models": "every row ≥ 1.0× eager and ≥ 1.0× torch.compile; geomean ≥ 1.5× both",
+    "random": "every row ≥ 1.0× eager and ≥ 1.0× torch.compile; geomean ≥ 1.5× both",
+    "symbolic": "symbolic plan within 5 % of the static plan (≥ 0.95×), kernel counts equal",
+}
+
+
+# --------------------------------------------------------------------------- one row
+
+
+def _as_tuple(out: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _expected(case: Case, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """The function's outputs, on copies of the inputs (a cache update writes its first)."""
+    return _as_tuple(case.fn(*[t.clone() for t in inputs]))
+
+
+def _check(got: Any, want: tuple[torch.Tensor, ...], what: str) -> None:
+    got = _as_tuple(got)
+    if len(got) != len(want):
+        raise Mismatch(f"{what}: {len(got)} outputs, expected {len(want)}")
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert_same(g, w, f"{what} output {k}")
+
+
+def _new_row(case: Case) -> dict[str, Any]:
+    return {"kind": "symbolic" if case.dynamic is not None else "suite", "name": case.name,
+            "suite": case.suite, "group": case.group, "size": case.size,
+            "description": case.description, "source": case.source, "note": case.note,
+            "shape_text": case.shape_text, "dtype": case.dtype, "info": case.info,
+            "status": "error", "error": None, "kernels": None, "preallocated": None,
+            "bytes_read": None, "bytes_written": None, "bytes_total": None, "systems": {},
+            "copy": None, "stream": None, "stream_fill": None, "vs_eager": None,
+            "vs_compile": None, "bound_vs_eager": None}
+
+
+def _first_call(fn: Any, inputs: list[torch.Tensor],
+                outs: tuple[torch.Tensor, ...] | None) -> tuple[int, Any]:
+    """One call of compiled graph `fn` (into `outs` where given): the kernels it launched
+    and what it returned."""
+    before = fn.stats.launches
+    got = fn(*inputs) if outs is None else fn(*inputs, out=outs)
+    return fn.stats.launches - before, got
+
+
+def _stridec(case: Case, inputs: list[torch.Tensor], backend: str, row: dict[str, Any],
+             dynamic: Any = False) -> Any:
+    """Trace, compile and run the row's function; the compiled graph, or None where a stage
+    failed (the row says which: `untraceable` where `stridec.trace` refused it)."""
+    try:
+        graph = stridec.trace(case.fn, *inputs, dynamic=dynamic)
+    except Exception as e:  # StridecError, or the function's own code refusing a Proxy
+        row["status"], row["error"] = "untraceable", f"{type(e).__name__}: {e}"
+        return None
+    try:
+        return stridec.compile(graph, backend=backend)
+    except Exception as e:
+        row["error"] = _error(e, "compile")
+        return None
+
+
+def _compile_torch(fn: Callable[..., Any], args: list[Any], check: Callable[[], None],
+                   row: dict[str, Any]) -> Callable[..., Any] | None:
+    """torch.compile (Inductor, static shapes) of `fn`, its first call (the compilation)
+    timed apart as `compile_s`; `check()` then compares what it wrote or returned."""
+    torch._dynamo.reset()  # fresh caches: rows share code objects
+    entry = row["systems"].setdefault("compile", {})
+    try:
+        compiled = torch.compile(fn, dynamic=False)
+        t0 = time.perf_counter()
+        got = compiled(*args)
+        entry["compile_s"] = time.perf_counter() - t0
+        check(got)
+        entry["correct"] = True
+    except Mismatch as e:
+        entry["correct"], entry["mismatch"] = False, str(e)
+    except Exception as e:
+        entry["error"] = _error(e, "torch.compile")
+        return None
+    return compiled
+
+
+def _finish(row: dict[str, Any]) -> None:
+    """stridec's fraction of the same-run memcpy and streaming copy."""
+    st = row["systems"].get("stridec", {})
+    for key, base in (("frac_memcpy", "copy"), ("frac_stream", "stream")):
+        ms = (row.get(base) or {}).get("ms")
+        row[key] = ms / st["ms"] if ms and st.get("ms") else None
+
+
+def measure_case(case: Case, s: Session, progress: Progress, smoke: bool) -> dict[str, Any]:
+    row = _new_row(case)
+    inputs = case.inputs()
+    expected = _expected(case, inputs)
+    read, written = case.bytes_moved(inputs, expected)
+    row.update(bytes_read=read, bytes_written=written, bytes_total=read + written)
+    fn = _stridec(case, inputs, s.backend, row)
+    outs = None
+    if case.into is not None:  # one set of outputs, laid out as eager's, for every system
+        outs = tuple(torch.empty_like(e) for e in expected)
+        try:
+            case.into(outs, *inputs)
+            _check(outs, expected, "eager into")
+        except (Mismatch, RuntimeError) as e:
+            row["status"], row["error"] = "error", f"the row's eager `into`: {e}"
+            return row
+    row["preallocated"] = outs is not None
+    calls: dict[str, Callable[[], Any]] = {}
+    if fn is not None:
+        try:
+            row["kernels"], got = _first_call(fn, inputs, outs)
+            if outs is not None:
+                _check(outs, expected, "stridec out=")
+                calls["stridec"] = lambda: fn(*inputs, out=outs)
+            else:
+                _check(inputs[0] if case.mutates else got, expected, "stridec")
+                calls["stridec"] = lambda: fn(*inputs)
+            row["status"], row["error"] = "ok", None
+        except Mismatch as e:
+            row["status"], row["error"] = "mismatch", str(e)
+        except Exception as e:
+            row["status"], row["error"] = "error", _error(e, "run")
+    progress.step("+" if row["status"] == "ok" else "!")
+    if smoke:
+        return row
+    if outs is not None:
+        into = case.into
+        calls["eager"] = lambda: into(outs, *inputs)
+    else:
+        calls["eager"] = lambda: case.fn(*inputs)
+    if s.torch_compile:
+        if outs is not None:
+            compiled = _compile_torch(case.into, [outs, *inputs],
+                                      lambda _: _check(outs, expected, "torch.compile"), row)
+            if compiled is not None:
+                calls["compile"] = lambda: compiled(outs, *inputs)
+        else:
+            compiled = _compile_torch(
+                case.fn, inputs,
+                lambda got: _check(inputs[0] if case.mutates else got, expected,
+                                   "torch.compile"), row)
+            if compiled is not None:
+                calls["compile"] = lambda: compiled(*inputs)
+        progress.step("i")
+    _time_interleaved(calls, read + written, written, s, row, progress)
+    _finish(row)
+    return row
+
+
+def measure_symbolic(case: Case, s: Session, progress: Progress, smoke: bool) -> dict[str, Any]:
+    """The function traced with a symbolic batch against the same function traced static,
+    at the same size: time of each, kernels each call launches."""
+    row = _new_row(case)
+    inputs = case.inputs()
+    expected = _expected(case, inputs)
+    read, written = case.bytes_moved(inputs, expected)
+    row.update(bytes_read=read, bytes_written=written, bytes_total=read + written)
+    outs = None
+    if case.into is not None:
+        outs = tuple(torch.empty_like(e) for e in expected)
+    row["preallocated"] = outs is not None
+    calls: dict[str, Callable[[], Any]] = {}
+    kernels: dict[str, int] = {}
+    for system, dynamic in (("symbolic", case.dynamic), ("static", False)):
+        fn = _stridec(case, inputs, s.backend, row, dynamic=dynamic)
+        if fn is None:
+            row["error"] = f"{system}: {row['error']}"
+            progress.step("!")
+            return row
+        try:
+            kernels[system], got = _first_call(fn, inputs, outs)
+            _check(outs if outs is not None else got, expected, f"stridec {system}")
+            calls[system] = ((lambda f=fn: f(*inputs, out=outs)) if outs is not None
+                             else (lambda f=fn: f(*inputs)))
+        except Mismatch as e:
+            row["status"], row["error"] = "mismatch", f"{system}: {e}"
+            return row
+        except Exception as e:
+            row["error"] = _error(e, f"{system} run")
+            return row
+    row["status"], row["error"] = "ok", None
+    row["kernels"] = kernels["symbolic"]
+    row["kernels_static"] = kernels["static"]
+    progress.step("+")
+    if smoke:
+        return row
+    into = case.into
+    calls["eager"] = ((lambda: into(outs, *inputs)) if outs is not None and into is not None
+                      else (lambda: case.fn(*inputs)))
+    _time_interleaved(calls, read + written, written, s, row, progress)
+    sym = row["systems"].get("symbolic", {}).get("ms")
+    static = row["systems"].get("static", {}).get("ms")
+    eager = row["systems"].get("eager", {}).get("ms")
+    row["vs_static"] = static / sym if sym and static else None
+    row["vs_eager"] = eager / sym if sym and eager else None
+    return row
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def select_cases(rows: list[Case], patterns: list[str] | None) -> list[Case]:
+    """The rows whose name matches any pattern (fnmatch, or a plain substring)."""
+    if not patterns:
+        return rows
+    return [c for c in rows if any(fnmatch.fnmatch(c.name, p) or p in c.name for p in patterns)]
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return DASH if value is None else format(value, fmt)
+
+
+def _measured(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["status"] == "ok" and r.get(key)]
+
+
+def summarize(suite: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's geomeans, worst rows and targets (issue 33)."""
+    if suite == "symbolic":
+        timed = _measured(rows, "vs_static")
+        ratios = [r["vs_static"] for r in timed]
+        unequal = [r["name"] for r in rows if r["status"] == "ok"
+                   and r.get("kernels") != r.get("kernels_static")]
+        slow = [r["name"] for r in timed if r["vs_static"] < 0.95]
+        return {"rows": len(rows), "timed": len(timed),
+                "geomean_vs_static": _geomean(ratios),
+                "min_vs_static": min(ratios, default=None),
+                "kernels_unequal": unequal, "below_0_95": slow,
+                "met": bool(timed) and not slow and not unequal
+                and len(timed) == len(rows)}
+    eager = [r["vs_eager"] for r in _measured(rows, "vs_eager")]
+    compiled = [r["vs_compile"] for r in _measured(rows, "vs_compile")]
+    memcpy = [r["frac_memcpy"] for r in _measured(rows, "frac_memcpy")]
+    not_ok = [r["name"] for r in rows if r["status"] != "ok"]
+    out = {"rows": len(rows), "timed": len(eager), "not_ok": not_ok,
+           "geomean_vs_eager": _geomean(eager), "geomean_vs_compile": _geomean(compiled),
+           "geomean_frac_memcpy": _geomean(memcpy),
+           "min_vs_eager": min(eager, default=None),
+           "min_vs_compile": min(compiled, default=None),
+           "below_1_eager": [r["name"] for r in _measured(rows, "vs_eager")
+                             if r["vs_eager"] < 1.0],
+           "below_1_compile": [r["name"] for r in _measured(rows, "vs_compile")
+                               if r["vs_compile"] < 1.0]}
+    g_e, g_c, g_m = out["geomean_vs_eager"], out["geomean_vs_compile"], out["geomean_frac_memcpy"]
+    complete = not not_ok and bool(compiled)
+    if suite == "ttc":
+        out["met"] = (complete and g_c is not None and g_c >= 1.5 and g_m is not None
+                      and g_m >= 0.8 and not out["below_1_compile"])
+    else:
+        out["met"] = (complete and g_e is not None and g_e >= 1.5 and g_c is not None
+                      and g_c >= 1.5 and not out["below_1_eager"]
+                      and not out["below_1_compile"])
+    return out
+
+
+def _spread(runs: list[list[dict[str, Any]]], key: str) -> dict[str, float]:
+    """Per row, the largest over smallest of `key` across runs (1.0: the runs agree)."""
+    spread = {}
+    for name in [r["name"] for r in runs[0]]:
+        values = [r[key] for rows in runs for r in rows if r["name"] == name and r.get(key)]
+        if len(values) == len(runs) and len(values) > 1:
+            spread[name] = max(values) / min(values)
+    return spread
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _row_cells(suite: str, by_run: list[dict[str, Any]]) -> list[str]:
+    r = by_run[0]
+
+    def each(key: str, fmt: str, scale: float = 1.0) -> str:
+        return " / ".join(_num(x.get(key) * scale if x.get(key) else None, fmt) for x in by_run)
+
+    check = "ok" if r["status"] == "ok" else f"**{r['status']}**"
+    mb = _num(r["bytes_total"] / 1e6 if r.get("bytes_total") else None, ",.4g")
+    if suite == "symbolic":
+        ms = " / ".join(_num((x["systems"].get("symbolic") or {}).get("ms"), ".3g")
+                        for x in by_run)
+        static = " / ".join(_num((x["systems"].get("static") or {}).get("ms"), ".3g")
+                            for x in by_run)
+        return [f"`{r['name']}`", r["shape_text"].replace("x", "×"), r["dtype"], mb,
+                _num(r.get("kernels"), "d"), _num(r.get("kernels_static"), "d"), ms, static,
+                each("vs_static", ".2f"), each("vs_eager", ".2f"), check]
+    ms = " / ".join(_num((x["systems"].get("stridec") or {}).get("ms"), ".3g") for x in by_run)
+    return [f"`{r['name']}`", r["shape_text"].replace("x", "×"), r["dtype"], mb,
+            _num(r.get("kernels"), "d"), ms, each("vs_eager", ".2f"), each("vs_compile", ".2f"),
+            each("frac_memcpy", ".2f"), each("frac_stream", ".2f"),
+            each("bound_vs_eager", ".2f"), check]
+
+
+def _rows_table(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
+    if suite == "symbolic":
+        head = ["row", "shape", "dtype", "MB moved", "kernels symbolic", "kernels static",
+                "symbolic ms", "static ms", "× static", "× eager", "check"]
+    else:
+        head = ["row", "shape", "dtype", "MB moved", "kernels", "stridec ms", "× eager",
+                "× compile", "of memcpy", "of stream", "bound × eager", "check"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k, r in enumerate(runs[0]):
+        by_run = [rows[k] for rows in runs if k < len(rows) and rows[k]["name"] == r["name"]]
+        lines.append("| " + " | ".join(_row_cells(suite, by_run)) + " |")
+    return lines
+
+
+def _worst(rows: list[dict[str, Any]], key: str, n: int = 5) -> str:
+    timed = sorted(_measured(rows, key), key=lambda r: r[key])[:n]
+    return ", ".join(f"`{r['name']}` {r[key]:.2f}" for r in timed) or DASH
+
+
+def _summary_lines(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
+    sums = [summarize(suite, rows) for rows in runs]
+    lines = [f"Target (issue 33): {TARGETS[suite]}.", ""]
+    if suite == "symbolic":
+        lines += ["| run | rows timed | geomean × static | lowest × static | kernel counts "
+                  "unequal | target met |", "|---|---|---|---|---|---|"]
+        for k, m in enumerate(sums):
+            lines.append(f"| {k + 1} | {m['timed']}/{m['rows']} "
+                         f"| {_num(m['geomean_vs_static'], '.2f')} "
+                         f"| {_num(m['min_vs_static'], '.2f')} "
+                         f"| {', '.join(f'`{n}`' for n in m['kernels_unequal']) or 'none'} "
+                         f"| {'yes' if m['met'] else 'no'} |")
+        spread = _spread(runs, "vs_static") if len(runs) > 1 else {}
+    else:
+        lines += ["| run | rows timed | geomean × eager | geomean × compile | geomean of "
+                  "memcpy | lowest × eager | lowest × compile | rows < 1.0× eager "
+                  "| rows < 1.0× compile | target met |", "|" + "---|" * 10]
+        for k, m in enumerate(sums):
+            lines.append(f"| {k + 1} | {m['timed']}/{m['rows']} "
+                         f"| {_num(m['geomean_vs_eager'], '.2f')} "
+                         f"| {_num(m['geomean_vs_compile'], '.2f')} "
+                         f"| {_num(m['geomean_frac_memcpy'], '.2f')} "
+                         f"| {_num(m['min_vs_eager'], '.2f')} "
+                         f"| {_num(m['min_vs_compile'], '.2f')} "
+                         f"| {len(m['below_1_eager'])} | {len(m['below_1_compile'])} "
+                         f"| {'yes' if m['met'] else 'no'} |")
+        spread = _spread(runs, "vs_compile") if len(runs) > 1 else {}
+        rows = runs[0]
+        lines += ["", f"Worst rows × torch.compile (run 1): {_worst(rows, 'vs_compile')}.",
+                  f"Worst rows × eager (run 1): {_worst(rows, 'vs_eager')}.",
+                  f"Lowest fractions of memcpy (run 1): {_worst(rows, 'frac_memcpy')}."]
+        not_ok = [r for r in rows if r["status"] != "ok"]
+        if not_ok:
+            lines.append("Rows without a stridec time: " + ", ".join(
+                f"`{r['name']}` ({r['status']})" for r in not_ok) + ".")
+    if spread:
+        values = sorted(spread.values())
+        worst = max(spread, key=spread.get)
+        lines.append(f"Spread between the runs (largest over smallest ratio, per row): median "
+                     f"{values[len(values) // 2]:.3f}, largest {spread[worst]:.3f} "
+                     f"(`{worst}`).")
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The suite's results: environment, targets and geomeans per run, then every row
+    (values of the runs separated by `/`)."""
+    dev, ver, st = report["device"], report["versions"], report["settings"]
+    suite, runs = report["suite"], report["runs"]
+    lines = [
+        f"# stridec copy suite `{suite}` — {dev['name']} — {report['date']}",
+        "",
+        f"- device: {dev['name']} ({dev.get('isa', DASH)}; {dev.get('threads')} threads)",
+        f"- versions: stridec {ver['stridec']} ({ver.get('stridec_commit') or 'no git'}), "
+        f"torch {ver['torch']}, Python {ver['python']}",
+        f"- command: `{st['command']}`" + (f"; seed {report['seed']}"
+                                          if report.get("seed") is not None else ""),
+        f"- timing: {st['timer']}; {len(runs)} run(s), values of each run separated by `/`",
+        "- × eager, × compile: their median time over stridec's (above 1: stridec is "
+        "faster); of memcpy, of stream: the same-run `dst.copy_(src)` of the row's bytes "
+        "and the streaming copy (non-temporal stores), their time over stridec's; bound × "
+        "eager: eager's time over the streaming copy's (or streaming write's).",
+        "",
+        "## Summary",
+        "",
+    ]
+    lines += _summary_lines(suite, runs)
+    lines += ["", "## Rows", ""] + _rows_table(suite, runs)
+    notes = [(r["name"], r["note"]) for r in runs[0] if r.get("note")]
+    problems = [(r["name"], r["error"]) for r in runs[0] if r.get("error")]
+    problems += [(r["name"], f"{s}: {m['error']}") for r in runs[0]
+                 for s, m in r["systems"].items() if m.get("error")]
+    problems += [(r["name"], f"torch.compile differs from eager: {m['mismatch']}")
+                 for r in runs[0] for m in [r["systems"].get("compile") or {}]
+                 if m.get("mismatch")]
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- `{n}`: {t}" for n, t in notes]
+    if problems:
+        lines += ["", "## Not measured or failed", ""] + [f"- `{n}`: {t}" for n, t in problems]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- chart
+
+
+def write_chart(report: dict[str, Any], path: Path) -> str | None:
+    """Per-row ratios: × eager and × torch.compile (log scale) and the fraction of memcpy,
+    one bar per row and run; returns why it was skipped, or None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]'): no chart"
+    suite, runs = report["suite"], report["runs"]
+    keys = ([("vs_static", "× static plan (symbolic over static)")] if suite == "symbolic"
+            else [("vs_eager", "× torch eager"), ("vs_compile", "× torch.compile"),
+                  ("frac_memcpy", "of same-run memcpy")])
+    names = [r["name"] for r in runs[0]]
+    if not any(r.get(keys[0][0]) for rows in runs for r in rows):
+        return "no timed rows: no chart"
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys) + 2, 0.16 * len(names) * len(runs)
+                                                    + 1.8), sharey=True, squeeze=False)
+    height = 0.8 / len(runs)
+    for ax, (key, label) in zip(axes[0], keys, strict=True):
+        for k, rows in enumerate(runs):
+            by_name = {r["name"]: r for r in rows}
+            values = [(by_name.get(n) or {}).get(key) or 0.0 for n in names]
+            ax.barh([i + (k - (len(runs) - 1) / 2) * height for i in range(len(names))],
+                    values, height, label=f"run {k + 1}")
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        target = {"vs_compile": 1.5 if suite != "ttc" else 1.5, "vs_eager": 1.5,
+                  "frac_memcpy": 0.8, "vs_static": 0.95}[key]
+        ax.axvline(target, color="gray", linestyle="--", linewidth=0.8)
+        if key != "frac_memcpy":
+            ax.set_xscale("log")
+        ax.set_xlabel(label)
+        ax.tick_params(axis="y", labelsize=6)
+    axes[0][0].set_yticks(range(len(names)), names)
+    axes[0][0].invert_yaxis()
+    axes[0][-1].legend(loc="lower right", fontsize=7)
+    fig.suptitle(f"stridec suite {suite} — {report['device']['name']} — {report['date'][:10]}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+# --------------------------------------------------------------------------- run
+
+
+def result_stem(report: dict[str, Any], folder: Path) -> Path:
+    """`<folder>/<date>-cpu-<suite>`, with `-2`, `-3` … where that day's file exists."""
+    base = f"{report['date'][:10]}-cpu-{report['suite']}" + ("-smoke" if report["smoke"] else "")
+    stem, k = folder / base, 1
+    while any(stem.with_suffix(ext).exists() for ext in (".json", ".md", ".png")):
+        k += 1
+        stem = folder / f"{base}-{k}"
+    return stem
+
+
+def run_suite(args: argparse.Namespace) -> int:
+    """`bench/run.py --cpu --suite NAME` (or `--smoke --suite NAME`): every row of the
+    suite, `--runs` times; writes `<date>-cpu-<suite>.{json,md,png}`."""
+    smoke = args.smoke
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    rows = select_cases(suite_cases.cases(args.suite, seed, smoke, args.random_rows), args.only)
+    if args.list:
+        for c in rows:
+            print(f"{c.name:<44} {c.shape_text:<28} {c.dtype:<9} {c.description}")
+        return 0
+    backend = "cpu" if cpu_backend.available() else "interpret"
+    if not smoke and backend != "cpu":
+        print("bench: the suites time the cpu backend, which needs a C compiler",
+              file=sys.stderr)
+        return 2
+    repeats = args.cpu_repeats
+    timer = None if smoke else wall_timer(repeats)
+    torch_compile = (not smoke) if args.torch_compile is None else args.torch_compile
+    s = Session(torch.device("cpu"), "cpu", backend, timer, torch_compile,
+                interleave=0 if smoke else repeats, flush_mb=0 if smoke else args.cpu_flush_mb)
+    info, versions = environment(s.device)
+    how = ("none (smoke: tiny sizes, correctness only)" if smoke else
+           f"host clock; the row's systems, a same-run memcpy and streaming copy interleaved, "
+           f"order rotated, {repeats} rounds, medians; "
+           + (f"caches flushed before each timed call (a {args.cpu_flush_mb} MB read); "
+              if args.cpu_flush_mb else "caches not flushed (warm); ")
+           + f"{torch.get_num_threads()} threads")
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    if args.suite == "random":
+        print(f"random suite: seed {seed} (repeat it with --seed {seed})")
+    print(f"stridec suite {args.suite}: {device_text(info)}, torch {versions['torch']}, "
+          f"stridec {versions['stridec']}; {len(rows)} rows x {args.runs} run(s)"
+          + ("; smoke: tiny sizes, no timing" if smoke else ""))
+    report: dict[str, Any] = {
+        "schema": SCHEMA, "suite": args.suite, "smoke": smoke,
+        "seed": seed if args.suite == "random" else None,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "cpu", "backend": backend, "device": info, "versions": versions,
+        "settings": {"timer": how, "repeats": repeats, "flush_mb": args.cpu_flush_mb,
+                     "torch_compile": torch_compile, "runs": args.runs, "command": command},
+        "runs": [],
+    }
+    out = args.out if args.out is not None else (None if smoke else
+                                                 Path(__file__).resolve().parent / "results")
+    out = out or None  # --quick: False, nothing written
+    stem = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        stem = result_stem(report, out)
+    measure = measure_symbolic if args.suite == "symbolic" else measure_case
+    for run in range(args.runs):
+        progress = Progress(len(rows))
+        report["runs"].append([])
+        for case in rows:
+            progress.begin(case.name, f"({case.shape_text} {case.dtype})")
+            row = measure(case, s, progress, smoke)
+            s.release()
+            report["runs"][-1].append(row)
+            progress.end(_line(row))
+            if stem is not None:  # a long run that stops keeps what it measured
+                stem.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n",
+                                                     encoding="utf-8")
+        if args.runs > 1:
+            print(f"run {run + 1} of {args.runs} done")
+    report["summary"] = [summarize(args.suite, rows_) for rows_ in report["runs"]]
+    page = markdown(report)
+    print()
+    print(page)
+    if stem is not None:
+        stem.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n",
+                                             encoding="utf-8")
+        stem.with_suffix(".md").write_text(page, encoding="utf-8")
+        print(f"wrote {stem.with_suffix('.json')}")
+        print(f"wrote {stem.with_suffix('.md')}")
+        skipped = None if smoke else write_chart(report, stem.with_suffix(".png"))
+        if skipped is None and not smoke:
+            print(f"wrote {stem.with_suffix('.png')}")
+        elif skipped:
+            print(f"chart skipped: {skipped}")
+    failed = [r["name"] for rows_ in report["runs"] for r in rows_
+              if r["status"] not in ("ok", "untraceable")]
+    if failed:
+        print(f"FAILED rows: {', '.join(sorted(set(failed)))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _line(row: dict[str, Any]) -> str:
+    if row["status"] != "ok":
+        text = f"{row['status'].upper()}: {row['error']}"
+        eager = (row["systems"].get("eager") or {}).get("ms")
+        return text + (f"  (eager {eager:.3g} ms)" if eager else "")
+    if row["kind"] == "symbolic":
+        text = f"ok  kernels {row['kernels']} symbolic, {row['kernels_static']} static"
+        if row.get("vs_static"):
+            text += f"  x{row['vs_static']:.2f} vs static"
+        return text
+    text = f"ok  ({row['kernels']} kernel{'s' if row['kernels'] != 1 else ''})"
+    for key, label in (("vs_eager", "eager"), ("vs_compile", "compile")):
+        if row.get(key):
+            text += f"  x{row[key]:.2f} vs {label}"
+    if row.get("frac_memcpy"):
+        text += f"  {row['frac_memcpy']:.2f} of memcpy"
+    return text
