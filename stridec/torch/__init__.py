@@ -4,6 +4,8 @@
 
 from stridec.torch.adjoint import Adjoint, Contribution, adjoint
 from stridec.torch.custom_op import TorchOp, register
+from stridec.torch.random import philox, philox_uniform
 from stridec.torch.trace import Proxy, trace
 
-__all__ = ["Adjoint", "Contribution", "Proxy", "TorchOp", "adjoint", "register", "trace"]
+__all__ = ["Adjoint", "Contribution", "Proxy", "TorchOp", "adjoint", "philox", "philox_uniform",
+           "register", "trace"]

@@ -23,7 +23,9 @@ repeat_interleave roll`, the matching `torch.*` functions, `torch.cat` (`concat`
 `torch.nn.functional.pad` (constant mode), `pixel_shuffle`, `pixel_unshuffle` and
 `torch.nn.functional.unfold` (im2col). Anything else — arithmetic, reductions, indexing
 with tensors, in-place methods, data-dependent calls — raises `UnsupportedError` naming
-the call. `contiguous(memory_format=...)` is the tensor itself where it already is
+the call; so does every draw from torch's random generator, at the call
+(`stridec.torch.random`: Philox with an explicit state traces instead).
+`contiguous(memory_format=...)` is the tensor itself where it already is
 contiguous in that format (channels-last too), else new memory in it; `.to(memory_format=
 ...)` the tensor itself where torch suggests that format for its strides; `clone` always
 new memory, with torch's `preserve_format` strides or in the format given (see
@@ -45,6 +47,7 @@ import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.symbols import Sym, is_static, substitute, symbol
+from stridec.torch.random import DROPOUTS, RANDOM_CALLS, dropout, random_refusal, refuse_random
 
 __all__ = ["Proxy", "trace"]
 
@@ -182,6 +185,8 @@ class Proxy:
                 return self._wrap_result(out)
 
             return method
+        if f"torch.Tensor.{name}" in RANDOM_CALLS:
+            raise random_refusal(f"Tensor.{name}")
         if hasattr(torch.Tensor, name):
             raise _unsupported(f"Tensor.{name}")
         raise AttributeError(f"'Proxy' object has no attribute {name!r}")
@@ -540,6 +545,7 @@ _FUNCTIONS.update({
     "torch.zeros_like": lambda input, **kw: _full_like(input, 0, **kw),
     "torch.ones_like": lambda input, **kw: _full_like(input, 1, **kw),
     "torch.full_like": _full_like,
+    **{name: dropout for name in DROPOUTS},  # where it does not train: `refuse_random`
 })
 
 
@@ -658,7 +664,8 @@ def trace(
             for n, s, t in zip(names, sizes, example_tensors, strict=True)
         ]
         try:
-            result = fn(*proxies)
+            with refuse_random():
+                result = fn(*proxies)
         except _Retrace:
             equal = tracer.equal
             continue
