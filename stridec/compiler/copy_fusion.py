@@ -132,30 +132,94 @@ def _valid_box(sizes: Sequence[int], masks: Sequence[tuple]) -> list[tuple[int, 
     return box
 
 
+def _one_affine_map(
+    rank: int, reads: Sequence[tuple[Box, Layout]]
+) -> tuple[list[int], int] | None:
+    """(strides, offset) of the one strided map over a space of `rank` dims that agrees
+    with each `(box, read)` -- `read` the map on `box`, over the box's own coordinates
+    -- or None when no such map exists.
+
+    A dim that moves in some box takes that box's stride; a dim that moves in none takes
+    what the boxes' starts imply: with reads starting at `o_b` at box starts `s_b`,
+    ``o_b - o_0 = Σ_k a_k·(s_b,k - s_0,k)`` for each box b, solved one unknown at a time.
+    NCHW4 of C = 5 over (co, ci): box (co 0, ci 0..3) reads channel ci at stride 12, box
+    (co 1, ci 0) reads channel 4 at offset 48: 48 - 0 = a_co·1, so a_co = 48. A dim no
+    equation determines (its coordinate the same in every box) is 0. Every box is then
+    checked against the map: its start and each of its moving strides.
+    """
+    strides: list[int | None] = [None] * rank
+    for box, read in reads:
+        for k, ((lo, hi), st) in enumerate(zip(box, read.strides, strict=True)):
+            if hi - lo > 1:
+                if strides[k] is None:
+                    strides[k] = st
+                elif strides[k] != st:
+                    return None
+    (box0, read0), rest = reads[0], reads[1:]
+    pending = list(rest)
+    while pending:
+        left = []
+        for box, read in pending:
+            residual = read.offset - read0.offset
+            unknown = []
+            for k in range(rank):
+                delta = box[k][0] - box0[k][0]
+                if delta == 0:
+                    continue
+                if strides[k] is None:
+                    unknown.append((k, delta))
+                else:
+                    residual -= strides[k] * delta
+            if len(unknown) == 1:
+                k, delta = unknown[0]
+                if residual % delta:
+                    return None
+                strides[k] = residual // delta
+            elif len(unknown) > 1:
+                left.append((box, read))
+        if len(left) == len(pending):
+            break  # several unknowns in every equation left: fixed at 0 below
+        pending = left
+    known = [0 if st is None else st for st in strides]
+    offset = read0.offset - sum(lo * st for (lo, _), st in zip(box0, known, strict=True))
+    for box, read in reads:
+        start = offset + sum(lo * st for (lo, _), st in zip(box, known, strict=True))
+        if start != read.offset:
+            return None
+    return known, offset
+
+
 def _fuse_over_valid_box(consumer: Op, producer: Op) -> dict | None:
     """Fuse a masked consumer whose masked points read past the producer's buffer.
 
     Padded packing reads channel C (and up) of a C-channel buffer at its masked points:
-    no composition covers those addresses. Composing only the valid box gives an affine
-    source map; extended to the whole space it is still exact on the valid points, and
-    the masked points are never read. Only without refinement and without producer masks.
+    no composition covers those addresses. The space is cut into boxes where the masks
+    hold or fail (`split_box`); composing each valid box gives an affine source map on
+    it, and where one strided map agrees with all of them (`_one_affine_map`), that map
+    over the whole space is exact on the valid points, and the masked points are never
+    read. With C = 5, NCHW4's blocks are (co 0, ci 0..3) and (co 1, ci 0): a cast or a
+    transpose before the pack fuses into it as with C = 8. Only without refinement and
+    without producer masks.
     """
     if not consumer.masks or consumer.fill is None or producer.masks:
         return None
     space = consumer.space
-    box = _valid_box(space, consumer.masks)
-    if box is None:
+    bounds = [MaskBound(c, lo, hi) for c, lo, hi in consumer.masks]
+    split = split_box(tuple((0, n) for n in space), bounds, MAX_CELLS)
+    if split is None or not split[0]:
         return None
-    reader = consumer.src
-    for k, (start, stop) in enumerate(box):
-        reader = reader.slice(k, start, stop, 1)
-    comp = compose(reader, producer.dst, producer.src)
-    if comp is None or comp.is_refined:
+    reads = []
+    for box in split[0]:
+        comp = compose(restrict(consumer.src, box), producer.dst, producer.src)
+        if comp is None or comp.is_refined:
+            return None
+        reads.append((box, comp.src))
+    found = _one_affine_map(len(space), reads)
+    if found is None:
         return None
-    strides = comp.src.strides
-    offset = comp.src.offset - sum(start * st for (start, _), st in zip(box, strides, strict=False))
+    strides, offset = found
     try:
-        src = Layout(space, strides, offset)
+        src = Layout(space, tuple(strides), offset)
     except StridecError:  # the extension would address before the storage's start
         return None
     return {

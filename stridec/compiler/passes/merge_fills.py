@@ -26,11 +26,13 @@ another value (`fills_around_box_copies`).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from typing import ClassVar
 
 from stridec.compiler.codegen.spec import (
     CopySpec,
+    MaskBound,
     copy_spec,
     dst_box,
     fill_parts,
@@ -38,8 +40,11 @@ from stridec.compiler.codegen.spec import (
 )
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter
+from stridec.errors import StridecError
 from stridec.ir.affine import Box, boxes_disjoint
 from stridec.ir.graph import Graph, Op
+from stridec.ir.index_maps import compose
+from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp, InputOp
 
 __all__ = ["MergeFills"]
@@ -65,12 +70,80 @@ def _launches_nothing(op: Op) -> bool:
                                            or op.aliases_operand())
 
 
+def _fill_over_copy_dims(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
+    """`fill` seen over `copy`'s dims where the copy splits some of the fill's: the same
+    points, one dim per copy dim with the copy's destination stride, so the copy writes a
+    box of it and its frame (one `[before, after]` per copy dim) can say where the fill
+    goes. None unless each fill dim that two or more copy dims walk (in mixed radix) is
+    walked whole by them, each other one by at most one copy dim at stride 1 in its
+    coordinates (or, when none walks it, by a copy dim of size 1 at the fill's stride),
+    and no copy dim walks two fill dims.
+
+    A channel shuffle padded in H and W, F.pad(x.view(N, 2, 3, H, W).transpose(1, 2)...):
+    its copy walks (n, g, c, h, w) with channel 3·g + c of a (N, 6, H + 2, W + 2) fill;
+    over the copy's dims the fill is (N, 2, 3, H + 2, W + 2), the channel's stride split
+    as (3·s, s), and the copy's box is the whole of g and c, rows and columns 1 in.
+    """
+    whole = Layout(fill.sizes, fill.dst_strides, fill.dst_offset)
+    try:
+        written = Layout(copy.sizes, copy.dst_strides, copy.dst_offset)
+    except StridecError:
+        return None
+    comp = compose(written, whole, Layout.contiguous(fill.sizes))
+    if comp is None or comp.is_refined:
+        return None
+    sizes = [1] * copy.rank
+    strides = list(copy.dst_strides)
+    claimed: set[int] = set()
+    for m, (n, stride) in enumerate(zip(fill.sizes, fill.dst_strides, strict=True)):
+        row = comp.coord_map[m]
+        movers = sorted((row[k], k) for k in range(copy.rank) if row[k] and copy.sizes[k] != 1)
+        if any(k in claimed for _, k in movers):
+            return None
+        if len(movers) > 1:  # split: the copy must walk the whole fill dim, in mixed radix
+            reach = 1
+            for c, k in movers:
+                if c != reach:
+                    return None
+                reach *= copy.sizes[k]
+            if reach != n or comp.coord_base[m] != 0:
+                return None
+            for _, k in movers:
+                sizes[k] = copy.sizes[k]
+                claimed.add(k)
+            continue
+        if movers:
+            c, k = movers[0]
+            if c != 1:
+                return None
+        elif n == 1:
+            continue
+        else:
+            free = [k for k in range(copy.rank)
+                    if copy.sizes[k] == 1 and k not in claimed and copy.dst_strides[k] == stride]
+            if not free:
+                return None
+            k = free[0]
+        sizes[k] = n
+        strides[k] = stride
+        claimed.add(k)
+    if math.prod(sizes) != fill.numel:
+        return None
+    rank = copy.rank
+    return CopySpec(
+        tuple(sizes), (0,) * rank, 0, tuple(strides), fill.dst_offset, fill.src_dtype,
+        fill.dst_dtype, (MaskBound((0,) * rank, 1, 1),), fill.fill,
+    )
+
+
 def _run_after(
     fill: CopyOp, later: Iterable[Op]
-) -> tuple[CopySpec, list[CopyOp], list[tuple[CopyOp, CopySpec, Box | None]]] | str:
+) -> tuple[CopySpec, list[CopyOp], list[tuple[CopyOp, CopySpec, Box | None]], bool] | str:
     """The fill's spec, the copies into its buffer that follow it (the chain, in order)
-    and those of them it is merged with, with their specs and their boxes of the fill's
-    layout (None where there are none to compare); or why there are none."""
+    and those of them it is merged with, with their specs and their boxes (None where
+    there are none to compare), and whether those boxes are of the spec's own space
+    (else of the fill's layout); or why there are none. Where the first copy splits the
+    fill's dims (`_fill_over_copy_dims`), the spec is the fill over the copy's dims."""
     uses = fill.result.uses
     if len(uses) != 1 or not isinstance(uses[0][0], CopyOp) or uses[0][1] != 1:
         return "the fill is not read by one copy into its buffer alone"
@@ -78,7 +151,9 @@ def _run_after(
         return "the fill's sizes are symbolic"
     layout = fill.layout
     spec = copy_spec(fill)
-    fill_box = dst_box(spec, layout.sizes, layout.strides, layout.offset)
+    space = (layout.sizes, layout.strides, layout.offset)
+    own = fill.dst == layout  # the fill writes its whole layout: its space is the layout's
+    fill_box = dst_box(spec, *space)
     buffer = {id(fill.result)}
     value = fill.result
     chain: list[CopyOp] = []
@@ -94,7 +169,14 @@ def _run_after(
         if copy.numel:
             if id(op.operands[0].root()) in buffer or copy.dst_dtype != spec.dst_dtype:
                 break
-            box = dst_box(copy, layout.sizes, layout.strides, layout.offset)
+            box = dst_box(copy, *space)
+            if box is None and own and not taken and not chain:
+                refined = _fill_over_copy_dims(spec, copy)
+                if refined is not None:
+                    spec = refined
+                    space = (spec.sizes, spec.dst_strides, spec.dst_offset)
+                    fill_box = tuple((0, n) for n in spec.sizes)
+                    box = dst_box(copy, *space)
             if fill_box is None or box is None:  # no boxes to compare: one copy at most
                 if taken or fill_box is not None:
                     break
@@ -110,7 +192,7 @@ def _run_after(
         buffer.add(id(value))
     if not taken:
         return "no copy of a box inside the fill's follows it"
-    return spec, chain, taken
+    return spec, chain, taken, own
 
 
 @register_pass
@@ -131,12 +213,11 @@ class MergeFills(Pass):
             run = _run_after(fill, itertools.islice(ops, position + 1, None))
             if isinstance(run, str):
                 continue
-            fill_spec, chain, taken = run
+            fill_spec, chain, taken, own = run
             specs = [spec for _, spec, _ in taken]
-            # Where the fill writes its whole layout, its space is the layout's: the boxes
-            # found in the layout are those `fill_parts` would find again.
+            # Boxes of the fill's own space are those `fill_parts` would find again.
             boxes = [box for _, _, box in taken]
-            known = fill.dst == fill.layout and all(box is not None for box in boxes)
+            known = own and all(box is not None for box in boxes)
             parts = fill_parts(fill_spec, specs, boxes if known else None)
             if parts is None or not fills_around_box_copies(fill_spec, specs, parts):
                 continue
