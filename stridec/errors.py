@@ -52,7 +52,7 @@ class CallError(StridecError, TypeError):
 
 
 class UnsupportedError(StridecError, NotImplementedError):
-    """A well-formed request stridec does not support (rank above 8, unknown dtype, format,
+    """A well-formed request stridec does not support (rank above 25, unknown dtype, format,
     pass or backend, ...)."""
 
 

@@ -85,6 +85,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "slow" not in (config.getoption("markexpr") or ""):
+        long = pytest.mark.skip(reason="long-running: run with -m slow")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(long)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -36,8 +36,9 @@ __all__ = [
     "invert_strided",
 ]
 
-# The highest rank of a tensor, a layout or an iteration space (DirectML's limit).
-MAX_RANK = 8
+# The highest rank of a tensor, a layout or an iteration space: torch's CUDA kernels index
+# at most 25 dims (OffsetCalculator's MAX_DIMS); real code goes to 18 (torch's view tests).
+MAX_RANK = 25
 
 # A box of points, `((start_0, stop_0), …)`: `start_k <= i_k < stop_k` in each dim.
 Box = tuple[tuple[int, int], ...]

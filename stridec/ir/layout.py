@@ -49,8 +49,6 @@ __all__ = [
     "same_addresses",
 ]
 
-"""The highest rank stridec supports (DirectML supports 1 to 8 dims; stridec adds 0)."""
-
 
 def _as_int(value: object, what: str) -> int:
     if isinstance(value, bool):

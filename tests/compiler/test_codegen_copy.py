@@ -35,6 +35,7 @@ from stridec.compiler.codegen.spec import (
     simplify_masks,
 )
 from stridec.errors import CallError, LayoutError, UnsupportedError
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES, DType
 from stridec.runtime.backends.interpret import interpreted
 from stridec.runtime.launch import launch_copy
@@ -308,7 +309,8 @@ def test_canonicalize_keeps_the_address_map(spec):
 
 def test_spec_validation():
     with pytest.raises(UnsupportedError, match="rank"):
-        CopySpec((1,) * 9, (1,) * 9, 0, (1,) * 9, 0, f32, f32)
+        over = (1,) * (MAX_RANK + 1)
+        CopySpec(over, over, 0, over, 0, f32, f32)
     with pytest.raises(LayoutError, match="src_strides"):
         CopySpec((2, 3), (1,), 0, (3, 1), 0, f32, f32)
     with pytest.raises(LayoutError, match="sizes"):

@@ -27,24 +27,25 @@ from stridec.errors import (
     UnsupportedError,
     VerificationError,
 )
+from stridec.ir.affine import MAX_RANK
 
 
 def fresh() -> tuple[Graph, Any, Any]:
     g = Graph("errors")
     x = g.input("x", (2, 3), "float32")
-    x8 = g.input("x8", (1, 2, 1, 1, 1, 1, 1, 3), "float32")
-    return g, x, x8
+    xmax = g.input("xmax", (1, 2) + (1,) * (MAX_RANK - 3) + (3,), "float32")  # at the limit
+    return g, x, xmax
 
 
 def refuses(error: type, pattern: str, build: Callable[[Any, Any], Any],
             torch_build: Callable[[torch.Tensor], Any] | None = None) -> None:
-    """`build(x, x8)` raises `error` matching `pattern`, and the refused op leaves no trace
+    """`build(x, xmax)` raises `error` matching `pattern`, and the refused op leaves no trace
     (the ops built before it in a chain stay, and the graph still verifies, use lists
     included); `torch_build(t)`, if given, fails in torch too."""
-    g, x, x8 = fresh()
+    g, x, xmax = fresh()
     with pytest.raises(error, match=pattern):
-        build(x, x8)
-    assert all(user.graph is g for v in (x, x8) for user, _ in v.uses)
+        build(x, xmax)
+    assert all(user.graph is g for v in (x, xmax) for user, _ in v.uses)
     g.verify()
     if torch_build is not None:
         with pytest.raises((RuntimeError, IndexError, ValueError, TypeError)):
@@ -271,54 +272,58 @@ def test_unsupported_requests() -> None:
             lambda x, _: stridec.pad(x, (1, 1), mode="replicate"))
 
 
-# -- rank above 8 -------------------------------------------------------------------------
+# -- rank above the limit (MAX_RANK) ------------------------------------------------------
 
-NINE = (1, 1, 1, 1, 1, 1, 1, 2, 3)
+ABOVE = MAX_RANK + 1
+TOO_MANY = (1,) * (MAX_RANK - 1) + (2, 3)  # rank MAX_RANK + 1
 
-RANK_ABOVE_8 = [
-    ("unsqueeze", lambda x, x8: x8.unsqueeze(0), r"unsqueeze: .*rank 9"),
-    ("index-None", lambda x, x8: x8[None], r"unsqueeze: .*rank 9"),
-    ("unfold", lambda x, x8: x8.unfold(7, 1, 1), r"unfold: .*rank 9"),
-    ("expand", lambda x, x8: x.expand(*NINE), r"expand: rank 9"),
-    ("reshape", lambda x, x8: x.reshape(NINE), r"reshape: rank 9"),
-    ("view", lambda x, x8: x.view(NINE), r"view: rank 9"),
-    ("unflatten", lambda x, x8: x8.unflatten(0, (1, 1)), r"rank 9"),
-    ("as_strided", lambda x, x8: x.as_strided(NINE, (0,) * 9), r"as_strided: rank 9"),
-    ("full", lambda x, x8: x.graph.full(NINE, 0), r"full: rank 9"),
-    ("input", lambda x, x8: x.graph.input("y", NINE, "float32"), r"input: rank 9"),
-    ("philox", lambda x, x8: x.graph.philox(x.graph.input("s", (6,), "uint32"), NINE),
-     r"philox: rank 9"),
+RANK_ABOVE_MAX = [
+    ("unsqueeze", lambda x, xmax: xmax.unsqueeze(0), rf"unsqueeze: .*rank {ABOVE}"),
+    ("index-None", lambda x, xmax: xmax[None], rf"unsqueeze: .*rank {ABOVE}"),
+    ("unfold", lambda x, xmax: xmax.unfold(MAX_RANK - 1, 1, 1), rf"unfold: .*rank {ABOVE}"),
+    ("expand", lambda x, xmax: x.expand(*TOO_MANY), rf"expand: rank {ABOVE}"),
+    ("reshape", lambda x, xmax: x.reshape(TOO_MANY), rf"reshape: rank {ABOVE}"),
+    ("view", lambda x, xmax: x.view(TOO_MANY), rf"view: rank {ABOVE}"),
+    ("unflatten", lambda x, xmax: xmax.unflatten(0, (1, 1)), rf"rank {ABOVE}"),
+    ("as_strided", lambda x, xmax: x.as_strided(TOO_MANY, (0,) * ABOVE),
+     rf"as_strided: rank {ABOVE}"),
+    ("full", lambda x, xmax: x.graph.full(TOO_MANY, 0), rf"full: rank {ABOVE}"),
+    ("input", lambda x, xmax: x.graph.input("y", TOO_MANY, "float32"), rf"input: rank {ABOVE}"),
+    ("philox", lambda x, xmax: x.graph.philox(x.graph.input("s", (6,), "uint32"), TOO_MANY),
+     rf"philox: rank {ABOVE}"),
 ]
 
 
-@pytest.mark.parametrize("build, pattern", [c[1:] for c in RANK_ABOVE_8],
-                         ids=[c[0] for c in RANK_ABOVE_8])
-def test_rank_above_8(build: Callable, pattern: str) -> None:
-    g, x, x8 = fresh()
+@pytest.mark.parametrize("build, pattern", [c[1:] for c in RANK_ABOVE_MAX],
+                         ids=[c[0] for c in RANK_ABOVE_MAX])
+def test_rank_above_max(build: Callable, pattern: str) -> None:
+    g, x, xmax = fresh()
     before = len(g.ops)
-    with pytest.raises(UnsupportedError, match=pattern + r".*maximum.*8"):
-        build(x, x8)
+    with pytest.raises(UnsupportedError, match=pattern + rf".*maximum.*{MAX_RANK}"):
+        build(x, xmax)
     assert len(g.ops) <= before + 1  # at most the state input of the philox row
-    assert x.uses == [] and x8.uses == []
+    assert x.uses == [] and xmax.uses == []
 
 
-def test_rank_above_8_in_layout() -> None:
-    with pytest.raises(UnsupportedError, match=r"layout: rank 9 is above the supported maximum"):
-        Layout.contiguous(NINE)
-    with pytest.raises(UnsupportedError, match=r"layout: rank 9"):
-        Layout(NINE, (1,) * 9, 0)
-    with pytest.raises(UnsupportedError, match=r"layout: rank 9"):
-        Layout.contiguous(NINE[1:]).unsqueeze(0)
+def test_rank_above_max_in_layout() -> None:
+    with pytest.raises(UnsupportedError,
+                       match=rf"layout: rank {ABOVE} is above the supported maximum"):
+        Layout.contiguous(TOO_MANY)
+    with pytest.raises(UnsupportedError, match=rf"layout: rank {ABOVE}"):
+        Layout(TOO_MANY, (1,) * ABOVE, 0)
+    with pytest.raises(UnsupportedError, match=rf"layout: rank {ABOVE}"):
+        Layout.contiguous(TOO_MANY[1:]).unsqueeze(0)
 
 
-def test_rank_8_is_supported() -> None:
-    g, _, x8 = fresh()
-    v = x8.permute(7, 6, 5, 4, 3, 2, 1, 0).contiguous()
+def test_rank_max_is_supported() -> None:
+    g, _, xmax = fresh()
+    reverse = tuple(reversed(range(MAX_RANK)))
+    v = xmax.permute(reverse).contiguous()
     g.output(v)
-    t = torch.arange(6.0).reshape(1, 2, 1, 1, 1, 1, 1, 3)
+    t = torch.arange(6.0).reshape(xmax.shape)
     x = torch.zeros(2, 3)
     (got,) = stridec.run_reference(g, x, t)
-    assert torch.equal(got, t.permute(7, 6, 5, 4, 3, 2, 1, 0).contiguous())
+    assert torch.equal(got, t.permute(reverse).contiguous())
 
 
 # -- malformed IR text (line:col) --------------------------------------------------------
@@ -473,7 +478,8 @@ KINDS: dict[str, tuple[type, list[tuple[Callable[[], Any], str]]]] = {
     ]),
     "a well-formed request stridec does not do": (UnsupportedError, [
         (lambda: fresh()[1].to("float8"), r"cast: dtype: expected one of"),
-        (lambda: fresh()[0].input("y", (1,) * 9), r"rank 9 is above the maximum 8"),
+        (lambda: fresh()[0].input("y", (1,) * ABOVE),
+         rf"rank {ABOVE} is above the maximum {MAX_RANK}"),
         (lambda: _kernel_backend("cuda"), r"no kernel backend 'cuda'"),
     ]),
     "a native kernel the C compiler refuses": (stridec.errors.BuildError, [

@@ -17,6 +17,7 @@ from stridec.errors import (
     UnsupportedError,
     VerificationError,
 )
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.formats import (
     CHWN4,
     FORMATS,
@@ -271,11 +272,12 @@ def test_pitched_rows_pack_matches_f_pad(
         ),
         (lambda: NCHW4.physical_sizes((6,)), ShapeError, r"NCHW4: .*got sizes \(6,\)"),
         (
-            lambda: NCHW4.packing((1,) * 8),
+            lambda: NCHW4.packing((1,) * MAX_RANK),
             UnsupportedError,
-            r"NCHW4: logical rank 8 is above the maximum of 7",
+            rf"NCHW4: logical rank {MAX_RANK} is above the maximum of {MAX_RANK - 1}",
         ),
-        (lambda: NCHW.packing((1,) * 9), UnsupportedError, r"NCHW: logical rank 9"),
+        (lambda: NCHW.packing((1,) * (MAX_RANK + 1)), UnsupportedError,
+         rf"NCHW: logical rank {MAX_RANK + 1}"),
         (
             lambda: NCHW4.packing((2, -1, 3, 3)),
             ShapeError,

@@ -550,9 +550,9 @@ def test_empty_and_scalar_readers() -> None:
 
 
 def test_split_past_the_rank_limit_is_refused() -> None:
-    # (6, 1, ..., 1) over a (2, 3) writer would need 9 dims.
+    # (6, 1, ..., 1) of rank MAX_RANK over a (2, 3) writer would need MAX_RANK + 1 dims.
     p = (2, 3)
-    reader = Layout((6,) + (1,) * 7, (1,) * 8, 0)
+    reader = Layout((6,) + (1,) * (MAX_RANK - 1), (1,) * MAX_RANK, 0)
     assert compose(reader, Layout.contiguous(p), Layout.contiguous(p)) is None
     assert compose(Layout((6,), (1,), 0), Layout.contiguous(p), Layout.contiguous(p)) is not None
 

@@ -22,6 +22,7 @@ from stridec.errors import (
     UnsupportedError,
     VerificationError,
 )
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.layout import (
     Layout,
     broadcast_shapes,
@@ -667,13 +668,16 @@ NCHW = Layout.contiguous((2, 3, 4, 5))
         (lambda: Layout((2.5,), (1,)), VerificationError, r"expected a sequence of ints"),
         (lambda: Layout(3, (1,)), VerificationError, r"expected a sequence of ints; got 3"),
         (
-            lambda: Layout((1,) * 9, (1,) * 9),
+            lambda: Layout((1,) * (MAX_RANK + 1), (1,) * (MAX_RANK + 1)),
             UnsupportedError,
-            r"rank 9 is above the supported maximum of 8",
+            rf"rank {MAX_RANK + 1} is above the supported maximum of {MAX_RANK}",
         ),
-        (lambda: Layout.contiguous((1,) * 8).unsqueeze(0), UnsupportedError, r"rank 9"),
-        (lambda: Layout.contiguous((2,)).expand((1,) * 8 + (2,)), UnsupportedError, r"rank 9"),
-        (lambda: Layout.contiguous((4,)).view((1,) * 9 + (4,)), UnsupportedError, r"rank 10"),
+        (lambda: Layout.contiguous((1,) * MAX_RANK).unsqueeze(0), UnsupportedError,
+         rf"rank {MAX_RANK + 1}"),
+        (lambda: Layout.contiguous((2,)).expand((1,) * MAX_RANK + (2,)), UnsupportedError,
+         rf"rank {MAX_RANK + 1}"),
+        (lambda: Layout.contiguous((4,)).view((1,) * (MAX_RANK + 1) + (4,)), UnsupportedError,
+         rf"rank {MAX_RANK + 2}"),
         (lambda: Layout.padded((3, 6), 5), LayoutError, r"pitch 5 is smaller than the row of 6"),
         (lambda: Layout.padded((), 5), LayoutError, r"rank >= 1"),
         (
@@ -694,7 +698,8 @@ NCHW = Layout.contiguous((2, 3, 4, 5))
             r"size 4 of shape \(4, 3\) does not match size 2",
         ),
         (lambda: broadcast_shapes((0,), (2,)), ShapeError, r"does not match"),
-        (lambda: broadcast_shapes((1,) * 9), UnsupportedError, r"rank 9"),
+        (lambda: broadcast_shapes((1,) * (MAX_RANK + 1)), UnsupportedError,
+         rf"rank {MAX_RANK + 1}"),
     ],
 )
 def test_bad_input_raises_a_named_error(call, error: type[StridecError], match: str) -> None:

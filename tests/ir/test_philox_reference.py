@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from stridec.errors import CallError, ShapeError, UnsupportedError
+from stridec.ir.affine import MAX_RANK
 from stridec.runtime.backends.reference_philox import (
     make_state,
     philox4x32_10,
@@ -202,7 +203,7 @@ def test_bad_sizes() -> None:
     with pytest.raises(ShapeError, match="sizes"):
         philox_bits(make_state(0, 0), (2, -1))
     with pytest.raises(UnsupportedError, match="rank"):
-        philox_bits(make_state(0, 0), (1,) * 9)
+        philox_bits(make_state(0, 0), (1,) * (MAX_RANK + 1))
 
 
 # ------------------------------------------------------------------------ uniforms

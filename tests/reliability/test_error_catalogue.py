@@ -39,11 +39,12 @@ from stridec.errors import (
     UnsupportedError,
     VerificationError,
 )
-from stridec.ir.affine import MaskBound
+from stridec.ir.affine import MAX_RANK, MaskBound
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "errors.md"
-NINE = (1, 1, 1, 1, 1, 1, 1, 2, 3)
+ABOVE = MAX_RANK + 1
+TOO_MANY = (1,) * (MAX_RANK - 1) + (2, 3)  # rank MAX_RANK + 1
 
 
 @dataclass(frozen=True)
@@ -216,11 +217,13 @@ ROWS: list[Row] = [
         lambda: Graph("g").input("y", (2.5,)), ("input", "2.5")),
     Row("input-empty-name", "build", 'g.input("", (2,))', VerificationError,
         lambda: Graph("g").input("", (2,)), ("input", "name")),
-    Row("rank-above-8", "build", "g.input(\"y\", (1,) * 7 + (2, 3))", UnsupportedError,
-        lambda: Graph("g").input("y", NINE), ("input", "rank 9", "8"), E + "test_rank_above_8"),
-    Row("rank-above-8-by-a-view", "build", "x8.unsqueeze(0)  # x8 of rank 8", UnsupportedError,
-        lambda: Graph("g").input("x8", NINE[1:]).unsqueeze(0), ("unsqueeze", "rank 9"),
-        E + "test_rank_above_8"),
+    Row("rank-above-max", "build", f"g.input(\"y\", (1,) * {MAX_RANK - 1} + (2, 3))",
+        UnsupportedError, lambda: Graph("g").input("y", TOO_MANY),
+        ("input", f"rank {ABOVE}", str(MAX_RANK)), E + "test_rank_above_max"),
+    Row("rank-above-max-by-a-view", "build",
+        f"x{MAX_RANK}.unsqueeze(0)  # x{MAX_RANK} of rank {MAX_RANK}", UnsupportedError,
+        lambda: Graph("g").input("x", TOO_MANY[1:]).unsqueeze(0), ("unsqueeze", f"rank {ABOVE}"),
+        E + "test_rank_above_max"),
     Row("philox-state-dtype", "build", 'g.philox(<float32 (6,) state>, (4,))', VerificationError,
         lambda: (lambda g, s: g.philox(s, (4,)))(*state("float32")),
         ("philox", "state", "float32")),
@@ -265,9 +268,9 @@ ROWS: list[Row] = [
     Row("text-negative-size", "text IR", "tensor<-2xf32>", ParseError,
         lambda: parse(text('  %x = input {name = "x"} : tensor<-2xf32>\n  output %x\n')),
         ("2:36", "'-2'")),
-    Row("text-rank-above-8", "text IR", "tensor<1x1x1x1x1x1x1x1x1xf32>", ParseError,
-        lambda: parse(text('  %x = input {name = "x"} : tensor<1x1x1x1x1x1x1x1x1xf32>\n'
-                           "  output %x\n")), ("2:29", "rank 9")),
+    Row("text-rank-above-max", "text IR", f"tensor<{'1x' * ABOVE}f32>", ParseError,
+        lambda: parse(text(f'  %x = input {{name = "x"}} : tensor<{"1x" * ABOVE}f32>\n'
+                           "  output %x\n")), ("2:29", f"rank {ABOVE}")),
     Row("text-as-strided-outside", "text IR", "as_strided %x {sizes = [7], strides = [1]}",
         ParseError,
         lambda: parse(text(X_TEXT + "  %0 = as_strided %x {sizes = [7], strides = [1]} : "
@@ -331,8 +334,9 @@ ROWS: list[Row] = [
         C + "test_wrong_dtype"),
     Row("call-sizes", "call", "fn(t.t())", CallError,
         lambda: call(torch.zeros(3, 2)), ("argument 'x'", "[3, 2]"), C + "test_wrong_sizes"),
-    Row("call-rank-above-8", "call", "fn(t.reshape((1,) * 7 + (2, 3)))", CallError,
-        lambda: call(torch.zeros(NINE)), ("argument 'x'", "[1, 1, 1, 1, 1, 1, 1, 2, 3]")),
+    Row("call-rank-above-max", "call", f"fn(t.reshape((1,) * {MAX_RANK - 1} + (2, 3)))",
+        CallError, lambda: call(torch.zeros(TOO_MANY)),
+        ("argument 'x'", str(list(TOO_MANY)))),
     Row("call-two-devices", "call", 'fn(cpu_x, y.to("meta"))', CallError,
         lambda: call(torch.zeros(2, 3), torch.zeros(3, device="meta"),
                      graph=lambda: _two_inputs()), ("argument 'y'", "meta"),

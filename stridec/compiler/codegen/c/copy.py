@@ -74,6 +74,7 @@ from stridec.compiler.codegen.c.parts import PARTS_DECLARATION
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
 from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
 from stridec.errors import UnsupportedError
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DType, bit_pattern
 
 __all__ = [
@@ -173,7 +174,7 @@ def call_fits(symbol: str, params: Sequence[int]) -> bool:
     if not symbol.startswith("stridec_copy_") or len(p) < HEADER_WORDS:
         return False
     rank, masks = p[0], p[3]
-    return (1 <= rank <= 8 and masks >= 0 and p[4] in (0, 1)
+    return (1 <= rank <= MAX_RANK and masks >= 0 and p[4] in (0, 1)
             and len(p) == HEADER_WORDS + 3 * rank + masks * (rank + 2))
 
 
@@ -1218,7 +1219,7 @@ typedef @DST_T@ dst_t;
 static inline dst_t convert(src_t x) { return @CONVERT@; }
 @CONVERT_RUN@
 
-#define MAXR 8
+#define MAXR @MAX_RANK@
 #define MAXT 256
 #define SAME_BITS @SAME@
 #define NARROW_MAX @NARROW_MAX@
@@ -2556,7 +2557,7 @@ def emit_class_source(cls: CopyClass) -> str:
         f"{cls.src} -> {cls.dst} */",
         _COMMON.replace("@SRC_T@", src_t).replace("@DST_T@", dst_t).replace("@CONVERT@", convert)
         .replace("@CONVERT_RUN@", run).replace("@SAME@", str(int(same)))
-        .replace("@NARROW_MAX@", str(NARROW_MAX))
+        .replace("@NARROW_MAX@", str(NARROW_MAX)).replace("@MAX_RANK@", str(MAX_RANK))
         .replace("@PRELUDE@", C_PRELUDE).replace("@PARTS@", PARTS_DECLARATION)
         .replace("@POOL@", POOL_DECLARATION)
         .replace("@STREAM@", STREAM_DECLARATION),

@@ -31,7 +31,7 @@ and writes the advanced counter.
 The int64 parameters `p` of an output call (`philox_params`), element positions counted
 in words of the storages:
 
-    p[0] = R, the rank of the iteration space (1 … 8)     p[1] = numel of the output
+    p[0] = R, the rank of the iteration space (1 … MAX_RANK)  p[1] = numel of the output
     p[2] = index_offset        p[3] = dst_offset           p[4] = M, the number of masks
     p[5] = the fill's bits (low 16 or 32 bits)             p[6] = 1 for the linear path
     p[7] = the float32 bits of low32, p[8] = those of scale32 (uniforms; else 0)
@@ -83,6 +83,7 @@ from stridec.compiler.codegen.philox import (
     plans,
 )
 from stridec.errors import ShapeError, UnsupportedError
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DType
 from stridec.ir.symbols import Sym, ceil_div, statically_true
 
@@ -443,7 +444,7 @@ static __attribute__((optimize("O2"))) void @NAME@_gather(const philox_job_t *J,
     @OUT_T@ fill;
     memcpy(&fill, &J->fill, sizeof fill); /* little-endian: the low bytes */
     /* i, d, m[]: the logical index, destination and mask sums at the start of the row */
-    i64 c[8], m[16];
+    i64 c[@MAX_RANK@], m[16];
     i64 i = J->ioff, d = J->doff;
     for (i64 j = 0; j < M; j++) m[j] = 0;
     i64 rest = p0;
@@ -564,6 +565,7 @@ def _source() -> str:
             .replace("@NAME@", _SYMBOLS[key])
             .replace("@OUT_T@", out_t)
             .replace("@CONVERT@", convert)
+            .replace("@MAX_RANK@", str(MAX_RANK))
             + "#endif"
         )
     return "\n".join(parts)
@@ -659,7 +661,7 @@ def call_fits(symbol: str, params: Sequence[Any]) -> bool:
     rank, masks = p[0], p[4]
     if isinstance(rank, Sym) or isinstance(masks, Sym) or isinstance(p[6], Sym):
         return False
-    return (1 <= rank <= 8 and 0 <= masks <= MAX_MASKS and _nonneg(p[1]) and p[6] in (0, 1)
+    return (1 <= rank <= MAX_RANK and 0 <= masks <= MAX_MASKS and _nonneg(p[1]) and p[6] in (0, 1)
             and all(_nonneg(w) for w in p[9:15])
             and len(p) == HEADER_WORDS + 3 * rank + masks * (rank + 2))
 
