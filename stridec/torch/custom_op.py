@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch._library.triton import is_wrap_triton_enabled
 from torch.utils._python_dispatch import _disable_current_modes
 
 from stridec.compiler.codegen.program import Program
@@ -54,25 +55,40 @@ _REGISTRY_LOCK = threading.RLock()
 
 
 class _TracedTriton:
-    """The Triton backend as the torch op launches it: each kernel through `wrap_triton`,
-    so that under `torch.compile` Inductor sees every launch."""
+    """The Triton backend as the torch op launches it: each kernel through torch's
+    traceable wrapper, so that under `torch.compile` Inductor sees every launch.
+
+    The runner is built once per program and kept, so its launchers must not depend on
+    the call that built it: `torch.library.wrap_triton` hands back the bare kernel while
+    triton_op runs an eager CUDA call (wrap_triton disabled), and a runner built then
+    would launch bare kernels on fake tensors under a later `torch.compile`. Each
+    launcher holds both and picks per launch (`_WrappedKernel`)."""
 
     name = "triton-wrapped"
 
     def load(self, program: Program) -> list[Any]:
-        from torch.library import wrap_triton
-
-        return [_WrappedKernel(wrap_triton(load_jit(k.source, k.name))) for k in program.kernels]
+        return [_WrappedKernel(load_jit(k.source, k.name)) for k in program.kernels]
 
 
 class _WrappedKernel:
-    __slots__ = ("wrapped",)
+    """One kernel as the torch op launches it: through the traceable wrapper while
+    wrap_triton is enabled (tracing: the launch becomes a node Inductor sees), else the
+    `JITFunction` itself (triton_op's eager CUDA call; no wrapper built per launch)."""
 
-    def __init__(self, wrapped: Any) -> None:
-        self.wrapped = wrapped
+    __slots__ = ("jit", "wrapped")
+
+    def __init__(self, jit: Any) -> None:
+        from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
+
+        self.jit = jit
+        # What `wrap_triton(jit)` returns while enabled, whatever the mode now.
+        self.wrapped = TraceableTritonKernelWrapper(jit, None, None)
 
     def __call__(self, grid: tuple[int, ...], *args: Any, **keywords: Any) -> None:
-        self.wrapped[grid](*args, **keywords)
+        if is_wrap_triton_enabled():
+            self.wrapped[grid](*args, **keywords)
+        else:
+            self.jit[grid](*args, **keywords)
 
 
 _TRACED_TRITON = _TracedTriton()

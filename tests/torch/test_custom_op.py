@@ -200,6 +200,32 @@ def test_triton_op_definition_runs_on_cpu():
     _compiled_twice(op, case, backend="aot_eager")
 
 
+def test_cached_launchers_trace_whatever_call_built_them():
+    """The torch op's runner is built once per program and kept: built by an eager CUDA
+    call (triton_op disables wrap_triton there), it must still launch through the
+    traceable wrapper when a later `torch.compile` traces the op. Traced here on fake CPU
+    tensors: each launch must become a `triton_kernel_wrapper_mutation` node."""
+    from torch._library.triton import set_wrap_triton_enabled
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from stridec.compiler.codegen.lower import lower_to_program
+    from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
+    from stridec.runtime import launch
+    from stridec.torch.custom_op import _TRACED_TRITON
+
+    case = FIVE[4]  # cat: a batch of copies; the flip, one copy
+    graph = case.graph("float32", f"_{uuid.uuid4().hex[:8]}")
+    PassManager.parse(DEFAULT_PIPELINE).run(graph)
+    program = lower_to_program(graph, "cuda")
+    with set_wrap_triton_enabled(False):  # as triton_op runs an eager CUDA call
+        built = launch.runner(program, _TRACED_TRITON, inputs_as_given=True)
+    assert launch.runner(program, _TRACED_TRITON, inputs_as_given=True) is built  # cached
+    traced = make_fx(lambda *xs: built.run(xs, xs[0].device),
+                     tracing_mode="fake")(*case.inputs(torch.float32))
+    hop = torch.ops.higher_order.triton_kernel_wrapper_mutation
+    assert [n.target for n in traced.graph.nodes].count(hop) == len(program.launches)
+
+
 @pytest.mark.gpu
 def test_inductor_sees_the_kernels():
     from torch._inductor.utils import run_and_get_code
@@ -224,3 +250,25 @@ def test_cuda_eager_and_strides():
     for t in (x.cuda(), x.cuda().transpose(2, 3).contiguous().transpose(2, 3)):
         assert torch.equal(op(t), case.torch_fn(t))
     _compiled_twice(op, case, device="cuda", backend="inductor")
+
+
+@pytest.mark.gpu
+def test_cuda_eager_then_inductor_sees_the_kernels():
+    """Eager CUDA calls first (their runner is cached), then torch.compile of the same op:
+    Inductor must still see every kernel and the values stay torch's."""
+    from torch._inductor.utils import run_and_get_code
+
+    case = FIVE[4]  # cat
+    unique = f"_{uuid.uuid4().hex[:8]}"
+    op = register(case.graph("float32", unique), f"{NS}::eager_first{unique}",
+                  use_triton_op=True)
+    xs = [t.cuda() for t in case.inputs(torch.float32)]
+    for _ in range(2):
+        assert torch.equal(op(*xs), case.torch_fn(*xs))
+    torch._dynamo.reset()
+    f = torch.compile(lambda *ts: op(*ts) + 1.0, fullgraph=True)
+    out, code = run_and_get_code(f, *xs)
+    assert torch.equal(out, case.torch_fn(*xs) + 1.0)
+    for kernel in op.program_for(xs).kernels:
+        assert kernel.name in "\n".join(code)
+    assert torch.equal(op(*xs), case.torch_fn(*xs))  # eager again after the compile
