@@ -684,13 +684,32 @@ def pixel_unshuffle(value: Value, downscale_factor: int) -> Value:
     return emit(value.graph, O.PixelUnshuffleOp, (value,), {"factor": downscale_factor})
 
 
-def pad(value: Value, pad: Sequence[int], mode: str = "constant", fill: float = 0) -> Value:
-    """torch.nn.functional.pad with constant mode."""
+def pad(input: Value, pad: Sequence[int], mode: str = "constant",
+        value: float | None = None, **unknown: Any) -> Value:
+    """`torch.nn.functional.pad(input, pad, mode="constant", value=None)`, constant mode:
+    `pad` holds (before, after) pairs from the last dim backwards (a negative one crops);
+    the border holds `value` (None: 0). New memory, also for pads of 0.
+
+    >>> g = stridec.Graph("pad")
+    >>> x = g.input("x", (2, 3), "float32")
+    >>> print(stridec.pad(x, (1, 2, 0, 1), value=-1.0).type)   # W 3 -> 1+3+2, H 2 -> 2+1
+    tensor<3x6xf32>
+    """
+    if unknown:
+        from stridec.errors import CallError
+
+        name = next(iter(unknown))
+        hint = " (the fill is value=, as torch.nn.functional.pad's)" if name == "fill" else ""
+        raise CallError(
+            f"pad: unexpected keyword argument {name!r}; expected input, pad, mode, "
+            f"value{hint}"
+        )
     if mode != "constant":
         from stridec.errors import UnsupportedError
 
         raise UnsupportedError(f"pad: mode must be 'constant'; got {mode!r}")
-    return emit(value.graph, O.PadOp, (value,), {"pad": tuple(pad), "value": fill})
+    return emit(input.graph, O.PadOp, (input,), {"pad": tuple(pad),
+                                                  "value": 0 if value is None else value})
 
 
 # The tensor surface builder and trace share: every name is a `Value` attribute that

@@ -461,7 +461,7 @@ def _pad(input: Any, pad: Sequence[int], mode: str = "constant",
     if mode != "constant":
         raise _unsupported(f"torch.nn.functional.pad(mode={mode!r})", "only constant padding")
     pads = _ints((pad,), "torch.nn.functional.pad")
-    return x._wrap(B.pad(x.value, pads, fill=0 if value is None else value))
+    return x._wrap(B.pad(x.value, pads, value=value))
 
 
 def _pixel_shuffle(input: Any, upscale_factor: int) -> Proxy:

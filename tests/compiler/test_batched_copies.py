@@ -165,7 +165,7 @@ def test_cat_of_pads_and_of_packed_tensors_equals_torch() -> None:
     g = stridec.Graph("cat_of_formats")
     x = g.input("x", (2, 3, 4, 5), "float32")
     y = g.input("y", (1, 3, 4, 5), "float32")
-    padded = stridec.cat([stridec.pad(x, (1, 0), fill=2.0), stridec.pad(y.flip(3), (0, 1))], 0)
+    padded = stridec.cat([stridec.pad(x, (1, 0), value=2.0), stridec.pad(y.flip(3), (0, 1))], 0)
     packed = stridec.cat([x.pack("NCHW4"), y.pack("NCHW4")], 0)
     mixed = stridec.cat([x.pack("NCHW4").unpack("NCHW4", 3), y], 0)
     g.output(padded, packed, mixed)

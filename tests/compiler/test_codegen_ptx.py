@@ -162,7 +162,7 @@ def _graphs() -> dict[str, object]:
     g = stridec.Graph("chain_and_cast")
     x = g.input("x", (64, 32, 16), "float32")
     y = x.permute(2, 0, 1).contiguous().reshape(16, 64 * 32).t().to("bfloat16").contiguous()
-    g.output(y, stridec.cat([x[:, ::2], x.flip(1)[:, :5]], 1), stridec.pad(x, (1, 2), fill=-1.0))
+    g.output(y, stridec.cat([x[:, ::2], x.flip(1)[:, :5]], 1), stridec.pad(x, (1, 2), value=-1.0))
     graphs[g.name] = g
     g = stridec.Graph("philox")
     s = g.input("s", (6,), "uint32")

@@ -127,7 +127,7 @@ def _pad_graph(sizes, pad, value, permute=None):
     g = stridec.Graph("pad")
     x = g.input("x", sizes, "float32")
     v = x.permute(*permute) if permute else x
-    g.output(stridec.pad(v, pad, fill=value))
+    g.output(stridec.pad(v, pad, value=value))
     return g
 
 
@@ -282,7 +282,7 @@ def test_a_pad_of_a_cat_is_one_kernel_equal_to_torch():
     """pad's fill, then the cat's two copies into it: one part of the fill each."""
     g = stridec.Graph("pad_cat")
     x, y = g.input("x", (3, 2, 4), "float32"), g.input("y", (3, 3, 4), "float32")
-    g.output(stridec.pad(stridec.cat([x, y], 1), (1, 2, 2, 0), fill=-1.0))
+    g.output(stridec.pad(stridec.cat([x, y], 1), (1, 2, 2, 0), value=-1.0))
     fn = stridec.compile(g)
     tx, ty = torch.randn(3, 2, 4), torch.randn(3, 3, 4).transpose(0, 2).contiguous().transpose(0, 2)
     assert fn.plan_for(tx, ty).launches == 1
@@ -296,7 +296,7 @@ def test_the_merge_is_the_pass_not_lowering():
     from stridec.compiler.pass_manager import DEFAULT_PIPELINE
 
     g = stridec.Graph("pad")
-    g.output(stridec.pad(g.input("x", (3, 4), "float32"), (1, 2, 0, 1), fill=0.5))
+    g.output(stridec.pad(g.input("x", (3, 4), "float32"), (1, 2, 0, 1), value=0.5))
     tx = torch.randn(3, 4)
     without = DEFAULT_PIPELINE.replace(",merge-fills", "")
     assert without != DEFAULT_PIPELINE

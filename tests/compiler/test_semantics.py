@@ -112,7 +112,7 @@ def _step(d: Draw, v: Value, values: list[Value]) -> Value | None:
             n = sizes[rank - 1 - k]
             before = d.int(-n, 2)
             pads += [before, d.int(-(n + min(before, 0)), 2)]  # torch: crops fit the dim
-        return stridec.pad(v, pads, fill=d.choice((0, 2)))
+        return stridec.pad(v, pads, value=d.choice((0, 2)))
     if kind == "cat":
         dim = d.int(0, rank - 1)
         fits = [w for w in values if w.ndim == rank and w.dtype == v.dtype

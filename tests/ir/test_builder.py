@@ -543,7 +543,7 @@ def test_cat_with_different_sizes_along_dim() -> None:
 def test_pad(pad: tuple[int, ...], fill: float) -> None:
     g = Graph("pad")
     x = g.input("x", (2, 3, 4), "float32")
-    out = stridec.pad(x.transpose(0, 2), pad, fill=fill)
+    out = stridec.pad(x.transpose(0, 2), pad, value=fill)
     g.output(out)
     t = arange((2, 3, 4))
     (got,) = stridec.run_reference(g, t)

@@ -255,7 +255,7 @@ def test_fill_values_that_torch_refuses(dtype: str, value: float) -> None:
         torch.full((1,), value, dtype=getattr(torch, dtype))
     g, x = graph_with_input((2, 4), dtype)
     with pytest.raises(ShapeError, match=f"pad: attribute 'value' = .* does not fit dtype {dtype}"):
-        stridec.pad(x, (1, 1), fill=value)
+        stridec.pad(x, (1, 1), value=value)
     with pytest.raises(ShapeError, match=f"pack: attribute 'fill' = .* does not fit dtype {dtype}"):
         x.pack("pitched<16>", fill=value)
     with pytest.raises(ShapeError, match=f"full: attribute 'value' = .* not fit dtype {dtype}"):
@@ -431,7 +431,7 @@ def test_cast_every_pair(src: str, dst: str) -> None:
 )
 def test_pad_with_negative_pads(sizes: tuple[int, ...], pad: tuple[int, ...]) -> None:
     t = random_tensor(sizes, "float32")
-    v, got = run1(lambda x: stridec.pad(x, pad, fill=-7.0), t)
+    v, got = run1(lambda x: stridec.pad(x, pad, value=-7.0), t)
     expected = F.pad(t, pad, value=-7.0)
     assert v.shape == tuple(expected.shape) and torch.equal(got, expected)
 
@@ -450,7 +450,7 @@ def test_pad_that_crops_too_much(sizes: tuple[int, ...], pad: tuple[int, ...]) -
 def test_pad_fill_for_other_dtypes(dtype: str) -> None:
     t = random_tensor((3, 4), dtype)
     fill = 1 if dtype == "bool" else 5
-    _, got = run1(lambda x: stridec.pad(x, (2, 1, 1, 0), fill=fill), t)
+    _, got = run1(lambda x: stridec.pad(x, (2, 1, 1, 0), value=fill), t)
     assert torch.equal(got, F.pad(t, (2, 1, 1, 0), value=fill))
 
 

@@ -39,7 +39,7 @@ def stridec_mixed() -> Graph:
     x = g.input("x", (2, 3, 4, 5), "float16")
     y = g.input("y", (5, 4), "float32")
     outs = mixed(
-        x, y, stridec.cat, lambda v, p: stridec.pad(v, p, fill=-1.0),
+        x, y, stridec.cat, lambda v, p: stridec.pad(v, p, value=-1.0),
         lambda v, size, stride, offset: v.as_strided(size, stride, offset),
     )
     g.output(*outs)
@@ -159,7 +159,7 @@ def test_outputs_may_repeat_and_alias_inputs() -> None:
 def test_graph_without_inputs() -> None:
     g = Graph("sources")
     f = g.full((2, 3), 4, "int16")
-    g.output(f.t().contiguous(), stridec.pad(f, (1, 0), fill=-2))
+    g.output(f.t().contiguous(), stridec.pad(f, (1, 0), value=-2))
     a, b = stridec.run_reference(g)
     full = torch.full((2, 3), 4, dtype=torch.int16)
     assert torch.equal(a, full.t().contiguous()) and torch.equal(b, F.pad(full, (1, 0), value=-2))

@@ -143,12 +143,12 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     outs.append(x.pack("NHWC", fill=0.5))
     outs.append(x.pack("NCHW4").unpack("NCHW4", 3))
     outs.append(y.pack("pitched<16>", fill=-0.0))
-    outs.append(B.pad(x, (1, 1), fill=math.nan))
+    outs.append(B.pad(x, (1, 1), value=math.nan))
     outs.append(B.pixel_shuffle(x.permute(0, 2, 1, 3).reshape(2, 4, 3, 5), 2))
     outs.append(B.pixel_unshuffle(x[:, :, :, 1:], 2))
     outs.append(B.full_like(p, 2.5))  # p's strides: new memory laid out as p
     outs.append(B.full_like(x, 1, "int8", "channels_last"))
-    outs.append(B.pad(x, (0, 1, -1, 2), fill=0.1))
+    outs.append(B.pad(x, (0, 1, -1, 2), value=0.1))
     outs.append(B.cat([x, x.flip(1)], 1))
     outs.append(B.cat([m], -1))
     outs.append(x.to("bool"))
@@ -291,7 +291,7 @@ def test_fill_values_round_trip(value: float, dtype: str) -> None:
     """Every number form the printer writes (repr of floats) reads back to the same value."""
     g = Graph("fills")
     x = g.input("x", (2, 3), dtype)
-    g.output(g.full((2,), value, dtype), B.pad(x, (1, 0), fill=value))
+    g.output(g.full((2,), value, dtype), B.pad(x, (1, 0), value=value))
     parsed = round_trip(g)
     for op_name, key in (("full", "value"), ("pad", "value")):
         got = next(op for op in parsed if op.name == op_name).attrs[key]
@@ -495,7 +495,7 @@ def random_step(draw: st.DrawFn, g: Graph, v: Value) -> object:
         return v.pack(fmt).unpack(fmt, sizes[1] if rank > 1 else 0)
     if kind == "pad":
         pad = draw(st.lists(st.integers(-1, 2), max_size=2 * rank))
-        return B.pad(v, pad[: len(pad) // 2 * 2], fill=fill_for(draw, dtype))
+        return B.pad(v, pad[: len(pad) // 2 * 2], value=fill_for(draw, dtype))
     if kind == "cast":
         return v.to(draw(st.sampled_from(DTYPES)))
     if kind == "cat":

@@ -388,7 +388,7 @@ def _step(b: Builder, v: Value) -> Value | None:
             before = d.int(-n, 2)
             pads += [before, d.int(-(n + min(before, 0)), 2)]  # torch: crops fit the dim
         fill = d.choice(fills_for(dtype))
-        out = stridec.pad(v, pads, fill=fill)
+        out = stridec.pad(v, pads, value=fill)
         return b.add(out, r | fill_range(fill, dtype)) if b.fits(out, 4) else None
     if kind == "cat":
         dim = d.int(0, rank - 1)

@@ -97,7 +97,7 @@ def test_a_pack_fill_converts_before_a_fused_cast() -> None:
 @pytest.mark.parametrize("build", [
     lambda x: x.pack("pitched<4>", fill=70000.0),
     lambda x: x.pack("NCHW4", fill=-70000.0),
-    lambda x: stridec.pad(x, (1, 1), fill=1e6),
+    lambda x: stridec.pad(x, (1, 1), value=1e6),
     lambda x: x.graph.full((2,), 70000.0, "float16"),
 ], ids=["pitched", "nchw4", "pad", "full"])
 def test_a_fill_float16_cannot_hold_is_refused(build: object) -> None:

@@ -44,7 +44,7 @@ def torch_accepts(value: object, dtype: torch.dtype) -> bool:
 def stridec_accepts(value: object, dtype: str) -> bool:
     outcomes = []
     for build in (
-        lambda g, x: stridec.pad(x, (1, 1), fill=value),
+        lambda g, x: stridec.pad(x, (1, 1), value=value),
         lambda g, x: x.pack("pitched<16>", fill=value),
         lambda g, x: g.full((2,), value, dtype),
     ):
@@ -98,7 +98,7 @@ def test_an_accepted_fill_writes_torchs_bits(dtype: str, value: object, backend:
     t = torch.ones(2, 3, dtype=tdtype)
     g = stridec.Graph("fill")
     x = g.input("x", (2, 3), dtype)
-    g.output(stridec.pad(x, (1, 2, 0, 1), fill=value), g.full((3,), value, dtype))
+    g.output(stridec.pad(x, (1, 2, 0, 1), value=value), g.full((3,), value, dtype))
     padded, full = stridec.compile(g, backend=backend)(t)
     want_full = torch.full((3,), value, dtype=tdtype)
     if dtype == "int64":  # F.pad reads an int64 fill through a double: 2^63 - 1 wraps

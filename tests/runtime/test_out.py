@@ -72,7 +72,7 @@ CASES: list[tuple[str, list, Callable[..., Any], Callable[..., Any]]] = [
     ("view_of_input", [((3, 5), "float32")], lambda x: x.t(), lambda x: x.t()),
     ("cast", [((3, 5), "float32")], lambda x: x.t().to("float16"),
      lambda x: x.t().to(torch.float16)),
-    ("pad", [((2, 3), "int32")], lambda x: stridec.pad(x, (1, 2, 0, 1), fill=9),
+    ("pad", [((2, 3), "int32")], lambda x: stridec.pad(x, (1, 2, 0, 1), value=9),
      lambda x: F.pad(x, (1, 2, 0, 1), value=9)),
     ("cat", [((2, 3), "float32"), ((2, 2), "float32")],
      lambda a, b: stridec.cat([a, b], 1), lambda a, b: torch.cat([a, b], 1)),

@@ -47,7 +47,7 @@ def _graphs() -> list[stridec.Graph]:
     g.output(
         stridec.cat([a, b.flip(2)], 1),  # a batch of two copies
         a.permute(2, 0, 1).contiguous(),  # a tiled transpose
-        stridec.pad(a, (1, 2), fill=1.0),  # a fill merged into a box copy
+        stridec.pad(a, (1, 2), value=1.0),  # a fill merged into a box copy
         b.reshape(10, 4).to("float32"),  # a linear copy with a cast
     )
     p = stridec.Graph("random")
