@@ -173,7 +173,7 @@ CHAINS: list[tuple[str, Callable[..., Any], Callable[..., torch.Tensor], list, i
     ),
     (
         "pad then transpose",
-        lambda a: pad(a, (2, 1), fill=2.5).t().contiguous(),
+        lambda a: pad(a, (2, 1), value=2.5).t().contiguous(),
         lambda a: F.pad(a, (2, 1), value=2.5).t().contiguous(),
         [(3, 4)], 1,
     ),
@@ -231,7 +231,7 @@ def test_a_cat_that_is_also_returned_stays_and_is_read_as_it_was() -> None:
 def test_pads_of_two_fill_values_are_right_in_two_launches() -> None:
     """One buffer can start with one fill only: the second pad's cat copy stays."""
     _check(
-        lambda a, b: cat([pad(a, (1, 1), fill=1.0), pad(b, (2, 0), fill=2.0)], 0),
+        lambda a, b: cat([pad(a, (1, 1), value=1.0), pad(b, (2, 0), value=2.0)], 0),
         lambda a, b: torch.cat([F.pad(a, (1, 1), value=1.0), F.pad(b, (2, 0), value=2.0)], 0),
         [(2, 3), (3, 3)], 2,
     )  # fmt: skip
