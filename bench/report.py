@@ -8,6 +8,7 @@ measured (smoke mode, a failed system) is `None` in JSON and "—" in the table.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -226,13 +227,25 @@ def write_chart(report: dict[str, Any], path: Path) -> str | None:
     return None
 
 
-def write_report(report: dict[str, Any], folder: Path) -> tuple[list[Path], str | None]:
-    """Write `<stem>.json`, `<stem>.md` and (with matplotlib) `<stem>.png` into `folder`;
-    return the paths written and why the chart was skipped (or None)."""
+def write_json(report: dict[str, Any], stem: Path) -> Path:
+    """Write `<stem>.json` whole: a new file renamed over the old one, so a reader, or a
+    run killed while writing, never leaves half a file."""
+    path = stem.with_suffix(".json")
+    part = stem.with_suffix(".json.part")
+    part.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(part, path)
+    return path
+
+
+def write_report(report: dict[str, Any], folder: Path,
+                 stem: Path | None = None) -> tuple[list[Path], str | None]:
+    """Write `<stem>.json`, `<stem>.md` and (with matplotlib) `<stem>.png` into `folder`
+    (`stem`: the one the run's JSON already has, else a free one, `result_stem`); return
+    the paths written and why the chart was skipped (or None)."""
     folder.mkdir(parents=True, exist_ok=True)
-    stem = result_stem(report, folder)
+    stem = stem or result_stem(report, folder)
     json_path, md_path, png_path = (stem.with_suffix(e) for e in (".json", ".md", ".png"))
-    json_path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    write_json(report, stem)
     md_path.write_text(markdown(report), encoding="utf-8")
     skipped = write_chart(report, png_path)
     written = [json_path, md_path] + ([] if skipped else [png_path])

@@ -766,7 +766,10 @@ def _detail(kind: str, w: Workload, s: Session) -> str:
     return f"({shape} {w.dtype})" if kind != "compile_time" else f"({w.name})"
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace,
+        after_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Measure the selected rows; `after_row(report)` is called with the report so far
+    after each row (main writes its JSON then)."""
     smoke, cpu = args.smoke, args.cpu
     device = torch.device("cpu" if smoke or cpu else "cuda")
     backend = "interpret" if smoke else ("cpu" if cpu else "triton")
@@ -799,16 +802,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
           f"{'CPU sizes, cpu backend' if cpu else ''}{'' if smoke or cpu else 'full sizes'}")
     items = [(k, w) for k, w in select(args.only) if scale in w.shapes]
     progress = Progress(len(items))
-    rows = []
-    measure = {"bandwidth": measure_bandwidth, "host_overhead": measure_host_overhead,
-               "compile_time": measure_compile_time}
-    for kind, w in items:
-        progress.begin(_item_name(kind, w), _detail(kind, w, s))
-        row = measure[kind](w, s, progress)
-        s.release()  # the row's tensors are gone with its frame
-        rows.append(row)
-        progress.end(_summary(row))
-    return {
+    rows: list[dict[str, Any]] = []
+    report = {
         "schema": SCHEMA,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mode": "smoke" if smoke else ("cpu" if cpu else "gpu"), "scale": s.scale,
@@ -818,10 +813,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      "quantiles": list(QUANTILES), "torch_compile": torch_compile,
                      "host_calls": args.host_calls, "host_batches": args.host_batches,
                      "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])},
-        "baselines": list(s.baselines.values()),
+        "baselines": [],
         "rows": rows,
-        "failures": [r["name"] for r in rows if r["status"] != "ok"],
+        "failures": [],
+        # False until the last row is measured: the file written after each row says
+        # whether the run got to the end.
+        "complete": False,
     }
+    measure = {"bandwidth": measure_bandwidth, "host_overhead": measure_host_overhead,
+               "compile_time": measure_compile_time}
+    for kind, w in items:
+        progress.begin(_item_name(kind, w), _detail(kind, w, s))
+        row = measure[kind](w, s, progress)
+        s.release()  # the row's tensors are gone with its frame
+        rows.append(row)
+        progress.end(_summary(row))
+        report["baselines"] = list(s.baselines.values())
+        report["failures"] = [r["name"] for r in rows if r["status"] != "ok"]
+        if after_row is not None:
+            after_row(report)
+    report["complete"] = True
+    return report
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -896,12 +908,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_timing and not args.smoke:
         print("bench: --cpu-timing goes with --smoke", file=sys.stderr)
         return 2
-    report = run(args)
+    out = args.out if args.out is not None else (None if args.smoke else RESULTS)
+    stem: list[Path] = []
+
+    def keep(report: dict[str, Any]) -> None:
+        # The JSON after every row: a run stopped by a time limit keeps what it measured.
+        if not stem:
+            out.mkdir(parents=True, exist_ok=True)
+            stem.append(reporting.result_stem(report, out))
+        reporting.write_json(report, stem[0])
+
+    report = run(args, keep if out is not None else None)
     print()
     print(reporting.markdown(report))
-    out = args.out if args.out is not None else (None if args.smoke else RESULTS)
     if out is not None:
-        written, skipped = reporting.write_report(report, out)
+        written, skipped = reporting.write_report(report, out, stem[0] if stem else None)
         for path in written:
             print(f"wrote {path}")
         if skipped:

@@ -153,6 +153,37 @@ def test_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert f"{len(report['rows'])}/{len(report['rows'])}" in out  # the progress display
 
 
+def test_json_written_after_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A run stopped between rows (a time limit) keeps the rows it measured: the JSON is
+    written after each, `complete` false until the end; a whole run leaves one JSON,
+    complete, under the same name."""
+    names = [w.name for _, w in bench_run.select(
+        ["transpose2d_float32", "expand_float32", "strided_slice_float32"])]  # run order
+    measured = bench_run.measure_bandwidth
+
+    def stop_at_the_third(w: Any, s: Any, progress: Any) -> dict[str, Any]:
+        if w.name == names[2]:
+            raise KeyboardInterrupt  # what a SIGINT from a time limit raises
+        return measured(w, s, progress)
+
+    monkeypatch.setattr(bench_run, "measure_bandwidth", stop_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        bench_run.main(["--smoke", "--only", *names, "--out", str(tmp_path)])
+    (json_path,) = tmp_path.glob("*.json")
+    report = json.loads(json_path.read_text())
+    assert [r["name"] for r in report["rows"]] == names[:2]
+    assert report["complete"] is False and report["failures"] == []
+    assert not list(tmp_path.glob("*.part"))
+    monkeypatch.setattr(bench_run, "measure_bandwidth", measured)
+    json_path.unlink()
+    assert bench_run.main(["--smoke", "--only", *names, "--out", str(tmp_path)]) == 0
+    (json_path,) = tmp_path.glob("*.json")
+    report = json.loads(json_path.read_text())
+    assert [r["name"] for r in report["rows"]] == names and report["complete"] is True
+    capsys.readouterr()
+
+
 def test_cpu_timing_fills_every_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With host-clock timing the report path sees numbers: GB/s, % of copy, ratios to
     eager, % of fill for Philox, µs per call; the chart is written or its skip explained."""
