@@ -16,6 +16,7 @@ import os
 import tempfile
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -73,6 +74,17 @@ def keep_text(path: str, text: str) -> None:
         write_atomically(path, text)
 
 
+_CACHES: weakref.WeakSet[PlanCache] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for cache in list(_CACHES):
+        cache._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class PlanCache:
     """LRU of `Program`s in memory, backed by JSON files on disk."""
 
@@ -81,6 +93,14 @@ class PlanCache:
         self._memory: OrderedDict[str, Program] = OrderedDict()
         self._lock = threading.Lock()
         self._warned_dirs: set[str] = set()
+        _CACHES.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # A lock another thread held at the fork would stay held in the child forever;
+        # what it guarded may be half updated: the child starts empty.
+        if self._lock.locked():
+            self._memory = OrderedDict()
+        self._lock = threading.Lock()
 
     # -- memory ------------------------------------------------------------------------
     def get_memory(self, key: str) -> Program | None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -460,6 +462,18 @@ def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
 _torch_op_factory: Callable[[CompiledGraph, str], Any] | None = None
 
 
+# Every CompiledGraph of the process, for `_after_fork_in_child`.
+_GRAPHS: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for graph in list(_GRAPHS):
+        graph._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def set_torch_op_factory(factory: Callable[[CompiledGraph, str], Any]) -> None:
     """Install what `CompiledGraph.as_torch_op(qualname)` returns: `factory(self, qualname)`."""
     global _torch_op_factory
@@ -554,12 +568,24 @@ class CompiledGraph:
         # same stats). Keys hold storage bytes: `_remember` bounds it.
         self._hits: dict[tuple, _Hit] = {}
         self._lock = threading.Lock()
+        _GRAPHS.add(self)
         self.copy_aliased_outputs = copy_aliased_outputs
         # The backends calls and plans resolved to so far (`ran_on`).
         self._ran: list[str] = []
         self.bump_versions = bump_versions
         # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
         self._keyed = not self.symbols and backend != "reference"
+
+    def _after_fork_in_child(self) -> None:
+        """A lock another thread held at the fork stays held in the child, where no thread
+        will release it: a new one. What it guarded may be half updated (a program in
+        `_programs` without its cell in `_used`): caches only, emptied."""
+        if self._lock.locked():
+            self._programs, self._used, self._hits = {}, {}, {}
+            self._bound, self._classes = OrderedDict(), OrderedDict()
+            self._class_calls, self._class_out_hits, self._pipelined = {}, {}, {}
+            self._specializable = OrderedDict()
+        self._lock = threading.Lock()
 
     # -- arguments -----------------------------------------------------------------------
     def _check(self, tensors: tuple[Any, ...]) -> torch.device:

@@ -19,6 +19,7 @@ and kept in `_RUNNERS` for as long as the program lives (`runner`). Per call it
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from array import array
@@ -249,6 +250,15 @@ class Runner:
 # over symbolic sizes keeps its `SymbolicRunner` there.
 _RUNNERS: dict[int, dict[tuple[str, bool], Any]] = {}
 _RUNNERS_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A lock another thread held at the fork would stay held in the child forever.
+    global _RUNNERS_LOCK
+    _RUNNERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _forget(program_id: int) -> None:

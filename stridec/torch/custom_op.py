@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -52,6 +53,15 @@ _SCHEMA_WORDS = {"Tensor", "int", "float", "bool", "str", "None", "Scalar", "Any
                  "Layout", "ScalarType", "SymInt", "Storage", "Stream", "Generator"}
 _REGISTRY: dict[str, TorchOp] = {}
 _REGISTRY_LOCK = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    # A lock another thread held at the fork would stay held in the child forever.
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _TracedTriton:

@@ -94,6 +94,17 @@ _units: dict[str, Any] = {}  # digest -> loaded ctypes library
 _toolchain: dict[str, str] = {}
 
 
+def _after_fork_in_child() -> None:
+    # A fork copies a lock held by another thread (a build under way) held, and no thread
+    # of the child will release it. The loaded libraries stay mapped and valid; the thread
+    # pool resets its own state (codegen/c/pool.py).
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def compiler() -> str:
     """The C compiler command: `$STRIDEC_CC`, else `$CC`, else `gcc`."""
     return os.environ.get("STRIDEC_CC") or os.environ.get("CC") or "gcc"

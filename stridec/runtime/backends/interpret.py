@@ -8,6 +8,7 @@ threads interpreting at once would break each other: launches take one lock.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import warnings
 from typing import Any
@@ -18,6 +19,15 @@ from stridec.runtime.backends.triton import load_jit
 __all__ = ["BACKEND", "InterpretBackend", "InterpretedKernel", "interpreter_fma_is_exact"]
 
 _interpreter_lock = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    # A lock another thread held at the fork would stay held in the child forever.
+    global _interpreter_lock
+    _interpreter_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 # id of a loaded jit function → (that function, its InterpretedFunction): the function is
 # held, so its id is not reused while the entry stands.
 _interpreted: dict[int, tuple[Any, Any]] = {}

@@ -31,6 +31,15 @@ _lock = threading.Lock()
 _loaded: dict[tuple[str, str], Any] = {}
 
 
+def _after_fork_in_child() -> None:
+    # A lock another thread held at the fork would stay held in the child forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def kernel_dir() -> str:
     """Folder holding generated kernel modules: `$STRIDEC_CACHE_DIR/kernels`, by default
     under the user's cache dir (`$XDG_CACHE_HOME/stridec` or `~/.cache/stridec`)."""
