@@ -566,6 +566,19 @@ def _launcher(source: str, name: str, device: torch.device) -> Launcher:
     return interpreted(source, name)
 
 
+def _launch(source: str, name: str, device: torch.device, grid: tuple[int, ...],
+            *args: Any, **keywords: Any) -> None:
+    """Launch kernel `name` of `source` once over tensors on `device`, that CUDA device
+    made current first (as `run_with` does): Triton launches on the current device."""
+    launcher = _launcher(source, name, device)
+    if (device.type == "cuda" and device.index is not None
+            and device.index != torch.cuda.current_device()):
+        with torch.cuda.device(device):
+            launcher(grid, *args, **keywords)
+        return
+    launcher(grid, *args, **keywords)
+
+
 def check_storage(what: str, t: torch.Tensor, dtype: DType, span: tuple[int, int] | None) -> None:
     """A flat contiguous storage of `dtype` holding the addresses `span` (lowest, highest)."""
     # Unsigned words may come as their int32 bit patterns (the kernel bitcasts them).
@@ -614,9 +627,9 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
             f"copy {kernel.name}: src_storage and dst_storage must share a device; "
             f"got {src_storage.device} and {dst_storage.device}"
         )
-    _launcher(kernel.source, kernel.name, dst_storage.device)(
-        grid, src_storage, dst_storage, *args, **kernel.constexprs, num_warps=kernel.num_warps,
-    )
+    _launch(kernel.source, kernel.name, dst_storage.device,
+            grid, src_storage, dst_storage, *args, **kernel.constexprs,
+            num_warps=kernel.num_warps)
     bump_versions((dst_storage,))
 
 
@@ -649,10 +662,9 @@ def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
                 f"copy batch {kernel.name}: src_storages[{j}] and dst_storage must share a "
                 f"device; got {t.device} and {dst_storage.device}"
             )
-    _launcher(kernel.source, kernel.name, dst_storage.device)(
-        grid, dst_storage, *src_storages, *args, **kernel.constexprs,
-        num_warps=kernel.num_warps,
-    )
+    _launch(kernel.source, kernel.name, dst_storage.device,
+            grid, dst_storage, *src_storages, *args, **kernel.constexprs,
+            num_warps=kernel.num_warps)
     bump_versions((dst_storage,))
 
 
@@ -701,10 +713,9 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
             kernel.grid, state_words, dst, new_words
         )
     else:
-        _launcher(kernel.source, kernel.name, dst.device)(
-            kernel.grid, state_words, dst, new_words, *kernel.args,
-            num_warps=kernel.num_warps, **dict(kernel.constexprs),
-        )
+        _launch(kernel.source, kernel.name, dst.device,
+                kernel.grid, state_words, dst, new_words, *kernel.args,
+                num_warps=kernel.num_warps, **dict(kernel.constexprs))
     bump_versions((dst_storage, new_state))
 
 

@@ -146,8 +146,9 @@ def signature(
 class CompiledKernel:
     """A launcher of one kernel compiled for CUDA: `launcher(grid, *storages, **keywords)`.
 
-    Triton launches on the current device and its current stream; the runner makes the
-    tensors' device current first.
+    Triton launches on the current device and its current stream; `runtime/launch.py`
+    makes the tensors' device current first (`run_with` for a program, `_launch` for a
+    single kernel).
     """
 
     __slots__ = ("jit",)
