@@ -47,7 +47,7 @@ from stridec.runtime.symbolic import (
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
-           "set_torch_op_factory"]
+           "set_autograd_factory", "set_torch_op_factory"]
 
 BACKENDS = ("auto", "triton", "interpret", "cpu", "reference")
 # Specializations one CompiledGraph keeps at hand (the shared MEMORY_CACHE holds more).
@@ -298,8 +298,8 @@ _Tensor = torch.Tensor
 def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | None:
     """The call key of a call with `out=` and the storages' data pointers (the inputs',
     then each out's). The key, one flat tuple: "out", per input its dtype, sizes, strides,
-    offset, device (`True` for the CPU), neg bit and storage bytes, per out the same and
-    its conj bit and `requires_grad`, the input count, then which of all the tensors share
+    offset, device (`True` for the CPU), neg bit, storage bytes and `requires_grad`, per
+    out the same and its conj bit, the input count, then which of all the tensors share
     a storage (by data pointer: each one's first index among them). `check_outs` and the
     program are functions of it: overlaps are decided from layouts within one storage, and
     storages are told apart by pointer; and every storage of a good call's key holds its
@@ -321,9 +321,9 @@ def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | N
                 return None
             storage = t.untyped_storage()
             key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
-                    t.is_neg(), storage.nbytes())
+                    t.is_neg(), storage.nbytes(), t.requires_grad)
             if len(ptrs) >= n:  # an out
-                key += (t.is_conj(), t.requires_grad)
+                key.append(t.is_conj())
             ptrs.append(storage.data_ptr())
     except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
         return None
@@ -335,7 +335,9 @@ def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | N
 def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
     """The call key of a call without `out=` and the storages' data pointers, one per
     tensor: one flat tuple of, per tensor, its dtype, sizes, strides, storage offset,
-    device (`True` for the CPU), neg bit and storage bytes, read in one pass as
+    device (`True` for the CPU), neg bit, storage bytes and `requires_grad` (a key where
+    one is True is never remembered: such a call is differentiable, `_call`), read in one
+    pass as
     `_out_call` reads its key (a tensor of another layout told by what it refuses). Every
     condition `CompiledGraph._check` and `_target` test is a function of it, the
     storage's bound included (the layout's last byte against its bytes), and so is the
@@ -350,7 +352,7 @@ def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
                 return None
             storage = t.untyped_storage()
             key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
-                    t.is_neg(), storage.nbytes())
+                    t.is_neg(), storage.nbytes(), t.requires_grad)
             ptrs.append(storage.data_ptr())
     except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
         return None
@@ -480,6 +482,24 @@ def set_torch_op_factory(factory: Callable[[CompiledGraph, str], Any]) -> None:
     _torch_op_factory = factory
 
 
+# What a call with an input that requires grad runs (grad mode on): `factory(self)` gives
+# the differentiable call (`stridec.torch.autograd`), made once per CompiledGraph.
+_autograd_factory: Callable[[CompiledGraph], Callable[..., Any]] | None = None
+
+
+def set_autograd_factory(factory: Callable[[CompiledGraph], Callable[..., Any]]) -> None:
+    """Install the differentiable form of a compiled call (`stridec.torch` does)."""
+    global _autograd_factory
+    _autograd_factory = factory
+
+
+def _requires_grad(tensors: tuple[Any, ...]) -> bool:
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return True
+    return False
+
+
 class CompiledGraph:
     """A graph compiled once per specialization (argument strides, offset, dtype, device);
     a graph over symbolic sizes once per class of bindings (`_class_program`)."""
@@ -573,6 +593,8 @@ class CompiledGraph:
         # The backends calls and plans resolved to so far (`ran_on`).
         self._ran: list[str] = []
         self.bump_versions = bump_versions
+        # The differentiable call (`_autograd_factory`), made on first use.
+        self._differentiable: Callable[..., Any] | None = None
         # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
         self._keyed = not self.symbols and backend != "reference"
 
@@ -980,6 +1002,8 @@ class CompiledGraph:
                     self.stats.cache_hits += 1
                     self.stats.launches += entry[0]
                     return result
+        elif _requires_grad(tensors) and torch.is_grad_enabled():
+            return self._autograd(tensors, None, {})  # (`fast_binder` refuses such calls)
         found = self._symbolic_plan(tensors)
         if found is None:
             return self._bound_graph(tensors)(*tensors)
@@ -1010,6 +1034,10 @@ class CompiledGraph:
         the key) and the class lookup, as a plain call does; MISS where the class plan
         does not serve the call."""
         key = _out_call_key(tensors, out)
+        if _requires_grad(tensors):
+            key = None
+            if torch.is_grad_enabled():
+                self._autograd(tensors, out, {})  # raises: out= is not differentiable
         hit = self._class_out_hits.get(key) if key is not None else None
         if hit is not None:
             found = self._fast(tensors)
@@ -1086,6 +1114,30 @@ class CompiledGraph:
                     return out
         return self._call_out(tensors, out, called)
 
+    def _autograd(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any]) -> Any:
+        """A call with an input that requires grad, grad mode on: differentiable through
+        the adjoint graph (`stridec.torch.autograd`), never a silently detached result.
+        `out=` writes outside autograd, as torch's out= arguments, and is refused."""
+        if out is not None:
+            name = next(n for (n, _), t in zip(self._inputs, tensors, strict=False)
+                        if isinstance(t, torch.Tensor) and t.requires_grad)
+            raise CallError(
+                f"{self.graph.name}: out= writes in place, outside autograd, but argument "
+                f"'{name}' requires grad (as torch's out= functions refuse); call without "
+                "out= for a differentiable result, or under torch.no_grad()"
+            )
+        if named:
+            return self._call(tensors, None, named)  # raises the keyword-argument error
+        if self._differentiable is None:
+            if _autograd_factory is None:
+                raise UnsupportedError(
+                    f"{self.graph.name}: an argument requires grad, and the torch "
+                    "integration that differentiates a call is not loaded; import "
+                    "stridec.torch (or use stridec.compile(graph).as_torch_op(...))"
+                )
+            self._differentiable = _autograd_factory(self)
+        return self._differentiable(*tensors)
+
     def _stamp(self, hits: dict[tuple, Any], hit: _Hit) -> bool:
         """Count a hit read from `hits` and stamp its entry's recency cell, as a hit in
         `_programs` is counted and made its most recent entry; False where `hits` is no
@@ -1104,7 +1156,8 @@ class CompiledGraph:
         """A call that is not a cached one: symbolic sizes, keyword arguments, the
         reference backend, a key not seen, or arguments without one (`_plain_call`:
         `called`, its answer where there is one). A good call of a static graph on a
-        kernel backend with a key enters `_hits`."""
+        kernel backend with a key enters `_hits`; a call with an input that requires
+        grad never does, and with grad mode on it is differentiable (`_autograd`)."""
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:
@@ -1113,6 +1166,10 @@ class CompiledGraph:
                 if result is not launch.MISS:
                     return result
             return self._bound_graph(tensors)(*tensors, out=out, **named)
+        if _requires_grad(tensors):
+            called = None
+            if torch.is_grad_enabled():
+                return self._autograd(tensors, out, named)
         if out is not None:
             if named:
                 self.__call__(*tensors, **named)  # raises the keyword-argument error
@@ -1150,6 +1207,10 @@ class CompiledGraph:
         which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`).
         `called`: `_out_call`'s answer, None where there is none."""
         key = None if called is None else called[0]
+        if _requires_grad(tensors):
+            key = None
+            if torch.is_grad_enabled():
+                self._autograd(tensors, out, {})  # raises: out= is not differentiable
         device = self._check(tensors)
         call = check_outs(self.graph.name, self._output_types, out, tensors, device)
         if self.backend == "reference":

@@ -155,12 +155,13 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     class plan needs at once -- the count; plain strided, not nested, not neg-viewed
     `torch.Tensor`s of the declared dtypes on one device; static dims, symbols bound
     consistently, compound sizes; each input in its declared (symbolic) layout; each
-    storage holding its layout -- returning (device, bindings: as `bind_call` gives them,
-    their `binding_class`, the values in `symbols` order), or None where any check
-    fails: the caller then takes the full path (`check_arguments`, `bind_call`), which
-    names what does not fit. None (no function) where some symbol is bound by no dim of
-    its own. `derived` (`derived_sizes`): None where the binding is
-    `degenerate` for them too (the full path then plans it alone)."""
+    storage holding its layout; none requiring grad (a differentiable call) -- returning
+    (device, bindings: as `bind_call` gives them, their `binding_class`, the values in
+    `symbols` order), or None where any check fails: the caller then takes the full
+    path (`check_arguments`, `bind_call`), which names what does not fit. None (no
+    function) where some symbol is bound by no dim of its own. `derived`
+    (`derived_sizes`): None where the binding is `degenerate` for them too (the full
+    path then plans it alone)."""
     import torch
 
     where: dict[str, str] = {}
@@ -171,8 +172,8 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
         lines += [
             f"    t{i} = ts[{i}]",
             f"    if type(t{i}) is not _Tensor or t{i}.layout is not _strided"
-            f" or t{i}.is_nested or t{i}.dtype is not _dtype{i} or t{i}.is_neg():"
-            " return None",
+            f" or t{i}.is_nested or t{i}.dtype is not _dtype{i} or t{i}.is_neg()"
+            f" or t{i}.requires_grad: return None",
             f"    s{i} = t{i}.shape",
         ]
         lines.append(f"    if len(s{i}) != {len(sizes)}: return None")
