@@ -23,7 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad",
-    "pixel_shuffle", "pixel_unshuffle", "full_like", "emit", "SURFACE",
+    "pixel_shuffle", "pixel_unshuffle", "full_like", "emit", "SURFACE", "FUNCTIONS", "einsum",
+    "broadcast_tensors", "atleast_1d", "atleast_2d", "atleast_3d", "VIEW_COPIES",
+    *(f"{name}_copy" for name in (
+        "permute", "transpose", "t", "expand", "view", "squeeze", "unsqueeze", "select",
+        "slice", "split", "split_with_sizes", "unbind", "diagonal", "as_strided", "unfold",
+        "detach", "alias")),
 ]
 
 
@@ -49,6 +54,15 @@ def _dims(args: tuple) -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         return tuple(args[0])
     return tuple(args)
+
+
+def _sizes(args: tuple, keyword: Any, call: str, name: str) -> tuple:
+    """`f(2, 3)`, `f((2, 3))` or torch's keyword form `f(name=(2, 3))`."""
+    if keyword is None:
+        return _dims(args)
+    if args:
+        raise VerificationError(f"{call}: '{name}' given by position and by keyword")
+    return _dims((keyword,))
 
 
 def _is_int(value: Any) -> bool:
@@ -173,8 +187,9 @@ class ValueBuilder:
 
     __slots__ = ()
 
-    def permute(self, *dims: int) -> Value:
-        return emit(self.graph, O.PermuteOp, (self,), {"dims": _dims(dims)})
+    def permute(self, *args: int, dims: Sequence[int] | None = None) -> Value:
+        return emit(self.graph, O.PermuteOp, (self,),
+                    {"dims": _sizes(args, dims, "permute", "dims")})
 
 
     def transpose(self, dim0: int, dim1: int) -> Value:
@@ -187,8 +202,9 @@ class ValueBuilder:
         return self if self.ndim < 2 else self.transpose(0, 1)
 
 
-    def expand(self, *sizes: int) -> Value:
-        return emit(self.graph, O.ExpandOp, (self,), {"sizes": _dims(sizes)})
+    def expand(self, *args: int, size: Sequence[int] | None = None) -> Value:
+        return emit(self.graph, O.ExpandOp, (self,),
+                    {"sizes": _sizes(args, size, "expand", "size")})
 
 
     def expand_as(self, other: Value) -> Value:
@@ -229,16 +245,23 @@ class ValueBuilder:
         return emit(self.graph, O.UnsqueezeOp, (self,), {"dim": dim})
 
 
-    def flip(self, *dims: int) -> Value:
-        return emit(self.graph, O.FlipOp, (self,), {"dims": _dims(dims)})
+    def flip(self, *args: int, dims: Sequence[int] | None = None) -> Value:
+        return emit(self.graph, O.FlipOp, (self,), {"dims": _sizes(args, dims, "flip", "dims")})
 
 
-    def reshape(self, *sizes: int) -> Value:
-        return emit(self.graph, O.ReshapeOp, (self,), {"sizes": _dims(sizes)})
+    def reshape(self, *args: int, shape: Sequence[int] | None = None) -> Value:
+        return emit(self.graph, O.ReshapeOp, (self,),
+                    {"sizes": _sizes(args, shape, "reshape", "shape")})
 
 
-    def view(self, *sizes: int) -> Value:
-        return emit(self.graph, O.ViewShapeOp, (self,), {"sizes": _dims(sizes)})
+    def view(self, *args: int, size: Sequence[int] | None = None) -> Value:
+        return emit(self.graph, O.ViewShapeOp, (self,),
+                    {"sizes": _sizes(args, size, "view", "size")})
+
+
+    def ravel(self) -> Value:
+        """torch.ravel: `contiguous().view(-1)` -- a view only of a contiguous value."""
+        return self.contiguous().view(-1)
 
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Value:
@@ -289,8 +312,13 @@ class ValueBuilder:
         )
 
 
-    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
-        sizes = split_size_or_sections
+    def split(self, split_size: int | Sequence[int] | None = None, dim: int = 0, *,
+              split_size_or_sections: int | Sequence[int] | None = None) -> tuple:
+        """torch's `split` (the method's `split_size=`, the function's
+        `split_size_or_sections=`): pieces of one size, or of the sizes given (views)."""
+        sizes = split_size if split_size_or_sections is None else split_size_or_sections
+        if sizes is None:
+            raise VerificationError("split: expected split_size (an int or a list of ints)")
         if _is_int(sizes):
             sizes = (operator.index(sizes),)
         else:
@@ -302,6 +330,84 @@ class ValueBuilder:
                 )
         out = emit(self.graph, O.SplitOp, (self,), {"sizes": sizes, "dim": dim})
         return out if isinstance(out, tuple) else (out,)
+
+
+    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple:
+        """torch's split_with_sizes: pieces of the sizes given, which sum to the dim."""
+        if _is_int(split_sizes):
+            raise LayoutError(f"split_with_sizes: expected a list of sizes; got {split_sizes!r}")
+        return self.split(list(split_sizes), dim)
+
+
+    def unsafe_split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple:
+        """torch's unsafe_split: `split`, whose pieces torch does not track as views."""
+        return self.split(split_size, dim)
+
+
+    def unsafe_chunk(self, chunks: int, dim: int = 0) -> tuple:
+        """torch's unsafe_chunk: `chunk`, whose pieces torch does not track as views."""
+        return self.chunk(chunks, dim)
+
+
+    def _split_along(self, call: str, dim: int, least: int, sections: Any,
+                     indices: Any) -> tuple:
+        """hsplit / vsplit / dsplit: `tensor_split` along `dim`, an int number of sections
+        dividing it exactly."""
+        if self.ndim < least:
+            raise LayoutError(f"{call}: expects a value of rank >= {least}; got rank {self.ndim}")
+        what = indices if sections is None else sections
+        if what is None:
+            raise VerificationError(f"{call}: expected sections (an int) or indices (a list)")
+        if _is_int(what):
+            n, size = operator.index(what), self.shape[dim]
+            if n <= 0 or size % n:
+                raise LayoutError(f"{call}: dim {dim} of size {size} does not split into {n} "
+                                  "equal sections")
+        return self.tensor_split(what, dim)
+
+
+    def hsplit(self, sections: Any = None, *, indices: Any = None) -> tuple:
+        """torch.hsplit: along dim 1 (dim 0 of a 1-d value)."""
+        return self._split_along("hsplit", 0 if self.ndim == 1 else 1, 1, sections, indices)
+
+
+    def vsplit(self, sections: Any = None, *, indices: Any = None) -> tuple:
+        """torch.vsplit: along dim 0 of a value of rank >= 2."""
+        return self._split_along("vsplit", 0, 2, sections, indices)
+
+
+    def dsplit(self, sections: Any = None, *, indices: Any = None) -> tuple:
+        """torch.dsplit: along dim 2 of a value of rank >= 3."""
+        return self._split_along("dsplit", 2, 3, sections, indices)
+
+
+    def narrow_copy(self, dim: int, start: int, length: int) -> Value:
+        """torch's narrow_copy: `narrow` in new row-major memory."""
+        return _fresh(self.narrow(dim, start, length))
+
+
+    def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Value:
+        """torch.rot90, as torch composes it: k = 1 flips `dims[1]` and transposes, 2 flips
+        both, 3 flips `dims[0]` and transposes (a view of the flip's new memory); 0 is a
+        row-major clone."""
+        dims = tuple(operator.index(d) for d in dims)
+        rank = self.ndim
+        if len(dims) != 2 or rank < 2:
+            raise LayoutError(f"rot90: expects two dims of a value of rank >= 2; got dims "
+                              f"{list(dims)} for rank {rank}")
+        if any(not -rank <= d < rank for d in dims):
+            raise LayoutError(f"rot90: dims {list(dims)} out of range for rank {rank}")
+        d0, d1 = (d % rank for d in dims)
+        if d0 == d1:
+            raise LayoutError(f"rot90: dims must differ; got {list(dims)}")
+        k = operator.index(k) % 4
+        if k == 1:
+            return self.flip(d1).transpose(d0, d1)
+        if k == 2:
+            return self.flip(d0, d1)
+        if k == 3:
+            return self.flip(d0).transpose(d0, d1)
+        return self.clone("contiguous_format")
 
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple:
@@ -379,9 +485,15 @@ class ValueBuilder:
         )
 
 
-    def tensor_split(self, indices_or_sections: Any, dim: int = 0) -> tuple:
+    def tensor_split(self, indices_or_sections: Any = None, dim: int = 0, *,
+                     sections: Any = None, indices: Any = None) -> tuple:
         """torch.tensor_split: `n` sections (the first `size % n` one longer) or the pieces
         between the given indices (clamped to the dim, as torch slices) — views."""
+        for keyword in (sections, indices):
+            if keyword is not None:
+                indices_or_sections = keyword
+        if indices_or_sections is None:
+            raise VerificationError("tensor_split: expected sections (an int) or indices")
         rank = self.ndim
         if not -rank <= operator.index(dim) < rank:
             raise LayoutError(f"tensor_split: dim {dim} out of range for rank {rank}")
@@ -406,11 +518,14 @@ class ValueBuilder:
         return tuple(self.select(dim, i) for i in range(self.shape[operator.index(dim)]))
 
 
-    def swapaxes(self, dim0: int, dim1: int) -> Value:
+    def swapaxes(self, axis0: int, axis1: int) -> Value:
+        return self.transpose(axis0, axis1)
+
+
+    def swapdims(self, dim0: int, dim1: int) -> Value:
         return self.transpose(dim0, dim1)
 
 
-    swapdims = swapaxes
     moveaxis = movedim
 
 
@@ -426,6 +541,27 @@ class ValueBuilder:
         if self.ndim < 2:
             raise LayoutError(f"mT: needs rank >= 2; got rank {self.ndim}")
         return self.transpose(-2, -1)
+
+
+    @property
+    def mH(self) -> Value:
+        """`.mH`: the conjugate of `.mT`, which is `.mT` for stridec's real dtypes."""
+        if self.ndim < 2:
+            raise LayoutError(f"mH: needs rank >= 2; got rank {self.ndim}")
+        return self.transpose(-2, -1)
+
+
+    @property
+    def H(self) -> Value:
+        """`.H`: the conjugate transpose of a matrix (`.t()` for real dtypes)."""
+        if self.ndim != 2:
+            raise LayoutError(f"H: needs a matrix (rank 2); got rank {self.ndim}")
+        return self.transpose(0, 1)
+
+
+    def adjoint(self) -> Value:
+        """torch's adjoint(): `.mH`."""
+        return self.mH
 
 
     def __len__(self) -> int:
@@ -456,8 +592,8 @@ class ValueBuilder:
         return self.type.layout.is_contiguous()
 
 
-    def broadcast_to(self, *sizes: int) -> Value:
-        return self.expand(*sizes)
+    def broadcast_to(self, *args: int, size: Sequence[int] | None = None) -> Value:
+        return self.expand(*_sizes(args, size, "broadcast_to", "size"))
 
 
     def reshape_as(self, other: Value) -> Value:
@@ -484,10 +620,10 @@ class ValueBuilder:
         return self.to(other.type.dtype)
 
 
-    def repeat(self, *sizes: int) -> Value:
+    def repeat(self, *args: int, repeats: Sequence[int] | None = None) -> Value:
         """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
         (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
-        repeats = tuple(operator.index(r) for r in _dims(sizes))
+        repeats = tuple(operator.index(r) for r in _sizes(args, repeats, "repeat", "repeats"))
         if len(repeats) < self.ndim:
             raise LayoutError(
                 f"repeat: {len(repeats)} repeats for a value of rank {self.ndim}; expected at "
@@ -506,8 +642,8 @@ class ValueBuilder:
         return _fresh(v.reshape(*(r * s for r, s in zip(repeats, shape, strict=True))))
 
 
-    def tile(self, *dims: int) -> Value:
-        reps = tuple(operator.index(r) for r in _dims(dims))
+    def tile(self, *args: int, dims: Sequence[int] | None = None) -> Value:
+        reps = tuple(operator.index(r) for r in _sizes(args, dims, "tile", "dims"))
         return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
 
 
@@ -712,24 +848,171 @@ def pad(input: Value, pad: Sequence[int], mode: str = "constant",
                                                   "value": 0 if value is None else value})
 
 
+def _labels(spec: str, rank: int | None, equation: str) -> list[str]:
+    """One einsum operand's labels, `...` as one token; checked against `rank` if given."""
+    tokens: list[str] = []
+    rest = spec
+    while rest:
+        if rest.startswith("..."):
+            if "..." in tokens:
+                raise ShapeError(f"einsum: more than one '...' in {spec!r} ({equation!r})")
+            tokens.append("...")
+            rest = rest[3:]
+        elif rest[0].isascii() and rest[0].isalpha():
+            tokens.append(rest[0])
+            rest = rest[1:]
+        else:
+            raise ShapeError(f"einsum: expected letters and '...' in {equation!r}; got {rest[0]!r}")
+    letters = len(tokens) - ("..." in tokens)
+    if rank is not None and (letters > rank or ("..." not in tokens and letters != rank)):
+        raise ShapeError(f"einsum: {spec!r} has {letters} labels for a value of rank {rank} "
+                         f"({equation!r})")
+    return tokens
+
+
+def einsum(equation: str, *operands: Value) -> Value:
+    """torch.einsum where it moves data and computes nothing: one operand whose every label
+    is in the output, once -- a permutation (`ijk->kij`, `...ij->...ji`), with a label
+    repeated in the input a diagonal (`iij->ji`). Views, as torch's. A sum (a label left
+    out, `ii->`) or a product of operands computes values: `UnsupportedError`."""
+    from stridec.errors import UnsupportedError
+
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise ShapeError(f"einsum: expected an equation str; got {type(equation).__name__}")
+    eq = "".join(equation.split())
+    lhs, arrow, rhs = eq.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ShapeError(f"einsum: {equation!r} names {len(inputs)} operand(s); got "
+                         f"{len(operands)}")
+    if len(operands) != 1:
+        raise UnsupportedError(f"einsum: {equation!r} multiplies {len(operands)} operands "
+                               "(a contraction computes values; only one operand is a layout)")
+    (value,) = operands
+    rank = value.ndim
+    tokens = _labels(inputs[0], rank, equation)
+    if not arrow:  # implicit output: '...' then the labels used once, in ASCII order
+        once = sorted(t for t in set(tokens) if t != "..." and tokens.count(t) == 1)
+        rhs = ("..." if "..." in tokens else "") + "".join(once)
+    out = _labels(rhs, None, equation)
+    ell = rank - (len(tokens) - ("..." in tokens))
+    dims: list[str] = []
+    for t in tokens:
+        dims.extend([f"...{k}" for k in range(ell)] if t == "..." else [t])
+    for t in out:
+        if t != "..." and t not in tokens:
+            raise ShapeError(f"einsum: output label {t!r} is not an input label ({equation!r})")
+        if out.count(t) > 1:
+            raise ShapeError(f"einsum: output label {t!r} appears more than once ({equation!r})")
+    summed = [t for t in tokens if t not in out and not (t == "..." and ell == 0)]
+    if summed:
+        raise UnsupportedError(f"einsum: {equation!r} sums over {summed[0]!r} (a sum computes "
+                               "values; every input label must be in the output)")
+    v = value
+    for label in dict.fromkeys(t for t in dims if dims.count(t) > 1):
+        while dims.count(label) > 1:  # as torch: the repeated dims' diagonal, put last
+            d1 = dims.index(label)
+            d2 = dims.index(label, d1 + 1)
+            if v.shape[d1] != v.shape[d2]:
+                raise ShapeError(f"einsum: label {label!r} is repeated over sizes "
+                                 f"{v.shape[d1]} and {v.shape[d2]} ({equation!r})")
+            v = v.diagonal(0, d1, d2)
+            dims = [t for k, t in enumerate(dims) if k not in (d1, d2)] + [label]
+    order: list[str] = []
+    for t in out:
+        order.extend([f"...{k}" for k in range(ell)] if t == "..." else [t])
+    return v.permute(tuple(dims.index(t) for t in order))
+
+
+def broadcast_tensors(*tensors: Value) -> tuple[Value, ...]:
+    """torch.broadcast_tensors: each value expanded to the broadcast of all sizes (views)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    from stridec.ir.layout import broadcast_shapes
+
+    sizes = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t.expand(sizes) for t in tensors)
+
+
+def _at_least_all(rank: int, tensors: tuple) -> Any:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(_at_least(t, rank) for t in tensors[0])
+    if len(tensors) == 1:
+        return _at_least(tensors[0], rank)
+    return tuple(_at_least(t, rank) for t in tensors)
+
+
+def atleast_1d(*tensors: Value) -> Any:
+    """torch.atleast_1d: a scalar as (1,); others themselves. Several values: a tuple."""
+    return _at_least_all(1, tensors)
+
+
+def atleast_2d(*tensors: Value) -> Any:
+    """torch.atleast_2d: (n,) as (1, n), a scalar as (1, 1) (views)."""
+    return _at_least_all(2, tensors)
+
+
+def atleast_3d(*tensors: Value) -> Any:
+    """torch.atleast_3d: (n,) as (1, n, 1), (m, n) as (m, n, 1) (views)."""
+    return _at_least_all(3, tensors)
+
+
+def _view_copy(name: str) -> Any:
+    """torch.<name>_copy: the view `name`, in new row-major memory (as torch's view-copy
+    ops: the view, then `clone(memory_format=torch.contiguous_format)`)."""
+
+    def view_copy(value: Value, *args: Any, **kwargs: Any) -> Any:
+        out = value if name == "alias" else getattr(value, name)(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(_fresh(o) for o in out)
+        return _fresh(out)
+
+    view_copy.__name__ = view_copy.__qualname__ = f"{name}_copy"
+    view_copy.__doc__ = f"torch.{name}_copy: `{name}` in new row-major memory."
+    return view_copy
+
+
+# torch's view-copy functions (`torch.permute_copy`, ...): each view, then new memory.
+VIEW_COPIES: tuple[str, ...] = (
+    "permute", "transpose", "t", "expand", "view", "squeeze", "unsqueeze", "select", "slice",
+    "split", "split_with_sizes", "unbind", "diagonal", "as_strided", "unfold", "detach",
+    "alias",
+)
+for _name in VIEW_COPIES:
+    globals()[f"{_name}_copy"] = _view_copy(_name)
+
+
 # The tensor surface builder and trace share: every name is a `Value` attribute that
 # mirrors `torch.Tensor`'s, and `stridec.trace` records it through the `Value` method
 # (docs/torch.md lists it; tests check both directions).
 SURFACE: tuple[str, ...] = (
     # views
-    "permute", "transpose", "swapaxes", "swapdims", "t", "T", "mT", "expand", "expand_as",
-    "broadcast_to", "reshape", "reshape_as", "view", "view_as", "flatten", "unflatten",
-    "squeeze", "unsqueeze", "flip", "fliplr", "flipud", "unfold", "movedim", "moveaxis",
-    "narrow", "select", "diagonal", "as_strided", "split", "chunk", "tensor_split", "unbind",
-    "detach", "__getitem__", "__iter__",
+    "permute", "transpose", "swapaxes", "swapdims", "t", "T", "mT", "H", "mH", "adjoint",
+    "expand", "expand_as", "broadcast_to", "reshape", "reshape_as", "view", "view_as",
+    "flatten", "unflatten", "ravel", "squeeze", "unsqueeze", "flip", "fliplr", "flipud",
+    "unfold", "movedim", "moveaxis", "narrow", "select", "diagonal", "as_strided", "split",
+    "split_with_sizes", "unsafe_split", "chunk", "unsafe_chunk", "tensor_split", "hsplit",
+    "vsplit", "dsplit", "unbind", "detach", "__getitem__", "__iter__",
     # new memory
-    "contiguous", "clone", "repeat", "tile", "repeat_interleave", "roll",
+    "contiguous", "clone", "repeat", "tile", "repeat_interleave", "roll", "rot90",
+    "narrow_copy",
     # dtypes
     "to", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "char",
     "byte", "bool",
     # metadata
     "shape", "size", "dim", "ndim", "ndimension", "numel", "nelement", "dtype",
     "element_size", "is_floating_point", "is_contiguous", "__len__",
+)
+
+
+# The torch functions without a `Tensor` method of that name, each a function of this
+# module (`torch.cat` is `cat`, `torch.permute_copy` is `permute_copy`, ...).
+FUNCTIONS: tuple[str, ...] = (
+    "cat", "stack", "hstack", "vstack", "dstack", "broadcast_tensors", "atleast_1d",
+    "atleast_2d", "atleast_3d", "einsum", "full_like", "pad", "pixel_shuffle",
+    "pixel_unshuffle", *(f"{name}_copy" for name in VIEW_COPIES),
 )
 
 

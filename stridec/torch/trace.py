@@ -14,16 +14,16 @@ and `x.size(d)` are plain ints, so shape arithmetic in `fn` runs in Python as us
 unless `dynamic=` makes some symbolic (docs/symbolic.md): then they are `Sym`s, which take
 part in the same arithmetic, and `x.shape` is a tuple.
 
-Traced: the tensor methods `permute transpose swapaxes swapdims t T mT expand expand_as
-broadcast_to [...] reshape reshape_as view view_as flatten unflatten squeeze unsqueeze flip
-fliplr flipud unfold contiguous clone detach to type type_as float double half bfloat16
-int long short char byte bool movedim moveaxis narrow select chunk split unbind repeat tile
-repeat_interleave roll`, the matching `torch.*` functions, `torch.cat` (`concat`,
-`concatenate`), `torch.stack`, `torch.zeros_like` / `ones_like` / `full_like`,
-`torch.nn.functional.pad` (constant mode), `pixel_shuffle`, `pixel_unshuffle` and
-`torch.nn.functional.unfold` (im2col). Anything else — arithmetic, reductions, indexing
-with tensors, in-place methods, data-dependent calls — raises `UnsupportedError` naming
-the call; so does every draw from torch's random generator, at the call
+Traced: the tensor methods of the shared surface (`stridec.ir.builder.SURFACE`: permute,
+transpose, reshape, view, split, rot90, ..., with torch's keyword forms), the matching
+`torch.*` functions, the builder's functions (`builder.FUNCTIONS`: `torch.cat`, `stack`,
+`broadcast_tensors`, `atleast_Nd`, `einsum` as a view, the `*_copy` view variants, ...),
+in-place view methods (`unsqueeze_`, `t_`, ...: the proxy's value changes, as a torch
+tensor's metadata does), `torch.zeros_like` / `ones_like`, `torch.nn.functional.pad`
+(constant mode), `pixel_shuffle`, `pixel_unshuffle` and `torch.nn.functional.unfold`
+(im2col); einops code (`einops_backend`). Anything else — arithmetic, reductions,
+indexing with tensors, other in-place methods, data-dependent calls — raises
+`UnsupportedError` naming the call; so does every draw from torch's random generator, at the call
 (`stridec.torch.random`: Philox with an explicit state traces instead).
 `contiguous(memory_format=...)` is the tensor itself where it already is
 contiguous in that format (channels-last too), else new memory in it; `.to(memory_format=
@@ -47,6 +47,7 @@ import stridec.ir.builder as B
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.symbols import Sym, is_static, substitute, symbol
+from stridec.torch import einops_backend
 from stridec.torch.random import DROPOUTS, RANDOM_CALLS, dropout, random_refusal, refuse_random
 
 __all__ = ["Proxy", "trace"]
@@ -105,6 +106,7 @@ class _Tracer:
     def __init__(self, graph: Graph, device: torch.device) -> None:
         self.graph = graph
         self.device = device
+        self.inputs: list[Proxy] = []  # the arguments, whose metadata is the caller's
         # Symbols torch's ops force equal to a size (`cat` of an `N` and an `M` row):
         # found during one run of `fn`, applied to the inputs of the next.
         self.equal: dict[str, int | Sym] = {}
@@ -163,6 +165,8 @@ class Proxy:
         if name.startswith("torch.functional."):  # torch.split lives there
             name = "torch." + name[len("torch.functional."):]
         handler = _FUNCTIONS.get(name)
+        if handler is None and "." not in name:  # torch._VF's (atleast_3d of a list)
+            handler = _FUNCTIONS.get(f"torch.{name}")
         if handler is None and name.startswith("torch.Tensor."):
             method = name[len("torch.Tensor."):]
             if method in _METHODS:
@@ -274,8 +278,8 @@ class Proxy:
         _no_more(kwargs, "Tensor.permute")
         return self._wrap(self.value.permute(*_ints(dims, "Tensor.permute")))
 
-    def expand(self, *sizes: Any) -> Proxy:
-        target = _ints(sizes, "Tensor.expand")
+    def expand(self, *sizes: Any, size: Any = None, implicit: bool = False) -> Proxy:
+        target = _ints(_positional_or(sizes, size, "Tensor.expand", "size"), "Tensor.expand")
         own = self.value.shape
         lead = len(target) - len(own)
         if lead >= 0:
@@ -288,8 +292,8 @@ class Proxy:
     def expand_as(self, other: Any) -> Proxy:
         return self.expand(_value(other, "Tensor.expand_as").shape)
 
-    def broadcast_to(self, *sizes: Any) -> Proxy:
-        return self.expand(*sizes)
+    def broadcast_to(self, *sizes: Any, size: Any = None) -> Proxy:
+        return self.expand(*_positional_or(sizes, size, "Tensor.broadcast_to", "size"))
 
     def __getitem__(self, index: Any) -> Proxy:
         items = index if isinstance(index, tuple) else (index,)
@@ -306,11 +310,14 @@ class Proxy:
     def __setitem__(self, index: Any, value: Any) -> None:
         raise _unsupported("Tensor.__setitem__", "in-place writes")
 
-    def reshape(self, *shape: Any) -> Proxy:
+    def reshape(self, *shape: Any, **kwargs: Any) -> Proxy:
+        shape = _positional_or(shape, kwargs.pop("shape", None), "Tensor.reshape", "shape")
+        _no_more(kwargs, "Tensor.reshape")
         return self._wrap(self.value.reshape(*_ints(shape, "Tensor.reshape")))
 
     def view(self, *shape: Any, **kwargs: Any) -> Proxy:
         dtype = kwargs.pop("dtype", None)
+        shape = _positional_or(shape, kwargs.pop("size", None), "Tensor.view", "size")
         _no_more(kwargs, "Tensor.view")
         if dtype is not None or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
             raise _unsupported("Tensor.view(dtype)", "reinterpreting bits")
@@ -319,14 +326,50 @@ class Proxy:
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Proxy:
         return self._wrap(self.value.unflatten(dim, _ints((sizes,), "Tensor.unflatten")))
 
-    def flip(self, *dims: Any) -> Proxy:
+    def flip(self, *dims: Any, **kwargs: Any) -> Proxy:
+        dims = _positional_or(dims, kwargs.pop("dims", None), "Tensor.flip", "dims")
+        _no_more(kwargs, "Tensor.flip")
         return self._wrap(self.value.flip(*_ints(dims, "Tensor.flip")))
 
-    def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple[Proxy, ...]:
-        sizes = split_size_or_sections
-        if not isinstance(sizes, int):
+    def split(self, split_size: Any = None, dim: int = 0, **kwargs: Any) -> tuple[Proxy, ...]:
+        sizes = kwargs.pop("split_size_or_sections", split_size)
+        _no_more(kwargs, "Tensor.split")
+        if not isinstance(sizes, int) and sizes is not None:
             sizes = _ints((sizes,), "Tensor.split")
         return self._wrap_all(self.value.split(sizes, dim))
+
+    # -- in-place view methods: this tensor's sizes and strides change, as torch's do ----
+    def _in_place(self, name: str, *args: Any, **kwargs: Any) -> Proxy:
+        if any(p is self for p in self._tracer.inputs):
+            raise _unsupported(f"Tensor.{name}_", "on an argument it would change the "
+                               f"caller's tensor's sizes and strides; use Tensor.{name}, "
+                               "which returns a view")
+        self.value = getattr(self, name)(*args, **kwargs).value
+        return self
+
+    def unsqueeze_(self, dim: int) -> Proxy:
+        return self._in_place("unsqueeze", dim)
+
+    def squeeze_(self, dim: Any = None) -> Proxy:
+        return self._in_place("squeeze", dim)
+
+    def transpose_(self, dim0: int, dim1: int) -> Proxy:
+        return self._in_place("transpose", dim0, dim1)
+
+    def swapdims_(self, dim0: int, dim1: int) -> Proxy:
+        return self._in_place("swapdims", dim0, dim1)
+
+    def swapaxes_(self, axis0: int, axis1: int) -> Proxy:
+        return self._in_place("swapaxes", axis0, axis1)
+
+    def t_(self) -> Proxy:
+        return self._in_place("t")
+
+    def as_strided_(self, size: Any, stride: Any, storage_offset: Any = None) -> Proxy:
+        return self._in_place("as_strided", size, stride, storage_offset)
+
+    def detach_(self) -> Proxy:
+        return self
 
     # -- copies --------------------------------------------------------------------------
     # `contiguous`, `clone` and `.to` take torch's memory formats as the `Value` methods
@@ -397,14 +440,27 @@ for _dunder in ("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ 
 Proxy.__hash__ = object.__hash__  # type: ignore[method-assign] -- __eq__ is refused above
 
 
+def _positional_or(args: tuple, keyword: Any, call: str, name: str) -> tuple:
+    """Sizes or dims by position, or by torch's keyword (`reshape(shape=...)`)."""
+    if keyword is None:
+        return args
+    if args:
+        raise CallError(f"stridec.trace: {call}: '{name}' given by position and by keyword")
+    return (keyword,)
+
+
 def _no_more(kwargs: dict, call: str) -> None:
     if kwargs:
         raise _unsupported(call, f"keyword argument(s) {sorted(kwargs)}")
 
 
 # Every tensor method trace understands: the shared surface, and the ones only a traced
-# tensor has (`type` is a Value's TensorType; devices and memory formats are torch's).
-TRACE_ONLY = frozenset({"type", "device", "is_cuda", "requires_grad", "layout"})
+# tensor has (`type` is a Value's TensorType; devices and memory formats are torch's; an
+# in-place view method changes a tensor's sizes, and a graph's values are immutable).
+IN_PLACE_VIEWS = ("unsqueeze_", "squeeze_", "transpose_", "swapdims_", "swapaxes_", "t_",
+                  "as_strided_", "detach_")
+TRACE_ONLY = frozenset({"type", "device", "is_cuda", "requires_grad", "layout",
+                        *IN_PLACE_VIEWS})
 _METHODS = {name for name in B.SURFACE if not name.startswith("_")} | {
     name for name, member in vars(Proxy).items()
     if not name.startswith("_") and (callable(member) or isinstance(member, property))}
@@ -519,14 +575,60 @@ def _method(name: str) -> Callable[..., Any]:
     return call
 
 
+def _first_proxy(args: Any) -> Proxy | None:
+    if isinstance(args, Proxy):
+        return args
+    if isinstance(args, (list, tuple)) and not isinstance(args, torch.Size):
+        for a in args:
+            found = _first_proxy(a)
+            if found is not None:
+                return found
+    return None
+
+
+def _builder_function(name: str) -> Callable[..., Any]:
+    """`torch.<name>` as the builder's function of that name (`stridec.ir.builder.FUNCTIONS`),
+    on unwrapped arguments, its results wrapped."""
+    build = getattr(B, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        what = f"torch.{name}"
+        if kwargs.pop("out", None) is not None:
+            raise _unsupported(f"{what}(out=...)", "writes into a tensor given")
+        first = _first_proxy(args)
+        if first is None:
+            first = _first_proxy(tuple(kwargs.values()))
+        if first is None:
+            raise CallError(f"stridec.trace: {what}: expected a traced tensor")
+        out = build(*_unwrap(args, what), **_unwrap(kwargs, what))
+        return first._wrap_result(list(out) if isinstance(out, list) else out)
+
+    return call
+
+
+def einops_reduce(x: Proxy, operation: str, axes: tuple[int, ...]) -> Proxy:
+    """einops' `reduce` on a traced tensor: only where it takes each element as it is --
+    every reduced axis of length 1, `min` / `max` (`prod` of floats; a sum of -0.0 is
+    +0.0) -- as torch's reduction gives it: new row-major memory."""
+    exact = operation in ("min", "max") or (operation == "prod" and
+                                            x.value.type.dtype.is_floating)
+    if not exact or any(x.value.shape[a] != 1 for a in axes):
+        raise _unsupported(f"einops.reduce(..., {operation!r})", "a reduction computes values; "
+                           "only min, max or a float prod over axes of length 1 is a layout")
+    return x._wrap(B._fresh(x.value.squeeze(axes)))
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     f"torch.{name}": _method(name)
     for name in ("permute", "transpose", "swapaxes", "swapdims", "t", "reshape", "flatten",
                  "unflatten", "squeeze", "unsqueeze", "flip", "fliplr", "flipud", "movedim",
                  "moveaxis", "narrow", "select", "chunk", "split", "unbind", "clone", "detach",
                  "roll", "tile", "repeat_interleave", "broadcast_to", "numel", "as_strided",
-                 "diagonal", "tensor_split")
+                 "diagonal", "tensor_split", "ravel", "hsplit", "vsplit", "dsplit", "adjoint",
+                 "rot90", "split_with_sizes", "unsafe_split", "unsafe_chunk", "narrow_copy")
 }
+_FUNCTIONS.update({f"torch.{name}": _builder_function(name)
+                   for name in B.FUNCTIONS if not hasattr(B.ValueBuilder, name)})
 _FUNCTIONS.update({
     "torch.cat": _cat,
     "torch.concat": _cat,
@@ -653,6 +755,7 @@ def trace(
         name = getattr(fn, "__name__", "traced")
         name = name if name.isidentifier() else "traced"
     device = example_tensors[0].device if example_tensors else torch.device("cpu")
+    einops_backend.register()  # einops code traces as written, where einops is installed
     sizes = _input_sizes(names, example_tensors, dynamic)
     equal: dict[str, int | Sym] = {}
     while True:
@@ -663,6 +766,7 @@ def trace(
             Proxy(graph.input(n, _unified(s, equal), t.dtype), tracer)
             for n, s, t in zip(names, sizes, example_tensors, strict=True)
         ]
+        tracer.inputs = list(proxies)
         try:
             with refuse_random():
                 result = fn(*proxies)

@@ -18,8 +18,9 @@ import torch
 import torch.nn.functional as F
 
 import stridec
+import stridec.ir.builder as builder
 from stridec.errors import ShapeError
-from stridec.ir.builder import SURFACE
+from stridec.ir.builder import FUNCTIONS, SURFACE
 from stridec.ir.dtypes import DTYPES
 from stridec.ir.graph import Value
 from stridec.runtime.compile import BACKENDS
@@ -36,13 +37,21 @@ def test_every_traced_method_is_a_value_method() -> None:
     assert [name for name in SURFACE if not hasattr(Value, name)] == []
 
 
+def test_every_builder_function_is_traced_as_torchs() -> None:
+    for name in FUNCTIONS:
+        assert callable(getattr(builder, name)), name
+        assert hasattr(torch, name) or hasattr(F, name), name
+        assert f"torch.{name}" in trace_module._FUNCTIONS or name in ("pad", "full_like"), name
+    assert set(trace_module.IN_PLACE_VIEWS) <= trace_module._METHODS
+
+
 def test_the_docs_table_lists_the_surface() -> None:
     text = DOCS.read_text()
     section = text[text.index("## One surface"):]
     section = section[: section.index("\n## ", 4)] if "\n## " in section[4:] else section
     listed = set(re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)`", "\n".join(
         line.split("|")[1] for line in section.splitlines() if line.startswith("| `"))))
-    assert listed == set(SURFACE)
+    assert listed == set(SURFACE) | set(FUNCTIONS) | set(trace_module.IN_PLACE_VIEWS)
 
 
 def _arrangements() -> dict[str, torch.Tensor]:
