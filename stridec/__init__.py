@@ -47,6 +47,26 @@ def _svg_or_none(obj: Any) -> str | None:
 
 _display.set_renderer(_svg_or_none)
 
+
+def _logging_from_environment() -> None:
+    # The `stridec` logger: compiles and C builds at INFO with their time, cache hits at
+    # DEBUG. Silent unless the application configures logging, or `STRIDEC_LOG=info`
+    # (or `debug`) asks for its lines on stderr.
+    import logging
+    import os
+
+    logger = logging.getLogger("stridec")
+    logger.addHandler(logging.NullHandler())
+    level = os.environ.get("STRIDEC_LOG", "").strip().upper()
+    if level in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+
+
+_logging_from_environment()
+
 # name → module defining it, imported on first access.
 _LAZY = {
     "CompiledGraph": "stridec.runtime.compile",

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import logging
 import os
 import threading
+import time
 import warnings
 import weakref
 from collections import OrderedDict
@@ -50,6 +52,7 @@ __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACK
            "set_autograd_factory", "set_torch_op_factory"]
 
 BACKENDS = ("auto", "triton", "interpret", "cpu", "reference")
+logger = logging.getLogger(__name__)
 # Specializations one CompiledGraph keeps at hand (the shared MEMORY_CACHE holds more).
 LOCAL_CAPACITY = 64
 # Cached calls one CompiledGraph remembers (`_hits`, `CompiledGraph._remember`).
@@ -779,14 +782,21 @@ class CompiledGraph:
             program = MEMORY_CACHE.get_memory(key)
             if program is not None:
                 self.stats.cache_hits += 1
+                logger.debug("graph %r for %s: plan %s from the memory cache",
+                             self.graph.name, target, key[:16])
             else:
                 program = MEMORY_CACHE.get_disk(key)
                 if program is not None:
                     self.stats.cache_hits += 1
                     self.stats.disk_hits += 1
                 else:
+                    start = time.perf_counter()
                     program = self._compile(spec, device, target, outs)
                     self.stats.compiles += 1
+                    logger.info("graph %r compiled for %s in %.1f ms: %d kernel(s), "
+                                "plan %s", self.graph.name, target,
+                                1e3 * (time.perf_counter() - start), program.launch_count,
+                                key[:16])
                     MEMORY_CACHE.put_disk(key, program)
                 MEMORY_CACHE.put_memory(key, program)
             self._programs[local_key] = program
@@ -881,9 +891,15 @@ class CompiledGraph:
             if graph is not None:
                 try:
                     lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
+                    start = time.perf_counter()
                     program = lower_to_program(graph, lang, hint=bindings)
                     self.stats.codegen_runs += 1
                     self.stats.compiles += 1
+                    logger.info("graph %r compiled for %s in %.1f ms: %d kernel(s) "
+                                "serving every size of the class of %s", self.graph.name,
+                                target, 1e3 * (time.perf_counter() - start),
+                                program.launch_count,
+                                ", ".join(f"{k}={v}" for k, v in bindings.items()))
                 except StridecError:
                     # What code generation cannot do for every value of the class (a
                     # frame decided only per value): compiled per binding.

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
+import logging
 import os
 import platform
 import shlex
@@ -49,7 +51,7 @@ from stridec.compiler.codegen.c.pool import (
 )
 from stridec.compiler.codegen.program import Program
 from stridec.errors import BuildError, CallError, VerificationError
-from stridec.runtime.cache import keep_text, write_atomically
+from stridec.runtime.cache import keep_text, note_written, touch, write_atomically
 
 __all__ = [
     "BACKEND",
@@ -89,6 +91,7 @@ class BuildStats:
 
 
 BUILD_STATS = BuildStats()
+logger = logging.getLogger(__name__)
 _lock = threading.RLock()
 _units: dict[str, Any] = {}  # digest -> loaded ctypes library
 _toolchain: dict[str, str] = {}
@@ -182,9 +185,12 @@ def _sha256_file(path: str) -> str | None:
         return None
 
 
-def _build(cc: str, source_path: str, lib_path: str, parts: int = 1) -> None:
-    """Compile `source_path` into `lib_path` (atomically); BuildError on failure. A unit in
-    `parts` (`codegen/c/parts.py`) is compiled as that many objects at once, then linked."""
+def _build(cc: str, source_path: str, lib_path: str, parts: int = 1, *,
+           compile_from: str | None = None) -> None:
+    """Compile `source_path` (or the copy of it at `compile_from`) into `lib_path`
+    (atomically); BuildError naming `source_path` on failure. A unit in `parts`
+    (`codegen/c/parts.py`) is compiled as that many objects at once, then linked."""
+    compiled = compile_from or source_path
     argv = shlex.split(cc)
     if not argv or shutil.which(argv[0]) is None:
         raise BuildError(
@@ -195,11 +201,11 @@ def _build(cc: str, source_path: str, lib_path: str, parts: int = 1) -> None:
     os.close(fd)
     objects = [f"{tmp[:-3]}-{k}.o" for k in range(1, parts + 1)] if parts > 1 else []
     if objects:
-        steps = [[[*argv, *CFLAGS, "-c", f"-DSTRIDEC_PART={k}", "-o", obj, source_path]
+        steps = [[[*argv, *CFLAGS, "-c", f"-DSTRIDEC_PART={k}", "-o", obj, compiled]
                   for k, obj in enumerate(objects, 1)],
                  [[*argv, *CFLAGS, "-o", tmp, *objects]]]
     else:
-        steps = [[[*argv, *CFLAGS, "-o", tmp, source_path]]]
+        steps = [[[*argv, *CFLAGS, "-o", tmp, compiled]]]
     start = time.perf_counter()
     try:
         for step in steps:
@@ -407,14 +413,47 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
             try:
                 lib = ctypes.CDLL(lib_path, mode=mode)
                 BUILD_STATS.disk_loads += 1
+                touch(lib_path, lib_path + ".sha256", source_path)
+                logger.debug("C unit %s loaded from the disk cache", lib_path)
             except OSError:
                 lib = None  # damaged beyond its checksum's reach: rebuilt below
         if lib is None:
-            keep_text(source_path, source)
-            _build(cc, source_path, lib_path, unit_parts(source))
-            lib = ctypes.CDLL(lib_path, mode=mode)
+            lib = _build_and_load(cc, source, source_path, lib_path, mode)
         _units[digest] = lib
         return lib
+
+
+def _build_and_load(cc: str, source: str, source_path: str, lib_path: str, mode: int) -> Any:
+    """Build a unit's library and load it, logged at INFO with its time; again where its
+    files vanished meanwhile (another process cleared or trimmed the cache)."""
+    for attempt in range(3):
+        start = time.perf_counter()
+        keep_text(source_path, source)
+        # The compiler reads a private copy (`#line` makes its messages name the kept
+        # source): a cache entry, the kept file may be cleared while it runs.
+        fd, private = tempfile.mkstemp(dir=os.path.dirname(source_path), prefix=".tmp-",
+                                       suffix=".c")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(f"#line 1 {json.dumps(source_path)}\n{source}")
+            _build(cc, source_path, lib_path, unit_parts(source), compile_from=private)
+        finally:
+            _remove(private)
+        try:
+            lib = ctypes.CDLL(lib_path, mode=mode)
+        except OSError:
+            if attempt < 2 and not os.path.exists(lib_path):
+                continue
+            raise
+        seconds = time.perf_counter() - start
+        try:
+            note_written(os.path.getsize(lib_path) + len(source))
+        except OSError:
+            pass
+        what = source.split("\n", 1)[0].strip("/* ")
+        logger.info("built C unit %s in %.2f s (%s)", lib_path, seconds, what)
+        return lib
+    raise AssertionError("unreachable")
 
 
 _available: dict[str, bool] = {}

@@ -1,9 +1,11 @@
 """The Triton backend: generated Triton source loaded as `@triton.jit` functions and
 launched compiled, on CUDA tensors.
 
-Generated source is written to a file named by its hash (Triton reads a kernel's
-source back through `inspect`, so it must live in a real file) and imported once per
-process. The interpret backend runs the same functions through Triton's interpreter.
+Generated source is written to a file named by its hash, `kernels/k_<digest>.py` in the
+disk cache, and run once per process from its text, which Triton's `@jit` reads back
+through `inspect` and so through `linecache` (primed with it: the file, a cache entry,
+may be trimmed or cleared while the process uses it). The interpret backend runs the same
+functions through Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.util
+import linecache
 import os
 import shutil
 import tempfile
@@ -20,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
-from stridec.runtime.cache import disk_cache_dir, keep_text, write_atomically
+from stridec.runtime.cache import disk_cache_dir, keep_text, note_written, write_atomically
 
 __all__ = [
     "BACKEND", "CompiledKernel", "TritonBackend", "load_jit", "kernel_dir", "scalar_type",
@@ -68,7 +71,8 @@ def _kernel_file(digest: str, source: str) -> str:
     dir cannot be written (Triton needs a real file, so there is no memory-only mode)."""
     try:
         path = os.path.join(kernel_dir(), f"k_{digest}.py")
-        keep_text(path, source)
+        if keep_text(path, source):
+            note_written(len(source))
         return path
     except OSError as e:
         fallback = _private_kernel_dir()
@@ -111,9 +115,12 @@ def load_jit(source: str, name: str) -> Any:
             return jit
         path = _kernel_file(digest, source)
         spec = importlib.util.spec_from_file_location(f"stridec_kernels.k_{digest}", path)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        # Run from the text, which `inspect` (Triton's `@jit`) reads back through
+        # linecache: a cache entry, the file may be trimmed or cleared while in use.
+        linecache.cache[path] = (len(source), None, source.splitlines(keepends=True), path)
+        exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - our own text
         jit = _loaded[key] = getattr(module, name)
         return jit
 
