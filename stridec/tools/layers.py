@@ -75,9 +75,10 @@ def import_graph(modules: dict[str, Path], package: Path = PACKAGE) -> dict[str,
 
 def folder_of(module: str, modules: dict[str, Path], package: Path = PACKAGE) -> str:
     """The folder holding a module, relative to the package's parent (`stridec/ir`); the
-    package's own `__init__` (its public API, above every layer) is `stridec/__init__`."""
+    package's own `__init__` and `__main__` (its public API and `python -m stridec`,
+    above every layer) are `stridec/__init__`."""
     path = modules[module]
-    if path == package / "__init__.py":
+    if path in (package / "__init__.py", package / "__main__.py"):
         return f"{package.name}/__init__"
     return path.parent.relative_to(package.parent).as_posix()
 
@@ -105,7 +106,7 @@ def mermaid(package: Path = PACKAGE) -> str:
     lines = ["flowchart BT"]
     for folder in sorted(folders, key=rank):
         if folder.endswith("/__init__"):
-            label = f"{folder}.py (public API)"
+            label = f"{folder}.py (public API), __main__.py"
         else:
             names = sorted(m.rpartition(".")[2] for m in folders[folder]
                            if modules[m].name != "__init__.py")
