@@ -240,6 +240,20 @@ def test_real_code() -> None:
     check(lambda x: repeat(x, "n d -> b n d", b=3), torch.randn(5, 8))
 
 
+@pytest.mark.parametrize("pattern", ["b c h w -> b h w c", "b c h w -> b (h w) c",
+                                     "b c h w -> (h w) b c"])
+def test_symbolic_batch(pattern: str) -> None:
+    """einops on a graph over a symbolic batch: one compiled function for every batch."""
+    fn = stridec.compile(stridec.trace(lambda x: rearrange(x, pattern), torch.randn(3, 2, 4, 5),
+                                       dynamic={0: [0]}), backend="cpu")
+    for n in (2, 3, 6):  # sizes > 1: one specialization class (a size of 1 is its own)
+        x = torch.randn(n, 2, 4, 5)
+        got, want = fn(x), rearrange(x, pattern)
+        assert torch.equal(got, want) and got.stride() == want.stride()
+        assert _shares(got, [x]) == _shares(want, [x])
+    assert fn.stats.compiles == 1
+
+
 def test_einops_is_imported_only_when_traced() -> None:
     import subprocess
     import sys

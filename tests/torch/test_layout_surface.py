@@ -79,6 +79,9 @@ def _run(fn: Callable, backend: str, shape: tuple[int, ...], *, build: bool = Tr
 METHODS: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "ravel": (lambda x: x.ravel(), (4, 6)),
     "ravel_view": (lambda x: x[1:3].ravel(), (4, 6)),
+    "ravel_0d": (lambda x: x[0, 0].ravel(), (4, 6)),  # test_view_ops' test_ravel cases
+    "ravel_stepped": (lambda x: x[0, ::2].ravel(), (4, 6)),
+    "ravel_t": (lambda x: x.t().ravel(), (5, 5)),
     "hsplit": (lambda x: x.hsplit(2), (4, 4, 4)),
     "hsplit_indices": (lambda x: x.hsplit([1, 3]), (4, 6)),
     "hsplit_1d": (lambda x: x[0].hsplit(3)[1], (4, 6)),
@@ -113,6 +116,7 @@ METHODS: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "kw_narrow": (lambda x: x.narrow(dim=1, start=1, length=2), (4, 6)),
     "kw_select": (lambda x: x.select(dim=1, index=2), (4, 6)),
     "kw_movedim": (lambda x: x.movedim(source=0, destination=2), (4, 4, 4)),
+    "kw_movedim_pairs": (lambda x: x.movedim(source=(0, 1), destination=(1, 0)), (3, 3)),
     "kw_flatten": (lambda x: x.flatten(start_dim=1, end_dim=2), (4, 4, 4)),
     "kw_unflatten": (lambda x: x.unflatten(dim=1, sizes=(2, 3)), (4, 6)),
     "kw_swapaxes": (lambda x: x.swapaxes(axis0=0, axis1=1), (4, 6)),
@@ -186,6 +190,28 @@ def test_functions_match_torch(name: str, backend: str) -> None:
         compiled = stridec.compile(graph, backend=backend)
         for arrangement, x in _arrangements(shape).items():
             _check(compiled(x), fn(torch, x), x, f"{how} {arrangement}")
+
+
+def _torch_keywords(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """torch functions called with torch's keyword names."""
+    return (
+        torch.reshape(input=x, shape=(6, 4)),
+        torch.transpose(input=x, dim0=0, dim1=1),
+        torch.permute(x, dims=(1, 0)),
+        torch.cat(tensors=[x, x[:1]], dim=0),
+        torch.stack(tensors=[x, x], dim=1),
+        *torch.split(x, split_size_or_sections=[2, 4], dim=1),
+        *torch.tensor_split(x, indices=[1, 3], dim=0),
+        torch.narrow(x, dim=1, start=2, length=3),
+        torch.movedim(x, source=0, destination=1),
+        torch.flatten(x, start_dim=0),
+        torch.nn.functional.pad(input=x, pad=(1, 2), value=0.5),
+    )
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_torch_functions_by_keyword(backend: str) -> None:
+    _run(_torch_keywords, backend, (4, 6), build=False)
 
 
 # In-place view methods change the tensor they are called on, as torch's do; pytorch's
