@@ -25,10 +25,10 @@ __all__ = [
     "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad",
     "pixel_shuffle", "pixel_unshuffle", "full_like", "emit", "SURFACE", "FUNCTIONS", "einsum",
     "broadcast_tensors", "atleast_1d", "atleast_2d", "atleast_3d", "VIEW_COPIES",
-    *(f"{name}_copy" for name in (
-        "permute", "transpose", "t", "expand", "view", "squeeze", "unsqueeze", "select",
-        "slice", "split", "split_with_sizes", "unbind", "diagonal", "as_strided", "unfold",
-        "detach", "alias")),
+    "permute_copy", "transpose_copy", "t_copy", "expand_copy", "view_copy", "squeeze_copy",
+    "unsqueeze_copy", "select_copy", "slice_copy", "split_copy", "split_with_sizes_copy",
+    "unbind_copy", "diagonal_copy", "as_strided_copy", "unfold_copy", "detach_copy",
+    "alias_copy",
 ]
 
 
@@ -537,7 +537,9 @@ class ValueBuilder:
 
     @property
     def mT(self) -> Value:
-        """`.mT`: the last two dims swapped."""
+        """`.mT`: the last two dims swapped (a scalar itself, as in torch)."""
+        if self.ndim == 0:
+            return self
         if self.ndim < 2:
             raise LayoutError(f"mT: needs rank >= 2; got rank {self.ndim}")
         return self.transpose(-2, -1)
@@ -546,17 +548,18 @@ class ValueBuilder:
     @property
     def mH(self) -> Value:
         """`.mH`: the conjugate of `.mT`, which is `.mT` for stridec's real dtypes."""
-        if self.ndim < 2:
-            raise LayoutError(f"mH: needs rank >= 2; got rank {self.ndim}")
-        return self.transpose(-2, -1)
+        if self.ndim == 1:
+            raise LayoutError("mH: needs rank >= 2 (or a scalar); got rank 1")
+        return self.mT
 
 
     @property
     def H(self) -> Value:
-        """`.H`: the conjugate transpose of a matrix (`.t()` for real dtypes)."""
-        if self.ndim != 2:
+        """`.H`: the conjugate transpose of a matrix (`.t()` for real dtypes; a scalar
+        itself, as in torch)."""
+        if self.ndim not in (0, 2):
             raise LayoutError(f"H: needs a matrix (rank 2); got rank {self.ndim}")
-        return self.transpose(0, 1)
+        return self.mT
 
 
     def adjoint(self) -> Value:
@@ -975,13 +978,28 @@ def _view_copy(name: str) -> Any:
 
 
 # torch's view-copy functions (`torch.permute_copy`, ...): each view, then new memory.
+permute_copy = _view_copy("permute")
+transpose_copy = _view_copy("transpose")
+t_copy = _view_copy("t")
+expand_copy = _view_copy("expand")
+view_copy = _view_copy("view")
+squeeze_copy = _view_copy("squeeze")
+unsqueeze_copy = _view_copy("unsqueeze")
+select_copy = _view_copy("select")
+slice_copy = _view_copy("slice")
+split_copy = _view_copy("split")
+split_with_sizes_copy = _view_copy("split_with_sizes")
+unbind_copy = _view_copy("unbind")
+diagonal_copy = _view_copy("diagonal")
+as_strided_copy = _view_copy("as_strided")
+unfold_copy = _view_copy("unfold")
+detach_copy = _view_copy("detach")
+alias_copy = _view_copy("alias")
 VIEW_COPIES: tuple[str, ...] = (
     "permute", "transpose", "t", "expand", "view", "squeeze", "unsqueeze", "select", "slice",
     "split", "split_with_sizes", "unbind", "diagonal", "as_strided", "unfold", "detach",
     "alias",
 )
-for _name in VIEW_COPIES:
-    globals()[f"{_name}_copy"] = _view_copy(_name)
 
 
 # The tensor surface builder and trace share: every name is a `Value` attribute that

@@ -89,6 +89,7 @@ METHODS: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "dsplit": (lambda x: x.dsplit([1, 2]), (4, 4, 4)),
     "H": (lambda x: x.H, (4, 6)),
     "mH": (lambda x: x.mH, (4, 4, 4)),
+    "scalar_H": (lambda x: (x[0, 0].H, x[0, 0].mH, x[0, 0].mT, x[0, 0].adjoint()), (4, 6)),
     "adjoint": (lambda x: x.adjoint().contiguous(), (4, 4, 4)),
     "rot90": (lambda x: x.rot90(), (4, 6)),
     "rot90_2": (lambda x: x.rot90(2), (4, 6)),
