@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from stridec.errors import LayoutError, VerificationError
-from stridec.ir.symbols import Sym, is_static
+from stridec.ir.symbols import (
+    Sym,
+    exact_div,
+    floor_div,
+    generic_value,
+    is_static,
+    statically_true,
+)
 
 __all__ = [
     "MAX_RANK",
@@ -30,10 +37,12 @@ __all__ = [
     "linear_span",
     "address_span",
     "boxes_disjoint",
+    "box_inside",
     "box_within",
     "merge_dims",
     "StridedInverse",
     "invert_strided",
+    "sign_of",
 ]
 
 # The highest rank of a tensor, a layout or an iteration space: torch's CUDA kernels index
@@ -133,9 +142,11 @@ class MaskBound:
         left out): coefficient 3 over [1, 4) adds from 3 to 9."""
         low = high = 0
         for k, (c, (start, stop)) in enumerate(zip(self.coeffs, box, strict=True)):
-            if k != skip:
+            if k != skip and c:
                 a, b = c * start, c * (stop - 1)
-                low, high = low + min(a, b), high + max(a, b)
+                if sign_of(c) == -1:  # the box is not empty: stop - 1 >= start
+                    a, b = b, a
+                low, high = low + a, high + b
         return low, high
 
     def shifted(self, const: int) -> MaskBound:
@@ -209,26 +220,71 @@ class StridedInverse:
     """The inverse of an injective strided map (`invert_strided`).
 
     `low` is the map's lowest address; `dims` holds (dim, |stride|, size, flipped) of the
-    dims of size > 1, largest stride first. A flipped dim (negative stride) is decoded as
-    the unflipped one and counted back from its end.
+    dims that may move (size not 1), largest stride first. A flipped dim (negative
+    stride) is decoded as the unflipped one and counted back from its end. Over symbolic
+    sizes every number may be an expression, and each answer holds for every value of
+    the symbols.
     """
 
     rank: int
     low: int
     dims: tuple[tuple[int, int, int, bool], ...]
+    symbolic: bool = False
 
-    def coords_of(self, address: int) -> tuple[int, ...] | None:
-        """The coordinates the map sends to `address`, or ``None`` if it never does."""
+    def coords_of(self, address: int, checked: bool = True) -> tuple[int, ...] | None:
+        """The coordinates the map sends to `address`, or ``None`` if it never does.
+
+        With ``checked=False`` the digits are not held to their dims' sizes: the point
+        returned is one the map (extended past its sizes) sends to `address`, for a
+        caller that bounds the points it uses itself (`compose`'s walks). Over symbolic
+        sizes, a digit is the floor quotient by a constant stride, or an exact quotient
+        by a symbolic one (0 where the rest is proven below it); ``None`` where neither
+        is proven."""
         rest = address - self.low
-        if rest < 0:
+        if type(rest) is int and not self.symbolic:
+            if rest < 0:
+                return None
+            coords = [0] * self.rank
+            for m, stride, size, flipped in self.dims:
+                i, rest = divmod(rest, stride)
+                if i >= size and checked:
+                    return None
+                coords[m] = size - 1 - i if flipped else i
+            return tuple(coords) if rest == 0 else None
+        return self._symbolic_coords(rest, checked)
+
+    def _symbolic_coords(self, rest: Any, checked: bool) -> tuple[Any, ...] | None:
+        if not statically_true(rest >= 0):
             return None
-        coords = [0] * self.rank
+        coords: list[Any] = [0] * self.rank
         for m, stride, size, flipped in self.dims:
-            i, rest = divmod(rest, stride)
-            if i >= size:
+            if isinstance(stride, Sym):
+                i = exact_div(rest, stride)
+                if i is None:
+                    if not statically_true(rest < stride):
+                        return None
+                    i = 0
+            else:
+                i = floor_div(rest, stride)
+            rest = rest - i * stride
+            if not statically_true(i >= 0):
+                return None
+            if checked and not statically_true(i < size):
                 return None
             coords[m] = size - 1 - i if flipped else i
         return tuple(coords) if rest == 0 else None
+
+
+def sign_of(x: Any) -> int | None:
+    """1, -1 or 0 for a number whose sign holds for every value of its symbols; None
+    where it depends on them."""
+    if not isinstance(x, Sym):
+        return (x > 0) - (x < 0)
+    if statically_true(x > 0):
+        return 1
+    if statically_true(x < 0):
+        return -1
+    return None
 
 
 def invert_strided(
@@ -240,12 +296,14 @@ def invert_strided(
     The proof is nesting: sorted by |stride|, every stride exceeds the reach of the dims
     inside it. Rows of 3 at pitch 5, strides (15, 5, 1) over sizes (2, 3, 3), nest:
     1 > 0, 5 > (3-1)·1 = 2, 15 > 2 + (3-1)·5 = 12. Permuted and flipped maps nest too; a
-    broadcast dim (stride 0) never does.
+    broadcast dim (stride 0) never does. Over symbolic sizes each stride's sign and each
+    nesting step must hold for every value of the symbols: (N, 4) at strides (4, 1)
+    nests (4 > 3 whatever N is); a symbolic dim counts as moving (N may exceed 1).
     """
     if any(n == 0 for n in sizes):
         return None
     if not is_static((sizes, strides, offset)):
-        return None  # decoding addresses needs their values (docs/symbolic.md)
+        return _invert_symbolic(sizes, strides, offset)
     low = offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True) if s < 0)
     moving = sorted((abs(s), m) for m, (n, s) in enumerate(zip(sizes, strides, strict=True))
                     if n > 1)
@@ -258,9 +316,46 @@ def invert_strided(
     return StridedInverse(len(sizes), low, dims)
 
 
+def _invert_symbolic(
+    sizes: Sequence[Any], strides: Sequence[Any], offset: Any
+) -> StridedInverse | None:
+    low = offset
+    moving = []
+    for m, (n, s) in enumerate(zip(sizes, strides, strict=True)):
+        if n == 1:
+            continue
+        sign = sign_of(s)
+        if not sign:  # a broadcast dim, or a stride of either sign
+            return None
+        if sign < 0:
+            low = low + (n - 1) * s
+        moving.append((generic_value(abs(s) if sign > 0 else -s), m, s if sign > 0 else -s))
+    moving.sort(key=lambda entry: entry[:2])
+    reach: Any = 0
+    for _, m, stride in moving:
+        if not statically_true(stride > reach):
+            return None
+        reach = reach + (sizes[m] - 1) * stride
+    dims = tuple(
+        (m, stride, sizes[m], sign_of(strides[m]) == -1) for _, m, stride in reversed(moving)
+    )
+    return StridedInverse(len(sizes), low, dims, symbolic=True)
+
+
 def boxes_disjoint(a: Box, b: Box) -> bool:
-    """Boxes of one space share no point: in some dim their ranges do not meet."""
-    return any(hi0 <= lo1 or hi1 <= lo0 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+    """Boxes of one space share no point: in some dim their ranges do not meet (over
+    symbolic bounds, for every value of the symbols: rows [0, N) and [N, N + M))."""
+    if is_static((a, b)):
+        return any(hi0 <= lo1 or hi1 <= lo0
+                   for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+    return any(statically_true(hi0 <= lo1) or statically_true(hi1 <= lo0)
+               for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
+
+
+def box_inside(a: Box, b: Box) -> bool:
+    """Every point of box `a` is in box `b` (for every value of the symbols)."""
+    return all(statically_true(lo1 <= lo0) and statically_true(hi0 <= hi1)
+               for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
 
 
 def box_within(
@@ -278,14 +373,18 @@ def box_within(
     1 are fixed at their start), the whole must send each coordinate to its own address
     (`invert_strided`), and the box must lie inside it. Columns 1..3 of a contiguous (2, 7):
     part sizes (2, 3), strides (7, 1), offset 1 = 0·7 + 1·1, so the box ((0, 2), (1, 4)).
+    Over symbolic sizes, for every value of the symbols: rows N.. of a contiguous
+    (N + M, 6), offset 6·N, are the box ((N, N + M), (0, 6)).
     """
     if len(part_sizes) != len(sizes) or math.prod(part_sizes) == 0:
         return None
     pairs = zip(part_sizes, part_strides, strides, strict=True)
-    if any(n > 1 and s != t for n, s, t in pairs):
+    if any(n != 1 and s != t for n, s, t in pairs):
         return None
     inverse = invert_strided(sizes, strides, offset)
     start = None if inverse is None else inverse.coords_of(part_offset)
-    if start is None or any(b + n > m for b, n, m in zip(start, part_sizes, sizes, strict=True)):
+    if start is None or not all(
+        statically_true(b + n <= m) for b, n, m in zip(start, part_sizes, sizes, strict=True)
+    ):
         return None
     return tuple((b, b + n) for b, n in zip(start, part_sizes, strict=True))

@@ -50,12 +50,30 @@ the coalesced pair.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from stridec.errors import LayoutError
-from stridec.ir.affine import MAX_RANK, Box, MaskBound, box_within, invert_strided
+from stridec.ir.affine import (
+    MAX_RANK,
+    Box,
+    MaskBound,
+    StridedInverse,
+    box_within,
+    invert_strided,
+    sign_of,
+)
 from stridec.ir.layout import Layout, contiguous_strides
+from stridec.ir.symbols import (
+    Sym,
+    UndecidedError,
+    exact_div,
+    floor_div,
+    generic_value,
+    size_min,
+    statically_true,
+)
 
 __all__ = [
     "Composition",
@@ -100,16 +118,21 @@ def _steps_that_fit(
     move: Sequence[int], lo: Sequence[int], hi: Sequence[int], sizes: Sequence[int]
 ) -> int | None:
     """How many positions (0, 1, ...) a walk by `move` can take before the box [lo, hi]
-    swept along it leaves P; ``None`` when `move` is zero (it never leaves)."""
+    swept along it leaves P; ``None`` when `move` is zero (it never leaves). Over
+    symbolic sizes, the count for every value of the symbols (`UndecidedError` where the
+    smallest of several depends on them)."""
     fit: int | None = None
     for m, v in enumerate(move):
-        if v > 0:
-            room = (sizes[m] - 1 - hi[m]) // v
-        elif v < 0:
-            room = lo[m] // -v
+        sign = sign_of(v)
+        if sign is None:
+            raise UndecidedError(f"compose: the sign of the move {v} depends on the symbols")
+        if sign > 0:
+            room = floor_div(sizes[m] - 1 - hi[m], v)
+        elif sign < 0:
+            room = floor_div(lo[m], -v)
         else:
             continue
-        fit = room + 1 if fit is None else min(fit, room + 1)
+        fit = room + 1 if fit is None else size_min(fit, room + 1)
     return fit
 
 
@@ -170,38 +193,60 @@ def compose(reader: Layout, writer_dst: Layout, writer_src: Layout) -> Compositi
     inverse = invert_strided(writer_dst.sizes, writer_dst.strides, writer_dst.offset)
     if inverse is None:
         return None
+    try:
+        return _compose(reader, writer_src, inverse, p, q)
+    except UndecidedError:  # a step whose answer depends on the symbols' values
+        return None
+
+
+def _compose(
+    reader: Layout, writer_src: Layout, inverse: StridedInverse, p: Sequence[int],
+    q: Sequence[int],
+) -> Composition | None:
     base = inverse.coords_of(reader.offset)
     if base is None:
         return None
-
+    static = not inverse.symbolic and reader.is_static()
     zero = (0,) * len(p)
     lo, hi = list(base), list(base)
     # Per reader dim, its factors innermost first, as (size, P-movement per step).
     factors: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in q]
-    for k in sorted(range(len(q)), key=lambda k: abs(reader.strides[k])):
+    for k in sorted(range(len(q)), key=lambda k: abs(generic_value(reader.strides[k]))):
         size, stride = q[k], reader.strides[k]
         if size == 1 or stride == 0:
             factors[k].append((size, zero))
             continue
         left = size
-        while left > 1:
+        while left != 1:
             # R.offset + stride is the reader's own address (this factor's first step), so
-            # an unwritten one means the reader reads what the copy never wrote.
-            reached = inverse.coords_of(reader.offset + stride)
+            # an unwritten one means the reader reads what the copy never wrote. Over
+            # symbolic sizes a step is decoded past P's sizes too: the sweep below keeps
+            # every point the walk reaches inside P, which proves the step in P.
+            reached = inverse.coords_of(reader.offset + stride, checked=static)
             if reached is None:
                 return None
             move = tuple(b - a for a, b in zip(base, reached, strict=True))
             fit = _steps_that_fit(move, lo, hi, p)
-            take = left if fit is None or fit >= left else _largest_divisor_at_most(left, fit)
-            if take < 2:
+            if fit is None or statically_true(fit >= left):
+                take = left
+            elif isinstance(fit, int) and isinstance(left, int):
+                take = _largest_divisor_at_most(left, fit)
+            else:
+                return None
+            if isinstance(take, int) and take < 2:
                 return None
             for m, v in enumerate(move):
-                lo[m] += (take - 1) * min(v, 0)
-                hi[m] += (take - 1) * max(v, 0)
+                if sign_of(v) < 0:
+                    lo[m] += (take - 1) * v
+                else:
+                    hi[m] += (take - 1) * v
             factors[k].append((take, move))
             stride *= take
-            left //= take
+            left = exact_div(left, take)
 
+    if not static and not all(statically_true(a >= 0) and statically_true(b < n)
+                              for a, b, n in zip(lo, hi, p, strict=True)):
+        return None  # the walks leave P for some values of the symbols
     refined = [f for dim in factors for f in reversed(dim)]
     if len(refined) > MAX_RANK:
         return None
@@ -236,8 +281,8 @@ def refine(layout: Layout, split: Sequence[Sequence[int]]) -> Layout:
     sizes: list[int] = []
     strides: list[int] = []
     for k, (n, s, dim_factors) in enumerate(zip(layout.sizes, layout.strides, split, strict=True)):
-        fs = tuple(int(f) for f in dim_factors)
-        if not fs or any(f < 0 for f in fs) or math.prod(fs) != n:
+        fs = tuple(f if isinstance(f, Sym) else int(f) for f in dim_factors)
+        if not fs or any(not isinstance(f, Sym) and f < 0 for f in fs) or math.prod(fs) != n:
             raise LayoutError(
                 f"refine: factors {fs} of dim {k} must be >= 0 and multiply to its size {n} "
                 f"(sizes {layout.sizes})"
@@ -336,12 +381,15 @@ def image_box(dst: Layout, whole: Layout) -> Box | None:
     moved = [0] * len(comp.sizes)
     box = []
     for m, row in enumerate(comp.coord_map):
-        steps = sorted(
-            (abs(c), c < 0, n) for c, n in zip(row, comp.sizes, strict=True) if c and n > 1
-        )
+        steps = []
         for k, (c, n) in enumerate(zip(row, comp.sizes, strict=True)):
-            if c and n > 1:
+            if c and n != 1:
+                sign = sign_of(c)
+                if sign is None:
+                    return None
+                steps.append((abs(c) if sign > 0 else -c, sign < 0, n))
                 moved[k] += 1
+        steps.sort(key=lambda step: (generic_value(step[0]), step[1]))
         reach = 1
         for c, _, n in steps:
             if c != reach:
@@ -370,10 +418,20 @@ def _cuts(box: Box, k: int, crossed: Sequence[int], b: MaskBound) -> list[int]:
     for t in crossed:
         for x in (t - r_hi, t - r_lo):
             # first v with c·v >= x (c > 0), or with c·v < x (c < 0)
-            v = -(-x // c) if c > 0 else x // c + 1
+            v = -(-x // c) if c > 0 else (-x) // (-c) + 1  # a divisor > 0 (symbolic x)
             if start < v < stop:
                 points.add(v)
-    return sorted(points)
+    return _ordered(points)
+
+
+def _ordered(values: Iterable[Any]) -> list[Any]:
+    """`values` sorted, where their order holds for every value of the symbols
+    (`UndecidedError` otherwise); plain ints as `sorted`."""
+    out = sorted(values, key=generic_value)
+    for a, b in zip(out, out[1:], strict=False):
+        if not a < b:  # a Relation's truth value: proven, or raises
+            raise UndecidedError(f"split_box: {a} < {b} depends on the symbols")
+    return out
 
 
 def split_box(
@@ -389,8 +447,23 @@ def split_box(
     the bound ``4·co + ci < 6`` over co in [0, 2), ci in [0, 4): co = 0 lies wholly below
     (values 0..3); co = 1 straddles (4..7) and is cut at ci = 2. Inside: (co 0, ci 0..3)
     and (co 1, ci 0..1); outside: (co 1, ci 2..3). Mixed-radix forms (each coefficient
-    above the span of the smaller ones) straddle at one value per threshold.
+    above the span of the smaller ones) straddle at one value per threshold. Over symbolic
+    sizes the cuts are where they are for every value of the symbols (rows N.. of a cat
+    along N + M rows are cut at N), or ``None``.
     """
+    try:
+        return _split_box(box, bounds, limit)
+    except UndecidedError:  # a cut whose place depends on the symbols' values
+        return None
+
+
+def _box_key(box: Box) -> tuple[int, ...]:
+    return tuple(generic_value(x) for bounds in box for x in bounds)
+
+
+def _split_box(
+    box: Box, bounds: Sequence[MaskBound], limit: int
+) -> tuple[list[Box], list[Box]] | None:
     inside: list[Box] = []
     outside: list[Box] = []
     stack = [box]
@@ -418,14 +491,14 @@ def split_box(
         else:
             bound, crossed = crossing
             k = max(
-                (k for k, (start, stop) in enumerate(b) if stop - start > 1 and bound.coeffs[k]),
+                (k for k, (start, stop) in enumerate(b) if stop - start != 1 and bound.coeffs[k]),
                 key=lambda k: abs(bound.coeffs[k]),
             )
             edges = _cuts(b, k, crossed, bound)
             for start, stop in zip(edges, edges[1:], strict=False):
                 sub = b[:k] + ((start, stop),) + b[k + 1 :]
                 low, high = bound.span(sub)
-                if stop - start > 1 and any(low < t <= high for t in crossed):
+                if stop - start != 1 and any(low < t <= high for t in crossed):
                     if stop - start > limit:
                         return None
                     stack.extend(b[:k] + ((v, v + 1),) + b[k + 1 :] for v in range(start, stop))
@@ -433,4 +506,4 @@ def split_box(
                     stack.append(sub)
         if len(inside) + len(outside) + len(stack) > limit:
             return None
-    return sorted(inside), sorted(outside)
+    return sorted(inside, key=_box_key), sorted(outside, key=_box_key)

@@ -13,9 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stridec.errors import LayoutError
+from stridec.ir.affine import MaskBound
 from stridec.ir.formats import get_format
-from stridec.ir.index_maps import Composition, as_view, compose, compose_mask, refine
+from stridec.ir.index_maps import (
+    Composition,
+    as_view,
+    box_of,
+    compose,
+    compose_mask,
+    image_box,
+    refine,
+    split_box,
+)
 from stridec.ir.layout import MAX_RANK, Layout
+from stridec.ir.symbols import evaluate, symbol
 from stridec.runtime.backends.reference import gather, layout_indices
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -595,3 +606,64 @@ def test_as_view_examples() -> None:
         (3, 1), (1, 1), 2
     )
     assert as_view(Layout.contiguous((0, 2)), Layout.contiguous((0, 2)), Layout((0, 2), (5, 9)))
+
+
+# -- symbolic sizes: a batch N outside the writer's dims ------------------------------------
+
+N = symbol("N")
+
+
+def _batched(inner: Layout, stride: int) -> Layout:
+    """`inner` with an outermost dim of the symbolic size N at `stride`."""
+    return Layout((N, *inner.sizes), (stride, *inner.strides), inner.offset)
+
+
+@SETTINGS
+@given(p=st.lists(SIZES.filter(bool), max_size=3).map(tuple), data=st.data())
+def test_symbolic_compositions_hold_at_every_batch(p: tuple[int, ...], data: st.DataObject) -> None:
+    """A writer over (N, *p) (N outermost), a reader that is any view of what it wrote with
+    N walked whole and the dims maybe permuted: the composition over symbolic sizes is
+    found, and evaluated at N = 2, 3, 5 it reads from the source what the reader reads
+    from the buffer, as the static composition does; so does `image_box`."""
+    wd_inner = data.draw(writer_dsts(p), label="wd")
+    ws_inner = data.draw(writer_srcs(p), label="ws")
+    wd = _batched(wd_inner, wd_inner.min_storage_size() + data.draw(st.integers(0, 2)))
+    ws = _batched(ws_inner, data.draw(st.sampled_from([0, ws_inner.min_storage_size() + 1])))
+    inner = view_chain(data, wd_inner)
+    if inner.rank >= MAX_RANK:
+        return
+    reader = _batched(inner, wd.strides[0])
+    if data.draw(st.booleans(), label="permute"):
+        reader = reader.permute(data.draw(st.permutations(range(reader.rank))))
+    comp = compose(reader, wd, ws)
+    assert comp is not None, (reader, wd)
+    box = image_box(reader, wd)
+    for n in (2, 3, 5):
+        at = {"N": n}
+        wd_n, ws_n, reader_n = wd.evaluate(at), ws.evaluate(at), reader.evaluate(at)
+        copy = copy_for(wd_n, ws_n, reader_n)
+        split = evaluate(comp.split, at)
+        direct = gather(copy.source, comp.src.evaluate(at))
+        assert torch.equal(direct, gather(copy.buffer, refine(reader_n, split))), (n, comp)
+        assert compose(reader_n, wd_n, ws_n) is not None
+        if box is not None:
+            assert evaluate(box, at) == image_box(reader_n, wd_n), (n, reader, wd)
+
+
+def test_symbolic_boxes() -> None:
+    """Rows N.. of a contiguous (N + M, 6) are a box for every N and M; rows 1.. of (N, 6)
+    are not one the proofs can place (N - 1 rows may be none), and a whole batch cut
+    where a writer of rows [0, N) ends is cut at N."""
+    m = symbol("M")
+    whole = Layout.contiguous((N + m, 6))
+    rows = Layout((m, 6), (6, 1), 6 * N)
+    assert box_of(rows, whole) == ((N, N + m), (0, 6))
+    assert image_box(rows, whole) == ((N, N + m), (0, 6))
+    assert evaluate(image_box(rows, whole), {"N": 3, "M": 2}) == image_box(
+        rows.evaluate({"N": 3, "M": 2}), whole.evaluate({"N": 3, "M": 2}))
+    inside, outside = split_box(((0, N + m), (0, 6)), [MaskBound((1, 0), 0, N)], 8)
+    assert inside == [((0, N), (0, 6))] and outside == [((N, N + m), (0, 6))]
+    assert split_box(((0, N), (0, 6)), [MaskBound((1, 0), 0, 3)], 8) is None  # N < 3?
+    # The same cut through a negative coefficient: 1 - N <= -i < 1 is i in [0, N).
+    inside, outside = split_box(((0, N + m), (0, 6)), [MaskBound((-1, 0), 1 - N, 1)], 8)
+    assert inside == [((0, N), (0, 6))] and outside == [((N, N + m), (0, 6))]

@@ -70,3 +70,73 @@ def test_a_channel_shuffle_then_a_pad_of_the_channels_is_two_kernels() -> None:
     fn = stridec.compile(stridec.trace(f, t), backend="cpu")
     assert _launches(fn, t) == 2
     check_against_torch(fn(t), f(t), (t,))
+
+
+# -- symbolic plans launch the static plan's kernels ---------------------------------------
+
+
+def _window_partition(x: torch.Tensor, ws: int = 2) -> torch.Tensor:  # Swin
+    b, h, w, c = x.shape
+    x = x.view(b, h // ws, ws, w // ws, ws, c)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, ws, ws, c)
+
+
+def _roll_partition(x: torch.Tensor) -> torch.Tensor:  # Swin's shifted windows
+    return _window_partition(torch.roll(x, shifts=(-1, -1), dims=(1, 2)))
+
+
+def _reverse_roll(w: torch.Tensor) -> torch.Tensor:  # Swin: windows back, then the roll
+    b, _, ws, _, c = w.shape
+    x = w.view(b, 2, 3, ws, ws, c).permute(0, 1, 3, 2, 4, 5).contiguous()
+    return torch.roll(x.view(b, 2 * ws, 3 * ws, c), shifts=(1, 1), dims=(1, 2))
+
+
+def _im2col_unfold(x: torch.Tensor) -> torch.Tensor:  # 3x3 patches, padding 1
+    b, c, h, w = x.shape
+    p = F.pad(x, (1, 1, 1, 1)).unfold(2, 3, 1).unfold(3, 3, 1)
+    return p.permute(0, 2, 3, 1, 4, 5).reshape(b, h * w, c * 9)
+
+
+def _repeat_kv(k: torch.Tensor) -> torch.Tensor:  # LLaMA grouped-query attention
+    b, h, t, d = k.shape
+    return k[:, :, None, :, :].expand(b, h, 3, t, d).reshape(b, h * 3, t, d)
+
+
+def _pixel_shuffle(x: torch.Tensor) -> torch.Tensor:
+    return F.pixel_shuffle(x, 2)
+
+
+def _kv_cat(past: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    return torch.cat([past, new], dim=2)
+
+
+SYMBOLIC_PATTERNS = {
+    "window_partition": (_window_partition, [(3, 4, 6, 5)]),
+    "roll_partition": (_roll_partition, [(3, 4, 6, 5)]),
+    "reverse_roll": (_reverse_roll, [(3, 6, 2, 2, 5)]),
+    "cyclic_shift": (lambda x: torch.roll(x, shifts=(-1, -2), dims=(1, 2)), [(3, 4, 5, 2)]),
+    "im2col_unfold": (_im2col_unfold, [(3, 2, 4, 3)]),
+    "im2col_functional": (lambda x: F.unfold(x, 3, padding=1), [(3, 2, 4, 5)]),
+    "repeat_kv": (_repeat_kv, [(3, 2, 5, 4)]),
+    "pixel_shuffle": (_pixel_shuffle, [(3, 8, 3, 2)]),
+    "channel_shuffle": (lambda x: _channel_shuffle(x, 3), [(3, 6, 2, 3)]),
+    "kv_cat": (_kv_cat, [(3, 2, 7, 4), (3, 2, 1, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_PATTERNS))
+def test_a_symbolic_plan_launches_the_static_plans_kernels(name: str) -> None:
+    """Traced with a symbolic batch and traced static, a pattern's plans launch the same
+    number of kernels at each size (docs/symbolic.md), and every call is torch's."""
+    fn, shapes = SYMBOLIC_PATTERNS[name]
+    examples = [torch.randn(*s) for s in shapes]
+    symbolic = stridec.compile(
+        stridec.trace(fn, *examples, dynamic={i: [0] for i in range(len(shapes))}),
+        backend="cpu",
+    )
+    for n in (2, 3, 5, 16):
+        args = tuple(torch.randn(n, *s[1:]) for s in shapes)
+        static = stridec.compile(stridec.trace(fn, *args), backend="cpu")
+        assert _launches(symbolic, *args) == _launches(static, *args), f"N = {n}"
+        check_against_torch(symbolic(*args), fn(*args), args)
+    assert symbolic.stats.pipeline_runs == 1

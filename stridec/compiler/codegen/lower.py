@@ -14,9 +14,9 @@ strides, a box that meets no member's box in some dim, and neither it nor any me
 reads that buffer. Programs of one launch run in any order; disjoint writes and no reads
 of what they write make that order irrelevant.
 Over symbolic sizes the boxes must be disjoint for every value of the symbols
-(`_symbolic_box`), and the group is the class's batch kernel, C or Triton alike: each
-member's sizes, strides, offsets and (Triton) program range are expressions of the
-symbols, evaluated per call.
+(`dst_box` and `boxes_disjoint` prove it), and the group is the class's batch kernel, C or
+Triton alike: each member's sizes, strides, offsets and (Triton) program range are
+expressions of the symbols, evaluated per call.
 """
 
 from __future__ import annotations
@@ -42,17 +42,13 @@ from stridec.compiler.codegen.spec import (
     is_fill_only,
 )
 from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
-from stridec.errors import StridecError, UnsupportedError
+from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
 from stridec.ir.symbols import (
     Sym,
-    evaluate,
-    exact_div,
-    floor_div,
-    is_static,
     statically_true,
 )
 
@@ -119,55 +115,7 @@ class _Group:
             return False
         if any(x.reads == dst_slot for x in (*self.members, m)):
             return False
-        return all(x.box is not None and _disjoint(x.box, m.box) for x in self.members)
-
-
-def _disjoint(a: Box, b: Box) -> bool:
-    """`boxes_disjoint`, for every value of the symbols where a box's bounds have some."""
-    if is_static(a) and is_static(b):
-        return boxes_disjoint(a, b)
-    return any(statically_true(hi0 <= lo1) or statically_true(hi1 <= lo0)
-               for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
-
-
-def _symbolic_box(spec: CopySpec, layout: Layout, hint: Mapping[str, int]) -> Box | None:
-    """`dst_box` over symbolic sizes: the box of `layout`'s coordinates that `spec` writes
-    for every value of the symbols, or None where that is not proven. The start is the
-    offset split over the layout's strides, largest first (largest at `hint`); it is a
-    box when the split is exact (nothing left over), each start is >= 0, each end within
-    the layout, the copy's strides are the layout's on its dims of size > 1, and the
-    layout gives each element its own address -- all for every value."""
-    rank = layout.rank
-    if len(spec.sizes) != rank or layout.may_overlap():
-        return None
-    for n, st, t in zip(spec.sizes, spec.dst_strides, layout.strides, strict=True):
-        if n != 1 and st != t:
-            return None
-    order = sorted(range(rank), key=lambda k: -evaluate(layout.strides[k], hint))
-    rest = spec.dst_offset - layout.offset
-    start: list[Any] = [0] * rank
-    for k in order:
-        stride = layout.strides[k]
-        if not isinstance(stride, Sym):
-            if stride <= 0:
-                return None
-            start[k] = floor_div(rest, stride)
-        else:
-            quotient = exact_div(rest, stride)
-            if quotient is None:
-                if not (statically_true(rest >= 0) and statically_true(rest < stride)):
-                    return None
-                quotient = 0
-            start[k] = quotient
-        rest = rest - start[k] * stride
-    if rest != 0:
-        return None
-    box = []
-    for b, n, m in zip(start, spec.sizes, layout.sizes, strict=True):
-        if not (statically_true(b >= 0) and statically_true(b + n <= m)):
-            return None
-        box.append((b, b + n))
-    return tuple(box)
+        return all(x.box is not None and boxes_disjoint(x.box, m.box) for x in self.members)
 
 
 class _Lowering:
@@ -229,12 +177,7 @@ class _Lowering:
         layout = self.layouts.get(dst_slot)
         if layout is None:
             return None
-        if self.hint is not None:
-            # Over symbolic sizes a batch needs boxes proven disjoint for every value.
-            try:
-                return _symbolic_box(spec, layout, self.hint)
-            except StridecError:
-                return None  # a bound that depends on the values: not a box
+        # Over symbolic sizes, a box for every value of the symbols (or None).
         return dst_box(spec, layout.sizes, layout.strides, layout.offset)
 
     def _submit(

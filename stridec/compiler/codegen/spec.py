@@ -365,10 +365,10 @@ def fill_then_box_copy(fill: CopySpec, copy: CopySpec) -> CopySpec | None:
     if box is None:
         return None
     start = [lo for lo, _ in box]
-    masks = [
+    masks = [  # a bound where the box may not span the dim (for every value of the symbols)
         MaskBound(tuple(int(j == k) for j in range(fill.rank)), start[k], start[k] + copy.sizes[k])
         for k in range(fill.rank)
-        if start[k] > 0 or start[k] + copy.sizes[k] < fill.sizes[k]
+        if not (start[k] == 0 and statically_true(copy.sizes[k] >= fill.sizes[k]))
     ]
     for m in copy.masks:
         shift = sum(c * s for c, s in zip(m.coeffs, start, strict=True))

@@ -41,27 +41,18 @@ from stridec.compiler.codegen.spec import (
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter
 from stridec.errors import StridecError
-from stridec.ir.affine import Box, boxes_disjoint
+from stridec.ir.affine import Box, box_inside, boxes_disjoint
 from stridec.ir.graph import Graph, Op
 from stridec.ir.index_maps import compose
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp, InputOp
+from stridec.ir.symbols import UndecidedError
 
 __all__ = ["MergeFills"]
 
 
-def _inside(a: Box, b: Box) -> bool:
-    return all(lo1 <= lo0 and hi0 <= hi1 for (lo0, hi0), (lo1, hi1) in zip(a, b, strict=True))
-
-
 def _is_fill(op: Op) -> bool:
     return isinstance(op, CopyOp) and op.is_explicit and not op.operands
-
-
-def _static(op: CopyOp) -> bool:
-    """No symbolic size in the copy's layouts: its boxes are numbers (a symbolic graph is
-    merged once `stridec.compile` has specialized it)."""
-    return all(lay is None or lay.is_static() for lay in (op.layout, op.src, op.dst))
 
 
 def _launches_nothing(op: Op) -> bool:
@@ -147,8 +138,6 @@ def _run_after(
     uses = fill.result.uses
     if len(uses) != 1 or not isinstance(uses[0][0], CopyOp) or uses[0][1] != 1:
         return "the fill is not read by one copy into its buffer alone"
-    if not _static(fill):
-        return "the fill's sizes are symbolic"
     layout = fill.layout
     spec = copy_spec(fill)
     space = (layout.sizes, layout.strides, layout.offset)
@@ -162,8 +151,6 @@ def _run_after(
         if _launches_nothing(op):
             continue
         if not isinstance(op, CopyOp) or len(op.operands) != 2 or op.operands[1] is not value:
-            break
-        if not _static(op):
             break
         copy = copy_spec(op)
         if copy.numel:
@@ -181,7 +168,7 @@ def _run_after(
                 if taken or fill_box is not None:
                     break
                 taken.append((op, copy, box))
-            elif _inside(box, fill_box) and all(
+            elif box_inside(box, fill_box) and all(
                 b is not None and boxes_disjoint(box, b) for _, _, b in taken
             ):
                 taken.append((op, copy, box))
@@ -193,6 +180,25 @@ def _run_after(
     if not taken:
         return "no copy of a box inside the fill's follows it"
     return spec, chain, taken, own
+
+
+def _merge(
+    fill: CopyOp, later: Iterable[Op]
+) -> tuple[list[CopyOp], list[tuple[CopyOp, CopySpec, Box | None]], list[tuple[Box, Box]]] | None:
+    """The run after `fill` (`_run_after`), the copies taken and each one's (part, box)
+    of the fill's space (`fill_parts`), or None where they do not merge."""
+    run = _run_after(fill, later)
+    if isinstance(run, str):
+        return None
+    fill_spec, chain, taken, own = run
+    specs = [spec for _, spec, _ in taken]
+    # Boxes of the fill's own space are those `fill_parts` would find again.
+    boxes = [box for _, _, box in taken]
+    known = own and all(box is not None for box in boxes)
+    parts = fill_parts(fill_spec, specs, boxes if known else None)
+    if parts is None or not fills_around_box_copies(fill_spec, specs, parts):
+        return None
+    return chain, taken, parts
 
 
 @register_pass
@@ -210,17 +216,13 @@ class MergeFills(Pass):
             if not _is_fill(fill):
                 continue
             assert isinstance(fill, CopyOp)
-            run = _run_after(fill, itertools.islice(ops, position + 1, None))
-            if isinstance(run, str):
+            try:
+                found = _merge(fill, itertools.islice(ops, position + 1, None))
+            except UndecidedError:  # a box or a cut whose place depends on the symbols
                 continue
-            fill_spec, chain, taken, own = run
-            specs = [spec for _, spec, _ in taken]
-            # Boxes of the fill's own space are those `fill_parts` would find again.
-            boxes = [box for _, _, box in taken]
-            known = own and all(box is not None for box in boxes)
-            parts = fill_parts(fill_spec, specs, boxes if known else None)
-            if parts is None or not fills_around_box_copies(fill_spec, specs, parts):
+            if found is None:
                 continue
+            chain, taken, parts = found
             frames = {
                 id(op): tuple((b0 - p0, p1 - b1) for (p0, p1), (b0, b1) in zip(part, box, strict=True))
                 for (op, _, _), (part, box) in zip(taken, parts, strict=True)
