@@ -567,6 +567,21 @@ class ValueBuilder:
         return self.mH
 
 
+    def conj(self) -> Value:
+        """torch's conj(): the tensor itself for a real dtype (stridec has no complex)."""
+        return self
+
+
+    def resolve_conj(self) -> Value:
+        """torch's resolve_conj(): the tensor itself (no conjugate bit on a real dtype)."""
+        return self
+
+
+    def resolve_neg(self) -> Value:
+        """torch's resolve_neg(): the tensor itself (no negative bit on a real dtype)."""
+        return self
+
+
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
@@ -1012,7 +1027,8 @@ SURFACE: tuple[str, ...] = (
     "flatten", "unflatten", "ravel", "squeeze", "unsqueeze", "flip", "fliplr", "flipud",
     "unfold", "movedim", "moveaxis", "narrow", "select", "diagonal", "as_strided", "split",
     "split_with_sizes", "unsafe_split", "chunk", "unsafe_chunk", "tensor_split", "hsplit",
-    "vsplit", "dsplit", "unbind", "detach", "__getitem__", "__iter__",
+    "vsplit", "dsplit", "unbind", "detach", "conj", "resolve_conj", "resolve_neg",
+    "__getitem__", "__iter__",
     # new memory
     "contiguous", "clone", "repeat", "tile", "repeat_interleave", "roll", "rot90",
     "narrow_copy",

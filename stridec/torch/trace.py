@@ -625,7 +625,8 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
                  "moveaxis", "narrow", "select", "chunk", "split", "unbind", "clone", "detach",
                  "roll", "tile", "repeat_interleave", "broadcast_to", "numel", "as_strided",
                  "diagonal", "tensor_split", "ravel", "hsplit", "vsplit", "dsplit", "adjoint",
-                 "rot90", "split_with_sizes", "unsafe_split", "unsafe_chunk", "narrow_copy")
+                 "rot90", "split_with_sizes", "unsafe_split", "unsafe_chunk", "narrow_copy",
+                 "conj", "resolve_conj", "resolve_neg")
 }
 _FUNCTIONS.update({f"torch.{name}": _builder_function(name)
                    for name in B.FUNCTIONS if not hasattr(B.ValueBuilder, name)})

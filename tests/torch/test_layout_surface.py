@@ -90,6 +90,7 @@ METHODS: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "H": (lambda x: x.H, (4, 6)),
     "mH": (lambda x: x.mH, (4, 4, 4)),
     "scalar_H": (lambda x: (x[0, 0].H, x[0, 0].mH, x[0, 0].mT, x[0, 0].adjoint()), (4, 6)),
+    "conj": (lambda x: x.t().conj().resolve_conj().resolve_neg(), (4, 6)),
     "adjoint": (lambda x: x.adjoint().contiguous(), (4, 4, 4)),
     "rot90": (lambda x: x.rot90(), (4, 6)),
     "rot90_2": (lambda x: x.rot90(2), (4, 6)),
@@ -243,6 +244,15 @@ def _in_place_twice(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
 def test_in_place_views_match_torch(name: str, backend: str) -> None:
     fn = IN_PLACE.get(name, _in_place_twice)
     _run(fn, backend, (4, 6), build=False)
+
+
+def test_conj_of_a_real_value_is_itself() -> None:
+    # test_view_ops' test_conj_self: `t.conj() is t` for every real dtype
+    g = stridec.Graph("conj")
+    v = g.input("x", (5, 5), "float32")
+    assert v.conj() is v and v.resolve_conj() is v and v.resolve_neg() is v
+    t = torch.ones(5, 5)
+    assert t.conj() is t and torch.conj(t) is t
 
 
 def test_in_place_views_of_an_argument_are_refused() -> None:
