@@ -59,16 +59,33 @@ def _convert_option(pass_name: str, key: str, f: dataclasses.Field, text: str) -
 _PIPELINE_ITEM = re.compile(r"\s*([A-Za-z0-9_-]+)\s*(?:\{([^}]*)\})?\s*(?:,|$)")
 
 
+_MLIR_ANCHOR = re.compile(r"\s*builtin\.module\s*\((.*)\)\s*\Z", re.S)
+_FORM = ("a flat list of passes, 'canonicalize{max-sweeps=4},fold-views' (or mlir-opt's "
+         "'builtin.module(canonicalize,fold-views)')")
+
+
 def parse_pipeline(text: str) -> list[Pass]:
-    """`"canonicalize,fold-views{max-iterations=4}"` → pass instances, unknown names rejected."""
+    """`"canonicalize{max-sweeps=4},fold-views"` → pass instances, unknown names rejected.
+    mlir-opt's form, the list inside `builtin.module(...)`, is read the same: a graph is
+    one module, with no nested ops to anchor passes on."""
     _load_passes()
     passes: list[Pass] = []
     pos = 0
     text = text.strip()
+    anchored = _MLIR_ANCHOR.match(text)
+    if anchored is not None:
+        text = anchored.group(1).strip()
+    if "(" in text or ")" in text:
+        raise UnsupportedError(
+            f"pass pipeline: cannot read {text!r}: a graph has no nested ops to anchor "
+            f"passes on (func.func(...)); expected {_FORM}"
+        )
     while pos < len(text):
         m = _PIPELINE_ITEM.match(text, pos)
         if m is None or m.end() == pos:
-            raise UnsupportedError(f"pass pipeline: cannot read {text[pos:]!r} in {text!r}")
+            raise UnsupportedError(
+                f"pass pipeline: cannot read {text[pos:]!r} in {text!r}; expected {_FORM}"
+            )
         name, options = m.group(1), m.group(2)
         cls = PASS_REGISTRY.get(name)
         if cls is None:

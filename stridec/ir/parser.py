@@ -226,6 +226,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.lexer = _Lexer(text)
         self.tok = self.lexer.lex(0)
+        self.prev_end: int | None = None  # the end of the last token read
         self.graph: Graph | None = None
         self.values: dict[str, tuple[Value, Token]] = {}
         self.input_names: dict[str, Token] = {}
@@ -238,20 +239,30 @@ class _Parser:
 
     def advance(self) -> Token:
         tok = self.tok
+        self.prev_end = tok.end
         self.tok = self.lexer.lex(tok.end)
         return tok
+
+    def missing_here(self) -> int:
+        """Where something missing is reported: the current token, or, when that is on a
+        later line, just after the last token read (the line that lacks it)."""
+        if self.prev_end is not None and "\n" in self.lexer.text[self.prev_end:self.tok.start]:
+            return self.prev_end
+        return self.tok.start
 
     def at_punct(self, p: str) -> bool:
         return self.tok.kind == "punct" and self.tok.text == p
 
     def expect_punct(self, p: str, context: str) -> Token:
         if not self.at_punct(p):
-            self.error(f"expected '{p}' {context}; got {self.tok.describe()}")
+            self.error(f"expected '{p}' {context}; got {self.tok.describe()}",
+                       self.missing_here())
         return self.advance()
 
     def expect_keyword(self, word: str, context: str) -> Token:
         if self.tok.kind != "ident" or self.tok.text != word:
-            self.error(f"expected '{word}' {context}; got {self.tok.describe()}")
+            self.error(f"expected '{word}' {context}; got {self.tok.describe()}",
+                       self.missing_here())
         return self.advance()
 
     # -- graph -------------------------------------------------------------------------------
@@ -336,12 +347,27 @@ class _Parser:
                     first,
                 )
         elif names:
-            self.error(f"expected ':' before the result types; got {self.tok.describe()}")
+            # Result types may be left out where the op infers them (the printer always
+            # writes them); what follows must then start the next op or close the graph.
+            follows = self.tok
+            if not (follows.kind == "value" or self.at_punct("}") or follows.kind == "eof"
+                    or (follows.kind == "ident" and follows.text in OP_REGISTRY)):
+                self.error(f"expected ':' before the result types; got {follows.describe()}")
+            if cls is _ops.InputOp:
+                self.error(
+                    "'input' needs its result type, which gives the input's sizes and dtype "
+                    '(as in %x = input {name = "x"} : tensor<2x3xf32>); got none',
+                    self.missing_here())
 
         values = {key: value for key, (value, _) in attrs.items()}
         for key, (value, _) in attrs.items():
             values[key] = self.resolve_layouts(key, value, values, types)
         op = self.build(cls, operands, values, types, op_tok)
+        if len(names) != len(op.results):
+            op.drop_uses()
+            self.graph.ops.remove(op)
+            self.error(f"'{cls.name}' has {len(op.results)} result(s); got {len(names)} "
+                       "result name(s)", names[0] if names else op_tok)
         for name, result in zip(names, op.results, strict=True):
             self.define(name, result)
 
@@ -356,7 +382,8 @@ class _Parser:
         """`cls.from_text`, the op's own checks, and the graph-level ones, as ParseErrors."""
         assert self.graph is not None
         try:
-            op = cls.from_text(operands, attrs, types)
+            # No types written: the op's inferred ones (checked against none).
+            op = cls.from_text(operands, attrs, types) if types else cls(operands, attrs)
         except StridecError as e:
             self.rethrow(e, op_tok)
         except (TypeError, ValueError, ArithmeticError, LookupError) as e:
@@ -561,7 +588,7 @@ class _Parser:
         self.advance()
         lt = self.expect_punct("<", "after 'tensor'")
         sizes, dtype, end = self.scan_shape(lt.end)
-        self.tok = self.lexer.lex(end)
+        self.tok, self.prev_end = self.lexer.lex(end), end
         if len(sizes) > MAX_RANK:
             self.error(f"tensor type has rank {len(sizes)}, above the maximum {MAX_RANK}", start)
         layout = None

@@ -198,6 +198,14 @@ def _process(text: str, args: argparse.Namespace) -> str:
     from stridec.ir.parser import parse
 
     graph = parse(text)
+    if graph.output_op is None:
+        # As `stridec.compile` refuses it: the passes would delete every op as dead.
+        close = text.rstrip().rfind("}")
+        line = text.count("\n", 0, max(close, 0)) + 1
+        column = max(close, 0) - (text.rfind("\n", 0, max(close, 0)) + 1) + 1
+        raise ParseError(
+            f"graph @{graph.name} has no 'output' op; end it with one (output %v, ...), as "
+            "stridec.compile requires", line, column)
     pm = PassManager.parse(
         args.pass_pipeline if args.pass_pipeline is not None else DEFAULT_PIPELINE,
         print_ir_after_all=args.print_ir_after_all,

@@ -338,3 +338,28 @@ def test_installed_console_script_reads_stdin() -> None:
     assert bad.returncode == 1
     assert bad.stdout == ""
     assert bad.stderr.startswith("<stdin>:3:8: error: ")
+
+
+def test_a_graph_without_output_fails_as_compile_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stridec.compile refuses a graph with no `output` op; so does stridec-opt (its
+    passes would otherwise delete every op as dead), at the graph's closing brace."""
+    text = NHWC.replace("  output %1\n", "")
+    with pytest.raises(stridec.CallError, match="no output op"):
+        stridec.compile(stridec.parse(text))
+    path = tmp_path / "open.ir"
+    path.write_text(text)
+    assert main([str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"{path}:5:1: error: graph @nhwc has no 'output' op")
+
+
+def test_mlir_opts_pipeline_form(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--pass-pipeline=builtin.module(canonicalize,fold-views)", str(nhwc_file)]) == 0
+    anchored = capsys.readouterr().out
+    assert main(["--pass-pipeline=canonicalize,fold-views", str(nhwc_file)]) == 0
+    assert capsys.readouterr().out == anchored
+    assert main(["--pass-pipeline=builtin.module(func.func(cse))", str(nhwc_file)]) == 1
+    assert "no nested ops" in capsys.readouterr().err

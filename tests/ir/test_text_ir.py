@@ -810,11 +810,11 @@ def test_duplicate_input_names() -> None:
             0,
             ["offset must be >= 0"],
         ),
-        (
+        (  # reported on the line that lacks the '>', just after its last token
             "tensor<2x4x5x3xf16>\n",
             "tensor<2x4x5x3xf16\n",
-            "output %1, %3",
-            0,
+            "tensor<2x4x5x3xf16\n",
+            len("tensor<2x4x5x3xf16"),
             ["expected '>'", "'output'"],
         ),
     ],
