@@ -239,6 +239,14 @@ def test_real_code() -> None:
     check(lambda x: rearrange(x, "b n (h d) -> b h n d", h=4), torch.randn(2, 5, 32))
     check(lambda x: repeat(x, "n d -> b n d", b=3), torch.randn(5, 8))
 
+    def mae_patchify(imgs: torch.Tensor, p: int = 4) -> torch.Tensor:  # models_mae.py
+        h = w = imgs.shape[2] // p
+        x = imgs.reshape(imgs.shape[0], 3, h, p, w, p)
+        x = torch.einsum("nchpwq->nhwpqc", x)
+        return x.reshape(imgs.shape[0], h * w, p**2 * 3)
+
+    check(mae_patchify, torch.randn(2, 3, 8, 8))
+
 
 @pytest.mark.parametrize("pattern", ["b c h w -> b h w c", "b c h w -> b (h w) c",
                                      "b c h w -> (h w) b c"])
