@@ -75,6 +75,7 @@ that is a whole buffer came from one `torch.empty_strided` instead of `torch.emp
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import statistics
 import sys
@@ -332,6 +333,80 @@ def cold_rows(rounds: int, flush_mb: int) -> list[Row]:
     return rows
 
 
+def channel_shuffle(x: torch.Tensor) -> torch.Tensor:
+    """ShuffleNet's channel shuffle, as torchvision writes it (2 groups)."""
+    b, c, h, w = x.shape
+    return x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
+
+
+def torch_op_rows(calls: int, rounds: int, inductor: bool) -> list[Row]:
+    """A cached call of the torch operator against the plain call and eager, on
+    ShuffleNet's channel shuffle of a (1, 116, 14, 14) float32 tensor (cpu backend):
+    eager torch; `fn(x)`; `op(x)`; `torch.ops.<ns>.<name>(x)`; the floors of torch's
+    own dispatch (an operator doing nothing, defined with `torch.library.Library` and
+    with `torch.library.custom_op`, with and without autograd); and inside
+    `torch.compile(fullgraph=True)`: a function calling the operator (aot_eager, and
+    Inductor where `inductor`) against Inductor compiling the torch code, and a compiled
+    view (`x.view(-1)`: what a compiled call costs with nothing in it). Each row is the
+    best and the median of `rounds` loops of `calls` calls, the rows taken in turn."""
+    from stridec.torch import register
+
+    x = torch.randn(1, 116, 14, 14)
+    fn = stridec.compile(stridec.trace(channel_shuffle, x), backend="cpu")
+    op = register(fn, "host_overhead::channel_shuffle", backend="cpu")
+    want = channel_shuffle(x)
+    out = fn(x)
+    lib = torch.library.Library("host_overhead", "FRAGMENT")
+    lib.define("nothing(Tensor x) -> Tensor")
+    lib.impl("nothing", lambda t: out, "CPU")
+
+    @torch.library.custom_op("host_overhead::nothing_custom", mutates_args=())
+    def nothing_custom(t: torch.Tensor) -> torch.Tensor:
+        return out
+
+    @torch.library.custom_op("host_overhead::nothing_autograd", mutates_args=())
+    def nothing_autograd(t: torch.Tensor) -> torch.Tensor:
+        return out
+
+    nothing_autograd.register_autograd(lambda ctx, g: g)
+    calls_of: dict[str, Callable[[], Any]] = {
+        "eager torch code": lambda: channel_shuffle(x),
+        "stridec fn(x)": lambda: fn(x),
+        "op(x)": lambda: op(x),
+        "torch.ops.host_overhead.channel_shuffle(x)": lambda: op.overload(x),
+        "floor: Library op doing nothing": lambda: torch.ops.host_overhead.nothing(x),
+        "floor: custom_op doing nothing": lambda: nothing_custom(x),
+        "floor: custom_op + autograd doing nothing": lambda: nothing_autograd(x),
+    }
+    compiled = [("aot_eager", "compiled: op(x), aot_eager", lambda t: op(t))]
+    if inductor:
+        compiled += [("inductor", "compiled: op(x), inductor", lambda t: op(t)),
+                     ("inductor", "compiled: torch code, inductor", channel_shuffle),
+                     ("inductor", "compiled: x.view(-1), inductor", lambda t: t.view(-1))]
+    for backend, name, f in compiled:
+        calls_of[name] = functools.partial(torch.compile(f, fullgraph=True, backend=backend), x)
+    for name, call in calls_of.items():
+        got = call()
+        if "floor" not in name and "view" not in name and not torch.equal(got, want):
+            raise SystemExit(f"{name}: the result differs from torch's")
+    samples: dict[str, list[float]] = {n: [] for n in calls_of}
+    names = list(calls_of)
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            for n in names[r % len(names):] + names[:r % len(names)]:
+                call = calls_of[n]
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    call()
+                samples[n].append((time.perf_counter() - t0) / calls * 1e6)
+    finally:
+        gc.enable()
+    return [("shuffle" if k == 0 else "", n, (min(v), statistics.median(v)))
+            for k, (n, v) in enumerate(samples.items())]
+
+
 def print_table(rows: list[Row], calls: int, repeats: int) -> None:
     print(f"stridec host overhead: µs per call, best and median of {repeats} loops of "
           f"{calls} calls (GC paused while timing unless marked)")
@@ -353,8 +428,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=100, help="with --cold: calls per system")
     p.add_argument("--flush-mb", type=int, default=64,
                    help="with --cold: MB read before each call (0: no flush, warm)")
+    p.add_argument("--torch-op", action="store_true",
+                   help="instead: the torch operator's cached call against fn(x) and eager, "
+                        "also inside torch.compile (channel shuffle, cpu backend)")
+    p.add_argument("--no-inductor", action="store_true",
+                   help="with --torch-op: no Inductor rows (each compiles C++ for a while)")
     args = p.parse_args(argv)
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}")
+    if args.torch_op:
+        calls = min(args.calls, 500)
+        rows = torch_op_rows(calls, args.rounds, not args.no_inductor)
+        print_table(rows, calls, args.rounds)
+        return 0
     if args.cold:
         print(f"cold: a {args.flush_mb} MB read before each call; µs per call, best and "
               f"median of {args.rounds} calls per system, the order rotated each round")

@@ -9,7 +9,9 @@ Tensor or a tuple, one per graph output. It has:
 - a **fake** implementation that needs no data: the output sizes, strides and dtypes of
   the plan for the fake inputs' strides (the pass pipeline and code generation run, the
   kernels do not), so `torch.compile` sees the exact layouts the kernels write;
-- a **CPU** kernel running the `cpu` backend (native kernels), and on a machine with CUDA a
+- a **CPU** kernel running the `cpu` backend (native kernels), defined with
+  `torch.library.Library` so that a plain call costs one Python function over the
+  compiled call (`TorchOp._define_cpu`), and on a machine with CUDA a
   `torch.library.triton_op` whose function launches the generated Triton kernels through
   `wrap_triton`, so Inductor sees them (eager CUDA calls launch them directly);
 - **autograd** through the adjoint graph (`stridec.torch.adjoint`), itself registered as
@@ -52,6 +54,12 @@ _QUALNAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)")
 _SCHEMA_WORDS = {"Tensor", "int", "float", "bool", "str", "None", "Scalar", "Any", "Device",
                  "Layout", "ScalarType", "SymInt", "Storage", "Stream", "Generator"}
 _REGISTRY: dict[str, TorchOp] = {}
+# What an Autograd kernel is called with for plain CPU tensors and nothing else (no
+# dispatch mode, tensor subclass, functorch layer or fake tensor): below autograd, the
+# CPU kernel is then what the dispatcher reaches.
+_PLAIN_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU).add(
+    torch._C.DispatchKey.AutogradCPU).raw_repr()
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
 _REGISTRY_LOCK = threading.RLock()
 
 
@@ -184,10 +192,12 @@ class TorchOp:
                 )
             self.adjoint_error = e
         self._backward_op: TorchOp | None = None
+        # `_run_compiled`'s path for a static graph on a kernel backend.
+        self._kernels = not self.symbols and compiled.backend != "reference"
         self._bound: dict[tuple, CompiledGraph] = {}
         self._layouts: dict[tuple, list[tuple[tuple, tuple]]] = {}
-        self.custom_op = self._define()
-        self.overload = self.custom_op._opoverload
+        self._lib: Any = None  # the Library the CPU form is defined in (kept alive)
+        self.overload = self._define()
         self.out_names = _out_names(self.arg_names, len(self._outputs))
         self.out_op = self._define_out()
         self.out_overload = self.out_op._opoverload
@@ -209,8 +219,13 @@ class TorchOp:
 
     # -- definition ----------------------------------------------------------------------
     def _define(self) -> Any:
+        """The operator's `OpOverload`: on a machine with CUDA a `torch.library.triton_op`
+        (or, over symbolic sizes, a `custom_op` for both devices), else the CPU form
+        (`_define_cpu`)."""
         signature, schema = _signature(self.arg_names, len(self._outputs))
         name = self.qualname.split("::")[1]
+        if not self.use_triton_op:
+            return self._define_cpu(name, schema)
 
         def cpu_impl(*tensors: torch.Tensor) -> Any:
             return self._run_compiled(tensors)
@@ -239,7 +254,51 @@ class TorchOp:
             ) from e
         op.register_fake(self._fake)
         op.register_autograd(self._backward, setup_context=self._setup_context)
-        return op
+        return op._opoverload
+
+    def _define_cpu(self, name: str, schema: str) -> Any:
+        """The operator for CPU tensors, defined with `torch.library.Library` and two
+        kernels, so that a call costs one Python function over the plain call
+        (docs/torch.md#what-a-call-costs): a CPU kernel, and an Autograd kernel that, called
+        with plain CPU tensors none of which requires grad (the dispatch keys are CPU and
+        AutogradCPU alone: no mode, subclass, functorch layer or fake tensor), runs the
+        CPU kernel's work itself instead of redispatching. A call that needs grad runs
+        through `_OpFunction` (the adjoint graph), anything else is redispatched below
+        autograd as `torch.library.custom_op`'s autograd kernel does. The fake is
+        `_fake`; the schema is tagged pt2-compliant, as `custom_op` tags its ops."""
+        namespace = self.qualname.split("::")[0]
+        lib = torch.library.Library(namespace, "FRAGMENT")
+        try:
+            lib.define(name + schema, tags=(torch.Tag.pt2_compliant_tag,))
+        except RuntimeError as e:
+            raise CallError(
+                f"as_torch_op: cannot define operator '{self.qualname}' (is the name taken "
+                f"by another library?): {e}"
+            ) from e
+        self._lib = lib
+        overload = getattr(getattr(torch.ops, namespace), name).default
+        run, redispatch, apply = self._run_compiled, overload.redispatch, _OpFunction.apply
+        plain, after, grad_enabled = _PLAIN_CPU, _AFTER_AUTOGRAD, torch.is_grad_enabled
+
+        def cpu_kernel(*tensors: torch.Tensor) -> Any:
+            return run(tensors)
+
+        def autograd_kernel(keyset: Any, *tensors: torch.Tensor) -> Any:
+            if keyset.raw_repr() == plain:
+                for t in tensors:
+                    if t.requires_grad:
+                        break
+                else:
+                    return run(tensors)  # what the redispatch would reach
+            below = keyset & after
+            if grad_enabled() and any(t.requires_grad for t in tensors):
+                return apply(self, below, *tensors)
+            return redispatch(below, *tensors)
+
+        lib.impl(name, cpu_kernel, "CPU")
+        lib.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+        torch.library.register_fake(self.qualname, self._fake, lib=lib)
+        return overload
 
     def _define_out(self) -> Any:
         """The `out=` overload `<ns>::<name>.out`: one `Tensor(a!)` argument per output
@@ -408,8 +467,27 @@ class TorchOp:
 
     def _run_compiled(self, tensors: tuple[torch.Tensor, ...]) -> Any:
         """Eager run through the CompiledGraph (the `cpu` backend on CPU), outputs
-        brought to the fake implementation's strides, never aliasing."""
+        brought to the fake implementation's strides, never aliasing. A static graph on a
+        kernel backend needs no layout lookup: its program is the fake's (one
+        specialization: the inputs' strides and offsets), its outputs have the fake's
+        strides, and none is over an input's storage (`copy-aliased-outputs`); an output
+        at an offset, or over a buffer an earlier one returns, is copied (`_fresh`)."""
         outs = self.compiled(*tensors)
+        if self._kernels:
+            if type(outs) is torch.Tensor:
+                if not outs.storage_offset():
+                    return outs
+                return torch.empty_strided(outs.shape, outs.stride(),
+                                           dtype=outs.dtype).copy_(outs)
+            outs = list(outs)
+            seen: set[int] = set()
+            for k, o in enumerate(outs):
+                ptr = o.untyped_storage().data_ptr()
+                if o.storage_offset() or ptr in seen:
+                    outs[k] = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype,
+                                                  device=o.device).copy_(o)
+                seen.add(ptr)
+            return tuple(outs)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         if self.symbols:
             # The layouts are functions of the sizes (of the strides too, for a graph
@@ -476,11 +554,16 @@ class TorchOp:
                                  exact=False) if self.symbols else {}
 
     def _backward(self, ctx: Any, *grads: torch.Tensor | None) -> Any:
+        return self._input_grads(ctx, grads, ctx.needs_input_grad)
+
+    def _input_grads(self, ctx: Any, grads: Sequence[torch.Tensor | None],
+                     needs: Sequence[bool]) -> tuple[torch.Tensor | None, ...]:
+        """The gradient of each input (`needs`: which need one) from the outputs'."""
         n = len(self._inputs)
         if self.adjoint_error is not None:
             raise UnsupportedError(f"{self.qualname} backward: {self.adjoint_error}")
         adj = self.adjoint
-        if adj is None or adj.graph is None or not any(ctx.needs_input_grad):
+        if adj is None or adj.graph is None or not any(needs):
             return (None,) * n
         args = []
         for j in adj.grad_outputs:
@@ -495,6 +578,25 @@ class TorchOp:
         terms = op.overload(*args)
         terms = terms if isinstance(terms, tuple) else (terms,)
         return adj.accumulate(terms)
+
+
+class _OpFunction(torch.autograd.Function):
+    """The CPU operator's autograd (`TorchOp._define_cpu`), as `torch.library.custom_op`'s:
+    the forward redispatches below autograd (`keyset`), the backward is the adjoint."""
+
+    @staticmethod
+    def forward(op: TorchOp, keyset: Any, *tensors: torch.Tensor) -> Any:
+        return op.overload.redispatch(keyset, *tensors)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        op = inputs[0]
+        op._setup_context(ctx, inputs[2:], output)
+        ctx.op = op
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
+        return (None, None, *ctx.op._input_grads(ctx, grads, ctx.needs_input_grad[2:]))
 
 
 def _check_symbolic_adjoint(forward: Graph, backward: Graph) -> None:

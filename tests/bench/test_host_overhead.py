@@ -42,3 +42,14 @@ def test_cold_mode_prints_every_call(capsys: pytest.CaptureFixture[str]) -> None
     for call in ("stridec fn(*xs)", "stridec fn(*xs, out=o)", "eager", "eager into o"):
         assert out.count(call) >= 2, out
     assert "slice 64x64 f32" in out and "cat of 3, f16" in out
+
+
+def test_torch_op_mode_runs_and_checks_against_torch(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--torch-op` without Inductor (aot_eager only): every call it times is checked
+    against torch first; the table has every row."""
+    assert host_overhead.main(["--torch-op", "--no-inductor", "--rounds", "2",
+                               "--calls", "2"]) == 0
+    out = capsys.readouterr().out
+    for row in ("eager torch code", "stridec fn(x)", "op(x)", "compiled: op(x), aot_eager",
+                "floor: Library op doing nothing"):
+        assert row in out

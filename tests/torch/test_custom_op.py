@@ -272,3 +272,92 @@ def test_cuda_eager_then_inductor_sees_the_kernels():
     for kernel in op.program_for(xs).kernels:
         assert kernel.name in "\n".join(code)
     assert torch.equal(op(*xs), case.torch_fn(*xs))  # eager again after the compile
+
+
+# -- the CPU operator's dispatch: a plain call runs straight, everything else as torch's --
+def _shuffle_op(name: str):
+    def channel_shuffle(x):
+        b, c, h, w = x.shape
+        return x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
+
+    x = torch.randn(2, 6, 3, 4)
+    return register(stridec.trace(channel_shuffle, x), f"{NS}::{name}",
+                    use_triton_op=False), channel_shuffle
+
+
+def test_dispatch_modes_see_the_operator():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    op, shuffle = _shuffle_op("shuffle_mode")
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(2, 6, 3, 4)
+    with Log():
+        y = op(x)
+    assert seen == [f"{NS}.shuffle_mode.default"] and torch.equal(y, shuffle(x))
+
+
+@pytest.mark.parametrize("how", ["vmap", "functionalize", "inference_mode", "no_grad",
+                                 "fake", "autocast"])
+def test_calls_through_torch_transforms(how):
+    op, shuffle = _shuffle_op(f"shuffle_{how}")
+    x = torch.randn(2, 6, 3, 4, requires_grad=how == "no_grad")
+    want = shuffle(x.detach())
+    if how == "vmap":
+        xs = torch.randn(3, 2, 6, 3, 4)
+        assert torch.equal(torch.vmap(op)(xs), torch.stack([shuffle(t) for t in xs]))
+        return
+    if how == "functionalize":
+        got = torch.func.functionalize(op)(x)
+    elif how == "inference_mode":
+        with torch.inference_mode():
+            got = op(x)
+    elif how == "no_grad":
+        with torch.no_grad():
+            got = op(x)
+        assert got.grad_fn is None and not got.requires_grad
+    elif how == "autocast":
+        with torch.autocast("cpu"):
+            got = op(x)
+    else:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode() as mode:
+            got = op(mode.from_tensor(x))
+        assert got.shape == want.shape and got.stride() == want.stride()
+        return
+    assert torch.equal(got, want) and got.stride() == want.stride()
+
+
+def test_grad_through_the_operator_as_torch():
+    op, shuffle = _shuffle_op("shuffle_grad")
+    x = torch.randn(2, 6, 3, 4, dtype=torch.float32)
+    w = torch.randn(2, 6, 3, 4)
+    want = torch.func.grad(lambda t: (shuffle(t) * w).sum())(x)
+    leaf = x.clone().requires_grad_()
+    y = op(leaf)
+    assert y.grad_fn is not None
+    (y * w).sum().backward()
+    assert torch.equal(leaf.grad, want)
+
+
+def test_outputs_at_offsets_or_sharing_a_buffer_get_memory_of_their_own():
+    g = stridec.Graph("pieces")
+    x = g.input("x", (4, 6), "float32")
+    t = x.t().contiguous()
+    a, b = t.split(3)
+    g.output(a, b, t, t[1:])
+    op = register(g, f"{NS}::pieces", use_triton_op=False)
+    x = torch.randn(4, 6)
+    outs = op(x)
+    want = (x.t()[:3], x.t()[3:], x.t(), x.t()[1:])
+    fakes = op._fake(x)
+    ptrs = {o.untyped_storage().data_ptr() for o in outs}
+    assert len(ptrs) == 4 and x.untyped_storage().data_ptr() not in ptrs
+    for o, w, f in zip(outs, want, fakes, strict=True):
+        assert torch.equal(o, w) and o.storage_offset() == 0 and o.stride() == f.stride()
