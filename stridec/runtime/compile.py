@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
@@ -35,7 +36,7 @@ from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
-from stridec.runtime.outs import OutCall, check_outs
+from stridec.runtime.outs import OutCall, check_out_tensors, check_outs
 from stridec.runtime.symbolic import (
     bind_call,
     binding_class,
@@ -46,6 +47,7 @@ from stridec.runtime.symbolic import (
     refused_views,
     views_at,
 )
+from stridec.runtime.tensors import FakeTensor, active_fake_mode, dispatch_modes, without_memory
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
@@ -387,6 +389,28 @@ def _into_outs(outs: tuple[torch.Tensor, ...], results: Any, bump: bool = True) 
     return outs[0] if len(outs) == 1 else outs
 
 
+def _no_kernel(*args: Any, **keywords: Any) -> None:
+    """The launcher of every kernel of a fake call (`CompiledGraph._fake_call`)."""
+
+
+def _as_fake(t: Any, name: str, mode: Any, convert: bool = True) -> Any:
+    """`t` as a FakeTensor of `mode`: itself, or a real tensor converted where the mode
+    takes real tensors (`convert`, `allow_non_fake_inputs`); `CallError` naming the
+    argument otherwise, as torch refuses to mix them."""
+    if isinstance(t, FakeTensor):
+        if t.fake_mode is not mode:
+            raise CallError(f"argument '{name}': expected a FakeTensor of the active "
+                            "FakeTensorMode; got one of another mode")
+        return t
+    if convert and mode.allow_non_fake_inputs:
+        return mode.from_tensor(t)
+    raise CallError(
+        f"argument '{name}': expected a FakeTensor under the active FakeTensorMode; got a "
+        f"{type(t).__name__} (convert it with mode.from_tensor(t), or make the mode with "
+        "allow_non_fake_inputs=True)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Hit:
     """A call key's cached answer: the program and its runner, the device the arguments
@@ -409,8 +433,9 @@ def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
                     sizes: bool = True) -> torch.device | None:
     """The arguments of a call to a graph of `inputs` (name, type), checked: their count
     (`where` names the callee), type, layout, dtype, sizes and one device for all; with
-    `data`, also that no tensor is a neg view and each storage holds its layout (tensors
-    without data — fake or meta — skip those). Without `sizes` the sizes are left to the
+    `data`, also that each tensor has memory a kernel can address (`without_memory`), is
+    no neg view and its storage holds its layout (tensors without data — fake or meta —
+    skip those). Without `sizes` the sizes are left to the
     caller (symbolic ones: `bind_call`). Returns the tensors' device (None without
     tensors); raises `CallError` naming the argument."""
     if len(tensors) != len(inputs):
@@ -442,6 +467,11 @@ def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
             raise CallError(
                 f"argument '{name}': expected a tensor without a pending negation; got a "
                 "neg view (pass it through .resolve_neg() first)"
+            )
+        missing = without_memory(t) if data else None
+        if missing is not None:
+            raise CallError(
+                f"argument '{name}': expected a tensor with memory of its own; got {missing}"
             )
         if device is None:
             device = t.device
@@ -647,10 +677,14 @@ class CompiledGraph:
         backend = self.backend
         if backend == "auto":
             backend = "triton" if device.type == "cuda" else _cpu_backend()
+        # Every argument is on `device` (`check_arguments`): the message names the first.
+        where = f"argument '{self._inputs[0][0]}': " if self._inputs else ""
         if backend == "triton" and device.type != "cuda":
-            raise CallError(f"backend 'triton' runs CUDA tensors; got tensors on {device}")
+            raise CallError(f"{where}backend 'triton' runs CUDA tensors; got tensors on "
+                            f"{device}")
         if backend in ("interpret", "cpu") and device.type != "cpu":
-            raise CallError(f"backend {backend!r} runs CPU tensors; got tensors on {device}")
+            raise CallError(f"{where}backend {backend!r} runs CPU tensors; got tensors on "
+                            f"{device}")
         if backend not in self._ran:
             self._ran.append(backend)
         return backend
@@ -1092,7 +1126,7 @@ class CompiledGraph:
         # holds every storage's bytes, so a hit's storages hold its layouts (`_stamp`
         # counts it).
         if out is None:
-            if named or not self._keyed:
+            if named or not self._keyed or dispatch_modes():
                 return self._call(tensors, None, named)
             called = _plain_call(tensors)
             if called is None:
@@ -1107,7 +1141,7 @@ class CompiledGraph:
                 return hit.direct(tensors, pointers, torch.get_num_threads())
             outs = launch.run_with(hit.runner, tensors, hit.device)
             return outs[0] if len(outs) == 1 else tuple(outs)
-        if named or not self._keyed:
+        if named or not self._keyed or dispatch_modes():
             return self._call(tensors, out, named)
         called = _out_call(tensors, out)
         if called is not None:
@@ -1154,6 +1188,58 @@ class CompiledGraph:
             self._differentiable = _autograd_factory(self)
         return self._differentiable(*tensors)
 
+    def _call_under_modes(self, tensors: tuple[Any, ...], out: Any,
+                          named: dict[str, Any]) -> Any:
+        """A call while torch dispatch modes are active, whose allocations may not be
+        memory at all. Under a `FakeTensorMode`: fake results with the metadata the call
+        gives (`_fake_call`). Under others (make_fx's, a user's): the call as without
+        them, allocating outside them (a kernel writes only memory it owns)."""
+        mode = active_fake_mode()
+        if mode is None:
+            with _disable_current_modes():
+                return self._call(tensors, out, named)
+        return self._fake_call(tensors, out, named, mode)
+
+    def _fake_call(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any],
+                   mode: Any) -> Any:
+        """A call under `mode`, a `FakeTensorMode`: the arguments checked as far as
+        metadata goes (each a FakeTensor of the mode, or a real tensor where the mode
+        takes them: `allow_non_fake_inputs`), no kernel run. Without `out=`, the results
+        are what the call gives -- the program's outputs over fake buffers, views of
+        inputs where the call returns views -- with no data; with `out=`, the outs,
+        their versions bumped."""
+        if named:
+            self._refuse_keywords(named)
+        check_arguments(self.graph.name, self._inputs, tensors, data=False,
+                        sizes=not self.symbols)
+        tensors = tuple(_as_fake(t, name, mode) for (name, _), t in zip(self._inputs, tensors,
+                                                                         strict=True))
+        if self.symbols:
+            return self._bound_graph(tensors)._fake_call(tensors, out, named, mode)
+        device = check_arguments(self.graph.name, self._inputs, tensors, data=False)
+        if device is None:
+            device = torch.device("cuda" if self.backend == "triton" else "cpu")
+        if out is not None:
+            outs = check_out_tensors(self.graph.name, self._output_types, out, device,
+                                     data=False)[0]
+            for i, t in enumerate(outs):
+                _as_fake(t, "out" if len(outs) == 1 else f"out[{i}]", mode, convert=False)
+            if self.bump_versions:
+                _bump_versions(outs)
+            return outs[0] if len(outs) == 1 else outs
+        target = "interpret" if self.backend == "reference" else self._target(device)
+        program = self._lookup(self._specialization(tensors), device, target)[0]
+        runner = launch.Runner.of(program, [_no_kernel] * len(program.kernels))
+        results = runner.run(tensors, device)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _refuse_keywords(self, named: dict[str, Any]) -> None:
+        raise CallError(
+            f"{self.graph.name}: expected tensors by position "
+            f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
+            f"{', '.join(map(repr, named))}"
+        )
+
     def _stamp(self, hits: dict[tuple, Any], hit: _Hit) -> bool:
         """Count a hit read from `hits` and stamp its entry's recency cell, as a hit in
         `_programs` is counted and made its most recent entry; False where `hits` is no
@@ -1173,7 +1259,10 @@ class CompiledGraph:
         reference backend, a key not seen, or arguments without one (`_plain_call`:
         `called`, its answer where there is one). A good call of a static graph on a
         kernel backend with a key enters `_hits`; a call with an input that requires
-        grad never does, and with grad mode on it is differentiable (`_autograd`)."""
+        grad never does, and with grad mode on it is differentiable (`_autograd`). Under
+        torch dispatch modes, `_call_under_modes`."""
+        if dispatch_modes() and not (torch.is_grad_enabled() and _requires_grad(tensors)):
+            return self._call_under_modes(tensors, out, named)
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:
@@ -1191,11 +1280,7 @@ class CompiledGraph:
                 self.__call__(*tensors, **named)  # raises the keyword-argument error
             return self._call_out(tensors, out, None)
         if named:
-            raise CallError(
-                f"{self.graph.name}: expected tensors by position "
-                f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
-                f"{', '.join(map(repr, named))}"
-            )
+            self._refuse_keywords(named)
         device = self._check(tensors)
         if self.backend == "reference":
             self._check_specializable(tensors)

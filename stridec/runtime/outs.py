@@ -5,7 +5,8 @@ argument (`out` for one output, `out[i]` for several):
 
 - the count (a tensor for one output, a tuple or list of one tensor per output);
 - each a plain strided tensor of the output's sizes and dtype, on the inputs' device,
-  without a pending negation, not requiring grad (as torch's `out=`);
+  without a pending negation, with memory of its own (`without_memory`), not requiring
+  grad (as torch's `out=`);
 - its own elements distinct (an expanded tensor would receive two values per address);
 - inside its storage;
 - no two outs sharing memory (`may_meet`, at byte level, so dtype views of one buffer
@@ -29,8 +30,9 @@ from stridec.errors import CallError
 from stridec.ir.dtypes import as_dtype
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
+from stridec.runtime.tensors import without_memory
 
-__all__ = ["OutCall", "check_outs"]
+__all__ = ["OutCall", "check_out_tensors", "check_outs"]
 
 
 class OutCall:
@@ -59,8 +61,11 @@ def _name(i: int, n: int) -> str:
     return "out" if n == 1 else f"out[{i}]"
 
 
-def check_outs(graph_name: str, types: Sequence[TensorType], out: Any,
-               inputs: Sequence[torch.Tensor], device: torch.device) -> OutCall:
+def check_out_tensors(graph_name: str, types: Sequence[TensorType], out: Any,
+                      device: torch.device, *, data: bool = True) -> tuple[tuple, list[Layout]]:
+    """The outs of `out` (a tensor, or a tuple or list of one per output) checked one by
+    one, and their layouts; without `data` (fake tensors) their memory and storage are
+    not looked at."""
     n = len(types)
     if isinstance(out, torch.Tensor):
         outs: tuple = (out,)
@@ -75,41 +80,54 @@ def check_outs(graph_name: str, types: Sequence[TensorType], out: Any,
         raise CallError(
             f"{graph_name}: 'out' must give one tensor per output: expected {n}; got {len(outs)}"
         )
-    layouts: list[Layout] = []
-    for i, (t, ty) in enumerate(zip(outs, types, strict=True)):
-        name = _name(i, n)
-        if not isinstance(t, torch.Tensor):
-            raise CallError(f"{name}: expected a torch.Tensor; got {type(t).__name__}")
-        if t.is_nested or t.layout != torch.strided:
-            raise CallError(f"{name}: expected a strided tensor; got layout {t.layout}")
-        if t.dtype != ty.dtype.torch:
-            raise CallError(f"{name}: expected dtype {ty.dtype}; got {t.dtype}")
-        if tuple(t.shape) != ty.sizes:
-            raise CallError(f"{name}: expected sizes {list(ty.sizes)}; got {list(t.shape)}")
-        if t.device != device:
-            raise CallError(f"{name}: expected device {device} (the inputs'); got {t.device}")
-        if t.is_neg() or t.is_conj():
-            raise CallError(f"{name}: expected a tensor without a pending negation or conjugation")
-        if t.requires_grad:
+    return outs, [_check_out(_name(i, n), t, ty, device, data)
+                  for i, (t, ty) in enumerate(zip(outs, types, strict=True))]
+
+
+def _check_out(name: str, t: Any, ty: TensorType, device: torch.device,
+               data: bool) -> Layout:
+    """One out's checks (module docstring); with `data`, also its memory and storage."""
+    if not isinstance(t, torch.Tensor):
+        raise CallError(f"{name}: expected a torch.Tensor; got {type(t).__name__}")
+    if t.is_nested or t.layout != torch.strided:
+        raise CallError(f"{name}: expected a strided tensor; got layout {t.layout}")
+    if t.dtype != ty.dtype.torch:
+        raise CallError(f"{name}: expected dtype {ty.dtype}; got {t.dtype}")
+    if tuple(t.shape) != ty.sizes:
+        raise CallError(f"{name}: expected sizes {list(ty.sizes)}; got {list(t.shape)}")
+    if t.device != device:
+        raise CallError(f"{name}: expected device {device} (the inputs'); got {t.device}")
+    if t.is_neg() or t.is_conj():
+        raise CallError(f"{name}: expected a tensor without a pending negation or conjugation")
+    missing = without_memory(t) if data else None
+    if missing is not None:
+        raise CallError(f"{name}: expected a tensor with memory of its own; got {missing}")
+    if t.requires_grad:
+        raise CallError(
+            f"{name}: expected a tensor that does not require grad (out= writes in "
+            "place, outside autograd, as torch's out= arguments)"
+        )
+    layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    if layout.may_overlap():
+        raise CallError(
+            f"{name}: expected each element at its own address; strides "
+            f"{list(layout.strides)} over sizes {list(layout.sizes)} give some "
+            "elements one address (an expanded tensor)"
+        )
+    if data and t.numel():
+        storage = t.untyped_storage().nbytes() // t.element_size()
+        if not layout.fits(storage):
             raise CallError(
-                f"{name}: expected a tensor that does not require grad (out= writes in "
-                "place, outside autograd, as torch's out= arguments)"
+                f"{name}: layout {layout} reaches element {layout.max_index()}, past "
+                f"its storage of {storage} elements"
             )
-        layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
-        if layout.may_overlap():
-            raise CallError(
-                f"{name}: expected each element at its own address; strides "
-                f"{list(layout.strides)} over sizes {list(layout.sizes)} give some "
-                "elements one address (an expanded tensor)"
-            )
-        if t.numel():
-            storage = t.untyped_storage().nbytes() // t.element_size()
-            if not layout.fits(storage):
-                raise CallError(
-                    f"{name}: layout {layout} reaches element {layout.max_index()}, past "
-                    f"its storage of {storage} elements"
-                )
-        layouts.append(layout)
+    return layout
+
+
+def check_outs(graph_name: str, types: Sequence[TensorType], out: Any,
+               inputs: Sequence[torch.Tensor], device: torch.device) -> OutCall:
+    outs, layouts = check_out_tensors(graph_name, types, out, device)
+    n = len(types)
     ptrs = [t.untyped_storage().data_ptr() for t in outs]
     for i in range(n):
         if not outs[i].numel():

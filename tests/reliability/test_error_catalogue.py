@@ -136,6 +136,7 @@ def view_graph() -> Graph:
 
 E = "tests/ir/test_errors.py::"
 C = "tests/runtime/test_call_errors.py::"
+K = "tests/reliability/test_tensor_kinds.py::"
 R = "tests/reliability/test_regressions.py::"
 
 ROWS: list[Row] = [
@@ -375,6 +376,21 @@ ROWS: list[Row] = [
     Row("call-meta-tensors", "call", 'fn(torch.zeros(2, 3, device="meta"))', CallError,
         lambda: call(torch.zeros(2, 3, device="meta")), ("cpu", "meta"),
         C + "test_kernel_backends_with_meta_tensors"),
+    Row("call-storage-resized-to-0", "call", "t.untyped_storage().resize_(0); fn(t)", CallError,
+        lambda: call(_resized()), ("argument 'x'", "storage of 0 elements")),
+    Row("call-fake-tensor", "call", "fn(fake)  # a FakeTensor, its FakeTensorMode not active",
+        CallError, lambda: call(_fake()), ("argument 'x'", "FakeTensor"),
+        K + "test_fake_tensors_outside_their_mode_are_refused"),
+    Row("call-fake-out", "call", "fn(t, out=fake)  # a FakeTensor, its mode not active",
+        CallError, lambda: call(torch.zeros(2, 3), out=_fake()), ("out", "FakeTensor"),
+        K + "test_fake_tensors_outside_their_mode_are_refused"),
+    Row("call-real-tensor-under-fake-mode", "call", "with FakeTensorMode(): fn(real_t)",
+        CallError, lambda: _under_fake_mode(torch.zeros(2, 3)),
+        ("argument 'x'", "FakeTensorMode"),
+        K + "test_real_tensors_under_a_strict_fake_mode_are_refused"),
+    Row("call-wrapper-subclass", "call", "fn(TwoTensor(a, b))  # a __torch_dispatch__ wrapper",
+        CallError, lambda: call(_two_tensor()), ("argument 'x'", "TwoTensor"),
+        K + "test_tensors_without_usable_memory_are_refused_naming_the_argument"),
     Row("call-plan-for-reference", "call", 'stridec.compile(g, backend="reference").plan_for(t)',
         UnsupportedError,
         lambda: stridec.compile(flip_graph(), backend="reference").plan_for(torch.zeros(2, 3)),
@@ -393,6 +409,32 @@ def _nested() -> torch.Tensor:
     with warnings.catch_warnings():  # "nested tensors are in prototype stage"
         warnings.simplefilter("ignore")
         return torch.nested.nested_tensor([torch.zeros(2, 3)])
+
+
+def _resized() -> torch.Tensor:
+    t = torch.zeros(2, 3)
+    t.untyped_storage().resize_(0)
+    return t
+
+
+def _fake() -> torch.Tensor:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return torch.zeros(2, 3)
+
+
+def _under_fake_mode(t: torch.Tensor) -> Any:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return call(t)
+
+
+def _two_tensor() -> torch.Tensor:
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    return TwoTensor(torch.zeros(2, 3), torch.zeros(2, 3))
 
 
 def _quantized() -> torch.Tensor:
