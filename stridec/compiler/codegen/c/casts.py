@@ -44,6 +44,8 @@ Everything else is one rule throughout torch:
   in-range values. int8 and int16 take the low bits of that int32, uint8 the low bits of
   the int64 (torch casts to uint8 through int64: `c10::static_cast_with_inter_type`);
 * to bool: `x != 0` (NaN is true, -0.0 false);
+* from bool: any byte other than 0 is 1 (a bool tensor made by viewing uint8 bytes, by
+  `frombuffer` or from numpy may hold 2 … 255; torch reads each as true);
 * between integers, C's conversions: they wrap modulo 2^bits (gcc defines the narrowing
   of signed values so); integer → float rounds to nearest even.
 
@@ -186,6 +188,8 @@ def c_convert(src: DType | str, dst: DType | str, expr: str) -> str:
         raise UnsupportedError(f"c_convert: no C conversion from {s} to {d}")
     if s == d:
         return f"({expr})"
+    if s == "bool":  # any byte but 0 is true (a bool made by a uint8 view), as torch reads it
+        expr, s = f"((uint8_t)(({expr}) != 0))", "uint8"
     if d == "bool":
         if s in ("float16", "bfloat16"):  # ±0 has only the sign bit set
             return f"((uint8_t)((({expr}) & 0x7fffu) != 0))"
