@@ -92,7 +92,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    # The public API only: not the helpers this module imports (`importlib`, `Any`, ...).
+    return sorted(__all__)
 
 
 __all__ = [

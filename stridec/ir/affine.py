@@ -62,10 +62,20 @@ class Shaped:
 
     @property
     def rank(self) -> int:
+        """The number of dims.
+
+        >>> Layout.contiguous((2, 3, 4)).rank
+        3
+        """
         return len(self.sizes)
 
     @property
     def numel(self) -> int:
+        """The number of elements: the product of the sizes.
+
+        >>> Layout.contiguous((2, 3, 4)).numel
+        24
+        """
         return math.prod(self.sizes)
 
 
@@ -114,6 +124,11 @@ class MaskBound:
 
     Padded channels of NCHW4 with C = 6 over the space (N, C/4, 4, H, W) are the points
     where ``MaskBound((0, 4, 1, 0, 0), 0, 6)`` fails: co = 1, ci = 2 gives 4·1 + 2 = 6.
+
+    >>> from stridec import MaskBound
+    >>> m = MaskBound((4, 1), 0, 3)   # 0 <= 4*co + ci < 3: NCHW4's real channels, C = 3
+    >>> m.holds((0, 2)), m.holds((0, 3))
+    (True, False)
     """
 
     coeffs: tuple[int, ...]
@@ -127,6 +142,12 @@ class MaskBound:
         object.__setattr__(self, "hi", _int_or_sym(self.hi, "hi"))
 
     def value(self, coords: Sequence[int]) -> int:
+        """The form's value at `coords`: Σ coeffs[k]·coords[k].
+
+        >>> from stridec import MaskBound
+        >>> MaskBound((4, 1), 0, 3).value((1, 2))   # 4*1 + 1*2
+        6
+        """
         if len(coords) != len(self.coeffs):
             raise LayoutError(
                 f"mask: coords {tuple(coords)} have rank {len(coords)}; the bound has "
@@ -135,11 +156,22 @@ class MaskBound:
         return sum(a * i for a, i in zip(self.coeffs, coords, strict=True))
 
     def holds(self, coords: Sequence[int]) -> bool:
+        """Whether `lo <= value(coords) < hi`.
+
+        >>> from stridec import MaskBound
+        >>> MaskBound((4, 1), 0, 3).holds((0, 2))
+        True
+        """
         return self.lo <= self.value(coords) < self.hi
 
     def span(self, box: Box, skip: int | None = None) -> tuple[int, int]:
         """Smallest and largest value of the form over a non-empty `box` (dim `skip`
-        left out): coefficient 3 over [1, 4) adds from 3 to 9."""
+        left out): coefficient 3 over [1, 4) adds from 3 to 9.
+
+        >>> from stridec import MaskBound
+        >>> MaskBound((3,), 0, 10).span(((1, 4),))
+        (3, 9)
+        """
         low = high = 0
         for k, (c, (start, stop)) in enumerate(zip(self.coeffs, box, strict=True)):
             if k != skip and c:
@@ -151,7 +183,12 @@ class MaskBound:
 
     def shifted(self, const: int) -> MaskBound:
         """The bound on the form without `const`: `lo <= const + Σ … < hi` is
-        `lo - const <= Σ … < hi - const`."""
+        `lo - const <= Σ … < hi - const`.
+
+        >>> from stridec import MaskBound
+        >>> MaskBound((1,), 2, 5).shifted(2)
+        MaskBound(coeffs=(1,), lo=0, hi=3)
+        """
         return MaskBound(self.coeffs, self.lo - const, self.hi - const)
 
     def __str__(self) -> str:

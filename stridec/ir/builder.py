@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
 from stridec.ir.affine import MAX_RANK
-from stridec.ir.dtypes import as_dtype, promote_types
+from stridec.ir.dtypes import DTYPES, as_dtype, promote_types
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import as_sizes
 
@@ -100,7 +100,15 @@ class GraphBuilder:
     ) -> Value:
         """A graph argument. `strides`, `offset` and `storage` (elements) declare the caller's
         buffer as DirectML's `DML_BUFFER_TENSOR_DESC` does (packed when absent): the graph is
-        planned for it, e.g. an `as_strided` reading the padding of a pitched buffer."""
+        planned for it, e.g. an `as_strided` reading the padding of a pitched buffer.
+
+        >>> a = g.input("a", (2, 3), "float16")
+        >>> print(a.type)
+        tensor<2x3xf16>
+        >>> b = g.input("b", (2, 3), "float16", strides=(1, 2))   # declared: column-major
+        >>> print(b.type)
+        tensor<2x3xf16, strided<[1, 2], offset: 0>>
+        """
         sizes = _symbolic(sizes, f"input '{name}': sizes")
         if strides is not None or offset:
             if layout is not None:
@@ -116,11 +124,25 @@ class GraphBuilder:
 
 
     def full(self, sizes: Sequence[int], value: float, dtype: Any = "float32") -> Value:
+        """A new tensor of `sizes` filled with `value` (torch.full), row-major.
+
+        >>> print(g.full((2, 3), -1.0).type)
+        tensor<2x3xf32>
+        """
         sizes = tuple(_symbolic(sizes, "full: sizes"))
         return emit(self, O.FullOp, (), {"sizes": sizes, "value": value, "dtype": dtype})
 
 
     def philox(self, state: Value, sizes: Sequence[int]) -> tuple[Value, Value]:
+        """Philox4x32-10 random bits as DirectML's DML_RANDOM_GENERATOR (docs/philox.md):
+        `state` is 6 words (a counter of 4, a key of 2); returns (bits, the state advanced
+        by one counter per 4 elements), both new memory.
+
+        >>> s = g.input("s", (6,), "int32")
+        >>> bits, state = g.philox(s, (2, 8))
+        >>> print(bits.type, state.type)
+        tensor<2x8xui32> tensor<6xi32>
+        """
         sizes = tuple(_symbolic(sizes, "philox: sizes"))
         return emit(self, O.PhiloxOp, (state,), {"sizes": sizes})
 
@@ -133,6 +155,14 @@ class GraphBuilder:
         low: float = 0.0,
         high: float = 1.0,
     ) -> tuple[Value, Value]:
+        """Uniform floats in [low, high) from the Philox bits of `state` (docs/philox.md),
+        in the same kernel; returns (values, the advanced state).
+
+        >>> s = g.input("s", (6,), "int32")
+        >>> u, state = g.philox_uniform(s, (2, 8), "float16")
+        >>> print(u.type)
+        tensor<2x8xf16>
+        """
         sizes = tuple(_symbolic(sizes, "philox_uniform: sizes"))
         return emit(
             self,
@@ -143,6 +173,17 @@ class GraphBuilder:
 
 
     def output(self, *values: Value) -> None:
+        """End the graph: `values` are its results, in order; no op may follow.
+
+        >>> g.output(x.transpose(0, 1).contiguous(), x)
+        >>> print(g, end="")
+        graph @g {
+          %x = input {name = "x"} : tensor<2x3x4xf32>
+          %0 = transpose %x {dim0 = 0, dim1 = 1} : tensor<3x2x4xf32, strided<[4, 12, 1], offset: 0>>
+          %1 = contiguous %0 : tensor<3x2x4xf32>
+          output %1, %x
+        }
+        """
         if self.output_op is not None:
             raise VerificationError(f"output: graph {self.name!r} already has an output op")
         if len(values) == 1 and isinstance(values[0], (list, tuple)):
@@ -177,49 +218,94 @@ def _cast(name: str, dtype: str) -> Any:
 
     cast.__name__ = name
     cast.__qualname__ = f"ValueBuilder.{name}"
-    cast.__doc__ = f"`.to({dtype})`, as torch's `Tensor.{name}()`."
+    short = DTYPES[dtype].short
+    cast.__doc__ = (f"`.to({dtype})`, as torch's `Tensor.{name}()`.\n\n"
+                    f">>> print(x.{name}().type)\ntensor<2x3x4x{short}>")
     return cast
 
 
 class ValueBuilder:
     """The `Value` methods that mirror `torch.Tensor`'s (`permute`, `__getitem__`, `to`, …):
-    each builds its op in the value's graph."""
+    each builds its op in the value's graph. Their examples start from
+
+    >>> g = stridec.Graph("g")
+    >>> x = g.input("x", (2, 3, 4), "float32")
+    >>> print(x.type)                       # row-major: strides (12, 4, 1)
+    tensor<2x3x4xf32>
+    """
 
     __slots__ = ()
 
     def permute(self, *args: int, dims: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.permute`: the dims reordered, a view (strides permuted).
+
+        >>> print(x.permute(2, 0, 1).type)
+        tensor<4x2x3xf32, strided<[1, 12, 4], offset: 0>>
+        """
         return emit(self.graph, O.PermuteOp, (self,),
                     {"dims": _sizes(args, dims, "permute", "dims")})
 
 
     def transpose(self, dim0: int, dim1: int) -> Value:
+        """As `torch.Tensor.transpose`: dims `dim0` and `dim1` swapped, a view.
+
+        >>> print(x.transpose(0, 2).type)
+        tensor<4x3x2xf32, strided<[1, 4, 12], offset: 0>>
+        """
         return emit(self.graph, O.TransposeOp, (self,), {"dim0": dim0, "dim1": dim1})
 
 
     def t(self) -> Value:
+        """As `torch.Tensor.t`: a matrix transposed (a value of rank < 2 itself), a view.
+
+        >>> print(x[0].t().type)
+        tensor<4x3xf32, strided<[1, 4], offset: 0>>
+        """
         if self.ndim > 2:
             raise LayoutError(f"t: expects a tensor of rank <= 2; got rank {self.ndim}")
         return self if self.ndim < 2 else self.transpose(0, 1)
 
 
     def expand(self, *args: int, size: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.expand`: size-1 dims (and new leading dims) broadcast to `size`
+        with stride 0, a view.
+
+        >>> print(x[:, :1].expand(2, 3, 4).type)
+        tensor<2x3x4xf32, strided<[12, 0, 1], offset: 0>>
+        """
         return emit(self.graph, O.ExpandOp, (self,),
                     {"sizes": _sizes(args, size, "expand", "size")})
 
 
     def expand_as(self, other: Value) -> Value:
+        """As `torch.Tensor.expand_as`: `expand` to `other`'s sizes.
+
+        >>> print(x[:1].expand_as(x).type)
+        tensor<2x3x4xf32, strided<[0, 4, 1], offset: 0>>
+        """
         return self.expand(other.shape)
 
 
     def slice(
         self, dim: int, start: int | None = None, stop: int | None = None, step: int = 1
     ) -> Value:
+        """`x[start:stop:step]` along `dim` (torch's slicing: negative indices wrap, bounds
+        clamp, `step` >= 1), a view.
+
+        >>> print(x.slice(2, 1, None, 2).type)
+        tensor<2x3x2xf32, strided<[12, 4, 2], offset: 1>>
+        """
         return emit(
             self.graph, O.SliceOp, (self,), {"dim": dim, "start": start, "stop": stop, "step": step}
         )
 
 
     def narrow(self, dim: int, start: int, length: int) -> Value:
+        """As `torch.Tensor.narrow`: `length` entries of `dim` from `start`, a view.
+
+        >>> print(x.narrow(1, 1, 2).type)
+        tensor<2x2x4xf32, strided<[12, 4, 1], offset: 4>>
+        """
         size = self.shape[dim] if -self.ndim <= dim < self.ndim else None
         if size is None:
             raise LayoutError(f"narrow: dim {dim} out of range for rank {self.ndim}")
@@ -233,42 +319,92 @@ class ValueBuilder:
 
 
     def select(self, dim: int, index: int) -> Value:
+        """As `torch.Tensor.select`: entry `index` of `dim`, which goes, a view.
+
+        >>> print(x.select(1, 2).type)
+        tensor<2x4xf32, strided<[12, 1], offset: 8>>
+        """
         return emit(self.graph, O.SelectOp, (self,), {"dim": dim, "index": index})
 
 
     def squeeze(self, dim: int | Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.squeeze`: size-1 dims (those of `dim`, or all) removed, a view.
+
+        >>> print(x[:, :1].squeeze(1).type)
+        tensor<2x4xf32, strided<[12, 1], offset: 0>>
+        """
         dims = None if dim is None else _int_or_ints(dim)
         return emit(self.graph, O.SqueezeOp, (self,), {"dims": dims})
 
 
     def unsqueeze(self, dim: int) -> Value:
+        """As `torch.Tensor.unsqueeze`: a size-1 dim inserted at `dim`, a view.
+
+        >>> print(x.unsqueeze(0).type)
+        tensor<1x2x3x4xf32>
+        """
         return emit(self.graph, O.UnsqueezeOp, (self,), {"dim": dim})
 
 
     def flip(self, *args: int, dims: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.flip`: `dims` reversed, in new memory as torch's (the compiler
+        reads the operand backwards: negative strides, no copy of its own).
+
+        >>> print(x.flip(2).type)
+        tensor<2x3x4xf32>
+        """
         return emit(self.graph, O.FlipOp, (self,), {"dims": _sizes(args, dims, "flip", "dims")})
 
 
     def reshape(self, *args: int, shape: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.reshape`: a view where the strides allow one (`Layout.view`),
+        else a row-major copy.
+
+        >>> print(x.reshape(6, 4).type)
+        tensor<6x4xf32>
+        >>> print(x.transpose(0, 2).reshape(-1).type)   # a copy: no view has these strides
+        tensor<24xf32>
+        """
         return emit(self.graph, O.ReshapeOp, (self,),
                     {"sizes": _sizes(args, shape, "reshape", "shape")})
 
 
     def view(self, *args: int, size: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.view`: a view of new sizes (`-1` inferred); a `LayoutError` where
+        the strides allow none.
+
+        >>> print(x.view(2, 12).type)
+        tensor<2x12xf32>
+        """
         return emit(self.graph, O.ViewShapeOp, (self,),
                     {"sizes": _sizes(args, size, "view", "size")})
 
 
     def ravel(self) -> Value:
-        """torch.ravel: `contiguous().view(-1)` -- a view only of a contiguous value."""
+        """torch.ravel: `contiguous().view(-1)` -- a view only of a contiguous value.
+
+        >>> print(x.ravel().type)
+        tensor<24xf32>
+        """
         return self.contiguous().view(-1)
 
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Value:
+        """As `torch.Tensor.flatten`: dims `start_dim` to `end_dim` merged (a view where the
+        strides allow it, as `reshape`).
+
+        >>> print(x.flatten(1).type)
+        tensor<2x12xf32>
+        """
         return emit(self.graph, O.FlattenOp, (self,), {"start_dim": start_dim, "end_dim": end_dim})
 
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Value:
+        """As `torch.Tensor.unflatten`: `dim` split into `sizes`, a view.
+
+        >>> print(x.unflatten(2, (2, 2)).type)
+        tensor<2x3x2x2xf32>
+        """
         rank = self.ndim
         if not -rank <= dim < rank:
             raise LayoutError(f"unflatten: dim {dim} out of range for rank {rank}")
@@ -278,6 +414,11 @@ class ValueBuilder:
 
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Value:
+        """As `torch.Tensor.movedim`: dims `source` moved to `destination`, a view.
+
+        >>> print(x.movedim(0, -1).type)
+        tensor<3x4x2xf32, strided<[4, 1, 12], offset: 0>>
+        """
         src, dst = _int_or_ints(source), _int_or_ints(destination)
         rank = self.ndim
         if len(src) != len(dst):
@@ -298,12 +439,24 @@ class ValueBuilder:
 
 
     def unfold(self, dimension: int, size: int, step: int) -> Value:
+        """As `torch.Tensor.unfold`: windows of `size` every `step` along `dimension`, as a
+        new last dim, a view.
+
+        >>> print(x.unfold(2, 2, 1).type)
+        tensor<2x3x3x2xf32, strided<[12, 4, 1, 1], offset: 0>>
+        """
         return emit(self.graph, O.UnfoldOp, (self,), {"dim": dimension, "size": size, "step": step})
 
 
     def as_strided(
         self, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
     ) -> Value:
+        """As `torch.Tensor.as_strided`: the operand's storage read with sizes, strides and
+        offset of your own, a view.
+
+        >>> print(x.as_strided((3, 2), (1, 3)).type)
+        tensor<3x2xf32, strided<[1, 3], offset: 0>>
+        """
         return emit(
             self.graph,
             O.AsStridedOp,
@@ -315,7 +468,13 @@ class ValueBuilder:
     def split(self, split_size: int | Sequence[int] | None = None, dim: int = 0, *,
               split_size_or_sections: int | Sequence[int] | None = None) -> tuple:
         """torch's `split` (the method's `split_size=`, the function's
-        `split_size_or_sections=`): pieces of one size, or of the sizes given (views)."""
+        `split_size_or_sections=`): pieces of one size, or of the sizes given (views).
+
+        >>> for v in x.split(3, dim=2):
+        ...     print(v.type)
+        tensor<2x3x3xf32, strided<[12, 4, 1], offset: 0>>
+        tensor<2x3x1xf32, strided<[12, 4, 1], offset: 3>>
+        """
         sizes = split_size if split_size_or_sections is None else split_size_or_sections
         if sizes is None:
             raise VerificationError("split: expected split_size (an int or a list of ints)")
@@ -333,19 +492,33 @@ class ValueBuilder:
 
 
     def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple:
-        """torch's split_with_sizes: pieces of the sizes given, which sum to the dim."""
+        """torch's split_with_sizes: pieces of the sizes given, which sum to the dim.
+
+        >>> for v in x.split_with_sizes([1, 3], dim=2):
+        ...     print(v.type)
+        tensor<2x3x1xf32, strided<[12, 4, 1], offset: 0>>
+        tensor<2x3x3xf32, strided<[12, 4, 1], offset: 1>>
+        """
         if _is_int(split_sizes):
             raise LayoutError(f"split_with_sizes: expected a list of sizes; got {split_sizes!r}")
         return self.split(list(split_sizes), dim)
 
 
     def unsafe_split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple:
-        """torch's unsafe_split: `split`, whose pieces torch does not track as views."""
+        """torch's unsafe_split: `split`, whose pieces torch does not track as views.
+
+        >>> len(x.unsafe_split(2, dim=2))
+        2
+        """
         return self.split(split_size, dim)
 
 
     def unsafe_chunk(self, chunks: int, dim: int = 0) -> tuple:
-        """torch's unsafe_chunk: `chunk`, whose pieces torch does not track as views."""
+        """torch's unsafe_chunk: `chunk`, whose pieces torch does not track as views.
+
+        >>> len(x.unsafe_chunk(2, dim=2))
+        2
+        """
         return self.chunk(chunks, dim)
 
 
@@ -367,29 +540,49 @@ class ValueBuilder:
 
 
     def hsplit(self, sections: Any = None, *, indices: Any = None) -> tuple:
-        """torch.hsplit: along dim 1 (dim 0 of a 1-d value)."""
+        """torch.hsplit: along dim 1 (dim 0 of a 1-d value).
+
+        >>> [v.shape for v in x.hsplit(3)]
+        [(2, 1, 4), (2, 1, 4), (2, 1, 4)]
+        """
         return self._split_along("hsplit", 0 if self.ndim == 1 else 1, 1, sections, indices)
 
 
     def vsplit(self, sections: Any = None, *, indices: Any = None) -> tuple:
-        """torch.vsplit: along dim 0 of a value of rank >= 2."""
+        """torch.vsplit: along dim 0 of a value of rank >= 2.
+
+        >>> [v.shape for v in x.vsplit(2)]
+        [(1, 3, 4), (1, 3, 4)]
+        """
         return self._split_along("vsplit", 0, 2, sections, indices)
 
 
     def dsplit(self, sections: Any = None, *, indices: Any = None) -> tuple:
-        """torch.dsplit: along dim 2 of a value of rank >= 3."""
+        """torch.dsplit: along dim 2 of a value of rank >= 3.
+
+        >>> [v.shape for v in x.dsplit([1])]
+        [(2, 3, 1), (2, 3, 3)]
+        """
         return self._split_along("dsplit", 2, 3, sections, indices)
 
 
     def narrow_copy(self, dim: int, start: int, length: int) -> Value:
-        """torch's narrow_copy: `narrow` in new row-major memory."""
+        """torch's narrow_copy: `narrow` in new row-major memory.
+
+        >>> print(x.narrow_copy(2, 1, 2).type)
+        tensor<2x3x2xf32>
+        """
         return _fresh(self.narrow(dim, start, length))
 
 
     def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Value:
         """torch.rot90, as torch composes it: k = 1 flips `dims[1]` and transposes, 2 flips
         both, 3 flips `dims[0]` and transposes (a view of the flip's new memory); 0 is a
-        row-major clone."""
+        row-major clone.
+
+        >>> print(x.rot90(1, (1, 2)).type)
+        tensor<2x4x3xf32, strided<[12, 1, 4], offset: 0>>
+        """
         dims = tuple(operator.index(d) for d in dims)
         rank = self.ndim
         if len(dims) != 2 or rank < 2:
@@ -411,6 +604,12 @@ class ValueBuilder:
 
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple:
+        """As `torch.Tensor.chunk`: `chunks` pieces along `dim` (the last may be shorter),
+        views.
+
+        >>> [v.shape for v in x.chunk(2, dim=1)]
+        [(2, 2, 4), (2, 1, 4)]
+        """
         if chunks <= 0:
             raise LayoutError(f"chunk: chunks must be positive; got {chunks}")
         rank = self.ndim
@@ -426,7 +625,11 @@ class ValueBuilder:
         """torch's `contiguous(memory_format=...)`: the value itself where it already is
         contiguous in that format ("contiguous_format", "channels_last",
         "channels_last_3d", or torch's `torch.channels_last`...), else a copy into new
-        memory in it."""
+        memory in it.
+
+        >>> print(x.transpose(1, 2).contiguous().type)
+        tensor<2x4x3xf32>
+        """
         if _memory_format("contiguous", memory_format, self.ndim) is None:
             raise VerificationError("contiguous: memory_format preserve_format is unsupported "
                                     "(as in torch); expected a format such as channels_last")
@@ -435,7 +638,11 @@ class ValueBuilder:
 
     def clone(self, memory_format: Any = "preserve_format") -> Value:
         """torch's `clone()`: new memory, strides as torch's `preserve_format` keeps them,
-        or laid out in the `memory_format` given."""
+        or laid out in the `memory_format` given.
+
+        >>> print(x.transpose(1, 2).clone().type)
+        tensor<2x4x3xf32, strided<[12, 1, 4], offset: 0>>
+        """
         name = _memory_format("clone", memory_format, self.ndim)
         if name is None:
             return emit(self.graph, O.CloneOp, (self,), {})
@@ -445,7 +652,11 @@ class ValueBuilder:
     def copy_to(
         self, layout: Layout | Sequence[int] | None = None, dtype: Any = None, offset: int = 0
     ) -> Value:
-        """Materialize into a new buffer with `layout` (a Layout, or strides for these sizes)."""
+        """Materialize into a new buffer with `layout` (a Layout, or strides for these sizes).
+
+        >>> print(x.copy_to((1, 8, 2)).type)
+        tensor<2x3x4xf32, strided<[1, 8, 2], offset: 0>>
+        """
         if layout is not None and not isinstance(layout, Layout):
             layout = Layout(self.shape, tuple(layout), offset)
         return emit(self.graph, O.CopyOp, (self,), {"layout": layout, "dtype": dtype})
@@ -457,7 +668,13 @@ class ValueBuilder:
         """torch's `.to(dtype, memory_format=..., copy=...)`: the value itself when it has
         that dtype, torch suggests that memory format for its strides and no copy is
         asked for; else new memory: a cast laid out as torch's `preserve_format`, or in
-        the memory format given."""
+        the memory format given.
+
+        >>> print(x.to("float16").type)
+        tensor<2x3x4xf16>
+        >>> x.to(torch.float32) is x
+        True
+        """
         same = dtype is None or as_dtype(dtype, "cast: dtype") == self.type.dtype
         name = _memory_format("to", memory_format, self.ndim)
         if not same and name is not None:
@@ -472,14 +689,35 @@ class ValueBuilder:
 
 
     def pack(self, format: str, fill: float = 0) -> Value:
+        """Pack an NCHW value into `format` (`stridec.FORMATS`: NHWC, NCHW4, NCHW32,
+        NCHW64, CHWN4, `pitched<N>`), in new memory; channels past C (to a multiple of
+        the block) hold `fill`.
+
+        >>> y = g.input("y", (2, 3, 4, 5), "int8")
+        >>> print(y.pack("NCHW4").type)        # C = 3 padded to 4
+        tensor<2x1x4x5x4xi8>
+        """
         return emit(self.graph, O.PackOp, (self,), {"format": format, "fill": fill})
 
 
     def unpack(self, format: str, channels: int) -> Value:
+        """The inverse of `pack`: a packed value of `format` back to NCHW with `channels`
+        channels (the padded ones dropped), in new memory.
+
+        >>> y = g.input("y", (2, 1, 4, 5, 4), "int8")
+        >>> print(y.unpack("NCHW4", 3).type)
+        tensor<2x3x4x5xi8>
+        """
         return emit(self.graph, O.UnpackOp, (self,), {"format": format, "channels": channels})
 
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
+        """As `torch.Tensor.diagonal`: the diagonal of dims `dim1`, `dim2` (shifted by
+        `offset`) as a new last dim, a view.
+
+        >>> print(x.diagonal(0, 1, 2).type)
+        tensor<2x3xf32, strided<[12, 5], offset: 0>>
+        """
         return emit(
             self.graph, O.DiagonalOp, (self,), {"offset": offset, "dim1": dim1, "dim2": dim2}
         )
@@ -488,7 +726,11 @@ class ValueBuilder:
     def tensor_split(self, indices_or_sections: Any = None, dim: int = 0, *,
                      sections: Any = None, indices: Any = None) -> tuple:
         """torch.tensor_split: `n` sections (the first `size % n` one longer) or the pieces
-        between the given indices (clamped to the dim, as torch slices) — views."""
+        between the given indices (clamped to the dim, as torch slices) — views.
+
+        >>> [v.shape for v in x.tensor_split(3, dim=2)]
+        [(2, 3, 2), (2, 3, 1), (2, 3, 1)]
+        """
         for keyword in (sections, indices):
             if keyword is not None:
                 indices_or_sections = keyword
@@ -512,6 +754,13 @@ class ValueBuilder:
 
 
     def unbind(self, dim: int = 0) -> tuple:
+        """As `torch.Tensor.unbind`: every entry of `dim`, which goes, as views.
+
+        >>> for v in x.unbind(0):
+        ...     print(v.type)
+        tensor<3x4xf32>
+        tensor<3x4xf32, strided<[4, 1], offset: 12>>
+        """
         rank = self.ndim
         if not -rank <= operator.index(dim) < rank:
             raise LayoutError(f"unbind: dim {dim} out of range for rank {rank}")
@@ -519,25 +768,50 @@ class ValueBuilder:
 
 
     def swapaxes(self, axis0: int, axis1: int) -> Value:
+        """As `torch.Tensor.swapaxes`: `transpose`.
+
+        >>> print(x.swapaxes(0, 1).type)
+        tensor<3x2x4xf32, strided<[4, 12, 1], offset: 0>>
+        """
         return self.transpose(axis0, axis1)
 
 
     def swapdims(self, dim0: int, dim1: int) -> Value:
+        """As `torch.Tensor.swapdims`: `transpose`.
+
+        >>> print(x.swapdims(0, 1).type)
+        tensor<3x2x4xf32, strided<[4, 12, 1], offset: 0>>
+        """
         return self.transpose(dim0, dim1)
 
 
-    moveaxis = movedim
+    def moveaxis(self, source: int | Sequence[int],
+                 destination: int | Sequence[int]) -> Value:
+        """As `torch.Tensor.moveaxis`: `movedim`.
+
+        >>> print(x.moveaxis(2, 0).type)
+        tensor<4x2x3xf32, strided<[1, 12, 4], offset: 0>>
+        """
+        return self.movedim(source, destination)
 
 
     @property
     def T(self) -> Value:
-        """`.T`: every dim reversed."""
+        """`.T`: every dim reversed.
+
+        >>> print(x.T.type)
+        tensor<4x3x2xf32, strided<[1, 4, 12], offset: 0>>
+        """
         return self.permute(tuple(reversed(range(self.ndim))))
 
 
     @property
     def mT(self) -> Value:
-        """`.mT`: the last two dims swapped (a scalar itself, as in torch)."""
+        """`.mT`: the last two dims swapped (a scalar itself, as in torch).
+
+        >>> print(x.mT.type)
+        tensor<2x4x3xf32, strided<[12, 1, 4], offset: 0>>
+        """
         if self.ndim == 0:
             return self
         if self.ndim < 2:
@@ -547,7 +821,11 @@ class ValueBuilder:
 
     @property
     def mH(self) -> Value:
-        """`.mH`: the conjugate of `.mT`, which is `.mT` for stridec's real dtypes."""
+        """`.mH`: the conjugate of `.mT`, which is `.mT` for stridec's real dtypes.
+
+        >>> print(x.mH.type)
+        tensor<2x4x3xf32, strided<[12, 1, 4], offset: 0>>
+        """
         if self.ndim == 1:
             raise LayoutError("mH: needs rank >= 2 (or a scalar); got rank 1")
         return self.mT
@@ -556,91 +834,180 @@ class ValueBuilder:
     @property
     def H(self) -> Value:
         """`.H`: the conjugate transpose of a matrix (`.t()` for real dtypes; a scalar
-        itself, as in torch)."""
+        itself, as in torch).
+
+        >>> print(x[0].H.type)
+        tensor<4x3xf32, strided<[1, 4], offset: 0>>
+        """
         if self.ndim not in (0, 2):
             raise LayoutError(f"H: needs a matrix (rank 2); got rank {self.ndim}")
         return self.mT
 
 
     def adjoint(self) -> Value:
-        """torch's adjoint(): `.mH`."""
+        """torch's adjoint(): `.mH`.
+
+        >>> print(x.adjoint().type)
+        tensor<2x4x3xf32, strided<[12, 1, 4], offset: 0>>
+        """
         return self.mH
 
 
     def conj(self) -> Value:
-        """torch's conj(): the tensor itself for a real dtype (stridec has no complex)."""
+        """torch's conj(): the tensor itself for a real dtype (stridec has no complex).
+
+        >>> x.conj() is x
+        True
+        """
         return self
 
 
     def resolve_conj(self) -> Value:
-        """torch's resolve_conj(): the tensor itself (no conjugate bit on a real dtype)."""
+        """torch's resolve_conj(): the tensor itself (no conjugate bit on a real dtype).
+
+        >>> x.resolve_conj() is x
+        True
+        """
         return self
 
 
     def resolve_neg(self) -> Value:
-        """torch's resolve_neg(): the tensor itself (no negative bit on a real dtype)."""
+        """torch's resolve_neg(): the tensor itself (no negative bit on a real dtype).
+
+        >>> x.resolve_neg() is x
+        True
+        """
         return self
 
 
     def __len__(self) -> int:
+        """As `len(tensor)`: the size of dim 0.
+
+        >>> len(x)
+        2
+        """
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
 
     def ndimension(self) -> int:
+        """As `torch.Tensor.ndimension`: the rank.
+
+        >>> x.ndimension()
+        3
+        """
         return self.ndim
 
 
     def nelement(self) -> int:
+        """As `torch.Tensor.nelement`: the number of elements.
+
+        >>> x.nelement()
+        24
+        """
         return self.numel()
 
 
     def element_size(self) -> int:
+        """As `torch.Tensor.element_size`: bytes per element.
+
+        >>> x.element_size()
+        4
+        """
         return self.type.dtype.itemsize
 
 
     def is_floating_point(self) -> bool:
+        """As `torch.Tensor.is_floating_point`: whether the dtype is a float type.
+
+        >>> x.is_floating_point()
+        True
+        """
         return self.type.dtype.is_floating
 
 
     def is_contiguous(self) -> bool:
         """Whether the layout is row-major (an input's is the declared one until a call
-        specializes it)."""
+        specializes it).
+
+        >>> x.is_contiguous(), x.transpose(0, 1).is_contiguous()
+        (True, False)
+        """
         return self.type.layout.is_contiguous()
 
 
     def broadcast_to(self, *args: int, size: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.broadcast_to`: `expand`.
+
+        >>> print(x[:, :1].broadcast_to((2, 3, 4)).type)
+        tensor<2x3x4xf32, strided<[12, 0, 1], offset: 0>>
+        """
         return self.expand(*_sizes(args, size, "broadcast_to", "size"))
 
 
     def reshape_as(self, other: Value) -> Value:
+        """As `torch.Tensor.reshape_as`: `reshape` to `other`'s sizes.
+
+        >>> print(x.reshape_as(x.view(6, 4)).type)
+        tensor<6x4xf32>
+        """
         return self.reshape(other.shape)
 
 
     def view_as(self, other: Value) -> Value:
+        """As `torch.Tensor.view_as`: `view` with `other`'s sizes.
+
+        >>> print(x.view_as(x.view(4, 6)).type)
+        tensor<4x6xf32>
+        """
         return self.view(other.shape)
 
 
     def fliplr(self) -> Value:
+        """As `torch.Tensor.fliplr`: `flip(1)`.
+
+        >>> print(x.fliplr().type)
+        tensor<2x3x4xf32>
+        """
         return self.flip(1)
 
 
     def flipud(self) -> Value:
+        """As `torch.Tensor.flipud`: `flip(0)`.
+
+        >>> print(x.flipud().type)
+        tensor<2x3x4xf32>
+        """
         return self.flip(0)
 
 
     def detach(self) -> Value:
+        """As `torch.Tensor.detach`: the same data, a view (autograd is torch's concern).
+
+        >>> print(x.detach().type)
+        tensor<2x3x4xf32>
+        """
         return self
 
 
     def type_as(self, other: Value) -> Value:
+        """As `torch.Tensor.type_as`: `.to(other.dtype)`.
+
+        >>> y = g.input("y", (1,), "float16")
+        >>> print(x.type_as(y).type)
+        tensor<2x3x4xf16>
+        """
         return self.to(other.type.dtype)
 
 
     def repeat(self, *args: int, repeats: Sequence[int] | None = None) -> Value:
         """out[a_k*s_k + b_k] = x[b_k]: x viewed as (1, s0, 1, s1, ...), expanded to
-        (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy."""
+        (r0, s0, r1, s1, ...), reshaped to (r0*s0, r1*s1, ...) — a copy.
+
+        >>> print(x[0].repeat(2, 1, 2).type)
+        tensor<2x3x8xf32>
+        """
         repeats = tuple(operator.index(r) for r in _sizes(args, repeats, "repeat", "repeats"))
         if len(repeats) < self.ndim:
             raise LayoutError(
@@ -661,11 +1028,23 @@ class ValueBuilder:
 
 
     def tile(self, *args: int, dims: Sequence[int] | None = None) -> Value:
+        """As `torch.Tensor.tile`: `repeat`, with fewer reps than dims padded with 1s in
+        front.
+
+        >>> print(x.tile(2).type)
+        tensor<2x3x8xf32>
+        """
         reps = tuple(operator.index(r) for r in _sizes(args, dims, "tile", "dims"))
         return self.repeat(*((1,) * (self.ndim - len(reps)) + reps))
 
 
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Value:
+        """As `torch.Tensor.repeat_interleave` with an int: each entry of `dim`
+        repeated `repeats` times (of the flattened value without `dim`), in new memory.
+
+        >>> print(x.repeat_interleave(2, dim=1).type)
+        tensor<2x6x4xf32>
+        """
         if not _is_int(repeats):
             from stridec.errors import UnsupportedError
 
@@ -680,7 +1059,11 @@ class ValueBuilder:
 
 
     def roll(self, shifts: Any, dims: Any = None) -> Value:
-        """Each rolled dim becomes the cat of its last `s` and first `n - s` entries."""
+        """Each rolled dim becomes the cat of its last `s` and first `n - s` entries.
+
+        >>> print(x.roll(1, 2).type)
+        tensor<2x3x4xf32>
+        """
         if dims is None:
             return self.flatten().roll(shifts, 0).view(*self.shape)
         shifts, dims = _int_or_ints(shifts), _int_or_ints(dims)
@@ -699,7 +1082,13 @@ class ValueBuilder:
 
 
     def __getitem__(self, index: Any) -> Value:
-        """torch indexing with ints, slices (steps ≥ 1), None and `...`."""
+        """torch indexing with ints, slices (steps ≥ 1), None and `...`.
+
+        >>> print(x[1, :, ::2].type)
+        tensor<3x2xf32, strided<[4, 2], offset: 12>>
+        >>> print(x[..., None].type)
+        tensor<2x3x4x1xf32>
+        """
         if not isinstance(index, tuple):
             index = (index,)
         consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -735,7 +1124,13 @@ class ValueBuilder:
 
     def __iter__(self) -> Iterator[Value]:
         """The slices along dim 0, as iterating a torch tensor gives (without this, Python
-        would iterate through `__getitem__` until it raised)."""
+        would iterate through `__getitem__` until it raised).
+
+        >>> for v in x:
+        ...     print(v.type)
+        tensor<3x4xf32>
+        tensor<3x4xf32, strided<[4, 1], offset: 12>>
+        """
         if self.ndim == 0:
             raise LayoutError("iter: cannot iterate over a rank-0 value")
         return iter([self.select(0, i) for i in range(self.shape[0])])
@@ -756,7 +1151,12 @@ class ValueBuilder:
 # -- module functions ------------------------------------------------------------------
 def cat(tensors: Sequence[Value], dim: int = 0) -> Value:
     """torch.cat: one output buffer, each input written into a slice of it. Values of
-    different dtypes are cast to the one torch promotes them to (`promote_types`)."""
+    different dtypes are cast to the one torch promotes them to (`promote_types`).
+
+    >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+    >>> print(stridec.cat([x, x[:, :1]], dim=1).type)
+    tensor<2x4x4xf32>
+    """
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of values; got none")

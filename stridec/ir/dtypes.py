@@ -24,7 +24,12 @@ _TORCH_DTYPES: dict[str, Any] = {}  # name → torch dtype, filled on first use
 
 @dataclass(frozen=True, slots=True)
 class DType:
-    """An element type. `short` is the text-IR spelling (MLIR style: f16, ui32, i1)."""
+    """An element type. `short` is the text-IR spelling (MLIR style: f16, ui32, i1).
+
+    >>> d = stridec.as_dtype("float16")
+    >>> d.name, d.short, d.itemsize
+    ('float16', 'f16', 2)
+    """
 
     name: str
     short: str
@@ -36,7 +41,11 @@ class DType:
     @property
     def torch(self) -> Any:
         """The torch dtype of this name (`torch.float16` …), for callers that hold torch
-        tensors: it is read from the torch the process has imported."""
+        tensors: it is read from the torch the process has imported.
+
+        >>> stridec.as_dtype("bf16").torch
+        torch.bfloat16
+        """
         found = _TORCH_DTYPES.get(self.name)
         if found is None:
             torch = sys.modules.get("torch")
@@ -87,6 +96,9 @@ def as_dtype(value: object, what: str = "dtype") -> DType:
     """Return the `DType` for a DType, a name ("float16", "f16") or a torch.dtype.
 
     Raises `UnsupportedError` naming `what` for anything else.
+
+    >>> stridec.as_dtype("f16"), stridec.as_dtype(torch.int8), stridec.as_dtype("uint32")
+    (stridec.float16, stridec.int8, stridec.uint32)
     """
     if isinstance(value, DType):
         return value

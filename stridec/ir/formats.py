@@ -65,6 +65,10 @@ class Packing:
 
     `logical_sizes` is the logical tensor, `physical_sizes` the packed buffer (row-major),
     `channels` the logical C (``None`` for formats without a channel dim).
+
+    >>> p = stridec.get_format("NCHW4").packing((1, 3, 2, 2))
+    >>> p.space, p.physical_numel, p.valid((0, 0, 3, 0, 0))
+    ((1, 1, 4, 2, 2), 16, False)
     """
 
     format: str
@@ -79,11 +83,20 @@ class Packing:
 
     @property
     def physical_numel(self) -> int:
-        """Elements of the packed buffer (includes padded channels or row padding)."""
+        """Elements of the packed buffer (includes padded channels or row padding).
+
+        >>> stridec.get_format("NCHW4").packing((1, 3, 2, 2)).physical_numel   # 1*1*2*2*4
+        16
+        """
         return math.prod(self.physical_sizes)
 
     def valid(self, coords: Sequence[int]) -> bool:
-        """Whether the point `coords` of `space` is a real element (every bound holds)."""
+        """Whether the point `coords` of `space` is a real element (every bound holds).
+
+        >>> p = stridec.get_format("NCHW4").packing((1, 3, 2, 2))
+        >>> p.valid((0, 0, 2, 0, 0)), p.valid((0, 0, 3, 0, 0))   # channel 3 is padding
+        (True, False)
+        """
         return all(bound.holds(coords) for bound in self.mask)
 
 
@@ -113,6 +126,10 @@ class Format:
     (N, C, H, W) = dims 0..3. NCHW4 is order (0, 1, 3, 4, 2) = [N, C/4, H, W, 4]; NHWC is
     (0, 2, 3, 1). For another rank the spatial dims H, W stand for all spatial dims, in
     order. `min_rank` is the lowest logical rank the format makes sense for.
+
+    >>> f = stridec.get_format("NCHW4")
+    >>> f.physical_sizes((2, 3, 4, 5))          # C = 3 padded to one block of 4
+    (2, 1, 4, 5, 4)
     """
 
     name: str
@@ -154,11 +171,20 @@ class Format:
 
     @property
     def is_blocked(self) -> bool:
+        """Whether the channels are split into blocks (NCHW4, CHWN4: yes; NHWC: no).
+
+        >>> stridec.get_format("NCHW4").is_blocked, stridec.get_format("NHWC").is_blocked
+        (True, False)
+        """
         return self.block_dim is not None
 
     @property
     def max_rank(self) -> int:
-        """The highest logical rank: the split space must stay within `MAX_RANK`."""
+        """The highest logical rank: the split space must stay within `MAX_RANK`.
+
+        >>> stridec.get_format("NCHW32").max_rank
+        24
+        """
         return MAX_RANK - 1 if self.is_blocked else MAX_RANK
 
     def _check(self, logical_sizes: Sequence[int]) -> tuple[int, ...]:
@@ -178,7 +204,11 @@ class Format:
 
     def split_order(self, rank: int) -> tuple[int, ...]:
         """`order` for a logical tensor of `rank`: the spatial run stands for all its
-        spatial dims. NCHW4 at rank 5 (NCDHW): (0, 1, 3, 4, 5, 2)."""
+        spatial dims. NCHW4 at rank 5 (NCDHW): (0, 1, 3, 4, 5, 2).
+
+        >>> stridec.get_format("NCHW4").split_order(4)
+        (0, 1, 3, 4, 2)
+        """
         lead = 3 if self.is_blocked else 2
         spatial = tuple(range(lead, lead + rank - 2))
         out: list[int] = []
@@ -190,7 +220,11 @@ class Format:
         return tuple(out)
 
     def split_sizes(self, logical_sizes: Sequence[int]) -> tuple[int, ...]:
-        """The split iteration space: C replaced by (ceil(C/x), x) when blocked."""
+        """The split iteration space: C replaced by (ceil(C/x), x) when blocked.
+
+        >>> stridec.get_format("NCHW4").split_sizes((2, 6, 4, 5))
+        (2, 2, 4, 4, 5)
+        """
         sizes = self._check(logical_sizes)
         if not self.is_blocked:
             return sizes
@@ -200,7 +234,11 @@ class Format:
 
     def physical_sizes(self, logical_sizes: Sequence[int], dtype: object = None) -> tuple[int, ...]:
         """Sizes of the packed buffer: NCHW4 of (N, C, H, W) is (N, ceil(C/4), H, W, 4),
-        CHWN4 is (ceil(C/4), H, W, N, 4), NHWC is (N, H, W, C). `dtype` is not needed."""
+        CHWN4 is (ceil(C/4), H, W, N, 4), NHWC is (N, H, W, C). `dtype` is not needed.
+
+        >>> stridec.get_format("CHWN4").physical_sizes((2, 5, 4, 4))
+        (2, 4, 4, 2, 4)
+        """
         if dtype is not None:
             as_dtype(dtype)
         space = self.split_sizes(logical_sizes)
@@ -209,7 +247,12 @@ class Format:
     def packing(
         self, logical_sizes: Sequence[int], dtype: object = None, fill: Fill = 0
     ) -> Packing:
-        """The strided copy that packs a contiguous logical tensor into this format."""
+        """The strided copy that packs a contiguous logical tensor into this format.
+
+        >>> p = stridec.get_format("NCHW4").packing((2, 3, 4, 5))
+        >>> p.space, p.physical_numel
+        ((2, 1, 4, 4, 5), 160)
+        """
         if dtype is not None:
             as_dtype(dtype)
         sizes = self._check(logical_sizes)
@@ -248,12 +291,21 @@ class Format:
 
     def unpacking(self, logical_sizes: Sequence[int], dtype: object = None) -> Packing:
         """The same description as `packing`, read the other way: copy `physical` to
-        `logical` over `space`, only where every bound of `mask` holds (no fill)."""
+        `logical` over `space`, only where every bound of `mask` holds (no fill).
+
+        >>> u = stridec.get_format("NCHW4").unpacking((2, 3, 4, 5))
+        >>> u.space
+        (2, 1, 4, 4, 5)
+        """
         return self.packing(logical_sizes, dtype)
 
     @staticmethod
     def pitched(align_bytes: int) -> PitchedRows:
-        """Pitched rows: each last-dim row padded to a multiple of `align_bytes`."""
+        """Pitched rows: each last-dim row padded to a multiple of `align_bytes`.
+
+        >>> stridec.Format.pitched(64).physical_sizes((2, 3), "float32")   # rows of 16 floats
+        (2, 16)
+        """
         return PitchedRows(align_bytes)
 
 
@@ -268,6 +320,10 @@ class PitchedRows:
     Packing iterates over the physical sizes (the last dim runs over the whole pitch), so
     the padding elements get the fill value; the mask ``0 <= w < W`` marks the real ones.
     The physical buffer read as the logical tensor is simply `layout`.
+
+    >>> f = stridec.get_format("pitched<64>")
+    >>> f.name, f.physical_sizes((2, 3), "float32")
+    ('pitched<64>', (2, 16))
     """
 
     align_bytes: int
@@ -282,6 +338,11 @@ class PitchedRows:
 
     @property
     def name(self) -> str:
+        """The format's name, as `get_format` takes it: `pitched<align_bytes>`.
+
+        >>> stridec.Format.pitched(64).name
+        'pitched<64>'
+        """
         return f"pitched<{self.align_bytes}>"
 
     def __str__(self) -> str:
@@ -304,25 +365,43 @@ class PitchedRows:
         return sizes, as_dtype(dtype).itemsize
 
     def pitch(self, logical_sizes: Sequence[int], dtype: object) -> int:
-        """Elements per row: the least p >= W with p*itemsize a multiple of align_bytes."""
+        """Elements per row: the least p >= W with p*itemsize a multiple of align_bytes.
+
+        >>> stridec.get_format("pitched<16>").pitch((2, 3), "float16")   # 8 halves = 16 bytes
+        8
+        """
         sizes, itemsize = self._check(logical_sizes, dtype)
         _static_dim(self.name, sizes, -1, "row length")
         quantum = self.align_bytes // math.gcd(self.align_bytes, itemsize)
         return -(-sizes[-1] // quantum) * quantum
 
     def physical_sizes(self, logical_sizes: Sequence[int], dtype: object = None) -> tuple[int, ...]:
-        """The logical sizes with the last one replaced by the pitch."""
+        """The logical sizes with the last one replaced by the pitch.
+
+        >>> stridec.get_format("pitched<16>").physical_sizes((2, 3), "float32")
+        (2, 4)
+        """
         sizes, _ = self._check(logical_sizes, dtype)
         return sizes[:-1] + (self.pitch(sizes, dtype),)
 
     def layout(self, logical_sizes: Sequence[int], dtype: object = None) -> Layout:
-        """The packed buffer seen as the logical tensor: `Layout.padded` by the pitch."""
+        """The packed buffer seen as the logical tensor: `Layout.padded` by the pitch.
+
+        >>> stridec.get_format("pitched<16>").layout((2, 3), "float32")
+        Layout(sizes=(2, 3), strides=(4, 1), offset=0)
+        """
         sizes, _ = self._check(logical_sizes, dtype)
         return Layout.padded(sizes, self.pitch(sizes, dtype))
 
     def packing(
         self, logical_sizes: Sequence[int], dtype: object = None, fill: Fill = 0
     ) -> Packing:
+        """The strided copy that writes a contiguous tensor into pitched rows (`Format.packing`);
+        the padding past each row holds `fill`.
+
+        >>> stridec.get_format("pitched<16>").packing((2, 3), "float32").physical_numel
+        8
+        """
         sizes, _ = self._check(logical_sizes, dtype)
         space = self.physical_sizes(sizes, dtype)
         mask: tuple[MaskBound, ...] = ()
@@ -341,7 +420,11 @@ class PitchedRows:
         )
 
     def unpacking(self, logical_sizes: Sequence[int], dtype: object = None) -> Packing:
-        """As `Format.unpacking`: the packing read backwards, restricted to the mask."""
+        """As `Format.unpacking`: the packing read backwards, restricted to the mask.
+
+        >>> stridec.get_format("pitched<16>").unpacking((2, 3), "float32").space
+        (2, 4)
+        """
         return self.packing(logical_sizes, dtype)
 
 
@@ -358,7 +441,13 @@ _PITCHED = re.compile(r"pitched<(\d+)>")
 
 
 def get_format(name: str) -> Format | PitchedRows:
-    """The format called `name`: a key of `FORMATS`, or ``pitched<align_bytes>``."""
+    """The format called `name`: a key of `FORMATS`, or ``pitched<align_bytes>``.
+
+    >>> stridec.get_format("NHWC").physical_sizes((2, 3, 4, 5))
+    (2, 4, 5, 3)
+    >>> stridec.get_format("pitched<32>")
+    PitchedRows(align_bytes=32)
+    """
     if isinstance(name, str):
         found = FORMATS.get(name)
         if found is not None:

@@ -77,6 +77,11 @@ class Op:
       inferred the result types (None when they were given);
     - `verified_as`: the fingerprint of the last in-depth verification the op passed
       there (None before any). Only the verifier writes it.
+
+    >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+    >>> op = x.transpose(0, 1).owner
+    >>> op.name, op.dim0, op.dim1, [str(r.type) for r in op.results]
+    ('transpose', 0, 1, ['tensor<3x2x4xf32, strided<[4, 12, 1], offset: 0>>'])
     """
 
     name: ClassVar[str] = "op"
@@ -153,7 +158,13 @@ class Op:
     @classmethod
     def normalize(cls, attrs: Mapping[str, Any], operand_types: Sequence[TensorType]) -> dict:
         """The attributes in canonical form, in declaration order: each declared one
-        converted (or defaulted), then `relate_attrs`. Accepts its own output."""
+        converted (or defaulted), then `relate_attrs`. Accepts its own output.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> from stridec.ir.ops import PermuteOp
+        >>> PermuteOp.normalize({"dims": [-1, 0, 1]}, [x.type])
+        {'dims': (-1, 0, 1)}
+        """
         out: dict[str, Any] = {}
         name = cls.name
         for a in cls.attr_defs:
@@ -174,28 +185,65 @@ class Op:
     @classmethod
     def relate_attrs(cls, attrs: dict[str, Any], operand_types: Sequence[TensorType]) -> None:
         """Check (and complete, in place) what ties the converted attributes to each other
-        and to the operand types."""
+        and to the operand types.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> from stridec.ir.ops import PadOp
+        >>> PadOp.relate_attrs({"pad": (1,), "value": 0}, [x.type])
+        Traceback (most recent call last):
+            ...
+        stridec.errors.ShapeError: pad: 'pad' must hold pairs for at most 3 dims; got [1]
+        """
 
     @classmethod
     def bound_attrs(cls, attrs: dict[str, Any], operand_types: Sequence[TensorType]) -> dict:
         """The attributes of this op rebuilt by `Graph.bind`, its symbols replaced by
         their values (`attrs`), over the bound operands: as given, unless an op must
-        read them anew at those values."""
+        read them anew at those values.
+
+        >>> g = stridec.Graph("g")
+        >>> x = g.input("x", ("N", 3), "float32")
+        >>> y = x.reshape(-1)
+        >>> print(g.bind({"N": 4}).ops[1].printed_attrs())   # what bind rebuilt
+        {'sizes': (12,)}
+        """
         return attrs
 
     def infer_types(self, operand_types: Sequence[TensorType]) -> list[TensorType]:
+        """The result types for operands of `operand_types` (each op's rule: sizes,
+        dtype and layout over the operand's storage).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> op = x.transpose(0, 1).owner
+        >>> [str(t) for t in op.infer_types([x.type])]
+        ['tensor<3x2x4xf32, strided<[4, 12, 1], offset: 0>>']
+        """
         raise NotImplementedError(self.name)
 
     def verify_(self) -> None:
-        """Per-op checks beyond attribute normalization; raise VerificationError."""
+        """Per-op checks beyond attribute normalization; raise VerificationError.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> x.transpose(0, 1).owner.verify_()
+        """
 
     def aliases_operand(self) -> bool:
-        """Whether the results address the storage of operand 0 (a view)."""
+        """Whether the results address the storage of operand 0 (a view).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> x.transpose(0, 1).owner.aliases_operand(), x.clone().owner.aliases_operand()
+        (True, False)
+        """
         return self.is_view
 
     def printed_attrs(self) -> dict[str, Any]:
         """Attributes as the text form shows them, in declaration order, None left out
-        (and those the result type gives)."""
+        (and those the result type gives).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> x[:, 1:].owner.printed_attrs()
+        {'dim': 1, 'start': 1, 'step': 1}
+        """
         attrs = self.attrs
         return {k: attrs[k] for k in self.text_attr_names if attrs[k] is not None}
 
@@ -206,7 +254,14 @@ class Op:
         attrs: Mapping[str, Any],
         result_types: Sequence[TensorType],
     ) -> Op:
-        """Build from parsed text; the printed result types must equal the inferred ones."""
+        """Build from parsed text; the printed result types must equal the inferred ones.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> from stridec.ir.ops import PermuteOp
+        >>> op = PermuteOp.from_text([x], {"dims": [2, 0, 1]}, [x.permute(2, 0, 1).type])
+        >>> op.name
+        'permute'
+        """
         op = cls(operands, attrs)
         got = [v.type for v in op.results]
         if list(result_types) != got:
@@ -219,17 +274,40 @@ class Op:
     # -- structure -------------------------------------------------------------------------
     @property
     def result(self) -> Value:
+        """The op's one result; a `VerificationError` for an op of several.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> print(x.transpose(0, 1).owner.result.type)
+        tensor<3x2x4xf32, strided<[4, 12, 1], offset: 0>>
+        """
         if len(self.results) != 1:
             raise VerificationError(f"{self.name}: has {len(self.results)} results, not one")
         return self.results[0]
 
     def set_operand(self, i: int, new: Value) -> None:
+        """Make operand `i` read `new` (its uses updated).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> y = x.transpose(0, 1)
+        >>> z = g.input("z", (2, 3, 4), "float32")
+        >>> y.owner.set_operand(0, z)
+        >>> y.owner.operands[0] is z, x.users
+        (True, [])
+        """
         old = self.operands[i]
         old.uses.remove((self, i))
         self.operands[i] = new
         new.uses.append((self, i))
 
     def drop_uses(self) -> None:
+        """Remove this op from its operands' `uses` (before it is discarded).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> op = x.transpose(0, 1).owner
+        >>> op.drop_uses()
+        >>> x.users
+        []
+        """
         for i, v in enumerate(self.operands):
             try:
                 v.uses.remove((self, i))
@@ -237,6 +315,12 @@ class Op:
                 pass
 
     def with_attrs(self, **changes: Any) -> dict[str, Any]:
+        """This op's attributes with `changes` applied (a new dict; the op is unchanged).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> x.transpose(0, 1).owner.with_attrs(dim1=2)
+        {'dim0': 0, 'dim1': 2}
+        """
         merged = dict(self.attrs)
         merged.update(changes)
         return merged
@@ -266,6 +350,13 @@ class Value(ValueBuilder):
 
     The builder methods that mirror `torch.Tensor` (`permute`, `__getitem__`, `to`, …)
     come from `stridec.ir.builder.ValueBuilder`.
+
+    >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+    >>> y = x.transpose(1, 2)
+    >>> y
+    <Value transpose#0 : tensor<2x4x3xf32, strided<[12, 1, 4], offset: 0>>>
+    >>> y.owner.name, y.index, y.root() is x
+    ('transpose', 0, True)
     """
 
     __slots__ = ("type", "owner", "index", "uses", "__weakref__")
@@ -278,40 +369,85 @@ class Value(ValueBuilder):
 
     @property
     def graph(self) -> Graph | None:
+        """The graph the value belongs to.
+
+        >>> x.graph is g
+        True
+        """
         return self.owner.graph
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The sizes, as `torch.Tensor.shape` (a tuple).
+
+        >>> x.shape
+        (2, 3, 4)
+        """
         return self.type.sizes
 
     @property
     def dtype(self) -> Any:
+        """The element type (a `stridec.DType`).
+
+        >>> x.dtype
+        stridec.float32
+        """
         return self.type.dtype
 
     @property
     def ndim(self) -> int:
+        """The rank, as `torch.Tensor.ndim`.
+
+        >>> x.ndim
+        3
+        """
         return self.type.rank
 
     def dim(self) -> int:
+        """The rank, as `torch.Tensor.dim()`.
+
+        >>> x.dim()
+        3
+        """
         return self.type.rank
 
     def size(self, dim: int | None = None) -> Any:
+        """As `torch.Tensor.size`: the sizes, or the size of `dim`.
+
+        >>> x.size(), x.size(-1)
+        ((2, 3, 4), 4)
+        """
         if dim is None:
             return self.type.sizes
         return self.type.sizes[dim]
 
     def numel(self) -> int:
+        """The number of elements, as `torch.Tensor.numel()`.
+
+        >>> x.numel()
+        24
+        """
         return self.type.numel
 
     @property
     def users(self) -> list[Op]:
+        """The ops that read this value, in graph order.
+
+        >>> y = x.transpose(0, 1)
+        >>> [op.name for op in x.users]
+        ['transpose']
+        """
         seen: dict[int, Op] = {}
         for op, _ in self.uses:
             seen.setdefault(id(op), op)
         return list(seen.values())
 
     def root(self) -> Value:
-        """The value whose storage this one addresses: walk back through view ops."""
+        """The value whose storage this one addresses: walk back through view ops.
+
+        >>> x.transpose(0, 1)[1].root() is x
+        True
+        """
         v = self
         while v.owner.aliases_operand():
             v = v.owner.operands[0]
@@ -321,7 +457,14 @@ class Value(ValueBuilder):
         """Every use of this value reads `new` instead (appended to `new.uses` in order).
 
         One move of the whole use list: `set_operand` per use would search this list
-        each time, n²/2 comparisons for a value read n times."""
+        each time, n²/2 comparisons for a value read n times.
+
+        >>> y = x.transpose(0, 1)
+        >>> z = g.input("z", (2, 3, 4), "float32")
+        >>> x.replace_all_uses_with(z)
+        >>> y.owner.operands[0] is z
+        True
+        """
         if new is self:
             return
         uses = self.uses[:]
@@ -335,7 +478,19 @@ class Value(ValueBuilder):
 
 
 class Graph(GraphBuilder):
-    """An ordered list of ops with one `output` op at the end once the graph is complete."""
+    """An ordered list of ops with one `output` op at the end once the graph is complete.
+
+    >>> g = stridec.Graph("nhwc")
+    >>> x = g.input("x", (2, 3, 4, 5), "float16")
+    >>> g.output(x.permute(0, 2, 3, 1).contiguous())
+    >>> print(g, end="")
+    graph @nhwc {
+      %x = input {name = "x"} : tensor<2x3x4x5xf16>
+      %0 = permute %x {dims = [0, 2, 3, 1]} : tensor<2x4x5x3xf16, strided<[60, 5, 1, 20], of...
+      %1 = contiguous %0 : tensor<2x4x5x3xf16>
+      output %1
+    }
+    """
 
     def __init__(self, name: str = "main") -> None:
         self.name = name
@@ -343,6 +498,15 @@ class Graph(GraphBuilder):
 
     # -- building ----------------------------------------------------------------------
     def append(self, op: Op) -> Op:
+        """Add `op` at the end (before the graph has an `output` op) and return it; the
+        builder methods call this.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> from stridec.ir.ops import PermuteOp
+        >>> op = g.append(PermuteOp([x], {"dims": [2, 0, 1]}))
+        >>> print(op.result.type)
+        tensor<4x2x3xf32, strided<[1, 12, 4], offset: 0>>
+        """
         if self.output_op is not None:
             raise VerificationError(
                 f"{op.name}: graph {self.name!r} is complete (it has an output op); "
@@ -360,12 +524,27 @@ class Graph(GraphBuilder):
         return op
 
     def insert(self, index: int, op: Op) -> Op:
+        """Put `op` at position `index` (passes inserting ops); return it.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> from stridec.ir.ops import PermuteOp
+        >>> op = g.insert(1, PermuteOp([x], {"dims": [2, 0, 1]}))
+        >>> [o.name for o in g]
+        ['input', 'permute']
+        """
         op.graph = self
         self.ops.insert(index, op)
         return op
 
     def erase(self, op: Op) -> None:
-        """Remove an op whose results are unused."""
+        """Remove an op whose results are unused.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> y = x.transpose(0, 1)
+        >>> g.erase(y.owner)
+        >>> [op.name for op in g]
+        ['input']
+        """
         for r in op.results:
             if r.uses:
                 raise VerificationError(f"{op.name}: cannot erase, result {r.index} still used")
@@ -374,35 +553,80 @@ class Graph(GraphBuilder):
         op.graph = None
 
     def set_ops(self, ops: Iterable[Op]) -> None:
-        """Replace the op order wholesale (passes that rebuild the list in one sweep)."""
+        """Replace the op order wholesale (passes that rebuild the list in one sweep).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> y = x.transpose(0, 1)
+        >>> g.set_ops(list(g))
+        >>> len(g)
+        2
+        """
         self.ops = list(ops)
         for op in self.ops:
             op.graph = self
 
     def __iter__(self) -> Iterator[Op]:
+        """The ops, in order.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> y = x.transpose(0, 1)
+        >>> [op.name for op in g]
+        ['input', 'transpose']
+        """
         return iter(self.ops)
 
     def __len__(self) -> int:
+        """The number of ops.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> y = x.transpose(0, 1)
+        >>> len(g)
+        2
+        """
         return len(self.ops)
 
     # -- queries -----------------------------------------------------------------------
     @property
     def inputs(self) -> list[Value]:
+        """The graph's arguments, in order (the results of its `input` ops).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> [v.owner.arg_name for v in g.inputs]
+        ['x']
+        """
         return [op.result for op in self.ops if isinstance(op, _ops.InputOp)]
 
     @property
     def output_op(self) -> Op | None:
+        """The `output` op, or None while the graph is being built.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> g.output_op is None
+        True
+        """
         if self.ops and isinstance(self.ops[-1], _ops.OutputOp):
             return self.ops[-1]
         return None
 
     @property
     def outputs(self) -> list[Value]:
+        """The graph's results, in order (the operands of its `output` op; empty before it).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> g.output(x, x.transpose(0, 2))
+        >>> [v.shape for v in g.outputs]
+        [(2, 3, 4), (4, 3, 2)]
+        """
         out = self.output_op
         return list(out.operands) if out is not None else []
 
     def verify(self) -> None:
-        """Structural checks, then each op's `verify_` hook. Raises VerificationError."""
+        """Structural checks, then each op's `verify_` hook. Raises VerificationError.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> g.output(x.transpose(0, 1).contiguous())
+        >>> g.verify()
+        """
         from stridec.ir.verifier import verify_graph
 
         verify_graph(self)
@@ -425,7 +649,14 @@ class Graph(GraphBuilder):
         """A copy whose inputs named in `layouts` have those layouts (the caller's strides
         and offset); every op is rebuilt by type inference, so each view's layout over its
         root follows. Raises the op's `StridecError` where a layout does not suit it (a
-        `view` that is not viewable from the caller's strides)."""
+        `view` that is not viewable from the caller's strides).
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> g.output(x.transpose(0, 1).contiguous())
+        >>> s = g.specialize({"x": stridec.Layout.contiguous((4, 3, 2)).permute((2, 1, 0))})
+        >>> print(s.inputs[0].type)
+        tensor<2x3x4xf32, strided<[1, 2, 6], offset: 0>>
+        """
         new = Graph(self.name)
         mapping: dict[int, Value] = {}
         for op in self.ops:
@@ -443,7 +674,13 @@ class Graph(GraphBuilder):
 
     def symbols(self) -> tuple[str, ...]:
         """The names of the symbolic sizes of the inputs, in order of first appearance
-        (input by input, dim by dim): the values a call binds (docs/symbolic.md)."""
+        (input by input, dim by dim): the values a call binds (docs/symbolic.md).
+
+        >>> g = stridec.Graph("g")
+        >>> x = g.input("x", ("N", 3, "H"), "float32")
+        >>> g.symbols()
+        ('N', 'H')
+        """
         seen: dict[str, None] = {}
         for v in self.inputs:
             for n in v.type.sizes:
@@ -454,7 +691,14 @@ class Graph(GraphBuilder):
     def bind(self, bindings: Mapping[str, int]) -> Graph:
         """A copy with the symbols of `bindings` replaced by their values, every op
         rebuilt by type inference: the static graph of those sizes. A symbol left out
-        stays symbolic. Raises the op's `StridecError` where a value does not suit it."""
+        stays symbolic. Raises the op's `StridecError` where a value does not suit it.
+
+        >>> g = stridec.Graph("any_batch")
+        >>> x = g.input("x", ("N", 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> print(g.bind({"N": 8}).inputs[0].type)
+        tensor<8x3xf32>
+        """
         new = Graph(self.name)
         mapping: dict[int, Value] = {}
         for op in self.ops:
@@ -468,7 +712,14 @@ class Graph(GraphBuilder):
         return new
 
     def clone(self) -> Graph:
-        """A deep copy: same ops, attributes and types, fresh values."""
+        """A deep copy: same ops, attributes and types, fresh values.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+        >>> g.output(x.transpose(0, 1).contiguous())
+        >>> h = g.clone()
+        >>> str(h) == str(g), h.ops[0] is g.ops[0]
+        (True, False)
+        """
         new = Graph(self.name)
         mapping: dict[int, Value] = {}
         for op in self.ops:

@@ -214,6 +214,15 @@ class Layout(Shaped):
     Immutable and hashable: equal layouts hash equal and serve as cache keys. Any int
     sequence is accepted and stored as a tuple of Python ints. ``str(layout)`` is the MLIR
     memref spelling used by the text IR: ``strided<[60, 5, 1, 20], offset: 0>``.
+
+    >>> from stridec import Layout
+    >>> t = Layout.contiguous((2, 3, 4))
+    >>> t
+    Layout(sizes=(2, 3, 4), strides=(12, 4, 1), offset=0)
+    >>> t.index_of((1, 2, 3))                # 1*12 + 2*4 + 3*1
+    23
+    >>> print(t.permute((2, 0, 1)))         # as the text IR writes it
+    strided<[1, 12, 4], offset: 0>
     """
 
     sizes: tuple[int, ...]
@@ -267,23 +276,45 @@ class Layout(Shaped):
 
     @property
     def free_symbols(self) -> frozenset[str]:
-        """The names of the symbols in the sizes, strides and offset."""
+        """The names of the symbols in the sizes, strides and offset.
+
+        >>> from stridec.ir.symbols import symbol
+        >>> Layout.contiguous((symbol("N"), 3)).free_symbols
+        frozenset({'N'})
+        """
         if self._extent is not None:
             return frozenset()
         return free_symbols((self.sizes, self.strides, self.offset))
 
     def is_static(self) -> bool:
-        """No symbolic size, stride or offset."""
+        """No symbolic size, stride or offset.
+
+        >>> from stridec.ir.symbols import symbol
+        >>> Layout.contiguous((2, 3)).is_static(), Layout.contiguous((symbol("N"), 3)).is_static()
+        (True, False)
+        """
         return self._extent is not None
 
     def evaluate(self, bindings: Mapping[str, int]) -> Layout:
-        """The layout at the given symbol values (a static layout is itself)."""
+        """The layout at the given symbol values (a static layout is itself).
+
+        >>> from stridec.ir.symbols import symbol
+        >>> n = symbol("N")
+        >>> Layout.contiguous((n, 3)).evaluate({"N": 5})
+        Layout(sizes=(5, 3), strides=(3, 1), offset=0)
+        """
         return self.replace_symbols(lambda sizes: evaluate(sizes, bindings))
 
     def replace_symbols(self, replace: Callable[[Any], Any]) -> Layout:
         """The layout whose sizes, strides and offset are `replace` of this one's (a tuple
         of sizes, or a size, each), where `replace` changes only symbols: a static layout
-        is itself."""
+        is itself.
+
+        >>> from stridec.ir.symbols import evaluate, symbol
+        >>> t = Layout.contiguous((symbol("N"), 3))
+        >>> t.replace_symbols(lambda v: evaluate(v, {"N": 4}))
+        Layout(sizes=(4, 3), strides=(3, 1), offset=0)
+        """
         if self.is_static():
             return self
         return Layout(replace(self.sizes), replace(self.strides), replace(self.offset))
@@ -291,11 +322,19 @@ class Layout(Shaped):
     # -- derived quantities -------------------------------------------------------------
 
     def max_index(self) -> int | None:
-        """The highest storage index addressed; ``None`` for an empty layout."""
+        """The highest storage index addressed; ``None`` for an empty layout.
+
+        >>> Layout.padded((2, 3), 5).max_index()   # row 1 starts at 5: 5 + 2
+        7
+        """
         return self._index_bound(high=True)
 
     def min_index(self) -> int | None:
-        """The lowest storage index addressed; ``None`` for an empty layout."""
+        """The lowest storage index addressed; ``None`` for an empty layout.
+
+        >>> Layout.contiguous((2, 3)).slice(1, 1).min_index()
+        1
+        """
         return self._index_bound(high=False)
 
     def _index_bound(self, high: bool) -> int | None:
@@ -315,6 +354,9 @@ class Layout(Shaped):
 
         The offset counts: ``strided<[5, 1], offset: 0>`` over sizes (3, 3), DirectML's
         padding example, needs (3-1)*5 + (3-1)*1 + 1 = 13 elements.
+
+        >>> Layout.padded((2, 3), 5).min_storage_size()   # 5 + 2 + 1
+        8
         """
         high = self.max_index()
         return 0 if high is None else high + 1
@@ -326,6 +368,9 @@ class Layout(Shaped):
         + 1) * itemsize, rounded up to a multiple of 4 bytes by default. Unlike DirectML the
         offset counts, as it is part of the layout. `dtype` is a DType, a name or a
         torch.dtype.
+
+        >>> Layout.contiguous((3, 3)).buffer_bytes("float16")   # 18 bytes, rounded up to 4
+        20
         """
         itemsize = as_dtype(dtype).itemsize
         align = _as_int(align, "buffer_bytes align")
@@ -335,12 +380,22 @@ class Layout(Shaped):
         return -(-nbytes // align) * align
 
     def fits(self, storage_elements: int) -> bool:
-        """Whether every addressed index lies in ``[0, storage_elements)``."""
+        """Whether every addressed index lies in ``[0, storage_elements)``.
+
+        >>> Layout.contiguous((2, 3)).fits(6), Layout.contiguous((2, 3)).fits(5)
+        (True, False)
+        """
         high = self.max_index()
         return high is None or high < storage_elements
 
     def check_fits(self, storage_elements: int, what: str = "layout") -> None:
-        """Raise `LayoutError` naming `what` unless the layout `fits` the storage."""
+        """Raise `LayoutError` naming `what` unless the layout `fits` the storage.
+
+        >>> Layout.contiguous((2, 3)).check_fits(5, "x")
+        Traceback (most recent call last):
+            ...
+        stridec.errors.LayoutError: x: sizes (2, 3), strides (3, 1), offset 0 address indice...
+        """
         if not self.fits(storage_elements):
             raise LayoutError(
                 f"{what}: sizes {self.sizes}, strides {self.strides}, offset {self.offset} "
@@ -359,7 +414,11 @@ class Layout(Shaped):
         return out
 
     def index_of(self, coords: Sequence[int]) -> int:
-        """Storage index of the element at `coords`: offset + dot(coords, strides)."""
+        """Storage index of the element at `coords`: offset + dot(coords, strides).
+
+        >>> Layout.contiguous((2, 3, 4)).index_of((1, 2, 3))   # 1*12 + 2*4 + 3*1
+        23
+        """
         coords = self._one_per_dim(coords, "index_of: coords")
         for k, (i, n) in enumerate(zip(coords, self.sizes, strict=True)):
             if not 0 <= i < n:
@@ -376,6 +435,15 @@ class Layout(Shaped):
         (``t[:, :, :, 2]`` of the PyTorch article: ``(0, 1, 2) -> 2 + {0,1,2}·{24,12,4} =
         22``). Rows go in row-major order; past `max_rows` (None: no limit) the table shows
         the first ones, a ``...`` line and the last.
+
+        >>> print(Layout.contiguous((2, 3)).transpose(0, 1).table())
+        sizes (3, 2), strides (1, 3), offset 0
+        (0, 0) -> {0,0}·{1,3} = 0
+        (0, 1) -> {0,1}·{1,3} = 3
+        (1, 0) -> {1,0}·{1,3} = 1
+        (1, 1) -> {1,1}·{1,3} = 4
+        (2, 0) -> {2,0}·{1,3} = 2
+        (2, 1) -> {2,1}·{1,3} = 5
         """
         head = f"sizes {self.sizes}, strides {self.strides}, offset {self.offset}"
         numel = self.numel
@@ -408,7 +476,11 @@ class Layout(Shaped):
         return display.svg(self)
 
     def dim_index(self, dim: int) -> int:
-        """`dim` wrapped into ``[0, rank)`` (negative dims count from the end)."""
+        """`dim` wrapped into ``[0, rank)`` (negative dims count from the end).
+
+        >>> Layout.contiguous((2, 3, 4)).dim_index(-1)
+        2
+        """
         return _wrap_dim(dim, self.rank, "dim", self.sizes, scalar_ok=False)
 
     # -- predicates (named as in DirectML's text) ---------------------------------------
@@ -425,7 +497,12 @@ class Layout(Shaped):
 
     def is_contiguous(self) -> bool:
         """Row-major packed, as torch's ``is_contiguous``: size-1 strides and the offset
-        do not matter, and an empty layout is contiguous."""
+        do not matter, and an empty layout is contiguous.
+
+        >>> t = Layout.contiguous((2, 3))
+        >>> t.is_contiguous(), t.transpose(0, 1).is_contiguous()
+        (True, False)
+        """
         if self.numel == 0:
             return True
         expected = 1
@@ -441,6 +518,10 @@ class Layout(Shaped):
 
         Every element has its own address and the addresses leave no gap: sorted by stride,
         each stride is the product of the sizes inside it. A flipped dim is still packed.
+
+        >>> nhwc = Layout.for_order((2, 3, 4, 5), (0, 2, 3, 1))
+        >>> nhwc.is_packed(), nhwc.is_contiguous()
+        (True, False)
         """
         if self.numel == 0:
             return True
@@ -452,7 +533,11 @@ class Layout(Shaped):
         return True
 
     def is_broadcast(self) -> bool:
-        """Some dim of size > 1 has stride 0, so elements repeat (an empty layout never)."""
+        """Some dim of size > 1 has stride 0, so elements repeat (an empty layout never).
+
+        >>> Layout.contiguous((1, 3)).expand((4, 3)).is_broadcast()
+        True
+        """
         if self._extent is not None:  # static: plain comparisons
             return self._extent[0] is not None and any(
                 s == 0 and n > 1 for n, s in zip(self.sizes, self.strides, strict=True)
@@ -467,6 +552,11 @@ class Layout(Shaped):
         The proof: sorted by |stride|, every stride exceeds the span of the dims inside it.
         ``(3, 2)`` with strides ``(2, 3)`` addresses 0, 3, 2, 5, 4, 7 -- all distinct -- yet
         3 does not exceed the span (3-1)*2 = 4, so it answers ``True``.
+
+        >>> Layout.contiguous((1, 3)).expand((2, 3)).may_overlap()
+        True
+        >>> Layout.contiguous((2, 3)).may_overlap()
+        False
         """
         numel = self.numel
         if type(numel) is int and numel <= 1:
@@ -483,6 +573,9 @@ class Layout(Shaped):
 
         The span is max_index - min_index + 1: an offset alone is not padding. Uses
         `may_overlap`, so a layout it cannot prove overlap-free is not called padded.
+
+        >>> Layout.padded((2, 3), 5).is_padded()
+        True
         """
         low, high = self.min_index(), self.max_index()
         if low is None or high is None or self.may_overlap():
@@ -491,13 +584,23 @@ class Layout(Shaped):
 
     def same_addresses(self, other: Layout) -> bool:
         """The same coordinate -> index map: equal sizes and, unless the layouts are empty,
-        equal offsets and equal strides on every dim of size > 1."""
+        equal offsets and equal strides on every dim of size > 1.
+
+        >>> a = Layout((1, 3), (3, 1), 0)
+        >>> b = Layout((1, 3), (7, 1), 0)      # the stride of a size-1 dim never counts
+        >>> a == b, a.same_addresses(b)
+        (False, True)
+        """
         return same_addresses(self, other)
 
     def is_non_overlapping_and_dense(self) -> bool:
         """torch's ``is_non_overlapping_and_dense``: sorted by stride (dims of size < 2
         last), each stride is the product of the sizes inside it. An empty layout is;
-        negative strides never are (torch has none)."""
+        negative strides never are (torch has none).
+
+        >>> Layout.for_order((2, 3, 4), (2, 0, 1)).is_non_overlapping_and_dense()
+        True
+        """
         if any(s < 0 for s in self.strides):
             return False
         if self.numel == 0:
@@ -523,7 +626,13 @@ class Layout(Shaped):
         for rank 5 (ATen's `is_channels_last_strides_2d` / `_3d`: C innermost, then the
         spatial dims backwards, then N, each stride at least the span inside it; a
         stride-0 C or a size-0 dim is not). None: torch suggests contiguous. `pad` and
-        `cat` write their result in the order suggested."""
+        `cat` write their result in the order suggested.
+
+        >>> Layout.for_order((2, 3, 4, 5), (0, 2, 3, 1)).channels_last_order()
+        (0, 2, 3, 1)
+        >>> Layout.contiguous((2, 3, 4, 5)).channels_last_order() is None
+        True
+        """
         if self.rank == 4:
             walk, order = (1, 3, 2, 0), (0, 2, 3, 1)
         elif self.rank == 5:
@@ -550,7 +659,13 @@ class Layout(Shaped):
         stride-0 dim keeping its place, and equal strides putting the smaller dim inside.
         A transposed (2, 3) of strides (1, 2)... keeps (1, 2); sizes (4, 3) stepped as
         strides (6, 2) become (3, 1); an expanded (3, 4) of strides (1, 0) becomes (4, 1).
-        The offset is 0."""
+        The offset is 0.
+
+        >>> Layout.contiguous((2, 3)).transpose(0, 1).preserved()
+        Layout(sizes=(3, 2), strides=(1, 3), offset=0)
+        >>> Layout.contiguous((4, 6)).slice(1, 0, None, 2).preserved()
+        Layout(sizes=(4, 3), strides=(3, 1), offset=0)
+        """
         if self.is_non_overlapping_and_dense():
             return Layout(self.sizes, self.strides)
         rank = self.rank
@@ -586,12 +701,21 @@ class Layout(Shaped):
 
     def is_default(self) -> bool:
         """Equal to `Layout.contiguous(self.sizes)`, the layout a tensor type has when it
-        names none (unlike `is_contiguous`, size-1 strides and the offset count)."""
+        names none (unlike `is_contiguous`, size-1 strides and the offset count).
+
+        >>> t = Layout.contiguous((2, 3))
+        >>> t.is_default(), t.slice(1, 1).is_default()
+        (True, False)
+        """
         return self.offset == 0 and self.strides == contiguous_strides(self.sizes)
 
     @classmethod
     def contiguous(cls, sizes: Sequence[int]) -> Layout:
-        """The row-major layout of `sizes`: (2, 2, 3) gets strides (2*3, 3, 1) = (6, 3, 1)."""
+        """The row-major layout of `sizes`: (2, 2, 3) gets strides (2*3, 3, 1) = (6, 3, 1).
+
+        >>> Layout.contiguous((2, 2, 3))
+        Layout(sizes=(2, 2, 3), strides=(6, 3, 1), offset=0)
+        """
         sizes = _as_int_tuple(sizes, "contiguous sizes", symbolic=True)
         return cls(sizes, contiguous_strides(sizes))
 
@@ -602,6 +726,9 @@ class Layout(Shaped):
         NHWC storage of NCHW sizes is order (0, 2, 3, 1): for sizes {1, 1, 3, 5} the C stride
         is 1, W stride C = 1, H stride W*C = 5 and N stride H*W*C = 15, giving DirectML's
         {15, 1, 5, 1}. A size-0 dim counts as 1, as in `contiguous_strides`.
+
+        >>> Layout.for_order((2, 3, 4, 5), (0, 2, 3, 1))   # NHWC
+        Layout(sizes=(2, 3, 4, 5), strides=(60, 1, 15, 3), offset=0)
         """
         sizes = _as_int_tuple(sizes, "for_order sizes", symbolic=True)
         order = _as_int_tuple(order, "for_order order")
@@ -621,7 +748,11 @@ class Layout(Shaped):
     def padded(cls, sizes: Sequence[int], pitch: int) -> Layout:
         """Rows of `pitch` elements holding ``sizes[-1]`` real ones, as in DirectML's padding
         example: sizes (3, 3), pitch 5 -> strides (5, 1). Outer strides multiply up from the
-        pitched row: (2, 3, 3), pitch 5 -> strides (3*5, 5, 1) = (15, 5, 1)."""
+        pitched row: (2, 3, 3), pitch 5 -> strides (3*5, 5, 1) = (15, 5, 1).
+
+        >>> Layout.padded((2, 3), 5)
+        Layout(sizes=(2, 3), strides=(5, 1), offset=0)
+        """
         sizes = _as_int_tuple(sizes, "padded sizes", symbolic=True)
         pitch = _as_size(pitch, "padded pitch")
         if not sizes:
@@ -641,7 +772,11 @@ class Layout(Shaped):
     # -- view algebra -------------------------------------------------------------------
 
     def permute(self, dims: Sequence[int]) -> Layout:
-        """Reorder the dims: result dim k is input dim ``dims[k]`` (strides permute too)."""
+        """Reorder the dims: result dim k is input dim ``dims[k]`` (strides permute too).
+
+        >>> Layout.contiguous((2, 3, 4)).permute((2, 0, 1))
+        Layout(sizes=(4, 2, 3), strides=(1, 12, 4), offset=0)
+        """
         dims = self._one_per_dim(dims, "permute: dims")
         wrapped = [_wrap_dim(d, self.rank, "permute: dim", self.sizes, False) for d in dims]
         if sorted(wrapped) != list(range(self.rank)):
@@ -656,7 +791,11 @@ class Layout(Shaped):
         )
 
     def transpose(self, d0: int, d1: int) -> Layout:
-        """Swap dims `d0` and `d1`."""
+        """Swap dims `d0` and `d1`.
+
+        >>> Layout.contiguous((2, 3)).transpose(0, 1)
+        Layout(sizes=(3, 2), strides=(1, 3), offset=0)
+        """
         a = _wrap_dim(d0, self.rank, "transpose: dim", self.sizes, True)
         b = _wrap_dim(d1, self.rank, "transpose: dim", self.sizes, True)
         if self.rank == 0 or a == b:
@@ -670,6 +809,9 @@ class Layout(Shaped):
 
         -1 keeps a size; new leading dims may be added; only a size-1 dim may change size
         and then gets stride 0. ``arange(3).expand(2, 3)`` has strides (0, 1).
+
+        >>> Layout.contiguous((3, 1)).expand((2, 3, 4))
+        Layout(sizes=(2, 3, 4), strides=(0, 1, 0), offset=0)
         """
         target = _as_int_tuple(sizes, "expand sizes", symbolic=True)
         ndim = len(target)
@@ -720,6 +862,9 @@ class Layout(Shaped):
 
         Negative start/stop count from the end, out-of-range bounds clamp, step >= 1.
         ``arange(5)[5:]`` is empty with offset 5, as in torch.
+
+        >>> Layout.contiguous((4, 6)).slice(1, 1, None, 2)
+        Layout(sizes=(4, 3), strides=(6, 2), offset=1)
         """
         if self.rank == 0:
             raise LayoutError("slice: cannot slice a rank-0 layout (sizes ())")
@@ -755,6 +900,9 @@ class Layout(Shaped):
 
         ``arange(24).reshape(1, 2, 3, 4)[:, :, :, 2]`` is offset 0 + 2*1 = 2, strides
         (24, 12, 4).
+
+        >>> Layout.contiguous((2, 3)).select(1, 2)
+        Layout(sizes=(2,), strides=(3,), offset=2)
         """
         if self.rank == 0:
             raise LayoutError("select: cannot select from a rank-0 layout (sizes ())")
@@ -778,7 +926,11 @@ class Layout(Shaped):
     def squeeze(self, dim: int | Sequence[int] | None = None) -> Layout:
         """Drop size-1 dims: all of them, or those of `dim` (an int or a tuple) that have
         size 1; squeezing a dim of another size is a no-op, and naming a dim twice is an
-        error, as in torch."""
+        error, as in torch.
+
+        >>> Layout.contiguous((2, 1, 3)).squeeze()
+        Layout(sizes=(2, 3), strides=(3, 1), offset=0)
+        """
         if dim is None:
             chosen = set(range(self.rank))
         else:
@@ -805,7 +957,11 @@ class Layout(Shaped):
 
     def unsqueeze(self, dim: int) -> Layout:
         """Insert a size-1 dim before `dim` (``-rank-1 <= dim <= rank``), strided as torch
-        does: ``sizes[dim] * strides[dim]``, or 1 at the end."""
+        does: ``sizes[dim] * strides[dim]``, or 1 at the end.
+
+        >>> Layout.contiguous((2, 3)).unsqueeze(1)
+        Layout(sizes=(2, 1, 3), strides=(3, 3, 1), offset=0)
+        """
         d = _wrap_dim(dim, self.rank + 1, "unsqueeze: dim", self.sizes, False)
         stride = 1 if d >= self.rank else self.sizes[d] * self.strides[d]
         return Layout(
@@ -818,7 +974,11 @@ class Layout(Shaped):
         """torch.diagonal: drop `dim1` and `dim2`, append the diagonal (stride
         ``strides[dim1] + strides[dim2]``) starting `offset` above it (below for a negative
         offset). Of a (3, 4) row-major layout, offset 1: elements (0, 1), (1, 2), (2, 3) at
-        1, 1 + 5, 1 + 2·5: sizes (3,), strides (4 + 1,) = (5,), offset 1·1 = 1."""
+        1, 1 + 5, 1 + 2·5: sizes (3,), strides (4 + 1,) = (5,), offset 1·1 = 1.
+
+        >>> Layout.contiguous((3, 3)).diagonal()
+        Layout(sizes=(3,), strides=(4,), offset=0)
+        """
         d1 = _wrap_dim(dim1, self.rank, "diagonal: dim1", self.sizes, False)
         d2 = _wrap_dim(dim2, self.rank, "diagonal: dim2", self.sizes, False)
         k = _as_int(offset, "diagonal: offset")
@@ -841,7 +1001,11 @@ class Layout(Shaped):
     def flip(self, dims: int | Sequence[int]) -> Layout:
         """Reverse `dims` without copying: negate their strides and move the offset to
         what was their last element (offset + (size-1)*stride). An empty layout only
-        negates the strides."""
+        negates the strides.
+
+        >>> Layout.contiguous((2, 3)).flip(1)
+        Layout(sizes=(2, 3), strides=(3, -1), offset=2)
+        """
         raw = (dims,) if not isinstance(dims, Iterable) else tuple(dims)
         wrapped = [_wrap_dim(d, self.rank, "flip: dim", self.sizes, True) for d in raw]
         if len(set(wrapped)) != len(wrapped):
@@ -861,7 +1025,11 @@ class Layout(Shaped):
 
     def unfold(self, dim: int, size: int, step: int) -> Layout:
         """Sliding windows of `size` every `step` along `dim`, as a new last dim (torch
-        ``Tensor.unfold``). (7,) stride (1,) unfold(0, 3, 2) -> sizes (3, 3), strides (2, 1)."""
+        ``Tensor.unfold``). (7,) stride (1,) unfold(0, 3, 2) -> sizes (3, 3), strides (2, 1).
+
+        >>> Layout.contiguous((5,)).unfold(0, 3, 2)
+        Layout(sizes=(2, 3), strides=(2, 1), offset=0)
+        """
         d = _wrap_dim(dim, self.rank, "unfold: dim", self.sizes, True)
         size = _as_int(size, "unfold size")
         step = _as_int(step, "unfold step")
@@ -894,6 +1062,9 @@ class Layout(Shaped):
 
         With `storage_size` (in elements) the result must fit that storage, else
         `LayoutError`.
+
+        >>> Layout.contiguous((2, 3)).as_strided((3, 2), (1, 3))
+        Layout(sizes=(3, 2), strides=(1, 3), offset=0)
         """
         result = Layout(
             _as_int_tuple(sizes, "as_strided sizes", symbolic=True),
@@ -912,6 +1083,11 @@ class Layout(Shaped):
         new sizes must group evenly into the same chunks. ``arange(24).reshape(1, 2, 3,
         4)[:, :, :, 2]`` (sizes (1, 2, 3), strides (24, 12, 4), one chunk as 12 == 3*4)
         views as (3, 2) with strides (2*4, 4) = (8, 4). An empty layout always views.
+
+        >>> Layout.contiguous((2, 3, 4)).view((6, 4))
+        Layout(sizes=(6, 4), strides=(4, 1), offset=0)
+        >>> Layout.contiguous((2, 3)).transpose(0, 1).view((6,)) is None   # needs a copy
+        True
         """
         shape = self._infer_view_sizes(sizes)
         strides = _view_strides(self.sizes, self.strides, shape)
@@ -978,6 +1154,11 @@ class Layout(Shaped):
         stride_{k+1}: sizes (2, 3, 4) strides (12, 4, 1) becomes (24,) stride (1,). With
         `other` (same sizes), both are coalesced jointly -- see `coalesce_jointly`. An
         empty layout becomes sizes (0,), strides (1,).
+
+        >>> Layout.contiguous((2, 3, 4)).coalesce()
+        Layout(sizes=(24,), strides=(1,), offset=0)
+        >>> Layout.contiguous((2, 3, 4)).permute((0, 2, 1)).coalesce()
+        Layout(sizes=(2, 4, 3), strides=(12, 1, 4), offset=0)
         """
         if other is not None:
             return coalesce_jointly(self, other)

@@ -650,6 +650,17 @@ def parse(text: str) -> Graph:
     """Parse the text form of one graph (as `str(graph)` prints it) into a `Graph`.
 
     Raises `ParseError` with the 1-based line and column of the fault.
+
+    >>> g = stridec.parse('''
+    ... graph @t {
+    ...   %x = input {name = "x"} : tensor<2x3xf32>
+    ...   %0 = transpose %x {dim0 = 0, dim1 = 1}
+    ...   %1 = contiguous %0
+    ...   output %1
+    ... }
+    ... ''')
+    >>> print(g.outputs[0].type)
+    tensor<3x2xf32>
     """
     if not isinstance(text, str):
         raise ParseError(f"parse: expected the text IR as a str; got {type(text).__name__}", 1, 1)

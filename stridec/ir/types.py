@@ -21,6 +21,12 @@ class TensorType:
     materializing op it is a view of). It defaults to the contiguous layout at offset 0,
     which the text form leaves out, as MLIR does for the identity memref layout:
     `tensor<2x3xf32>` versus `tensor<3x2xf32, strided<[1, 3], offset: 0>>`.
+
+    >>> from stridec import TensorType, as_dtype
+    >>> print(TensorType((2, 3), as_dtype("float16")))
+    tensor<2x3xf16>
+    >>> print(TensorType((3, 2), as_dtype("float16"), stridec.Layout((3, 2), (1, 3), 0)))
+    tensor<3x2xf16, strided<[1, 3], offset: 0>>
     """
 
     sizes: tuple[int, ...]
@@ -46,19 +52,44 @@ class TensorType:
 
     @property
     def rank(self) -> int:
+        """The number of dims.
+
+        >>> from stridec import TensorType, as_dtype
+        >>> TensorType((2, 3), as_dtype("f32")).rank
+        2
+        """
         return len(self.sizes)
 
     @property
     def numel(self) -> int:
+        """The number of elements.
+
+        >>> from stridec import TensorType, as_dtype
+        >>> TensorType((2, 3), as_dtype("f32")).numel
+        6
+        """
         n = 1
         for s in self.sizes:
             n *= s
         return n
 
     def with_layout(self, layout: Layout | None) -> TensorType:
+        """The same sizes and dtype with another layout (None: row-major).
+
+        >>> from stridec import TensorType, as_dtype
+        >>> t = TensorType((2, 3), as_dtype("f32"))
+        >>> print(t.with_layout(stridec.Layout((2, 3), (1, 2), 0)))
+        tensor<2x3xf32, strided<[1, 2], offset: 0>>
+        """
         return TensorType(self.sizes, self.dtype, layout)
 
     def has_default_layout(self) -> bool:
+        """Whether the layout is row-major from offset 0: the one the text IR leaves out.
+
+        >>> from stridec import TensorType, as_dtype
+        >>> TensorType((2, 3), as_dtype("f32")).has_default_layout()
+        True
+        """
         return self.layout.is_default()
 
     def __str__(self) -> str:

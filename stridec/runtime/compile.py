@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -51,7 +51,7 @@ from stridec.runtime.tensors import FakeTensor, active_fake_mode, dispatch_modes
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
-           "set_autograd_factory", "set_torch_op_factory"]
+           "set_autograd_factory", "set_torch_op_factory", "TorchOperator"]
 
 BACKENDS = ("auto", "triton", "interpret", "cpu", "reference")
 logger = logging.getLogger(__name__)
@@ -82,7 +82,22 @@ class Plan:
     `auto` resolved); `graph` is the graph as written, for pictures.
 
     `print(plan)` shows the IR and one line per kernel (`kernel_lines`); `repr(plan)` is
-    one line. A kernel's full source is `plan.kernels[i].source`."""
+    one line. A kernel's full source is `plan.kernels[i].source`.
+
+    >>> g = stridec.Graph("t")
+    >>> x = g.input("x", (2, 3), "float32")
+    >>> g.output(x.t().contiguous())
+    >>> fn = stridec.compile(g)
+    >>> plan = stridec.compile(g, backend="cpu").plan_for(torch.randn(2, 3))
+    >>> plan.backend, len(plan.kernels), plan.kernels[0].kind
+    ('cpu', 1, 'copy')
+    >>> print(plan.ir, end="")
+    graph @t {
+      %x = input {name = "x"} : tensor<2x3xf32>
+      %0 = copy %x {layout = strided<[2, 1], offset: 0>, space = [3, 2], src = strided<[1, 3...
+      output %0
+    }
+    """
 
     kernels: list[KernelInfo]
     ir: str
@@ -98,11 +113,28 @@ class Plan:
 
     @property
     def launches(self) -> int:
+        """The number of kernel launches a call runs.
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> fn.plan_for(torch.randn(2, 3)).launches
+        1
+        """
         return self.program.launch_count
 
     @property
     def name(self) -> str:
-        """The name of the graph it runs."""
+        """The name of the graph it runs.
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> fn.plan_for(torch.randn(2, 3)).name
+        't'
+        """
         if self.graph is not None:
             return self.graph.name
         head = self.ir.split("{", 1)[0]
@@ -116,7 +148,16 @@ class Plan:
             kernel 0: copy tiled_transpose, %x 2x8x6x5xf16 -> %0 2x6x5x8xf16, C on cpu,
               2,299 lines in ~/.cache/stridec/kernels/c/3d99….c (plan.kernels[0].source)
 
-        (on one line)."""
+        (on one line).
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> (line,) = stridec.compile(g, backend="cpu").plan_for(torch.randn(2, 3)).kernel_lines()
+        >>> line.split(", ")[:3]
+        ['kernel 0: copy tiled_transpose', '%x 2x3xf32 -> %0 3x2xf32', 'C on cpu']
+        """
         from stridec.ir.parser import parse
 
         try:
@@ -492,9 +533,31 @@ def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
     return device
 
 
+@runtime_checkable
+class TorchOperator(Protocol):
+    """What `CompiledGraph.as_torch_op` returns, a `stridec.torch.TorchOp` (defined in the
+    torch layer, above the runtime): call it as `torch.ops.<ns>.<name>`; `overload` is the
+    `torch._ops.OpOverload`, `compiled` the CompiledGraph it runs.
+
+    >>> import stridec.torch
+    >>> g = stridec.Graph("t")
+    >>> x = g.input("x", (2, 3), "float32")
+    >>> g.output(x.t().contiguous())
+    >>> op = stridec.compile(g).as_torch_op("doc::protocol")
+    >>> isinstance(op, stridec.runtime.compile.TorchOperator), type(op).__name__
+    (True, 'TorchOp')
+    """
+
+    qualname: str
+    compiled: CompiledGraph
+    overload: Any
+
+    def __call__(self, *tensors: Any, out: Any = None) -> Any: ...
+
+
 # What `CompiledGraph.as_torch_op` calls: set by `stridec.torch` when it loads (the torch
 # integration sits above the runtime, which never imports it).
-_torch_op_factory: Callable[[CompiledGraph, str], Any] | None = None
+_torch_op_factory: Callable[[CompiledGraph, str], TorchOperator] | None = None
 
 
 # Every CompiledGraph of the process, for `_after_fork_in_child`.
@@ -509,7 +572,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def set_torch_op_factory(factory: Callable[[CompiledGraph, str], Any]) -> None:
+def set_torch_op_factory(factory: Callable[[CompiledGraph, str], TorchOperator]) -> None:
     """Install what `CompiledGraph.as_torch_op(qualname)` returns: `factory(self, qualname)`."""
     global _torch_op_factory
     _torch_op_factory = factory
@@ -535,7 +598,24 @@ def _requires_grad(tensors: tuple[Any, ...]) -> bool:
 
 class CompiledGraph:
     """A graph compiled once per specialization (argument strides, offset, dtype, device);
-    a graph over symbolic sizes once per class of bindings (`_class_program`)."""
+    a graph over symbolic sizes once per class of bindings (`_class_program`).
+
+    >>> g = stridec.Graph("t")
+    >>> x = g.input("x", (2, 3), "float32")
+    >>> g.output(x.t().contiguous())
+    >>> fn = stridec.compile(g)
+    >>> t = torch.arange(6.0).view(2, 3)
+    >>> fn(t)
+    tensor([[0., 3.],
+            [1., 4.],
+            [2., 5.]])
+    >>> fn(t.t().contiguous().t())    # other strides: another specialization
+    tensor([[0., 3.],
+            [1., 4.],
+            [2., 5.]])
+    >>> fn.stats.compiles
+    2
+    """
 
     def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None, *,
                  copy_aliased_outputs: bool = False, bump_versions: bool = True) -> None:
@@ -765,7 +845,16 @@ class CompiledGraph:
         `device`, for the kernel backend of that device (triton on CUDA; on the CPU this
         graph's backend, interpret for the reference backend); compiled on first use, no
         kernel runs. For callers whose tensors carry no data to check (fake tensors under
-        tracing); the layouts must fit the inputs' sizes."""
+        tracing); the layouts must fit the inputs' sizes.
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> program = fn.program_for_layouts([((1, 2), 0)], "cpu")   # x given transposed
+        >>> program.launch_count                # its .t() is contiguous: a view, no kernel
+        0
+        """
         device = torch.device(device)
         if self.symbols:
             raise UnsupportedError(
@@ -972,7 +1061,15 @@ class CompiledGraph:
         """(sizes, strides) of each output of the plan every class shares, over the
         symbols (`stridec.ir.symbols`; evaluate them with a call's bindings), for inputs
         in their declared layouts; None where the graph cannot be planned symbolically,
-        or has no symbols."""
+        or has no symbols.
+
+        >>> g = stridec.Graph("s")
+        >>> x = g.input("x", ("N", 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> ((sizes, strides),) = stridec.compile(g).symbolic_outputs()
+        >>> [str(n) for n in sizes], [str(s) for s in strides]
+        (['3', 'N'], ['N', '1'])
+        """
         if not self.symbols:
             return None
         with self._lock:
@@ -983,7 +1080,14 @@ class CompiledGraph:
 
     def bindings(self, tensors: Sequence[Any]) -> dict[str, int]:
         """Each symbol's value in a call with `tensors`; `CallError` naming the argument
-        and dim that does not fit the graph's sizes."""
+        and dim that does not fit the graph's sizes.
+
+        >>> g = stridec.Graph("b")
+        >>> x = g.input("x", ("N", 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> stridec.compile(g).bindings([torch.zeros(5, 3)])
+        {'N': 5}
+        """
         return self._bindings(tuple(tensors))
 
     def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
@@ -1125,6 +1229,22 @@ class CompiledGraph:
         # call enters costs it (the race's calls). Its key (`_plain_call`, `_out_call`)
         # holds every storage's bytes, so a hit's storages hold its layouts (`_stamp`
         # counts it).
+        """Run the graph on `tensors` (one per input, by position): one tensor, or a tuple
+        for several outputs; with `out=` (a tensor or a tuple, one per output) each output
+        is written into the caller's tensor, which is returned. Arguments are checked
+        first (`CallError` names the argument); a new specialization compiles once.
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> t = torch.randn(2, 3)
+        >>> torch.equal(fn(t), t.t().contiguous())
+        True
+        >>> o = torch.empty(3, 2)
+        >>> fn(t, out=o) is o
+        True
+        """
         if out is None:
             if named or not self._keyed or dispatch_modes():
                 return self._call(tensors, None, named)
@@ -1363,7 +1483,18 @@ class CompiledGraph:
         """The plan of this specialization (compiled if needed), without running it;
         with `out=`, the plan that writes into those tensors. For a graph over symbolic
         sizes, the plan of the call's class (its kernels' arguments symbolic) where one
-        serves the call."""
+        serves the call.
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> plan = stridec.compile(g, backend="cpu").plan_for(torch.randn(2, 3))
+        >>> plan
+        <Plan 't' backend='cpu' kernels=[copy tiled_transpose]>
+        >>> [k.strategy for k in plan.kernels]
+        ['tiled_transpose']
+        """
         if self.symbols:
             found = None
             if self.backend != "reference":
@@ -1388,9 +1519,20 @@ class CompiledGraph:
         return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph,
                     backend=target)
 
-    def as_torch_op(self, qualname: str) -> Any:
+    def as_torch_op(self, qualname: str) -> TorchOperator:
         """Register this graph as the torch operator `qualname` ("namespace::name"),
-        callable as `torch.ops.<namespace>.<name>`; see `stridec.torch.register`."""
+        callable as `torch.ops.<namespace>.<name>`; returns its `stridec.torch.TorchOp`
+        (see `stridec.torch.register`).
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> op = fn.as_torch_op("doc::to_columns")
+        >>> t = torch.randn(2, 3)
+        >>> torch.equal(torch.ops.doc.to_columns(t), t.t().contiguous())
+        True
+        """
         if _torch_op_factory is None:
             raise UnsupportedError(
                 "as_torch_op: the torch integration is not loaded; import stridec.torch "
@@ -1402,7 +1544,18 @@ class CompiledGraph:
     def ran_on(self) -> tuple[str, ...]:
         """The kernel backends this graph's calls and plans have run on so far, in order
         of first use: what `backend="auto"` resolved to ("cpu" or "interpret" for CPU
-        tensors, "triton" for CUDA ones)."""
+        tensors, "triton" for CUDA ones).
+
+        >>> g = stridec.Graph("t")
+        >>> x = g.input("x", (2, 3), "float32")
+        >>> g.output(x.t().contiguous())
+        >>> fn = stridec.compile(g)
+        >>> fn.ran_on
+        ()
+        >>> y = fn(torch.randn(2, 3))
+        >>> fn.ran_on in (("cpu",), ("interpret",))
+        True
+        """
         return tuple(self._ran)
 
     def __repr__(self) -> str:
@@ -1414,5 +1567,18 @@ class CompiledGraph:
 
 
 def compile(graph: Graph, backend: str = "auto", pipeline: str | None = None) -> CompiledGraph:
-    """Compile `graph`; kernels are generated per call specialization, on first use."""
+    """Compile `graph`; kernels are generated per call specialization, on first use.
+
+    >>> g = stridec.Graph("t")
+    >>> x = g.input("x", (2, 3), "float32")
+    >>> g.output(x.t().contiguous())
+    >>> fn = stridec.compile(g)
+    >>> fn
+    <CompiledGraph 't' backend='auto'>
+    >>> t = torch.randn(2, 3)
+    >>> torch.equal(fn(t), t.t().contiguous())
+    True
+    >>> fn
+    <CompiledGraph 't' backend='auto', ran on 'cpu'>
+    """
     return CompiledGraph(graph, backend, pipeline)

@@ -743,7 +743,15 @@ def trace(
     `dynamic` makes sizes symbolic (docs/symbolic.md): True marks every dim of size > 1;
     ``{0: [0]}`` marks dim 0 of input 0 (``{"x": {0: "N"}}`` names the symbol). Each
     marked dim is a symbol of its own unless torch's ops require two sizes equal (the
-    non-cat dims of `torch.cat`, every dim of `torch.stack`): then they are one."""
+    non-cat dims of `torch.cat`, every dim of `torch.stack`): then they are one.
+
+    >>> def to_heads(x):
+    ...     B, T, C = x.shape
+    ...     return x.view(B, T, 2, C // 2).transpose(1, 2).contiguous()
+    >>> g = stridec.trace(to_heads, torch.randn(2, 5, 8))
+    >>> print(g.outputs[0].type)
+    tensor<2x2x5x4xf32>
+    """
     if not callable(fn):
         raise CallError(f"stridec.trace: expected a callable; got {type(fn).__name__}")
     names = _input_names(fn, len(example_tensors))

@@ -39,6 +39,10 @@ def draw(obj: Any, path: str | Path | None = None, **options: Any) -> Any:
     Options for layouts: `storage_size` (draw storage past the last addressed element),
     `color_dim` (the logical dim that colours the cells; None for one colour),
     `max_columns`, `max_rows` (of the storage strip), `title`, `names` (dim letters).
+
+    >>> fig = stridec.draw(stridec.Layout.padded((2, 3), 5))   # rows of 5 holding 3
+    >>> type(fig).__name__
+    'Figure'
     """
     from stridec.ir.formats import Packing
     from stridec.ir.graph import Graph, Value

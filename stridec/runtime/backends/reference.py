@@ -521,6 +521,13 @@ def run_reference(graph: Graph, *tensors: torch.Tensor) -> tuple[torch.Tensor, .
     As a compiled graph is, the graph is first specialized to the caller's strides and
     offsets, so that `as_strided` (and a reshape's choice between view and copy) reads the
     storage the caller passed, as torch would.
+
+    >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
+    >>> g.output(x.flip(2).contiguous())
+    >>> t = torch.randn(2, 3, 4)
+    >>> (y,) = stridec.run_reference(g, t)
+    >>> torch.equal(y, t.flip(2))
+    True
     """
     layouts = _caller_layouts(graph, tensors)
     if layouts:
