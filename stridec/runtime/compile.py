@@ -242,7 +242,7 @@ def _source_place(kernel: KernelInfo, backend: str, number: int) -> str:
 def _versions() -> dict[str, str]:
     """The versions a cached plan depends on. stridec's own is its release number plus a
     hash of its sources, so a changed compiler never reuses plans of an older one."""
-    import triton
+    from stridec.runtime.backends import triton_version
 
     digest = hashlib.sha256()
     package = Path(__file__).parent.parent  # the stridec package
@@ -252,7 +252,7 @@ def _versions() -> dict[str, str]:
     return {
         "stridec": f"{__version__}+{digest.hexdigest()[:16]}",
         "torch": torch.__version__,
-        "triton": triton.__version__,
+        "triton": triton_version() or "none",
     }
 
 
@@ -309,11 +309,19 @@ _fallback_warned: list[bool] = []
 
 def _cpu_backend() -> str:
     """What `auto` runs CPU tensors on: `cpu` when C kernels build here, else `interpret`
-    (warned once per process)."""
+    (warned once per process); neither (no C compiler, no Triton): `UnsupportedError`
+    naming both."""
+    from stridec.runtime.backends import TRITON_EXTRA, triton_version
     from stridec.runtime.backends.cpu import available, compiler
 
     if available():
         return "cpu"
+    if triton_version() is None:
+        raise UnsupportedError(
+            f"backend 'auto' on CPU tensors: no working C compiler ({compiler()!r}; set "
+            "STRIDEC_CC or CC) for the cpu backend, and no Triton for the interpreter "
+            f"(install the triton extra: {TRITON_EXTRA})"
+        )
     if not _fallback_warned:
         _fallback_warned.append(True)
         warnings.warn(
@@ -630,6 +638,10 @@ class CompiledGraph:
             raise UnsupportedError(
                 f"compile: backend must be one of {', '.join(BACKENDS)}; got {backend!r}"
             )
+        if backend in ("interpret", "triton"):
+            from stridec.runtime.backends import require_triton
+
+            require_triton(f"compile: backend {backend!r}")
         if graph.output_op is None:
             raise CallError(
                 f"compile: graph {graph.name!r} has no output op (call graph.output(...))"

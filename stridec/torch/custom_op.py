@@ -678,6 +678,10 @@ def register(
         raise UnsupportedError(f"as_torch_op: graph {graph.name!r} has no outputs")
     if use_triton_op is None:
         use_triton_op = torch.cuda.is_available()
+    if use_triton_op:
+        from stridec.runtime.backends import require_triton
+
+        require_triton("as_torch_op(use_triton_op=True): torch.library.triton_op")
     op = _register(compiled, qualname, use_triton_op)
     op.backward_op  # noqa: B018 -- define the backward now, not while a backward is traced
     return op

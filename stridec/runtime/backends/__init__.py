@@ -28,7 +28,11 @@ from typing import Any, Protocol
 from stridec.compiler.codegen.program import Program
 from stridec.errors import UnsupportedError
 
-__all__ = ["Backend", "Launcher", "backend", "KERNEL_BACKENDS"]
+__all__ = ["Backend", "Launcher", "backend", "KERNEL_BACKENDS", "TRITON_EXTRA",
+           "require_triton", "triton_version"]
+
+# Triton is an extra: the `cpu` backend needs no Triton; the GPU and the interpreter do.
+TRITON_EXTRA = 'pip install "stridec[triton]"'
 
 # `launcher(grid, *storages, num_warps=…, **constexprs)`: runs one kernel once.
 Launcher = Callable[..., None]
@@ -49,6 +53,41 @@ class Backend(Protocol):
 _BACKENDS: dict[str, Any] = {}
 
 
+def _triton_found() -> bool:
+    """Whether `import triton` would find it (located, not imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def triton_version() -> str | None:
+    """The installed Triton's version, None where it is not installed (read from its
+    package metadata: Triton itself is not imported)."""
+    from importlib import metadata
+
+    if not _triton_found():
+        return None
+    for name in ("triton", "pytorch-triton"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def require_triton(what: str) -> None:
+    """Raise `UnsupportedError` naming the extra where Triton cannot be imported: `what`
+    (the backend "interpret" or "triton", ...) needs it."""
+    if not _triton_found():
+        raise UnsupportedError(
+            f"{what} needs Triton, which is not installed; install the triton extra: "
+            f"{TRITON_EXTRA} (the cpu backend, the default on CPU tensors, needs no Triton)"
+        )
+
+
 def backend(name: str) -> Backend:
     """The kernel backend called `name` (one of `KERNEL_BACKENDS`)."""
     found = _BACKENDS.get(name)
@@ -57,6 +96,8 @@ def backend(name: str) -> Backend:
             raise UnsupportedError(
                 f"no kernel backend {name!r}; expected one of {KERNEL_BACKENDS}"
             )
+        if name != "cpu":
+            require_triton(f"backend {name!r}")
         found = _BACKENDS[name] = importlib.import_module(
             f"stridec.runtime.backends.{name}"
         ).BACKEND
