@@ -34,8 +34,9 @@ Steps:
    sides, mask sums, and the padded flat/tile index); otherwise the program id is cast to
    int64 before anything is multiplied.
 4. Masks: a failing `MaskBound` stores `fill` (cast to the destination dtype) and masks the
-   load, so padding is never read. Casts are fused: `.to(dst)`, `!= 0` for bool, and an
-   explicit round-to-nearest-even for bfloat16 (the interpreter truncates otherwise).
+   load, so padding is never read. Casts are fused and give torch's bits on the device
+   the kernel runs on: torch's CUDA conversions for "cuda", its CPU (x86) ones for the
+   interpreter (`_cast_lines`; docs/semantics.md#casts).
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ class CopyPlan:
     # the canonical copy at the binding `hint` it was planned for (static: `spec`, None).
     at: CopySpec | None = None
     hint: Mapping[str, int] | None = None
+    # "cuda" or "cpu" (the interpreter): whose conversions a cast follows (`_cast_lines`).
+    target: str = "cuda"
 
     @property
     def symbolic(self) -> bool:
@@ -284,7 +287,7 @@ def plan_copy(
         if numel == 0:
             empty = CopySpec((), (), 0, (), 0, spec.src_dtype, spec.dst_dtype, (), spec.fill)
             return CopyPlan(empty, "linear", ((),), (0,), (1,), ("BLOCK",), (0,), 32, 1, False,
-                            0)
+                            0, target=target)
         canon = at = canonicalize_copy(spec)
         hint = None
     numel = canon.numel
@@ -292,7 +295,7 @@ def plan_copy(
     if fill_only and canon.fill is None:
         # Every element is masked and masked elements are not written: nothing to do.
         return CopyPlan(canon, "linear", ((),), (1,), (1,), ("BLOCK",), (0,), 32, 1, True, numel,
-                        at, hint)
+                        at, hint, target)
     on_cpu = target == "cpu"
     tuning = None if on_cpu else tuning
     if tuning is not None and tuning.strategy is not None:
@@ -368,6 +371,7 @@ def plan_copy(
         numel=numel,
         at=at,
         hint=hint,
+        target=target,
     )
 
 
@@ -429,7 +433,83 @@ def _fill_expr(fill: float | int | bool, dst: DType, shape: str) -> str:
     return f"tl.full({shape}, {bits}, {int_ty}).to({dst.triton}, bitcast=True)"
 
 
-def _cast_lines(src: DType, dst: DType) -> list[str]:
+def _cast_lines(src: DType, dst: DType, target: str = "cpu") -> list[str]:
+    """Lines turning the loaded `x` (of `src`) into `y` (of `dst`) as torch's `.to()` does
+    on the device the kernel runs on: on "cuda", torch's CUDA conversions
+    (`_cuda_cast_lines`); on "cpu" (the interpreter), torch's CPU ones (`_cpu_cast_lines`)."""
+    return _cuda_cast_lines(src, dst) if target == "cuda" else _cpu_cast_lines(src, dst)
+
+
+def _cuda_cast_lines(src: DType, dst: DType) -> list[str]:
+    """Lines turning `x` (of `src`) into `y` (of `dst`) bit for bit as torch's CUDA
+    `.to()` (c10's `static_cast` in device code; docs/semantics.md#casts states them).
+
+    Floats convert through float32 where c10 does (float16 / bfloat16 widen to float32
+    first, float64 narrows to float16 / bfloat16 through float32: two roundings), by the
+    GPU's own conversion instructions, as torch's kernels: finite values round to nearest
+    even, subnormals kept, and a NaN gets the instruction's NaN (torch's bits on the same
+    GPU). Values whose conversion the interpreter would get wrong are computed on the bits
+    instead (bfloat16 widened and narrowed), NaNs still by the instruction, so a test can
+    run this code through Triton's interpreter. Floats go to integers as `cvt.rzi`
+    does: truncated, NaN -> 0, out of range -> the nearest limit; int8 / int16 take the
+    low bits of that int32 and uint8 of that int64 (c10 converts uint8 through int64);
+    uint32 saturates to [0, 2^32 - 1]. Out-of-range values are never converted (LLVM's
+    conversion of them is poison): they are selected.
+    """
+    s, d = src.name, dst.name
+    if s == d:
+        return ["y = x"]
+    lines: list[str] = []
+    if s == "bfloat16":
+        # Widen on the bits (exact; the interpreter would flush subnormals); a NaN by the
+        # conversion instruction, as torch's `__bfloat162float`.
+        lines += [
+            "f = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)",
+            "x = tl.where(x != x, x.to(tl.float32), f)",
+        ]
+        s = "float32"
+    if d == "bool":
+        return lines + ["y = x != 0"]
+    if s == "float16" or (s == "float64" and d in ("float16", "bfloat16")):
+        lines.append("x = x.to(tl.float32)")  # exact from float16; c10's rounding from float64
+        s = "float32"
+    if s == d:
+        return lines + ["y = x"]
+    if src.is_floating and not dst.is_floating:
+        if d == "uint32":
+            return lines + [
+                "u = (x != x) | (x < 0.0) | (x >= 4294967296.0)",
+                "y = tl.where(u, 0, x).to(tl.uint32)",
+                "y = tl.where(x >= 4294967296.0, 4294967295, y).to(tl.uint32)",
+            ]
+        bits = 64 if d in ("int64", "uint8") else 32
+        lines += _saturate("x", bits)
+        return lines + ([] if d == f"int{bits}" else [f"y = y.to({dst.triton})"])
+    if d == "bfloat16":
+        # Round to nearest even on the float32 bits (the interpreter would truncate); a NaN
+        # by the conversion instruction, as torch's `__float2bfloat16`.
+        return lines + [
+            "f = x.to(tl.float32)",
+            "u = f.to(tl.uint32, bitcast=True)",
+            "u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).to(tl.uint16)",
+            "y = tl.where(f != f, f.to(tl.bfloat16), u.to(tl.bfloat16, bitcast=True))",
+        ]
+    return lines + [f"y = x.to({dst.triton})"]
+
+
+def _saturate(name: str, bits: int) -> list[str]:
+    """`y` = float `name` truncated to int<bits> as CUDA's `cvt.rzi` does: NaN -> 0, out of
+    range -> the nearest limit (never converted: LLVM's conversion of them is poison)."""
+    limit = float(2 ** (bits - 1))
+    return [
+        f"u = ({name} != {name}) | ({name} >= {limit!r}) | ({name} < {-limit!r})",
+        f"y = tl.where(u, 0, {name}).to(tl.int{bits})",
+        f"y = tl.where({name} >= {limit!r}, {2 ** (bits - 1) - 1}, "
+        f"tl.where({name} < {-limit!r}, {-(2 ** (bits - 1))}, y)).to(tl.int{bits})",
+    ]
+
+
+def _cpu_cast_lines(src: DType, dst: DType) -> list[str]:
     """Lines turning the loaded `x` (of `src`) into `y` (of `dst`), bit for bit as torch's
     CPU `.to()` of a contiguous tensor (`runtime/backends/reference_casts.py` states them).
 
@@ -799,7 +879,7 @@ def emit_copy_body(
         if spec.src_dtype.name == "uint32":
             # The runtime may hand unsigned words over as their int32 bit patterns.
             e.emit("x = x.to(tl.uint32, bitcast=True)")
-        for line in _cast_lines(spec.src_dtype, spec.dst_dtype):
+        for line in _cast_lines(spec.src_dtype, spec.dst_dtype, plan.target):
             e.emit(line)
         if valid and fill is None:
             store_mask = load_mask

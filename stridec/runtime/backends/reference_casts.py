@@ -1,4 +1,5 @@
-"""torch's element conversions, bit for bit: the rules every backend follows for `cast`.
+"""torch's element conversions, bit for bit: the rules the CPU backends follow for `cast`
+(on a GPU, torch's CUDA conversions: docs/semantics.md#casts).
 
 torch's CPU `.to()` gives different bits for the same value depending on the path it
 takes (vectorized body, scalar tail, strided loop): float32 NaN -> bfloat16 is `0xFFFF`
@@ -80,11 +81,15 @@ def _float_to_int64(x: torch.Tensor) -> torch.Tensor:
 
 def cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """`t.to(dtype)` with the rules above, whatever `t`'s layout (`t` itself for its own
-    dtype, else a new contiguous tensor)."""
+    dtype, else a new contiguous tensor). On a GPU, torch's own `.to()` there: each backend
+    gives torch's bits on the device it runs on (docs/semantics.md#casts), and torch's CUDA
+    conversion is one rule whatever the layout."""
     src = t.dtype
     if src == dtype:
         return t
     t = t.contiguous()
+    if t.device.type != "cpu":
+        return t.to(dtype)
     if src in _FLOATS and dtype in _FLOATS:
         out = t.to(torch.float32).to(dtype) if src == torch.float64 and dtype in (
             torch.float16, torch.bfloat16) else t.to(dtype)
