@@ -17,6 +17,7 @@ size, with the kernels each launches per call.
 
 `--runs N` repeats the whole suite N times in one process (N files' worth of rows in one
 file, the spread between runs in the tables). The JSON is rewritten after every row.
+`python bench/suites.py FILE.json` writes a run's .md and .png again from its JSON.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import argparse
 import fnmatch
 import json
 import math
+import os
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -33,12 +36,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import torch
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-import stridec
-from bench import cases as suite_cases
-from bench.cases import Case
-from bench.run import (
+import torch  # noqa: E402
+
+import stridec  # noqa: E402
+from bench import cases as suite_cases  # noqa: E402
+from bench.cases import Case  # noqa: E402
+from bench.run import (  # noqa: E402
     SCHEMA,
     Progress,
     Session,
@@ -48,10 +55,10 @@ from bench.run import (
     environment,
     wall_timer,
 )
-from bench.workloads import Mismatch, assert_same
-from stridec.runtime.backends import cpu as cpu_backend
+from bench.workloads import Mismatch, assert_same  # noqa: E402
+from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
-__all__ = ["TARGETS", "markdown", "run_suite", "select_cases", "summarize"]
+__all__ = ["TARGETS", "markdown", "rewrite", "run_suite", "select_cases", "summarize"]
 
 DASH = "—"
 # Issue 33's targets, same-run ratios on 2 cores.
@@ -85,6 +92,7 @@ def _check(got: Any, want: tuple[torch.Tensor, ...], what: str) -> None:
 
 def _new_row(case: Case) -> dict[str, Any]:
     return {"kind": "symbolic" if case.dynamic is not None else "suite", "name": case.name,
+            "load": os.getloadavg()[0],
             "suite": case.suite, "group": case.group, "size": case.size,
             "description": case.description, "source": case.source, "note": case.note,
             "shape_text": case.shape_text, "dtype": case.dtype, "info": case.info,
@@ -308,6 +316,9 @@ def summarize(suite: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
                              if r["vs_eager"] < 1.0],
            "below_1_compile": [r["name"] for r in _measured(rows, "vs_compile")
                                if r["vs_compile"] < 1.0]}
+    out["q20"] = {key: _geomean([v for r in rows if r["status"] == "ok"
+                                 if (v := _q20_ratio(r, key)) is not None])
+                  for key in ("vs_eager", "vs_compile", "frac_memcpy")}
     g_e, g_c, g_m = out["geomean_vs_eager"], out["geomean_vs_compile"], out["geomean_frac_memcpy"]
     complete = not not_ok and bool(compiled)
     if suite == "ttc":
@@ -318,6 +329,16 @@ def summarize(suite: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
                       and g_c >= 1.5 and not out["below_1_eager"]
                       and not out["below_1_compile"])
     return out
+
+
+def _q20_ratio(row: dict[str, Any], key: str) -> float | None:
+    """A ratio of the row's 20th-percentile times instead of its medians: the calls least
+    slowed by other processes' work."""
+    systems = row.get("systems") or {}
+    st = (systems.get("stridec") or {}).get("ms_q20")
+    other = ((systems.get({"vs_eager": "eager", "vs_compile": "compile"}[key]) or {})
+             if key != "frac_memcpy" else (row.get("copy") or {})).get("ms_q20")
+    return other / st if st and other else None
 
 
 def _spread(runs: list[list[dict[str, Any]]], key: str) -> dict[str, float]:
@@ -401,6 +422,12 @@ def _summary_lines(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
                          f"| {_num(m['min_vs_compile'], '.2f')} "
                          f"| {len(m['below_1_eager'])} | {len(m['below_1_compile'])} "
                          f"| {'yes' if m['met'] else 'no'} |")
+        lines += ["", "The same from each system's 20th-percentile time (the rounds least "
+                  "slowed by other processes), run by run: geomean × eager "
+                  + " / ".join(_num(m["q20"]["vs_eager"], ".2f") for m in sums)
+                  + ", × compile " + " / ".join(_num(m["q20"]["vs_compile"], ".2f") for m in sums)
+                  + ", of memcpy " + " / ".join(_num(m["q20"]["frac_memcpy"], ".2f")
+                                                for m in sums) + "."]
         spread = _spread(runs, "vs_compile") if len(runs) > 1 else {}
         rows = runs[0]
         lines += ["", f"Worst rows × torch.compile (run 1): {_worst(rows, 'vs_compile')}.",
@@ -419,6 +446,18 @@ def _summary_lines(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+def _load_text(runs: list[list[dict[str, Any]]]) -> str:
+    loads = [r["load"] for rows in runs for r in rows if r.get("load") is not None]
+    if not loads:
+        return "not recorded"
+    return (f"median {statistics.median(loads):.1f}, {min(loads):.1f}–{max(loads):.1f}; above "
+            f"{_cores()} other processes were running: times are wall-clock, ratios same-run")
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The suite's results: environment, targets and geomeans per run, then every row
     (values of the runs separated by `/`)."""
@@ -433,6 +472,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"- command: `{st['command']}`" + (f"; seed {report['seed']}"
                                           if report.get("seed") is not None else ""),
         f"- timing: {st['timer']}; {len(runs)} run(s), values of each run separated by `/`",
+        f"- machine load (1-minute load average at each row's start, {_cores()} cores): "
+        + _load_text(runs),
         "- × eager, × compile: their median time over stridec's (above 1: stridec is "
         "faster); of memcpy, of stream: the same-run `dst.copy_(src)` of the row's bytes "
         "and the streaming copy (non-temporal stores), their time over stridec's; bound × "
@@ -508,10 +549,12 @@ def write_chart(report: dict[str, Any], path: Path) -> str | None:
         ax.set_xlabel(label)
         ax.tick_params(axis="y", labelsize=6)
     axes[0][0].set_yticks(range(len(names)), names)
-    axes[0][0].invert_yaxis()
+    axes[0][0].set_ylim(len(names) - 0.5, -0.5)  # first row on top, no margins
     axes[0][-1].legend(loc="lower right", fontsize=7)
-    fig.suptitle(f"stridec suite {suite} — {report['device']['name']} — {report['date'][:10]}")
-    fig.tight_layout()
+    h = fig.get_figheight()
+    fig.suptitle(f"stridec suite {suite} — {report['device']['name']} — {report['date'][:10]}",
+                 y=1 - 0.15 / h)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / h))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return None
@@ -634,3 +677,29 @@ def _line(row: dict[str, Any]) -> str:
     if row.get("frac_memcpy"):
         text += f"  {row['frac_memcpy']:.2f} of memcpy"
     return text
+
+
+def rewrite(json_path: Path) -> list[Path]:
+    """The `.md` and `.png` of a suite's JSON written again beside it (after a change to
+    how they are drawn: the numbers are the JSON's)."""
+    report = json.loads(json_path.read_text(encoding="utf-8"))
+    md = json_path.with_suffix(".md")
+    md.write_text(markdown(report), encoding="utf-8")
+    written = [md]
+    if not report.get("smoke") and write_chart(report, json_path.with_suffix(".png")) is None:
+        written.append(json_path.with_suffix(".png"))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Write a copy suite's .md and .png again from "
+                                            "its .json (runs: bench/run.py --cpu --suite)")
+    p.add_argument("json", type=Path, nargs="+", help="bench/results/<date>-cpu-<suite>.json")
+    for path in p.parse_args(argv).json:
+        for written in rewrite(path):
+            print(f"wrote {written}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

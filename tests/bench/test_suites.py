@@ -175,5 +175,10 @@ def test_quick_times_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         row["systems"]["eager"]["ms"] / row["systems"]["stridec"]["ms"])
     assert row["frac_memcpy"] == pytest.approx(row["copy"]["ms"] / row["systems"]["stridec"]["ms"])
     assert row["stream"]["ms"] > 0
+    assert row["load"] >= 0  # the machine's load average at the row's start
     assert "| `pixel_shuffle_64K` |" in json_path.with_suffix(".md").read_text()
     assert json_path.with_suffix(".png").exists() or "chart skipped" in out
+    # `python bench/suites.py FILE.json` draws the page again from the JSON alone.
+    json_path.with_suffix(".md").unlink()
+    assert json_path.with_suffix(".md") in suites.rewrite(json_path)
+    assert "20th-percentile" in json_path.with_suffix(".md").read_text()
