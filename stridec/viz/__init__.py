@@ -33,18 +33,24 @@ def require_matplotlib(what: str) -> None:
 
 
 def draw(obj: Any, path: str | Path | None = None, **options: Any) -> Any:
-    """Draw a `Layout`, a format `Packing`, a `Value`, a `Graph` or a `Plan`; return the
-    matplotlib figure, saved to `path` (PNG or SVG by its suffix) when given.
+    """Draw a `Layout`, a format (a `Format` such as `get_format("NCHW4")`, `pitched<N>`, or
+    its `Packing`), a `Value`, a `Graph` or a `Plan`; return the matplotlib figure, saved
+    to `path` (PNG or SVG by its suffix) when given.
 
-    Options for layouts: `storage_size` (draw storage past the last addressed element),
-    `color_dim` (the logical dim that colours the cells; None for one colour),
-    `max_columns`, `max_rows` (of the storage strip), `title`, `names` (dim letters).
+    Options for layouts and formats: `storage_size` (draw storage past the last
+    addressed element), `color_dim` (the logical dim that colours the cells; None for one
+    colour), `max_columns`, `max_rows` (of the storage strip), `title`, `names` (dim
+    letters); for a format, `sizes` (the logical NCHW sizes packed; by default one and a
+    half blocks of channels, so the padding shows) and `dtype` (of pitched rows).
+    Options for graphs and plans: `title`, and `engine`: "dot" (Graphviz, which must be
+    installed), "layers" (stridec's own layered layout) or "auto" (dot where installed).
 
     >>> fig = stridec.draw(stridec.Layout.padded((2, 3), 5))   # rows of 5 holding 3
     >>> type(fig).__name__
     'Figure'
+    >>> fig = stridec.draw(stridec.get_format("NCHW4"))        # C = 6: two blocks of 4
     """
-    from stridec.ir.formats import Packing
+    from stridec.ir.formats import Format, Packing, PitchedRows
     from stridec.ir.graph import Graph, Value
     from stridec.ir.layout import Layout
 
@@ -55,6 +61,8 @@ def draw(obj: Any, path: str | Path | None = None, **options: Any) -> Any:
                 f"draw: path {str(path)!r} must end in .png or .svg; got suffix {suffix!r}"
             )
     require_matplotlib("draw")
+    if isinstance(obj, (Format, PitchedRows)):
+        obj, options = _format_packing(obj, options)
     if isinstance(obj, (Layout, Packing)):
         fig = _draw_storage(obj, **options)
     elif isinstance(obj, Value):
@@ -69,12 +77,32 @@ def draw(obj: Any, path: str | Path | None = None, **options: Any) -> Any:
         fig = draw_plan(obj, **options)
     else:
         raise UnsupportedError(
-            "draw: expected a Layout, a Packing, a Value, a Graph or a Plan; got "
+            "draw: expected a Layout, a Format, a Packing, a Value, a Graph or a Plan; got "
             f"{type(obj).__name__}"
         )
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
+
+
+def _format_packing(fmt: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The `Packing` a format picture draws: of `sizes` (default: N = 1, or 2 for a
+    format that interleaves N; one and a half blocks of channels; H = 2, W = 3), titled
+    with the format's name."""
+    from stridec.ir.formats import Format
+
+    options = dict(options)
+    dtype = options.pop("dtype", "float32")
+    sizes = options.pop("sizes", None)
+    if sizes is None:
+        if isinstance(fmt, Format):
+            block = fmt.block if fmt.is_blocked else 2
+            n = 2 if fmt.is_blocked and fmt.order.index(0) > fmt.order.index(1) else 1
+            sizes = (n, block + max(block // 2, 1), 2, 3)
+        else:  # pitched rows
+            sizes = (2, 3)
+    options.setdefault("title", f"{fmt} of logical sizes {tuple(sizes)}")
+    return fmt.packing(sizes, dtype), options
 
 
 def _is_plan(obj: Any) -> bool:

@@ -56,10 +56,13 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
 
 
-def op_lines(graph: Graph, op: Op, names: dict[int, str] | None = None) -> list[str]:
+def op_lines(graph: Graph, op: Op, names: dict[int, str] | None = None,
+             clip: bool = True) -> list[str]:
     """An op as a few short lines: ``%1 = permute %x``, one line per attribute, then each
     result's type with its layout over its storage, spelled out also where it is the
-    contiguous one the text IR leaves out."""
+    contiguous one the text IR leaves out; with `clip`, a line is cut at `MAX_LINE`
+    characters (pictures wrap them instead)."""
+    cut = _clip if clip else str
     names = value_names(graph) if names is None else names
     head = op.name
     if op.results:
@@ -68,11 +71,11 @@ def op_lines(graph: Graph, op: Op, names: dict[int, str] | None = None) -> list[
         head += " " + ", ".join(names.get(id(v), "%?") for v in op.operands)
     lines = [head]
     for key, value in op.printed_attrs().items():
-        lines.append(_clip(f"  {key} = {format_attr_value(value)}"))
+        lines.append(cut(f"  {key} = {format_attr_value(value)}"))
     for r in op.results:
         # The layout even where the text IR leaves it out (contiguous from offset 0).
         layout = "" if not r.type.has_default_layout() else f" {r.type.layout}"
-        lines.append(_clip(f": {r.type}{layout}"))
+        lines.append(cut(f": {r.type}{layout}"))
     return lines
 
 
