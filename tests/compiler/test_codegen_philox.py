@@ -28,6 +28,7 @@ from stridec.compiler.codegen.philox import (
 )
 from stridec.compiler.codegen.spec import MaskBound
 from stridec.errors import CallError, ShapeError, UnsupportedError
+from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES, DType
 from stridec.runtime.backends.cpu import available as cpu_backend_available
 from stridec.runtime.backends.interpret import interpreter_fma_is_exact
@@ -515,7 +516,7 @@ def test_bad_destination_is_a_call_error_naming_dst(backend: str) -> None:
 
 def test_bad_specs() -> None:
     with pytest.raises(UnsupportedError, match="rank"):
-        generate_philox(plain_spec((1,) * 9))
+        generate_philox(plain_spec((1,) * (MAX_RANK + 1)))
     with pytest.raises(ShapeError, match="index_strides"):
         generate_philox(PhiloxSpec((2, 2), (2,), 0, (2, 1), 0, 4, u32))
     with pytest.raises(ShapeError, match="logical indices"):
