@@ -141,6 +141,9 @@ class Session:
     host_batches: int = 15
     interleave: int = 0  # > 0: rounds of interleaved wall-clock timing (CPU runs)
     flush_mb: int = 0  # > 0: MB read before each interleaved timed call (cache flush)
+    # The clock of interleaved timing: the host's, or the calling thread's CPU time (a
+    # suite run on one thread, not slowed by the time other processes hold the core).
+    clock: Callable[[], float] = time.perf_counter
     baselines: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     def sync(self) -> None:
@@ -434,9 +437,9 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, written: 
         for name in names[r % len(names):] + names[:r % len(names)]:
             if flush is not None:
                 flush.sum()  # clean lines only: nothing dirty left for the timed call to write back
-            t0 = time.perf_counter()
+            t0 = s.clock()
             everything[name]()
-            samples[name].append((time.perf_counter() - t0) * 1e3)
+            samples[name].append((s.clock() - t0) * 1e3)
     for name in names:
         ms = statistics.median(samples[name])
         entry = {"ms": ms, "ms_q20": _quantile(samples[name], 0.2),
@@ -882,6 +885,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="with --suite: 5 rounds, no torch.compile, no files (unless --out): "
                         "for timing a row or two with --only while working on a kernel")
+    p.add_argument("--threads", type=int, default=None,
+                   help="with --suite: torch.set_num_threads(N) first (stridec, eager, "
+                        "torch.compile and the yardsticks all run on N threads)")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="with --suite: time by the host clock (default) or, with --threads 1, "
+                        "by the calling thread's CPU time, which the time other processes "
+                        "hold the core does not count in")
     p.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scale", default="full", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)

@@ -58,9 +58,11 @@ from bench.run import (  # noqa: E402
 from bench.workloads import Mismatch, assert_same  # noqa: E402
 from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
-__all__ = ["TARGETS", "markdown", "rewrite", "run_suite", "select_cases", "summarize"]
+__all__ = ["TARGETS", "markdown", "rewrite", "run_suite", "select_cases", "size_class",
+           "summarize"]
 
 DASH = "—"
+MiB = 1 << 20
 # Issue 33's targets, same-run ratios on 2 cores.
 TARGETS = {
     "ttc": "geomean ≥ 1.5× torch.compile and ≥ 0.8 of memcpy; no row below 1.0× torch.compile",
@@ -391,6 +393,33 @@ def _rows_table(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def size_class(row: dict[str, Any]) -> str:
+    """The row's size: its model size (64K, 1M, 64M), else its largest tensor's bytes in
+    one of three classes."""
+    if row.get("size"):
+        return row["size"]
+    largest = max(row.get("bytes_read") or 0, row.get("bytes_written") or 0)
+    return "< 1 MiB" if largest < MiB else "1-16 MiB" if largest < 16 * MiB else ">= 16 MiB"
+
+
+def _by_size_table(runs: list[list[dict[str, Any]]]) -> list[str]:
+    """Geomeans per size class, run by run: on a loaded machine a call that wakes a second
+    thread waits for the scheduler, which weighs on the small rows most."""
+    classes = list(dict.fromkeys(size_class(r) for r in runs[0]))
+    lines = ["| size | rows | geomean × eager | geomean × compile | geomean of memcpy | "
+             "median load |", "|---|---|---|---|---|---|"]
+    for c in classes:
+        members = [[r for r in rows if size_class(r) == c] for rows in runs]
+        cells = []
+        for key in ("vs_eager", "vs_compile", "frac_memcpy"):
+            cells.append(" / ".join(_num(_geomean([r[key] for r in _measured(m, key)]), ".2f")
+                                    for m in members))
+        loads = [r["load"] for m in members for r in m if r.get("load") is not None]
+        load = _num(statistics.median(loads) if loads else None, ".1f")
+        lines.append(f"| {c} | {len(members[0])} | " + " | ".join(cells) + f" | {load} |")
+    return lines
+
+
 def _worst(rows: list[dict[str, Any]], key: str, n: int = 5) -> str:
     timed = sorted(_measured(rows, key), key=lambda r: r[key])[:n]
     return ", ".join(f"`{r['name']}` {r[key]:.2f}" for r in timed) or DASH
@@ -428,6 +457,7 @@ def _summary_lines(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
                   + ", × compile " + " / ".join(_num(m["q20"]["vs_compile"], ".2f") for m in sums)
                   + ", of memcpy " + " / ".join(_num(m["q20"]["frac_memcpy"], ".2f")
                                                 for m in sums) + "."]
+        lines += [""] + _by_size_table(runs)
         spread = _spread(runs, "vs_compile") if len(runs) > 1 else {}
         rows = runs[0]
         lines += ["", f"Worst rows × torch.compile (run 1): {_worst(rows, 'vs_compile')}.",
@@ -565,7 +595,11 @@ def write_chart(report: dict[str, Any], path: Path) -> str | None:
 
 def result_stem(report: dict[str, Any], folder: Path) -> Path:
     """`<folder>/<date>-cpu-<suite>`, with `-2`, `-3` … where that day's file exists."""
-    base = f"{report['date'][:10]}-cpu-{report['suite']}" + ("-smoke" if report["smoke"] else "")
+    st = report.get("settings") or {}
+    base = (f"{report['date'][:10]}-cpu-{report['suite']}"
+            + ("-smoke" if report["smoke"] else "")
+            + (f"-{st['threads']}t" if st.get("threads_given") else "")
+            + ("-cputime" if st.get("clock") == "thread" else ""))
     stem, k = folder / base, 1
     while any(stem.with_suffix(ext).exists() for ext in (".json", ".md", ".png")):
         k += 1
@@ -588,14 +622,23 @@ def run_suite(args: argparse.Namespace) -> int:
         print("bench: the suites time the cpu backend, which needs a C compiler",
               file=sys.stderr)
         return 2
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)  # before any compile: Inductor reads it then
+    if args.clock == "thread" and torch.get_num_threads() != 1:
+        print("bench: --clock thread times the calling thread; it goes with --threads 1",
+              file=sys.stderr)
+        return 2
     repeats = args.cpu_repeats
     timer = None if smoke else wall_timer(repeats)
     torch_compile = (not smoke) if args.torch_compile is None else args.torch_compile
     s = Session(torch.device("cpu"), "cpu", backend, timer, torch_compile,
-                interleave=0 if smoke else repeats, flush_mb=0 if smoke else args.cpu_flush_mb)
+                interleave=0 if smoke else repeats, flush_mb=0 if smoke else args.cpu_flush_mb,
+                clock=time.thread_time if args.clock == "thread" else time.perf_counter)
     info, versions = environment(s.device)
+    clock = ("the calling thread's CPU time (time.thread_time)" if args.clock == "thread"
+             else "host clock")
     how = ("none (smoke: tiny sizes, correctness only)" if smoke else
-           f"host clock; the row's systems, a same-run memcpy and streaming copy interleaved, "
+           f"{clock}; the row's systems, a same-run memcpy and streaming copy interleaved, "
            f"order rotated, {repeats} rounds, medians; "
            + (f"caches flushed before each timed call (a {args.cpu_flush_mb} MB read); "
               if args.cpu_flush_mb else "caches not flushed (warm); ")
@@ -612,6 +655,8 @@ def run_suite(args: argparse.Namespace) -> int:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mode": "cpu", "backend": backend, "device": info, "versions": versions,
         "settings": {"timer": how, "repeats": repeats, "flush_mb": args.cpu_flush_mb,
+                     "threads": torch.get_num_threads(), "clock": args.clock,
+                     "threads_given": args.threads is not None,
                      "torch_compile": torch_compile, "runs": args.runs, "command": command},
         "runs": [],
     }

@@ -182,3 +182,28 @@ def test_quick_times_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     json_path.with_suffix(".md").unlink()
     assert json_path.with_suffix(".md") in suites.rewrite(json_path)
     assert "20th-percentile" in json_path.with_suffix(".md").read_text()
+
+
+@pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
+def test_one_thread_timed_by_cpu_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--threads 1 --clock thread`: every system on the calling thread, timed by its CPU
+    time (what other processes' work on a shared machine does not add to); the file says
+    so in its name and settings. The thread clock without one thread is refused."""
+    threads = torch.get_num_threads()
+    try:
+        assert bench_run.main(["--cpu", "--suite", "models", "--quick", "--only",
+                               "pixel_shuffle_64K", "--clock", "thread"]) == 2
+        code = bench_run.main(["--cpu", "--suite", "models", "--quick", "--only",
+                               "pixel_shuffle_64K", "--cpu-repeats", "1", "--cpu-flush-mb",
+                               "0", "--threads", "1", "--clock", "thread", "--out",
+                               str(tmp_path)])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    (json_path,) = tmp_path.glob("*-cpu-models-1t-cputime.json")
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["threads"] == 1 and report["settings"]["clock"] == "thread"
+    assert "time.thread_time" in report["settings"]["timer"]
+    assert report["runs"][0][0]["systems"]["stridec"]["ms"] > 0
