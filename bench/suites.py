@@ -470,6 +470,7 @@ def _summary_lines(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
     if spread:
         values = sorted(spread.values())
         worst = max(spread, key=spread.get)
+        lines.append("")
         lines.append(f"Spread between the runs (largest over smallest ratio, per row): median "
                      f"{values[len(values) // 2]:.3f}, largest {spread[worst]:.3f} "
                      f"(`{worst}`).")
