@@ -53,10 +53,29 @@ def test_each_command_is_complete_and_installs_cpu_torch_first(index: int) -> No
     assert steps[4] == ("python examples/quickstart.py", "python -m pytest -q -n auto")[index]
 
 
-def test_ci_tests_the_oldest_triton_pyproject_accepts() -> None:
+def _supported(name: str) -> tuple[str, str]:
+    """The oldest and the newest `name` pyproject accepts ("X" of ">=X", the minor below
+    "<Y")."""
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    low, high = re.search(r'"triton>=([0-9.]+),<([0-9.]+)"', pyproject).groups()
-    assert ci_print_commands()[2] == f"triton=={low}.*"
+    low, high = re.search(rf'"{name}>=([0-9.]+),<([0-9.]+)"', pyproject).groups()
+    return low, f"{high.split('.')[0]}.{int(high.split('.')[1]) - 1}"
+
+
+def test_ci_tests_the_oldest_torch_and_triton_pyproject_accepts() -> None:
+    (torch_low, torch_high), (triton_low, triton_high) = _supported("torch"), _supported("triton")
+    assert ci_print_commands()[2:4] == [f"triton=={triton_low}.*", f"torch=={torch_low}.*"]
     readme = README.read_text(encoding="utf-8")
-    newest = f"{high.split('.')[0]}.{int(high.split('.')[1]) - 1}"
-    assert f"Triton {low} to {newest} is supported" in readme
+    assert (f"torch {torch_low} to {torch_high} and Triton {triton_low} to {triton_high} are "
+            f"supported") in " ".join(readme.split())
+    # The README's command for the whole suite at the oldest installs exactly those.
+    section = readme.split("\n## Oldest supported torch and Triton\n", 1)[1].split("\n## ")[0]
+    (command,) = [b.text.strip() for b in blocks_of(README) if b.language == "sh"
+                  and b.text.strip() in section]
+    assert f"pip install torch=={torch_low}.0 triton=={triton_low}.0 &&" in command
+    assert command.endswith('pip install -e ".[dev]" && python -m pytest -q -n auto')
+
+
+def test_the_readme_commands_install_the_newest_torch_pyproject_accepts() -> None:
+    for command in readme_commands():
+        pinned = re.search(r"pip install torch==([0-9]+\.[0-9]+)\.[0-9]+ ", command).group(1)
+        assert pinned == _supported("torch")[1]

@@ -217,7 +217,10 @@ def explicit_by_hand(
     if fill is None:
         target[valid] = values[valid]
     else:
-        target.copy_(torch.where(valid, values, torch.tensor(fill, dtype=dtype)))
+        # On the bits: torch 2.11's CPU has no `where` for uint32.
+        bits = {torch.uint32: torch.int32}.get(dtype, dtype)
+        fill_t = torch.tensor(fill, dtype=dtype).view(bits)
+        target.copy_(torch.where(valid, values.view(bits), fill_t).view(dtype))
     return torch.as_strided(buffer, layout.sizes, layout.strides, layout.offset)
 
 

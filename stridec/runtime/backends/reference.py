@@ -362,11 +362,19 @@ def _valid(space: Layout, masks: Any, device: Any) -> torch.Tensor:
     return valid
 
 
+# Unsigned words and the signed type of their width: torch.where on the bits (torch 2.11's
+# CPU has no `where` for uint32).
+_SIGNED = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+
+
 def _masked(values: torch.Tensor, space: Layout, masks: Any, fill: Any) -> torch.Tensor:
     if not masks:
         return values
     valid = _valid(space, masks, values.device)
     fill_t = torch.full((), 0 if fill is None else fill, dtype=values.dtype, device=values.device)
+    signed = _SIGNED.get(values.dtype)
+    if signed is not None:
+        return torch.where(valid, values.view(signed), fill_t.view(signed)).view(values.dtype)
     return torch.where(valid, values, fill_t)
 
 
