@@ -14,6 +14,13 @@ import tempfile
 import pytest
 import torch
 from hypothesis import settings
+from stop_after import (  # noqa: F401 -- --stop-after: its hooks, as this conftest's
+    pytest_addoption,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_runtest_logreport,
+    pytest_sessionstart,
+)
 
 # CI runs the same examples every time (a red CI blocks landing, so it must not depend on
 # the draw); local runs keep hypothesis' random search, which is how new bugs are found.
