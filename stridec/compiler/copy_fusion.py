@@ -36,12 +36,18 @@ and y (1, 4, 2, 3), ``cat([x, y], 1).permute(0, 2, 3, 1).contiguous()``:
 Disjoint boxes of one buffer: `lower_to_program` runs them as one kernel. A fill can only
 start a buffer (a copy without operands makes a new one), so the fills go first, as one
 fill of the box spanning them; when the reader writes into a buffer (a cat's later copy),
-to the start of that buffer (`_hoist`). `lower_to_program` then cuts the fill around the
-copies into it, one part each. It does not cut the reader when: the buffer is also
-returned, viewed or written into; the reader's space splits or merges its result's dims
-(a reshape's, an unpack's); a writer's region is not a box of the buffer, or the reader
-reads the buffer across its dims (a reshape merging the cat dim); a writer and the reader
-both cast; the fills differ in value; or more than `MAX_PIECES` pieces result.
+to the start of that buffer (`_hoist`), or, where no copy starts it (a caller's `out`),
+onto the pieces as frames (`_framed`). `merge-fills` then cuts a fill around the copies
+into it, one part each. A reader that reads the buffer across its dims (a view merging
+the cat dim with another) is split first (`_refined`). It does not cut the reader when:
+the buffer is also returned, viewed or written into; the reader's space splits or merges
+its result's dims (a reshape's, an unpack's); a writer's region is not a box of the
+buffer; a writer and the reader both cast; the fills differ in value; or more than
+`MAX_PIECES` pieces result.
+
+A reader of one copy's buffer that no strided map reads, even split, is cut into boxes
+that each compose (`fuse_in_pieces`, `index_maps.compose_pieces`): Swin's window_reverse
+read by a roll.
 """
 
 from __future__ import annotations
@@ -53,24 +59,27 @@ from dataclasses import dataclass
 from stridec.compiler.rewriting import Rewriter
 from stridec.errors import StridecError
 from stridec.ir import ops as O
-from stridec.ir.affine import Box, MaskBound, boxes_disjoint
+from stridec.ir.affine import Box, MaskBound, box_inside, boxes_disjoint, guillotine
 from stridec.ir.dtypes import DType, convert
 from stridec.ir.graph import Op, Value
 from stridec.ir.index_maps import (
     box_of,
     compose,
     compose_mask,
+    compose_pieces,
     image_box,
     refine,
     restrict,
     split_box,
 )
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import UndecidedError
 
 __all__ = [
     "Assembly",
     "apply_assembly",
     "fuse",
+    "fuse_in_pieces",
     "fuse_into_generator",
     "fuse_with_writers",
     "new_op",
@@ -341,14 +350,22 @@ MAX_CELLS = 64
 @dataclass(frozen=True, slots=True)
 class _Aligned:
     """A copy seen over the dims of its result layout, in their order (`_align`): `src`
-    and `dst` over `sizes`, `dst` the box of the layout starting at `start`, `masks`
-    over `sizes` too."""
+    and `dst` over `sizes`, `dst` a box of the layout (or, refined by `_refined`, of the
+    layout with some dims split), `masks` over `sizes` too."""
 
     sizes: tuple[int, ...]
     src: Layout
     dst: Layout
-    start: tuple[int, ...]
     masks: tuple
+
+
+def _refined(aligned: _Aligned, split: Sequence[Sequence[int]]) -> _Aligned:
+    """`aligned` with its dims split into `split`'s factors: the same copy over a finer
+    space (a reader of a (B, H, W, C) cat through a view (B, H·W, C) walks H·W as
+    (H, W)), so that it reads the buffer's coordinates affinely."""
+    src, dst = refine(aligned.src, split), refine(aligned.dst, split)
+    masks = tuple((refine_coeffs(c, split), lo, hi) for c, lo, hi in aligned.masks)
+    return _Aligned(src.sizes, src, dst, masks)
 
 
 def _align(op: Op) -> _Aligned | None:
@@ -393,11 +410,10 @@ def _align(op: Op) -> _Aligned | None:
         new_dst = Layout(sizes, out.strides, dst.offset)
     except StridecError:
         return None
-    box = box_of(new_dst, out)
-    if box is None:
+    if box_of(new_dst, out) is None:
         return None
     masks = tuple((over(c, 0), lo, hi) for c, lo, hi in masks)
-    return _Aligned(sizes, new_src, new_dst, tuple(b for b, _ in box), masks)
+    return _Aligned(sizes, new_src, new_dst, masks)
 
 
 def _writers(value: Value) -> list[Op] | None:
@@ -435,56 +451,66 @@ def _bbox(boxes: Sequence[Box]) -> Box:
     )
 
 
-def _shift(box: Box, start: Sequence[int]) -> Box:
-    return tuple((lo + s, hi + s) for (lo, hi), s in zip(box, start, strict=True))
-
-
 @dataclass
 class Assembly:
     """What a copy reading an assembled buffer becomes (`plan_assembled`).
 
     - `pieces`: (source, attributes) of one copy per writer and box of the consumer's
       space, in the writers' order, each into the previous one's buffer;
-    - `fill`: (box of the result layout, value) to fill before them, or None;
+    - `fill`: (where, value) to fill before them, or None: `where` the fill's `dst`
+      over its own space (a box of the result layout, or of the consumer's space refined);
     - `into`: the buffer the consumer wrote into (None: a new buffer);
     - `hoist`: where the fill goes when `into` is given: "extend" the fill that starts
       `into`'s buffer, or "insert" one before its first writer; "new" otherwise.
     """
 
     pieces: list[tuple[Value, dict]]
-    fill: tuple[Box, float | int | bool] | None
+    fill: tuple[Layout, float | int | bool] | None
     into: Value | None
     hoist: str
     first: Op | None = None  # the first writer of `into`'s buffer, for the hoist
 
 
-def _piece(consumer: Op, aligned: _Aligned, writer: Op, cell: Box) -> dict | str:
-    """The copy doing `consumer`'s work over `cell` straight from `writer`'s source.
+def _pieces(
+    consumer: Op, aligned: _Aligned, writer: Op, cell: Box
+) -> list[tuple[Box, dict]] | str:
+    """The copies doing `consumer`'s work over `cell` straight from `writer`'s source,
+    each with its box of the consumer's space.
 
     The consumer reads there only addresses `writer` wrote, so composing its read with
-    the writer's `dst`⁻¹ and `src` is the writer's source address (as in `fuse`); the
-    writer's masks (and the fill it stored, read back in the consumer's dtype) go along.
+    the writer's `dst`⁻¹ and `src` is the writer's source address (as in `fuse`); where
+    no one composition covers the cell, it is cut where the read crosses the writer's
+    coordinates (`compose_pieces`). The writer's masks (and the fill it stored, read back
+    in the consumer's dtype) go along.
     """
     d0, d1 = writer.operands[0].type.dtype, writer.dtype
     d2 = consumer.dtype
     if d0 != d1 and d1 != d2:
         return f"both copies cast ({d0} → {d1} → {d2})"
-    comp = compose(restrict(aligned.src, cell), writer.dst, writer.src)
-    if comp is None or comp.is_refined:
-        return "a piece does not read its writer's source through one strided layout"
-    masks = tuple(
-        _canonical(compose_mask(c, lo, hi, comp), comp.sizes)
-        for c, lo, hi in writer.masks or ()
+    reader = restrict(aligned.src, cell)
+    comp = compose(reader, writer.dst, writer.src)
+    parts = [(tuple((0, n) for n in reader.sizes), comp)] if comp is not None else (
+        compose_pieces(reader, writer.dst, writer.src, MAX_PIECES)
     )
-    return {
-        "layout": consumer.layout,
-        "dtype": d2,
-        "space": comp.sizes,
-        "src": comp.src,
-        "dst": restrict(aligned.dst, cell),
-        "masks": masks or None,
-        "fill": _stored(writer.fill, d1, d2) if masks else None,
-    }
+    if parts is None:
+        return "a piece does not read its writer's source through strided layouts"
+    out = []
+    for box, comp in parts:
+        masks = tuple(
+            _canonical(compose_mask(c, lo, hi, comp), comp.sizes)
+            for c, lo, hi in writer.masks or ()
+        )
+        at = tuple((c0 + lo, c0 + hi) for (c0, _), (lo, hi) in zip(cell, box, strict=True))
+        out.append((at, {
+            "layout": consumer.layout,
+            "dtype": d2,
+            "space": comp.sizes,
+            "src": comp.src,
+            "dst": refine(restrict(aligned.dst, at), comp.split),
+            "masks": masks or None,
+            "fill": _stored(writer.fill, d1, d2) if masks else None,
+        }))  # fmt: skip
+    return out
 
 
 def _cells_per_writer(
@@ -516,17 +542,21 @@ def _cells_per_writer(
 
 
 def _hoist(
-    into: Value, out: Layout, box: Box, value: float | int | bool, dtype: DType
-) -> tuple[str, Op, Box] | str:
-    """Where the fill of `box` goes when the consumer writes into `into`'s buffer.
+    into: Value, out: Layout, where: Layout, value: float | int | bool, dtype: DType
+) -> tuple[str, Op, Layout] | str:
+    """Where the fill of `where` goes when the consumer writes into `into`'s buffer.
 
     No copy can fill part of an existing buffer, so the fill moves to the start of that
     buffer: it extends the fill that starts it ("extend", to the box spanning both; same
     value), or a new fill is inserted before its first writer ("insert"). Either way the
     fill then runs before the writers the buffer had before the consumer, so none of
-    them may write into `box` (it would survive where the consumer wrote the fill).
-    Points the wider box covers besides are written later, or by nobody.
+    them may write into its box (it would survive where the consumer wrote the fill).
+    Points the wider box covers besides are written later, or by nobody. Returns the
+    fill's `dst`, a box of `out`.
     """
+    box = image_box(where, out)
+    if box is None:
+        return "the fill is not a box of the result layout"
     chain = _writers(into)
     if chain is None:
         return "the buffer written into is not assembled by copies alone"
@@ -543,7 +573,7 @@ def _hoist(
         written = image_box(w.dst, out)
         if written is None or not boxes_disjoint(written, box):
             return "an earlier writer of the buffer written into meets the fill"
-    return how, first, spanned
+    return how, first, restrict(out, spanned)
 
 
 def plan_assembled(consumer: Op) -> Assembly | str:
@@ -578,6 +608,9 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     if into is not None and (len(into.uses) != 1 or any(w.result is into for w in writers)):
         return "the buffer written into is shared, or is the buffer read"
     layout: Layout = writers[0].layout
+    read = compose(aligned.src, layout, Layout.contiguous(layout.sizes))
+    if read is not None and read.is_refined:
+        aligned = _refined(aligned, read.split)
     d1, d2 = writers[0].dtype, consumer.dtype
     full = tuple((0, n) for n in aligned.sizes)
     split = split_box(full, [MaskBound(c, lo, hi) for c, lo, hi in aligned.masks], MAX_CELLS)
@@ -600,15 +633,18 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     if isinstance(cells, str):
         return cells
     pieces: list[tuple[Value, dict]] = []
+    piece_cells: list[Box] = []
     for w, where in zip(writers, cells, strict=True):
         for cell in where:
             if _is_fill(w):
                 fills.append((cell, _stored(w.fill, d1, d2)))
                 continue
-            attrs = _piece(consumer, aligned, w, cell)
-            if isinstance(attrs, str):
-                return attrs
-            pieces.append((w.operands[0], attrs))
+            found = _pieces(consumer, aligned, w, cell)
+            if isinstance(found, str):
+                return found
+            for at, attrs in found:
+                pieces.append((w.operands[0], attrs))
+                piece_cells.append(at)
     if len(pieces) > MAX_PIECES:
         return f"{len(pieces)} pieces, more than one kernel runs ({MAX_PIECES})"
     if not pieces and not fills:
@@ -617,15 +653,55 @@ def plan_assembled(consumer: Op) -> Assembly | str:
         return "fills of different values"
     if not fills:
         return Assembly(pieces, None, into, "new")
-    box = _shift(_bbox([cell for cell, _ in fills]), aligned.start)
+    region = _bbox([cell for cell, _ in fills])
+    where = restrict(aligned.dst, region)
     value = fills[0][1]
     if into is None:
-        return Assembly(pieces, (box, value), None, "new")
-    hoisted = _hoist(into, consumer.layout, box, value, d2)
+        return Assembly(pieces, (where, value), None, "new")
+    hoisted = _hoist(into, consumer.layout, where, value, d2)
     if isinstance(hoisted, str):
-        return hoisted
-    how, first, box = hoisted
-    return Assembly(pieces, (box, value), into, how, first)
+        framed = _framed(pieces, piece_cells, region, value)
+        return hoisted if framed is None else Assembly(framed, None, into, "new")
+    how, first, where = hoisted
+    return Assembly(pieces, (where, value), into, how, first)
+
+
+def _framed(
+    pieces: list[tuple[Value, dict]], cells: Sequence[Box], region: Box,
+    value: float | int | bool,
+) -> list[tuple[Value, dict]] | None:
+    """The pieces with the fill of `region` (a box of their space) carried as frames, as
+    `merge-fills` frames a pad's copy: where the fill cannot go first, because the
+    consumer writes into memory no copy started (a caller's `out`). The pieces inside
+    `region` cut it by planes into one part each (`guillotine`) and write the fill on
+    their part around their cell; the others must miss it. None where they cannot: a
+    piece across the region's edge, no planes between them, a part with no piece (a
+    fill alone), or a piece whose masked points hold another fill."""
+    inside = [j for j, cell in enumerate(cells) if box_inside(cell, region)]
+    if not inside or any(
+        j not in inside and not boxes_disjoint(cell, region) for j, cell in enumerate(cells)
+    ):
+        return None
+    for j in inside:
+        attrs = pieces[j][1]
+        if len(attrs["space"]) != len(region):  # a frame is per dim of the piece's space
+            return None
+        if attrs["masks"] and attrs["fill"] is not None and _key(attrs["fill"]) != _key(value):
+            return None
+    try:
+        parts = guillotine(region, inside, cells)
+    except UndecidedError:
+        return None
+    if parts is None:
+        return None
+    out = list(pieces)
+    for part, j in parts:
+        frame = tuple(
+            (lo - p_lo, p_hi - hi) for (p_lo, p_hi), (lo, hi) in zip(part, cells[j], strict=True)
+        )
+        source, attrs = pieces[j]
+        out[j] = (source, {**attrs, "fill": value, "frame": frame})
+    return out
 
 
 def new_op(rw: Rewriter, cls: type[Op], operands: list[Value], attrs: dict) -> Op:
@@ -648,13 +724,13 @@ def apply_assembly(
     out: Layout = consumer.layout
     target = plan.into
     if plan.fill is not None:
-        box, value = plan.fill
+        where, value = plan.fill
         fill = new_op(rw, O.CopyOp, [], {
             "layout": out,
             "dtype": consumer.dtype,
-            "space": tuple(hi - lo for lo, hi in box),
+            "space": where.sizes,
             "src": None,
-            "dst": restrict(out, box),
+            "dst": where,
             "masks": None,
             "fill": value,
         })  # fmt: skip
@@ -686,18 +762,60 @@ def apply_assembly(
     rw.replace(consumer, [target])
 
 
+def fuse_in_pieces(consumer: Op, producer: Op) -> Assembly | str:
+    """The consumer cut into copies from the producer's source where it reads the
+    producer's buffer across its coordinates at places no split follows
+    (`compose_pieces`): Swin's window_reverse then a roll reads rows 0..10 of windows of
+    7 rows as rows 0..6 of one window and rows 0..3 of the next. Each piece writes a box
+    of the consumer's result, all disjoint, so they run as one batched kernel, as the
+    consumer alone would. Only where the producer has no other reader (its copy then
+    goes), without masks on either side, and while every piece writes a box of the
+    result layout."""
+    if not (_explicit(consumer) and _explicit(producer)) or len(producer.operands) != 1:
+        return "not two explicit copies from a source"
+    if len(producer.result.uses) != 1:
+        return "the producer's buffer has other readers"
+    if consumer.masks or producer.masks:
+        return "a masked copy"
+    source = producer.operands[0]
+    d0, d1, d2 = source.type.dtype, producer.dtype, consumer.dtype
+    if d0 != d1 and d1 != d2:
+        return f"both copies cast ({d0} → {d1} → {d2})"
+    parts = compose_pieces(consumer.src, producer.dst, producer.src, MAX_PIECES)
+    if parts is None or len(parts) < 2:
+        return "no cut of the consumer's space composes"
+    out: Layout = consumer.layout
+    pieces = []
+    for box, comp in parts:
+        dst = refine(restrict(consumer.dst, box), comp.split)
+        if image_box(dst, out) is None:
+            return "a piece writes no box of the result layout"
+        pieces.append((source, {
+            "layout": out, "dtype": d2 if d0 == d1 else d1, "space": comp.sizes,
+            "src": comp.src, "dst": dst, "masks": None, "fill": None,
+        }))  # fmt: skip
+    into = consumer.operands[1] if len(consumer.operands) == 2 else None
+    return Assembly(pieces, None, into, "new")
+
+
 def fuse_with_writers(op: O.CopyOp, rw: Rewriter, generators: dict[int, int]) -> None:
     """Make the explicit copy `op`, the last of `rw.ops` (the graph's ops being rebuilt),
     read the sources of the copies that wrote its buffer: fused with the one writer
     (`fuse`), then cut into one copy per writer of an assembled buffer (`plan_assembled`).
     `generators` maps the id of each Philox op in `rw.ops` to its index there (kept right
     when a fill is inserted before them)."""
-    fused = fuse(op, op.operands[0].owner)
+    producer = op.operands[0].owner
+    fused = fuse(op, producer)
     if not isinstance(fused, str):
         operands, attrs = fused
         new = rw.ops[-1] = new_op(rw, O.CopyOp, operands, attrs)
         rw.replace(op, new.results)
         op = new
+    else:
+        cut = fuse_in_pieces(op, producer)
+        if not isinstance(cut, str):
+            apply_assembly(op, cut, rw, generators)
+            return
     plan = plan_assembled(op)
     if not isinstance(plan, str):
         apply_assembly(op, plan, rw, generators)

@@ -38,6 +38,7 @@ __all__ = [
     "address_span",
     "boxes_disjoint",
     "box_inside",
+    "guillotine",
     "box_within",
     "merge_dims",
     "StridedInverse",
@@ -425,3 +426,29 @@ def box_within(
     ):
         return None
     return tuple((b, b + n) for b, n in zip(start, part_sizes, strict=True))
+
+
+def guillotine(
+    region: Box, members: list[int], boxes: Sequence[Box]
+) -> list[tuple[Box, int]] | None:
+    """Cut `region` by planes, recursively, until each part holds one of the boxes of
+    `members`: the first dim and place (a box's start) that leaves every box wholly on
+    one side, with boxes on both. None when some set of boxes admits no such cut (two
+    boxes that meet, or a pinwheel). Any such cut will do: each side is a subset of a set
+    the planes separate, and the same planes separate a subset."""
+    if len(members) == 1:
+        return [(region, members[0])]
+    for k in range(len(region)):
+        for cut in sorted({boxes[i][k][0] for i in members}):
+            below = [i for i in members if boxes[i][k][1] <= cut]
+            above = [i for i in members if boxes[i][k][0] >= cut]
+            if not below or not above or len(below) + len(above) != len(members):
+                continue
+            low = region[:k] + ((region[k][0], cut),) + region[k + 1 :]
+            high = region[:k] + ((cut, region[k][1]),) + region[k + 1 :]
+            first = guillotine(low, below, boxes)
+            second = guillotine(high, above, boxes)
+            if first is None or second is None:
+                return None
+            return first + second
+    return None

@@ -81,6 +81,7 @@ __all__ = [
     "box_of",
     "compose",
     "compose_mask",
+    "compose_pieces",
     "image_box",
     "refine",
     "restrict",
@@ -194,15 +195,62 @@ def compose(reader: Layout, writer_dst: Layout, writer_src: Layout) -> Compositi
     if inverse is None:
         return None
     try:
-        return _compose(reader, writer_src, inverse, p, q)
+        found = _compose(reader, writer_src, inverse, p, q)
     except UndecidedError:  # a step whose answer depends on the symbols' values
         return None
+    return found if isinstance(found, Composition) else None
+
+
+def compose_pieces(
+    reader: Layout, writer_dst: Layout, writer_src: Layout, limit: int
+) -> list[tuple[Box, Composition]] | None:
+    """`reader`'s space cut into boxes on each of which it composes with the copy
+    (`compose`), with each box's composition (over the box's own coordinates); ``None``
+    where some box does not compose and no cut helps, or past `limit` boxes.
+
+    Where a reader dim walks across a boundary of the writer's coordinates at a place no
+    split can follow -- rows 0..10 of windows of 7 rows (Swin's window_reverse read by a
+    roll), 11 rows no split of which steps back to row 0 of the next window -- it is cut
+    there, where its first run leaves P (row 7): rows [0, 7) and [7, 11) each compose.
+    """
+    if writer_src.sizes != writer_dst.sizes:
+        raise LayoutError(
+            f"compose_pieces: writer_dst sizes {writer_dst.sizes} and writer_src sizes "
+            f"{writer_src.sizes} must be equal"
+        )
+    inverse = invert_strided(writer_dst.sizes, writer_dst.strides, writer_dst.offset)
+    if inverse is None or reader.numel == 0:
+        return None
+    done: list[tuple[Box, Composition]] = []
+    stack: list[Box] = [tuple((0, n) for n in reader.sizes)]
+    while stack:
+        box = stack.pop()
+        try:
+            found = _compose(restrict(reader, box), writer_src, inverse, writer_dst.sizes,
+                             tuple(hi - lo for lo, hi in box))
+        except UndecidedError:
+            return None
+        if isinstance(found, Composition):
+            done.append((box, found))
+        elif found is None:
+            return None
+        else:
+            k, at = found
+            lo, hi = box[k]
+            stack.append(box[:k] + ((lo + at, hi),) + box[k + 1 :])
+            stack.append(box[:k] + ((lo, lo + at),) + box[k + 1 :])
+        if len(done) + len(stack) > limit:
+            return None
+    return sorted(done, key=lambda piece: _box_key(piece[0]))
 
 
 def _compose(
     reader: Layout, writer_src: Layout, inverse: StridedInverse, p: Sequence[int],
     q: Sequence[int],
-) -> Composition | None:
+) -> Composition | tuple[int, int] | None:
+    """`compose` past its checks; where a reader dim k walks out of P after `at` steps
+    from the reader's start (0 < at < its size) and no split of it follows, (k, at): the
+    place `compose_pieces` cuts."""
     base = inverse.coords_of(reader.offset)
     if base is None:
         return None
@@ -217,6 +265,7 @@ def _compose(
             factors[k].append((size, zero))
             continue
         left = size
+        first: int | None = None  # steps the dim's first run makes inside P
         while left != 1:
             # R.offset + stride is the reader's own address (this factor's first step), so
             # an unwritten one means the reader reads what the copy never wrote. Over
@@ -224,17 +273,19 @@ def _compose(
             # every point the walk reaches inside P, which proves the step in P.
             reached = inverse.coords_of(reader.offset + stride, checked=static)
             if reached is None:
-                return None
+                return _cut(k, first, size)
             move = tuple(b - a for a, b in zip(base, reached, strict=True))
             fit = _steps_that_fit(move, lo, hi, p)
+            if first is None:
+                first = fit
             if fit is None or statically_true(fit >= left):
                 take = left
             elif isinstance(fit, int) and isinstance(left, int):
                 take = _largest_divisor_at_most(left, fit)
             else:
-                return None
+                return _cut(k, first, size)
             if isinstance(take, int) and take < 2:
-                return None
+                return _cut(k, first, size)
             for m, v in enumerate(move):
                 if sign_of(v) < 0:
                     lo[m] += (take - 1) * v
@@ -265,6 +316,14 @@ def _compose(
         coord_base=base,
         coord_map=coord_map,
     )
+
+
+def _cut(k: int, first: int | None, size: int) -> tuple[int, int] | None:
+    """Where `compose_pieces` cuts reader dim k: after its first run, when that run is
+    part of the dim (at a place known for every value of the symbols)."""
+    if isinstance(first, int) and isinstance(size, int) and 0 < first < size:
+        return k, first
+    return None
 
 
 def refine(layout: Layout, split: Sequence[Sequence[int]]) -> Layout:

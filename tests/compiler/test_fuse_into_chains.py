@@ -228,21 +228,23 @@ def test_a_cat_that_is_also_returned_stays_and_is_read_as_it_was() -> None:
     assert torch.equal(got_c, torch.cat([ta, tb])) and torch.equal(got_t, torch.cat([ta, tb]).t())
 
 
-def test_pads_of_two_fill_values_are_right_in_two_launches() -> None:
-    """One buffer can start with one fill only: the second pad's cat copy stays."""
+def test_pads_of_two_fill_values_are_one_launch() -> None:
+    """One buffer can start with one fill only: the second pad's fill rides on its copy
+    as a frame."""
     _check(
         lambda a, b: cat([pad(a, (1, 1), value=1.0), pad(b, (2, 0), value=2.0)], 0),
         lambda a, b: torch.cat([F.pad(a, (1, 1), value=1.0), F.pad(b, (2, 0), value=2.0)], 0),
-        [(2, 3), (3, 3)], 2,
+        [(2, 3), (3, 3)], 1,
     )  # fmt: skip
 
 
-def test_a_read_across_the_cat_dim_is_right_in_two_launches() -> None:
-    """reshape merges c with h: the buffer's coordinates are no affine map of the reader's."""
+def test_a_read_across_the_cat_dim_is_one_launch() -> None:
+    """reshape merges c with h: the buffer's coordinates are an affine map of the reader's
+    once its merged dim is split as (c, h), and the split reader is cut at the cat."""
     _check(
         lambda a, b: cat([a, b], 1).reshape(2, -1).t().contiguous(),
         lambda a, b: torch.cat([a, b], 1).reshape(2, -1).t().contiguous(),
-        [(2, 2, 3), (2, 4, 3)], 2,
+        [(2, 2, 3), (2, 4, 3)], 1,
     )  # fmt: skip
 
 

@@ -21,8 +21,10 @@ from stridec.ir.index_maps import (
     box_of,
     compose,
     compose_mask,
+    compose_pieces,
     image_box,
     refine,
+    restrict,
     split_box,
 )
 from stridec.ir.layout import MAX_RANK, Layout
@@ -667,3 +669,45 @@ def test_symbolic_boxes() -> None:
     # The same cut through a negative coefficient: 1 - N <= -i < 1 is i in [0, N).
     inside, outside = split_box(((0, N + m), (0, 6)), [MaskBound((-1, 0), 1 - N, 1)], 8)
     assert inside == [((0, N), (0, 6))] and outside == [((N, N + m), (0, 6))]
+
+
+@SETTINGS
+@given(p=st.lists(SIZES.filter(bool), min_size=1, max_size=3).map(tuple), data=st.data())
+def test_compose_pieces_cut_readers_that_cross_the_writer(
+    p: tuple[int, ...], data: st.DataObject
+) -> None:
+    """Readers of runs across the writer's dims (a reshape of a slice, as a roll of
+    window_reverse reads): when compose_pieces answers, its boxes tile the reader's space
+    and each one's composition reads from the source what the reader reads there."""
+    wd = Layout.contiguous(p)
+    ws = data.draw(writer_srcs(p), label="ws")
+    start = data.draw(st.integers(0, wd.numel - 1), label="start")
+    length = data.draw(st.integers(1, wd.numel - start), label="length")
+    reader = Layout((length,), (1,), start)  # a run of the buffer's addresses
+    if data.draw(st.booleans(), label="rows") and p[-1] > 1:  # or of its rows, whole
+        rows = Layout.contiguous((wd.numel // p[-1], p[-1]))
+        first = data.draw(st.integers(0, rows.sizes[0] - 1), label="first row")
+        count = data.draw(st.integers(1, rows.sizes[0] - first), label="rows")
+        reader = Layout((count, p[-1]), rows.strides, first * p[-1])
+    copy = copy_for(wd, ws, reader)
+    pieces = compose_pieces(reader, wd, ws, 64)
+    assert pieces is not None, (reader, wd)
+    covered = torch.zeros(reader.sizes, dtype=torch.int64)
+    for box, comp in pieces:
+        part = restrict(reader, box)
+        covered[tuple(slice(lo, hi) for lo, hi in box)] += 1
+        refined = refine(part, comp.split)
+        assert torch.equal(gather(copy.source, comp.src), gather(copy.buffer, refined))
+    assert bool((covered == 1).all())
+
+
+def test_compose_pieces_of_a_window_reverse() -> None:
+    """Rows 0..10 of windows of 7 (the window_reverse buffer (2, 7, C) read through 14
+    rows): cut at row 7, where the first window ends; rows 0..13 need no cut (split)."""
+    wd = Layout.contiguous((2, 7, 3))
+    ws = Layout((2, 7, 3), (3, 6, 1))  # the windows' source, transposed
+    rows = Layout((11, 3), (3, 1), 0)
+    pieces = compose_pieces(rows, wd, ws, 8)
+    assert [box for box, _ in pieces] == [((0, 7), (0, 3)), ((7, 11), (0, 3))]
+    assert [comp.src.offset for _, comp in pieces] == [0, 3]
+    assert compose(Layout((14, 3), (3, 1), 0), wd, ws).split == ((2, 7), (3,))

@@ -140,3 +140,50 @@ def test_a_symbolic_plan_launches_the_static_plans_kernels(name: str) -> None:
         assert _launches(symbolic, *args) == _launches(static, *args), f"N = {n}"
         check_against_torch(symbolic(*args), fn(*args), args)
     assert symbolic.stats.pipeline_runs == 1
+
+
+# -- a cat, pad or roll into out= is one pass into the caller's memory ----------------------
+
+
+def _patch_merging(x: torch.Tensor) -> torch.Tensor:  # Swin
+    b, _, _, c = x.shape
+    parts = [x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]]
+    return torch.cat(parts, -1).view(b, -1, 4 * c)
+
+
+def _window_reverse_roll(w: torch.Tensor) -> torch.Tensor:  # Swin, windows of 3 rows
+    x = w.view(-1, 2, 2, 3, 3, w.shape[-1]).permute(0, 1, 3, 2, 4, 5).contiguous()
+    return torch.roll(x.view(-1, 6, 6, w.shape[-1]), shifts=(2, 2), dims=(1, 2))
+
+
+INTO_OUT = {
+    "patch_merging": (_patch_merging, (2, 6, 4, 3)),
+    "patch_merging_no_view": (lambda x: torch.cat([x[:, ::2], x[:, 1::2]], -1), (2, 6, 4, 3)),
+    "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), (2, 3, 5)),
+    "pad_then_view": (lambda x: F.pad(x, (1, 2)).view(x.shape[0], -1), (2, 3, 5)),
+    "roll": (lambda x: torch.roll(x, shifts=(1, -2), dims=(1, 2)), (2, 5, 6, 3)),
+    "roll_then_view": (lambda x: torch.roll(x, 2, 1).view(x.shape[0], -1), (2, 5, 3)),
+    "window_reverse_roll": (_window_reverse_roll, (8, 3, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTO_OUT))
+def test_a_cat_pad_or_roll_into_out_is_one_kernel(name: str) -> None:
+    """Into a fresh `out` and into a window of a wider buffer (rows of a pitch): one launch
+    writes the caller's memory, with torch's values, and nothing outside the window."""
+    fn, shape = INTO_OUT[name]
+    x = torch.randn(*shape)
+    compiled = stridec.compile(stridec.trace(fn, x), backend="cpu")
+    want = fn(x)
+    assert _launches(compiled, x) == 1
+    out = torch.empty_like(want)
+    assert compiled.plan_for(x, out=out).launches == 1
+    got = compiled(x, out=out)
+    assert got is out and torch.equal(out, want)
+    wide = torch.full((*want.shape[:-1], want.shape[-1] + 3), -7.0)
+    window = wide[..., 1 : 1 + want.shape[-1]]
+    assert compiled(x, out=window) is window
+    assert torch.equal(window, want)
+    outside = torch.cat([wide[..., :1], wide[..., 1 + want.shape[-1] :]], -1)
+    assert bool((outside == -7.0).all())
+    check_against_torch(compiled(x), want, (x,))

@@ -45,10 +45,12 @@ from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
 from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
 from stridec.ir.graph import Graph, Value
+from stridec.ir.index_maps import image_box
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
 from stridec.ir.symbols import (
     Sym,
+    UndecidedError,
     statically_true,
 )
 
@@ -178,7 +180,15 @@ class _Lowering:
         if layout is None:
             return None
         # Over symbolic sizes, a box for every value of the symbols (or None).
-        return dst_box(spec, layout.sizes, layout.strides, layout.offset)
+        try:
+            box = dst_box(spec, layout.sizes, layout.strides, layout.offset)
+            if box is None and spec.rank != layout.rank:
+                # A copy over a split space (a cat read through a view, cut by
+                # `fuse-copies`) still writes a box of the buffer: its image there.
+                box = image_box(Layout(spec.sizes, spec.dst_strides, spec.dst_offset), layout)
+        except UndecidedError:  # a bound that depends on the symbols' values
+            return None
+        return box
 
     def _submit(
         self, spec: CopySpec, src_slot: int, dst_slot: int, ops: tuple[int, ...]

@@ -36,6 +36,7 @@ from stridec.ir.affine import (
     box_within,
     checked_int,
     checked_ints,
+    guillotine,
     linear_span,
     merge_dims,
 )
@@ -397,37 +398,11 @@ def _mergeable(fill: CopySpec, copy: CopySpec) -> bool:
     return not (copy.masks and copy.fill is not None and type(copy.fill) is not type(fill.fill))
 
 
-def _guillotine(
-    region: Box, members: list[int], boxes: Sequence[Box]
-) -> list[tuple[Box, int]] | None:
-    """Cut `region` by planes, recursively, until each part holds one of the boxes of
-    `members`: the first dim and place (a box's start) that leaves every box wholly on
-    one side, with boxes on both. None when some set of boxes admits no such cut (two
-    boxes that meet, or a pinwheel). Any such cut will do: each side is a subset of a set
-    the planes separate, and the same planes separate a subset."""
-    if len(members) == 1:
-        return [(region, members[0])]
-    for k in range(len(region)):
-        for cut in sorted({boxes[i][k][0] for i in members}):
-            below = [i for i in members if boxes[i][k][1] <= cut]
-            above = [i for i in members if boxes[i][k][0] >= cut]
-            if not below or not above or len(below) + len(above) != len(members):
-                continue
-            low = region[:k] + ((region[k][0], cut),) + region[k + 1 :]
-            high = region[:k] + ((cut, region[k][1]),) + region[k + 1 :]
-            first = _guillotine(low, below, boxes)
-            second = _guillotine(high, above, boxes)
-            if first is None or second is None:
-                return None
-            return first + second
-    return None
-
-
 def fill_parts(
     fill: CopySpec, copies: Sequence[CopySpec], boxes: Sequence[Box] | None = None
 ) -> list[tuple[Box, Box]] | None:
     """Per copy of `copies`, in their order, (the part of `fill`'s space it gets, the box
-    of that space it writes), the parts cut by planes (`_guillotine`); None when a copy
+    of that space it writes), the parts cut by planes (`guillotine`); None when a copy
     writes no box of `fill`'s space or no planes separate the boxes. `boxes`: those of
     the copies (`dst_box` in `fill`'s space), when the caller has them."""
     if not copies or not is_fill_only(fill) or fill.fill is None or fill.numel == 0:
@@ -437,7 +412,7 @@ def fill_parts(
         if any(box is None for box in found):
             return None
         boxes = found  # type: ignore[assignment]
-    parts = _guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
+    parts = guillotine(tuple((0, n) for n in fill.sizes), list(range(len(copies))), boxes)
     if parts is None:
         return None
     part_of = dict((i, part) for part, i in parts)
@@ -453,7 +428,7 @@ def fill_around_box_copies(
     and then `copies` do, writing disjoint boxes; None when they cannot.
 
     Each copy must write a box of `fill`'s space (as in `fill_then_box_copy`), no two
-    boxes may meet, and planes must separate them (`_guillotine`): the fill's space is
+    boxes may meet, and planes must separate them (`guillotine`): the fill's space is
     cut into one part per copy, and each part with its copy is one `fill_then_box_copy`.
     F.pad of a cat, for instance: a fill of (2, 10), then a copy of (2, 3) at column 1 and
     one of (2, 4) at column 4, are cut at column 4 into a (2, 4) part holding the first
