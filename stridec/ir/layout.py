@@ -43,6 +43,7 @@ from stridec.ir.symbols import (
 __all__ = [
     "MAX_RANK",
     "Layout",
+    "copies_at_every_binding",
     "broadcast_shapes",
     "coalesce_jointly",
     "contiguous_strides",
@@ -1179,10 +1180,34 @@ def _only_some(*sizes: Sequence[object]) -> str:
     )
 
 
+def copies_at_every_binding(layout: Layout, sizes: Sequence[Any]) -> bool:
+    """Whether `layout.view(sizes)` needs a copy at every binding of the symbols where no
+    symbolic size of the two is 1 (a binding that makes one 1 is a class of its own): the
+    rule fails before any comparison whose answer could change with the values (two sizes
+    neither equal nor ordered alike for every value). LLaMA's repeat_kv,
+    ``(N, 8, 4, 4, 128)`` at strides ``(4096, 512, 0, 128, 1)`` seen as ``(N, 32, 4,
+    128)``: the heads (8 at stride 512) and their repeats (4 at stride 0) form no chunk
+    whatever N is. ``x[:, ::2].flatten()`` of ``(N, M)`` views where M is even: not so."""
+    read: list[bool] = []
+    strides = _view_strides(layout.sizes, layout.strides, tuple(sizes), read)
+    return strides is None and not any(read)
+
+
 def _view_strides(
-    old_sizes: tuple[int, ...], old_strides: tuple[int, ...], new_sizes: tuple[int, ...]
+    old_sizes: tuple[int, ...], old_strides: tuple[int, ...], new_sizes: tuple[int, ...],
+    read: list[bool] | None = None,
 ) -> tuple[int, ...] | None:
-    """ATen's ``computeStride``, line for line (aten/src/ATen/TensorUtils.cpp)."""
+    """ATen's ``computeStride``, line for line (aten/src/ATen/TensorUtils.cpp). `read`,
+    where given, gets one entry per comparison of two sizes made (besides asking whether
+    a size is 1), True where its answer may change with the symbols' values: neither
+    equal for every value nor ordered the same way for every value."""
+    if read is not None:
+        def note(a: Any, b: Any) -> None:
+            read.append(not (type(a) is int and type(b) is int) and not (
+                a == b or statically_true(a < b) or statically_true(a > b)))
+    else:
+        def note(a: Any, b: Any) -> None:
+            pass
     if not old_sizes:
         return (1,) * len(new_sizes)
     numel = math.prod(old_sizes)
@@ -1202,13 +1227,19 @@ def _view_strides(
             old_sizes[tensor_d - 1] != 1
             and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
         )
+        if tensor_d > 0 and old_sizes[tensor_d - 1] != 1:
+            note(old_strides[tensor_d - 1], tensor_numel * chunk_base_stride)
         if end_of_chunk:
             while view_d >= 0 and (
                 _generic_lt(view_numel, tensor_numel) or new_sizes[view_d] == 1
             ):
+                note(view_numel, tensor_numel)
                 new_strides[view_d] = view_numel * chunk_base_stride
                 view_numel *= new_sizes[view_d]
                 view_d -= 1
+            if view_d >= 0:
+                note(view_numel, tensor_numel)
+            note(view_numel, tensor_numel)
             if view_numel != tensor_numel:
                 return None
             if tensor_d > 0:

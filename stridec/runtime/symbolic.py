@@ -23,7 +23,7 @@ from typing import Any
 
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
-from stridec.ir.layout import Layout
+from stridec.ir.layout import Layout, copies_at_every_binding
 from stridec.ir.symbols import Sym, _py_source, evaluate, free_symbols
 
 __all__ = ["bind_call", "binding_class", "fast_binder", "graph_symbols", "size_class"]
@@ -121,9 +121,16 @@ def refused_views(ops: Iterable[Any]) -> tuple[Any, ...]:
             continue
         layout = op.operands[0].type.layout
         symbolic = free_symbols((layout.sizes, layout.strides, layout.offset))
-        if symbolic and op.viewed(layout) is None:
+        if symbolic and op.viewed(layout) is None and not _copies_always(op, layout):
             refused.append(op)
     return tuple(refused)
+
+
+def _copies_always(op: Any, layout: Layout) -> bool:
+    """Whether `op` (a reshape) copies at every binding its class plan serves, so no call
+    needs asking (`copies_at_every_binding`: repeat_kv's reshape of its expanded heads)."""
+    sizes = getattr(op, "sizes", None)
+    return isinstance(sizes, tuple) and copies_at_every_binding(layout, sizes)
 
 
 def views_at(refused: Sequence[Any], bindings: Mapping[str, int]) -> bool:

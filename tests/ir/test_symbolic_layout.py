@@ -17,7 +17,7 @@ from hypothesis_draw import Draw
 
 from stridec.errors import LayoutError, UnsupportedError
 from stridec.ir.formats import get_format
-from stridec.ir.layout import Layout, same_addresses
+from stridec.ir.layout import Layout, copies_at_every_binding, same_addresses
 from stridec.ir.symbols import Sym, evaluate, symbol
 
 N, M = symbol("N"), symbol("M")
@@ -210,3 +210,54 @@ def test_chwn4_has_strides_in_n() -> None:
         assert packing.mask == static.mask
     with pytest.raises(UnsupportedError, match="channel count C"):
         get_format("NCHW4").packing((2, N, 5, 7))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_reshape_said_to_copy_at_every_binding_copies_at_each(data: Any) -> None:
+    """`copies_at_every_binding`: a view chain over N (and M), then a reshape merging two
+    neighbouring dims; where it says the reshape copies at every binding its class serves
+    (symbols >= 2, no size of the two layouts 1), torch copies at each such binding."""
+    d = Draw(data)
+    lay = _base(d)
+    for _ in range(d.int(0, 3)):
+        name, args, _ = _draw_op(d, lay)
+        if name == "view":
+            continue
+        try:
+            lay = _apply(lay, name, args)
+        except (LayoutError, UnsupportedError):
+            return
+    if d.chance(0.5):  # a broadcast dim (repeat_kv's repeats): what breaks chunks most
+        j = d.int(0, lay.rank)
+        lay = lay.unsqueeze(j)
+        lay = lay.expand(lay.sizes[:j] + (d.choice([3, N]),) + lay.sizes[j + 1 :])
+    if lay.rank < 2:
+        return
+    k = d.int(0, lay.rank - 2)
+    sizes = lay.sizes[:k] + (lay.sizes[k] * lay.sizes[k + 1],) + lay.sizes[k + 2 :]
+    if not copies_at_every_binding(lay, sizes):
+        return
+    event("copies at every binding")
+    for n in range(2, 7):
+        for m in range(2, 5):
+            v = {"N": n, "M": m}
+            concrete, target = lay.evaluate(v), evaluate(sizes, v)
+            if any(s <= 1 for s in (*concrete.sizes, *target) if not isinstance(s, int)):
+                continue
+            if any(evaluate(s, v) <= 1 for s in (*lay.sizes, *sizes) if isinstance(s, Sym)):
+                continue
+            t = torch.arange(max(concrete.min_storage_size(), 1)).as_strided(
+                concrete.sizes, concrete.strides, concrete.offset)
+            with pytest.raises(RuntimeError):
+                t.view(target)
+
+
+def test_repeat_kv_copies_at_every_binding_and_a_stepped_flatten_does_not() -> None:
+    """repeat_kv's heads and their repeats (stride 0) form no chunk for any N; every
+    other column of (N, M) flattens as a view where M is even."""
+    heads = Layout((N, 8, 4, 4, 128), (4096, 512, 0, 128, 1))
+    assert copies_at_every_binding(heads, (N, 32, 4, 128))
+    columns = Layout.contiguous((N, M)).slice(1, 0, None, 2)
+    assert not copies_at_every_binding(columns, (N * ((M + 1) // 2),))
+    assert not copies_at_every_binding(Layout.contiguous((N, 3)), (3 * N,))  # it views
