@@ -14,7 +14,9 @@ address of every consumer point, as a strided layout — possibly over a refined
 where a consumer dim is split in two. The producer, once unused, goes with `dce`.
 
 It does not fuse when: both copies cast (f32 → f16 → f32 is not f32 → f32); the
-producer's fill mask cannot be carried over exactly; or no strided composition exists.
+producer's fill mask cannot be carried over exactly; no strided composition exists; or
+the producer's source is written over in place after it (`x.t().contiguous()` read after
+`x.copy_(y)`: the consumer would read the new values).
 
 A buffer several copies wrote -- a `cat`'s one copy per input, each into a slice; a
 `pad`'s fill and its copy of the kept box -- has no single producer to compose with. Its
@@ -56,7 +58,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stridec.compiler.rewriting import Rewriter
+from stridec.compiler.rewriting import Rewriter, written_into
 from stridec.errors import StridecError
 from stridec.ir import ops as O
 from stridec.ir.affine import Box, MaskBound, box_inside, boxes_disjoint, guillotine
@@ -251,6 +253,9 @@ def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     if len(producer.operands) != 1:
         return "the producer is a fill or writes into another buffer"
     source = producer.operands[0]
+    if written_into(source.owner):
+        # The consumer would read the source where it runs, after the write.
+        return "the producer's source is written over in place after it"
     d0, d1, d2 = source.type.dtype, producer.dtype, consumer.dtype
     if d0 != d1 and d1 != d2:
         return f"both copies cast ({d0} → {d1} → {d2})"

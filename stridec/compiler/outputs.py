@@ -28,19 +28,23 @@ and conservative otherwise (staging a safe case costs one copy, never a wrong an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stridec.compiler.rewriting import Rewriter, explicit_copy
+from stridec.errors import LayoutError, StridecError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
+from stridec.ir.symbols import is_static
 
 __all__ = [
     "OutStorage",
     "OutTarget",
     "buffer_layout",
     "byte_layout",
+    "check_write_overlap",
     "may_meet",
     "stage_outputs",
     "write_outputs",
@@ -126,6 +130,59 @@ def may_meet(a: Layout, b: Layout) -> bool:
         if not span.may_overlap():
             return all(x < y + m and y < x + n for x, y, n, m in zip(ca, cb, na, nb, strict=True))
     return True
+
+
+def check_write_overlap(dst: Layout, src: Layout) -> None:
+    """`LayoutError` where `src` (a write's source, over the memory it writes) reads some
+    element `dst` writes, unless each point reads the element it writes (`x.copy_(x)`:
+    nothing changes): torch refuses such a copy where it can tell, and its answer where it
+    cannot depends on its loop order. `_meets` decides (exact where it can be)."""
+    if src.same_addresses(dst):
+        return
+    # A broadcast source reads each of its elements once per broadcast dim: its elements.
+    read = Layout(tuple(1 if st == 0 else n for n, st in zip(src.sizes, src.strides,
+                                                            strict=True)),
+                  src.strides, src.offset)
+    try:
+        meet = read.may_overlap() or _meets(dst, read)
+    except StridecError:  # an order of symbolic sizes no proof decides
+        meet = True
+    if meet:
+        raise LayoutError(
+            f"write: the source (sizes {list(src.sizes)}, layout {src}) reads elements the "
+            f"write overwrites (layout {dst}) in the same memory: some elements of the "
+            "input tensor and the written-to tensor refer to a single memory location, as "
+            "torch refuses; clone() the source first"
+        )
+
+
+# Layouts this small are compared address by address.
+_EXACT_ELEMENTS = 1 << 14
+
+
+def _meets(a: Layout, b: Layout) -> bool:
+    """Whether two layouts over one storage share an address: exact address by address
+    for small static ones; else disjoint where the offsets differ by no multiple of the
+    strides' gcd (a column `x[:, 1]` and `x[:, 2]` of a (3, 3) x: strides 3, offsets 1 and
+    2), else `may_meet` (exact for windows of one lattice, conservative otherwise)."""
+    if is_static((a.sizes, a.strides, a.offset, b.sizes, b.strides, b.offset)):
+        if a.numel + b.numel <= _EXACT_ELEMENTS:
+            return not _addresses(a).isdisjoint(_addresses(b))
+        g = 0
+        for lay in (a, b):
+            for n, s in zip(lay.sizes, lay.strides, strict=True):
+                if n > 1:
+                    g = math.gcd(g, s)
+        if g > 1 and (a.offset - b.offset) % g:
+            return False
+    return may_meet(a, b)
+
+
+def _addresses(layout: Layout) -> set[int]:
+    found = {layout.offset}
+    for n, s in zip(layout.sizes, layout.strides, strict=True):
+        found = {f + i * s for f in found for i in range(n)}
+    return found
 
 
 def _digits(value: int, strides: Sequence[int]) -> list[int] | None:

@@ -12,7 +12,15 @@ from typing import Any, ClassVar
 
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
-from stridec.ir.ops import CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
+from stridec.ir.ops import (
+    CopyOp,
+    InputOp,
+    OutputOp,
+    PhiloxOp,
+    PhiloxUniformOp,
+    WriteOp,
+    has_effects,
+)
 
 __all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "explicit_copy", "written_into"]
 
@@ -103,10 +111,13 @@ def explicit_copy(
 
 
 def written_into(op: Op) -> bool:
-    """Whether a copy writes into a result of `op` in place (`copy %src, %buffer`: cat and
-    pad fill one buffer piece by piece). Such a buffer has exactly one writer after `op`;
-    a pass must neither drop `op` for another value nor give the buffer a second reader."""
-    return any(isinstance(user, (CopyOp, PhiloxOp, PhiloxUniformOp)) and i == 1
+    """Whether an op writes over a result of `op` in place (`copy %src, %buffer`: cat and
+    pad fill one buffer piece by piece; `write %x, ...`: an in-place write into a tensor).
+    Such a buffer has exactly one writer after `op`; a pass must neither drop `op` for
+    another value, nor give the buffer a second reader, nor move a read of it past the
+    write (`stridec.ir.verifier` refuses a read of memory after a write over it)."""
+    return any((isinstance(user, (CopyOp, PhiloxOp, PhiloxUniformOp)) and i == 1)
+               or (isinstance(user, WriteOp) and i == 0)
                for r in op.results for user, i in r.uses)
 
 
@@ -126,6 +137,7 @@ def _dead(op: Op) -> bool:
         not isinstance(op, (InputOp, OutputOp))
         and bool(op.results)
         and all(not r.uses for r in op.results)
+        and not has_effects(op)
     )
 
 

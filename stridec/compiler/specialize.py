@@ -14,13 +14,20 @@ from collections.abc import Mapping
 from stridec.errors import StridecError, VerificationError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
+from stridec.ir.ops import WriteOp
 
 __all__ = ["specialize"]
 
 
 def specialize(graph: Graph, layouts: Mapping[str, Layout]) -> Graph:
-    """A copy of `graph` whose inputs have `layouts` (by input name; others unchanged)."""
+    """A copy of `graph` whose inputs have `layouts` (by input name; others unchanged).
+    Its writes are checked for those layouts too: one into an argument whose elements
+    share addresses (an expanded one) is refused, as torch refuses it."""
     try:
-        return graph.specialize(layouts)
+        new = graph.specialize(layouts)
+        for op in new.ops:
+            if isinstance(op, WriteOp):
+                op.verify_()
+        return new
     except StridecError as e:
         raise VerificationError(f"specializing graph {graph.name!r}: {e}") from e

@@ -28,7 +28,7 @@ __all__ = [
     "permute_copy", "transpose_copy", "t_copy", "expand_copy", "view_copy", "squeeze_copy",
     "unsqueeze_copy", "select_copy", "slice_copy", "split_copy", "split_with_sizes_copy",
     "unbind_copy", "diagonal_copy", "as_strided_copy", "unfold_copy", "detach_copy",
-    "alias_copy",
+    "alias_copy", "replay_views",
 ]
 
 
@@ -1135,6 +1135,65 @@ class ValueBuilder:
             raise LayoutError("iter: cannot iterate over a rank-0 value")
         return iter([self.select(0, i) for i in range(self.shape[0])])
 
+    # in-place writes into memory
+    def copy_(self, src: Value, non_blocking: bool = False) -> Value:
+        """torch's `copy_`: `src`, broadcast to this value's sizes (and cast to its dtype,
+        as torch casts), written into the elements this value addresses, in its root's
+        memory (a `write` op; a graph input is written in the caller's tensor). Returns
+        this value after the write, as torch returns `self`: the same view of the memory's
+        new version, whose `root()` is the whole memory after the write. The value the
+        write went through, and any other of the old version, may no longer be read
+        (the verifier refuses it): read the returned one.
+
+        >>> y = g.input("y", (3, 4), "float32")
+        >>> row = x[0].copy_(y)                    # x[0] = y, in x's memory
+        >>> print(row.type, row.root().owner.name)
+        tensor<3x4xf32> write
+        """
+        from stridec.ir.graph import Value
+
+        if not isinstance(src, Value):
+            raise VerificationError(
+                f"copy_: expected a stridec Value to copy from; got {type(src).__name__} "
+                "(fill_ writes a number)"
+            )
+        storage = self.root()  # type: ignore[attr-defined]
+        if src.shape != self.shape:  # type: ignore[attr-defined]
+            src = src.expand(*self.shape)  # type: ignore[attr-defined]
+        written = emit(self.graph, O.WriteOp, (storage, self, src), {})  # type: ignore[attr-defined]
+        return replay_views(self, storage, written)  # type: ignore[arg-type]
+
+    def fill_(self, value: Any) -> Value:
+        """torch's `fill_`: `value` written into every element this value addresses
+        (`copy_` from a one-element `full` of its dtype, expanded).
+
+        >>> print(x[:, 1].fill_(2.5).root().type)   # x after the write
+        tensor<2x3x4xf32>
+        """
+        if isinstance(value, ValueBuilder):
+            if value.ndim != 0:  # type: ignore[attr-defined]
+                raise ShapeError(
+                    f"fill_: a tensor value must have 0 dims; got sizes {list(value.shape)}"  # type: ignore[attr-defined]
+                )
+            return self.copy_(value)  # type: ignore[arg-type]
+        one = self.graph.full((), value, self.dtype)  # type: ignore[attr-defined]
+        return self.copy_(one)
+
+    def zero_(self) -> Value:
+        """torch's `zero_`: `fill_(0)`.
+
+        >>> print(x.zero_().owner.name)             # x.zero_() returns x, written
+        write
+        """
+        return self.fill_(0)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise VerificationError(
+            "Value.__setitem__: a Value is one SSA value and cannot change; write with "
+            "`x[index].copy_(y)` (or `.fill_(v)`), which returns the written view, whose "
+            "`.root()` is x after the write (stridec.trace turns `x[index] = y` into that)"
+        )
+
     # dtypes, as torch names them
     float = _cast("float", "float32")
     double = _cast("double", "float64")
@@ -1146,6 +1205,27 @@ class ValueBuilder:
     char = _cast("char", "int8")
     byte = _cast("byte", "uint8")
     bool = _cast("bool", "bool")
+
+
+def replay_views(value: Value, old: Value, new: Value) -> Value:
+    """`value`, a view (chain) of the root `old`, taken again over `new` (a later version of
+    that memory): each view op rebuilt, in order, on the new root. `value` itself where it
+    is `old`."""
+    chain: list[tuple[Op, int]] = []
+    v = value
+    while v is not old:
+        op = v.owner
+        if not (op.operands and op.aliases_operand()):
+            raise VerificationError(
+                f"{op.name}: expected a view of the memory written; got a value that is not"
+            )
+        chain.append((op, v.index))
+        v = op.operands[0]
+    out = new
+    for op, index in reversed(chain):
+        made = emit(new.graph, type(op), [out, *op.operands[1:]], dict(op.attrs))
+        out = made[index] if isinstance(made, tuple) else made
+    return out
 
 
 # -- module functions ------------------------------------------------------------------
@@ -1432,6 +1512,8 @@ SURFACE: tuple[str, ...] = (
     # new memory
     "contiguous", "clone", "repeat", "tile", "repeat_interleave", "roll", "rot90",
     "narrow_copy",
+    # in-place writes into memory
+    "copy_", "fill_", "zero_",
     # dtypes
     "to", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "char",
     "byte", "bool",

@@ -1266,6 +1266,107 @@ class CatOp(Op):
 
 
 @register_op
+class WriteOp(Op):
+    """torch's in-place writes (`x[idx] = y`, `x.copy_(y)`, `x.fill_(v)`): `src` written
+    into the elements that `dest`, a view of `storage`, addresses. The result is `storage`
+    after the write: a new version of the same memory, of `storage`'s type, that every
+    later op reads instead (the graph stays SSA; `stridec.ir.verifier` refuses a read of a
+    version after an op wrote over it).
+
+        %1 = slice %x {dim = 1, start = 2, stop = 4} : tensor<2x2xf32, strided<[6, 1], offset: 2>>
+        %2 = write %x, %1, %y : tensor<2x6xf32>
+
+    writes `y` (2 x 2) into columns 2 and 3 of `x`, in `x`'s memory: a call's argument is
+    written in place, as torch writes it. `src` has `dest`'s sizes (torch broadcasts it
+    first: the builder expands it; a `fill_` is a one-element `full` expanded) and may
+    have another dtype (cast as `copy_` casts). It is a write, not a view: its result is a
+    root (`aliases_operand` is False), so no view folds through it to the memory's older
+    versions; `storage_root` finds the memory.
+    """
+
+    name = "write"
+    num_operands = 3
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        storage, dest, src = operand_types
+        if dest.dtype != storage.dtype:
+            raise VerificationError(
+                f"write: dest {dest} must be a view of storage {storage} (same dtype)"
+            )
+        if src.sizes != dest.sizes:
+            raise ShapeError(
+                f"write: src sizes {list(src.sizes)} differ from dest sizes "
+                f"{list(dest.sizes)} (expand the src first, as torch broadcasts it)"
+            )
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        return [TensorType(t.sizes, t.dtype, t.layout)]
+
+    def verify_(self) -> None:
+        storage, dest = self.operands[0], self.operands[1]
+        if storage.root() is not storage or dest.root() is not storage:
+            raise VerificationError(
+                "write: operand 1 (dest) must be a view of operand 0 (storage), itself a "
+                "root (not a view)"
+            )
+        if dest.type.numel and dest.type.layout.may_overlap():
+            raise VerificationError(
+                f"write: dest layout {dest.type.layout} gives some elements one address "
+                "(an expanded view); torch refuses to write into it"
+            )
+
+    @property
+    def storage(self) -> Value:
+        return self.operands[0]
+
+    @property
+    def dest(self) -> Value:
+        return self.operands[1]
+
+    @property
+    def src(self) -> Value:
+        return self.operands[2]
+
+
+def storage_root(value: Value) -> Value:
+    """The value that holds `value`'s memory first: its root, and through each write into
+    that root (a `write`, a `copy` into a buffer, Philox values placed into one) the root
+    written into -- an input, or the op that allocated the buffer."""
+    v = value.root()
+    while True:
+        op = v.owner
+        if isinstance(op, WriteOp):
+            v = op.operands[0].root()
+        elif isinstance(op, CopyOp) and op.writes_into:
+            v = op.operands[1].root()
+        elif isinstance(op, _PhiloxBase) and len(op.operands) == 2 and v is op.results[0]:
+            v = op.operands[1].root()
+        else:
+            return v
+
+
+def writes_storage(op: Op) -> Value | None:
+    """The root version `op` writes over in place (`write`'s storage, a `copy` into a
+    buffer's buffer, a placed Philox op's buffer), or None."""
+    if isinstance(op, WriteOp):
+        return op.operands[0]
+    if isinstance(op, CopyOp) and op.writes_into:
+        return op.operands[1].root()
+    if isinstance(op, _PhiloxBase) and len(op.operands) == 2:
+        return op.operands[1].root()
+    return None
+
+
+def has_effects(op: Op) -> bool:
+    """Whether `op` must stay even where nothing reads its results: it writes into the
+    memory of a graph input (a `write`, or a copy into an argument's storage)."""
+    written = writes_storage(op)
+    return written is not None and isinstance(storage_root(written).owner, InputOp)
+
+
+@register_op
 class OutputOp(Op):
     """The graph results, in order."""
 
@@ -1294,6 +1395,9 @@ __all__ = [
     name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Op)
 ] + [
     "is_materialization",
+    "has_effects",
+    "storage_root",
+    "writes_storage",
     "DType",
     "Value",
 ]

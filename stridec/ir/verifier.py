@@ -19,7 +19,7 @@ from stridec.errors import StridecError, VerificationError
 from stridec.ir.dtypes import DType
 from stridec.ir.graph import Op
 from stridec.ir.layout import Layout
-from stridec.ir.ops import InputOp, OutputOp
+from stridec.ir.ops import InputOp, OutputOp, writes_storage
 from stridec.ir.types import TensorType
 
 if TYPE_CHECKING:
@@ -80,6 +80,10 @@ def _verify(graph: Graph, incremental: bool) -> None:
     roots: dict[int, Value] = {}  # value id -> its root storage value, as far as walked
     use_sets: dict[int, set[tuple[Op, int]]] = {}
     input_names: set[str] = set()
+    # Root versions an op has written over in place (value id -> its position): no later
+    # op may read them, or views of them (it would read the new contents, not the SSA
+    # value's).
+    overwritten: dict[int, int] = {}
     ops = graph.ops
     last = len(ops) - 1
     for position, op in enumerate(ops):
@@ -116,10 +120,22 @@ def _verify(graph: Graph, incremental: bool) -> None:
                     f"{_where(position, op)}: input name {input_name!r} is used twice"
                 )
             input_names.add(input_name)
+        if overwritten:
+            for i, v in enumerate(operands):
+                written = overwritten.get(id(_root(v, roots)))
+                if written is not None:
+                    raise VerificationError(
+                        f"{_where(position, op)}: operand {i} reads memory that "
+                        f"{_where(written, ops[written])} wrote over in place; read the "
+                        "value that write returned (the memory after it)"
+                    )
         if incremental:
             _check_op_again(position, op, roots)
         else:
             _check_op(position, op, inferred=False)
+        written_root = writes_storage(op)
+        if written_root is not None:
+            overwritten[id(_root(written_root, roots))] = position
         for r in op.results:
             for user, i in r.uses:
                 if user.graph is not graph or i >= len(user.operands) or user.operands[i] is not r:

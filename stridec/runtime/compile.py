@@ -30,7 +30,7 @@ from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
-from stridec.ir.ops import AsStridedOp, CopyOp
+from stridec.ir.ops import AsStridedOp, CopyOp, WriteOp, storage_root
 from stridec.ir.symbols import compile_template, evaluate
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
@@ -597,6 +597,25 @@ def set_autograd_factory(factory: Callable[[CompiledGraph], Callable[..., Any]])
     _autograd_factory = factory
 
 
+def _writes(graph: Graph,
+            copy_aliased: bool) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """(the input of each in-place write into an input's memory, in order; (output k, input
+    i) for each output that is input i itself, at the version the graph returns: no view,
+    its whole memory -- none under the custom-op contract, which copies it)."""
+    position = {id(v): i for i, v in enumerate(graph.inputs)}
+    written = tuple(position[id(root)] for op in graph.ops
+                    if isinstance(op, WriteOp)
+                    and id(root := storage_root(op.storage)) in position)
+    itself: list[tuple[int, int]] = []
+    if not copy_aliased:
+        for k, v in enumerate(graph.outputs):
+            root = storage_root(v)
+            if (v.root() is v and id(root) in position
+                    and v.type.layout == root.type.layout):
+                itself.append((k, position[id(root)]))
+    return written, tuple(itself)
+
+
 def _requires_grad(tensors: tuple[Any, ...]) -> bool:
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.requires_grad:
@@ -718,6 +737,14 @@ class CompiledGraph:
         # The backends calls and plans resolved to so far (`ran_on`).
         self._ran: list[str] = []
         self.bump_versions = bump_versions
+        # In-place writes into inputs: the input of each (one entry per write, as torch
+        # bumps a version per in-place op), and the outputs that are an input itself.
+        self._written, self._itself = _writes(graph, copy_aliased_outputs)
+        # Whether a call's result needs `_finish` (the reference's torch ops bump theirs).
+        self._after = bool(self._itself) or (
+            bool(self._written) and bump_versions and backend != "reference")
+        if backend == "reference":
+            self._written = ()
         # The differentiable call (`_autograd_factory`), made on first use.
         self._differentiable: Callable[..., Any] | None = None
         # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
@@ -1167,7 +1194,7 @@ class CompiledGraph:
                 if result is not launch.MISS:
                     self.stats.cache_hits += 1
                     self.stats.launches += entry[0]
-                    return result
+                    return self._finish(tensors, result) if self._after else result
         elif _requires_grad(tensors) and torch.is_grad_enabled():
             return self._autograd(tensors, None, {})  # (`fast_binder` refuses such calls)
         found = self._symbolic_plan(tensors)
@@ -1176,7 +1203,7 @@ class CompiledGraph:
         program, symbolic, values, device, _ = found
         outs = launch.run_with(symbolic.bind(values), tensors, device)
         self.stats.launches += program.launch_count
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._finish(tensors, outs[0] if len(outs) == 1 else tuple(outs))
 
     def _symbolic_outs(self, tensors: tuple[Any, ...], out: Any, device: torch.device,
                        bindings: Mapping[str, int], program: Program) -> OutCall:
@@ -1217,6 +1244,7 @@ class CompiledGraph:
                 if results is not launch.MISS:
                     self.stats.cache_hits += 1
                     self.stats.launches += entry[0]
+                    self._bump_written(tensors)
                     return _into_outs(outs, results, self.bump_versions)
         found = self._symbolic_plan(tensors)
         if found is None:
@@ -1233,6 +1261,7 @@ class CompiledGraph:
             if len(self._class_out_hits) >= LOCAL_CAPACITY:
                 self._class_out_hits = {}
             self._class_out_hits[key] = (cls, device, writes)
+        self._bump_written(tensors)
         return _into_outs(call.outs, results, self.bump_versions)
 
     # -- calling -------------------------------------------------------------------------
@@ -1270,9 +1299,11 @@ class CompiledGraph:
                 return self._call(tensors, None, named, called)
             self.stats.launches += hit.launches
             if hit.direct is not None:  # the C kernels, on the pointers the key read
-                return hit.direct(tensors, pointers, torch.get_num_threads())
-            outs = launch.run_with(hit.runner, tensors, hit.device)
-            return outs[0] if len(outs) == 1 else tuple(outs)
+                result = hit.direct(tensors, pointers, torch.get_num_threads())
+            else:
+                outs = launch.run_with(hit.runner, tensors, hit.device)
+                result = outs[0] if len(outs) == 1 else tuple(outs)
+            return self._finish(tensors, result) if self._after else result
         if named or not self._keyed or dispatch_modes():
             return self._call(tensors, out, named)
         called = _out_call(tensors, out)
@@ -1293,6 +1324,8 @@ class CompiledGraph:
                     self.stats.launches += hit.launches
                     if self.bump_versions:
                         _bump_versions((out,) if type(out) is torch.Tensor else out)
+                        if self._written:
+                            self._bump_written(tensors)
                     return out
         return self._call_out(tensors, out, called)
 
@@ -1310,6 +1343,13 @@ class CompiledGraph:
             )
         if named:
             return self._call(tensors, None, named)  # raises the keyword-argument error
+        if self._written:
+            names = ", ".join(repr(self._inputs[i][0]) for i in sorted(set(self._written)))
+            raise UnsupportedError(
+                f"{self.graph.name}: the graph writes in place into argument(s) {names}, "
+                "and a call with an input that requires grad would need its backward through "
+                "those writes, which stridec does not build; call it under torch.no_grad()"
+            )
         if self._differentiable is None:
             if _autograd_factory is None:
                 raise UnsupportedError(
@@ -1363,7 +1403,7 @@ class CompiledGraph:
         program = self._lookup(self._specialization(tensors), device, target)[0]
         runner = launch.Runner.of(program, [_no_kernel] * len(program.kernels))
         results = runner.run(tensors, device)
-        return results[0] if len(results) == 1 else tuple(results)
+        return self._finish(tensors, results[0] if len(results) == 1 else tuple(results))
 
     def _refuse_keywords(self, named: dict[str, Any]) -> None:
         raise CallError(
@@ -1371,6 +1411,26 @@ class CompiledGraph:
             f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
             f"{', '.join(map(repr, named))}"
         )
+
+    def _bump_written(self, tensors: tuple[Any, ...]) -> None:
+        """Bump the version of each input the program wrote in place, once per write, as
+        torch's in-place ops do (not where the caller bumps: an operator's dispatcher)."""
+        if self._written and self.bump_versions:
+            _bump_versions(tuple(tensors[i] for i in self._written))
+
+    def _finish(self, tensors: tuple[Any, ...], result: Any) -> Any:
+        """A program's result as the call returns it: the written inputs' versions bumped,
+        and each output that is an input itself (the graph returns it, maybe after
+        writing into it: `x.copy_(y)` returns `x`) that very tensor, as torch returns it."""
+        self._bump_written(tensors)
+        if not self._itself:
+            return result
+        if type(result) is not tuple:
+            return tensors[self._itself[0][1]]
+        outs = list(result)
+        for k, i in self._itself:
+            outs[k] = tensors[i]
+        return tuple(outs)
 
     def _stamp(self, hits: dict[tuple, Any], hit: _Hit) -> bool:
         """Count a hit read from `hits` and stamp its entry's recency cell, as a hit in
@@ -1416,7 +1476,7 @@ class CompiledGraph:
         device = self._check(tensors)
         if self.backend == "reference":
             self._check_specializable(tensors)
-            outs = list(run_reference(self.graph, *tensors))
+            outs = list(run_reference(self.graph, *tensors))  # (torch bumps its writes)
             return outs[0] if len(outs) == 1 else tuple(outs)
         target = self._target(device)
         program, local_key = self._lookup(self._specialization(tensors), device, target)
@@ -1429,7 +1489,7 @@ class CompiledGraph:
                     self._remember(called[0], hit)
         outs = launch.run_with(runner, tensors, device)
         self.stats.launches += program.launch_count
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._finish(tensors, outs[0] if len(outs) == 1 else tuple(outs))
 
     def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any,
                   called: tuple[tuple, list[int]] | None) -> Any:
@@ -1471,6 +1531,7 @@ class CompiledGraph:
             self.stats.launches += program.launch_count
             if self.bump_versions:
                 _bump_versions(call.outs)
+            self._bump_written(tensors)
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
     def _hit(self, program: Program, runner: launch.Runner, device: torch.device,

@@ -141,8 +141,10 @@ def _out_names(names: Sequence[str], outputs: int) -> list[str]:
     return result
 
 
-def _signature(names: Sequence[str], outputs: int) -> tuple[inspect.Signature, str]:
-    """The Python signature (for triton_op's schema inference) and the schema string."""
+def _signature(names: Sequence[str], outputs: int,
+               mutated: Sequence[str] = ()) -> tuple[inspect.Signature, str]:
+    """The Python signature (for triton_op's schema inference) and the schema string, each
+    argument of `mutated` (written in place) annotated `Tensor(a<k>!)`."""
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 annotation=torch.Tensor) for n in names]
     if outputs == 1:
@@ -151,7 +153,8 @@ def _signature(names: Sequence[str], outputs: int) -> tuple[inspect.Signature, s
     else:
         returns = tuple.__class_getitem__((torch.Tensor,) * outputs)
         schema_out = "(" + ", ".join(["Tensor"] * outputs) + ")"
-    schema = "(" + ", ".join(f"Tensor {n}" for n in names) + f") -> {schema_out}"
+    marks = {n: f"Tensor(a{k}!)" for k, n in enumerate(mutated)}
+    schema = "(" + ", ".join(f"{marks.get(n, 'Tensor')} {n}" for n in names) + f") -> {schema_out}"
     return inspect.Signature(params, return_annotation=returns), schema
 
 
@@ -170,6 +173,9 @@ class TorchOp:
         self.graph = compiled.graph
         self.use_triton_op = use_triton_op
         self.arg_names = _arg_names(compiled.graph)
+        # The arguments the graph writes in place (`mutates_args`), and their positions.
+        self._mutated_index = tuple(sorted(set(compiled._written)))
+        self.mutated = tuple(self.arg_names[i] for i in self._mutated_index)
         self._inputs = [v.type for v in compiled.graph.inputs]
         self._named_inputs = list(zip(self.arg_names, self._inputs, strict=True))
         self._outputs = [v.type for v in compiled.graph.outputs]
@@ -222,7 +228,7 @@ class TorchOp:
         """The operator's `OpOverload`: on a machine with CUDA a `torch.library.triton_op`
         (or, over symbolic sizes, a `custom_op` for both devices), else the CPU form
         (`_define_cpu`)."""
-        signature, schema = _signature(self.arg_names, len(self._outputs))
+        signature, schema = _signature(self.arg_names, len(self._outputs), self.mutated)
         name = self.qualname.split("::")[1]
         if not self.use_triton_op:
             return self._define_cpu(name, schema)
@@ -238,14 +244,16 @@ class TorchOp:
             fn.__name__ = fn.__qualname__ = name
         try:
             if self.use_triton_op and not self.symbols:
-                op = torch.library.triton_op(self.qualname, cuda_impl, mutates_args=())
+                op = torch.library.triton_op(self.qualname, cuda_impl,
+                                             mutates_args=self.mutated)
                 op.register_kernel("cpu", cpu_impl)
                 self._decompose_cuda_only(op)
             else:
                 # Symbolic sizes: one opaque call on every device, running the class plan
                 # whose kernels take the sizes at run time (`_run_compiled`).
                 devices = ("cpu", "cuda") if self.use_triton_op else "cpu"
-                op = torch.library.custom_op(self.qualname, cpu_impl, mutates_args=(),
+                op = torch.library.custom_op(self.qualname, cpu_impl,
+                                             mutates_args=self.mutated,
                                              device_types=devices, schema=schema)
         except RuntimeError as e:
             raise CallError(
@@ -279,6 +287,10 @@ class TorchOp:
         overload = getattr(getattr(torch.ops, namespace), name).default
         run, redispatch, apply = self._run_compiled, overload.redispatch, _OpFunction.apply
         plain, after, grad_enabled = _PLAIN_CPU, _AFTER_AUTOGRAD, torch.is_grad_enabled
+        if self.mutated:
+            # No ADInplaceOrView kernel bumps a Library operator's written arguments (as
+            # custom_op's does): the kernel bumps each once, as torch's ops bump theirs.
+            run = self._run_and_bump
 
         def cpu_kernel(*tensors: torch.Tensor) -> Any:
             return run(tensors)
@@ -305,7 +317,8 @@ class TorchOp:
         (`out`, or `out0`, `out1`, …), each written in place (`mutates_args`), returning
         nothing. It runs `CompiledGraph.__call__(..., out=...)` on every device (the kernels
         write the caller's tensors, whatever their strides); its fake checks the outs."""
-        ins = ", ".join(f"Tensor {n}" for n in self.arg_names)
+        written = {n: f"Tensor(b{k}!)" for k, n in enumerate(self.mutated)}
+        ins = ", ".join(f"{written.get(n, 'Tensor')} {n}" for n in self.arg_names)
         outs = ", ".join(f"Tensor(a{k}!) {n}" for k, n in enumerate(self.out_names))
         schema = f"({ins}, {outs}) -> ()"
         n_in = len(self.arg_names)
@@ -326,7 +339,8 @@ class TorchOp:
 
         try:
             op = torch.library.custom_op(f"{self.qualname}.out", out_impl,
-                                         mutates_args=tuple(self.out_names), schema=schema)
+                                         mutates_args=(*self.mutated, *self.out_names),
+                                         schema=schema)
         except RuntimeError as e:
             raise CallError(
                 f"as_torch_op: cannot define operator '{self.qualname}.out': {e}"
@@ -465,6 +479,12 @@ class TorchOp:
                                            self._outputs, strict=True)
         ])
 
+    def _run_and_bump(self, tensors: tuple[torch.Tensor, ...]) -> Any:
+        """`_run_compiled`, then each written argument's version bumped once."""
+        outs = self._run_compiled(tensors)
+        launch.bump_versions(tuple(tensors[i] for i in self._mutated_index))
+        return outs
+
     def _run_compiled(self, tensors: tuple[torch.Tensor, ...]) -> Any:
         """Eager run through the CompiledGraph (the `cpu` backend on CPU), outputs
         brought to the fake implementation's strides, never aliasing. A static graph on a
@@ -586,6 +606,12 @@ class _OpFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(op: TorchOp, keyset: Any, *tensors: torch.Tensor) -> Any:
+        if op.mutated:
+            raise UnsupportedError(
+                f"{op.qualname}: writes in place into {', '.join(op.mutated)}; a call with an "
+                "input that requires grad is not differentiable here (call it under "
+                "torch.no_grad())"
+            )
         return op.overload.redispatch(keyset, *tensors)
 
     @staticmethod

@@ -44,7 +44,8 @@ import torch
 from torch.overrides import resolve_name
 
 import stridec.ir.builder as B
-from stridec.errors import CallError, UnsupportedError
+from stridec.compiler.outputs import check_write_overlap
+from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph, Value
 from stridec.ir.symbols import Sym, is_static, substitute, symbol
 from stridec.torch import einops_backend
@@ -107,6 +108,9 @@ class _Tracer:
         self.graph = graph
         self.device = device
         self.inputs: list[Proxy] = []  # the arguments, whose metadata is the caller's
+        # In-place writes: each root version written over -> the version the write made
+        # (`Proxy.value` takes every view of the memory again over the newest one).
+        self.newer: dict[int, Value] = {}
         # Symbols torch's ops force equal to a size (`cat` of an `N` and an `M` row):
         # found during one run of `fn`, applied to the inputs of the next.
         self.equal: dict[str, int | Sym] = {}
@@ -134,6 +138,43 @@ class _Tracer:
             raise _Retrace
 
 
+    def current(self, value: Value) -> Value:
+        """`value` over the newest version of its memory: a view of a root version that
+        a write has replaced is taken again, view op by view op, over the newest."""
+        old = value.root()
+        new = self.newer.get(id(old))
+        if new is None:
+            return value
+        while id(new) in self.newer:
+            new = self.newer[id(new)]
+        return B.replay_views(value, old, new)
+
+    def write(self, dest: Value, src: Any, call: str) -> None:
+        """`dest` (a view of some memory) written with `src` (a value, or a number: a fill),
+        as torch's in-place writes do; later reads of that memory see the new version."""
+        old = dest.root()
+        if isinstance(src, Value):
+            if src.root() is old and dest.numel() and src.numel():
+                expanded = src.type.layout
+                if src.shape != dest.shape:
+                    expanded = src.expand(*dest.shape).type.layout
+                try:
+                    check_write_overlap(dest.type.layout, expanded)
+                except StridecError as e:
+                    raise CallError(f"stridec.trace: {call}: {e}") from None
+            written = dest.copy_(src)
+        elif isinstance(src, (bool, int, float)) or hasattr(type(src), "__index__"):
+            try:  # the number as torch's fill_ converts it (2.7 into int32 is 2), or its error
+                number = torch.full((), src, dtype=dest.type.dtype.torch).item()
+            except (RuntimeError, OverflowError) as e:
+                raise CallError(f"stridec.trace: {call}: {e}") from None
+            written = dest.fill_(number)
+        else:
+            raise _unsupported(call, f"writing a {type(src).__name__}; expected a traced "
+                                     "tensor or a number")
+        self.newer[id(old)] = written.root()
+
+
 class _Retrace(Exception):
     """Raised inside `fn` when sizes were found equal: trace again with them unified."""
 
@@ -145,11 +186,24 @@ def _symbol_order(name: str) -> tuple[int, str]:
 class Proxy:
     """A traced tensor: wraps a graph `Value`; its methods mirror `torch.Tensor`."""
 
-    __slots__ = ("value", "_tracer")
+    __slots__ = ("_value", "_tracer")
 
     def __init__(self, value: Value, tracer: _Tracer) -> None:
-        self.value = value
+        self._value = value
         self._tracer = tracer
+
+    @property
+    def value(self) -> Value:
+        """The graph value this tensor is now: after an in-place write into its memory,
+        the same view of the memory's new version (torch's views see the write)."""
+        value = self._value
+        if self._tracer.newer:
+            value = self._value = self._tracer.current(value)
+        return value
+
+    @value.setter
+    def value(self, value: Value) -> None:
+        self._value = value
 
     def _wrap(self, value: Value) -> Proxy:
         return Proxy(value, self._tracer)
@@ -307,8 +361,31 @@ class Proxy:
                 raise _unsupported("Tensor.__getitem__", "slice bounds given as tensors")
         return self._wrap(self.value[index])
 
+    # -- in-place writes into memory: the caller's tensor, for an argument ----------------
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise _unsupported("Tensor.__setitem__", "in-place writes")
+        """`x[index] = y`: `y` (a traced tensor, broadcast and cast as torch does, or a
+        number) written into the elements `x[index]` addresses (`Value.copy_`)."""
+        dest = self[index].value
+        src = _unwrap(value, "Tensor.__setitem__")
+        while isinstance(src, Value) and src.ndim > dest.ndim and src.shape[0] == 1:
+            src = src.squeeze(0)  # torch drops a value's leading 1s first
+        self._tracer.write(dest, src, "Tensor.__setitem__")
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> Proxy:
+        """`x.copy_(y)`: `y` written into `x`'s elements; returns `x` itself, as torch."""
+        if not isinstance(src, Proxy):
+            _value(src, "Tensor.copy_")  # names what cannot enter the graph
+        self._tracer.write(self.value, src.value, "Tensor.copy_")
+        return self
+
+    def fill_(self, value: Any) -> Proxy:
+        """`x.fill_(v)`: `v` (a number, or a traced 0-dim tensor) written into every
+        element of `x`; returns `x` itself."""
+        self._tracer.write(self.value, _unwrap(value, "Tensor.fill_"), "Tensor.fill_")
+        return self
+
+    def zero_(self) -> Proxy:
+        return self.fill_(0)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> Proxy:
         shape = _positional_or(shape, kwargs.pop("shape", None), "Tensor.reshape", "shape")
@@ -463,7 +540,8 @@ TRACE_ONLY = frozenset({"type", "device", "is_cuda", "requires_grad", "layout",
                         *IN_PLACE_VIEWS})
 _METHODS = {name for name in B.SURFACE if not name.startswith("_")} | {
     name for name, member in vars(Proxy).items()
-    if not name.startswith("_") and (callable(member) or isinstance(member, property))}
+    if not name.startswith("_") and name != "value"  # the graph value, no tensor method
+    and (callable(member) or isinstance(member, property))}
 
 
 # -- torch functions ---------------------------------------------------------------------

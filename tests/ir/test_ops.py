@@ -72,7 +72,7 @@ def test_the_catalogue_is_registered() -> None:
         "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
         "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "split",
         "contiguous", "to_format", "pixel_shuffle", "pixel_unshuffle", "clone", "copy", "pack",
-        "unpack", "pad", "cast", "cat", "output",
+        "unpack", "pad", "cast", "cat", "write", "output",
     }
 
 

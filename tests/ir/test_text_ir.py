@@ -153,6 +153,10 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     outs.append(B.cat([m], -1))
     outs.append(x.to("bool"))
     outs.append(m.to("float64"))
+    # in-place writes: a window of a fresh float16 buffer from float32 values (cast), then
+    # a fill; the buffer after both
+    written = g.full((3, 4), 0.0, "float16")[1:, ::2].copy_(y[1:, ::2])
+    outs.append(written.root()[0].fill_(-2).root())
 
     # the explicit copy: space/src/dst/masks/fill, as lower-formats writes it (NCHW4, C=3)
     space = (2, 1, 4, 4, 5)

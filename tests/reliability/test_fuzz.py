@@ -69,6 +69,7 @@ from hypothesis_draw import Draw, SeededDraw
 import stridec
 from stridec.errors import StridecError
 from stridec.ir import builder as SB
+from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
 
@@ -91,7 +92,8 @@ KINDS = (
     "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
     "diagonal", "to_format", "pixel", "full_like", "stack", "roll",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
-      "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view") * 2,
+      "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view",
+      "write") * 2,
 )
 # What torch makes new memory of and a view may then read through its storage:
 # as_strided, view and reshape over it address the new tensor, not the input.
@@ -403,7 +405,42 @@ def _step(b: Builder, v: Value) -> Value | None:
         return b.add(out, merged) if b.fits(out, 4) else None
     if kind == "philox":
         return _philox(b)
+    if kind == "write":
+        return _write(b, v)
     return None
+
+
+def _write(b: Builder, v: Value) -> Value | None:
+    """An in-place write into `v`'s elements, where its memory is a buffer the graph made
+    (never an argument's: the fuzzer's tensors must come back as they went in, nor Philox
+    bits): a value of `v`'s sizes and dtype (maybe over the same memory: the disjoint or
+    overlapping windows both sides must refuse alike), one element of it broadcast, or a
+    fill. Every value over the old memory is taken again over the new, as trace does."""
+    d = b.d
+    old = v.root()
+    if isinstance(O.storage_root(old).owner, (O.InputOp, O.PhiloxOp, O.PhiloxUniformOp)):
+        return None
+    if v.numel() and v.type.layout.may_overlap():
+        return None  # an expanded view: torch refuses to write into it
+    dtype = v.dtype.name
+    same = [w for w in b.values if w.shape == v.shape and w.dtype == v.dtype and w is not v]
+    one = [w for w in b.values if w.numel() == 1 and w.dtype == v.dtype]
+    choice = d.int(0, 2)
+    if choice == 0 and same:
+        src = d.choice(same)
+        written, r = v.copy_(src), b.range_of(src)
+    elif choice == 1 and one:
+        src = d.choice(one)
+        written, r = v.copy_(src.reshape(*([1] * v.ndim))), b.range_of(src)
+    else:
+        fill = d.choice(fills_for(dtype))
+        written, r = v.fill_(fill), fill_range(fill, dtype)
+    new = written.root()
+    for i, w in enumerate(b.values):
+        if w.root() is old:
+            b.values[i] = SB.replay_views(w, old, new)
+            b.ranges[id(b.values[i])] = b.range_of(w) | r
+    return b.add(written, b.range_of(v) | r)
 
 
 def _memory_format(d: Draw, rank: int) -> str:

@@ -1,4 +1,5 @@
-"""`dce`: remove ops none of whose results is used (inputs and `output` stay)."""
+"""`dce`: remove ops none of whose results is used (inputs and `output` stay, and so do
+writes into an input's memory: `has_effects`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import ClassVar
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter
 from stridec.ir.graph import Graph, Op
-from stridec.ir.ops import InputOp, OutputOp
+from stridec.ir.ops import InputOp, OutputOp, has_effects
 
 __all__ = ["DeadCodeElimination"]
 
@@ -27,7 +28,7 @@ class DeadCodeElimination(Pass):
         for op in reversed(graph.ops):
             if isinstance(op, (InputOp, OutputOp)) or any(
                 left.get(id(r), len(r.uses)) for r in op.results
-            ):
+            ) or has_effects(op):
                 kept.append(op)
                 continue
             dead.append(op)
@@ -46,7 +47,8 @@ class DeadCodeElimination(Pass):
     def _run_one_op_at_a_time(graph: Graph) -> None:
         rw = Rewriter(graph)
         for op in reversed(graph.ops):
-            if isinstance(op, (InputOp, OutputOp)) or any(r.uses for r in op.results):
+            if (isinstance(op, (InputOp, OutputOp)) or any(r.uses for r in op.results)
+                    or has_effects(op)):
                 rw.keep(op)
                 continue
             rw.erase(op)

@@ -82,6 +82,8 @@ def _view_of_source(op: Op) -> Layout | str:
         return "masked, framed or casting"
     if written_into(op):
         return "a later copy writes into its buffer"
+    if written_into(op.operands[0].owner):
+        return "its source is written over later (an in-place write): the copy keeps the values"
     if _returned(op.result):
         return "its buffer is returned, and the op it came from gives new memory"
     # Necessary, and much cheaper than the proof below: a copy that moves some dim by a

@@ -17,7 +17,9 @@ What each op becomes:
 - pad: a fill of the whole result (only when some pad is positive), then one copy of the
   kept region into it (`lower_to_program` runs the two as one masked kernel);
 - cat: one copy per input, each into a slice of the same buffer;
-- full: a fill (a copy without a source).
+- full: a fill (a copy without a source);
+- write: one copy of its source into its destination's elements, in its storage's
+  memory (a copy into a buffer, whose result is that memory after the write).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from stridec.compiler.outputs import check_write_overlap
 from stridec.compiler.pass_base import Pass, register_pass
 from stridec.compiler.rewriting import Rewriter, explicit_copy
 from stridec.errors import LayoutError
@@ -245,6 +248,21 @@ def _lower_cat(op: O.CatOp, rw: Rewriter) -> Value:
         start += n
     assert buffer is not None
     return buffer
+
+
+@_lowers(O.WriteOp)
+def _lower_write(op: O.WriteOp, rw: Rewriter) -> Value:
+    """One copy of `src` into the elements `dest` addresses, in `storage`'s memory (a copy
+    into a buffer, as a cat's): a call's argument is written in place. A source that reads
+    that memory where the write writes, other than element for element, is refused as
+    torch refuses it (`x[1:] = x[:-1]`)."""
+    storage, dest, src = op.operands
+    if src.root() is storage and dest.type.numel and src.type.numel:
+        check_write_overlap(dest.type.layout, src.type.layout)
+    return explicit_copy(
+        rw, src, layout=storage.type.layout, dtype=storage.type.dtype, space=dest.type.sizes,
+        src=src.type.layout, dst=dest.type.layout, into=storage,
+    )
 
 
 @register_pass

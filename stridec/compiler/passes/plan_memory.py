@@ -39,10 +39,10 @@ class OutputPlan:
 
 
 def _needs_copy(value: Value, copy_aliased: bool) -> bool:
-    root = value.root()
     if any(s < 0 for s in value.type.layout.strides):
         return True
-    return copy_aliased and isinstance(root.owner, O.InputOp)
+    # (An input's memory after in-place writes into it is the input's memory too.)
+    return copy_aliased and isinstance(O.storage_root(value).owner, O.InputOp)
 
 
 def _drop_if_dead(op: Op, dropped: set[int], rw: Rewriter) -> None:
@@ -53,7 +53,8 @@ def _drop_if_dead(op: Op, dropped: set[int], rw: Rewriter) -> None:
     pending = [op]
     while pending:
         op = pending.pop()
-        if op.graph is None or isinstance(op, O.InputOp) or any(r.uses for r in op.results):
+        if (op.graph is None or isinstance(op, O.InputOp) or any(r.uses for r in op.results)
+                or O.has_effects(op)):
             continue
         producers = [v.owner for v in op.operands]
         dropped.add(id(op))
@@ -95,7 +96,7 @@ class PlanMemory(Pass):
                 fuse_with_writers(copy.owner, rw, {})
                 _drop_if_dead(v.root().owner, dropped, rw)  # the buffer it read, if now unread
                 v = out_op.operands[i]
-            root = v.root()
+            root = O.storage_root(v)
             alias = root.owner.arg_name if isinstance(root.owner, O.InputOp) else None
             plans.append(OutputPlan(i, alias, v.type.layout))
         rw.keep(out_op)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from stridec.compiler.outputs import check_write_overlap
 from stridec.errors import CallError, UnsupportedError, VerificationError
 from stridec.ir import ops as O
 from stridec.ir.dtypes import as_dtype
@@ -306,6 +307,20 @@ def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) ->
     return out
 
 
+def _write_op(op: O.WriteOp, storage: torch.Tensor, dest: torch.Tensor,
+              src: torch.Tensor) -> tuple[torch.Tensor]:
+    """`dest.copy_(src)` in `storage`'s memory (the caller's tensor, for an input: views of
+    it are torch views), cast as the compiled copies cast; a source reading what the write
+    overwrites is refused as the compiled graph refuses it. The result is `storage`."""
+    if op.src.root() is op.storage and dest.numel() and src.numel():
+        check_write_overlap(op.dest.type.layout, op.src.type.layout)
+    if src.dtype != dest.dtype:
+        src = cast(src, dest.dtype)
+    if dest.numel():
+        dest.copy_(src)
+    return (storage,)
+
+
 # The meaning of each op in plain torch on logical tensors, by op class (a subclass
 # without an entry takes its base's): `rule(op, *operand tensors) -> result tensors`.
 RULES: dict[type, Callable[..., tuple]] = {
@@ -337,6 +352,7 @@ RULES: dict[type, Callable[..., tuple]] = {
     O.PadOp: _pad_op,
     O.CastOp: _cast_op,
     O.CatOp: _cat_op,
+    O.WriteOp: _write_op,
 }
 
 
