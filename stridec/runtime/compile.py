@@ -47,7 +47,14 @@ from stridec.runtime.symbolic import (
     refused_views,
     views_at,
 )
-from stridec.runtime.tensors import FakeTensor, active_fake_mode, dispatch_modes, without_memory
+from stridec.runtime.tensors import (
+    AlignedStandIns,
+    FakeTensor,
+    active_fake_mode,
+    dispatch_modes,
+    misaligned,
+    without_memory,
+)
 from stridec.version import __version__
 
 __all__ = ["compile", "check_arguments", "CompiledGraph", "Plan", "Stats", "BACKENDS",
@@ -358,7 +365,8 @@ def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | N
     program are functions of it: overlaps are decided from layouts within one storage, and
     storages are told apart by pointer; and every storage of a good call's key holds its
     layout. None where an argument or an out is not a plain strided `torch.Tensor` (the
-    full path then names the problem). (One pass, each attribute read once: a cached call
+    full path then names the problem), or where a storage's pointer is not a multiple of
+    8 (the full path stages a misaligned tensor). (One pass, each attribute read once: a cached call
     with cold caches pays for every object and call it touches. A `torch.Tensor` of
     another layout is told by what it refuses instead of by two more reads: a sparse or
     mkldnn tensor has no storage, a nested one no sizes -- `RuntimeError`s, and a test
@@ -369,6 +377,7 @@ def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | N
     key: list[Any] = ["out"]
     ptrs = []
     n = len(tensors)
+    low = 0
     try:
         for t in (*tensors, *outs):
             if type(t) is not _Tensor:
@@ -378,8 +387,12 @@ def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | N
                     t.is_neg(), storage.nbytes(), t.requires_grad)
             if len(ptrs) >= n:  # an out
                 key.append(t.is_conj())
-            ptrs.append(storage.data_ptr())
+            ptr = storage.data_ptr()
+            low |= ptr
+            ptrs.append(ptr)
     except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
+        return None
+    if low & 7:  # a storage off 8 bytes, maybe off its elements: `_call_aligned`
         return None
     key.append(n)
     key += map(ptrs.index, ptrs)  # (no comprehension: one function fewer to enter)
@@ -397,9 +410,11 @@ def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
     storage's bound included (the layout's last byte against its bytes), and so is the
     specialization: a key seen on a call that passed every check and found its program
     is valid and runs that program. None where an argument is not a plain strided
-    `torch.Tensor`: such calls always take the full checks."""
+    `torch.Tensor`, or a storage's pointer is not a multiple of 8: such calls always take
+    the full path (which stages a misaligned tensor, `_call_aligned`)."""
     key: list[Any] = []
     ptrs = []
+    low = 0
     try:
         for t in tensors:
             if type(t) is not _Tensor:
@@ -407,8 +422,12 @@ def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
             storage = t.untyped_storage()
             key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
                     t.is_neg(), storage.nbytes(), t.requires_grad)
-            ptrs.append(storage.data_ptr())
+            ptr = storage.data_ptr()
+            low |= ptr
+            ptrs.append(ptr)
     except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
+        return None
+    if low & 7:  # a storage off 8 bytes, maybe off its elements: `_call_aligned`
         return None
     return tuple(key), ptrs
 
@@ -436,6 +455,14 @@ def _into_outs(outs: tuple[torch.Tensor, ...], results: Any, bump: bool = True) 
     for o, r in pending:
         o.copy_(r)
     return outs[0] if len(outs) == 1 else outs
+
+
+def _as_outs(out: Any) -> tuple[Any, ...]:
+    """The tensors of an `out=` argument (a tensor, or a tuple or list of them); anything
+    else as a tuple of itself, for `check_outs` to name."""
+    if isinstance(out, torch.Tensor):
+        return (out,)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def _no_kernel(*args: Any, **keywords: Any) -> None:
@@ -1327,7 +1354,8 @@ class CompiledGraph:
                         if self._written:
                             self._bump_written(tensors)
                     return out
-        return self._call_out(tensors, out, called)
+            return self._call_out(tensors, out, called)
+        return self._call(tensors, out, named)  # no key: a tensor of another kind, or misaligned
 
     def _autograd(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any]) -> Any:
         """A call with an input that requires grad, grad mode on: differentiable through
@@ -1371,6 +1399,38 @@ class CompiledGraph:
             with _disable_current_modes():
                 return self._call(tensors, out, named)
         return self._fake_call(tensors, out, named, mode)
+
+    def _call_aligned(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any]) -> Any:
+        """A call with a tensor whose data pointer is not a multiple of its element size
+        (`misaligned`): the call on aligned stand-ins of the storages such tensors live
+        in (`AlignedStandIns`), then the bytes of each out and of each input the graph
+        writes in place written back (versions bumped), each result that is a view of a
+        stand-in made the same view of the original and each that is an input itself
+        that input, so values, strides, aliasing and versions are the call's on aligned
+        tensors."""
+        outs = None if out is None else _as_outs(out)
+        stand_ins = AlignedStandIns((*tensors, *(outs or ())))
+        staged = tuple(map(stand_ins.of, tensors))
+        written = tuple(tensors[i] for i in self._written)
+        if outs is None:
+            result = self._call(staged, None, named)
+            stand_ins.write_back(written)
+            self._bump_written(tensors)
+            if type(result) is not tuple:
+                return tensors[self._itself[0][1]] if self._itself else stand_ins.original(
+                    result)
+            results = list(map(stand_ins.original, result))
+            for k, i in self._itself:
+                results[k] = tensors[i]
+            return tuple(results)
+        inner = (stand_ins.of(out) if isinstance(out, torch.Tensor) else
+                 tuple(map(stand_ins.of, outs)) if isinstance(out, (tuple, list)) else out)
+        self._call(staged, inner, named)
+        stand_ins.write_back((*outs, *written))
+        if self.bump_versions:
+            _bump_versions(outs)
+        self._bump_written(tensors)
+        return outs[0] if len(outs) == 1 else outs
 
     def _fake_call(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any],
                    mode: Any) -> Any:
@@ -1455,6 +1515,9 @@ class CompiledGraph:
         torch dispatch modes, `_call_under_modes`."""
         if dispatch_modes() and not (torch.is_grad_enabled() and _requires_grad(tensors)):
             return self._call_under_modes(tensors, out, named)
+        if (misaligned(tensors) or out is not None and misaligned(_as_outs(out))) and not (
+                torch.is_grad_enabled() and _requires_grad(tensors)):
+            return self._call_aligned(tensors, out, named)
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:

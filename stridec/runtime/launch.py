@@ -37,6 +37,7 @@ from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.symbols import _py_source, is_static
 from stridec.runtime.backends import Backend, Launcher, backend
+from stridec.runtime.tensors import AlignedStandIns, misaligned
 
 __all__ = [
     "Runner",
@@ -522,10 +523,17 @@ def run(program: Program, tensors: Sequence[torch.Tensor], device: torch.device,
         bindings: Mapping[str, int] | None = None) -> list[torch.Tensor]:
     """Run `program` over `tensors` (all on `device`): its outputs. `on` defaults to the
     backend of the device (triton on CUDA, interpret on the CPU); `bindings` gives the
-    values of a symbolic program's symbols."""
+    values of a symbolic program's symbols. A tensor whose data pointer is not a multiple
+    of its element size runs on an aligned stand-in (`AlignedStandIns`), as a compiled
+    call's."""
     if on is None:
         on = "triton" if device.type == "cuda" else "interpret"
-    return run_with(runner(program, on, bindings=bindings), tensors, device)
+    run_on = runner(program, on, bindings=bindings)
+    if not misaligned(tensors):
+        return run_with(run_on, tensors, device)
+    stand_ins = AlignedStandIns(tensors)
+    outs = run_with(run_on, [stand_ins.of(t) for t in tensors], device)
+    return [stand_ins.original(o) for o in outs]
 
 
 def run_with(runner: Runner, tensors: Sequence[torch.Tensor],
@@ -709,9 +717,13 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
             raise CallError(f"philox: the C kernel runs CPU tensors; got tensors on {dst.device}")
         from stridec.runtime.backends.cpu import load_c_kernel
 
-        load_c_kernel(kernel.name, kernel.source, kernel.calls)(
-            kernel.grid, state_words, dst, new_words
-        )
+        run = load_c_kernel(kernel.name, kernel.source, kernel.calls)
+        if misaligned((state_words, dst, new_words)):  # aligned stand-ins, written back
+            stand_ins = AlignedStandIns((state_words, dst, new_words))
+            run(kernel.grid, *map(stand_ins.of, (state_words, dst, new_words)))
+            stand_ins.write_back((dst, new_words))
+        else:
+            run(kernel.grid, state_words, dst, new_words)
     else:
         _launch(kernel.source, kernel.name, dst.device,
                 kernel.grid, state_words, dst, new_words, *kernel.args,
