@@ -330,6 +330,7 @@ class _Parser:
             attrs = self.parse_attr_dict(cls)
 
         types: list[TensorType] = []
+        type_toks: list[Token] = []  # where each written type starts
         if self.at_punct(":"):
             colon = self.advance()
             if not names:
@@ -337,9 +338,11 @@ class _Parser:
                     f"'{op_tok.text}' has no result names, so it takes no result types", colon
                 )
             first = self.tok
+            type_toks.append(first)
             types.append(self.parse_type())
             while self.at_punct(","):
                 self.advance()
+                type_toks.append(self.tok)
                 types.append(self.parse_type())
             if len(types) != len(names):
                 self.error(
@@ -362,7 +365,7 @@ class _Parser:
         values = {key: value for key, (value, _) in attrs.items()}
         for key, (value, _) in attrs.items():
             values[key] = self.resolve_layouts(key, value, values, types)
-        op = self.build(cls, operands, values, types, op_tok)
+        op = self.build(cls, operands, values, types, op_tok, type_toks)
         if len(names) != len(op.results):
             op.drop_uses()
             self.graph.ops.remove(op)
@@ -378,17 +381,29 @@ class _Parser:
         attrs: dict[str, Any],
         types: list[TensorType],
         op_tok: Token,
+        type_toks: list[Token],
     ) -> Op:
         """`cls.from_text`, the op's own checks, and the graph-level ones, as ParseErrors."""
         assert self.graph is not None
+        # An op whose types are all inferred is built from operands and attributes alone,
+        # so a written type that differs is reported at that type, not at the op's name.
+        inferred = types and cls.from_text.__func__ is Op.from_text.__func__
         try:
-            # No types written: the op's inferred ones (checked against none).
-            op = cls.from_text(operands, attrs, types) if types else cls(operands, attrs)
+            if types and not inferred:
+                op = cls.from_text(operands, attrs, types)
+            else:
+                op = cls(operands, attrs)
         except StridecError as e:
             self.rethrow(e, op_tok)
         except (TypeError, ValueError, ArithmeticError, LookupError) as e:
             # An op hook that let a Python error through: still the text's fault.
             self.rethrow(e, op_tok, prefix=f"'{cls.name}': bad operands or attributes: ")
+        if inferred:
+            for given, got, at in zip(types, [v.type for v in op.results], type_toks, strict=False):
+                if given != got:
+                    op.drop_uses()
+                    self.rethrow(VerificationError(
+                        f"{cls.name}: result type should be {got}; got {given}"), at)
         try:
             op.verify_()
         except StridecError as e:
@@ -584,7 +599,8 @@ class _Parser:
         """`tensor<2x3xf32>`, `tensor<f32>`, `tensor<3x2xf32, strided<[1, 3], offset: 0>>`."""
         start = self.tok
         if start.kind != "ident" or start.text != "tensor":
-            self.error(f"expected a tensor type like tensor<2x3xf32>; got {start.describe()}")
+            self.error(f"expected a tensor type like tensor<2x3xf32>; got {start.describe()}",
+                       self.missing_here())
         self.advance()
         lt = self.expect_punct("<", "after 'tensor'")
         sizes, dtype, end = self.scan_shape(lt.end)

@@ -220,7 +220,7 @@ def test_bad_ir_names_the_line_and_column(
     assert main([str(path)]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.startswith(f"{path}:3:8: error: ")
+    assert err.startswith(f"{path}:3:37: error: ")  # at the type written
     assert "tensor<3x2xf32, strided<[1, 3], offset: 0>>" in err  # what the type should be
 
 
@@ -233,7 +233,7 @@ def test_bad_ir_in_a_split_file_counts_lines_from_the_top(
     out, err = capsys.readouterr()
     assert out == ""
     bad_line = NHWC.count("\n") + 1 + 3  # the first case, the separator, line 3 of the second
-    assert err.startswith(f"{path}:{bad_line}:8: error: ")
+    assert err.startswith(f"{path}:{bad_line}:37: error: ")
 
 
 def test_syntax_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -337,7 +337,7 @@ def test_installed_console_script_reads_stdin() -> None:
                          timeout=120, check=False)
     assert bad.returncode == 1
     assert bad.stdout == ""
-    assert bad.stderr.startswith("<stdin>:3:8: error: ")
+    assert bad.stderr.startswith("<stdin>:3:37: error: ")
 
 
 def test_a_graph_without_output_fails_as_compile_does(

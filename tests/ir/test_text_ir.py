@@ -19,7 +19,13 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import stridec.ir.builder as B
-from stridec.errors import LayoutError, ParseError, StridecError, UnsupportedError
+from stridec.errors import (
+    LayoutError,
+    ParseError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir import ops as O
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.graph import OP_REGISTRY, Graph, Value
@@ -673,10 +679,16 @@ def test_result_type_disagrees_with_inference() -> None:
         "tensor<2x4x5x3xf16, strided<[60, 5, 1, 20], offset: 0>>\n",
         "tensor<2x4x5x3xf16>\n",
     )
+    # At the type written, not at the op: the op itself builds from what it is given.
     e = expect_error(
-        text, *position(text, "permute"), "should be", "strided<[60, 5, 1, 20], offset: 0>"
+        text, *position(text, "tensor<2x4x5x3xf16>\n"), "permute: result type should be",
+        "strided<[60, 5, 1, 20], offset: 0>", "got tensor<2x4x5x3xf16>",
     )
-    assert e.__cause__ is not None
+    assert isinstance(e.__cause__, VerificationError)
+    # The second of two: at the second.
+    text = GOOD.replace("offset: 60>>", "offset: 61>>")
+    expect_error(text, *position(text, "tensor<1x4x5x3xf16, strided<[60, 5, 1, 20], offset: 61"),
+                 "split: result type should be", "offset: 60", "got")
 
 
 def test_layout_error_while_building_keeps_its_cause() -> None:
@@ -813,6 +825,13 @@ def test_duplicate_input_names() -> None:
             "strided<[60, 5, 1, 20], offset: -1",
             0,
             ["offset must be >= 0"],
+        ),
+        (  # a ':' with no type after it: just after the ':', not at the next line
+            "%3 = contiguous %0 : tensor<2x4x5x3xf16>\n",
+            "%3 = contiguous %0 :\n",
+            "%3 = contiguous %0 :\n",
+            len("%3 = contiguous %0 :"),
+            ["expected a tensor type", "'output'"],
         ),
         (  # reported on the line that lacks the '>', just after its last token
             "tensor<2x4x5x3xf16>\n",

@@ -259,7 +259,7 @@ ROWS: list[Row] = [
     Row("text-wrong-result-type", "text IR", "permute printed with the operand's type",
         ParseError,
         lambda: parse(text(X_TEXT + "  %0 = permute %x {dims = [1, 0]} : tensor<2x3xf32>\n"
-                           "  output %0\n")), ("3:8", "permute", "tensor<2x3xf32>")),
+                           "  output %0\n")), ("3:37", "permute", "tensor<2x3xf32>")),
     Row("text-not-a-permutation", "text IR", "permute %x {dims = [1, 1]}", ParseError,
         lambda: parse(text(X_TEXT + "  %0 = permute %x {dims = [1, 1]} : tensor<3x2xf32>\n"
                            "  output %0\n")), ("3:8", "permute"), E + "test_malformed_ir_text"),
