@@ -266,6 +266,7 @@ def _compose(
             continue
         left = size
         first: int | None = None  # steps the dim's first run makes inside P
+        whole = False
         while left != 1:
             # R.offset + stride is the reader's own address (this factor's first step), so
             # an unwritten one means the reader reads what the copy never wrote. Over
@@ -273,19 +274,22 @@ def _compose(
             # every point the walk reaches inside P, which proves the step in P.
             reached = inverse.coords_of(reader.offset + stride, checked=static)
             if reached is None:
-                return _cut(k, first, size)
+                return _cut(k, first, size, whole)
             move = tuple(b - a for a, b in zip(base, reached, strict=True))
             fit = _steps_that_fit(move, lo, hi, p)
             if first is None:
                 first = fit
+                # the walk starts where P's coordinates it moves start (the run is whole)
+                whole = all(lo[m] == 0 if v > 0 else hi[m] == p[m] - 1
+                            for m, v in enumerate(move) if v)
             if fit is None or statically_true(fit >= left):
                 take = left
             elif isinstance(fit, int) and isinstance(left, int):
                 take = _largest_divisor_at_most(left, fit)
             else:
-                return _cut(k, first, size)
+                return _cut(k, first, size, whole)
             if isinstance(take, int) and take < 2:
-                return _cut(k, first, size)
+                return _cut(k, first, size, whole)
             for m, v in enumerate(move):
                 if sign_of(v) < 0:
                     lo[m] += (take - 1) * v
@@ -318,12 +322,15 @@ def _compose(
     )
 
 
-def _cut(k: int, first: int | None, size: int) -> tuple[int, int] | None:
-    """Where `compose_pieces` cuts reader dim k: after its first run, when that run is
-    part of the dim (at a place known for every value of the symbols)."""
-    if isinstance(first, int) and isinstance(size, int) and 0 < first < size:
-        return k, first
-    return None
+def _cut(k: int, first: int | None, size: int, whole: bool) -> tuple[int, int] | None:
+    """Where `compose_pieces` cuts reader dim k (at a place known for every value of the
+    symbols): after its first run, where that run starts mid-way (rows 3.. of windows of
+    7: at 4, so the rest starts a window); after the most whole runs that fit, where it
+    starts a run (rows 0..52 of windows of 7: at 49, seven windows, one split (7, 7))."""
+    if not (isinstance(first, int) and isinstance(size, int) and 0 < first < size):
+        return None
+    runs = size // first * first
+    return (k, runs) if whole and first < runs < size else (k, first)
 
 
 def refine(layout: Layout, split: Sequence[Sequence[int]]) -> Layout:

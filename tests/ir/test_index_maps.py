@@ -711,3 +711,9 @@ def test_compose_pieces_of_a_window_reverse() -> None:
     assert [box for box, _ in pieces] == [((0, 7), (0, 3)), ((7, 11), (0, 3))]
     assert [comp.src.offset for _, comp in pieces] == [0, 3]
     assert compose(Layout((14, 3), (3, 1), 0), wd, ws).split == ((2, 7), (3,))
+    # Rows 0..52 of 8 windows of 7: the first run is a whole window, so the cut is after
+    # the 7 whole windows that fit (one split (7, 7)), not after each window.
+    wd8, ws8 = Layout.contiguous((8, 7, 3)), Layout.contiguous((8, 7, 3))
+    pieces = compose_pieces(Layout((53, 3), (3, 1), 0), wd8, ws8, 8)
+    assert [box for box, _ in pieces] == [((0, 49), (0, 3)), ((49, 53), (0, 3))]
+    assert pieces[0][1].split == ((7, 7), (3,))

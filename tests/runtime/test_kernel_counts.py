@@ -156,6 +156,12 @@ def _window_reverse_roll(w: torch.Tensor) -> torch.Tensor:  # Swin, windows of 3
     return torch.roll(x.view(-1, 6, 6, w.shape[-1]), shifts=(2, 2), dims=(1, 2))
 
 
+def _swin_reverse_roll(w: torch.Tensor) -> torch.Tensor:  # Swin's stage 1: 8x8 windows of 7
+    b, c = w.shape[0] // 64, w.shape[-1]
+    x = w.view(b, 8, 8, 7, 7, c).permute(0, 1, 3, 2, 4, 5).contiguous().view(b, 56, 56, c)
+    return torch.roll(x, shifts=(3, 3), dims=(1, 2))
+
+
 INTO_OUT = {
     "patch_merging": (_patch_merging, (2, 6, 4, 3)),
     "patch_merging_no_view": (lambda x: torch.cat([x[:, ::2], x[:, 1::2]], -1), (2, 6, 4, 3)),
@@ -164,6 +170,9 @@ INTO_OUT = {
     "roll": (lambda x: torch.roll(x, shifts=(1, -2), dims=(1, 2)), (2, 5, 6, 3)),
     "roll_then_view": (lambda x: torch.roll(x, 2, 1).view(x.shape[0], -1), (2, 5, 3)),
     "window_reverse_roll": (_window_reverse_roll, (8, 3, 3, 2)),
+    # the roll reads rows 0..53 of 8 windows of 7: cut after the 7 whole windows, then
+    # rows 49..53 (a cut after each window is more pieces than one kernel takes: 2 kernels)
+    "swin_reverse_roll": (_swin_reverse_roll, (128, 7, 7, 2)),
 }
 
 
