@@ -465,6 +465,10 @@ def _as_outs(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+def _as_results(results: Any) -> tuple[Any, ...]:
+    return results if type(results) is tuple else (results,)
+
+
 def _no_kernel(*args: Any, **keywords: Any) -> None:
     """The launcher of every kernel of a fake call (`CompiledGraph._fake_call`)."""
 
@@ -720,9 +724,14 @@ class CompiledGraph:
         self._bound: OrderedDict[tuple, CompiledGraph] = OrderedDict()
         self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
         # Class plans a call reaches straight from `fast_binder`'s answer: (class, device)
-        # -> (launches per call, `SymbolicRunner.call`), for the classes whose program is
-        # `_classes`' entry (`_call_symbolic`); emptied with any eviction from `_classes`.
-        self._class_calls: dict[tuple, tuple[int, Callable[..., Any]]] = {}
+        # -> (launches per call, `SymbolicRunner.call`, the program, its runner), for the
+        # classes whose program is `_classes`' entry (`_call_symbolic`); emptied with any
+        # eviction from `_classes`.
+        self._class_calls: dict[tuple, tuple[int, Callable[..., Any], Program,
+                                             launch.SymbolicRunner]] = {}
+        # How often a class plan's entry served each call key (`_class_hit`): the third
+        # time, the key enters `_hits` with the class runner bound to its values.
+        self._seen: dict[tuple, int] = {}
         # `out=` calls over symbolic sizes that passed every check: `_out_call_key` ->
         # (class, device, which outs the program writes straight). A hit still binds the
         # inputs (`fast_binder`) and runs the class's `_class_calls` entry.
@@ -774,8 +783,9 @@ class CompiledGraph:
             self._written = ()
         # The differentiable call (`_autograd_factory`), made on first use.
         self._differentiable: Callable[..., Any] | None = None
-        # Whether calls may be cached (`_hits`): a static graph on a kernel backend.
-        self._keyed = not self.symbols and backend != "reference"
+        # Whether calls may be cached (`_hits`): a graph on a kernel backend (over symbolic
+        # sizes: a key its class plan served three times, `_class_hit`).
+        self._keyed = backend != "reference"
 
     def _after_fork_in_child(self) -> None:
         """A lock another thread held at the fork stays held in the child, where no thread
@@ -785,7 +795,7 @@ class CompiledGraph:
             self._programs, self._used, self._hits = {}, {}, {}
             self._bound, self._classes = OrderedDict(), OrderedDict()
             self._class_calls, self._class_out_hits, self._pipelined = {}, {}, {}
-            self._specializable = OrderedDict()
+            self._specializable, self._seen = OrderedDict(), {}
         self._lock = threading.Lock()
 
     # -- arguments -----------------------------------------------------------------------
@@ -1096,7 +1106,8 @@ class CompiledGraph:
             self._classes[key] = program
             while len(self._classes) > LOCAL_CAPACITY:
                 self._classes.popitem(last=False)
-                self._class_calls = {}
+                # a hit may name the evicted class's program (see `_hits`)
+                self._class_calls, self._hits, self._seen = {}, {}, {}
             return program
 
     def _symbolic_pipeline(self, fixed: Mapping[str, int] | None = None) -> Graph | None:
@@ -1192,7 +1203,8 @@ class CompiledGraph:
             # The class's entry: later calls of the class go straight to its runner.
             if len(self._class_calls) >= LOCAL_CAPACITY:
                 self._class_calls = {}
-            self._class_calls[cls, device] = (program.launch_count, symbolic.call)
+            self._class_calls[cls, device] = (program.launch_count, symbolic.call, program,
+                                              symbolic)
         return program, symbolic, values, device, bindings
 
     def _fast(self, tensors: tuple[Any, ...]) -> tuple | None:
@@ -1205,13 +1217,16 @@ class CompiledGraph:
                 fast_binder(self._inputs, self._sorted_symbols, derived=self._derived))
         return None if fast is None else fast(tensors)
 
-    def _call_symbolic(self, tensors: tuple[Any, ...]) -> Any:
+    def _call_symbolic(self, tensors: tuple[Any, ...],
+                       called: tuple[tuple, list[int]] | None = None) -> Any:
         """A call of a graph over symbolic sizes. Every call, at a size seen before or
         not, takes one path: `fast_binder` checks the arguments and gives the class and
         the symbols' values, the class's entry gives its runner's `call`, which runs the
         program with every number of the binding computed inline -- so a new size costs
         what a cached call does. The first call of a class, or any call a check refuses
-        or the class plan does not serve, takes the full path (`_symbolic_plan`)."""
+        or the class plan does not serve, takes the full path (`_symbolic_plan`). A call
+        key (`called`) the class's entry serves three times enters `_hits`
+        (`_class_hit`)."""
         fast = self._fast_bind
         found = self._fast(tensors) if fast is self else fast(tensors) if fast else None
         if found is not None:
@@ -1221,6 +1236,8 @@ class CompiledGraph:
                 if result is not launch.MISS:
                     self.stats.cache_hits += 1
                     self.stats.launches += entry[0]
+                    if called is not None:
+                        self._class_hit(called[0], found, entry, len(tensors), None, None)
                     return self._finish(tensors, result) if self._after else result
         elif _requires_grad(tensors) and torch.is_grad_enabled():
             return self._autograd(tensors, None, {})  # (`fast_binder` refuses such calls)
@@ -1242,7 +1259,8 @@ class CompiledGraph:
                  for o, t in zip(program.outputs, self._output_types, strict=True)]
         return check_outs(self.graph.name, types, out, tensors, device)
 
-    def _call_symbolic_out(self, tensors: tuple[Any, ...], out: Any) -> Any:
+    def _call_symbolic_out(self, tensors: tuple[Any, ...], out: Any,
+                           called: tuple[tuple, list[int]] | None = None) -> Any:
         """`fn(*tensors, out=...)` on the class plan: the outs checked as a static call
         checks them, then the class's program run with each out that no input's memory
         meets written straight where the plan allows it (`SymbolicRunner.call`: an output
@@ -1252,8 +1270,10 @@ class CompiledGraph:
         and nothing outside each out view is written. A call whose `_out_call_key` was
         seen on a good call of a class skips the out checks (their answer is a function of
         the key) and the class lookup, as a plain call does; MISS where the class plan
-        does not serve the call."""
-        key = _out_call_key(tensors, out)
+        does not serve the call. `called`: `_out_call`'s answer where the caller has it;
+        a key served three times with every out written straight enters `_hits`
+        (`_class_hit`)."""
+        key = _out_call_key(tensors, out) if called is None else called[0]
         if _requires_grad(tensors):
             key = None
             if torch.is_grad_enabled():
@@ -1272,6 +1292,8 @@ class CompiledGraph:
                     self.stats.cache_hits += 1
                     self.stats.launches += entry[0]
                     self._bump_written(tensors)
+                    if all(r is o for r, o in zip(_as_results(results), outs, strict=True)):
+                        self._class_hit(key, found, entry, len(tensors), outs, results)
                     return _into_outs(outs, results, self.bump_versions)
         found = self._symbolic_plan(tensors)
         if found is None:
@@ -1290,6 +1312,41 @@ class CompiledGraph:
             self._class_out_hits[key] = (cls, device, writes)
         self._bump_written(tensors)
         return _into_outs(call.outs, results, self.bump_versions)
+
+    def _class_hit(self, key: tuple, found: tuple, entry: tuple, n_inputs: int,
+                   outs: tuple[torch.Tensor, ...] | None, results: Any) -> None:
+        """Note that the class plan of `entry` (`_class_calls`) served call `key` at
+        `found` (`fast_binder`'s answer); the third time, the key enters `_hits` with the
+        class's runner bound to these values (`SymbolicRunner.bind`), so a size a caller
+        keeps calling costs what a static graph's cached call does, while sizes called
+        once or twice (a growing sequence) bind no runner and keep the class path's cost.
+        Every check the class path makes is a function of the key, as a static call's
+        are; `results` is what the call returned into `outs` (each out written
+        straight)."""
+        seen = self._seen
+        served = seen.get(key, 0)
+        if served < 2:
+            if not served and len(seen) >= HITS_CAPACITY:
+                self._seen = seen = {}
+            seen[key] = served + 1
+            return
+        launches, _, program, symbolic = entry
+        runner = symbolic.bind(found[3])
+        if outs is None:
+            hit: Any = _Hit(program, runner, found[0], (), launches, [0],
+                            runner.direct(n_inputs))
+        else:
+            into = {j: (k, outs[k].storage_offset() * outs[k].element_size())
+                    for k, j in launch.direct_outputs(program).items()}
+            if len(into) != len(outs):
+                return
+            bound = runner.bound_into(n_inputs, len(outs), into)
+            if bound is None:
+                return
+            hit = (_Hit(program, runner, found[0], (), launches, [0], None), (), bound)
+        with self._lock:
+            if self._class_calls.get((found[2], found[0])) is entry:
+                self._remember(key, hit)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
@@ -1354,6 +1411,8 @@ class CompiledGraph:
                         if self._written:
                             self._bump_written(tensors)
                     return out
+            if self.symbols:
+                return self._call(tensors, out, named, called)
             return self._call_out(tensors, out, called)
         return self._call(tensors, out, named)  # no key: a tensor of another kind, or misaligned
 
@@ -1521,8 +1580,8 @@ class CompiledGraph:
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:
-                    return self._call_symbolic(tensors)
-                result = self._call_symbolic_out(tensors, out)
+                    return self._call_symbolic(tensors, called)
+                result = self._call_symbolic_out(tensors, out, called)
                 if result is not launch.MISS:
                     return result
             return self._bound_graph(tensors)(*tensors, out=out, **named)

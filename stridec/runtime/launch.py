@@ -44,6 +44,7 @@ __all__ = [
     "MISS",
     "bump_versions",
     "SymbolicRunner",
+    "direct_outputs",
     "flat_storage",
     "launch_copy",
     "launch_copy_batch",
@@ -158,6 +159,41 @@ class Runner:
                 run(pointers, threads)
         return run_all
 
+    def bound_into(self, n_inputs: int, n_outs: int, into: Mapping[int, tuple[int, int]]
+                   ) -> Callable[[list[int], int], None] | None:
+        """`bound` for a symbolic program's call with `out=` that writes every out
+        straight (`SymbolicRunner.call` with its `outs`): the function of the inputs'
+        then the outs' storages' data pointers (`n_inputs + n_outs`, the list extended)
+        and the thread count, where buffer `j` in `into` is out `k`'s memory from byte
+        `b` of its storage (`into[j] = (k, b)`) and every other buffer a fresh one. None
+        where `bound` is."""
+        n = n_inputs + n_outs
+        ordered = self._bound_runs([*range(n_inputs), *range(n, n + len(self.buffers))])
+        if ordered is None:
+            return None
+        plan = tuple((None, 0, elements, dtype) if j not in into else (n_inputs + into[j][0],
+                     into[j][1], 0, None) for j, (elements, dtype) in enumerate(self.buffers))
+        if len(plan) == 1 and plan[0][0] is not None and len(ordered) == 1:
+            # One kernel writing one out (most copies): no loop, no list.
+            ((at, byte, _, _),), (run,) = plan, ordered
+
+            def run_one(pointers: list[int], threads: int) -> None:
+                pointers.append(pointers[at] + byte)
+                run(pointers, threads)
+            return run_one
+
+        def run_all(pointers: list[int], threads: int) -> None:
+            held = []
+            for at, byte, elements, dtype in plan:
+                if at is None:
+                    held.append(torch.empty(elements, dtype=dtype, device="cpu"))
+                    pointers.append(held[-1].data_ptr())
+                else:
+                    pointers.append(pointers[at] + byte)
+            for run in ordered:
+                run(pointers, threads)
+        return run_all
+
     def _bound_runs(self, where: Sequence[int]) -> tuple[Callable[[list[int], int], None],
                                                          ...] | None:
         """Each launch's `bound` function, slot `s` at `pointers[where[s]]`; None where
@@ -165,9 +201,11 @@ class Runner:
         if not self.pointers:
             return None
         runs = []
-        for launcher, _grid, args, scalars, _kwargs in self.launches:
+        for launcher, _grid, args, scalars, kwargs in self.launches:
             bind = getattr(launcher, "bound", None)
-            run = bind([where[s] for s, _ in args]) if bind and not scalars else None
+            # (a symbolic program's C kernel: this binding's parameters, `SymbolicRunner`)
+            run = (bind([where[s] for s, _ in args], kwargs.get("params"))
+                   if bind and not scalars else None)
             if run is None:
                 return None
             runs.append(run)
@@ -314,9 +352,15 @@ class SymbolicRunner:
                 launches.append(f"*(({entry},) if {_source(k.grid[0], where)} else ()), ")
         outputs = "".join(f"{_source((o.slot, o.sizes, o.strides, o.offset), where)}, "
                           for o in program.outputs)
+        # As `Runner.of`: storages passed as data pointers where every launcher reads
+        # those only (the C kernels), so a cached call binds them (`Runner.direct`).
+        scope["_pointers"] = not inputs_as_given and all(
+            getattr(launchers[launch.kernel], "pointers_only", False)
+            for launch in program.launches)
         text = (f"def bind(values):\n    {''.join(f'{a}, ' for a in where.values())}= values\n"
-                f"    return _Runner(_flat, ({''.join(buffers)}), ({''.join(launches)}), "
-                f"({outputs}), {bool(inputs_as_given)})")
+                f"    launches = ({''.join(launches)})\n"
+                f"    return _Runner(_flat, ({''.join(buffers)}), launches, "
+                f"({outputs}), {bool(inputs_as_given)}, _pointers and bool(launches))")
         exec(text, scope)  # noqa: S102 - our own text
         # `bind(values)`: the runner of the binding `values` (one int per symbol, in
         # `symbols` order): one generated function.
@@ -325,7 +369,7 @@ class SymbolicRunner:
             _call_function(program, launchers, inputs_as_given, where))
 
 
-def _direct_outputs(program: Program) -> dict[int, int]:
+def direct_outputs(program: Program) -> dict[int, int]:
     """{output: buffer} of the outputs a caller's out can be written straight into: a
     buffer slot that is this output alone, at offset 0, whose elements are the output's
     (a layout without holes over the whole buffer: an out of its strides is the
@@ -382,7 +426,7 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
 
     `outs[k]`, a caller's tensor of output k's sizes and dtype that no input's memory
     meets (the caller's to check: `check_outs`), is written straight where output k is
-    a buffer of its own that its layout covers exactly (`_direct_outputs`) and the
+    a buffer of its own that its layout covers exactly (`direct_outputs`) and the
     tensor has that layout's strides: the buffer is then the tensor's memory, and output
     k is the tensor itself. Any other output is returned as without `outs`, for the
     caller to copy."""
@@ -398,7 +442,7 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
             slot[s] = f"f{s}"
             body.append(f"    f{s} = _as_strided(t{s}, (t{s}.untyped_storage().nbytes() "
                         f"// t{s}.element_size(),), (1,), 0)")
-    direct = _direct_outputs(program)
+    direct = direct_outputs(program)
     for k in direct:  # the caller's out, where it is this buffer's layout
         o = program.outputs[k]
         body.append(f"    o{k} = outs[{k}]")

@@ -586,25 +586,35 @@ class CpuKernel:
                 raise _symbolic(self.name)
             fn(storages[src_arg].data_ptr(), storages[dst_arg].data_ptr(), address, threads)
 
-    def bound(self, slots: Sequence[int]) -> Callable[[Sequence[int], int], None] | None:
+    def bound(self, slots: Sequence[int], params: Any = None
+              ) -> Callable[[Sequence[int], int], None] | None:
         """This kernel's calls as one function of a list of data pointers and the thread
-        count, where storage argument `k` is `pointers[slots[k]]`: a cached `out=` call
-        runs it with the pointers its call key read, and builds no storage objects. None
-        for a kernel over symbolic sizes (its parameters come per binding)."""
-        if any(address is None for *_, address in self._calls):
-            return None
+        count, where storage argument `k` is `pointers[slots[k]]`: a cached call runs it
+        with the pointers its call key read, and builds no storage objects. A kernel over
+        symbolic sizes takes one binding's parameters (`params`, as `__call__` does; the
+        function keeps the array alive); None without them."""
+        if params is not None:
+            base = params.buffer_info()[0]
+            addresses = [base + at for at in self._offsets]
+        else:
+            addresses = [c[3] for c in self._calls]
+            if None in addresses:
+                return None
         batch = self._batch
         if batch is None:
             calls = tuple((fn, slots[src], slots[dst], address)
-                          for fn, src, dst, address in self._calls)
+                          for (fn, src, dst, _), address in zip(self._calls, addresses,
+                                                                strict=True))
 
             def run(pointers: Sequence[int], threads: int) -> None:
                 for fn, src, dst, address in calls:
                     fn(pointers[src], pointers[dst], address, threads)
+            run.params = params  # type: ignore[attr-defined]  # (held: its memory is read)
             return run
-        pairs = tuple((3 * k, slots[src], slots[dst])
-                      for k, (_fn, src, dst, _a) in enumerate(self._calls))
-        addresses = [c[3] for c in self._calls]
+        # A thread's array of calls is shared by every binding of the kernel: a symbolic
+        # one writes its parameters' addresses on each call.
+        pairs = tuple((3 * k, slots[src], slots[dst], addresses[k] if params is not None
+                       else None) for k, (_fn, src, dst, _a) in enumerate(self._calls))
         prepares, works = ctypes.addressof(batch.prepares), ctypes.addressof(batch.works)
         local, run, n = batch.local, batch.run, batch.n
 
@@ -613,10 +623,13 @@ class CpuKernel:
                 calls, calls_at, jobs_at, _ = local.held
             except AttributeError:  # the thread's first call
                 calls, calls_at, jobs_at, _ = batch.calls(addresses)
-            for k, src, dst in pairs:
+            for k, src, dst, address in pairs:
                 calls[k] = pointers[src]
                 calls[k + 1] = pointers[dst]
+                if address is not None:
+                    calls[k + 2] = address
             run(n, prepares, works, calls_at, jobs_at, threads)
+        run_batch.params = params  # type: ignore[attr-defined]
         return run_batch
 
     def _run_batch(self, storages: Any, params: Any, threads: int) -> None:
