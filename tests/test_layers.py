@@ -7,7 +7,9 @@ own layer and the ones below it, plus the package's base modules (`stridec.error
 `stridec.version`); `tools` and the package root sit on top and nothing imports them.
 `ir` and `compiler` need neither torch nor a GPU: they import neither torch nor Triton
 (they write kernel source text; the runtime loads it). Modules of different folders
-never import each other in a cycle.
+never import each other in a cycle, and below `torch/` no modules do at all: the IR core
+(`ir/graph.py`) knows neither the builder on top of it nor the op catalogue (typing-only
+imports, under `if TYPE_CHECKING:`, never run and do not count as a cycle).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def folder(module: str) -> str:
     return layers.folder_of(module, MODULES, PACKAGE)
 
 
-def import_graph() -> dict[str, set[str]]:
-    return layers.import_graph(MODULES, PACKAGE)
+def import_graph(typing: bool = True) -> dict[str, set[str]]:
+    return layers.import_graph(MODULES, PACKAGE, typing)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -111,6 +113,17 @@ def test_no_import_cycle_crosses_folders() -> None:
     assert not crossing, "import cycles across folders:\n" + "\n".join(map(str, crossing))
 
 
+# The layers whose modules import each other in no cycle at all (what runs: imports under
+# `if TYPE_CHECKING:` left out).
+ACYCLIC = ("ir", "compiler", "viz", "runtime")
+
+
+def test_no_import_cycle_below_torch() -> None:
+    found = [c for c in cycles(import_graph(typing=False))
+             if any(layer(m) is not None and m.split(".")[1] in ACYCLIC for m in c)]
+    assert not found, "import cycles below torch/:\n" + "\n".join(map(str, found))
+
+
 # -- the checks can fail -----------------------------------------------------------------
 def test_the_checks_see_lazy_upward_imports_and_cycles(tmp_path: Path) -> None:
     """A lazy `import torch` inside a function of ir/, and a cycle ir ↔ compiler, are
@@ -125,6 +138,12 @@ def test_the_checks_see_lazy_upward_imports_and_cycles(tmp_path: Path) -> None:
         "def f():\n    import torch\n    from stridec.compiler import b\n"
     )
     (fake / "compiler" / "b.py").write_text("from stridec.ir import a\n")
+    # Within ir/: c and d import each other at run time; e and f only for types.
+    (fake / "ir" / "c.py").write_text("from stridec.ir import d\n")
+    (fake / "ir" / "d.py").write_text("def f():\n    from stridec.ir import c\n")
+    (fake / "ir" / "e.py").write_text("from stridec.ir import f\n")
+    (fake / "ir" / "f.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from stridec.ir import e\n")
     global PACKAGE, MODULES
     saved = PACKAGE, MODULES
     PACKAGE = fake
@@ -135,6 +154,9 @@ def test_the_checks_see_lazy_upward_imports_and_cycles(tmp_path: Path) -> None:
         assert any("imports stridec.compiler.b (layer 1)" in v for v in found)
         with pytest.raises(AssertionError, match="cycles across folders"):
             test_no_import_cycle_crosses_folders()
+        with pytest.raises(AssertionError, match="below torch") as raised:
+            test_no_import_cycle_below_torch()
+        assert "stridec.ir.c" in str(raised.value) and "stridec.ir.e" not in str(raised.value)
     finally:
         PACKAGE, MODULES = saved
 

@@ -3,6 +3,10 @@
 g = Graph("nhwc")
 x = g.input("x", (2, 3, 4, 5), "float16")
 g.output(x.permute(0, 2, 3, 1).contiguous())
+
+The builder sits on top of the IR core (`stridec.ir.graph`), which does not know it:
+the methods of `GraphBuilder` and `ValueBuilder` are added to `Graph` and `Value` when
+this module loads (`_add_surface`), as the `stridec.ir` package does first.
 """
 
 from __future__ import annotations
@@ -10,16 +14,15 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.ir import ops as O
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES, as_dtype, promote_types
+from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import as_sizes
-
-if TYPE_CHECKING:
-    from stridec.ir.graph import Graph, Op, Value
 
 __all__ = [
     "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad",
@@ -213,7 +216,7 @@ def _fresh(v: Value) -> Value:
 def _cast(name: str, dtype: str) -> Any:
     """The method `name`: `.to(dtype)`, as torch's `Tensor.<name>()`."""
 
-    def cast(self: ValueBuilder) -> Value:
+    def cast(self: Value) -> Value:
         return self.to(dtype)  # type: ignore[attr-defined]
 
     cast.__name__ = name
@@ -1240,7 +1243,7 @@ def cat(tensors: Sequence[Value], dim: int = 0) -> Value:
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of values; got none")
-    if all(isinstance(t, ValueBuilder) for t in tensors):  # else the op names what is not one
+    if all(isinstance(t, Value) for t in tensors):  # else the op names what is not one
         dtype = tensors[0].type.dtype
         for t in tensors[1:]:
             dtype = promote_types(dtype, t.type.dtype, "cat")
@@ -1532,6 +1535,18 @@ FUNCTIONS: tuple[str, ...] = (
 )
 
 
-# `stridec.ir.graph` builds `Graph` and `Value` on the classes above, and the op catalogue
-# on `graph`'s `Op`: the catalogue the methods build from is bound last.
-from stridec.ir import ops as O  # noqa: E402
+def _add_surface(surface: type, core: type) -> None:
+    """Give the core class `core` the members `surface` defines: the builder on top of
+    the IR core. A name the core defines itself is never replaced."""
+    for name, member in vars(surface).items():
+        if name in ("__module__", "__qualname__", "__doc__", "__slots__", "__dict__",
+                    "__weakref__", "__firstlineno__", "__static_attributes__"):
+            continue
+        if name in vars(core):
+            raise TypeError(f"builder: {core.__name__}.{name} is the core's own; the builder "
+                            "must not replace it")
+        setattr(core, name, member)
+
+
+_add_surface(GraphBuilder, Graph)
+_add_surface(ValueBuilder, Value)

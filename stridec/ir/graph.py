@@ -1,9 +1,12 @@
-"""The SSA graph: `Graph` owns an ordered list of `Op`s; each op has operand and result `Value`s.
+"""The IR core: `Graph` owns an ordered list of `Op`s; each op has operand and result `Value`s.
 
-Op classes live in `stridec.ir.ops`; this module holds the structure they share:
-use lists (so replacing a value is proportional to its uses), the op registry used by
-the parser, and two-stage verification (structural checks here, then each op's
-`verify_` hook).
+Op classes live in `stridec.ir.ops`; this module holds the structure they share: use
+lists (so replacing a value is proportional to its uses), the op registry used by the
+parser, and the entry points of the text form (`stridec.ir.printer`) and of two-stage
+verification (`stridec.ir.verifier`: structural checks, then each op's `verify_` hook),
+which read a graph through this structure alone. The torch-like builder methods of
+`Value` and `Graph` (`x.permute(...)`, `g.input(...)`) sit on top of this core:
+`stridec.ir.builder` adds them when it loads, and the `stridec.ir` package loads it.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from stridec.errors import VerificationError
 from stridec.ir import display
 from stridec.ir.attributes import Attr
 from stridec.ir.layout import Layout
+from stridec.ir.printer import print_graph
 from stridec.ir.symbols import Sym, free_symbols, substitute
 from stridec.ir.types import TensorType
+from stridec.ir.verifier import verify_graph
 
 __all__ = ["Value", "Op", "Graph", "OP_REGISTRY", "register_op"]
 
@@ -94,6 +99,13 @@ class Op:
     text_attr_names: ClassVar[tuple[str, ...]] = ()
     #: True when every result is a view of operand 0 (zero-copy, no new storage).
     is_view: ClassVar[bool] = False
+    #: The graph's boundary, as MLIR's block arguments and terminator: `input` is an
+    #: argument (its result is one of `Graph.inputs`), `output` the terminator.
+    is_argument: ClassVar[bool] = False
+    is_terminator: ClassVar[bool] = False
+    #: Whether the class has a `verify_` hook of its own (set by `__init_subclass__`): the
+    #: verifier watches operand roots only for ops with one.
+    has_verify_hook: ClassVar[bool] = False
     #: Operand count: an int, or None for variadic.
     num_operands: ClassVar[int | None] = 1
 
@@ -153,6 +165,7 @@ class Op:
         cls.attr_defs = tuple(own + inherited)
         cls.attr_names = tuple(a.key for a in cls.attr_defs)  # type: ignore[misc]
         cls.text_attr_names = tuple(a.key for a in cls.attr_defs if not a.in_type)
+        cls.has_verify_hook = cls.verify_ is not Op.verify_
 
     # -- hooks ---------------------------------------------------------------------------
     @classmethod
@@ -226,6 +239,16 @@ class Op:
         >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
         >>> x.transpose(0, 1).owner.verify_()
         """
+
+    def written_root(self) -> Value | None:
+        """The root version this op writes over in place (`write`'s storage, a `copy`
+        into a buffer, a placed Philox op's buffer), or None: most ops write nothing.
+
+        >>> g = stridec.Graph("g"); x = g.input("x", (2, 3), "float32")
+        >>> x.t().owner.written_root() is None
+        True
+        """
+        return None
 
     def aliases_operand(self) -> bool:
         """Whether the results address the storage of operand 0 (a view).
@@ -340,16 +363,11 @@ def _bind_attr(value: Any, bindings: Mapping[str, int]) -> Any:
     return value
 
 
-# The builder's methods are the bases of `Value` and `Graph`; they build the ops of
-# `stridec.ir.ops`, which subclass `Op` above, so they come after it.
-from stridec.ir.builder import GraphBuilder, ValueBuilder  # noqa: E402
-
-
-class Value(ValueBuilder):
+class Value:
     """An SSA value: result `index` of op `owner`, with a `TensorType`.
 
     The builder methods that mirror `torch.Tensor` (`permute`, `__getitem__`, `to`, …)
-    come from `stridec.ir.builder.ValueBuilder`.
+    come from `stridec.ir.builder.ValueBuilder`, added on top of this core.
 
     >>> g = stridec.Graph("g"); x = g.input("x", (2, 3, 4), "float32")
     >>> y = x.transpose(1, 2)
@@ -477,8 +495,11 @@ class Value(ValueBuilder):
         return f"<Value {self.owner.name}#{self.index} : {self.type}>"
 
 
-class Graph(GraphBuilder):
+class Graph:
     """An ordered list of ops with one `output` op at the end once the graph is complete.
+
+    The methods that add sources and the output (`input`, `full`, `philox`, `output`)
+    come from `stridec.ir.builder.GraphBuilder`, added on top of this core.
 
     >>> g = stridec.Graph("nhwc")
     >>> x = g.input("x", (2, 3, 4, 5), "float16")
@@ -594,7 +615,7 @@ class Graph(GraphBuilder):
         >>> [v.owner.arg_name for v in g.inputs]
         ['x']
         """
-        return [op.result for op in self.ops if isinstance(op, _ops.InputOp)]
+        return [op.result for op in self.ops if op.is_argument]
 
     @property
     def output_op(self) -> Op | None:
@@ -604,7 +625,7 @@ class Graph(GraphBuilder):
         >>> g.output_op is None
         True
         """
-        if self.ops and isinstance(self.ops[-1], _ops.OutputOp):
+        if self.ops and self.ops[-1].is_terminator:
             return self.ops[-1]
         return None
 
@@ -627,13 +648,9 @@ class Graph(GraphBuilder):
         >>> g.output(x.transpose(0, 1).contiguous())
         >>> g.verify()
         """
-        from stridec.ir.verifier import verify_graph
-
         verify_graph(self)
 
     def __str__(self) -> str:
-        from stridec.ir.printer import print_graph
-
         return print_graph(self)
 
     def __repr__(self) -> str:
@@ -661,7 +678,7 @@ class Graph(GraphBuilder):
         mapping: dict[int, Value] = {}
         for op in self.ops:
             attrs = dict(op.attrs)
-            if isinstance(op, _ops.InputOp) and op.arg_name in layouts:
+            if op.is_argument and op.arg_name in layouts:
                 layout = layouts[op.arg_name]
                 if not layout.same_addresses(op.result.type.layout):
                     attrs["storage"] = None  # declared for another layout: not this one's
@@ -729,8 +746,3 @@ class Graph(GraphBuilder):
             for a, b in zip(op.results, copy.results, strict=False):
                 mapping[id(a)] = b
         return new
-
-
-# The op catalogue subclasses `Op` above; the graph's queries ask for its classes (an
-# input, the output) when they run, so it is bound last.
-from stridec.ir import ops as _ops  # noqa: E402

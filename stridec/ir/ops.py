@@ -64,6 +64,7 @@ class InputOp(Op):
 
     name = "input"
     num_operands = 0
+    is_argument = True
     arg_name: str = attr(A.nonempty_str, key="name", doc="The argument's name.")
     sizes: tuple[int, ...] = attr(A.sizes, in_type=True)
     dtype: DType = attr(A.dtype, in_type=True)
@@ -193,6 +194,9 @@ class _PhiloxBase(Op):
     dst: Layout | None = attr(A.layout, None, doc="The buffer index of each point.")
     masks: tuple | None = attr(A.masks, None, doc="`(coeffs, lo, hi)` bounds.")
     fill: int | float | bool | None = attr(A.number, None, doc="Written where a mask fails.")
+
+    def written_root(self) -> Value | None:
+        return self.operands[1].root() if len(self.operands) == 2 else None
 
     def value_dtype(self) -> DType:
         raise NotImplementedError
@@ -1019,6 +1023,9 @@ class CopyOp(Op):
     def is_explicit(self) -> bool:
         return self.space is not None
 
+    def written_root(self) -> Value | None:
+        return self.operands[1].root() if len(self.operands) == 2 else None
+
     @property
     def writes_into(self) -> bool:
         """Whether the copy writes into a buffer operand in place (`copy %src, %buffer`)."""
@@ -1287,6 +1294,9 @@ class WriteOp(Op):
     name = "write"
     num_operands = 3
 
+    def written_root(self) -> Value | None:
+        return self.operands[0]
+
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
         storage, dest, src = operand_types
@@ -1349,14 +1359,8 @@ def storage_root(value: Value) -> Value:
 
 def writes_storage(op: Op) -> Value | None:
     """The root version `op` writes over in place (`write`'s storage, a `copy` into a
-    buffer's buffer, a placed Philox op's buffer), or None."""
-    if isinstance(op, WriteOp):
-        return op.operands[0]
-    if isinstance(op, CopyOp) and op.writes_into:
-        return op.operands[1].root()
-    if isinstance(op, _PhiloxBase) and len(op.operands) == 2:
-        return op.operands[1].root()
-    return None
+    buffer's buffer, a placed Philox op's buffer), or None: `Op.written_root`."""
+    return op.written_root()
 
 
 def has_effects(op: Op) -> bool:
@@ -1372,6 +1376,7 @@ class OutputOp(Op):
 
     name = "output"
     num_operands = None
+    is_terminator = True
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from stridec.ir.dtypes import DType
 from stridec.ir.layout import Layout
-from stridec.ir.ops import InputOp
 from stridec.ir.symbols import Sym, format_size
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the core (`stridec.ir.graph`) calls this module: types only
     from stridec.ir.graph import Graph, Value
 
 __all__ = ["print_graph", "format_attr_value", "value_names"]
@@ -59,7 +58,7 @@ def value_names(graph: Graph) -> dict[int, str]:
     names: dict[int, str] = {}
     taken: set[str] = set()
     for op in graph.ops:
-        if isinstance(op, InputOp) and _IDENT.match(op.arg_name):
+        if op.is_argument and _IDENT.match(op.arg_name):
             names[id(op.result)] = "%" + op.arg_name
             taken.add(op.arg_name)
     counter = 0

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from stridec.errors import StridecError, VerificationError
 from stridec.ir.dtypes import DType
-from stridec.ir.graph import Op
 from stridec.ir.layout import Layout
-from stridec.ir.ops import InputOp, OutputOp, writes_storage
 from stridec.ir.types import TensorType
 
-if TYPE_CHECKING:
-    from stridec.ir.graph import Graph, Value
+if TYPE_CHECKING:  # the core (`stridec.ir.graph`) calls this module: types only
+    from stridec.ir.graph import Graph, Op, Value
 
 __all__ = ["verify_graph"]
 
@@ -35,8 +33,6 @@ _SCAN_USES = 8
 #: all of these (or tuples of them) may be stamped, since the same objects then mean the
 #: same contents. An op holding anything else (a list) is checked in full every time.
 _IMMUTABLE = frozenset({int, float, bool, str, type(None), Layout, DType, TensorType})
-
-_NO_HOOK = Op.verify_  # the base hook checks nothing: roots need not be watched
 
 
 def verify_graph(graph: Graph, incremental: bool = False) -> None:
@@ -111,9 +107,9 @@ def _verify(graph: Graph, incremental: bool) -> None:
                 f"{_where(position, op)}: expected {op.num_operands} operand(s); "
                 f"got {len(operands)}"
             )
-        if isinstance(op, OutputOp) and position != last:
+        if op.is_terminator and position != last:
             raise VerificationError(f"{_where(position, op)}: 'output' must be the last op")
-        if isinstance(op, InputOp):
+        if op.is_argument:
             input_name = op.arg_name
             if input_name in input_names:
                 raise VerificationError(
@@ -133,7 +129,7 @@ def _verify(graph: Graph, incremental: bool) -> None:
             _check_op_again(position, op, roots)
         else:
             _check_op(position, op, inferred=False)
-        written_root = writes_storage(op)
+        written_root = op.written_root()
         if written_root is not None:
             overwritten[id(_root(written_root, roots))] = position
         for r in op.results:
@@ -155,7 +151,7 @@ def _check_op(position: int, op: Op, inferred: bool) -> None:
     """The in-depth checks: the attributes still fit the operands and the stored result
     types are the inferred ones (unless the constructor's inference still holds,
     `inferred`), then the op's own `verify_` hook."""
-    if not inferred and not isinstance(op, InputOp):
+    if not inferred and not op.is_argument:
         types = [v.type for v in op.operands]
         try:
             op.normalize(dict(op.attrs), types)
@@ -192,7 +188,7 @@ def _check_op_again(position: int, op: Op, roots: dict[int, Value]) -> None:
     fingerprint += [v.type for v in operands]
     fingerprint += [r.type for r in results]
     types_end = len(fingerprint)
-    if kind.verify_ is not _NO_HOOK:
+    if kind.has_verify_hook:  # the base hook checks nothing: roots need not be watched
         for v in operands:
             root = roots.get(id(v))
             if root is None:  # (not `or`: a value's truth is its length, as a tensor's)

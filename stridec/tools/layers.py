@@ -5,7 +5,9 @@ draws the layer picture of docs/architecture.md.
 
 Every `import` and `from … import` counts, at the top of a module or inside a function
 (a lazy import is still an import), and so does `importlib.import_module("…")` of a
-constant name.
+constant name. An import under `if TYPE_CHECKING:` counts for the layering (even a type
+must come from below) but is no runtime dependency: `import_graph(typing=False)` leaves
+it out, as the check for import cycles does.
 """
 
 from __future__ import annotations
@@ -34,15 +36,32 @@ def package_modules(package: Path = PACKAGE) -> dict[str, Path]:
     return {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
 
 
-def imports(path: Path, modules: dict[str, Path], package: Path = PACKAGE
-            ) -> Iterator[tuple[int, str]]:
-    """(line, imported module) for each import in the file, wherever it sits. For
-    `from a.b import c`, the module is `a.b.c` when that is a module of the package."""
+def _typing_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            for statement in node.body:
+                inside.update(id(n) for n in ast.walk(statement))
+    return inside
+
+
+def imports(path: Path, modules: dict[str, Path], package: Path = PACKAGE,
+            typing: bool = True) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for each import in the file, wherever it sits (those under
+    `if TYPE_CHECKING:` only with `typing`). For `from a.b import c`, the module is
+    `a.b.c` when that is a module of the package."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    skipped = set() if typing else _typing_only(tree)
     here = module_name(path, package)
     if path.name != "__init__.py":
         here = here.rpartition(".")[0]
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -61,11 +80,13 @@ def imports(path: Path, modules: dict[str, Path], package: Path = PACKAGE
             yield node.lineno, node.args[0].value
 
 
-def import_graph(modules: dict[str, Path], package: Path = PACKAGE) -> dict[str, set[str]]:
-    """Module → the package's modules it imports (itself left out)."""
+def import_graph(modules: dict[str, Path], package: Path = PACKAGE,
+                 typing: bool = True) -> dict[str, set[str]]:
+    """Module → the package's modules it imports (itself left out); without `typing`,
+    only the imports that run (none under `if TYPE_CHECKING:`)."""
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
-        for _, target in imports(path, modules, package):
+        for _, target in imports(path, modules, package, typing):
             while target and target not in modules:  # `from pkg.mod import name`
                 target = target.rpartition(".")[0]
             if target and target != module:
