@@ -74,7 +74,9 @@ class Op:
       the op's attributes and types and its operands' root storage (`Value.root`): the
       verification after each pass runs it again when one of those changed;
     An op's meaning in plain torch lives with the reference backend
-    (`stridec.runtime.backends.reference.RULES`), not here: the IR needs no torch.
+    (`stridec.runtime.backends.reference.RULES`) and its adjoint with autograd
+    (`stridec.torch.adjoint.ADJOINTS`), each registered there by op class: the IR needs
+    no torch (docs/adding-an-op.md).
 
     Two records let the verification after each pass (`verify_graph(graph,
     incremental=True)` in `stridec.ir.verifier`) skip work whose inputs did not change:
@@ -106,6 +108,11 @@ class Op:
     #: Whether the class has a `verify_` hook of its own (set by `__init_subclass__`): the
     #: verifier watches operand roots only for ops with one.
     has_verify_hook: ClassVar[bool] = False
+    #: The builder names that make this op (docs/adding-an-op.md): `Tensor.<name>` is the
+    #: `Value` method mirroring torch's (`stridec.ir.builder.SURFACE`), `torch.<name>` the
+    #: builder function mirroring torch's (`builder.FUNCTIONS`), `Graph.<name>` and
+    #: `Value.<name>` stridec's own. Every op class declares its own.
+    surface: ClassVar[tuple[str, ...]] = ()
     #: Operand count: an int, or None for variadic.
     num_operands: ClassVar[int | None] = 1
 

@@ -63,6 +63,7 @@ class InputOp(Op):
     """
 
     name = "input"
+    surface = ("Graph.input",)
     num_operands = 0
     is_argument = True
     arg_name: str = attr(A.nonempty_str, key="name", doc="The argument's name.")
@@ -122,6 +123,7 @@ class FullOp(Op):
     operand is read."""
 
     name = "full"
+    surface = ("Graph.full", "torch.full_like")
     num_operands = None
     sizes: tuple[int, ...] = attr(A.sizes)
     value: int | float | bool = attr(A.number)
@@ -247,6 +249,7 @@ class PhiloxOp(_PhiloxBase):
     """Philox4x32-10 bits (docs/design.md#philox): `bits, new_state = philox(state, sizes)`."""
 
     name = "philox"
+    surface = ("Graph.philox",)
     sizes: tuple[int, ...] = attr(A.sizes, doc="The logical shape of the bits.")
 
     def value_dtype(self) -> DType:
@@ -260,6 +263,7 @@ class PhiloxUniformOp(_PhiloxBase):
     (docs/design.md#philox)."""
 
     name = "philox_uniform"
+    surface = ("Graph.philox_uniform",)
     sizes: tuple[int, ...] = attr(A.sizes, doc="The logical shape of the values.")
     dtype: DType = attr(A.dtype, "float32")
     low: float = attr(A.real, 0.0)
@@ -311,6 +315,7 @@ class ViewOp(Op):
 @register_op
 class PermuteOp(ViewOp):
     name = "permute"
+    surface = ("Tensor.permute",)
     dims: tuple[int, ...] = attr(A.ints)
 
     def result_layout(self, layout):
@@ -320,6 +325,7 @@ class PermuteOp(ViewOp):
 @register_op
 class TransposeOp(ViewOp):
     name = "transpose"
+    surface = ("Tensor.transpose", "Tensor.swapaxes", "Tensor.swapdims", "Tensor.t")
     dim0: int = attr(A.integer)
     dim1: int = attr(A.integer)
 
@@ -330,6 +336,7 @@ class TransposeOp(ViewOp):
 @register_op
 class ExpandOp(ViewOp):
     name = "expand"
+    surface = ("Tensor.expand", "Tensor.expand_as", "Tensor.broadcast_to")
     sizes: tuple[int, ...] = attr(A.shape, doc="-1 keeps a dim's size.")
 
     def result_layout(self, layout):
@@ -341,6 +348,7 @@ class SliceOp(ViewOp):
     """`t[..., start:stop:step, ...]` along `dim` (torch semantics: wrap, clamp, step ≥ 1)."""
 
     name = "slice"
+    surface = ("Tensor.narrow", "Tensor.__getitem__")
     dim: int = attr(A.integer)
     start: int | None = attr(A.size, None)
     stop: int | None = attr(A.size, None)
@@ -353,6 +361,7 @@ class SliceOp(ViewOp):
 @register_op
 class SelectOp(ViewOp):
     name = "select"
+    surface = ("Tensor.select", "Tensor.__getitem__")
     dim: int = attr(A.integer)
     index: int = attr(A.size)
 
@@ -363,6 +372,7 @@ class SelectOp(ViewOp):
 @register_op
 class SqueezeOp(ViewOp):
     name = "squeeze"
+    surface = ("Tensor.squeeze",)
     dims: tuple[int, ...] | None = attr(A.ints, None, doc="None: every size-1 dim.")
 
     def result_layout(self, layout):
@@ -372,6 +382,7 @@ class SqueezeOp(ViewOp):
 @register_op
 class UnsqueezeOp(ViewOp):
     name = "unsqueeze"
+    surface = ("Tensor.unsqueeze",)
     dim: int = attr(A.integer)
 
     def result_layout(self, layout):
@@ -381,6 +392,7 @@ class UnsqueezeOp(ViewOp):
 @register_op
 class UnfoldOp(ViewOp):
     name = "unfold"
+    surface = ("Tensor.unfold",)
     dim: int = attr(A.integer)
     size: int = attr(A.integer)
     step: int = attr(A.integer)
@@ -394,6 +406,7 @@ class DiagonalOp(ViewOp):
     """torch.diagonal(offset, dim1, dim2): a view (`Layout.diagonal`)."""
 
     name = "diagonal"
+    surface = ("Tensor.diagonal",)
     offset: int = attr(A.integer, 0)
     dim1: int = attr(A.integer, 0)
     dim2: int = attr(A.integer, 1)
@@ -407,6 +420,7 @@ class AsStridedOp(ViewOp):
     """An explicit stride rewrite over the operand's root storage (absolute offset)."""
 
     name = "as_strided"
+    surface = ("Tensor.as_strided",)
     sizes: tuple[int, ...] = attr(A.sizes)
     strides: tuple[int, ...] = attr(A.sym_ints)
     offset: int | None = attr(A.size, None, doc="None: the operand's offset.")
@@ -513,6 +527,7 @@ class ReshapeOp(_ReshapeBase):
     """torch's reshape contract: a view when `Layout.view` allows, else a contiguous copy."""
 
     name = "reshape"
+    surface = ("Tensor.reshape", "Tensor.reshape_as")
 
 
 @register_op
@@ -520,6 +535,7 @@ class ViewShapeOp(_ReshapeBase):
     """torch's view: a stride rewrite, or an error when the layout does not allow one."""
 
     name = "view"
+    surface = ("Tensor.view", "Tensor.view_as")
 
     def infer_types(self, operand_types):
         t = operand_types[0]
@@ -540,6 +556,7 @@ class FlattenOp(_ReshapeLike):
     """torch.flatten(start_dim, end_dim): a reshape (view when possible, else a copy)."""
 
     name = "flatten"
+    surface = ("Tensor.flatten",)
     start_dim: int = attr(A.integer, 0)
     end_dim: int = attr(A.integer, -1)
 
@@ -575,6 +592,7 @@ class SplitOp(ViewOp):
     after checking that n is the whole dim)."""
 
     name = "split"
+    surface = ("Tensor.split", "Tensor.split_with_sizes", "Tensor.unsafe_split")
     sizes: tuple[int, ...] = attr(A.sym_ints, doc="One chunk size, or the section sizes.")
     dim: int = attr(A.integer, 0)
 
@@ -680,6 +698,7 @@ class ContiguousOp(Op):
     caller's strides."""
 
     name = "contiguous"
+    surface = ("Tensor.contiguous",)
     memory_format: str = attr(lambda op, key, value: memory_format_name(op, value),
                               "contiguous_format")
 
@@ -723,6 +742,7 @@ class ToFormatOp(ContiguousOp):
     into new memory in that format."""
 
     name = "to_format"
+    surface = ("Tensor.to",)
 
     def in_format(self, layout: Layout) -> bool:
         needs = MEMORY_FORMATS[self.memory_format]
@@ -738,6 +758,7 @@ class PixelShuffleOp(Op):
     (`suggest_memory_format`), else row-major. A copy over the space (*, C, H, r, W, r)."""
 
     name = "pixel_shuffle"
+    surface = ("torch.pixel_shuffle",)
     factor: int = attr(A.integer)
 
     @classmethod
@@ -803,6 +824,7 @@ class PixelUnshuffleOp(PixelShuffleOp):
     empty `x` gives a copy of itself, of its own sizes."""
 
     name = "pixel_unshuffle"
+    surface = ("torch.pixel_unshuffle",)
 
     def result_sizes(self, sizes):
         r = self.factor
@@ -861,6 +883,7 @@ class CloneOp(_FreshLikeOp):
     """torch's `clone()`: the same elements in new memory, strides as `preserve_format`."""
 
     name = "clone"
+    surface = ("Tensor.clone",)
 
 
 @register_op
@@ -872,6 +895,7 @@ class FlipOp(_FreshLikeOp):
     its storage (`as_strided`, `view`) reads the new tensor's, as in torch."""
 
     name = "flip"
+    surface = ("Tensor.flip", "Tensor.fliplr", "Tensor.flipud")
     dims: tuple[int, ...] = attr(A.ints)
 
     @classmethod
@@ -903,6 +927,7 @@ class CopyOp(Op):
     """
 
     name = "copy"
+    surface = ("Value.copy_to",)
     num_operands = None
     layout: Layout = attr(
         A.layout, None, doc="The result's layout (default: the buffer's, else row-major)."
@@ -1085,6 +1110,7 @@ class PackOp(Op):
     (docs/design.md#formats)."""
 
     name = "pack"
+    surface = ("Value.pack",)
     format: str = attr(A.format_name, doc="The physical format (stridec.ir.formats).")
     fill: int | float | bool = attr(A.number, 0, doc="What the padding holds.")
 
@@ -1144,6 +1170,7 @@ class UnpackOp(Op):
     """Unpack a format's physical tensor back to logical form with `channels` channels."""
 
     name = "unpack"
+    surface = ("Value.unpack",)
     format: str = attr(A.format_name, doc="The physical format (stridec.ir.formats).")
     channels: int = attr(A.integer, doc="The logical size of the blocked dim.")
 
@@ -1171,6 +1198,7 @@ class PadOp(Op):
     """torch.nn.functional.pad, constant mode: `pad` pairs from the last dim backwards."""
 
     name = "pad"
+    surface = ("torch.pad",)
     pad: tuple[int, ...] = attr(A.ints, doc="(before, after) pairs from the last dim backwards.")
     value: int | float | bool = attr(A.number, 0, doc="What the padding holds.")
 
@@ -1218,6 +1246,11 @@ class CastOp(Op):
     (`Layout.preserved`): a transpose's cast keeps the transposed strides."""
 
     name = "cast"
+    surface = (
+        "Tensor.to", "Tensor.type_as", "Tensor.float", "Tensor.double", "Tensor.half",
+        "Tensor.bfloat16", "Tensor.int", "Tensor.long", "Tensor.short", "Tensor.char",
+        "Tensor.byte", "Tensor.bool",
+    )
     dtype: DType = attr(A.dtype)
 
     def aliases_operand(self) -> bool:
@@ -1236,6 +1269,7 @@ class CatOp(Op):
     """torch.cat along `dim`: one output buffer, each input written into a slice of it."""
 
     name = "cat"
+    surface = ("torch.cat",)
     num_operands = None
     dim: int = attr(A.integer, 0)
 
@@ -1292,6 +1326,7 @@ class WriteOp(Op):
     """
 
     name = "write"
+    surface = ("Tensor.copy_", "Tensor.fill_", "Tensor.zero_")
     num_operands = 3
 
     def written_root(self) -> Value | None:
@@ -1375,6 +1410,7 @@ class OutputOp(Op):
     """The graph results, in order."""
 
     name = "output"
+    surface = ("Graph.output",)
     num_operands = None
     is_terminator = True
 

@@ -18,7 +18,9 @@ from typing import Any
 import torch
 
 from stridec.errors import StridecError, UnsupportedError
-from stridec.runtime.compile import CompiledGraph, set_autograd_factory
+from stridec.ir.layout import Layout
+from stridec.ir.ops import AsStridedOp
+from stridec.runtime.compile import CompiledGraph, check_arguments, set_autograd_factory
 from stridec.torch.adjoint import Adjoint, adjoint
 
 __all__ = ["Differentiable"]
@@ -26,33 +28,58 @@ __all__ = ["Differentiable"]
 # The adjoint, its compiled graph and the error that stands for them where there is none.
 _Built = tuple[Adjoint | None, CompiledGraph | None, StridecError | None]
 
+# Adjoints kept per caller layout, for graphs whose adjoint depends on it (`as_strided`).
+_MAX_LAYOUTS = 64
+
 
 class Differentiable:
     """The autograd form of one CompiledGraph: `apply(*tensors)` runs it through
-    `_Function`. The adjoint graph is built on the first backward; a graph without one
-    (an `as_strided`, or symbolic sizes no gradient dim binds) runs its forward, and its
-    backward raises the `UnsupportedError` saying why."""
+    `_Function`. The adjoint graph is built on the first differentiable call, before the
+    program runs: a graph without one (an op whose adjoint is refused, or symbolic sizes
+    no gradient dim binds) raises the `UnsupportedError` saying why at that call, not at
+    a later backward. The adjoint of a graph that reads an input's storage directly
+    (`as_strided`) depends on the caller's strides and offsets: it is built per layout."""
 
     def __init__(self, compiled: CompiledGraph) -> None:
         self.compiled = compiled
-        self._adjoint: _Built | None = None
+        self._adjoints: dict[tuple, _Built] = {}
         self._lock = threading.Lock()
+        graph = compiled.graph
+        self._inputs = [(v.owner.arg_name, v.type) for v in graph.inputs]
+        self._per_layout = not compiled.symbols and any(
+            isinstance(op, AsStridedOp) for op in graph.ops)
 
-    def adjoint(self) -> tuple[Adjoint | None, CompiledGraph | None]:
+    def adjoint(self, tensors: tuple[torch.Tensor, ...] = ()
+                ) -> tuple[Adjoint | None, CompiledGraph | None]:
+        """The adjoint of the graph as called with `tensors` (their layouts matter only
+        where `as_strided` reads them) and its compiled graph."""
+        layouts: dict[str, Layout] = {}
+        if self._per_layout:
+            for v, t in zip(self.compiled.graph.inputs, tensors, strict=True):
+                layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+                if not layout.same_addresses(v.type.layout):
+                    layouts[v.owner.arg_name] = layout
+        key = tuple(sorted(layouts.items(), key=lambda item: item[0]))
         with self._lock:
-            if self._adjoint is None:
-                self._adjoint = self._build()
-        adj, backward, error = self._adjoint
+            found = self._adjoints.get(key)
+            if found is None:
+                if len(self._adjoints) >= _MAX_LAYOUTS:
+                    self._adjoints.pop(next(iter(self._adjoints)))
+                found = self._adjoints[key] = self._build(layouts)
+        adj, backward, error = found
         if error is not None:
-            raise UnsupportedError(f"{self.compiled.graph.name} backward: {error}")
+            raise UnsupportedError(
+                f"{self.compiled.graph.name} backward: {error} (an input requires grad; "
+                "call under torch.no_grad() or with detached inputs to run it without "
+                "autograd)")
         return adj, backward
 
-    def _build(self) -> _Built:
+    def _build(self, layouts: dict[str, Layout]) -> _Built:
         from stridec.torch.custom_op import _check_symbolic_adjoint
 
         graph = self.compiled.graph
         try:
-            adj = adjoint(graph)
+            adj = adjoint(graph.specialize(layouts) if layouts else graph)
             if self.compiled.symbols and adj.graph is not None:
                 _check_symbolic_adjoint(graph, adj.graph)
         except UnsupportedError as e:
@@ -68,6 +95,9 @@ class Differentiable:
         (`torch.as_strided` of the input: a torch view, its backward torch's, in-place
         writes into it tracked as into any view); the others are the outputs of one
         `_Function`, whose backward is the adjoint graph."""
+        check_arguments(self.compiled.graph.name, self._inputs, tensors,
+                        sizes=not self.compiled.symbols)
+        built = self.adjoint(tensors)  # refuses before anything runs
         with torch.no_grad():
             outs = self.compiled(*tensors)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
@@ -81,7 +111,7 @@ class Differentiable:
                 fresh.append(k)
         if fresh:
             shapes = [(o.shape, o.dtype, o.device) for o in outs]
-            done = _Function.apply(self, shapes, fresh, [outs[k] for k in fresh], *tensors)
+            done = _Function.apply(built, shapes, fresh, [outs[k] for k in fresh], *tensors)
             for k, o in zip(fresh, done, strict=True):
                 outs[k] = o
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -93,22 +123,22 @@ class _Function(torch.autograd.Function):
     for every other output: views of inputs have torch's own backward)."""
 
     @staticmethod
-    def forward(ctx: Any, owner: Differentiable, shapes: list, positions: list[int],
-                outs: list[torch.Tensor], *tensors: torch.Tensor) -> tuple:
-        ctx.owner = owner
+    def forward(ctx: Any, built: tuple[Adjoint | None, CompiledGraph | None], shapes: list,
+                positions: list[int], outs: list[torch.Tensor], *tensors: torch.Tensor) -> tuple:
+        ctx.built = built  # the adjoint and its compiled graph
         ctx.shapes = shapes  # of every output: (sizes, dtype, device)
         ctx.positions = positions  # which outputs `outs` are
+        ctx.inputs = [(t.shape, t.dtype, t.device) for t in tensors]
         return tuple(outs)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
-        n = len(ctx.needs_input_grad) - 4
-        nothing = (None,) * (n + 4)
-        if not any(ctx.needs_input_grad[4:]):
-            return nothing
-        adj, backward = ctx.owner.adjoint()
+        needs = ctx.needs_input_grad[4:]
+        if not any(needs):
+            return (None,) * (len(needs) + 4)
+        adj, backward = ctx.built
         if adj is None or backward is None:
-            return nothing
+            return (None, None, None, None, *_zeros(ctx.inputs, needs, [None] * len(needs)))
         by_output = dict(zip(ctx.positions, grads, strict=True))
         args = []
         for j in adj.grad_outputs:
@@ -119,9 +149,15 @@ class _Function(torch.autograd.Function):
             args.append(g)
         terms = backward(*args)  # differentiable itself where the grads require grad
         terms = terms if isinstance(terms, tuple) else (terms,)
-        grads_in = adj.accumulate(terms)
-        return (None, None, None, None, *(g if need else None for g, need in
-                                          zip(grads_in, ctx.needs_input_grad[4:], strict=True)))
+        return (None, None, None, None, *_zeros(ctx.inputs, needs, adj.accumulate(terms)))
+
+
+def _zeros(inputs: list, needs: tuple[bool, ...], grads: Any) -> list[torch.Tensor | None]:
+    """The gradient of each input that needs one: zeros where none reached it (an empty
+    diagonal reads nothing), as torch's own backward gives."""
+    return [None if not need else g if g is not None else torch.zeros(shape, dtype=dtype,
+                                                                      device=device)
+            for (shape, dtype, device), need, g in zip(inputs, needs, grads, strict=True)]
 
 
 set_autograd_factory(lambda compiled: Differentiable(compiled).apply)

@@ -40,6 +40,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
+from stridec.ir.layout import Layout
+from stridec.ir.ops import AsStridedOp
 from stridec.ir.symbols import Sym, compile_template, evaluate, free_symbols
 from stridec.runtime import launch
 from stridec.runtime.backends.triton import load_jit
@@ -200,6 +202,7 @@ class TorchOp:
         self._backward_op: TorchOp | None = None
         # `_run_compiled`'s path for a static graph on a kernel backend.
         self._kernels = not self.symbols and compiled.backend != "reference"
+        self._reads_storage = any(isinstance(op, AsStridedOp) for op in compiled.graph.ops)
         self._bound: dict[tuple, CompiledGraph] = {}
         self._layouts: dict[tuple, list[tuple[tuple, tuple]]] = {}
         self._lib: Any = None  # the Library the CPU form is defined in (kept alive)
@@ -566,6 +569,24 @@ class TorchOp:
         return self._backward_op
 
     def _setup_context(self, ctx: Any, inputs: tuple, output: Any) -> None:
+        """Runs in a forward call autograd records (an input requires grad): a graph
+        without adjoint is refused here, before any backward."""
+        if self.adjoint_error is not None:
+            raise UnsupportedError(f"{self.qualname} backward: {self.adjoint_error} (an input "
+                                   "requires grad; call it under torch.no_grad() or with "
+                                   "detached inputs to run it without autograd)")
+        if self._reads_storage:
+            # The adjoint of an `as_strided` reads the storage as the declared layouts lay
+            # it out; `stridec.compile(graph)` builds one per caller layout instead.
+            for (name, t_type), t in zip(self._named_inputs, inputs, strict=True):
+                layout = Layout(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+                if not layout.same_addresses(t_type.layout):
+                    raise UnsupportedError(
+                        f"{self.qualname} backward: as_strided reads argument '{name}' with "
+                        f"strides {list(layout.strides)} and offset {layout.offset}; the "
+                        f"operator's backward is built for the declared {t_type.layout} "
+                        "(call stridec.compile(graph) directly, whose backward follows the "
+                        "caller's layout, or pass the argument so laid out)")
         ctx.device = inputs[0].device  # the adjoint is linear: it needs no saved tensors
         # The symbols' values (SymInts under torch.compile), for the zero gradients of
         # outputs the loss did not use.

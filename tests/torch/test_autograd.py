@@ -135,17 +135,22 @@ def test_integer_cast_stops_the_gradient():
     assert [op.name for op in adj.graph.ops] == ["input", "input", "cast", "output"]
 
 
-def test_unsupported_adjoint_raises_on_backward():
-    g = stridec.Graph("as_strided_diag")
-    x = g.input("x", (3, 3), "float64")
-    g.output(x.as_strided((3,), (4,)).contiguous())
-    op = register(g, f"{NS}::as_strided_diag")
+def test_an_op_without_adjoint_is_refused_at_the_recorded_call():
+    """An explicit copy (IR after lowering) has no adjoint: the operator runs without
+    autograd, and a call autograd would record is refused then, not at backward."""
+    g = stridec.parse(
+        "graph @lowered {\n"
+        '  %x = input {name = "x"} : tensor<2x3xf64>\n'
+        "  %0 = copy %x {layout = strided<[2, 1], offset: 0>, space = [3, 2], "
+        "src = strided<[1, 3], offset: 0>, dst = strided<[2, 1], offset: 0>} : tensor<3x2xf64>\n"
+        "  output %0\n"
+        "}\n")
+    op = register(g, f"{NS}::lowered_copy")
     assert op.adjoint is None and op.adjoint_error is not None
-    t = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
-    y = op(t)
-    assert torch.equal(y, t.detach().diagonal())
-    with pytest.raises(UnsupportedError, match="as_strided"):
-        y.sum().backward()
+    t = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.equal(op(t.detach()), t.detach().t())
+    with pytest.raises(UnsupportedError, match="'copy' in explicit form"):
+        op(t)
 
 
 # -- adjoints of random view chains, against torch autograd ------------------------------

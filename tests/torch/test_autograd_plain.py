@@ -149,18 +149,6 @@ def test_integer_outputs_carry_no_gradient():
     assert torch.equal(a.grad, torch.ones(2, 3))
 
 
-def test_graph_without_adjoint_refuses_at_backward():
-    g = stridec.Graph("strided")
-    x = g.input("x", (3, 3), "float32")
-    g.output(x.as_strided((2, 2), (1, 3), 1).contiguous())
-    fn = stridec.compile(g, backend="cpu")
-    a = torch.randn(3, 3, requires_grad=True)
-    y = fn(a)
-    assert torch.equal(y, a.as_strided((2, 2), (1, 3), 1))
-    with pytest.raises(stridec.UnsupportedError, match="strided backward"):
-        y.sum().backward()
-
-
 def test_symbolic_out_with_an_input_that_requires_grad_is_refused():
     g = stridec.Graph("t_any")
     x = g.input("x", ("N", 3), "float32")

@@ -26,11 +26,13 @@ from stridec.ir.dtypes import as_dtype
 from stridec.ir.formats import get_format
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
+from stridec.ir.rules import OpRules
 from stridec.runtime.backends.reference_casts import cast
 from stridec.runtime.backends.reference_philox import philox_bits, uniform_from_bits
 from stridec.runtime.launch import flat_storage
 
 __all__ = [
+    "RULES",
     "run_reference",
     "evaluate",
     "pack_reference",
@@ -93,8 +95,45 @@ def _view(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
 
 
 # -- the meaning of each op ------------------------------------------------------------
-def _full_op(op: Any, *tensors, device: Any = "cpu"):
-    full = torch.full(op.sizes, op.value, dtype=op.dtype.torch, device=device)
+class _Run:
+    """What a rule may ask of the run it is part of: the device, the caller's tensor of an
+    input, and the flat root storage under a value (ops that address storage: as_strided,
+    the explicit `copy`, placed Philox values). `evaluate` runs one op on logical tensors
+    alone: it has no storage to give."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    def argument(self, op: Op) -> torch.Tensor:
+        raise VerificationError(f"{op.name}: an argument's tensor comes from the executor")
+
+    def storage_of(self, value: Value, what: str) -> torch.Tensor:
+        """The flat storage (from element 0) under `value`'s root."""
+        raise VerificationError(f"{what}: needs the root storage; run the graph (run_reference)")
+
+    def keep_storage(self, value: Value, storage: torch.Tensor) -> None:
+        """`storage` is the flat storage of `value`, a buffer its op made."""
+
+
+#: The meaning of each op class in plain torch (docs/adding-an-op.md): `rule(run, op,
+#: *operand tensors) -> result tensors`, `run` a `_Run`. Registered beside each rule; a
+#: class without one names why (`OpRules.declare_none`).
+RULES: OpRules[Callable[..., tuple]] = OpRules("reference rule")
+
+
+@RULES.register(O.InputOp)
+def _input_op(run: _Run, op: Any):
+    return (run.argument(op),)
+
+
+@RULES.register(O.OutputOp)
+def _output_op(run: _Run, op: Any, *tensors):
+    return tensors
+
+
+@RULES.register(O.FullOp)
+def _full_op(run: _Run, op: Any, *tensors):
+    full = torch.full(op.sizes, op.value, dtype=op.dtype.torch, device=run.device)
     if not tensors:
         return (full,)
     # torch's full_like: empty_like's layout (the fill goes through torch.full, which
@@ -104,69 +143,120 @@ def _full_op(op: Any, *tensors, device: Any = "cpu"):
     return (out.copy_(full),)
 
 
-def _philox_op(op: Any, state):
+def _natural_philox(op: Any, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The values row-major and the advanced state (the natural form)."""
     bits, new_state = philox_bits(state.cpu().numpy(), op.sizes)
-    bits_t = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
-    return bits_t, _state_tensor(new_state, state)
-
-
-def _philox_uniform_op(op: Any, state):
-    bits, new_state = philox_bits(state.cpu().numpy(), op.sizes)
-    values = uniform_from_bits(bits, op.dtype, op.low, op.high)
-    out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
-    out = out.reshape(op.sizes)
-    out = _row_major(out.to(op.dtype.torch).to(state.device))
+    if isinstance(op, O.PhiloxUniformOp):
+        values = uniform_from_bits(bits, op.dtype, op.low, op.high)
+        out = torch.from_numpy(values) if not isinstance(values, torch.Tensor) else values
+        out = _row_major(out.reshape(op.sizes).to(op.dtype.torch).to(state.device))
+    else:
+        out = _row_major(torch.from_numpy(bits.astype("uint32")).to(state.device))
     return out, _state_tensor(new_state, state)
 
 
-def _permute_op(op: Any, t):
+@RULES.register(O.PhiloxOp, O.PhiloxUniformOp)
+def _philox_op(run: _Run, op: Any, state, into=None):
+    """Natural form: the values row-major. Placed form: value `index(j)` lands at `dst(j)`
+    of a buffer of result `layout` (the buffer operand's storage, when it has one)."""
+    values, new_state = _natural_philox(op, state)
+    if op.space is None:
+        return values, new_state
+    flat = values.reshape(-1)
+    layout: Layout = op.layout
+    if into is not None:  # written into a buffer in place
+        buffer = run.storage_of(op.operands[1], op.name).clone()
+    else:
+        buffer = torch.zeros(layout.min_storage_size(), dtype=flat.dtype, device=flat.device)
+    space = Layout.contiguous(op.space)
+    if space.numel:
+        indices = layout_indices(op.index, flat.device)
+        valid = _valid(space, op.masks, flat.device) if op.masks else None
+        if valid is not None:
+            indices = torch.where(valid, indices, 0)
+        placed = flat[indices] if flat.numel() else torch.zeros(op.space, dtype=flat.dtype)
+        if valid is not None:
+            placed = _masked(placed, space, op.masks, op.fill)
+        scatter(buffer, op.dst, placed)
+    run.keep_storage(op.results[0], buffer)
+    return _view(buffer, layout), new_state
+
+
+@RULES.register(O.PermuteOp)
+def _permute_op(run: _Run, op: Any, t):
     return (t.permute(op.dims),)
 
 
-def _transpose_op(op: Any, t):
+@RULES.register(O.TransposeOp)
+def _transpose_op(run: _Run, op: Any, t):
     return (t.transpose(op.dim0, op.dim1),)
 
 
-def _expand_op(op: Any, t):
+@RULES.register(O.ExpandOp)
+def _expand_op(run: _Run, op: Any, t):
     return (t.expand(op.sizes),)
 
 
-def _slice_op(op: Any, t):
+@RULES.register(O.SliceOp)
+def _slice_op(run: _Run, op: Any, t):
     dim = op.dim % t.dim()
     index = (slice(None),) * dim + (slice(op.start, op.stop, op.step),)
     return (t[index],)
 
 
-def _select_op(op: Any, t):
+@RULES.register(O.SelectOp)
+def _select_op(run: _Run, op: Any, t):
     return (t.select(op.dim, op.index),)
 
 
-def _squeeze_op(op: Any, t):
+@RULES.register(O.SqueezeOp)
+def _squeeze_op(run: _Run, op: Any, t):
     dims = op.dims
     return (t.squeeze() if dims is None else t.squeeze(tuple(dims)),)
 
 
-def _unsqueeze_op(op: Any, t):
+@RULES.register(O.UnsqueezeOp)
+def _unsqueeze_op(run: _Run, op: Any, t):
     return (t.unsqueeze(op.dim),)
 
 
-def _unfold_op(op: Any, t):
+@RULES.register(O.UnfoldOp)
+def _unfold_op(run: _Run, op: Any, t):
     return (t.unfold(op.dim, op.size, op.step),)
 
 
-def _as_strided_op(op: Any, t):
-    raise VerificationError("as_strided: needs the root storage; run it through the executor")
+@RULES.register(O.DiagonalOp)
+def _diagonal_op(run: _Run, op: Any, t):
+    return (torch.diagonal(t, op.offset, op.dim1, op.dim2),)
 
 
-def _reshape_base(op: Any, t):
+@RULES.register(O.AsStridedOp)
+def _as_strided_op(run: _Run, op: Any, t):
+    """torch's `as_strided` over the storage of the operand's tensor: a view of it (a
+    buffer this executor made is that tensor's storage too). With negative strides,
+    which torch refuses, a gather."""
+    storage = run.storage_of(op.operands[0], op.name)
+    layout: Layout = op.result.type.layout
+    if any(st < 0 for st in layout.strides):
+        # The caller's storage may be smaller than the declared one (a broadcast).
+        layout.check_fits(storage.numel(), "as_strided")
+        return (gather(storage, layout),)
+    layout.check_fits(t.untyped_storage().nbytes() // t.element_size(), "as_strided")
+    return (torch.as_strided(t, layout.sizes, layout.strides, layout.offset),)
+
+
+@RULES.register(O.ReshapeOp, O.ViewShapeOp)
+def _reshape_op(run: _Run, op: Any, t):
     return (t.reshape(op.sizes),)
 
 
-def _flatten_op(op: Any, t):
+@RULES.register(O.FlattenOp)
+def _flatten_op(run: _Run, op: Any, t):
     return (t.flatten(op.start_dim, op.end_dim),)
 
 
-def _split_op(op: Any, t):
+@RULES.register(O.SplitOp)
+def _split_op(run: _Run, op: Any, t):
     s = op.sizes
     return tuple(t.split(s[0] if len(s) == 1 else list(s), op.dim))
 
@@ -175,15 +265,18 @@ def _memory_format(op: Any) -> torch.memory_format:
     return getattr(torch, op.memory_format)
 
 
-def _contiguous_op(op: Any, t):
+@RULES.register(O.ContiguousOp)
+def _contiguous_op(run: _Run, op: Any, t):
     return (t.contiguous(memory_format=_memory_format(op)),)
 
 
-def _to_format_op(op: Any, t):
+@RULES.register(O.ToFormatOp)
+def _to_format_op(run: _Run, op: Any, t):
     return (t.to(memory_format=_memory_format(op)),)
 
 
-def _clone_op(op: Any, t):
+@RULES.register(O.CloneOp)
+def _clone_op(run: _Run, op: Any, t):
     return (t.clone(),)
 
 
@@ -195,36 +288,77 @@ def _uint32_as_int32(fn: Callable[..., torch.Tensor], t: torch.Tensor, *args: An
     return (fn(t, *args),)
 
 
-def _pixel_shuffle_op(op: Any, t):
+@RULES.register(O.PixelShuffleOp)
+def _pixel_shuffle_op(run: _Run, op: Any, t):
     return _uint32_as_int32(F.pixel_shuffle, t, op.factor)
 
 
-def _pixel_unshuffle_op(op: Any, t):
+@RULES.register(O.PixelUnshuffleOp)
+def _pixel_unshuffle_op(run: _Run, op: Any, t):
     return _uint32_as_int32(F.pixel_unshuffle, t, op.factor)
 
 
-def _flip_op(op: Any, t):
+@RULES.register(O.FlipOp)
+def _flip_op(run: _Run, op: Any, t):
     return _uint32_as_int32(torch.flip, t, op.dims)
 
 
-def _copy_op(op: Any, t, into=None):
-    if op.is_explicit:
-        raise VerificationError("copy: the explicit form needs root storage; use the executor")
-    out = cast(t, op.dtype.torch)
-    return (out.clone() if out is t else out,)
+@RULES.register(O.CopyOp)
+def _copy_op(run: _Run, op: Any, *tensors):
+    """Natural form: the operand's elements in a new buffer of the result's layout (and
+    dtype). Explicit form: each point of `space` reads the operand's root storage at `src`
+    and writes the buffer at `dst` (`fill` where a mask fails; a domain restriction, fill
+    None, writes only where every mask holds); `frame` points get `fill` first."""
+    layout: Layout = op.layout
+    dtype = op.dtype.torch
+    if len(op.operands) == 2:
+        buffer = run.storage_of(op.operands[1], op.name).clone()
+    else:
+        buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=run.device)
+    if op.space is None:
+        scatter(buffer, layout, cast(tensors[0], dtype))
+        run.keep_storage(op.result, buffer)
+        return (_view(buffer, layout),)
+    space = Layout.contiguous(op.space)
+    if op.frame:  # the frame around the box gets `fill` (the box is written below)
+        framed = op.framed_dst()
+        scatter(buffer, framed, torch.full(framed.sizes, op.fill, dtype=dtype,
+                                           device=run.device))
+    if op.operands and space.numel:
+        storage = run.storage_of(op.operands[0], op.name)
+        indices = layout_indices(op.src, storage.device)
+        if op.masks:  # masked points are never read: point them at element 0
+            indices = torch.where(_valid(space, op.masks, storage.device), indices, 0)
+        values = cast(storage[indices], dtype)
+    elif op.operands:
+        values = torch.empty(op.space, dtype=dtype, device=run.device)
+    else:
+        values = torch.full(op.space, op.fill, dtype=dtype, device=run.device)
+    if op.masks and op.fill is None:
+        # A domain restriction: only the points where every bound holds are written.
+        valid = _valid(space, op.masks, values.device)
+        indices = layout_indices(op.dst, values.device)
+        put(buffer, indices[valid], values[valid])
+    else:
+        scatter(buffer, op.dst, _masked(values, space, op.masks, op.fill))
+    run.keep_storage(op.result, buffer)
+    return (_view(buffer, layout),)
 
 
-def _pack_op(op: Any, t):
+@RULES.register(O.PackOp)
+def _pack_op(run: _Run, op: Any, t):
     return (pack_reference(get_format(op.format), t, op.fill),)
 
 
-def _unpack_op(op: Any, t):
+@RULES.register(O.UnpackOp)
+def _unpack_op(run: _Run, op: Any, t):
     fmt = get_format(op.format)
     sizes = op.logical_sizes(tuple(t.shape), as_dtype(t.dtype))
     return (unpack_reference(fmt, t, sizes),)
 
 
-def _pad_op(op: Any, t):
+@RULES.register(O.PadOp)
+def _pad_op(run: _Run, op: Any, t):
     # F.pad places the input; the fill is written as `full` writes it (F.pad reads an
     # int64 fill through a double, turning 2^63 - 1 into -2^63).
     pads = list(op.pad)
@@ -240,7 +374,8 @@ def _pad_op(op: Any, t):
     return (placed,)
 
 
-def _cast_op(op: Any, t):
+@RULES.register(O.CastOp)
+def _cast_op(run: _Run, op: Any, t):
     """torch's bits (`reference_casts.cast`) in the cast's preserve_format layout."""
     if op.aliases_operand():
         return (t,)
@@ -249,11 +384,8 @@ def _cast_op(op: Any, t):
     return (out.copy_(cast(t, op.dtype.torch)),)
 
 
-def _diagonal_op(op: Any, t):
-    return (torch.diagonal(t, op.offset, op.dim1, op.dim2),)
-
-
-def _cat_op(op: Any, *ts):
+@RULES.register(O.CatOp)
+def _cat_op(run: _Run, op: Any, *ts):
     return (torch.cat(ts, op.dim),)
 
 
@@ -307,7 +439,8 @@ def unpack_reference(fmt: Any, t: torch.Tensor, logical_sizes: Sequence[int]) ->
     return out
 
 
-def _write_op(op: O.WriteOp, storage: torch.Tensor, dest: torch.Tensor,
+@RULES.register(O.WriteOp)
+def _write_op(run: _Run, op: Any, storage: torch.Tensor, dest: torch.Tensor,
               src: torch.Tensor) -> tuple[torch.Tensor]:
     """`dest.copy_(src)` in `storage`'s memory (the caller's tensor, for an input: views of
     it are torch views), cast as the compiled copies cast; a source reading what the write
@@ -321,51 +454,20 @@ def _write_op(op: O.WriteOp, storage: torch.Tensor, dest: torch.Tensor,
     return (storage,)
 
 
-# The meaning of each op in plain torch on logical tensors, by op class (a subclass
-# without an entry takes its base's): `rule(op, *operand tensors) -> result tensors`.
-RULES: dict[type, Callable[..., tuple]] = {
-    O.FullOp: _full_op,
-    O.PhiloxOp: _philox_op,
-    O.PhiloxUniformOp: _philox_uniform_op,
-    O.PermuteOp: _permute_op,
-    O.TransposeOp: _transpose_op,
-    O.ExpandOp: _expand_op,
-    O.SliceOp: _slice_op,
-    O.SelectOp: _select_op,
-    O.SqueezeOp: _squeeze_op,
-    O.UnsqueezeOp: _unsqueeze_op,
-    O.UnfoldOp: _unfold_op,
-    O.DiagonalOp: _diagonal_op,
-    O.AsStridedOp: _as_strided_op,
-    O._ReshapeBase: _reshape_base,
-    O.FlattenOp: _flatten_op,
-    O.SplitOp: _split_op,
-    O.ContiguousOp: _contiguous_op,
-    O.ToFormatOp: _to_format_op,
-    O.PixelShuffleOp: _pixel_shuffle_op,
-    O.PixelUnshuffleOp: _pixel_unshuffle_op,
-    O.CloneOp: _clone_op,
-    O.FlipOp: _flip_op,
-    O.CopyOp: _copy_op,
-    O.PackOp: _pack_op,
-    O.UnpackOp: _unpack_op,
-    O.PadOp: _pad_op,
-    O.CastOp: _cast_op,
-    O.CatOp: _cat_op,
-    O.WriteOp: _write_op,
-}
+def _rule(op: Op) -> Callable[..., tuple]:
+    rule = RULES.lookup(type(op))
+    if rule is None:
+        why = RULES.why_none(type(op))
+        raise UnsupportedError(f"{op.name}: the reference backend has no rule for this op"
+                               + (f" ({why})" if why else ""))
+    return rule
 
 
 def evaluate(op: Op, *tensors: torch.Tensor, device: Any = "cpu") -> tuple[torch.Tensor, ...]:
     """The results of `op` on logical operand tensors (`device` places an op without
-    operands); `UnsupportedError` for an op without a rule."""
-    for cls in type(op).__mro__:
-        rule = RULES.get(cls)
-        if rule is not None:
-            if cls is O.FullOp:
-                return rule(op, *tensors, device=device)
-            return rule(op, *tensors)
-    raise UnsupportedError(f"{op.name}: the reference backend has no rule for this op")
+    operands); `UnsupportedError` for an op without a rule, `VerificationError` for one
+    that addresses a root storage (run the graph through `run_reference`)."""
+    return tuple(_rule(op)(_Run(device), op, *tensors))
 
 
 # -- the executor -------------------------------------------------------------------------
@@ -394,19 +496,26 @@ def _masked(values: torch.Tensor, space: Layout, masks: Any, fill: Any) -> torch
     return torch.where(valid, values, fill_t)
 
 
-class _Executor:
+class _Executor(_Run):
+    """Runs a graph op by op, each by its class's rule, keeping every value's tensor and
+    the flat storage of each root it was asked for."""
+
     def __init__(self, graph: Graph, device: Any) -> None:
+        super().__init__(device)
         self.graph = graph
-        self.device = device
         self.values: dict[int, torch.Tensor] = {}
         self.storages: dict[int, torch.Tensor] = {}
+        self.arguments: dict[int, torch.Tensor] = {}
 
-    def storage_of(self, value: Value) -> torch.Tensor:
+    def argument(self, op: Op) -> torch.Tensor:
+        return self.arguments[id(op.result)]
+
+    def storage_of(self, value: Value, what: str) -> torch.Tensor:
         root = value.root()
         found = self.storages.get(id(root))
         if found is None:
             logical = self.values[id(root)]
-            if isinstance(root.owner, O.InputOp):
+            if root.owner.is_argument:
                 found = flat_storage(logical)
             else:
                 layout = root.type.layout
@@ -417,97 +526,15 @@ class _Executor:
             self.storages[id(root)] = found
         return found
 
-    def run_copy(self, op: O.CopyOp, args: list[torch.Tensor]) -> torch.Tensor:
-        layout: Layout = op.layout
-        dtype = op.dtype.torch
-        if len(op.operands) == 2:
-            buffer = self.storage_of(op.operands[1]).clone()
-        else:
-            buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=self.device)
-        if op.space is None:
-            scatter(buffer, layout, cast(args[0], dtype))
-            self.storages[id(op.result)] = buffer
-            return _view(buffer, layout)
-        space = Layout.contiguous(op.space)
-        if op.frame:  # the frame around the box gets `fill` (the box is written below)
-            framed = op.framed_dst()
-            scatter(buffer, framed, torch.full(framed.sizes, op.fill, dtype=dtype,
-                                               device=self.device))
-        if op.operands and space.numel:
-            storage = self.storage_of(op.operands[0])
-            indices = layout_indices(op.src, storage.device)
-            if op.masks:  # masked points are never read: point them at element 0
-                indices = torch.where(_valid(space, op.masks, storage.device), indices, 0)
-            values = cast(storage[indices], dtype)
-        elif op.operands:
-            values = torch.empty(op.space, dtype=dtype, device=self.device)
-        else:
-            values = torch.full(op.space, op.fill, dtype=dtype, device=self.device)
-        if op.masks and op.fill is None:
-            # A domain restriction: only the points where every bound holds are written.
-            valid = _valid(space, op.masks, values.device)
-            indices = layout_indices(op.dst, values.device)
-            put(buffer, indices[valid], values[valid])
-        else:
-            scatter(buffer, op.dst, _masked(values, space, op.masks, op.fill))
-        self.storages[id(op.result)] = buffer
-        return _view(buffer, layout)
-
-    def run_placed_philox(
-        self, op: O.PhiloxOp | O.PhiloxUniformOp, args: list[torch.Tensor]
-    ) -> tuple[torch.Tensor, ...]:
-        """Philox values written through an index map: value `index(j)` lands at `dst(j)`."""
-        values, new_state = evaluate(op, args[0])
-        flat = values.reshape(-1)
-        layout: Layout = op.layout
-        if len(op.operands) == 2:  # written into a buffer in place
-            buffer = self.storage_of(op.operands[1]).clone()
-        else:
-            buffer = torch.zeros(layout.min_storage_size(), dtype=flat.dtype, device=flat.device)
-        space = Layout.contiguous(op.space)
-        if space.numel:
-            indices = layout_indices(op.index, flat.device)
-            valid = _valid(space, op.masks, flat.device) if op.masks else None
-            if valid is not None:
-                indices = torch.where(valid, indices, 0)
-            placed = flat[indices] if flat.numel() else torch.zeros(op.space, dtype=flat.dtype)
-            if valid is not None:
-                placed = _masked(placed, space, op.masks, op.fill)
-            scatter(buffer, op.dst, placed)
-        self.storages[id(op.results[0])] = buffer
-        return _view(buffer, layout), new_state
-
-    def run_as_strided(self, op: O.AsStridedOp, t: torch.Tensor) -> torch.Tensor:
-        """torch's `as_strided` over the storage of the operand's tensor: a view of it
-        (a buffer this executor made is that tensor's storage too). With negative strides,
-        which torch refuses, a gather."""
-        layout: Layout = op.result.type.layout
-        if any(st < 0 for st in layout.strides):
-            storage = self.storage_of(op.operands[0])
-            # The caller's storage may be smaller than the declared one (a broadcast).
-            layout.check_fits(storage.numel(), "as_strided")
-            return gather(storage, layout)
-        layout.check_fits(t.untyped_storage().nbytes() // t.element_size(), "as_strided")
-        return torch.as_strided(t, layout.sizes, layout.strides, layout.offset)
+    def keep_storage(self, value: Value, storage: torch.Tensor) -> None:
+        self.storages[id(value)] = storage
 
     def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        by_input = {id(v): t for v, t in zip(self.graph.inputs, tensors, strict=False)}
+        self.arguments = {id(v): t for v, t in zip(self.graph.inputs, tensors, strict=False)}
         for op in self.graph.ops:
-            args = [self.values[id(v)] for v in op.operands]
-            if isinstance(op, O.InputOp):
-                results: tuple = (by_input[id(op.result)],)
-            elif isinstance(op, O.OutputOp):
-                return tuple(args)
-            elif isinstance(op, O.AsStridedOp):
-                results = (self.run_as_strided(op, args[0]),)
-            elif isinstance(op, O.CopyOp):
-                results = (self.run_copy(op, args),)
-            elif isinstance(op, (O.PhiloxOp, O.PhiloxUniformOp)) and op.space is not None:
-                results = self.run_placed_philox(op, args)
-            elif isinstance(op, O.FullOp):
-                results = evaluate(op, *args, device=self.device)
-            else:
-                results = evaluate(op, *args)
+            results = _rule(op)(self, op, *[self.values[id(v)] for v in op.operands])
+            if op.is_terminator:
+                return tuple(results)
             for r, t in zip(op.results, results, strict=False):
                 self.values[id(r)] = t
         return ()
