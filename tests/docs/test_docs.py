@@ -71,8 +71,11 @@ def test_python_blocks_run(
         if "gpu" in block.flags and not torch.cuda.is_available():
             skipped.append(block.where)
             continue
-        # Line numbers in a traceback are the page's own.
-        code = compile("\n" * block.line + block.text, str(page.relative_to(ROOT)), "exec")
+        # Line numbers in a traceback are the page's own; the page's code runs as written,
+        # without this module's `from __future__` (a dataclass on a page evaluates its
+        # annotations, as in a script).
+        code = compile("\n" * block.line + block.text, str(page.relative_to(ROOT)), "exec",
+                       dont_inherit=True)
         exec(code, namespace)
     capsys.readouterr()
     if skipped:

@@ -201,10 +201,49 @@ class CastToSameType:
         return _replace_checked(op, source, rw)
 
 
+class DiagonalOfPermute:
+    """A diagonal of a permuted value is a diagonal of the value itself, its dims named
+    through the permutation (`dims[d]`), lower dim first (swapping them negates the
+    offset), followed by the permute that puts the remaining dims back in order (none
+    when they already are):
+
+      %1 = permute %x {dims = [1, 0]} : tensor<5x4xf32, strided<[1, 5], offset: 0>>
+      %2 = diagonal %1 {offset = 1} : tensor<4xf32, strided<[6], offset: 5>>
+    → %2 = diagonal %x {offset = -1} : tensor<4xf32, strided<[6], offset: 5>>
+
+    (%1[i, i + 1] is %x[i + 1, i]: the diagonal below, offset -1; both read
+    5 + 6·i.)
+    """
+
+    name = "diagonal-of-permute"
+    op_classes: ClassVar[tuple[type[Op], ...]] = (O.DiagonalOp,)
+
+    def rewrite(self, op: O.DiagonalOp, rw: Rewriter) -> str | None:
+        inner = op.operands[0].owner
+        if not isinstance(inner, O.PermuteOp):
+            return "operand is not a permute"
+        rank = op.operands[0].type.rank
+        p = [d % rank for d in inner.dims]
+        d1, d2 = op.dim1 % rank, op.dim2 % rank
+        e1, e2, offset = p[d1], p[d2], op.offset
+        if e1 > e2:  # diagonal(x, k, b, a) is diagonal(x, -k, a, b)
+            e1, e2, offset = e2, e1, -offset
+        new = rw.create(O.DiagonalOp, inner.operands,
+                        {"offset": offset, "dim1": e1, "dim2": e2}).result
+        # The operand's other dims, in the order the permute gave them, by their
+        # position among the source's other dims (where the new diagonal leaves them).
+        rest = [e for e in range(rank) if e not in (e1, e2)]
+        order = [rest.index(p[i]) for i in range(rank) if i not in (d1, d2)]
+        if order != sorted(order):
+            new = rw.create(O.PermuteOp, [new], {"dims": (*order, rank - 2)}).result
+        return _replace_checked(op, new, rw)
+
+
 PATTERNS: tuple[Pattern, ...] = (
     IdentityView(),
     TransposeToPermute(),
     PermuteOfPermute(),
+    DiagonalOfPermute(),
     SliceOfSlice(),
     FlipOfFlip(),
     SqueezeOfUnsqueeze(),
