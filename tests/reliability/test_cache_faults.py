@@ -19,8 +19,11 @@ Here:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -293,3 +296,167 @@ def test_two_processes_compile_the_same_graph_at_once(tmp_path: Path) -> None:
     if third["versions"] != first["versions"]:
         pytest.skip("stridec's sources changed while the children ran (a tree being edited)")
     assert third["ok"] and (third["compiles"], third["disk_hits"]) == (0, 1)
+
+
+# --------------------------------------------------------------------------- disk faults
+# Each runs cache_fault_scenarios.py in a process of its own, which builds its kernels (a
+# few seconds a process): the CI suite runs a full folder, a noexec one and a killed
+# build, `-m slow` the others. Full, read-only and noexec folders are tmpfs mounts in a
+# mount namespace of the process's own (`unshare -rm`: unprivileged where the system
+# allows user namespaces; skipped where it does not).
+
+SCENARIOS = Path(__file__).with_name("cache_fault_scenarios.py")
+
+
+def _scenario_env(cache: Path, tmp: Path) -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "STRIDEC_CACHE_DIR": str(cache), "TMPDIR": str(tmp),
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+
+def _scenario(env: dict[str, str], mounts: str = "", scenario: str = "") -> dict[str, Any]:
+    """Run the scenario (after the shell lines `mounts`, in a mount namespace of its own
+    where there are any): its warnings, error, builds and whether it finished."""
+    command = [sys.executable, str(SCENARIOS), scenario]
+    if mounts:
+        script = f"set -e\n{mounts}\nexec {' '.join(map(shlex.quote, command))}\n"
+        command = ["unshare", "-rm", "sh", "-c", script]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    builds = next(line for line in lines if line.startswith("BUILDS:")).split()
+    return {"warnings": [line[9:] for line in lines if line.startswith("WARNING: ")],
+            "errors": [line[7:] for line in lines if line.startswith("ERROR: ")],
+            "builds": int(builds[1]), "loads": int(builds[3]),
+            "done": any(line.startswith("DONE") for line in lines)}
+
+
+def _mountable(tmp_path: Path) -> None:
+    """Skip unless this system lets a process mount a tmpfs in a namespace of its own."""
+    probe = tmp_path / "probe"
+    probe.mkdir(exist_ok=True)
+    try:
+        ok = subprocess.run(["unshare", "-rm", "sh", "-c",
+                             f"mount -t tmpfs -o size=64k tmpfs {shlex.quote(str(probe))}"],
+                            capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    if not ok:
+        pytest.skip("cannot mount a tmpfs in a user and mount namespace here")
+
+
+def _tmpfs(folder: Path, options: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"mount -t tmpfs -o {options} tmpfs {shlex.quote(str(folder))}"
+
+
+@pytest.mark.parametrize("scenario", [
+    "", pytest.param("no_room_check", marks=pytest.mark.slow)], ids=["free-space", "writes"])
+def test_a_full_cache_folder(tmp_path: Path, scenario: str) -> None:
+    """The cache on a full filesystem (a 256 KiB tmpfs): the C kernels are built in the
+    process's private folder, one warning; the plans live in memory, one warning. Found
+    by the free space, or (`writes`) by the writes themselves failing with ENOSPC."""
+    _mountable(tmp_path)
+    cache = tmp_path / "full"
+    got = _scenario(_scenario_env(cache, tmp_path), _tmpfs(cache, "size=256k"), scenario)
+    assert got["done"] and got["errors"] == [] and got["builds"] > 0
+    c_warnings = [w for w in got["warnings"] if "C kernels are built in" in w]
+    assert len(c_warnings) == 1 and str(cache) in c_warnings[0], got["warnings"]
+
+
+@pytest.mark.slow
+def test_a_full_cache_and_temp_folder_is_a_build_error_saying_what_to_change(
+        tmp_path: Path) -> None:
+    _mountable(tmp_path)
+    cache, tmp = tmp_path / "full", tmp_path / "full-tmp"
+    got = _scenario(_scenario_env(cache, tmp),
+                    _tmpfs(cache, "size=256k") + "\n" + _tmpfs(tmp, "size=256k"))
+    assert got["done"] and len(got["errors"]) == 1, got
+    error = got["errors"][0]
+    assert error.startswith("BuildError: cpu backend: cannot write the files of a C kernel")
+    assert str(cache) in error and "set STRIDEC_CACHE_DIR" in error
+
+
+@pytest.mark.slow
+def test_a_read_only_cache_folder(tmp_path: Path) -> None:
+    """A read-only mount, empty (kernels built privately, one warning) and then holding a
+    cache another process filled (every kernel loaded from it, nothing built)."""
+    _mountable(tmp_path)
+    cache = tmp_path / "ro"
+    quoted = shlex.quote(str(cache))
+    got = _scenario(_scenario_env(cache, tmp_path),
+                    _tmpfs(cache, "size=64m") + f"\nmount -o remount,ro {quoted}")
+    assert got["done"] and got["errors"] == [] and got["builds"] > 0
+    assert any("C kernels are built in" in w for w in got["warnings"]), got["warnings"]
+    filled = tmp_path / "filled"
+    first = _scenario(_scenario_env(filled, tmp_path))
+    assert first["done"] and first["builds"] + first["loads"] > 0
+    again = _scenario(_scenario_env(filled, tmp_path),
+                      f"mount --bind {shlex.quote(str(filled))} {shlex.quote(str(filled))}\n"
+                      f"mount -o remount,bind,ro {shlex.quote(str(filled))}")
+    assert again["done"] and again["errors"] == [] and again["builds"] == 0
+    assert again["loads"] > 0
+
+
+def test_a_noexec_cache_folder(tmp_path: Path) -> None:
+    """The cache and the temporary folder on `noexec` mounts (the dynamic loader refuses
+    their libraries): the kernels are built there and loaded from memory, one warning."""
+    _mountable(tmp_path)
+    cache, tmp = tmp_path / "noexec", tmp_path / "noexec-tmp"
+    got = _scenario(_scenario_env(cache, tmp),
+                    _tmpfs(cache, "size=64m,noexec") + "\n" + _tmpfs(tmp, "size=64m,noexec"))
+    assert got["done"] and got["errors"] == [] and got["builds"] > 0
+    refused = [w for w in got["warnings"] if "dynamic loader refuses" in w]
+    assert len(refused) == 1 and "loaded from memory" in refused[0], got["warnings"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["truncated", "garbage_with_its_checksum"])
+def test_damaged_libraries_are_rebuilt(tmp_path: Path, damage: str) -> None:
+    cache = tmp_path / "cache"
+    env = _scenario_env(cache, tmp_path)
+    assert _scenario(env)["done"]
+    libraries = sorted((cache / "kernels" / "c").glob("*.so"))
+    assert libraries
+    for lib in libraries:
+        data = lib.read_bytes()
+        if damage == "truncated":
+            lib.write_bytes(data[: len(data) // 3])
+        else:  # garbage the checksum vouches for: the loader refuses it
+            garbage = bytes(range(256)) * 64
+            lib.write_bytes(garbage)
+            Path(f"{lib}.sha256").write_text(hashlib.sha256(garbage).hexdigest())
+    again = _scenario(env)
+    assert again["done"] and again["errors"] == [] and again["builds"] == len(libraries)
+    assert again["warnings"] == []
+
+
+def test_a_build_killed_then_retried(tmp_path: Path) -> None:
+    """A process killed (SIGKILL) in the middle of building its kernels: the next process
+    builds them and runs; the killed build's temporary files, once stale, are removed."""
+    cache = tmp_path / "cache"
+    slow, started = tmp_path / "slow", tmp_path / "started"
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(f'#!/bin/sh\n: > {shlex.quote(str(started))}\n'
+                       f'if [ -e {shlex.quote(str(slow))} ]; then sleep 600; fi\n'
+                       f'exec {c_build.compiler()} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**_scenario_env(cache, tmp_path), "STRIDEC_CC": str(wrapper)}
+    slow.touch()
+    victim = subprocess.Popen([sys.executable, str(SCENARIOS)], env=env,
+                              start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not started.exists():
+        assert time.time() < deadline and victim.poll() is None, "the build never started"
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(60)
+    left = list((cache / "kernels" / "c").glob(".tmp-*"))
+    assert left, "the killed build left no temporary file to clean"
+    for path in left:  # as old as a build that died long ago
+        os.utime(path, (time.time() - 2 * c_build.STALE_SECONDS,) * 2)
+    slow.unlink()
+    again = _scenario(env)
+    assert again["done"] and again["errors"] == [] and again["builds"] > 0
+    assert not any(p.exists() for p in left)

@@ -22,6 +22,7 @@ time in this process.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import hashlib
 import json
@@ -51,13 +52,20 @@ from stridec.compiler.codegen.c.pool import (
 )
 from stridec.compiler.codegen.program import Program
 from stridec.errors import BuildError, CallError, VerificationError
-from stridec.runtime.cache import keep_text, note_written, touch, write_atomically
+from stridec.runtime.cache import (
+    disk_cache_dir,
+    keep_text,
+    note_written,
+    touch,
+    write_atomically,
+)
 
 __all__ = [
     "BACKEND",
     "BUILD_STATS",
     "BuildStats",
     "CFLAGS",
+    "SANITIZERS",
     "CpuBackend",
     "CpuKernel",
     "available",
@@ -67,6 +75,7 @@ __all__ = [
     "load_unit",
     "source_files",
     "last_level_cache_bytes",
+    "sanitize_flags",
     "set_stream_threshold",
     "stream_threshold",
     "torch_openmp_entry",
@@ -94,7 +103,7 @@ BUILD_STATS = BuildStats()
 logger = logging.getLogger(__name__)
 _lock = threading.RLock()
 _units: dict[str, Any] = {}  # digest -> loaded ctypes library
-_toolchain: dict[str, str] = {}
+_toolchain: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def _after_fork_in_child() -> None:
@@ -131,9 +140,37 @@ def _cpu_features() -> str:
     return f"{platform.machine()}\n" + "\n".join(seen)
 
 
+# The sanitizers `$STRIDEC_SANITIZE` may name (`-fsanitize=` of gcc and clang).
+SANITIZERS = ("address", "undefined", "alignment", "bounds", "pointer-overflow")
+
+
+def sanitize_flags() -> tuple[str, ...]:
+    """The flags of `$STRIDEC_SANITIZE`, a comma-separated list of `SANITIZERS` (e.g.
+    "address,undefined"): the C units built with those sanitizers, every finding fatal;
+    none where it is unset. For tests (tests/reliability/test_sanitized.py): the process
+    that loads such units must have the sanitizers' runtime loaded first (LD_PRELOAD)."""
+    text = os.environ.get("STRIDEC_SANITIZE", "").strip()
+    if not text:
+        return ()
+    names = [n.strip() for n in text.split(",")]
+    unknown = [n for n in names if n not in SANITIZERS]
+    if unknown:
+        raise VerificationError(
+            f"STRIDEC_SANITIZE: expected a comma-separated list of {', '.join(SANITIZERS)}; "
+            f"got {text!r}"
+        )
+    return (f"-fsanitize={','.join(names)}", "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer")
+
+
+def _flags() -> tuple[str, ...]:
+    return (*CFLAGS, *sanitize_flags())
+
+
 def _toolchain_key(cc: str) -> str:
     """What a library depends on besides its source: compiler binary, flags, CPU."""
-    key = _toolchain.get(cc)
+    flags = _flags()
+    key = _toolchain.get((cc, flags))
     if key is None:
         argv = shlex.split(cc)
         path = shutil.which(argv[0]) if argv else None
@@ -142,39 +179,22 @@ def _toolchain_key(cc: str) -> str:
         real = os.path.realpath(path)
         st = os.stat(real)
         parts = [f"format {BUILD_FORMAT}", cc, real, str(st.st_size), str(st.st_mtime_ns),
-                 " ".join(CFLAGS), _cpu_features()]
+                 " ".join(flags), _cpu_features()]
         key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
-        _toolchain[cc] = key
+        _toolchain[cc, flags] = key
     return key
 
 
 def _unit_dir() -> str:
-    """`<kernel dir>/c`, or a private folder of this process when that cannot be written
-    (the Triton loader warns once about it)."""
-    from stridec.runtime.backends import triton as loader
-
+    """`<kernel dir>/c`, created where it can be: where units are looked up (a read-only
+    cache filled by another process serves), and built where it takes their files
+    (`_build_anywhere`: else in a private folder, warned once)."""
+    path = os.path.join(disk_cache_dir(), "kernels", "c")
     try:
-        path = os.path.join(loader.kernel_dir(), "c")
         os.makedirs(path, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
-        error: Exception = PermissionError(f"cannot write {path}")
-    except OSError as e:
-        error = e
-    fallback = loader._private_kernel_dir()
-    if fallback not in loader._warned:  # one warning, whichever kernel comes first
-        loader._warned.add(fallback)
-        warnings.warn(
-            f"stridec: kernel cache directory is not writable ({error}); generated kernels "
-            f"go to {fallback!r}",
-            RuntimeWarning,
-            stacklevel=5,
-        )
-    path = os.path.join(fallback, "c")
-    os.makedirs(path, exist_ok=True)
+    except OSError:
+        pass  # read-only, full, or under a file: nothing is found there
     return path
-
-
 
 
 def _sha256_file(path: str) -> str | None:
@@ -200,12 +220,13 @@ def _build(cc: str, source_path: str, lib_path: str, parts: int = 1, *,
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(lib_path), prefix=".tmp-", suffix=".so")
     os.close(fd)
     objects = [f"{tmp[:-3]}-{k}.o" for k in range(1, parts + 1)] if parts > 1 else []
+    flags = _flags()
     if objects:
-        steps = [[[*argv, *CFLAGS, "-c", f"-DSTRIDEC_PART={k}", "-o", obj, compiled]
+        steps = [[[*argv, *flags, "-c", f"-DSTRIDEC_PART={k}", "-o", obj, compiled]
                   for k, obj in enumerate(objects, 1)],
-                 [[*argv, *CFLAGS, "-o", tmp, *objects]]]
+                 [[*argv, *flags, "-o", tmp, *objects]]]
     else:
-        steps = [[[*argv, *CFLAGS, "-o", tmp, compiled]]]
+        steps = [[[*argv, *flags, "-o", tmp, compiled]]]
     start = time.perf_counter()
     try:
         for step in steps:
@@ -411,16 +432,150 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
             pass
         if toolchain and expected and _sha256_file(lib_path) == expected:
             try:
-                lib = ctypes.CDLL(lib_path, mode=mode)
+                lib = _dlopen(lib_path, mode)
                 BUILD_STATS.disk_loads += 1
                 touch(lib_path, lib_path + ".sha256", source_path)
                 logger.debug("C unit %s loaded from the disk cache", lib_path)
             except OSError:
                 lib = None  # damaged beyond its checksum's reach: rebuilt below
         if lib is None:
-            lib = _build_and_load(cc, source, source_path, lib_path, mode)
+            lib = _build_anywhere(cc, source, folder, digest, mode)
         _units[digest] = lib
         return lib
+
+
+# Free bytes a folder must have for a unit's files (its source, objects and library are
+# a few MiB at most): below that, a build goes to the private folder.
+MIN_FREE_BYTES = 16 << 20
+# A temporary file of a build this old is a build that died (killed): removed.
+STALE_SECONDS = 3600.0
+_warned_folders: set[str] = set()
+
+
+def _warn_once(folder: str, text: str) -> None:
+    if folder not in _warned_folders:
+        _warned_folders.add(folder)
+        warnings.warn(f"stridec: {text}", RuntimeWarning, stacklevel=4)
+
+
+def _room(folder: str) -> None:
+    """OSError (ENOSPC) where `folder` has less than MIN_FREE_BYTES free."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return  # cannot tell: the writes will
+    if st.f_bavail * st.f_frsize < MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, f"{st.f_bavail * st.f_frsize} bytes free, below "
+                      f"{MIN_FREE_BYTES}", folder)
+
+
+def _full_after(folder: str, failure: BuildError) -> None:
+    """OSError (ENOSPC) where a failed compiler run left its folder nearly full (it could
+    not write its output), so that the build moves to the private folder."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, f"the compiler failed with {free} bytes free there",
+                      folder) from failure
+
+
+def _sweep_temporaries(folder: str) -> None:
+    """Remove temporary files of builds that died (a process killed mid-build leaves its
+    `.tmp-*` files behind): those older than STALE_SECONDS."""
+    now = time.time()
+    try:
+        items = list(os.scandir(folder))
+    except OSError:
+        return
+    for item in items:
+        try:
+            if item.name.startswith(".tmp-") and now - item.stat().st_mtime > STALE_SECONDS:
+                os.remove(item.path)
+        except OSError:
+            pass
+
+
+def _build_anywhere(cc: str, source: str, folder: str, digest: str, mode: int) -> Any:
+    """Build and load a unit in `folder`, else -- where the folder cannot take its files
+    (full, read-only, over quota) -- in this process's private folder, warned once; a
+    `BuildError` saying what to change where neither can."""
+    try:
+        _sweep_temporaries(folder)
+        _room(folder)
+        return _build_and_load(cc, source, os.path.join(folder, f"{digest}.c"),
+                               os.path.join(folder, f"{digest}.so"), mode)
+    except OSError as e:
+        first = e
+    from stridec.runtime.backends import triton as loader
+
+    where = f"a private folder under {tempfile.gettempdir()!r}"
+    try:
+        private = os.path.join(loader._private_kernel_dir(), "c")
+        where = repr(private)
+        if os.path.realpath(private) != os.path.realpath(folder):
+            os.makedirs(private, exist_ok=True)
+            _room(private)
+            lib = _build_and_load(cc, source, os.path.join(private, f"{digest}.c"),
+                                  os.path.join(private, f"{digest}.so"), mode)
+            _warn_once(folder, f"kernel cache directory {folder!r} is not writable "
+                       f"({first}); C kernels are built in {private!r} for this process")
+            return lib
+        where += " (the same folder)"
+    except OSError as e:
+        where += f" ({e})"
+    raise BuildError(
+        f"cpu backend: cannot write the files of a C kernel in {folder!r} ({first}) nor in "
+        f"{where}; free space there, "
+        "or set STRIDEC_CACHE_DIR (and TMPDIR, where the private folder is) to a writable "
+        "folder with room"
+    ) from first
+
+
+def _dlopen(path: str, mode: int) -> Any:
+    """The library at `path`, loaded; where the dynamic loader refuses it and loads the
+    same bytes from memory (a folder on a `noexec` mount: /tmp and home folders on
+    hardened hosts), from memory (`memfd_create`), warned once per folder. The loader's
+    OSError where neither loads (a damaged library)."""
+    try:
+        return ctypes.CDLL(path, mode=mode)
+    except OSError as e:
+        refused = e
+    try:
+        lib = _load_from_memory(path, mode)
+    except OSError:
+        raise refused from None
+    _warn_once(os.path.dirname(path), f"the dynamic loader refuses libraries in "
+               f"{os.path.dirname(path)!r} ({refused}; a noexec mount?); C kernels are "
+               "loaded from memory instead")
+    return lib
+
+
+def _load_from_memory(path: str, mode: int) -> Any:
+    """The library at `path` loaded from an anonymous memory file (`memfd_create`, which
+    no mount option governs); OSError where there is none or it does not load."""
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is None:
+        raise OSError(errno.ENOSYS, "memfd_create is not available")
+    with open(path, "rb") as f:
+        data = f.read()
+    fd = memfd_create(os.path.basename(path), getattr(os, "MFD_CLOEXEC", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=mode)
+    except OSError:
+        os.close(fd)
+        raise
+    # The file stays open: the loader knows a library by its name, and a closed fd's
+    # number, reused, would name the next library as this one.
+    _memory_files.append(fd)
+    return lib
+
+
+_memory_files: list[int] = []
 
 
 def _build_and_load(cc: str, source: str, source_path: str, lib_path: str, mode: int) -> Any:
@@ -437,14 +592,22 @@ def _build_and_load(cc: str, source: str, source_path: str, lib_path: str, mode:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(f"#line 1 {json.dumps(source_path)}\n{source}")
             _build(cc, source_path, lib_path, unit_parts(source), compile_from=private)
+        except BuildError as e:
+            _full_after(os.path.dirname(lib_path), e)
+            raise
         finally:
             _remove(private)
         try:
-            lib = ctypes.CDLL(lib_path, mode=mode)
-        except OSError:
+            lib = _dlopen(lib_path, mode)
+        except OSError as e:
             if attempt < 2 and not os.path.exists(lib_path):
                 continue
-            raise
+            raise BuildError(
+                f"cpu backend: the dynamic loader refuses the C kernel just built at "
+                f"{lib_path} ({e}), from its folder and from memory; set "
+                "STRIDEC_CACHE_DIR to a folder on a filesystem that allows executing "
+                f"code; the kernel source is kept at {source_path}"
+            ) from e
         seconds = time.perf_counter() - start
         try:
             note_written(os.path.getsize(lib_path) + len(source))
