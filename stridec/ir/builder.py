@@ -22,7 +22,7 @@ from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES, as_dtype, promote_types
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
-from stridec.ir.symbols import as_sizes
+from stridec.ir.symbols import Sym, as_sizes, exact_div
 
 __all__ = [
     "GraphBuilder", "ValueBuilder", "cat", "stack", "hstack", "vstack", "dstack", "pad",
@@ -481,8 +481,14 @@ class ValueBuilder:
         sizes = split_size if split_size_or_sections is None else split_size_or_sections
         if sizes is None:
             raise VerificationError("split: expected split_size (an int or a list of ints)")
-        if _is_int(sizes):
-            sizes = (operator.index(sizes),)
+        if isinstance(sizes, Sym) or _is_int(sizes):
+            sizes = (sizes if isinstance(sizes, Sym) else operator.index(sizes),)
+            length = self.shape[dim] if -self.ndim <= dim < self.ndim else None
+            count = exact_div(length, sizes[0]) if isinstance(length, Sym) else None
+            if isinstance(count, int) and count > 1:
+                # A symbolic dim declared a multiple of the chunk (8*B in chunks of B): the
+                # sections, as many at every size (chunk(8) of an empty dim gives 8).
+                sizes = sizes * count
         else:
             sizes = tuple(sizes)
             if len(sizes) == 1 and -self.ndim <= dim < self.ndim and sizes[0] != self.shape[dim]:

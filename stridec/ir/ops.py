@@ -613,7 +613,8 @@ class SplitOp(ViewOp):
                 raise UndecidedError(
                     f"split: how many chunks of {chunk} the symbolic size {length} of dim "
                     f"{dim} makes depends on {', '.join(sorted(length.free_symbols))}; split "
-                    f"in sections that sum to {length}"
+                    f"in sections that sum to {length}, or declare the size a multiple "
+                    "(stridec.trace's dynamic={0: {0: '8*B'}}: chunk(8) gives chunks of B)"
                 )
             count = max(1, math.ceil(length / chunk)) if chunk > 0 else 1
             parts = [min(chunk, length - k * chunk) for k in range(count)]

@@ -47,8 +47,11 @@ The API (everything else in this module is private):
   which round-trips; names are identifiers. `format_size(x, dim)`: the text IR's
   spelling (parenthesized, or a bare name among a tensor type's sizes).
 - `exact_div(a, b)`: ``a / b`` when `b` divides `a` for every value (polynomial division),
-  else None. `generic_value(x)`: `x` at a large sample point (every symbol about 2^16),
-  used only to *order* sizes the way their large values order; never to decide.
+  else None. `true_div(a, b)` (and ``/`` of a `Sym`): the same for Python's ``/``, the
+  divisor an int, an exact float or `Fraction`, or a `Sym` (``(64*B) / 64.0 == B``), an
+  `UndecidedError` where the quotient is a fraction for some values.
+- `generic_value(x)`: `x` at a large sample point (every symbol about 2^16), used only
+  to *order* sizes the way their large values order; never to decide.
 - `generic_sizes()`: a context in which ``n > 1`` of a symbolic size answers True (the
   pass pipeline runs in it; see the function).
 - `ceil_div(a, b)`, `floor_div(a, b)` and `size_max(a, b)`/`size_min(a, b)` (provable
@@ -65,6 +68,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fractions
 import math
 import operator
 import re
@@ -98,6 +102,7 @@ __all__ = [
     "statically_true",
     "substitute",
     "symbol",
+    "true_div",
 ]
 
 class UndecidedError(LayoutError, UnsupportedError):
@@ -298,6 +303,48 @@ def exact_div(a: int | Sym, b: int | Sym) -> int | Sym | None:
     return None  # pragma: no cover - a bounded loop for pathological inputs
 
 
+def true_div(a: object, b: object) -> int | Sym:
+    """``a / b`` with a symbolic size among them, where the quotient is an integer for
+    every value of the symbols: that size (``(64*B) / 64.0 == B``; a float or
+    `Fraction` divisor is an exact rational, ``(2*N) / 0.5 == 4*N``). Else
+    `UndecidedError`: ``N / 64`` is a fraction for most N (declare the size a multiple,
+    docs/symbolic.md, or floor-divide with ``//``)."""
+    p, q = _rational(a), _rational(b)
+    if q is not None and isinstance(q[0], int) and q[0] == 0:
+        raise LayoutError(f"{a} / {b}: division by zero")
+    if p is not None and q is not None:
+        # (pn / pd) / (qn / qd) = (pn * qd) / (pd * qn), a symbolic size over an int or
+        # over a symbolic one.
+        num, den = _mul(p[0], q[1]), _mul(p[1], q[0])
+        if isinstance(den, int) and den < 0:
+            num, den = _mul(num, -1), -den
+        quotient = exact_div(num, den)
+        if quotient is not None:
+            return quotient
+    symbols = sorted(free_symbols(tuple(v for v in (a, b) if isinstance(v, Sym))))
+    raise UndecidedError(
+        f"{a} / {b}: the quotient of a symbolic size is a fraction for some values of "
+        f"{', '.join(symbols)}; a size divides exactly only where it is declared a "
+        "multiple (stridec.trace's dynamic={..: {dim: '8*B'}}, docs/symbolic.md), else "
+        "floor-divide with //"
+    )
+
+
+def _rational(x: object) -> tuple[int | Sym, int | Sym] | None:
+    """`x` (a size, an int, a finite float or a `Fraction`) as (numerator, denominator)."""
+    if isinstance(x, Sym):
+        return x, 1
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float, fractions.Fraction)):
+        try:
+            f = fractions.Fraction(x)
+        except (ValueError, OverflowError):  # nan, inf
+            return None
+        return f.numerator, f.denominator
+    return None
+
+
 def _mono_div(m: _Monomial, d: _Monomial) -> _Monomial | None:
     powers: dict[Any, int] = dict(m)
     for atom, p in d:
@@ -400,17 +447,10 @@ class Sym:
         return _add(o, _mul(self, floor_div(o, self)), -1)
 
     def __truediv__(self, other: object) -> Any:
-        raise UndecidedError(
-            f"{self} / {other}: a symbolic size divides only as an int does (// or "
-            f"ceil_div), and a non-exact quotient depends on the value of "
-            f"{', '.join(sorted(self.free_symbols))}"
-        )
+        return true_div(self, other)
 
     def __rtruediv__(self, other: object) -> Any:
-        raise UndecidedError(
-            f"{other} / {self}: a symbolic size divides only as an int does (// or "
-            f"ceil_div)"
-        )
+        return true_div(other, self)
 
     def __mod__(self, other: object) -> int | Sym:
         o = _coerce(other)
@@ -467,7 +507,21 @@ class Sym:
             f"(symbols {', '.join(sorted(self.free_symbols))})"
         )
 
-    __int__ = __index__
+    def __int__(self) -> int:
+        raise UndecidedError(
+            f"int() of the symbolic size {self}: Python's int() returns only a concrete int "
+            "(stridec.trace passes a size through int() in the traced function and the "
+            "functions it calls by name; elsewhere floor-divide with //)"
+        )
+
+    # A size is an integer for every value of its symbols: rounding it is the size.
+    def __floor__(self) -> Sym:
+        return self
+
+    __ceil__ = __trunc__ = __floor__
+
+    def __round__(self, ndigits: int | None = None) -> Sym:
+        return self
 
     # -- queries ------------------------------------------------------------------------
 
@@ -489,6 +543,16 @@ class Sym:
             ((m, c),) = self._terms
             if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], str):
                 return m[0][0]
+        return None
+
+    @property
+    def scaled(self) -> tuple[str, int] | None:
+        """(name, c) when this is a positive int c times one bare symbol (``8*B``: a size
+        declared a multiple of 8, which a call's size binds, `bind_sizes`), else None."""
+        if len(self._terms) == 1:
+            ((m, c),) = self._terms
+            if c > 0 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], str):
+                return m[0][0], c
         return None
 
     def evaluate(self, bindings: Mapping[str, int]) -> int:
@@ -868,8 +932,10 @@ def bind_sizes(
 ) -> dict[str, int]:
     """Bind the symbols of `sizes` (a value's declared sizes) to the `actual` sizes of a
     call, adding to `bindings` (returned, updated in place). A dim whose size is one
-    symbol binds it (a symbol is at least 1: an actual 0 binds 0, the empty class); any
-    other dim, once its symbols are bound, must evaluate to the actual size. A mismatch
+    symbol binds it (a symbol is at least 1: an actual 0 binds 0, the empty class), and
+    so does one of ``c*S`` (a size declared a multiple of c: S is the size / c, which c
+    must divide); any other dim, once its symbols are bound, must evaluate to the actual
+    size. A mismatch
     is a `CallError` naming `what`, the dim, the expected and the given size:
 
         bind_sizes((N, 64), (8, 64), {}) == {"N": 8}
@@ -883,11 +949,11 @@ def bind_sizes(
         )
     later = []
     for d, (want, got) in enumerate(zip(sizes, actual, strict=True)):
-        name = want.name if isinstance(want, Sym) else None
-        if name is not None and name not in bindings:
+        scaled = want.scaled if isinstance(want, Sym) else None
+        if scaled is not None and scaled[0] not in bindings:
             if got < 0:  # pragma: no cover - torch sizes are never negative
                 raise CallError(f"{what}: dim {d} has the negative size {got}")
-            bindings[name] = got
+            bindings[scaled[0]] = _scaled_binding(want, scaled[1], got, f"{what}: dim {d}")
         elif isinstance(want, Sym):
             later.append((d, want, got))
         elif want != got:
@@ -910,6 +976,17 @@ def bind_sizes(
                 f"earlier dim or argument); got {got}"
             )
     return bindings
+
+
+def _scaled_binding(want: Sym, c: int, got: Any, where: str) -> Any:
+    """The symbol's value where a dim of size `want` (``c*S``) has `got` elements:
+    ``got / c``, a `CallError` naming `where` unless `c` divides `got` (a dim declared a
+    multiple of 8 given 12)."""
+    if c != 1 and got % c:
+        raise CallError(
+            f"{where} is {want}, a multiple of {c} (declared so); got {got}, which is not"
+        )
+    return got // c if c != 1 else got
 
 
 def _tuple_text(sizes: Sequence[object]) -> str:

@@ -2,7 +2,8 @@
 
 A graph input may have symbolic sizes (`g.input("x", ("N", 64), "float16")`,
 `stridec.ir.symbols`). A call binds each symbol to the size of the first dim that names
-it alone, and then checks every dim: a static dim must have its declared size, a symbol
+it alone (or to that size / c, for a dim of ``c*S``: declared a multiple of c, which must
+divide it), and then checks every dim: a static dim must have its declared size, a symbol
 the value it was bound to, a compound size (``2*N``) its value under the binding. Each
 mismatch is a `CallError` naming the argument and the dim:
 
@@ -24,7 +25,7 @@ from typing import Any
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
 from stridec.ir.layout import Layout, copies_at_every_binding
-from stridec.ir.symbols import Sym, _py_source, evaluate, free_symbols
+from stridec.ir.symbols import Sym, _py_source, _scaled_binding, evaluate, free_symbols
 
 __all__ = ["bind_call", "binding_class", "fast_binder", "graph_symbols", "size_class"]
 
@@ -61,11 +62,13 @@ def bind_call(
             if exact:
                 n = int(n)
             if isinstance(d, Sym):
-                symbol = d.name
-                if symbol is None:
+                scaled = d.scaled
+                symbol = None if scaled is None else scaled[0]
+                if symbol is None or (scaled[1] != 1 and symbol in bindings):
                     deferred.append((name, k, d, n))
                 elif symbol not in bindings:
-                    bindings[symbol] = n
+                    bindings[symbol] = _scaled_binding(d, scaled[1], n,
+                                                       f"argument '{name}': dim {k}")
                     where[symbol] = (name, k)
                 elif bindings[symbol] != n:
                     first, j = where[symbol]
@@ -187,9 +190,15 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
         lines.append(f"    if t{i}.device != device: return None" if i
                      else f"    device = t{i}.device")
         for k, d in enumerate(sizes):
-            if isinstance(d, Sym) and d.name is not None and d.name not in where:
-                where[d.name] = f"_{len(where)}"
-                lines.append(f"    {where[d.name]} = s{i}[{k}]")
+            scaled = d.scaled if isinstance(d, Sym) else None
+            if scaled is not None and scaled[0] not in where:
+                name, c = scaled
+                where[name] = f"_{len(where)}"
+                if c == 1:
+                    lines.append(f"    {where[name]} = s{i}[{k}]")
+                else:  # a size declared a multiple of c
+                    lines.append(f"    if s{i}[{k}] % {c}: return None")
+                    lines.append(f"    {where[name]} = s{i}[{k}] // {c}")
             elif isinstance(d, Sym):
                 later.append((i, k, d))  # a compound size: checked once all are bound
             else:

@@ -648,10 +648,11 @@ class _OpFunction(torch.autograd.Function):
 
 def _check_symbolic_adjoint(forward: Graph, backward: Graph) -> None:
     """The backward of a graph over symbolic sizes binds its symbols from the gradients'
-    sizes: each symbol must be some gradient dim alone. `UnsupportedError` where one is
-    not (every output sized by `(N+1)//2`, say): such a backward is refused."""
-    alone = {d.name for v in backward.inputs for d in v.type.sizes
-             if isinstance(d, Sym) and d.name is not None}
+    sizes: each symbol must be some gradient dim alone, or a multiple of one (2*N: N is
+    half of it). `UnsupportedError` where one is not (every output sized by `(N+1)//2`,
+    say): such a backward is refused."""
+    alone = {d.scaled[0] for v in backward.inputs for d in v.type.sizes
+             if isinstance(d, Sym) and d.scaled is not None}
     needed = set(free_symbols([v.type.sizes for v in backward.inputs]))
     for op in backward.ops:
         for r in op.results:
@@ -661,8 +662,9 @@ def _check_symbolic_adjoint(forward: Graph, backward: Graph) -> None:
         sizes = ", ".join(f"{list(v.type.sizes)}" for v in backward.inputs)
         raise UnsupportedError(
             f"the backward binds its symbols from the gradients' sizes, and no gradient "
-            f"dim is {', '.join(missing)} alone (gradient sizes {sizes}); give graph "
-            f"{forward.name!r} an output with such a dim, or static sizes"
+            f"dim is {', '.join(missing)} alone or a multiple of it (gradient sizes "
+            f"{sizes}); give graph {forward.name!r} an output with such a dim, or static "
+            "sizes"
         )
 
 

@@ -12,7 +12,9 @@ and dtype; `fn` runs on `Proxy` values whose tensor methods, and the torch funct
 reach through `__torch_function__`, record ops with the builder. Sizes are static: `x.shape`
 and `x.size(d)` are plain ints, so shape arithmetic in `fn` runs in Python as usual --
 unless `dynamic=` makes some symbolic (docs/symbolic.md): then they are `Sym`s, which take
-part in the same arithmetic, and `x.shape` is a tuple.
+part in the same arithmetic, and `x.shape` is a tuple. A dim may be declared a multiple
+(``"8*B"``), so `chunk(8)` divides it; `/` of a size is exact or refused, and `int()` of
+one (Swin's ``int(windows.shape[0] / (H * W / ws / ws))``) is the size (`_SizeInt`).
 
 Traced: the tensor methods of the shared surface (`stridec.ir.builder.SURFACE`: permute,
 transpose, reshape, view, split, rot90, ..., with torch's keyword forms), the matching
@@ -35,9 +37,14 @@ docs/semantics.md).
 from __future__ import annotations
 
 import builtins
+import contextlib
+import dis
+import functools
 import inspect
 import operator
-from collections.abc import Callable, Sequence
+import threading
+import types
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -47,7 +54,7 @@ import stridec.ir.builder as B
 from stridec.compiler.outputs import check_write_overlap
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph, Value
-from stridec.ir.symbols import Sym, is_static, substitute, symbol
+from stridec.ir.symbols import Sym, is_static, parse_size, substitute, symbol
 from stridec.torch import einops_backend
 from stridec.torch.random import DROPOUTS, RANDOM_CALLS, dropout, random_refusal, refuse_random
 
@@ -765,7 +772,7 @@ def _input_sizes(
     """Each input's sizes, with the dims `dynamic` marks as symbols ``s0, s1, ...`` (in
     order of input, then dim) or as the names it gives. `dynamic`: False; True (every dim
     of size > 1); or a mapping from input index (or name) to dims, a list of dims or a
-    mapping from dim to symbol name."""
+    mapping from dim to symbol name or declared size (`_declared_size`)."""
     sizes = [tuple(t.shape) for t in examples]
     if dynamic is False or dynamic is None:
         return sizes
@@ -800,13 +807,52 @@ def _input_sizes(
         row: list[int | Sym] = []
         for d, n in enumerate(s):
             if d in dims:
-                name = dims[d] if dims[d] is not None else f"s{count}"
-                count += dims[d] is None
-                row.append(symbol(name))
+                size, count = _declared_size(dims[d], count, n, f"dim {d} of input "
+                                                              f"'{names[i]}'")
+                row.append(size)
             else:
                 row.append(n)
         out.append(tuple(row))
     return out
+
+
+def _declared_size(spec: Any, count: int, example: int, where: str) -> tuple[Sym, int]:
+    """The symbolic size `dynamic` gives a dim, and the count of automatic names used:
+    None (``s<count>``); a symbol name (``"B"``); ``c*S`` (``"8*B"``: a multiple of 8, S
+    the size / 8); or ``{"multiple_of": c}`` with an optional ``"name"`` (S)."""
+    multiple, name = 1, spec
+    if isinstance(spec, dict):
+        unknown = set(spec) - {"multiple_of", "name"}
+        multiple, name = spec.get("multiple_of", 1), spec.get("name")
+        if unknown or not isinstance(multiple, int) or isinstance(multiple, bool) \
+                or multiple < 1:
+            raise CallError(
+                f"stridec.trace: dynamic: {where}: expected a symbol name, a size like "
+                f"'8*B' or {{'multiple_of': 8, 'name': 'B'}} (a positive int); got {spec!r}"
+            )
+    if name is None:
+        size: Any = multiple * symbol(f"s{count}")
+        count += 1
+    elif isinstance(name, str):
+        try:
+            size = multiple * parse_size(name)
+        except StridecError as e:
+            raise CallError(f"stridec.trace: dynamic: {where}: {e}") from None
+    else:
+        raise CallError(f"stridec.trace: dynamic: {where}: expected a symbol name; got "
+                        f"{name!r}")
+    if not isinstance(size, Sym) or size.scaled is None:
+        raise CallError(
+            f"stridec.trace: dynamic: {where}: expected one symbol, or a positive int "
+            f"times one ('8*B': a multiple of 8); got {name!r}"
+        )
+    c = size.scaled[1]
+    if example % c:
+        raise CallError(
+            f"stridec.trace: dynamic: {where} is declared {size}, a multiple of {c}; the "
+            f"example's size {example} is not"
+        )
+    return size, count
 
 
 def trace(
@@ -819,7 +865,9 @@ def trace(
     specialized when the compiled graph is called) and return the recorded `Graph`.
 
     `dynamic` makes sizes symbolic (docs/symbolic.md): True marks every dim of size > 1;
-    ``{0: [0]}`` marks dim 0 of input 0 (``{"x": {0: "N"}}`` names the symbol). Each
+    ``{0: [0]}`` marks dim 0 of input 0 (``{"x": {0: "N"}}`` names the symbol;
+    ``{"x": {0: "8*B"}}`` or ``{"x": {0: {"multiple_of": 8}}}`` declares the size a
+    multiple of 8, so ``chunk(8)`` and einops' ``(b1 b2)`` divide it exactly). Each
     marked dim is a symbol of its own unless torch's ops require two sizes equal (the
     non-cat dims of `torch.cat`, every dim of `torch.stack`): then they are one.
 
@@ -855,7 +903,7 @@ def trace(
         ]
         tracer.inputs = list(proxies)
         try:
-            with refuse_random():
+            with refuse_random(), _sizes_through_int(fn, not is_static(sizes)):
                 result = fn(*proxies)
         except _Retrace:
             equal = tracer.equal
@@ -863,6 +911,106 @@ def trace(
         graph.output(*_outputs(result))
         graph.verify()
         return graph
+
+
+class _IntType(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, builtins.int)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, builtins.int)
+
+
+class _SizeInt(builtins.int, metaclass=_IntType):
+    """`int` in the modules of a traced function over symbolic sizes, while it runs:
+    ``int(size)`` of a symbolic size (an integer at every value of its symbols, as
+    ``/`` gives one only where it divides exactly) is the size itself -- Swin's
+    ``int(windows.shape[0] / (H * W / ws / ws))``; every other call is Python's `int`,
+    and ``isinstance(v, int)`` answers as for `int`."""
+
+    def __new__(cls, x: Any = 0, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(x, Sym) and not args and not kwargs:
+            return x
+        return builtins.int(x, *args, **kwargs)
+
+
+# Modules whose functions trace does not look into for `int` (their code is not the
+# traced layout code, and their sizes are stridec's own).
+_LIBRARIES = frozenset({"stridec", "torch", "einops", "numpy", "builtins", "functools",
+                        "typing", "collections", "math", "operator"})
+
+
+def _int_globals(fn: Any) -> list[dict]:
+    """The module globals of `fn` and of the Python functions it reaches through global
+    names (`window_reverse` called from a lambda, or `swin.window_reverse`), recursively,
+    whose code calls `int`: where trace puts `_SizeInt` (torch.fx's `wrap` patches
+    builtins the same way). A module that defines `int` itself is left alone."""
+    found: dict[int, dict] = {}
+    seen: set[int] = set()
+    pending = [fn]
+    while pending:
+        f = pending.pop()
+        while isinstance(f, functools.partial):
+            f = f.func
+        if inspect.ismethod(f):
+            f = f.__func__
+        if not isinstance(f, types.FunctionType):
+            # A callable object's code: an nn.Module's forward, else its class's __call__.
+            forward = getattr(type(f), "forward", None)
+            if not isinstance(forward, types.FunctionType):
+                forward = inspect.getattr_static(type(f), "__call__", None)
+            if not isinstance(forward, types.FunctionType):
+                continue
+            f = forward
+        module = str(f.__globals__.get("__name__", "")).split(".")[0]
+        if id(f.__code__) in seen or module in _LIBRARIES:
+            continue
+        seen.add(id(f.__code__))
+        codes = [f.__code__]
+        while codes:
+            code = codes.pop()
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            module_of: Any = None  # a module loaded by name: `swin.window_reverse`
+            for ins in dis.get_instructions(code):
+                if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and module_of is not None:
+                    pending.append(getattr(module_of, ins.argval, None))
+                module_of = None
+                if ins.opname != "LOAD_GLOBAL":
+                    continue
+                target = f.__globals__.get(ins.argval)
+                if ins.argval == "int":
+                    if f.__globals__.get("int", _SizeInt) is _SizeInt:
+                        found[id(f.__globals__)] = f.__globals__
+                elif isinstance(target, types.ModuleType):
+                    module_of = target
+                elif callable(target):
+                    pending.append(target)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def _sizes_through_int(fn: Any, symbolic: bool) -> Iterator[None]:
+    """While `fn` traces over symbolic sizes: `int` is `_SizeInt` in the modules of the
+    code it runs that calls `int` (`_int_globals`), restored after."""
+    patched = _int_globals(fn) if symbolic else []
+    with _PATCH_LOCK:  # traces in several threads: the last one out restores `int`
+        for g in patched:
+            g["int"] = _SizeInt
+            _PATCHED[id(g)] = _PATCHED.get(id(g), 0) + 1
+    try:
+        yield
+    finally:
+        with _PATCH_LOCK:
+            for g in patched:
+                _PATCHED[id(g)] -= 1
+                if not _PATCHED[id(g)]:
+                    del _PATCHED[id(g)]
+                    if g.get("int") is _SizeInt:
+                        del g["int"]
+
+
+_PATCH_LOCK = threading.Lock()
+_PATCHED: dict[int, int] = {}  # id of a module's globals -> the traces patching it now
 
 
 def _unified(sizes: tuple, equal: dict[str, int | Sym]) -> tuple:

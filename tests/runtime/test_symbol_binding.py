@@ -38,7 +38,20 @@ def test_a_compound_size_is_checked_under_the_binding() -> None:
     with pytest.raises(CallError, match=r"argument 'z': dim 0 is 2\*N = 8 under N = 4; got 9"):
         bind_call([("x", (N,)), ("z", (2 * N,))], [(4,), (9,)])
     with pytest.raises(CallError, match=r"no dim of its own binds N"):
-        bind_call([("z", (2 * N,))], [(8,)])
+        bind_call([("z", (N + 1,))], [(8,)])
+
+
+def test_a_multiple_of_a_symbol_binds_it() -> None:
+    """A dim of 2*N (declared a multiple of 2) binds N to half its size, which must be
+    whole; a later dim of N is checked against it, and so is a 2*N after an N."""
+    assert bind_call([("z", (2 * N,)), ("x", (N,))], [(8,), (4,)]) == {"N": 4}
+    assert bind_call([("x", (N,)), ("z", (2 * N,))], [(4,), (8,)]) == {"N": 4}
+    with pytest.raises(CallError, match=r"argument 'z': dim 0 is 2\*N, a multiple of 2"
+                                        r" \(declared so\); got 9"):
+        bind_call([("z", (2 * N,))], [(9,)])
+    with pytest.raises(CallError, match=r"argument 'x': dim 0 is N, which argument 'z' dim 0 "
+                                        r"binds to 4; got 5"):
+        bind_call([("z", (2 * N,)), ("x", (N,))], [(8,), (5,)])
 
 
 def test_a_rank_that_differs_is_refused() -> None:
