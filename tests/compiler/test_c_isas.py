@@ -5,16 +5,18 @@ preprocessor (`#if defined(__AVX512BW__) ...`): on a host without AVX-512 those 
 never compiled, so nothing else in the suite would notice an edit that breaks them. Here
 each kind of unit -- the transposes of 1-, 2-, 4- and 8-byte elements, the transposing
 and the row casts between float32 and float16 / bfloat16, a row copy, a gather, the
-Philox unit and the thread pool -- is compiled (not run) for `x86-64-v4` (AVX-512 F, BW,
-VL, DQ, CD), with the backend's flags at -O0 (the code is not run, and every builtin is
-still checked against the ISA) and linked into one library that may leave no symbol
-undefined; the transposes' objects must hold `zmm` instructions: the AVX-512 variants
-were compiled in, not skipped by their conditions.
+planned copies' libraries, the Philox unit and the thread pool -- is compiled (not run)
+for `x86-64-v4` (AVX-512 F, BW, VL, DQ, CD), with the backend's flags at -O0 (the code is
+not run, and every builtin is still checked against the ISA) and linked into one library
+that may leave no symbol undefined; the transposes' objects must hold `zmm` instructions
+and the planned libraries' masked stores: the AVX-512 variants were compiled in, not
+skipped by their conditions.
 """
 
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import subprocess
 
@@ -23,6 +25,7 @@ import pytest
 from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
 from stridec.compiler.codegen.c.parts import unit_parts
 from stridec.compiler.codegen.c.philox import PHILOX_C_SOURCE
+from stridec.compiler.codegen.c.plan import plan_unit_source
 from stridec.compiler.codegen.c.pool import POOL_C_SOURCE
 from stridec.runtime.backends import cpu
 
@@ -41,6 +44,7 @@ UNITS: dict[str, str] = {
     **{f"rows_{s}_{d}": emit_class_source(CopyClass("linear", s, d)) for s, d in _CASTS},
     "rows_bits4": emit_class_source(CopyClass("linear", "bits4", "bits4")),
     "gather_bits4": emit_class_source(CopyClass("gather", "bits4", "bits4")),
+    **{f"plan_bits{n}": plan_unit_source(n) for n in (1, 2, 4, 8)},
     "philox": PHILOX_C_SOURCE,
     "pool": POOL_C_SOURCE,
 }
@@ -71,6 +75,11 @@ def test_every_unit_builds_for_avx512(tmp_path):
             text = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")],
                                   capture_output=True, text=True, check=True).stdout
             assert "zmm" in text, f"{name}: no AVX-512 instruction in its x86-64-v4 build"
+        if name.startswith("plan_"):  # the masked loads and stores of a block's edges
+            text = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")],
+                                  capture_output=True, text=True, check=True).stdout
+            assert re.search(r"vmovdq[ua](8|16|32|64)\s.*\{%k", text), (
+                f"{name}: no masked store in its x86-64-v4 build")
 
 
 def _exports(path) -> set[str]:

@@ -21,7 +21,13 @@ import pytest
 import torch
 
 import stridec
-from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source, generate_c_copy
+from stridec.compiler.codegen.c.copy import (
+    CopyClass,
+    _strategy_plan,
+    assemble_kernel,
+    emit_class_source,
+    generate_c_copy,
+)
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import AVX2, NATIVE, PORTABLE, build_shared, host_has
@@ -514,15 +520,21 @@ def test_tiles_built_at_o2_keep_their_blocks_inline(tmp_path, src, dst):
                   for line in bodies[name] if "call" in line.split()}
         assert not called & set(blocks), (name, called)
 
+def _strategy_kernel(spec):
+    """The kernel of `spec` on the strategies of `codegen/c/copy.py`, even where the copy
+    planner's library takes the copy."""
+    return assemble_kernel([spec], [(0, 1)], "copy", _strategy_plan)
+
+
 def _run_built(folder, flags, specs, edit=None) -> None:
     """The unit of `specs` (one class) built with `flags` (its source changed by `edit`),
     each spec run on 1 and 3 threads against torch."""
-    kernel = generate_c_copy(specs[0])
+    kernel = _strategy_kernel(specs[0])
     assert kernel.strategy == "tiled_transpose"
     source = kernel.source if edit is None else edit(kernel.source)
     lib = build_shared(source, folder, kernel.strategy, flags)
     for spec, threads in itertools.product(specs, (1, 3)):
-        (symbol, _, _, params), = generate_c_copy(spec).calls
+        (symbol, _, _, params), = _strategy_kernel(spec).calls
         gen = torch.Generator().manual_seed(threads)
         src = random_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset), gen)
         dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)

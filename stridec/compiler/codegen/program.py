@@ -79,7 +79,7 @@ class KernelInfo:
 
 def _call_fits(call: tuple, n_args: int) -> bool:
     """A C call's arguments name launch arguments, and its params are whole parameters of
-    its symbol (`codegen/c/copy.py`, `codegen/c/philox.py`)."""
+    its symbol (`codegen/c/copy.py`, `codegen/c/plan.py`, `codegen/c/philox.py`)."""
     from stridec.compiler.codegen.c import copy, philox
 
     symbol, src_arg, dst_arg, params = call

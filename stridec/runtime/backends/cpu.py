@@ -51,6 +51,7 @@ from stridec.compiler.codegen.c.pool import (
     STREAM_SYMBOL,
 )
 from stridec.compiler.codegen.program import Program
+from stridec.compiler.host import read_caches
 from stridec.errors import BuildError, CallError, VerificationError
 from stridec.runtime.cache import (
     disk_cache_dir,
@@ -295,30 +296,11 @@ def load_pool() -> Any:
 
 
 def last_level_cache_bytes() -> int | None:
-    """The size of the largest cache of CPU 0 (`/sys/devices/system/cpu/cpu0/cache`), or
-    None where it cannot be read. (glibc's `sysconf` reports the whole package's L3 on
-    some virtual machines, 384 MiB where a core reaches 32 MiB.)"""
-    best = None
-    root = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        entries = os.listdir(root)
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            with open(os.path.join(root, entry, "type"), encoding="ascii") as f:
-                if f.read().strip() not in ("Unified", "Data"):
-                    continue
-            with open(os.path.join(root, entry, "size"), encoding="ascii") as f:
-                text = f.read().strip().upper()
-        except OSError:
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            size = int(digits) * scale
-            best = size if best is None or size > best else best
-    return best
+    """The size of the largest cache of CPU 0 (`/sys/devices/system/cpu/cpu0/cache`, read by
+    `stridec.compiler.host`), or None where it cannot be read. (glibc's `sysconf` reports
+    the whole package's L3 on some virtual machines, 384 MiB where a core reaches 32 MiB.)"""
+    caches = read_caches()
+    return None if caches is None else caches.last_level
 
 
 def default_stream_threshold() -> int:

@@ -61,6 +61,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from stridec.compiler.codegen.c import plan
 from stridec.compiler.codegen.c.casts import (
     C_PRELUDE,
     LANES_8_ISA,
@@ -169,8 +170,11 @@ def copy_params(canon: CopySpec, order: Sequence[int]) -> tuple[int, ...]:
 
 def call_fits(symbol: str, params: Sequence[int]) -> bool:
     """Whether `params` are whole parameters of the copy call `symbol` (the layout in the
-    module docstring): for checking a program read back from disk before it runs."""
+    module docstring, or a planned copy's argument block, `codegen/c/plan.py`): for
+    checking a program read back from disk before it runs."""
     p = tuple(params)
+    if symbol.startswith(plan.SYMBOL_PREFIX):
+        return plan.plan_call_fits(symbol, p)
     if not symbol.startswith("stridec_copy_") or len(p) < HEADER_WORDS:
         return False
     rank, masks = p[0], p[3]
@@ -221,8 +225,18 @@ class CCopyKernel(CKernel):
     launch passes storages `(src, dst)`, or `(dst, src_0, …)` for a batch."""
 
 
-def _plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
-    """(class, runtime params) of one copy; None when it writes nothing."""
+def _plan(spec: CopySpec) -> tuple[CopyClass | plan.PlannedClass, tuple[int, ...]] | None:
+    """(class, runtime params) of one copy; None when it writes nothing. A copy the
+    planner takes (`stridec.compiler.copy_plan`) and `plan.routed` sends to it runs on the
+    planned copies' library; the others on the classes below."""
+    planned = plan.planned_call(spec)
+    if planned is not None:
+        return planned
+    return _strategy_plan(spec)
+
+
+def _strategy_plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
+    """(class, runtime params) of one copy on the strategies of this module."""
     canon = canonicalize_copy(spec)
     fill_only = is_fill_only(canon)
     if fill_only and canon.fill is None:
@@ -240,30 +254,30 @@ def _plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
 
 def assemble_kernel(
     specs: Sequence[CopySpec], args: Sequence[tuple[int, int]], label: str,
-    plan: Callable[[CopySpec], tuple[CopyClass, tuple] | None],
+    plan_one: Callable[[CopySpec], tuple[CopyClass | plan.PlannedClass, tuple] | None],
 ) -> CCopyKernel:
-    """One C kernel of `specs`, each planned by `plan` (its class and parameters, or None
-    when it writes nothing), `args` giving each call's storages: one unit of the classes
-    met, one call per copy."""
+    """One C kernel of `specs`, each planned by `plan_one` (its class and parameters, or
+    None when it writes nothing), `args` giving each call's storages: one unit of the
+    libraries met, one call per copy."""
     calls = []
-    call_classes: list[CopyClass] = []
-    classes: list[CopyClass] = []
+    call_classes: list[CopyClass | plan.PlannedClass] = []
+    classes: list[CopyClass | plan.PlannedClass] = []
     for spec, (src_arg, dst_arg) in zip(specs, args, strict=True):
         if spec.numel == 0:
             continue
-        planned = plan(spec)
+        planned = plan_one(spec)
         if planned is None:
             continue
         cls, params = planned
         calls.append((cls.symbol, src_arg, dst_arg, params))
         call_classes.append(cls)
-        if cls not in classes:
+        if all(c.symbol != cls.symbol for c in classes):
             classes.append(cls)
     if len(calls) > 1 and all(type(w) is int for call in calls for w in call[3]):
         # A batch writes one buffer: its members stream or not together, by its total.
         total = sum(s.numel * s.dst_dtype.itemsize for s in specs if s.numel)
         calls = [(sym, a, b, (*p[:6], total, *p[7:])) for sym, a, b, p in calls]
-    source = UNIT_SEPARATOR.join(emit_class_source(c) for c in classes)
+    source = UNIT_SEPARATOR.join(_unit_source(c) for c in classes)
     sources = tuple(_source_digest(c) for c in classes)
     digest = hashlib.sha256(repr((sources, calls)).encode()).hexdigest()[:16]
     strategies = [cls.strategy for cls in call_classes]
@@ -272,11 +286,17 @@ def assemble_kernel(
     return CCopyKernel(f"stridec_c_copy_{digest}", strategy, source, tuple(calls), numel)
 
 
+def _unit_source(cls: CopyClass | plan.PlannedClass) -> str:
+    if isinstance(cls, plan.PlannedClass):
+        return plan.plan_unit_source(cls.elem_bytes)
+    return emit_class_source(cls)
+
+
 @functools.cache
-def _source_digest(cls: CopyClass) -> str:
-    """The digest of a class's C source: kernels name themselves by their units' digests
+def _source_digest(cls: CopyClass | plan.PlannedClass) -> str:
+    """The digest of a unit's C source: kernels name themselves by their units' digests
     and calls, without hashing the whole text again for every kernel."""
-    return hashlib.sha256(emit_class_source(cls).encode()).hexdigest()
+    return hashlib.sha256(_unit_source(cls).encode()).hexdigest()
 
 
 def generate_c_copy(spec: CopySpec) -> CCopyKernel:

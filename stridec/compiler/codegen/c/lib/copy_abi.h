@@ -1,0 +1,69 @@
+/* The argument block of a planned copy (stridec/compiler/copy_plan.py decides it,
+   stridec/compiler/codegen/c/plan.py fills it, copy_plan.c reads it): one int64 array,
+   the header fields in the order of STRIDEC_COPY_HEADER, then one record of
+   STRIDEC_COPY_LOOP fields per loop of the nest, outermost first, then one record of
+   STRIDEC_COPY_GROUP fields per dim of the transpose's a side (a_dims of them, innermost
+   first) and of its b side (b_dims). Python reads the field names from this file, so the
+   two sides cannot disagree on the order.
+
+   The copy runs the loop nest: loop l visits i = 0, step, 2*step, ... < extent, adding
+   i * src_stride and i * dst_stride (elements) to the offsets, and at every point of the
+   nest the micro-kernel `kernel` moves one block (its extents along the loops a_loop and
+   b_loop: min(step, extent - i)). Word 6 is the stream bytes in every copy call (a batch
+   sets its members' to its total).
+
+   A transpose's a side is one or more dims that the source holds contiguous together
+   (the a loop walks their flattened index x: source offset x, destination offset the sum
+   of x's digits times each dim's destination stride), its b side dims that the
+   destination holds contiguous together (destination offset y, source offset by y's
+   digits): a dim of 4 beside one of 15 makes one side of 60, so the blocks stay whole. */
+#ifndef STRIDEC_COPY_ABI_H
+#define STRIDEC_COPY_ABI_H
+
+#define STRIDEC_COPY_ABI 1
+/* Loops of a nest and dims of a transpose's side: the rank limit (stridec.ir.affine.MAX_RANK,
+   checked by codegen/c/plan.py); a nest has no more loops than its copy has dims. */
+#define STRIDEC_COPY_MAX_LOOPS 25
+#define STRIDEC_COPY_MAX_GROUP 25
+/* The largest block of a transpose along b (its source rows). */
+#define STRIDEC_COPY_MAX_ROWS 1024
+
+#define STRIDEC_COPY_HEADER(X)                                                           \
+    X(abi)             /* STRIDEC_COPY_ABI */                                            \
+    X(kernel)          /* STRIDEC_COPY_KERNELS */                                        \
+    X(loops)           /* loops in the nest (1 .. STRIDEC_COPY_MAX_LOOPS) */             \
+    X(src_offset)      /* elements */                                                    \
+    X(dst_offset)                                                                        \
+    X(parallel)        /* threads it may run on at most (1: the calling thread) */       \
+    X(stream_bytes)    /* streams when above the process's threshold; -1: never */       \
+    X(a_loop)          /* the loop of the source's unit-stride dim, or -1 */             \
+    X(b_loop)          /* the loop of the destination's unit-stride dim, or -1 */        \
+    X(lanes)           /* K of an interleave, deinterleave or compress (2 .. 4) */       \
+    X(lane_stride)     /* the lanes' stride on their other side */                      \
+    X(chunk)           /* blocks a thread claims at a time; 0: eight parts a thread */  \
+    X(prefetch)        /* 1: a transpose block prefetches the next block's source */   \
+    X(stage)           /* 1: a transpose block's source rows are copied to L2 first */ \
+    X(a_dims)          /* dims of a transpose's a side (records after the loops) */    \
+    X(b_dims)          /* and of its b side */
+
+#define STRIDEC_COPY_LOOP(X) X(extent) X(step) X(src_stride) X(dst_stride)
+
+/* A dim of a transpose's side: its extent and its stride on the other side (the
+   destination's for the a side, the source's for the b side). */
+#define STRIDEC_COPY_GROUP(X) X(extent) X(stride)
+
+/* The micro-kernels, with what they move for a block of extents ea (along a_loop) and eb
+   (along b_loop) at offsets so, do:
+   rows          dst[do + y] = src[so + y]                        y < eb (b: stride 1 both)
+   transpose     dst[do + A(x0 + x) + y] = src[so + x + B(y0 + y)]  x < ea, y < eb
+                 (x0, y0: the block's first index along the a and b loops, whose strides
+                 are 1 and 0, 0 and 1; A, B: the sides' offsets on the other side)
+   deinterleave  dst[do + k*lane_stride + y] = src[so + y*K + k]   k < K, y < eb
+   interleave    dst[do + x*K + k] = src[so + x + k*lane_stride]   k < K, x < ea
+   compress      dst[do + y] = src[so + y*K]                       y < eb
+   gather        dst[do + y*ddb] = src[so + y*ssb]                 y < eb
+   (ssb, ddb: the b loop's strides.) */
+#define STRIDEC_COPY_KERNELS(X) \
+    X(rows, 0) X(transpose, 1) X(deinterleave, 2) X(interleave, 3) X(compress, 4) X(gather, 5)
+
+#endif

@@ -1,0 +1,288 @@
+/* Micro-kernels of planned copies: blocks moved in vector registers. Built with
+   ELEM_BYTES (1, 2, 4 or 8) defined; elements are moved as unsigned bits of that size.
+
+   - tr_block: a TV x TV block transposed in registers (tv_transpose), whole or, where
+     the block lies past an edge, with masked loads and stores (AVX-512) or through a
+     block in L1 (elsewhere): no element is moved one at a time.
+   - deinterleave / interleave / compress of K = 2 .. 4 lanes: K vectors of SV bytes,
+     each output vector a chain of two-source shuffles of them. */
+
+#include <stdint.h>
+#include <string.h>
+
+typedef int64_t i64;
+
+#if ELEM_BYTES == 1
+typedef uint8_t elem_t;
+#elif ELEM_BYTES == 2
+typedef uint16_t elem_t;
+#elif ELEM_BYTES == 4
+typedef uint32_t elem_t;
+#elif ELEM_BYTES == 8
+typedef uint64_t elem_t;
+#else
+#error "ELEM_BYTES must be 1, 2, 4 or 8"
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---- the transpose block: TV lanes of TV * ELEM_BYTES bytes. 4- and 8-byte elements
+   take 32-byte vectors even where 64-byte ones exist: their 8 x 8 and 4 x 4 blocks are
+   transposed by shuffles inside each 128-bit half but for one last round, about half the
+   time of the 16 x 16 and 8 x 8 blocks' two-source permutes of 64-byte vectors
+   (docs/cpu.md). */
+#if defined(__AVX__) && ELEM_BYTES >= 4
+#define TV (32 / ELEM_BYTES)
+#elif defined(__AVX512BW__) && defined(__AVX512VL__) && ELEM_BYTES == 2
+#define TV 16
+#elif ELEM_BYTES <= 2
+#define TV (16 / ELEM_BYTES < 16 ? 16 / ELEM_BYTES : 16)
+#else
+#define TV (16 / ELEM_BYTES)
+#endif
+#define TV_BYTES (TV * ELEM_BYTES)
+
+typedef elem_t tvec __attribute__((vector_size(TV_BYTES)));
+
+/* Masked loads and stores of a tvec's first lanes (AVX-512): the edges of a copy move in
+   the same vectors as its middle. */
+#if defined(__AVX512F__) && defined(__AVX512VL__) && ELEM_BYTES == 4 && TV == 8
+#define TV_MASKED 1
+typedef int mvec __attribute__((vector_size(32)));
+#define TV_LOAD_MASKED(p, m) \
+    ((tvec)__builtin_ia32_loaddqusi256_mask((const int*)(p), (mvec){0}, (unsigned char)(m)))
+#define TV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedqusi256_mask((int*)(p), (mvec)(v), (unsigned char)(m))
+#elif defined(__AVX512F__) && defined(__AVX512VL__) && ELEM_BYTES == 8 && TV == 4
+#define TV_MASKED 1
+typedef long long mvec __attribute__((vector_size(32)));
+#define TV_LOAD_MASKED(p, m) \
+    ((tvec)__builtin_ia32_loaddqudi256_mask((const long long*)(p), (mvec){0}, (unsigned char)(m)))
+#define TV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedqudi256_mask((long long*)(p), (mvec)(v), (unsigned char)(m))
+#elif ELEM_BYTES == 2 && TV == 16
+#define TV_MASKED 1
+typedef short mvec __attribute__((vector_size(32)));
+#define TV_LOAD_MASKED(p, m) \
+    ((tvec)__builtin_ia32_loaddquhi256_mask((const short*)(p), (mvec){0}, (unsigned short)(m)))
+#define TV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedquhi256_mask((short*)(p), (mvec)(v), (unsigned short)(m))
+#elif ELEM_BYTES == 1 && TV == 16 && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TV_MASKED 1
+typedef char mvec __attribute__((vector_size(16)));
+#define TV_LOAD_MASKED(p, m) \
+    ((tvec)__builtin_ia32_loaddquqi128_mask((const char*)(p), (mvec){0}, (unsigned short)(m)))
+#define TV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedquqi128_mask((char*)(p), (mvec)(v), (unsigned short)(m))
+#else
+#define TV_MASKED 0
+#endif
+
+/* Lane j of the interleave of a and b's low halves: a[j/2] for even j, b[j/2] for odd. */
+ALWAYS_INLINE tvec tv_interleave_mask(int high) {
+    tvec m;
+#pragma GCC unroll 64
+    for (int j = 0; j < TV; j++) m[j] = (elem_t)(j / 2 + (j % 2 ? TV : 0) + (high ? TV / 2 : 0));
+    return m;
+}
+
+/* r[b] holds source row b (lane a: element (a, b)); afterwards r[a] holds column a. */
+#if ELEM_BYTES == 4 && TV == 8
+/* 8 x 8 in 32-byte vectors: rows 2i and 2i + 1 unpacked (vpunpckl/hdq), pairs of those
+   unpacked as 64-bit lanes (vpunpckl/hqdq), then the 128-bit halves exchanged between
+   rows a and a + 4 (vperm2i128): 24 shuffles, all but the last 8 inside a half. */
+typedef uint64_t tvec2 __attribute__((vector_size(32)));
+ALWAYS_INLINE void tv_transpose(tvec* r) {
+    const tvec U0 = {0, 8, 1, 9, 4, 12, 5, 13}, U1 = {2, 10, 3, 11, 6, 14, 7, 15};
+    const tvec2 P0 = {0, 4, 2, 6}, P1 = {1, 5, 3, 7};
+    const tvec H0 = {0, 1, 2, 3, 8, 9, 10, 11}, H1 = {4, 5, 6, 7, 12, 13, 14, 15};
+    tvec t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {  /* rows 2i, 2i+1: columns (0, 1, 4, 5) and (2, 3, 6, 7) */
+        t[2 * i] = __builtin_shuffle(r[2 * i], r[2 * i + 1], U0);
+        t[2 * i + 1] = __builtin_shuffle(r[2 * i], r[2 * i + 1], U1);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < 2; g++)  /* u[4g + c]: columns c and c + 4 of rows 4g .. 4g + 3 */
+        for (int h = 0; h < 2; h++) {
+            tvec2 p = (tvec2)t[4 * g + h], q = (tvec2)t[4 * g + h + 2];
+            u[4 * g + 2 * h] = (tvec)__builtin_shuffle(p, q, P0);
+            u[4 * g + 2 * h + 1] = (tvec)__builtin_shuffle(p, q, P1);
+        }
+#pragma GCC unroll 8
+    for (int c = 0; c < 4; c++) {  /* column c, then c + 4, of all 8 rows */
+        r[c] = __builtin_shuffle(u[c], u[c + 4], H0);
+        r[c + 4] = __builtin_shuffle(u[c], u[c + 4], H1);
+    }
+}
+#elif ELEM_BYTES == 8 && TV == 4
+/* 4 x 4 in 32-byte vectors: rows unpacked in pairs (vunpckl/hpd), then the 128-bit halves
+   exchanged (vperm2f128): 8 shuffles. */
+ALWAYS_INLINE void tv_transpose(tvec* r) {
+    const tvec U0 = {0, 4, 2, 6}, U1 = {1, 5, 3, 7}, H0 = {0, 1, 4, 5}, H1 = {2, 3, 6, 7};
+    tvec t0 = __builtin_shuffle(r[0], r[1], U0), t1 = __builtin_shuffle(r[0], r[1], U1);
+    tvec t2 = __builtin_shuffle(r[2], r[3], U0), t3 = __builtin_shuffle(r[2], r[3], U1);
+    r[0] = __builtin_shuffle(t0, t2, H0);
+    r[1] = __builtin_shuffle(t1, t3, H0);
+    r[2] = __builtin_shuffle(t0, t2, H1);
+    r[3] = __builtin_shuffle(t1, t3, H1);
+}
+#else
+/* log2(TV) rounds of interleaves: rows i and i + TV/2 into rows 2i (their low halves) and
+   2i + 1 (their high halves). */
+ALWAYS_INLINE void tv_transpose(tvec* r) {
+    const tvec LO = tv_interleave_mask(0), HI = tv_interleave_mask(1);
+#pragma GCC unroll 8
+    for (int n = 1; n < TV; n *= 2) {
+        tvec t[TV];
+#pragma GCC unroll 64
+        for (int i = 0; i < TV / 2; i++) {
+            t[2 * i] = __builtin_shuffle(r[i], r[i + TV / 2], LO);
+            t[2 * i + 1] = __builtin_shuffle(r[i], r[i + TV / 2], HI);
+        }
+#pragma GCC unroll 64
+        for (int i = 0; i < TV; i++) r[i] = t[i];
+    }
+}
+#endif
+
+/* Where a block's rows are: source row b (element x + a of it) at rows[b] + x when the
+   rows come from a table (`tab`), else at base + b*stride + x; destination row a likewise,
+   element y + b. */
+typedef struct {
+    const elem_t* const* rows;
+    const elem_t* base;
+    i64 stride;
+} src_rows;
+typedef struct {
+    elem_t* const* rows;
+    elem_t* base;
+    i64 stride;
+} dst_rows;
+
+ALWAYS_INLINE const elem_t* src_row(src_rows s, int tab, i64 b) {
+    return tab ? s.rows[b] : s.base + b * s.stride;
+}
+ALWAYS_INLINE elem_t* dst_row(dst_rows d, int tab, i64 a) {
+    return tab ? d.rows[a] : d.base + a * d.stride;
+}
+
+/* Block (a, b), a < TV, b < TV: element x + a of source row y + b lands at element y + b of
+   destination row dx + a. */
+ALWAYS_INLINE void tr_block(src_rows s, int stab, i64 x, dst_rows d, int dtab, i64 dx, i64 y) {
+    tvec r[TV];
+#pragma GCC unroll 64
+    for (int b = 0; b < TV; b++) memcpy(&r[b], src_row(s, stab, y + b) + x, TV_BYTES);
+    tv_transpose(r);
+#pragma GCC unroll 64
+    for (int a = 0; a < TV; a++) memcpy(dst_row(d, dtab, dx + a) + y, &r[a], TV_BYTES);
+}
+
+/* The part a < na, b < nb (each 1 .. TV) of a block. */
+ALWAYS_INLINE void tr_block_part(src_rows s, int stab, i64 x, dst_rows d, int dtab, i64 dx,
+                                 i64 y, int na, int nb) {
+    tvec r[TV];
+#if TV_MASKED
+    const unsigned long long ma = (1ull << na) - 1, mb = (1ull << nb) - 1;
+#pragma GCC unroll 64
+    for (int b = 0; b < TV; b++)
+        r[b] = b < nb ? TV_LOAD_MASKED(src_row(s, stab, y + b) + x, ma) : (tvec){0};
+    tv_transpose(r);
+#pragma GCC unroll 64
+    for (int a = 0; a < TV; a++)
+        if (a < na) TV_STORE_MASKED(dst_row(d, dtab, dx + a) + y, r[a], mb);
+#else
+    memset(r, 0, sizeof r);
+    for (int b = 0; b < nb; b++)
+        memcpy(&r[b], src_row(s, stab, y + b) + x, (size_t)na * ELEM_BYTES);
+    tv_transpose(r);
+    for (int a = 0; a < na; a++)
+        memcpy(dst_row(d, dtab, dx + a) + y, &r[a], (size_t)nb * ELEM_BYTES);
+#endif
+}
+
+/* A line of each of TV destination rows from TV_PER_LINE blocks side by side, each row's
+   line written by streaming stores one after the other (so the line leaves whole): d[a]
+   + y on a line, for a < TV. */
+#define TV_LINE (64 / ELEM_BYTES)
+#define TV_PER_LINE (TV_LINE / TV)
+#if defined(__AVX512F__) && TV_BYTES == 64
+typedef long long tv_nt __attribute__((vector_size(64)));
+#define TV_STREAM(p, v) __builtin_ia32_movntdq512((tv_nt*)(void*)(p), (tv_nt)(v))
+#elif defined(__AVX__) && TV_BYTES == 32
+typedef long long tv_nt __attribute__((vector_size(32)));
+#define TV_STREAM(p, v) __builtin_ia32_movntdq256((tv_nt*)(void*)(p), (tv_nt)(v))
+#elif defined(__SSE2__) && TV_BYTES == 16
+typedef long long tv_nt __attribute__((vector_size(16)));
+#define TV_STREAM(p, v) __builtin_ia32_movntdq((tv_nt*)(void*)(p), (tv_nt)(v))
+#else
+#define TV_STREAM(p, v) memcpy((p), &(v), TV_BYTES)
+#endif
+
+ALWAYS_INLINE void tr_line_nt(src_rows s, int stab, i64 x, elem_t* const* d, i64 y) {
+    tvec r[TV_PER_LINE][TV];
+#pragma GCC unroll 4
+    for (int k = 0; k < TV_PER_LINE; k++) {
+#pragma GCC unroll 64
+        for (int b = 0; b < TV; b++) memcpy(&r[k][b], src_row(s, stab, y + k * TV + b) + x, TV_BYTES);
+        tv_transpose(r[k]);
+    }
+#pragma GCC unroll 64
+    for (int a = 0; a < TV; a++)
+#pragma GCC unroll 4
+        for (int k = 0; k < TV_PER_LINE; k++) TV_STREAM(d[a] + y + k * TV, r[k][a]);
+}
+
+/* ---- interleaves of K = 2 .. 4 lanes, on vectors of SV bytes */
+#if defined(__AVX512F__) && (ELEM_BYTES >= 4 || (ELEM_BYTES == 2 && defined(__AVX512BW__)) \
+                             || (ELEM_BYTES == 1 && defined(__AVX512VBMI__)))
+#define SV_BYTES 64
+#elif defined(__AVX2__)
+#define SV_BYTES 32
+#else
+#define SV_BYTES 16
+#endif
+#define SV (SV_BYTES / ELEM_BYTES)
+typedef elem_t svec __attribute__((vector_size(SV_BYTES)));
+
+/* Lane l of deinterleaved row k (of K) is element l*K + k of K vectors: out = shuffle(v0,
+   v1) then, for K > 2, shuffled with v2 and v3 for the lanes they hold. Step `step`
+   (0: v0 and v1; 1: the result and v2; 2: the result and v3): its mask. */
+ALWAYS_INLINE svec sv_split_mask(int K, int k, int step) {
+    svec m;
+#pragma GCC unroll 64
+    for (int l = 0; l < SV; l++) {
+        int e = l * K + k, src = e / SV, at = e % SV;
+        if (step == 0) m[l] = (elem_t)(src < 2 ? e : 0);
+        else m[l] = (elem_t)(src == step + 1 ? SV + at : l);
+    }
+    return m;
+}
+
+/* Lane l of interleaved vector j is element (j*SV + l) / K of source row (j*SV + l) % K. */
+ALWAYS_INLINE svec sv_join_mask(int K, int j, int step) {
+    svec m;
+#pragma GCC unroll 64
+    for (int l = 0; l < SV; l++) {
+        int e = j * SV + l, k = e % K, at = e / K;
+        if (step == 0) m[l] = (elem_t)(k < 2 ? k * SV + at : 0);
+        else m[l] = (elem_t)(k == step + 1 ? SV + at : l);
+    }
+    return m;
+}
+
+/* Row k of K from K source vectors (K*SV interleaved elements). */
+ALWAYS_INLINE svec sv_split(const svec* v, int K, int k) {
+    svec o = __builtin_shuffle(v[0], v[1], sv_split_mask(K, k, 0));
+    if (K > 2) o = __builtin_shuffle(o, v[2], sv_split_mask(K, k, 1));
+    if (K > 3) o = __builtin_shuffle(o, v[3], sv_split_mask(K, k, 2));
+    return o;
+}
+
+/* Vector j of K of the interleave of K source rows. */
+ALWAYS_INLINE svec sv_join(const svec* r, int K, int j) {
+    svec o = __builtin_shuffle(r[0], r[1], sv_join_mask(K, j, 0));
+    if (K > 2) o = __builtin_shuffle(o, r[2], sv_join_mask(K, j, 1));
+    if (K > 3) o = __builtin_shuffle(o, r[3], sv_join_mask(K, j, 2));
+    return o;
+}

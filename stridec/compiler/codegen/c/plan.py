@@ -1,0 +1,168 @@
+"""The C target of the copy planner: one library per element size, written in C.
+
+The library's sources are package data (`lib/copy_abi.h`, `lib/copy_micro.h`,
+`lib/copy_plan.c`); a unit is their text after a few `#define`s (the element size and the
+entry point's name) and the thread pool's and streaming stores' declarations
+(`codegen/c/pool.py`). Everything a copy needs -- sizes, strides, the loop order, the
+blocking, the micro-kernel -- is its argument block, whose layout `lib/copy_abi.h` states
+once as X-macro field lists; `ABI` reads those lists, so the Python that fills a block and
+the C that reads it share one description.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from stridec.compiler.codegen.c.casts import C_PRELUDE
+from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
+from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.copy_plan import KERNELS, MAX_BLOCK_ROWS, CopyPlan, plan_copy
+from stridec.ir.affine import MAX_RANK
+
+__all__ = ["ABI", "LIBRARY_FILES", "PlanABI", "PlannedClass", "SYMBOL_PREFIX", "plan_call_fits",
+           "plan_params", "plan_symbol", "plan_unit_source", "planned_call", "routed"]
+
+LIBRARY_FILES = ("copy_abi.h", "copy_micro.h", "copy_plan.c")
+SYMBOL_PREFIX = "stridec_plan_bits"
+
+
+def _library_text(name: str) -> str:
+    return (resources.files("stridec.compiler.codegen.c") / "lib" / name).read_text("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanABI:
+    """The argument block's layout as `lib/copy_abi.h` declares it."""
+
+    version: int
+    max_loops: int
+    max_group: int
+    max_rows: int
+    header: tuple[str, ...]
+    loop: tuple[str, ...]
+    group: tuple[str, ...]
+    kernels: dict[str, int]
+
+    def index(self, field: str) -> int:
+        return self.header.index(field)
+
+
+def _macro_body(text: str, name: str) -> str:
+    found = re.search(rf"#define {name}\(X\)((?:.*\\\n)*.*)", text)
+    if found is None:
+        raise ValueError(f"lib/copy_abi.h: no {name}(X) list")
+    return re.sub(r"/\*.*?\*/", "", found.group(1))
+
+
+def _read_abi() -> PlanABI:
+    text = _library_text("copy_abi.h")
+
+    def number(name: str) -> int:
+        found = re.search(rf"#define {name} (\d+)", text)
+        if found is None:
+            raise ValueError(f"lib/copy_abi.h: no #define {name}")
+        return int(found.group(1))
+
+    header = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_HEADER")))
+    loop = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_LOOP")))
+    group = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_GROUP")))
+    kernels = {n: int(v) for n, v in
+               re.findall(r"X\((\w+), (\d+)\)", _macro_body(text, "STRIDEC_COPY_KERNELS"))}
+    return PlanABI(number("STRIDEC_COPY_ABI"), number("STRIDEC_COPY_MAX_LOOPS"),
+                   number("STRIDEC_COPY_MAX_GROUP"), number("STRIDEC_COPY_MAX_ROWS"), header,
+                   loop, group, kernels)
+
+
+ABI = _read_abi()
+assert set(ABI.kernels) == set(KERNELS), "lib/copy_abi.h and copy_plan.KERNELS disagree"
+assert ABI.max_rows == MAX_BLOCK_ROWS, "lib/copy_abi.h and copy_plan.MAX_BLOCK_ROWS disagree"
+assert ABI.max_loops >= MAX_RANK and ABI.max_group >= MAX_RANK, "lib/copy_abi.h: below MAX_RANK"
+# A batch sets word 6 of each member's call to the whole batch's bytes (codegen/c/copy.py).
+assert ABI.index("stream_bytes") == 6, "lib/copy_abi.h: stream_bytes must be word 6"
+
+# The strategy a planned kernel reports, by micro-kernel: the names the Triton target and
+# the strategies of codegen/c/copy.py use for the same walk.
+STRATEGIES = {"rows": "linear", "transpose": "tiled_transpose", "gather": "gather",
+              "deinterleave": "deinterleave", "interleave": "interleave", "compress": "compress"}
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedClass:
+    """A call of the planned copies' library of `elem_bytes`-byte elements (one unit for
+    every plan of that size); `strategy` names the plan's micro-kernel."""
+
+    elem_bytes: int
+    strategy: str
+
+    @property
+    def symbol(self) -> str:
+        return plan_symbol(self.elem_bytes)
+
+
+def routed(plan: CopyPlan) -> bool:
+    """Whether a copy with this plan runs on the planned library rather than on the
+    strategies of `codegen/c/copy.py`: where it was measured to win (docs/cpu.md)."""
+    return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)
+
+
+def planned_call(spec: CopySpec) -> tuple[PlannedClass, tuple[int, ...]] | None:
+    """(class, argument block) of `spec` on the planned library, or None where the planner
+    takes no plan or the plan is not `routed` there."""
+    plan = plan_copy(spec)
+    if plan is None or not routed(plan):
+        return None
+    return PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel]), plan_params(plan)
+
+
+def plan_symbol(elem_bytes: int) -> str:
+    return f"{SYMBOL_PREFIX}{elem_bytes}"
+
+
+@functools.cache
+def plan_unit_source(elem_bytes: int) -> str:
+    """The compile unit of the planned copies of `elem_bytes`-byte elements."""
+    head = [
+        f"/* stridec planned copy {plan_symbol(elem_bytes)}: {elem_bytes}-byte elements */",
+        f"#define ELEM_BYTES {elem_bytes}",
+        f"#define STRIDEC_SYMBOL {plan_symbol(elem_bytes)}",
+        C_PRELUDE, POOL_DECLARATION, STREAM_DECLARATION,
+    ]
+    return "\n".join(head + [_library_text(name) for name in LIBRARY_FILES])
+
+
+def plan_params(plan: CopyPlan) -> tuple[int, ...]:
+    """The argument block of `plan` (`lib/copy_abi.h`)."""
+    values = {
+        "abi": ABI.version, "kernel": ABI.kernels[plan.kernel], "loops": len(plan.loops),
+        "src_offset": plan.src_offset, "dst_offset": plan.dst_offset,
+        "parallel": plan.parallel, "stream_bytes": plan.stream_bytes,
+        "a_loop": plan.a_loop, "b_loop": plan.b_loop, "lanes": plan.lanes,
+        "lane_stride": plan.lane_stride, "chunk": plan.chunk, "prefetch": int(plan.prefetch),
+        "stage": int(plan.stage), "a_dims": len(plan.a_side), "b_dims": len(plan.b_side),
+    }
+    words = [values[name] for name in ABI.header]
+    for loop in plan.loops:
+        fields = {"extent": loop.extent, "step": loop.step, "src_stride": loop.src_stride,
+                  "dst_stride": loop.dst_stride}
+        words += [fields[name] for name in ABI.loop]
+    for extent, stride in (*plan.a_side, *plan.b_side):
+        fields = {"extent": extent, "stride": stride}
+        words += [fields[name] for name in ABI.group]
+    return tuple(words)
+
+
+def plan_call_fits(symbol: str, params) -> bool:
+    """Whether `params` are a whole argument block of the planned copy `symbol`: for
+    checking a program read back from disk before it runs."""
+    p = tuple(params)
+    if not symbol.startswith(SYMBOL_PREFIX) or len(p) < len(ABI.header):
+        return False
+    loops = p[ABI.index("loops")]
+    sides = p[ABI.index("a_dims")] + p[ABI.index("b_dims")]
+    return (p[ABI.index("abi")] == ABI.version and 1 <= loops <= ABI.max_loops
+            and 0 <= sides <= 2 * ABI.max_group
+            and len(p) == len(ABI.header) + len(ABI.loop) * loops + len(ABI.group) * sides
+            and p[ABI.index("kernel")] in ABI.kernels.values())

@@ -1,0 +1,471 @@
+"""The copy planner: every strided copy as loops around one micro-kernel.
+
+A copy (`codegen.spec.CopySpec`) is first normalized (`canonicalize_copy`: size-1 dims
+dropped, dims made to run forwards in the destination, ordered for writes, and fused where
+they are contiguous in both source and destination), then planned:
+
+- the micro-kernel (`kernel`), from the canonical dims: `b` is the destination's innermost
+  dim (stride 1), `a` the source's unit-stride dim:
+  `rows` (a == b: runs contiguous on both sides), `transpose` (a != b: tiles of a x b
+  transposed in registers), `deinterleave` (the source holds K = 2 .. 4 lanes of dim a
+  interleaved along b: NHWC -> NCHW with C = 3, space-to-depth, complex pairs),
+  `interleave` (the reverse: the destination's innermost dim is K lanes),
+  `compress` (the source steps by K = 2 .. 4 along b, a strided slice), `gather`
+  (anything else: an element at a time);
+- the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
+  of the nest, the threads and whether stores stream, from a model of the memory traffic
+  (`plan_cost`): cache lines read and written, lines touched twice because a tile's edge
+  cuts them and the neighbour comes too late, pages, and cache-set conflicts of the rows
+  a tile touches at once, for the host's caches (`host.host_caches`).
+
+The plan is plain data: `CopyPlan` names its loops outermost first, each with its extent,
+step and strides, so any target can render it (`codegen/c/plan.py` fills the C library's
+argument block from it). `candidate_plans` returns the few best plans by the model, for
+measured choice (`stridec.tune`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, copy_symbols, is_fill_only
+from stridec.compiler.host import Caches, host_caches
+
+__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "CopyPlan", "Loop", "candidate_plans", "plan_copy",
+           "plan_cost"]
+
+KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather")
+# Lanes of the (de)interleave and compress micro-kernels.
+MAX_LANES = 4
+# A call moving fewer bytes (read and written) runs on the calling thread.
+PARALLEL_BYTES = 1 << 18
+# Threads a parallel plan may use at most (the run time's count decides below it).
+MAX_THREADS = 256
+# The most source rows a transpose block reads (its step along b).
+MAX_BLOCK_ROWS = 1024
+# A transpose's blocks: (bytes of each source row, source rows) the model chooses among
+# (measured on the TTC permutations, docs/cpu.md).
+TRANSPOSE_TILES = ((1024, 256), (512, 256), (1024, 128))
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """One loop of the nest: canonical dim `dim` from 0 to `extent` by `step` (a block of
+    the micro-kernel's dim, or 1), `src_stride` and `dst_stride` elements an index."""
+
+    dim: int
+    extent: int
+    step: int
+    src_stride: int
+    dst_stride: int
+
+    @property
+    def count(self) -> int:
+        return -(-self.extent // self.step)
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """A copy as loops around a micro-kernel (module docstring). `loops` run outermost
+    first; `a_loop` and `b_loop` index the micro-kernel's dims in it (-1: none);
+    `lanes` / `lane_stride`: K and the lanes' stride on their other side for the
+    (de)interleaves and compress; `parallel`: the most threads it may run on;
+    `stream_bytes`: bytes it writes, which decide at run time whether its stores stream
+    (-1: never); `stage`: a transpose block's source rows go through a buffer in L2;
+    `a_side` / `b_side`: a transpose's sides, (extent, stride on the other side) of each of
+    their dims, innermost first (the a loop walks the source-contiguous a side, the b loop
+    the destination-contiguous b side); `cost`: the model's estimate in bytes moved
+    (`plan_cost`)."""
+
+    kernel: str
+    elem_bytes: int
+    loops: tuple[Loop, ...]
+    src_offset: int
+    dst_offset: int
+    a_loop: int = -1
+    b_loop: int = -1
+    lanes: int = 0
+    lane_stride: int = 0
+    parallel: int = MAX_THREADS
+    stream_bytes: int = 0
+    chunk: int = 0
+    prefetch: bool = False
+    stage: bool = False
+    a_side: tuple[tuple[int, int], ...] = ()
+    b_side: tuple[tuple[int, int], ...] = ()
+    cost: float = 0.0
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for loop in self.loops:
+            n *= loop.extent
+        return n * (self.lanes if self.kernel in ("deinterleave", "interleave") else 1)
+
+    def describe(self) -> str:
+        """One line a loop, outermost first, then the kernel: what `plan.kernels` shows."""
+        lines = []
+        for k, loop in enumerate(self.loops):
+            role = " (a)" if k == self.a_loop else " (b)" if k == self.b_loop else ""
+            lines.append(f"loop d{loop.dim}{role}: 0..{loop.extent} step {loop.step}, "
+                         f"src stride {loop.src_stride}, dst stride {loop.dst_stride}")
+        lanes = f", {self.lanes} lanes {self.lane_stride} apart" if self.lanes else ""
+        sides = (f", sides a {list(self.a_side)} b {list(self.b_side)}"
+                 f"{', staged' if self.stage else ''}" if self.kernel == "transpose" else "")
+        lines.append(f"{self.kernel}{lanes}{sides}, {self.elem_bytes}-byte elements, "
+                     f"model {self.cost / 1e6:.3g} MB")
+        return "\n".join(lines)
+
+
+def _with(plan: CopyPlan, **changes) -> CopyPlan:
+    return dataclasses.replace(plan, **changes)
+
+
+# --------------------------------------------------------------------------- the kernel
+
+
+def _unit_dim(canon: CopySpec, skip: int) -> int | None:
+    """The source's unit-stride dim other than `skip` (the largest if several), or None."""
+    dims = [k for k in range(canon.rank) if k != skip and canon.src_strides[k] == 1]
+    return max(dims, key=lambda k: (canon.sizes[k], k)) if dims else None
+
+
+def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
+    """(kernel, a, b) of a canonical copy with at least one dim: `b` its last dim."""
+    b = canon.rank - 1
+    sb, db, nb = canon.src_strides[b], canon.dst_strides[b], canon.sizes[b]
+    if db != 1:
+        return "gather", None, b
+    if sb == 1:
+        return "rows", None, b
+    if 2 <= nb <= MAX_LANES:  # the destination's innermost dim is K lanes
+        a = _unit_dim(canon, b)
+        if a is not None and canon.dst_strides[a] == nb:
+            return "interleave", a, b
+    if 2 <= sb <= MAX_LANES:
+        lanes = [k for k in range(canon.rank - 1)
+                 if canon.sizes[k] == sb and canon.src_strides[k] == 1]
+        if lanes:
+            return "deinterleave", lanes[-1], b
+        return "compress", None, b
+    a = _unit_dim(canon, b)
+    if a is not None:
+        return "transpose", a, b
+    return "gather", None, b
+
+
+# --------------------------------------------------------------------------- the model
+
+
+# The model's prices, in bytes of memory traffic they cost as much time as (single thread,
+# calibrated on the TTC permutations, docs/cpu.md): a run that starts where no run of the
+# block before left off (the prefetchers start over), a page touched again after it left the
+# TLB, a block's fixed work, a vector of the micro-kernel.
+RESTART_BYTES = 160
+PAGE_BYTES = 512
+BLOCK_BYTES = 96
+VECTOR_BYTES = 4
+PAGE = 4096
+
+
+def _kept(used: float, capacity: float) -> float:
+    """The share of what a cache (or TLB) of `capacity` still holds after `used` more was
+    brought in: all of it up to its capacity, none from twice that (its ways and
+    replacement are not modelled)."""
+    return min(1.0, max(0.0, 2.0 - used / capacity))
+
+
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """One side of a block: `runs` contiguous runs of `run` elements each, `spacing`
+    elements apart; `moves[l]`: how far (elements) loop l moves them."""
+
+    runs: int
+    run: int
+    spacing: int
+    moves: tuple[int, ...]
+
+
+def _sides_of(plan: CopyPlan) -> tuple[_Side, _Side]:
+    loops = plan.loops
+    ea = loops[plan.a_loop].step if plan.a_loop >= 0 else 1
+    eb = loops[plan.b_loop].step if plan.b_loop >= 0 else 1
+    src_moves, dst_moves = [], []
+    for k, loop in enumerate(loops):
+        s, d = loop.src_stride, loop.dst_stride
+        if plan.kernel == "transpose" and k == plan.a_loop:
+            d = plan.a_side[0][1] if plan.a_side else d
+        if plan.kernel == "transpose" and k == plan.b_loop:
+            s = plan.b_side[0][1] if plan.b_side else s
+        src_moves.append(loop.step * s)
+        dst_moves.append(loop.step * d)
+    kernel, lanes = plan.kernel, max(plan.lanes, 1)
+    ssb = loops[plan.b_loop].src_stride if plan.b_loop >= 0 else 1
+    if kernel == "transpose":
+        return (_Side(eb, ea, plan.b_side[0][1] if plan.b_side else 1, tuple(src_moves)),
+                _Side(ea, eb, plan.a_side[0][1] if plan.a_side else 1, tuple(dst_moves)))
+    if kernel == "deinterleave":
+        return (_Side(1, lanes * eb, 0, tuple(src_moves)),
+                _Side(lanes, eb, plan.lane_stride, tuple(dst_moves)))
+    if kernel == "interleave":
+        return (_Side(lanes, ea, plan.lane_stride, tuple(src_moves)),
+                _Side(1, lanes * ea, 0, tuple(dst_moves)))
+    if kernel == "compress":
+        return (_Side(1, lanes * (eb - 1) + 1, 0, tuple(src_moves)),
+                _Side(1, eb, 0, tuple(dst_moves)))
+    if kernel == "rows":
+        return _Side(1, eb, 0, tuple(src_moves)), _Side(1, eb, 0, tuple(dst_moves))
+    return (_Side(eb, 1, ssb, tuple(src_moves)),
+            _Side(eb, 1, loops[plan.b_loop].dst_stride if plan.b_loop >= 0 else 1,
+                  tuple(dst_moves)))
+
+
+def _pages(side: _Side, size: int) -> float:
+    """Pages a block's runs on `side` touch: each run its own, unless the runs lie closer
+    together than a page."""
+    run_bytes = side.run * size
+    if side.runs > 1 and abs(side.spacing) * size < PAGE:
+        return (side.runs * abs(side.spacing) * size + run_bytes) / PAGE + 1
+    return side.runs * (run_bytes / PAGE + 1)
+
+
+def _footprint(side: _Side, moves: Sequence[int], counts: Sequence[int],
+               size: int) -> tuple[float, float]:
+    """(pages, bytes) the loops of `moves` and `counts` (innermost last) touch on `side`
+    around one block: a loop that moves the runs one run on lengthens them, any other
+    that moves them adds as many runs again."""
+    runs, run = float(side.runs), side.run
+    for move, count in zip(reversed(moves), reversed(counts), strict=True):
+        if count == 1 or move == 0:
+            continue
+        if move == run:
+            run *= count
+        else:
+            runs *= count
+    wide = _Side(int(runs), run, side.spacing if runs == side.runs else PAGE, ())
+    return _pages(wide, size), runs * run * size
+
+
+def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
+               caches: Caches, write: bool) -> float:
+    """The model's bytes for one side of every block of `plan` (see `plan_cost`)."""
+    size, line = plan.elem_bytes, caches.line
+    blocks = math.prod(counts)
+    run_bytes = side.run * size
+    streamed = plan.stream_bytes > caches.last_level // 2
+    # The loop along which the runs go on (its move is one run), and what both sides
+    # touch between a block and that neighbour (the loops inside it).
+    cont = [j for j, move in enumerate(side.moves) if move == side.run and counts[j] > 1]
+    between = math.prod(counts[cont[-1] + 1:]) if cont else None
+    pages_between = bytes_between = math.inf
+    if cont:
+        inside = slice(cont[-1] + 1, None)
+        p1, b1 = _footprint(side, side.moves[inside], counts[inside], size)
+        p2, b2 = _footprint(other, other.moves[inside], counts[inside], size)
+        pages_between, bytes_between = p1 + p2, b1 + b2
+    # Lines: a run of R bytes at a random alignment touches (line - size)/line lines more
+    # than R/line; the neighbour along the runs finishes those edge lines if it comes
+    # while they are still in L2.
+    edge = (line - size) / line * (1 - _kept(bytes_between, caches.l2 // 2))
+    traffic = blocks * side.runs * (run_bytes / line + edge) * line
+    if write and not streamed:
+        traffic *= 2  # read for ownership: a line written through the cache is read first
+    # Restarts: runs that do not go on from where the block before left them start over
+    # (the prefetchers lose them); streamed stores do not wait on them.
+    continued = counts[cont[-1]] if cont and between == 1 else 1
+    if side.runs == 1:  # one run: the next block may continue it along any loop
+        continued = max(continued, _continued_runs(side, counts, size, line))
+    restarts = blocks * side.runs / continued
+    restart = RESTART_BYTES if not (write and streamed) else RESTART_BYTES / 4
+    # Pages: a page that holds several blocks' runs comes back from the TLB only if the
+    # blocks in between touch fewer pages than it holds.
+    pages = blocks * _pages(side, size)
+    if run_bytes < PAGE:
+        pages *= 1 - _kept(pages_between, caches.tlb_pages) * (1 - run_bytes / PAGE)
+    return traffic + restarts * restart + pages * PAGE_BYTES
+
+
+def _continued_runs(side: _Side, counts: Sequence[int], size: int, line: int) -> float:
+    """Blocks a single run goes on over, on average: it goes on where the innermost loops'
+    moves land one run (or less than a line) on."""
+    run = 1.0
+    for j in range(len(counts) - 1, -1, -1):
+        back = sum((counts[i] - 1) * side.moves[i] for i in range(j + 1, len(counts)))
+        net = side.moves[j] - back
+        if counts[j] > 1 and not (net == side.run or abs(net - side.run) * size < line):
+            break
+        run *= counts[j]
+    return run
+
+
+def plan_cost(plan: CopyPlan, caches: Caches | None = None) -> float:
+    """The model's time of `plan`, in bytes of memory traffic it is worth: for each side of
+    every block, its lines (less those it shares with a neighbour still in L2), doubled for
+    lines written through the cache (read for ownership), its runs that start over where
+    no run of the block before left off, and its pages that come back after leaving the
+    TLB; plus each block's fixed work and its vectors."""
+    caches = caches or host_caches()
+    src, dst = _sides_of(plan)
+    counts = [loop.count for loop in plan.loops]
+    blocks = math.prod(counts)
+    size = plan.elem_bytes
+    vectors = max(src.runs * src.run, dst.runs * dst.run) * size / 64
+    if plan.kernel == "transpose":  # partial blocks move whole vectors
+        vectors = (-(-src.run * size // 64)) * (-(-dst.run * size // 64)) * 64 / size
+    return (_side_cost(src, dst, plan, counts, caches, False)
+            + _side_cost(dst, src, plan, counts, caches, True)
+            + blocks * (BLOCK_BYTES + vectors * VECTOR_BYTES))
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _tile(extent: int, target: int, cap: int = 1 << 62) -> int:
+    """A block side for a dim of `extent`: the whole dim if it is at most 1.5 times
+    `target` (and `cap`), else even blocks of about `target` (multiples of 16)."""
+    if extent <= min(target + target // 2, cap):
+        return extent
+    count = -(-extent // target)
+    side = -(-extent // count)
+    return min(extent, -(-side // 16) * 16)
+
+
+def _loop(canon: CopySpec, k: int, step: int = 1) -> Loop:
+    return Loop(k, canon.sizes[k], step, canon.src_strides[k], canon.dst_strides[k])
+
+
+def _nest(canon: CopySpec, kernel: str, a: int | None, b: int | None, order: Sequence[int],
+          steps: dict[int, int], base: CopyPlan, sides: tuple[list[int], list[int]] | None = None
+          ) -> CopyPlan:
+    """The plan of loops over `order` (dims outermost first; a transpose's `a` and `b` stand
+    for their sides), each blocked by `steps`."""
+    loops = []
+    for k in order:
+        if sides is not None and k == a:
+            extent = math.prod(canon.sizes[j] for j in sides[0])
+            loops.append(Loop(k, extent, min(steps[k], extent), 1, 0))
+        elif sides is not None and k == b:
+            extent = math.prod(canon.sizes[j] for j in sides[1])
+            loops.append(Loop(k, extent, min(steps[k], extent), 0, 1))
+        else:
+            loops.append(_loop(canon, k, steps.get(k, 1)))
+    position = {loop.dim: j for j, loop in enumerate(loops)}
+    plan = _with(base, kernel=kernel, loops=tuple(loops),
+                 a_loop=position[a] if a is not None and a in position else -1,
+                 b_loop=position[b] if b is not None and b in position else -1)
+    if sides is not None:
+        plan = _with(plan, a_side=tuple((canon.sizes[j], canon.dst_strides[j]) for j in sides[0]),
+                     b_side=tuple((canon.sizes[j], canon.src_strides[j]) for j in sides[1]))
+    return plan
+
+
+def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int], list[int]]:
+    """A transpose's sides: `a`, then each dim that continues them contiguously in the
+    source; `b`, then each that continues them in the destination. A dim that could join
+    either joins side `first` ("a" or "b"); with `first` None, neither side grows."""
+    side_a, side_b = [a], [b]
+    if first is None:
+        return side_a, side_b
+    grown = True
+    while grown:
+        grown = False
+        for name in (first, "b" if first == "a" else "a"):
+            side = side_a if name == "a" else side_b
+            strides = canon.src_strides if name == "a" else canon.dst_strides
+            run = math.prod(canon.sizes[j] for j in side)
+            for k in range(canon.rank):
+                if k not in side_a and k not in side_b and strides[k] == run:
+                    side.append(k)
+                    grown = True
+                    break
+    return side_a, side_b
+
+
+def candidate_plans(spec: CopySpec, caches: Caches | None = None,
+                    limit: int = 4) -> list[CopyPlan]:
+    """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
+    the planner does not take the copy (masks, fills, casts, symbolic sizes: the strategies
+    of `codegen/c/copy.py` run those)."""
+    caches = caches or host_caches()
+    if copy_symbols(spec) or spec.src_dtype != spec.dst_dtype or spec.numel == 0:
+        return []
+    canon = canonicalize_copy(spec)
+    if canon.masks or is_fill_only(canon):
+        return []
+    if canon.rank == 0:  # one element: a row of one
+        canon = dataclasses.replace(canon, sizes=(1,), src_strides=(1,), dst_strides=(1,))
+    size = spec.dst_dtype.itemsize
+    plans = []
+    kernel, a, b = _kernel(canon)
+    plans += _plans_of(canon, kernel, a, b, size, caches)
+    if kernel in ("deinterleave", "interleave", "compress"):
+        unit = _unit_dim(canon, canon.rank - 1)
+        if unit is not None:
+            plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches)
+    plans.sort(key=lambda p: p.cost)
+    return plans[:limit]
+
+
+def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: int,
+              caches: Caches) -> list[CopyPlan]:
+    """The plans of `canon` with micro-kernel `kernel` on dims `a` and `b`."""
+    numel = canon.numel
+    moved = numel * size * 2
+    base = CopyPlan(kernel, size, (), canon.src_offset, canon.dst_offset,
+                    parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1,
+                    stream_bytes=numel * size)
+    if kernel in ("deinterleave", "compress"):
+        base = _with(base, lanes=canon.src_strides[b])
+    if kernel == "deinterleave":
+        base = _with(base, lane_stride=canon.dst_strides[a])
+    if kernel == "interleave":
+        base = _with(base, lanes=canon.sizes[b], lane_stride=canon.src_strides[b])
+    consumed = {"deinterleave": a, "interleave": b}.get(kernel)
+    side_choices: list[tuple[list[int], list[int]] | None] = [None]
+    if kernel == "transpose":
+        side_choices = []
+        for first in ("a", "b", None):
+            sides = _sides(canon, a, b, first)
+            if sides not in side_choices:
+                side_choices.append(sides)
+    plans = []
+    for sides in side_choices:
+        taken = set(sides[0] + sides[1]) if sides else set()
+        inner = [k for k in (a, b) if k is not None and k != consumed]
+        outer = [k for k in range(canon.rank)
+                 if k not in inner and k != consumed and k not in taken]
+        if kernel == "transpose":
+            na = math.prod(canon.sizes[j] for j in sides[0])
+            nb = math.prod(canon.sizes[j] for j in sides[1])
+            tilings = [{a: _tile(na, max(16, ta // size)), b: _tile(nb, tb, MAX_BLOCK_ROWS)}
+                       for ta, tb in TRANSPOSE_TILES]
+        elif kernel in ("rows", "deinterleave", "compress"):
+            tilings = [{b: min(canon.sizes[b], max(1, (64 << 10) // size))}]
+        elif kernel == "interleave":
+            tilings = [{a: min(canon.sizes[a], max(1, (64 << 10) // size))}]
+        else:
+            tilings = [{b: canon.sizes[b]}]
+        # The outer loops in the source's order (the largest source stride outermost) and
+        # in the destination's.
+        orders = [sorted(outer, key=lambda k: (-abs(canon.src_strides[k]), k)),
+                  sorted(outer, key=lambda k: (-abs(canon.dst_strides[k]), k))]
+        unique_orders = []
+        for o in orders:
+            if o not in unique_orders:
+                unique_orders.append(o)
+        inner_orders = [inner] if len(inner) < 2 else [inner, inner[::-1]]
+        for steps in tilings:
+            for o in unique_orders:
+                for i in inner_orders:
+                    plan = _nest(canon, kernel, a, b, [*o, *i], steps, base, sides)
+                    plans.append(_with(plan, cost=plan_cost(plan, caches)))
+    return plans
+
+
+def plan_copy(spec: CopySpec, caches: Caches | None = None) -> CopyPlan | None:
+    """The plan the model prefers (`candidate_plans`), or None when it takes no plan."""
+    plans = candidate_plans(spec, caches, limit=1)
+    return plans[0] if plans else None

@@ -1,0 +1,351 @@
+"""The copy planner (`stridec.compiler.copy_plan`) and the C library it drives
+(`codegen/c/lib`, `codegen/c/plan.py`): the planner's decisions on the patterns it was
+built for, the argument block's one description, and every micro-kernel of the library
+against torch -- on every element size, at odd extents, from flipped, broadcast and
+overlapping sources, on 1 and 3 threads, streamed and not, built natively and for the
+instruction sets this machine may not be (plain C, AVX2: no masked loads there)."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import itertools
+import re
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stridec.compiler.codegen.c import plan as cplan
+from stridec.compiler.codegen.c.copy import call_fits, generate_c_copy
+from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.copy_plan import (
+    KERNELS,
+    CopyPlan,
+    Loop,
+    candidate_plans,
+    plan_copy,
+    plan_cost,
+)
+from stridec.compiler.host import Caches, read_caches
+from stridec.ir.affine import MAX_RANK
+from stridec.ir.dtypes import DTYPES
+from stridec.runtime.backends import cpu
+from tests.compiler.c_build import AVX2, PORTABLE, build_shared, host_has, needs_gcc
+from tests.compiler.test_codegen_c_copy import _team
+from tests.compiler.test_codegen_copy import (
+    contiguous_strides,
+    copy_specs,
+    permute_spec,
+    random_storage,
+    reference_copy,
+    sentinel,
+    span,
+)
+
+i8, i16, f32, f64 = DTYPES["int8"], DTYPES["int16"], DTYPES["float32"], DTYPES["float64"]
+SIZES = (i8, i16, f32, f64)
+CACHES = Caches(32 << 10, 1 << 20, 32 << 20, 8, 8, 64, True)  # the decisions' machine
+
+
+@pytest.fixture
+def streaming():
+    previous = cpu.set_stream_threshold(0)
+    try:
+        yield
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+def _library(size: int, lib=None):
+    lib = lib or cpu.load_unit(cplan.plan_unit_source(size))
+    fn = getattr(lib, cplan.plan_symbol(size))
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+    fn.restype = None
+    return fn
+
+
+def run_plan(plan: CopyPlan, spec: CopySpec, threads: int = 1, fn=None, seed: int = 0) -> None:
+    """`plan` of `spec` run by the library (`fn`: a build of it) against torch, on the whole
+    destination storage, which starts as a sentinel."""
+    gen = torch.Generator().manual_seed(seed)
+    src = random_storage(spec.src_dtype, span(spec, spec.src_strides, spec.src_offset), gen)
+    dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)
+    expected = reference_copy(spec, src, dst)
+    params = cplan.plan_params(plan)
+    words = (ctypes.c_int64 * len(params))(*params)
+    (fn or _library(plan.elem_bytes))(src.data_ptr(), dst.data_ptr(), words, threads)
+    assert torch.equal(dst, expected), (plan.describe(), spec, threads)
+
+
+def _spec(sizes, src_strides, src_offset=0, dtype=f32, dst_offset=0):
+    return CopySpec(sizes, src_strides, src_offset, contiguous_strides(sizes), dst_offset,
+                    dtype, dtype)
+
+
+# --------------------------------------------------------------------------- the block
+
+
+def test_the_argument_block_is_described_once_in_the_header():
+    text = (cplan.resources.files("stridec.compiler.codegen.c") / "lib" / "copy_abi.h").read_text()
+    header = re.search(r"#define STRIDEC_COPY_HEADER\(X\)((?:.*\\\n)*.*)", text).group(1)
+    assert cplan.ABI.header == tuple(re.findall(r"X\((\w+)\)", re.sub(r"/\*.*?\*/", "", header)))
+    assert set(cplan.ABI.kernels) == set(KERNELS)
+    plan = plan_copy(permute_spec((6, 40, 50), (0, 2, 1)), CACHES)
+    params = cplan.plan_params(plan)
+    sides = len(plan.a_side) + len(plan.b_side)
+    assert len(params) == len(cplan.ABI.header) + 4 * len(plan.loops) + 2 * sides
+    assert params[cplan.ABI.index("abi")] == cplan.ABI.version
+    assert params[cplan.ABI.index("kernel")] == cplan.ABI.kernels["transpose"]
+    assert call_fits(cplan.plan_symbol(4), params)
+    assert not call_fits(cplan.plan_symbol(4), params[:-1])
+    wrong = list(params)
+    wrong[cplan.ABI.index("abi")] += 1
+    assert not call_fits(cplan.plan_symbol(4), wrong)
+
+
+def test_a_block_the_library_does_not_read_writes_nothing():
+    spec = permute_spec((40, 50), (1, 0))
+    plan = plan_copy(spec, CACHES)
+    fn = _library(4)
+    for change in ({"loops": 0}, {"kernel": 99}, {"abi": 0}, {"lanes": 9}):
+        params = list(cplan.plan_params(plan))
+        for field, value in change.items():
+            params[cplan.ABI.index(field)] = value
+        if "lanes" in change:
+            params[cplan.ABI.index("kernel")] = cplan.ABI.kernels["deinterleave"]
+        dst = torch.full((2000,), 7.0)
+        fn(torch.randn(2000).data_ptr(), dst.data_ptr(), (ctypes.c_int64 * len(params))(*params), 1)
+        assert torch.equal(dst, torch.full((2000,), 7.0)), change
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+@pytest.mark.parametrize(
+    ("spec", "kernel"),
+    [
+        (_spec((64, 900), (1000, 1), 3), "rows"),                         # x[:, 3:903]
+        (permute_spec((300, 500), (1, 0)), "transpose"),
+        (permute_spec((8, 512, 512, 3), (0, 3, 1, 2)), "deinterleave"),    # NHWC -> NCHW, C = 3
+        (permute_spec((8, 3, 512, 512), (0, 2, 3, 1)), "interleave"),      # NCHW -> NHWC, C = 3
+        (_spec((64, 4000), (16000, 2)), "compress"),                     # x[:, ::2]
+        (CopySpec((64, 100), (100, 1), 0, (300, 3), 0, f32, f32), "gather"),  # out[:, ::3] = x
+    ],
+    ids=["slice", "transpose", "deinterleave", "interleave", "compress", "strided_dst"],
+)
+def test_the_micro_kernel_follows_the_pattern(spec, kernel):
+    assert plan_copy(spec, CACHES).kernel == kernel
+
+
+def test_space_to_depth_is_a_deinterleave_of_pairs():
+    # x.view(N, C, H/2, 2, W/2, 2).permute(0, 3, 5, 1, 2, 4): every other pixel of a row
+    # to one plane, the others to the next.
+    n, c, h, w = 4, 16, 128, 256
+    spec = permute_spec((n, c, h // 2, 2, w // 2, 2), (0, 3, 5, 1, 2, 4))
+    plan = plan_copy(spec, CACHES)
+    assert (plan.kernel, plan.lanes) == ("deinterleave", 2)
+
+
+def test_small_dims_join_a_transposes_sides():
+    # (32, 15, 15, 32, 15, 4).permute(5, 2, 0, 4, 1, 3): the source's innermost dim of 4
+    # and the 15 beside it make one side of 60 contiguous source elements, the destination's
+    # innermost 32 and the 15 beside it one of 480: whole 8 x 8 blocks where a side of 4
+    # would leave them half empty.
+    plan = plan_copy(permute_spec((32, 15, 15, 32, 15, 4), (5, 2, 0, 4, 1, 3)), CACHES)
+    assert plan.kernel == "transpose"
+    assert [n for n, _ in plan.a_side] == [4, 15]
+    assert [n for n, _ in plan.b_side] == [32, 15]
+
+
+def test_rows_are_read_in_the_sources_order():
+    # (384, 384, 89).permute(1, 0, 2): rows of 89 elements; walked in the source's order the
+    # source is one stream, in the destination's every row starts a new one.
+    spec = permute_spec((384, 384, 89), (1, 0, 2))
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "rows"
+    outer = [loop.src_stride for loop in plan.loops[:-1]]
+    assert outer == sorted(outer, key=abs, reverse=True)
+
+
+def test_plans_are_data_and_the_same_for_the_same_copy():
+    spec = permute_spec((6, 40, 50), (2, 0, 1))
+    first, again = candidate_plans(spec, CACHES), candidate_plans(spec, CACHES)
+    assert first == again and len(first) > 1
+    assert all(dataclasses.is_dataclass(p) and hash(p) for p in first)
+    assert [p.cost for p in first] == sorted(p.cost for p in first)
+    assert first[0].cost == plan_cost(first[0], CACHES)
+
+
+def test_the_planner_leaves_masks_casts_and_symbols_alone():
+    from stridec.compiler.codegen.spec import MaskBound
+    from stridec.ir.symbols import symbol
+
+    spec = permute_spec((40, 50), (1, 0))
+    assert candidate_plans(dataclasses.replace(spec, masks=(MaskBound((1, 0), 0, 3),)))  == []
+    assert candidate_plans(permute_spec((40, 50), (1, 0), f32, DTYPES["float16"])) == []
+    n = symbol("N")
+    assert candidate_plans(CopySpec((n, 50), (50, 1), 0, (1, n), 0, f32, f32)) == []
+
+
+def test_routed_copies_run_on_the_library():
+    kernel = generate_c_copy(permute_spec((300, 500), (1, 0)))
+    assert kernel.strategy == "tiled_transpose"
+    assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(4)]
+    assert kernel.source == cplan.plan_unit_source(4)
+
+
+def test_caches_are_read_from_sysfs(tmp_path):
+    for index, (level, kind, size, ways) in enumerate(
+            [(1, "Data", "48K", 12), (1, "Instruction", "32K", 8), (2, "Unified", "2048K", 16),
+             (3, "Unified", "96M", 16)]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size),
+                            ("ways_of_associativity", ways), ("coherency_line_size", 64)):
+            (folder / name).write_text(f"{value}\n")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nTLB size\t: 3584 4K pages\n\nprocessor\t: 1\n")
+    assert read_caches(str(tmp_path), str(cpuinfo)) == Caches(48 << 10, 2 << 20, 96 << 20, 12,
+                                                             16, 64, True, 3584)
+    assert read_caches(str(tmp_path), str(tmp_path / "none")).tlb_pages == Caches().tlb_pages
+    assert read_caches(str(tmp_path / "none")) is None
+
+
+# --------------------------------------------------------------------------- the kernels
+
+
+def _kernel_cases() -> list[tuple[str, CopySpec]]:
+    """A copy of each micro-kernel, each element size, odd extents."""
+    cases = []
+    for dtype in SIZES:
+        cases += [
+            ("rows", _spec((37, 301), (405, 1), 2, dtype)),
+            ("transpose", permute_spec((133, 71), (1, 0), dtype, dst_offset=1)),
+            # destination rows of whole lines, each starting one: streamed from registers
+            ("transpose_lines", permute_spec((128, 200), (1, 0), dtype)),
+            ("transpose_lines_off", permute_spec((128, 200), (1, 0), dtype, dst_offset=64)),
+            ("transpose_small", permute_spec((5, 3, 67, 2), (0, 3, 2, 1), dtype)),
+            ("transpose_sides", permute_spec((6, 5, 7, 3, 4), (4, 2, 0, 3, 1), dtype)),
+            ("flipped", CopySpec((40, 70), (-1, -40), 2799, (70, 1), 0, dtype, dtype)),
+            ("broadcast", CopySpec((31, 45, 3), (0, 1, 45), 0, (135, 3, 1), 0, dtype, dtype)),
+            ("overlap", CopySpec((50, 33), (3, 1), 0, (33, 1), 0, dtype, dtype)),  # unfold
+            ("overlap_transpose", CopySpec((50, 40), (1, 3), 0, (40, 1), 0, dtype, dtype)),
+            ("gather", CopySpec((19, 23), (50, 3), 1, (23, 1), 0, dtype, dtype)),
+            ("strided_dst", CopySpec((19, 23), (23, 1), 0, (70, 3), 1, dtype, dtype)),
+        ]
+        for k in (2, 3, 4):
+            cases += [
+                (f"deinterleave{k}", permute_spec((3, 37, 41, k), (0, 3, 1, 2), dtype)),
+                (f"interleave{k}", permute_spec((3, k, 37, 41), (0, 2, 3, 1), dtype)),
+                (f"compress{k}", _spec((9, 101), (101 * k + 5, k), 1, dtype)),
+            ]
+    return cases
+
+
+KERNEL_CASES = _kernel_cases()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+@pytest.mark.parametrize(("name", "spec"), KERNEL_CASES,
+                         ids=[f"{n}-{s.src_dtype.name}" for n, s in KERNEL_CASES])
+def test_every_kernel_matches_torch(name, spec, stream, threads):
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        plans = candidate_plans(spec, CACHES, limit=3)
+        assert plans
+        with _team(True, threads):
+            for plan in plans:
+                # Force threads even on a small copy: several blocks per thread.
+                run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+def test_each_kernel_is_met():
+    met = {plan_copy(spec, CACHES).kernel for _, spec in KERNEL_CASES}
+    assert met == set(KERNELS)
+
+
+@pytest.mark.parametrize("size", [4, 8])
+def test_blocks_of_every_shape(size):
+    # Every extent 1 .. 20 on both sides of a 2-D transpose (whole blocks, parts, edges of
+    # both), with tiles of a few blocks: the masked (or overlapped) edges of each.
+    dtype = f32 if size == 4 else f64
+    for rows, cols in itertools.product(range(1, 21), range(1, 21)):
+        spec = permute_spec((rows, cols), (1, 0), dtype)
+        plan = plan_copy(spec, CACHES)
+        loops = tuple(dataclasses.replace(loop, step=min(loop.extent, 9)) for loop in plan.loops)
+        run_plan(dataclasses.replace(plan, loops=loops), spec)
+
+
+def _planned(spec: CopySpec) -> bool:
+    return spec.src_dtype == spec.dst_dtype and not spec.masks
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(copy_specs().filter(_planned), st.sampled_from([1, 3]))
+def test_random_copies_match_torch(spec, threads):
+    for plan in candidate_plans(spec, CACHES, limit=2):
+        run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_staged_and_prefetched_transposes(stream):
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for dtype in SIZES:
+            spec = permute_spec((70, 3, 300), (2, 1, 0), dtype)
+            for plan in candidate_plans(spec, CACHES, limit=2):
+                run_plan(dataclasses.replace(plan, stage=True, prefetch=True), spec)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+@needs_gcc
+@pytest.mark.parametrize("flags", [PORTABLE, AVX2], ids=["portable", "avx2"])
+@pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
+def test_builds_without_avx512(tmp_path, flags, dtype):
+    """Built without AVX-512 the blocks at an edge have no masked loads: a block that
+    overlaps the one before where the edge allows, else a block through L1."""
+    if flags == AVX2 and not host_has("avx2"):
+        pytest.skip("the AVX2 build needs an AVX2 CPU to run")
+    size = dtype.itemsize
+    lib = build_shared(cplan.plan_unit_source(size), tmp_path, f"plan{size}", flags)
+    fn = _library(size, lib)
+    specs = [spec for _, spec in KERNEL_CASES if spec.src_dtype == dtype]
+    specs += [permute_spec((rows, cols), (1, 0), dtype) for rows, cols in ((5, 7), (9, 17))]
+    previous = cpu.set_stream_threshold(-1)
+    try:
+        for spec, threads, stream in itertools.product(specs, (1, 3), (False, True)):
+            cpu.set_stream_threshold(0 if stream else -1)
+            for plan in candidate_plans(spec, CACHES, limit=2):
+                run_plan(dataclasses.replace(plan, parallel=threads), spec, threads, fn)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+def test_rank_up_to_the_limit():
+    # The nest has no rank of its own: a permutation of rank 8, and a gather over sixteen
+    # dims of 2, plan and run as any other copy; so does a copy of MAX_RANK dims.
+    sizes = (3, 2, 2, 2, 2, 2, 2, 5)
+    spec = permute_spec(sizes, (7, 1, 6, 2, 5, 3, 4, 0))
+    run_plan(plan_copy(spec, CACHES), spec)
+    loops = tuple(Loop(k, 2, 1, 2 ** k, 2 ** (15 - k)) for k in range(16))
+    plan = CopyPlan("gather", 4, loops, 0, 0, b_loop=15)
+    src = torch.arange(2 ** 16, dtype=torch.int32)
+    dst = torch.zeros(2 ** 16, dtype=torch.int32)
+    params = cplan.plan_params(plan)
+    _library(4)(src.data_ptr(), dst.data_ptr(), (ctypes.c_int64 * len(params))(*params), 1)
+    # Element i of the destination is the source element at i's bits reversed.
+    expected = torch.tensor([int(f"{i:016b}"[::-1], 2) for i in range(2 ** 16)],
+                            dtype=torch.int32)
+    assert torch.equal(dst, expected)
+    sizes = (2,) * 5 + (1,) * (MAX_RANK - 10) + (3,) * 5
+    perm = tuple(range(MAX_RANK))[::-1]
+    spec = permute_spec(sizes, perm)
+    plan = plan_copy(spec, CACHES)
+    assert len(plan.loops) <= MAX_RANK
+    run_plan(plan, spec)
