@@ -124,11 +124,14 @@ def plan_symbol(elem_bytes: int) -> str:
 @functools.cache
 def plan_unit_source(elem_bytes: int) -> str:
     """The compile unit of the planned copies of `elem_bytes`-byte elements."""
+    symbol = plan_symbol(elem_bytes)
     head = [
-        f"/* stridec planned copy {plan_symbol(elem_bytes)}: {elem_bytes}-byte elements */",
+        f"/* stridec planned copy {symbol}: {elem_bytes}-byte elements */",
         f"#define ELEM_BYTES {elem_bytes}",
-        f"#define STRIDEC_SYMBOL {plan_symbol(elem_bytes)}",
+        f"#define STRIDEC_SYMBOL {symbol}",
         C_PRELUDE, POOL_DECLARATION, STREAM_DECLARATION,
+        "/* The entry point (lib/copy_plan.c): the copy of argument block p on nthreads. */",
+        f"void {symbol}(const void* src, void* dst, const int64_t* p, int64_t nthreads);",
     ]
     return "\n".join(head + [_library_text(name) for name in LIBRARY_FILES])
 
