@@ -1,0 +1,129 @@
+"""The planned copies' C library never reads or writes outside the storages it is given:
+every candidate plan of random copies (every element size, odd extents, flips, broadcasts,
+overlaps, steps) runs on storages that end, or start, at a page the process may not touch,
+so a read or write one element outside faults. The runs go in a child process: a fault
+there fails the test instead of ending the suite."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import mmap
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from stridec.compiler.codegen.c import plan as cplan
+from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.copy_plan import candidate_plans
+from stridec.ir.dtypes import DTYPES
+from stridec.runtime.backends import cpu
+from tests.compiler.test_codegen_c_copy import _team
+from tests.compiler.test_codegen_copy import random_storage, reference_copy, span
+
+ROOT = Path(__file__).resolve().parents[2]
+DTYPE_NAMES = ("int8", "int16", "float32", "float64")
+PAGE = mmap.PAGESIZE
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MAPS: list[mmap.mmap] = []  # kept mapped for the process: tensors point into them
+
+
+def guarded_storage(nbytes: int, at_end: bool) -> torch.Tensor:
+    """`nbytes` bytes whose last byte (`at_end`) or first byte lies next to a PROT_NONE
+    page (unlike tests/reliability/test_guard_pages.py's, whose starts keep 8-byte
+    alignment, the end here is exact for any length)."""
+    body = -(-nbytes // PAGE) * PAGE
+    m = mmap.mmap(-1, body + 2 * PAGE)
+    _MAPS.append(m)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    for at in (base, base + PAGE + body):
+        assert _libc.mprotect(at, PAGE, 0) == 0, os.strerror(ctypes.get_errno())
+    start = PAGE + (body - nbytes if at_end else 0)
+    return torch.frombuffer(m, dtype=torch.uint8, count=nbytes, offset=start)
+
+
+def random_spec(rng: random.Random) -> CopySpec:
+    """A copy of 1 .. 6 dims of odd and small extents, permuted, stepped, flipped,
+    broadcast or overlapping on either side."""
+    dtype = DTYPES[rng.choice(DTYPE_NAMES)]
+    rank = rng.randint(1, 6)
+    sizes = [rng.choice((1, 2, 3, 4, 5, 7, 9, 17, 31, 33, 65)) for _ in range(rank)]
+    while rng.random() < 0.3:  # one big dim now and then: several blocks and threads
+        sizes[rng.randrange(rank)] = rng.randint(100, 700)
+    while math.prod(sizes) > 100_000:
+        sizes[sizes.index(max(sizes))] //= 3
+
+    def layout(steps: bool) -> list[int]:
+        order = list(range(rank))
+        rng.shuffle(order)
+        strides, run = [0] * rank, 1
+        for k in reversed(order):
+            step = rng.choice((1, 1, 1, 2, 3, 4)) if steps else 1
+            strides[k] = run * step
+            run *= sizes[k] * step + rng.choice((0, 0, 0, 1))
+        for k in range(rank):
+            if steps and rng.random() < 0.1:
+                strides[k] = rng.choice((0, 1, 2))  # broadcast or overlap
+            if rng.random() < 0.2:
+                strides[k] = -strides[k]
+        return strides
+
+    src, dst = layout(True), layout(False)
+
+    def offset(strides):
+        return -sum(min(0, (n - 1) * s) for n, s in zip(sizes, strides, strict=True))
+
+    return CopySpec(tuple(sizes), tuple(src), offset(src), tuple(dst), offset(dst),
+                    dtype, dtype)
+
+
+def run_guarded(seed: int, count: int) -> int:
+    """Run every candidate plan of `count` random copies against torch on guarded
+    storages (kept mapped for the process); the number of plans run."""
+    rng = random.Random(seed)
+    fns = {}
+    ran = 0
+    for n in range(count):
+        spec = random_spec(rng)
+        size = spec.src_dtype.itemsize
+        if size not in fns:
+            fn = getattr(cpu.load_unit(cplan.plan_unit_source(size)), cplan.plan_symbol(size))
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+            fns[size] = fn
+        gen = torch.Generator().manual_seed(n)
+        src_n = span(spec, spec.src_strides, spec.src_offset)
+        dst_n = span(spec, spec.dst_strides, spec.dst_offset)
+        values = random_storage(spec.src_dtype, src_n, gen)
+        for plan in candidate_plans(spec):
+            for at_end, threads, stream in ((True, 1, False), (False, 3, True),
+                                            (True, 3, True), (False, 1, False)):
+                src = guarded_storage(src_n * size, at_end)
+                dst = guarded_storage(dst_n * size, not at_end)
+                src, dst = src.view(spec.src_dtype.torch), dst.view(spec.dst_dtype.torch)
+                src.copy_(values)
+                dst.fill_(7)
+                expected = reference_copy(spec, src, dst)
+                params = cplan.plan_params(dataclasses.replace(plan, parallel=threads))
+                cpu.set_stream_threshold(0 if stream else -1)
+                with _team(True, threads):
+                    fns[size](src.data_ptr(), dst.data_ptr(),
+                              (ctypes.c_int64 * len(params))(*params), threads)
+                assert torch.equal(dst, expected), (plan.describe(), spec)
+                ran += 1
+    return ran
+
+
+def test_plans_stay_inside_their_storages():
+    script = (f"from tests.compiler.test_copy_plan_bounds import run_guarded\n"
+              f"print(run_guarded({random.randrange(1 << 30)}, 40))")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (script, done.returncode, done.stderr[-3000:])
+    assert int(done.stdout.split()[-1]) >= 40
