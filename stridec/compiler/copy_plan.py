@@ -22,6 +22,22 @@ The plan is plain data: `CopyPlan` names its loops outermost first, each with it
 step and strides, so any target can render it (`codegen/c/plan.py` fills the C library's
 argument block from it). `candidate_plans` returns the few best plans by the model, for
 measured choice (`stridec.tune`).
+
+The interface others build on (kept stable):
+
+- the canonical problem: `codegen.spec.canonicalize_copy(spec)`, a `CopySpec` whose dims
+  are as few as the copy allows; two copies with the same canonical problem get the same
+  plans (the key for anything kept per shape class);
+- `candidate_plans(spec, caches=None, limit=4) -> list[CopyPlan]`, best first by
+  `plan_cost` (empty: the planner does not take the copy); `plan_copy(spec)`: the first;
+- `CopyPlan`: `kernel` (one of `KERNELS`), `loops` (`Loop`: dim, extent, step,
+  src_stride, dst_stride), `a_loop` / `b_loop`, `lanes` / `lane_stride`, `parallel`,
+  `stream_bytes`, `chunk`, `prefetch`, `stage`, `a_side` / `b_side`, `cost`;
+  `dataclasses.replace` makes a variant (another tile, thread count, streaming choice);
+- turning a plan into a kernel's parameters: `codegen/c/plan.py`'s `plan_params(plan)`
+  (the argument block, laid out by `lib/copy_abi.h`), `planned_call(spec, plan)` (the
+  library class and block of a copy, the model's plan unless `plan` is given), and
+  `routed(plan)` (whether the C target runs a plan on the library today).
 """
 
 from __future__ import annotations

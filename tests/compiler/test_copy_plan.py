@@ -196,6 +196,17 @@ def test_routed_copies_run_on_the_library():
     assert kernel.source == cplan.plan_unit_source(4)
 
 
+def test_a_chosen_candidate_is_the_call_of_that_plan():
+    # What a measured choice does: take another candidate, get its block, run it.
+    spec = permute_spec((7, 300, 45), (2, 1, 0), i16)
+    plans = candidate_plans(spec, CACHES)
+    assert len(plans) >= 2 and plans[0].cost <= plans[1].cost
+    assert cplan.planned_call(spec)[1] == cplan.plan_params(plan_copy(spec))
+    cls, params = cplan.planned_call(spec, plans[1])
+    assert (cls.symbol, params) == (cplan.plan_symbol(2), cplan.plan_params(plans[1]))
+    run_plan(plans[1], spec)
+
+
 def test_caches_are_read_from_sysfs(tmp_path):
     for index, (level, kind, size, ways) in enumerate(
             [(1, "Data", "48K", 12), (1, "Instruction", "32K", 8), (2, "Unified", "2048K", 16),

@@ -108,9 +108,13 @@ def routed(plan: CopyPlan) -> bool:
     return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)
 
 
-def planned_call(spec: CopySpec) -> tuple[PlannedClass, tuple[int, ...]] | None:
-    """(class, argument block) of `spec` on the planned library, or None where the planner
-    takes no plan or the plan is not `routed` there."""
+def planned_call(spec: CopySpec, plan: CopyPlan | None = None
+                 ) -> tuple[PlannedClass, tuple[int, ...]] | None:
+    """(class, argument block) of `spec` on the planned library, with `plan` (one of
+    `candidate_plans(spec)`) or else the model's; None where the planner takes no plan or
+    the model's plan is not `routed` there."""
+    if plan is not None:
+        return PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel]), plan_params(plan)
     plan = plan_copy(spec)
     if plan is None or not routed(plan):
         return None
