@@ -5,12 +5,15 @@ where torch has no such op: packs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch_oracle import check_against_torch
 
 import stridec
+from bench import cases
 
 
 def _launches(fn: stridec.CompiledGraph, *args: torch.Tensor) -> int:
@@ -173,6 +176,10 @@ INTO_OUT = {
     # the roll reads rows 0..53 of 8 windows of 7: cut after the 7 whole windows, then
     # rows 49..53 (a cut after each window is more pieces than one kernel takes: 2 kernels)
     "swin_reverse_roll": (_swin_reverse_roll, (128, 7, 7, 2)),
+    # a roll's pieces write windows {0, 4}, {1, 5}, ... of the out's dim 0: boxes of it
+    # split as (2, 2, 2), so one batch (9 kernels otherwise)
+    "roll_partition": (lambda x: _window_partition(torch.roll(x, (-3, -3), (1, 2)), 7),
+                       (2, 14, 14, 3)),
 }
 
 
@@ -196,3 +203,40 @@ def test_a_cat_pad_or_roll_into_out_is_one_kernel(name: str) -> None:
     outside = torch.cat([wide[..., :1], wide[..., 1 + want.shape[-1] :]], -1)
     assert bool((outside == -7.0).all())
     check_against_torch(compiled(x), want, (x,))
+
+
+# -- the symbolic suite's rows (bench/cases.py SYMBOLIC): the patterns as benchmarked ------
+
+
+def _suite_rows() -> dict[str, tuple[Any, tuple[tuple[int, ...], ...], torch.dtype]]:
+    return {name: (fn(sizes["tiny"]), sizes["tiny"], dtype)
+            for name, _, sizes, dtype, fn, _ in cases.SYMBOLIC}
+
+
+@pytest.mark.parametrize("name", sorted(_suite_rows()))
+def test_the_symbolic_suites_rows_launch_the_static_plans_kernels(name: str) -> None:
+    """Each row of `bench/run.py --cpu --suite symbolic` (Swin's 7x7 windows after a roll
+    of 3, F.unfold with padding, repeat_kv of 4) traced with a symbolic batch, against the
+    same function traced static at each batch: equal kernel counts planned and launched,
+    with and without out=, on the first calls and on cached ones, and torch's values
+    each call."""
+    fn, shapes, dtype = _suite_rows()[name]
+    examples = [torch.randn(*s).to(dtype) for s in shapes]
+    symbolic = stridec.compile(stridec.trace(fn, *examples, dynamic={0: [0]}), backend="cpu")
+    for n in (2, 3, 5, 16):
+        args = tuple(torch.randn(n, *s[1:]).to(dtype) for s in shapes)
+        static = stridec.compile(stridec.trace(fn, *args), backend="cpu")
+        want = fn(*args)
+        assert _launches(symbolic, *args) == _launches(static, *args), f"N = {n}"
+        out = torch.empty_like(want)
+        assert (symbolic.plan_for(*args, out=out).launches
+                == static.plan_for(*args, out=out).launches), f"N = {n}, out="
+        for into in (None, out) * 3:  # (later calls of a key are cached calls)
+            counts = []
+            for f in (symbolic, static):
+                before = f.stats.launches
+                got = f(*args) if into is None else f(*args, out=into)
+                counts.append(f.stats.launches - before)
+                check_against_torch(got, want, args)
+            assert counts[0] == counts[1], f"N = {n}, out={into is not None}"
+    assert symbolic.stats.pipeline_runs == 1

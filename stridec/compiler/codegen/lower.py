@@ -45,7 +45,7 @@ from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
 from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
 from stridec.ir.graph import Graph, Value
-from stridec.ir.index_maps import image_box
+from stridec.ir.index_maps import image_box, refine
 from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp, CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
 from stridec.ir.symbols import (
@@ -100,6 +100,9 @@ class _Member:
     reads: int | None  # the slot read, None for a fill
     box: Box | None  # where it writes in its buffer's layout; None when not a box
     ops: tuple[int, ...]  # positions in the graph of the ops this copy carries out
+    # The buffer's layout `box` counts in: the layout itself, or it with dims split
+    # (`_split_frame`); boxes of one frame only are compared.
+    frame: Layout | None = None
 
 
 @dataclass
@@ -117,7 +120,43 @@ class _Group:
             return False
         if any(x.reads == dst_slot for x in (*self.members, m)):
             return False
-        return all(x.box is not None and boxes_disjoint(x.box, m.box) for x in self.members)
+        return all(x.box is not None and x.frame == m.frame and boxes_disjoint(x.box, m.box)
+                   for x in self.members)
+
+
+def _split_frame(dst: Layout, whole: Layout) -> Layout | None:
+    """`whole` with each dim split where `dst` steps through it by more than one element
+    at a time, so that what `dst` writes may be a box of it: Swin's shifted windows
+    written into a caller's (8, 7, 7, C) out, one copy per piece of the roll walking
+    (2, 1, 1, rows, cols, C) at window strides 4 and 2 and 1 (in units of a window), write
+    windows {0, 4}, {1, 5}, ... -- no box of dim 0; over dim 0 split as (2, 2, 2) each is
+    one. Static layouts with no stride inside another dim's step; None where no dim
+    splits or the steps do not divide it."""
+    if not (dst.is_static() and whole.is_static()):
+        return None
+    steps: list[set[int]] = [set() for _ in whole.sizes]
+    for n, s in zip(dst.sizes, dst.strides, strict=True):
+        if n == 1 or s == 0:
+            continue
+        for m, (size, stride) in enumerate(zip(whole.sizes, whole.strides, strict=True)):
+            if size > 1 and stride and abs(s) % abs(stride) == 0 and (
+                    1 < abs(s) // abs(stride) < size):
+                steps[m].add(abs(s) // abs(stride))
+                break
+    if not any(steps):
+        return None
+    split = []
+    for size, found in zip(whole.sizes, steps, strict=True):
+        factors, inner = [], 1
+        for q in sorted(found):
+            if q % inner:
+                return None
+            factors.append(q // inner)
+            inner = q
+        if size % inner:
+            return None
+        split.append((size // inner, *reversed(factors)))
+    return refine(whole, split)
 
 
 class _Lowering:
@@ -175,20 +214,26 @@ class _Lowering:
         src_slot = self.slot_of(op.operands[0]) if op.operands else dst_slot
         self._submit(copy_spec(op), src_slot, dst_slot, (position,))
 
-    def _box(self, spec: CopySpec, dst_slot: int) -> Box | None:
+    def _box(self, spec: CopySpec, dst_slot: int) -> tuple[Box | None, Layout | None]:
+        """Where `spec` writes in its buffer, as a box of the buffer's layout or of that
+        layout with dims split (`_split_frame`), and the layout it counts in."""
         layout = self.layouts.get(dst_slot)
         if layout is None:
-            return None
+            return None, None
         # Over symbolic sizes, a box for every value of the symbols (or None).
         try:
             box = dst_box(spec, layout.sizes, layout.strides, layout.offset)
             if box is None and spec.rank != layout.rank:
                 # A copy over a split space (a cat read through a view, cut by
                 # `fuse-copies`) still writes a box of the buffer: its image there.
-                box = image_box(Layout(spec.sizes, spec.dst_strides, spec.dst_offset), layout)
+                dst = Layout(spec.sizes, spec.dst_strides, spec.dst_offset)
+                box = image_box(dst, layout)
+                frame = None if box is not None else _split_frame(dst, layout)
+                if frame is not None:
+                    return image_box(dst, frame), frame
         except UndecidedError:  # a bound that depends on the symbols' values
-            return None
-        return box
+            return None, None
+        return box, layout
 
     def _submit(
         self, spec: CopySpec, src_slot: int, dst_slot: int, ops: tuple[int, ...]
@@ -197,8 +242,9 @@ class _Lowering:
         the positions of the graph's ops it carries out."""
         if spec.numel == 0:
             return
-        box = self._box(spec, dst_slot)
-        member = _Member(spec, src_slot, None if is_fill_only(spec) else src_slot, box, ops)
+        box, frame = self._box(spec, dst_slot)
+        member = _Member(spec, src_slot, None if is_fill_only(spec) else src_slot, box, ops,
+                         frame)
         if self.group is not None and self.group.admits(member, dst_slot):
             self.group.members.append(member)
             return
