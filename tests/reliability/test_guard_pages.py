@@ -1,14 +1,16 @@
 """Inputs and outputs against guard pages: each tensor's storage is placed so that the byte
 just past its end (or just before its start) lies on a `PROT_NONE` page, and, for
 element-misaligned data pointers, so that its address is 1 ... size - 1 bytes off its
-element size. A kernel that reads or writes one byte outside a storage faults; a kernel
-that assumed aligned elements would write rotated bytes (a streamed fill's pattern) or
-fault on an aligned vector access. Every copy strategy (linear rows, tiled transposes of
-1/2/4/8-byte elements, gathers, batched cats), fills (pad, pack, full), casts (plain,
-transposing, from bool) and Philox (bits, uniform, the state updated in place), streamed
-and not, on one and three threads, against torch. A misaligned tensor is staged through
-an aligned copy (`stridec.runtime.tensors.AlignedStandIns`): the results are torch's and
-the bytes around each out are untouched.
+element size (and 4 bytes off 8: float32 and int32 aligned to their elements but not to
+8 bytes, which the kernels take as they are). A kernel that reads or writes one byte
+outside a storage faults; a kernel that assumed aligned elements would write rotated
+bytes (a streamed fill's pattern) or fault on an aligned vector access. Every copy
+strategy (linear rows, tiled transposes of 1/2/4/8-byte elements, gathers, batched cats),
+fills (pad, pack, full), casts (plain, transposing, from bool) and Philox (bits, uniform,
+the state updated in place), streamed and not, on one and three threads, against torch.
+A misaligned tensor is staged through an aligned copy
+(`stridec.runtime.tensors.AlignedStandIns`): the results are torch's and the bytes around
+each out are untouched.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def placed(sizes: tuple[int, ...], dtype: torch.dtype, where: str, shift: int = 
     return t
 
 
-PLACES = [("start", 0), ("end", 0), ("end", 1), ("end", 2), ("end", 3), ("end", 5)]
+PLACES = [("start", 0), ("end", 0), ("end", 1), ("end", 2), ("end", 3), ("end", 4), ("end", 5)]
 
 
 def _ids(place: tuple[str, int]) -> str:
