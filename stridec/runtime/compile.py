@@ -647,6 +647,21 @@ def _writes(graph: Graph,
     return written, tuple(itself)
 
 
+def _written_shared(tensors: tuple[Any, ...], written: tuple[int, ...]) -> bool:
+    """Whether an argument at a position of `written` shares its storage with another
+    argument (by the storages' data pointers; an empty storage shares nothing)."""
+    pointers = []
+    for t in tensors:
+        try:
+            pointers.append(t.untyped_storage().data_ptr())
+        except (AttributeError, RuntimeError):  # not a plain tensor: `_check` names it
+            pointers.append(0)
+    for i in written:
+        if i < len(pointers) and pointers[i] and pointers.count(pointers[i]) > 1:
+            return True
+    return False
+
+
 def _requires_grad(tensors: tuple[Any, ...]) -> bool:
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.requires_grad:
@@ -776,6 +791,8 @@ class CompiledGraph:
         # In-place writes into inputs: the input of each (one entry per write, as torch
         # bumps a version per in-place op), and the outputs that are an input itself.
         self._written, self._itself = _writes(graph, copy_aliased_outputs)
+        # The arguments written in place, on every backend (`_call_shared`).
+        self._written_args = tuple(sorted(set(self._written)))
         # Whether a call's result needs `_finish` (the reference's torch ops bump theirs).
         self._after = bool(self._itself) or (
             bool(self._written) and bump_versions and backend != "reference")
@@ -1370,6 +1387,8 @@ class CompiledGraph:
         >>> fn(t, out=o) is o
         True
         """
+        if self._written_args and _written_shared(tensors, self._written_args):
+            return self._call(tensors, out, named)  # (no cached call: `_call_shared`)
         if out is None:
             if named or not self._keyed or dispatch_modes():
                 return self._call(tensors, None, named)
@@ -1458,6 +1477,36 @@ class CompiledGraph:
             with _disable_current_modes():
                 return self._call(tensors, out, named)
         return self._fake_call(tensors, out, named, mode)
+
+    def _call_shared(self, tensors: tuple[Any, ...], out: Any) -> Any:
+        """A call where an argument the graph writes in place shares its storage with
+        another argument (`f(x, x)`, or `cache` and a view of it): the kernels would read
+        memory that the writes change under them, where torch's ops run one after the
+        other (`a.copy_(b.flip(0))` reads a copy of b made before the write). It runs as
+        the reference does, torch's ops in order on the caller's tensors, so values,
+        versions and torch's own refusals (a copy from memory it overwrites) are torch's;
+        such a refusal is a `CallError` naming the arguments."""
+        self._check(tensors)
+        self._check_specializable(tensors)
+        call = None
+        if out is not None:
+            call = check_outs(self.graph.name, self._output_types, out, tensors,
+                              tensors[0].device if tensors else None)
+        try:
+            results = run_reference(self.graph, *tensors)
+        except RuntimeError as e:
+            if isinstance(e, StridecError):
+                raise
+            names = ", ".join(repr(n) for n, _ in self._inputs)
+            raise CallError(
+                f"{self.graph.name}: arguments {names} share memory that the graph writes in "
+                f"place, and torch refuses the write: {e}"
+            ) from None
+        if call is None:
+            return results[0] if len(results) == 1 else tuple(results)
+        for o, r in zip(call.outs, results, strict=True):
+            o.copy_(r)
+        return call.outs[0] if len(call.outs) == 1 else call.outs
 
     def _call_aligned(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any]) -> Any:
         """A call with a tensor whose data pointer is not a multiple of its element size
@@ -1577,6 +1626,9 @@ class CompiledGraph:
         if (misaligned(tensors) or out is not None and misaligned(_as_outs(out))) and not (
                 torch.is_grad_enabled() and _requires_grad(tensors)):
             return self._call_aligned(tensors, out, named)
+        if (self._written_args and not named and _written_shared(tensors, self._written_args)
+                and not (torch.is_grad_enabled() and _requires_grad(tensors))):
+            return self._call_shared(tensors, out)
         if self.symbols:
             if not named and self.backend != "reference":
                 if out is None:

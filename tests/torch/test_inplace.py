@@ -296,3 +296,52 @@ def test_operator_declares_its_writes_and_passes_opcheck():
     assert torch.equal(ours, theirs)
     with pytest.raises(stridec.UnsupportedError, match="writes in place"):
         op(cache.clone(), x.clone().requires_grad_())
+
+
+# -- arguments that share memory ----------------------------------------------------------
+def reverse_into(a, b):
+    a.copy_(b.flip(0))
+    return a
+
+
+def shift_window(cache, new):
+    cache[:, :3] = new.flip(1)
+    return cache
+
+
+@pytest.mark.parametrize("fn,make", [
+    (reverse_into, lambda: (lambda x: (x, x))(torch.arange(6.0))),
+    (shift_window, lambda: (lambda c: (c, c[:, 1:]))(torch.arange(12.0).view(3, 4))),
+], ids=["same-tensor", "a-view-of-it"])
+def test_arguments_sharing_memory_with_a_written_one_run_as_torch(fn, make):
+    """torch's ops run in order: `b.flip(0)` is a copy made before the write. The kernels
+    would read memory the write changes under them; such a call runs as torch's ops do,
+    after a cached call on separate tensors too."""
+    separate = [t.clone() for t in make()]
+    graph = stridec.trace(fn, *separate)
+    for backend in BACKENDS:
+        compiled = stridec.compile(graph, backend=backend)
+        compiled(*[t.clone() for t in separate])  # a cached call of separate tensors
+        for _ in range(2):
+            ours, theirs = make(), make()
+            got, want = compiled(*ours), fn(*theirs)
+            assert torch.equal(got, want) and got is ours[0], backend
+            assert torch.equal(ours[0], theirs[0]) and ours[0]._version == theirs[0]._version
+
+
+def test_arguments_sharing_memory_torch_refuses_are_refused():
+    def shift(a, b):
+        a[1:] = b[:-1]
+        return a
+
+    graph = stridec.trace(shift, torch.zeros(6), torch.zeros(6))
+    x = torch.arange(6.0)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        shift(x, x)
+    for backend in BACKENDS:
+        fn = stridec.compile(graph, backend=backend)
+        fn(torch.zeros(6), torch.ones(6))
+        x = torch.arange(6.0)
+        with pytest.raises(stridec.CallError, match="arguments 'a', 'b' share memory.*single "
+                                                    "memory location"):
+            fn(x, x)
