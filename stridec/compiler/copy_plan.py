@@ -21,7 +21,7 @@ they are contiguous in both source and destination), then planned:
 The plan is plain data: `CopyPlan` names its loops outermost first, each with its extent,
 step and strides, so any target can render it (`codegen/c/plan.py` fills the C library's
 argument block from it). `candidate_plans` returns the few best plans by the model, for
-measured choice (`stridec.tune`).
+measured choice (`stridec.compile(graph, tune=...)`: `runtime/tune.py`).
 
 The interface others build on (kept stable):
 
@@ -37,7 +37,9 @@ The interface others build on (kept stable):
 - turning a plan into a kernel's parameters: `codegen/c/plan.py`'s `plan_params(plan)`
   (the argument block, laid out by `lib/copy_abi.h`), `planned_call(spec, plan)` (the
   library class and block of a copy, the model's plan unless `plan` is given), and
-  `routed(plan)` (whether the C target runs a plan on the library today).
+  `routed(plan)` (whether the C target runs a plan on the library today); `ranked_plans`
+  (the distinct routed candidates) and `choosing(chooser)` (who picks among them while
+  lowering: measured choice).
 """
 
 from __future__ import annotations

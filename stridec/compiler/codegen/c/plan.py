@@ -7,23 +7,37 @@ entry point's name) and the thread pool's and streaming stores' declarations
 blocking, the micro-kernel -- is its argument block, whose layout `lib/copy_abi.h` states
 once as X-macro field lists; `ABI` reads those lists, so the Python that fills a block and
 the C that reads it share one description.
+
+Which of a copy's plans runs is the model's first (`plan_copy`), unless the copies are
+lowered inside `choosing(chooser)`: then `chooser` picks among `ranked_plans` (measured
+choice, `stridec.runtime.tune`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
 from stridec.compiler.codegen.spec import CopySpec
-from stridec.compiler.copy_plan import KERNELS, MAX_BLOCK_ROWS, CopyPlan, plan_copy
+from stridec.compiler.copy_plan import (
+    KERNELS,
+    MAX_BLOCK_ROWS,
+    CopyPlan,
+    candidate_plans,
+    plan_copy,
+)
 from stridec.ir.affine import MAX_RANK
 
-__all__ = ["ABI", "LIBRARY_FILES", "PlanABI", "PlannedClass", "SYMBOL_PREFIX", "plan_call_fits",
-           "plan_params", "plan_symbol", "plan_unit_source", "planned_call", "routed"]
+__all__ = ["ABI", "LIBRARY_FILES", "PlanABI", "PlannedClass", "SYMBOL_PREFIX", "choosing",
+           "plan_call_fits", "plan_params", "plan_symbol", "plan_unit_source", "planned_call",
+           "ranked_plans", "routed"]
 
 LIBRARY_FILES = ("copy_abi.h", "copy_micro.h", "copy_plan.c")
 SYMBOL_PREFIX = "stridec_plan_bits"
@@ -108,16 +122,54 @@ def routed(plan: CopyPlan) -> bool:
     return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)
 
 
+Chooser = Callable[[CopySpec, list[CopyPlan]], CopyPlan]
+# The chooser of the copies lowered in this context (`choosing`); None: the model's first.
+_CHOOSER: ContextVar[Chooser | None] = ContextVar("stridec_plan_chooser", default=None)
+
+
+def ranked_plans(spec: CopySpec, limit: int = 4) -> list[CopyPlan]:
+    """The distinct plans of `spec` that run on the planned library, at most `limit`, best
+    first by the model (`candidate_plans`); empty where the model's best is not `routed`
+    (the copy runs on the strategies of `codegen/c/copy.py`)."""
+    plans = candidate_plans(spec, limit=limit)
+    if not plans or not routed(plans[0]):
+        return []
+    ranked: dict[tuple[int, ...], CopyPlan] = {}
+    for plan in plans:
+        if routed(plan):
+            ranked.setdefault(plan_params(plan), plan)
+    return list(ranked.values())
+
+
+@contextlib.contextmanager
+def choosing(chooser: Chooser) -> Iterator[None]:
+    """Copies lowered inside run the plan `chooser(spec, ranked_plans(spec))` returns (one
+    of those plans), where there are two or more."""
+    token = _CHOOSER.set(chooser)
+    try:
+        yield
+    finally:
+        _CHOOSER.reset(token)
+
+
 def planned_call(spec: CopySpec, plan: CopyPlan | None = None
                  ) -> tuple[PlannedClass, tuple[int, ...]] | None:
     """(class, argument block) of `spec` on the planned library, with `plan` (one of
-    `candidate_plans(spec)`) or else the model's; None where the planner takes no plan or
-    the model's plan is not `routed` there."""
+    `candidate_plans(spec)`), else the one the chooser of `choosing` picks, else the
+    model's; None where the planner takes no plan or the model's plan is not `routed`
+    there."""
     if plan is not None:
         return PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel]), plan_params(plan)
-    plan = plan_copy(spec)
-    if plan is None or not routed(plan):
-        return None
+    chooser = _CHOOSER.get()
+    if chooser is None:
+        plan = plan_copy(spec)
+        if plan is None or not routed(plan):
+            return None
+    else:
+        plans = ranked_plans(spec)
+        if not plans:
+            return None
+        plan = plans[0] if len(plans) == 1 else chooser(spec, plans)
     return PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel]), plan_params(plan)
 
 
