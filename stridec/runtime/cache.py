@@ -9,6 +9,9 @@ discarded and rebuilt. A cache directory that cannot be created or written makes
 cache memory-only, with one warning. The disk cache holds at most
 `$STRIDEC_CACHE_MAX_SIZE` (1 GiB by default): least recently used entries go first
 (`trim`). `python -m stridec cache info|clear|trim` shows and empties it.
+
+Beside them, `wisdom/<key>.json` keeps the copy plans measured choice chose
+(`runtime/tune.py`): `read_wisdom`, `write_wisdom`, `remove_wisdom`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import Any
 from stridec.compiler.codegen.program import Program
 
 __all__ = ["PlanCache", "cache_key", "disk_cache_dir", "MEMORY_CACHE", "DiskEntry",
-           "disk_entries", "max_size", "trim", "clear", "touch", "note_written"]
+           "disk_entries", "max_size", "trim", "clear", "touch", "note_written",
+           "read_wisdom", "remove_wisdom", "write_wisdom"]
 
 logger = logging.getLogger(__name__)
 
@@ -185,15 +189,66 @@ class PlanCache:
 MEMORY_CACHE = PlanCache()
 
 
+# -- wisdom: the plans measured choice chose (`runtime/tune.py`) -------------------------
+
+
+def _wisdom_path(key: str) -> str:
+    return os.path.join(disk_cache_dir(), "wisdom", f"{key}.json")
+
+
+def read_wisdom(key: str) -> dict[str, Any] | None:
+    """The wisdom entry of `key`, a dict holding at least `key`; None where there is
+    none. ValueError where a file is there but is no whole entry of that key (it is
+    removed first: the caller measures again)."""
+    path = _wisdom_path(key)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    try:
+        entry = json.loads(raw.decode("utf-8"))
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            raise ValueError("it belongs to no entry of this key")
+    except ValueError as e:
+        remove_wisdom(key)
+        raise ValueError(f"{path}: {e}") from e
+    touch(path)
+    return entry
+
+
+def remove_wisdom(key: str) -> None:
+    """Remove the wisdom entry of `key` (one its reader could not use), if any."""
+    try:
+        os.remove(_wisdom_path(key))
+    except OSError:
+        pass
+
+
+def write_wisdom(key: str, entry: dict[str, Any]) -> bool:
+    """Keep `entry` (JSON data) as the wisdom of `key`, atomically; False where the cache
+    directory cannot be written (the choice then lasts as long as the process's plans)."""
+    path = _wisdom_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        text = json.dumps({**entry, "key": key}, sort_keys=True)
+        write_atomically(path, text)
+    except OSError:
+        return False
+    note_written(len(text))
+    return True
+
+
 # -- the disk cache's size: least recently used entries out ------------------------------
 #
-# An entry is a plan (`plans/<key>.json`), a Triton kernel module (`kernels/k_<digest>.py`)
-# or a C unit (`kernels/c/<digest>.c`, `.so`, `.so.sha256`: one entry). Its last use is
-# the newest modification time of its files: a disk hit touches them (`touch`). After a
-# process has written a twentieth of the cap since it last looked (`note_written`), the
-# cache is trimmed to nine tenths of `max_size()`, least recently used entries first.
-# Entries used in the last `GRACE_SECONDS` stay: a process may be reading or building
-# one right now. Other files (temporaries, foreign files) are never touched.
+# An entry is a plan (`plans/<key>.json`), a measured choice (`wisdom/<key>.json`), a
+# Triton kernel module (`kernels/k_<digest>.py`) or a C unit (`kernels/c/<digest>.c`,
+# `.so`, `.so.sha256`: one entry). Its last use is the newest modification time of its
+# files: a disk hit touches them (`touch`). After a process has written a twentieth of
+# the cap since it last looked (`note_written`), the cache is trimmed to nine tenths of
+# `max_size()`, least recently used entries first. Entries used in the last
+# `GRACE_SECONDS` stay: a process may be reading or building one right now. Other files
+# (temporaries, foreign files) are never touched.
 
 DEFAULT_MAX_SIZE = 2**30
 GRACE_SECONDS = 60.0
@@ -251,7 +306,7 @@ def format_bytes(n: float) -> str:
 
 @dataclass(frozen=True)
 class DiskEntry:
-    """One entry of the disk cache: its `kind` ("plan", "triton" or "c"), files, bytes
+    """One entry of the disk cache: its `kind` ("plan", "wisdom", "triton" or "c"), files, bytes
     and last use (the newest modification time of its files, seconds since the epoch)."""
 
     kind: str
@@ -263,6 +318,7 @@ class DiskEntry:
 # (kind, folder under the cache dir, what an entry's file names look like)
 _LAYOUT = (
     ("plan", "plans", re.compile(r"([0-9a-f]{64})\.json\Z")),
+    ("wisdom", "wisdom", re.compile(r"([0-9a-f]{64})\.json\Z")),
     ("triton", "kernels", re.compile(r"(k_[0-9a-f]+)\.py\Z")),
     ("c", os.path.join("kernels", "c"), re.compile(r"([0-9a-f]{32})\.(?:c|so|so\.sha256)\Z")),
 )

@@ -71,7 +71,9 @@ HITS_CAPACITY = 4 * LOCAL_CAPACITY
 @dataclass
 class Stats:
     """Counters of one CompiledGraph: specializations compiled (pipeline + codegen),
-    cache hits (in memory or on disk), disk hits alone, and kernel launches."""
+    cache hits (in memory or on disk), disk hits alone, and kernel launches; with
+    `tune` (measured choice, `runtime/tune.py`), the copies whose plans were timed, those
+    whose choice came from the wisdom, and the seconds spent timing."""
 
     compiles: int = 0
     cache_hits: int = 0
@@ -79,6 +81,9 @@ class Stats:
     launches: int = 0
     pipeline_runs: int = 0
     codegen_runs: int = 0
+    tuned: int = 0
+    wisdom_hits: int = 0
+    tune_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -691,12 +696,14 @@ class CompiledGraph:
     """
 
     def __init__(self, graph: Graph, backend: str = "auto", pipeline: str | None = None, *,
-                 copy_aliased_outputs: bool = False, bump_versions: bool = True) -> None:
+                 copy_aliased_outputs: bool = False, bump_versions: bool = True,
+                 tune: bool | float | None = False) -> None:
         """`copy_aliased_outputs`: the custom-op contract — the `plan-memory` pass of the
         pipeline copies an output that would be a view of an input. `bump_versions`: a
         call with `out=` bumps each out's version counter, as torch's out= ops do (False
         for a caller that bumps them itself: torch's dispatcher, for an operator's
-        mutated arguments)."""
+        mutated arguments). `tune`: measured choice of copy plans (`compile`); kept as
+        `self.tune`, the budget in seconds, None when off."""
         if not isinstance(graph, Graph):
             raise CallError(f"compile: expected a stridec.Graph; got {type(graph).__name__}")
         if backend not in BACKENDS:
@@ -715,6 +722,11 @@ class CompiledGraph:
             raise CallError(
                 f"compile: pipeline must be a string of pass names; got {type(pipeline).__name__}"
             )
+        self.tune: float | None = None
+        if tune is not False and tune is not None:
+            from stridec.runtime.tune import tune_budget
+
+            self.tune = tune_budget(tune)
         graph.verify()
         self._inputs = [(v.owner.arg_name, v.type) for v in graph.inputs]
         # Symbolic input sizes: one plan per class of bindings (`_call_symbolic`); the
@@ -908,7 +920,9 @@ class CompiledGraph:
 
     def _compile(
         self, spec: tuple, device: torch.device, target: str, outs: OutCall | None = None
-    ) -> Program:
+    ) -> tuple[Program, bool]:
+        """The program of a specialization, and whether it may be kept on disk (not where
+        measured choice ran out of budget: a later process measures again)."""
         from stridec.compiler.codegen.lower import lower_to_program
         from stridec.compiler.outputs import stage_outputs, write_outputs
         from stridec.compiler.pass_manager import PassManager, parse_pipeline
@@ -927,9 +941,22 @@ class CompiledGraph:
         if outs is not None and buffers is not None:
             stage_outputs(graph, outs.storages, outs.targets, buffers)
         self.stats.pipeline_runs += 1
-        program = lower_to_program(graph, {"triton": "cuda", "cpu": "c"}.get(target, "cpu"))
+        lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
+        if self.tune is None or lang != "c":
+            program = lower_to_program(graph, lang)
+            self.stats.codegen_runs += 1
+            return program, True
+        from stridec.compiler.codegen.c.plan import choosing
+        from stridec.runtime.tune import Tuner
+
+        tuner = Tuner(self.tune)
+        with choosing(tuner):
+            program = lower_to_program(graph, lang)
         self.stats.codegen_runs += 1
-        return program
+        self.stats.tuned += sum(c.how == "measured" for c in tuner.choices)
+        self.stats.wisdom_hits += sum(c.how == "wisdom" for c in tuner.choices)
+        self.stats.tune_seconds += tuner.seconds
+        return program, tuner.complete
 
     def program_for_layouts(
         self, layouts: Sequence[tuple[Sequence[int], int]], device: torch.device | str
@@ -993,6 +1020,9 @@ class CompiledGraph:
                     "copy_aliased": self.copy_aliased_outputs,
                     "outs": out_key,
                     **_versions(),
+                    # A tuned plan depends on the threads it was measured with.
+                    **({} if self.tune is None or target != "cpu"
+                       else {"tune": torch.get_num_threads()}),
                 }
             )
             program = MEMORY_CACHE.get_memory(key)
@@ -1007,13 +1037,14 @@ class CompiledGraph:
                     self.stats.disk_hits += 1
                 else:
                     start = time.perf_counter()
-                    program = self._compile(spec, device, target, outs)
+                    program, keep = self._compile(spec, device, target, outs)
                     self.stats.compiles += 1
                     logger.info("graph %r compiled for %s in %.1f ms: %d kernel(s), "
                                 "plan %s", self.graph.name, target,
                                 1e3 * (time.perf_counter() - start), program.launch_count,
                                 key[:16])
-                    MEMORY_CACHE.put_disk(key, program)
+                    if keep:
+                        MEMORY_CACHE.put_disk(key, program)
                 MEMORY_CACHE.put_memory(key, program)
             self._programs[local_key] = program
             self._clock += 1
@@ -1049,7 +1080,7 @@ class CompiledGraph:
         bindings = self._bindings(tensors)
         inner = CompiledGraph(self.graph.bind(bindings), self.backend, self.pipeline,
                               copy_aliased_outputs=self.copy_aliased_outputs,
-                              bump_versions=self.bump_versions)
+                              bump_versions=self.bump_versions, tune=self.tune)
         inner.stats = self.stats
         inner._ran = self._ran
         with self._lock:
@@ -1813,8 +1844,17 @@ class CompiledGraph:
         return f"<CompiledGraph {self.graph.name!r} backend={self.backend!r}{ran}>"
 
 
-def compile(graph: Graph, backend: str = "auto", pipeline: str | None = None) -> CompiledGraph:
+def compile(graph: Graph, backend: str = "auto", pipeline: str | None = None, *,
+            tune: bool | float = False) -> CompiledGraph:
     """Compile `graph`; kernels are generated per call specialization, on first use.
+
+    `tune` (the `cpu` backend): measured choice of copy plans. Where the planner's model
+    ranks several plans of a copy, the first call of a specialization times them on
+    scratch memory and runs the fastest, keeping the choice in the disk cache for later
+    calls and processes (FFTW's wisdom). `True` measures for up to 3 seconds a
+    specialization, a number for up to that many seconds, `0` only reads choices made
+    before; `False` (the default) runs the model's plans and times nothing
+    (docs/cpu.md, "Measured choice").
 
     >>> g = stridec.Graph("t")
     >>> x = g.input("x", (2, 3), "float32")
@@ -1828,4 +1868,4 @@ def compile(graph: Graph, backend: str = "auto", pipeline: str | None = None) ->
     >>> fn
     <CompiledGraph 't' backend='auto', ran on 'cpu'>
     """
-    return CompiledGraph(graph, backend, pipeline)
+    return CompiledGraph(graph, backend, pipeline, tune=tune)

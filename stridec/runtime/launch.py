@@ -19,6 +19,7 @@ and kept in `_RUNNERS` for as long as the program lives (`runner`). Per call it
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -49,6 +50,7 @@ __all__ = [
     "launch_copy",
     "launch_copy_batch",
     "launch_philox",
+    "planned_copy_runs",
     "run",
     "runner",
     "symbolic_runner",
@@ -683,6 +685,24 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
             grid, src_storage, dst_storage, *args, **kernel.constexprs,
             num_warps=kernel.num_warps)
     bump_versions((dst_storage,))
+
+
+def planned_copy_runs(elem_bytes: int, blocks: Sequence[tuple[int, ...]],
+                      src_storage: torch.Tensor, dst_storage: torch.Tensor
+                      ) -> list[Callable[[], None]]:
+    """One function per argument block of `blocks` that runs the planned copies' library
+    of `elem_bytes`-byte elements (`codegen/c/plan.py`) on it, from `src_storage` into
+    `dst_storage` (flat CPU storages holding every address the blocks name), on
+    `torch.get_num_threads()` threads: the plans measured choice times (`runtime/tune.py`)."""
+    from stridec.compiler.codegen.c.plan import plan_symbol, plan_unit_source
+    from stridec.runtime.backends.cpu import load_c_kernel
+
+    source, symbol = plan_unit_source(elem_bytes), plan_symbol(elem_bytes)
+    runs = []
+    for k, block in enumerate(blocks):
+        kernel = load_c_kernel(f"{symbol}_choice{k}", source, [(symbol, 0, 1, tuple(block))])
+        runs.append(functools.partial(kernel, None, src_storage, dst_storage))
+    return runs
 
 
 def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,

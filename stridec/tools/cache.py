@@ -21,7 +21,8 @@ from stridec.runtime import cache
 
 __all__ = ["main"]
 
-KINDS = (("plan", "plans"), ("triton", "Triton kernel modules"), ("c", "C units (.c, .so)"))
+KINDS = (("plan", "plans"), ("wisdom", "measured plan choices"),
+         ("triton", "Triton kernel modules"), ("c", "C units (.c, .so)"))
 
 
 class _Parser(argparse.ArgumentParser):

@@ -86,7 +86,8 @@ class Differentiable:
             return None, None, e
         if adj.graph is None:
             return adj, None, None
-        backward = CompiledGraph(adj.graph, self.compiled.backend, self.compiled.pipeline)
+        backward = CompiledGraph(adj.graph, self.compiled.backend, self.compiled.pipeline,
+                                 tune=self.compiled.tune)
         return adj, backward, None
 
     def apply(self, *tensors: torch.Tensor) -> Any:

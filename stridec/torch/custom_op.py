@@ -436,7 +436,8 @@ class TorchOp:
         found = self._bound.get(key)
         if found is None:
             found = CompiledGraph(self.graph.bind(values), self.compiled.backend,
-                                  self.compiled.pipeline, copy_aliased_outputs=True)
+                                  self.compiled.pipeline, copy_aliased_outputs=True,
+                                  tune=self.compiled.tune)
             found.stats = self.compiled.stats
             if len(self._bound) >= 64:
                 self._bound.clear()
@@ -563,7 +564,7 @@ class TorchOp:
         if self._backward_op is None and adj is not None and adj.graph is not None:
             self._backward_op = _register(
                 CompiledGraph(adj.graph, self.compiled.backend, self.compiled.pipeline,
-                              copy_aliased_outputs=True),
+                              copy_aliased_outputs=True, tune=self.compiled.tune),
                 f"{self.qualname}__adjoint", self.use_triton_op,
             )
         return self._backward_op
@@ -697,16 +698,17 @@ def register(
 ) -> TorchOp:
     """Register `graph` as the torch operator `qualname` ("namespace::name").
 
-    The operator runs its own CompiledGraph (same graph, backend and pipeline as a given
-    CompiledGraph) under the custom-op contract: outputs never alias inputs. Registering
-    the same graph under the same name again returns the existing operator; another graph
-    under a taken name raises `CallError`. `use_triton_op` (default: whether CUDA is
-    available) defines it through `torch.library.triton_op` (CUDA calls inline their
-    kernels for Inductor; CPU calls run the backend as without it: with "auto", the
-    `cpu` backend's C kernels) instead of a CPU-only `torch.library.custom_op`.
+    The operator runs its own CompiledGraph (same graph, backend, pipeline and `tune` as a
+    given CompiledGraph) under the custom-op contract: outputs never alias inputs.
+    Registering the same graph under the same name again returns the existing operator;
+    another graph under a taken name raises `CallError`. `use_triton_op` (default:
+    whether CUDA is available) defines it through `torch.library.triton_op` (CUDA calls
+    inline their kernels for Inductor; CPU calls run the backend as without it: with
+    "auto", the `cpu` backend's C kernels) instead of a CPU-only `torch.library.custom_op`.
     """
+    tune = None
     if isinstance(graph, CompiledGraph):
-        backend, pipeline, graph = graph.backend, graph.pipeline, graph.graph
+        backend, pipeline, tune, graph = graph.backend, graph.pipeline, graph.tune, graph.graph
     if not isinstance(graph, Graph):
         raise CallError(f"as_torch_op: expected a stridec.Graph or CompiledGraph; got "
                         f"{type(graph).__name__}")
@@ -717,7 +719,7 @@ def register(
         )
     # The dispatcher bumps the versions of the `.out` overload's mutated arguments itself.
     compiled = CompiledGraph(graph, backend, pipeline, copy_aliased_outputs=True,
-                             bump_versions=False)
+                             bump_versions=False, tune=tune)
     if not graph.inputs:
         raise UnsupportedError(
             f"as_torch_op: graph {graph.name!r} has no inputs; a torch operator needs a "

@@ -80,6 +80,7 @@ __all__ = [
     "set_stream_threshold",
     "stream_threshold",
     "torch_openmp_entry",
+    "unit_key",
     "use_torch_openmp",
 ]
 
@@ -375,6 +376,12 @@ def use_torch_openmp(enabled: bool, lib: Any = None) -> bool:
 def _unit_digest(toolchain: str, source: str) -> str:
     """A unit's key in the disk cache: its files are `<digest>.c`, `<digest>.so`."""
     return hashlib.sha256(f"{toolchain}\n{source}".encode()).hexdigest()[:32]
+
+
+def unit_key(source: str) -> str:
+    """The key of a unit's library in the disk cache: what it depends on, its source, the
+    compiler, the flags and the host CPU (measured choice keys its wisdom by it)."""
+    return _unit_digest(_toolchain_key(compiler()), source)
 
 
 def source_files(source: str) -> list[str]:
