@@ -74,7 +74,8 @@ from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 # Progress marks: a system timed (stridec, eager, torch.compile; a suite's symbolic and
 # static stridec plans).
-MARKS = {"stridec": "s", "eager": "e", "compile": "t", "symbolic": "y", "static": "p"}
+MARKS = {"stridec": "s", "eager": "e", "compile": "t", "symbolic": "y", "static": "p",
+         "tuned": "u"}
 COMPILE_ROW = "compile_time"
 QUANTILES = (0.2, 0.5, 0.8)
 SCHEMA = "stridec-bench/1"
@@ -144,6 +145,9 @@ class Session:
     # The clock of interleaved timing: the host's, or the calling thread's CPU time (a
     # suite run on one thread, not slowed by the time other processes hold the core).
     clock: Callable[[], float] = time.perf_counter
+    # Seconds of measured choice (`stridec.compile(tune=...)`) for a second stridec
+    # system of each suite row, "tuned"; None: not timed.
+    tune: float | None = None
     baselines: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     def sync(self) -> None:
@@ -885,6 +889,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="with --suite: 5 rounds, no torch.compile, no files (unless --out): "
                         "for timing a row or two with --only while working on a kernel")
+    p.add_argument("--tune", type=float, nargs="?", const=3.0, default=None, metavar="SECONDS",
+                   help="with --suite: time stridec also compiled with tune=SECONDS (measured "
+                        "choice of copy plans; default 3) beside the untuned plan")
     p.add_argument("--threads", type=int, default=None,
                    help="with --suite: torch.set_num_threads(N) first (stridec, eager, "
                         "torch.compile and the yardsticks all run on N threads)")

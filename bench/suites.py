@@ -11,6 +11,12 @@ stridec cannot trace yet is timed without it and says so. Where torch can write 
 result into memory it already has (`Case.into`), every system writes into one set of
 preallocated outputs laid out as eager's result is (stridec through `out=`).
 
+With `--tune [SECONDS]` every row also times stridec compiled with `tune=SECONDS`
+(measured choice of copy plans: docs/cpu.md) as a system of its own, "tuned", in the
+same rounds: the row's `tuned_vs_untuned` is the untuned plan's median over the tuned
+one's, and `tune` says what its first call did (copies timed, choices from the wisdom,
+seconds, whether any copy runs another plan than the model's).
+
 A symbolic row times two stridec plans of one function side by side: traced with a
 symbolic batch (dim 0 of the first input) and traced static, both called at the same
 size, with the kernels each launches per call.
@@ -59,7 +65,7 @@ from bench.workloads import Mismatch, assert_same  # noqa: E402
 from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
 __all__ = ["TARGETS", "markdown", "rewrite", "run_suite", "select_cases", "size_class",
-           "summarize"]
+           "summarize", "tune_summary"]
 
 DASH = "—"
 MiB = 1 << 20
@@ -114,7 +120,7 @@ def _first_call(fn: Any, inputs: list[torch.Tensor],
 
 
 def _stridec(case: Case, inputs: list[torch.Tensor], backend: str, row: dict[str, Any],
-             dynamic: Any = False) -> Any:
+             dynamic: Any = False, tune: float | None = None) -> Any:
     """Trace, compile and run the row's function; the compiled graph, or None where a stage
     failed (the row says which: `untraceable` where `stridec.trace` refused it)."""
     try:
@@ -123,10 +129,47 @@ def _stridec(case: Case, inputs: list[torch.Tensor], backend: str, row: dict[str
         row["status"], row["error"] = "untraceable", f"{type(e).__name__}: {e}"
         return None
     try:
-        return stridec.compile(graph, backend=backend)
+        return stridec.compile(graph, backend=backend,
+                               tune=False if tune is None else tune)
     except Exception as e:
         row["error"] = _error(e, "compile")
         return None
+
+
+def _program_calls(fn: Any, inputs: list[torch.Tensor],
+                   outs: tuple[torch.Tensor, ...] | None) -> list[Any]:
+    """The C calls (symbol, arguments, argument block) of the program a call runs."""
+    plan = fn.plan_for(*inputs) if outs is None else fn.plan_for(*inputs, out=outs)
+    return [call for k in plan.program.kernels for call in getattr(k, "calls", ())]
+
+
+def _add_tuned(case: Case, inputs: list[torch.Tensor], outs: tuple[torch.Tensor, ...] | None,
+               expected: tuple[torch.Tensor, ...], untuned: Any, s: Session,
+               row: dict[str, Any], calls: dict[str, Callable[[], Any]]) -> None:
+    """The row's stridec compiled with `tune=s.tune` as system "tuned" (module docstring);
+    its first call, which measures, checked against the function like stridec's."""
+    entry = row["systems"].setdefault("tuned", {})
+    scratch: dict[str, Any] = {}
+    fn = _stridec(case, inputs, s.backend, scratch, tune=s.tune)
+    if fn is None:
+        entry["error"] = scratch.get("error") or "not traced"
+        return
+    try:
+        t0 = time.perf_counter()
+        _, got = _first_call(fn, inputs, outs)
+        first_s = time.perf_counter() - t0
+        _check(outs if outs is not None else (inputs[0] if case.mutates else got), expected,
+               "stridec tuned")
+    except Exception as e:
+        entry["error"] = _error(e, "tuned run")
+        return
+    st = fn.stats
+    row["tune"] = {"measured": st.tuned, "wisdom": st.wisdom_hits,
+                   "seconds": st.tune_seconds, "first_call_s": first_s,
+                   "changed": _program_calls(fn, inputs, outs)
+                   != _program_calls(untuned, inputs, outs)}
+    calls["tuned"] = ((lambda: fn(*inputs, out=outs)) if outs is not None
+                      else (lambda: fn(*inputs)))
 
 
 def _compile_torch(fn: Callable[..., Any], args: list[Any], check: Callable[[], None],
@@ -190,6 +233,8 @@ def measure_case(case: Case, s: Session, progress: Progress, smoke: bool) -> dic
             row["status"], row["error"] = "mismatch", str(e)
         except Exception as e:
             row["status"], row["error"] = "error", _error(e, "run")
+    if s.tune is not None and row["status"] == "ok":
+        _add_tuned(case, inputs, outs, expected, fn, s, row, calls)
     progress.step("+" if row["status"] == "ok" else "!")
     if smoke:
         return row
@@ -214,6 +259,9 @@ def measure_case(case: Case, s: Session, progress: Progress, smoke: bool) -> dic
         progress.step("i")
     _time_interleaved(calls, read + written, written, s, row, progress)
     _finish(row)
+    untuned = (row["systems"].get("stridec") or {}).get("ms")
+    tuned = (row["systems"].get("tuned") or {}).get("ms")
+    row["tuned_vs_untuned"] = untuned / tuned if untuned and tuned else None
     return row
 
 
@@ -477,6 +525,55 @@ def _summary_lines(suite: str, runs: list[list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def tune_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's measured choice: geomean of untuned over tuned, over every timed row and
+    over the rows whose plan it changed, and the lowest and highest."""
+    timed = _measured(rows, "tuned_vs_untuned")
+    changed = [r for r in timed if (r.get("tune") or {}).get("changed")]
+    ratios = [r["tuned_vs_untuned"] for r in timed]
+    return {"timed": len(timed), "changed": len(changed),
+            "geomean": _geomean(ratios),
+            "geomean_changed": _geomean([r["tuned_vs_untuned"] for r in changed]),
+            "min": min(ratios, default=None), "max": max(ratios, default=None),
+            "tune_seconds": sum((r.get("tune") or {}).get("seconds") or 0.0 for r in timed)}
+
+
+def _tune_lines(report: dict[str, Any]) -> list[str]:
+    """`--tune`: what measured choice gained, run by run, and row by row."""
+    runs = report["runs"]
+    if report["suite"] == "symbolic" or not any(r.get("tune") for rows in runs for r in rows):
+        return []
+    budget = (report.get("settings") or {}).get("tune")
+    lines = ["", "## Measured choice", "",
+             f"stridec compiled with `tune={budget}` (\"tuned\") against the same graph "
+             "untuned, in the same rounds: × untuned is the untuned median over the tuned "
+             "one (above 1: tuning gained). Changed: rows where some copy runs another plan "
+             "than the model's first; on the others the two programs are the same, and their "
+             "ratio is the noise of the measurement.", "",
+             "| run | rows timed | changed | geomean × untuned | geomean × untuned, changed "
+             "rows | lowest | highest | seconds measuring |", "|" + "---|" * 8]
+    for k, rows in enumerate(runs):
+        m = tune_summary(rows)
+        lines.append(f"| {k + 1} | {m['timed']} | {m['changed']} | {_num(m['geomean'], '.3f')} "
+                     f"| {_num(m['geomean_changed'], '.3f')} | {_num(m['min'], '.3f')} "
+                     f"| {_num(m['max'], '.3f')} | {m['tune_seconds']:.1f} |")
+    spread = _spread(runs, "tuned_vs_untuned") if len(runs) > 1 else {}
+    if spread:
+        values = sorted(spread.values())
+        lines += ["", f"Spread between the runs (largest over smallest × untuned, per row): "
+                  f"median {values[len(values) // 2]:.3f}, largest {max(values):.3f}."]
+    lines += ["", "| row | copies timed | from wisdom | changed | seconds | × untuned |",
+              "|---|---|---|---|---|---|"]
+    for k, r in enumerate(runs[0]):
+        by_run = [rows[k] for rows in runs if k < len(rows) and rows[k]["name"] == r["name"]]
+        t = r.get("tune") or {}
+        ratio = " / ".join(_num(x.get("tuned_vs_untuned"), ".3f") for x in by_run)
+        lines.append(f"| `{r['name']}` | {t.get('measured', DASH)} | {t.get('wisdom', DASH)} "
+                     f"| {'yes' if t.get('changed') else 'no' if t else DASH} "
+                     f"| {_num(t.get('seconds'), '.2f')} | {ratio} |")
+    return lines
+
+
 def _cores() -> int:
     return os.cpu_count() or 1
 
@@ -514,6 +611,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     lines += _summary_lines(suite, runs)
+    lines += _tune_lines(report)
     lines += ["", "## Rows", ""] + _rows_table(suite, runs)
     notes = [(r["name"], r["note"]) for r in runs[0] if r.get("note")]
     problems = [(r["name"], r["error"]) for r in runs[0] if r.get("error")]
@@ -632,7 +730,7 @@ def run_suite(args: argparse.Namespace) -> int:
     repeats = args.cpu_repeats
     timer = None if smoke else wall_timer(repeats)
     torch_compile = (not smoke) if args.torch_compile is None else args.torch_compile
-    s = Session(torch.device("cpu"), "cpu", backend, timer, torch_compile,
+    s = Session(torch.device("cpu"), "cpu", backend, timer, torch_compile, tune=args.tune,
                 interleave=0 if smoke else repeats, flush_mb=0 if smoke else args.cpu_flush_mb,
                 clock=time.thread_time if args.clock == "thread" else time.perf_counter)
     info, versions = environment(s.device)
@@ -658,7 +756,8 @@ def run_suite(args: argparse.Namespace) -> int:
         "settings": {"timer": how, "repeats": repeats, "flush_mb": args.cpu_flush_mb,
                      "threads": torch.get_num_threads(), "clock": args.clock,
                      "threads_given": args.threads is not None,
-                     "torch_compile": torch_compile, "runs": args.runs, "command": command},
+                     "torch_compile": torch_compile, "runs": args.runs, "command": command,
+                     "tune": args.tune},
         "runs": [],
     }
     out = args.out if args.out is not None else (None if smoke else
@@ -722,6 +821,9 @@ def _line(row: dict[str, Any]) -> str:
             text += f"  x{row[key]:.2f} vs {label}"
     if row.get("frac_memcpy"):
         text += f"  {row['frac_memcpy']:.2f} of memcpy"
+    if row.get("tuned_vs_untuned"):
+        changed = "changed" if (row.get("tune") or {}).get("changed") else "same plan"
+        text += f"  tuned x{row['tuned_vs_untuned']:.3f} vs untuned ({changed})"
     return text
 
 

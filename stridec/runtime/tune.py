@@ -11,7 +11,8 @@ rounds, each round calling every plan once (`repeats` calls a sample, enough for
 sample to last `SAMPLE_SECONDS`), the order rotated from round to round. A plan's time
 in a round is divided by the model's first plan's in the same round, so load that comes
 and goes hits both; a plan replaces the model's only where the median of those ratios and
-the ratio of the median times are both at most `1 - MIN_GAIN`.
+the ratio of the median times are both at most `1 - MIN_GAIN` and it was the faster of
+the two in `WIN_SHARE` of the rounds.
 
 Budget: `tune` seconds of measuring (True: `DEFAULT_BUDGET`) for each specialization,
 all its copies together; no sample starts that would end past it (its time estimated
@@ -58,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET = 3.0  # seconds of measuring a specialization, `tune=True`
 MIN_GAIN = 0.05  # a plan replaces the model's only where it takes at most 95 % of its time
+WIN_SHARE = 0.75  # ... and was faster than it in three rounds of four
 MIN_ROUNDS = 3
 MAX_ROUNDS = 9
 SAMPLE_SECONDS = 2e-4  # a sample repeats a short copy until it lasts about this long
@@ -213,12 +215,15 @@ class Tuner:
 def _decide(times: list[list[float]], n: int) -> Choice:
     """The choice of the rounds `times` (each plan's time in each round): the model's
     first plan unless another's median ratio to it and ratio of medians are both at most
-    `1 - MIN_GAIN`; the model's where fewer than `MIN_ROUNDS` rounds were timed."""
+    `1 - MIN_GAIN` and it was faster in `WIN_SHARE` of the rounds; the model's where fewer
+    than `MIN_ROUNDS` rounds were timed."""
     if len(times) < MIN_ROUNDS:
         return Choice(n, 0, "budget", len(times))
     ratios = tuple(statistics.median(t[k] / t[0] for t in times) for k in range(n))
     medians = [statistics.median(t[k] for t in times) for k in range(n)]
     best = min(range(n), key=lambda k: ratios[k])
-    if best and ratios[best] <= 1 - MIN_GAIN and medians[best] <= (1 - MIN_GAIN) * medians[0]:
+    wins = sum(t[best] < t[0] for t in times)
+    if (best and ratios[best] <= 1 - MIN_GAIN and medians[best] <= (1 - MIN_GAIN) * medians[0]
+            and wins >= WIN_SHARE * len(times)):
         return Choice(n, best, "measured", len(times), ratios)
     return Choice(n, 0, "measured", len(times), ratios)
