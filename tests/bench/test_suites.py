@@ -207,3 +207,27 @@ def test_one_thread_timed_by_cpu_time(tmp_path: Path, capsys: pytest.CaptureFixt
     assert report["settings"]["threads"] == 1 and report["settings"]["clock"] == "thread"
     assert "time.thread_time" in report["settings"]["timer"]
     assert report["runs"][0][0]["systems"]["stridec"]["ms"] > 0
+
+
+@pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
+def test_tune_times_a_tuned_system_beside_the_untuned(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """`--tune SECONDS`: stridec compiled with `tune=SECONDS` is a system of the row,
+    "tuned", timed in the same rounds; the row says what its first call measured and the
+    untuned over tuned ratio, the page has its "Measured choice" section."""
+    code = bench_run.main(["--cpu", "--suite", "models", "--quick", "--only",
+                           "pixel_shuffle_64K", "--cpu-repeats", "1", "--cpu-flush-mb", "0",
+                           "--tune", "0.5", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    (json_path,) = tmp_path.glob("*.json")
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["tune"] == 0.5
+    (row,) = report["runs"][0]
+    assert set(row["systems"]) == {"stridec", "eager", "tuned"}
+    assert set(row["tune"]) == {"measured", "wisdom", "seconds", "first_call_s", "changed"}
+    assert row["tuned_vs_untuned"] == pytest.approx(
+        row["systems"]["stridec"]["ms"] / row["systems"]["tuned"]["ms"])
+    page = json_path.with_suffix(".md").read_text()
+    assert "## Measured choice" in page and "| `pixel_shuffle_64K` |" in page
