@@ -369,3 +369,16 @@ def test_wisdom_is_reused_by_another_process(tmp_path: Path) -> None:
     assert first["stats"]["tuned"] == 1 and second["stats"]["tuned"] == 0
     assert second["stats"]["wisdom_hits"] == 1
     assert second["blocks"] == first["blocks"]
+
+
+def test_derived_graphs_keep_tune() -> None:
+    """The torch operator of a tuned graph, and its backward, are tuned alike; an untuned
+    graph's are not."""
+    import stridec.torch  # noqa: F401 -- the operator factory
+
+    op = stridec.compile(transpose_graph("derived"), tune=5.0).as_torch_op(
+        "stridec_tune_test::transpose")
+    assert op.compiled.tune == 5.0 and op.backward_op.compiled.tune == 5.0
+    plain = stridec.compile(transpose_graph("derived_plain")).as_torch_op(
+        "stridec_tune_test::transpose_plain")
+    assert plain.compiled.tune is None and plain.backward_op.compiled.tune is None
