@@ -698,7 +698,8 @@ def result_stem(report: dict[str, Any], folder: Path) -> Path:
     base = (f"{report['date'][:10]}-cpu-{report['suite']}"
             + ("-smoke" if report["smoke"] else "")
             + (f"-{st['threads']}t" if st.get("threads_given") else "")
-            + ("-cputime" if st.get("clock") == "thread" else ""))
+            + ("-cputime" if st.get("clock") == "thread" else "")
+            + ("-tune" if st.get("tune") is not None else ""))
     stem, k = folder / base, 1
     while any(stem.with_suffix(ext).exists() for ext in (".json", ".md", ".png")):
         k += 1

@@ -221,7 +221,7 @@ def test_tune_times_a_tuned_system_beside_the_untuned(tmp_path: Path,
                            "--tune", "0.5", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
-    (json_path,) = tmp_path.glob("*.json")
+    (json_path,) = tmp_path.glob("*-cpu-models-tune.json")
     report = json.loads(json_path.read_text())
     assert report["settings"]["tune"] == 0.5
     (row,) = report["runs"][0]
