@@ -130,7 +130,8 @@ SYMBOLIC_PATTERNS = {
 @pytest.mark.parametrize("name", sorted(SYMBOLIC_PATTERNS))
 def test_a_symbolic_plan_launches_the_static_plans_kernels(name: str) -> None:
     """Traced with a symbolic batch and traced static, a pattern's plans launch the same
-    number of kernels at each size (docs/symbolic.md), and every call is torch's."""
+    number of kernels at each size (docs/symbolic.md), with and without a fresh out=, and
+    every call is torch's."""
     fn, shapes = SYMBOLIC_PATTERNS[name]
     examples = [torch.randn(*s) for s in shapes]
     symbolic = stridec.compile(
@@ -142,6 +143,10 @@ def test_a_symbolic_plan_launches_the_static_plans_kernels(name: str) -> None:
         static = stridec.compile(stridec.trace(fn, *args), backend="cpu")
         assert _launches(symbolic, *args) == _launches(static, *args), f"N = {n}"
         check_against_torch(symbolic(*args), fn(*args), args)
+        out = torch.empty_like(fn(*args))
+        assert (symbolic.plan_for(*args, out=out).launches
+                == static.plan_for(*args, out=out).launches), f"N = {n}, out="
+        assert symbolic(*args, out=out) is out and torch.equal(out, fn(*args))
     assert symbolic.stats.pipeline_runs == 1
 
 
