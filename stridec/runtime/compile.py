@@ -922,7 +922,7 @@ class CompiledGraph:
         self, spec: tuple, device: torch.device, target: str, outs: OutCall | None = None
     ) -> tuple[Program, bool]:
         """The program of a specialization, and whether it may be kept on disk (not where
-        measured choice ran out of budget: a later process measures again)."""
+        measured choice ran out of budget: a later process with more measures again)."""
         from stridec.compiler.codegen.lower import lower_to_program
         from stridec.compiler.outputs import stage_outputs, write_outputs
         from stridec.compiler.pass_manager import PassManager, parse_pipeline

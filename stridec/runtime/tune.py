@@ -17,7 +17,8 @@ the two in `WIN_SHARE` of the rounds.
 Budget: `tune` seconds of measuring (True: `DEFAULT_BUDGET`) for each specialization,
 all its copies together; no sample starts that would end past it (its time estimated
 from the samples before). A copy measured for fewer than `MIN_ROUNDS` rounds keeps the
-model's plan, and its program is kept in memory only: a later process measures again.
+model's plan, and its program is kept in memory only; the wisdom records the budget that
+cut it short (`cut_at`), so a later call measures again only with more budget than that.
 
 Wisdom: each measured choice is kept in the disk cache (`cache.write_wisdom`), keyed by
 the library (its source, the compiler and host CPU: `cpu.unit_key`), the thread count
@@ -124,7 +125,8 @@ class Tuner:
         elem_bytes = plans[0].elem_bytes
         threads = torch.get_num_threads()
         key = wisdom_key(elem_bytes, blocks, threads)
-        chosen = self._wisdom(key, blocks)
+        available = max(0.0, self.budget - self.seconds)
+        chosen = self._wisdom(key, blocks, available)
         if chosen is not None:
             self.choices.append(Choice(len(plans), chosen, "wisdom"))
             return plans[chosen]
@@ -140,15 +142,23 @@ class Tuner:
                         ", ".join(f"{r:.3f}" for r in choice.ratios), choice.chosen)
         elif choice.how == "budget":
             self.complete = False
+            if available > 0:  # a later call with no more budget keeps the model's plan too
+                write_wisdom(key, {"format": WISDOM_FORMAT, "block": list(blocks[0]),
+                                   "chosen": 0, "rounds": choice.rounds, "threads": threads,
+                                   "cut_at": available})
         return plans[choice.chosen]
 
-    def _wisdom(self, key: str, blocks: list[tuple[int, ...]]) -> int | None:
-        """The candidate the wisdom of `key` chose, or None (none kept, or unreadable:
-        warned and removed)."""
+    def _wisdom(self, key: str, blocks: list[tuple[int, ...]],
+                available: float) -> int | None:
+        """The candidate the wisdom of `key` chose, or None (none kept; one whose measuring
+        was cut short at a budget below `available`; unreadable: warned and removed)."""
         try:
             entry = read_wisdom(key)
             if entry is None:
                 return None
+            cut_at = entry.get("cut_at")
+            if cut_at is not None and float(cut_at) < available:
+                return None  # more budget now than the measurement it cut short had
             block = tuple(entry["block"])
             if block not in blocks:
                 raise ValueError("its plan is none of the copy's candidates")

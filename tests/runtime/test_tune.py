@@ -214,22 +214,28 @@ def test_the_budget_bounds_the_time_measured(
 
 def test_a_budget_too_small_keeps_the_models_plan_in_memory_only(
         cache_dir: Path, costs: Callable[[list[float]], list[int]]) -> None:
-    """Too little budget for MIN_ROUNDS rounds: the model's plan, no wisdom, and the
-    program not kept on disk (a later process measures again); budget 0 calls nothing."""
+    """Too little budget for MIN_ROUNDS rounds: the model's plan, the program not kept on
+    disk, and the wisdom saying at which budget it was cut, so a later call with no more
+    budget times nothing; one with more measures again. Budget 0 calls nothing."""
     blocks = blocks_of()
     n = len(blocks)
-    called = costs([1.0] * n)
+    called = costs([1.0] * (n - 1) + [0.5])
     fn = stridec.compile(transpose_graph(), tune=float(1 + n))
     t = check(fn)
     assert program_blocks(fn, t) == [blocks[0]]
     assert len(called) <= 1 + n and fn.stats.tune_seconds <= 1 + n
-    assert fn.stats.tuned == 0 and not wisdom_files(cache_dir)
-    assert not list((cache_dir / "plans").glob("*.json"))
-    called.clear()
-    MEMORY_CACHE.clear_memory()
-    fn = stridec.compile(transpose_graph("zero"), tune=0)
-    t = check(fn)
-    assert called == [] and program_blocks(fn, t) == [blocks[0]]
+    assert fn.stats.tuned == 0 and not list((cache_dir / "plans").glob("*.json"))
+    (entry,) = wisdom_files(cache_dir)
+    assert json.loads(entry.read_text())["cut_at"] == 1 + n
+    for name, budget, runs in (("same", 1 + n, [blocks[0]]), ("zero", 0, [blocks[0]]),
+                               ("more", 100.0, [blocks[-1]])):
+        called.clear()
+        MEMORY_CACHE.clear_memory()
+        fn = stridec.compile(transpose_graph(name), tune=budget)
+        t = check(fn)
+        assert program_blocks(fn, t) == runs
+        assert (called == []) == (name != "more")
+    assert "cut_at" not in json.loads(entry.read_text())
 
 
 # --------------------------------------------------------------------------- wisdom
