@@ -185,6 +185,10 @@ INTO_OUT = {
     # split as (2, 2, 2), so one batch (9 kernels otherwise)
     "roll_partition": (lambda x: _window_partition(torch.roll(x, (-3, -3), (1, 2)), 7),
                        (2, 14, 14, 3)),
+    # Swin's stage 1, 8x8 windows: pieces of several window rows and of one (row 7) batch
+    # in dim 0 split as (8, 8) (4 kernels otherwise)
+    "roll_partition_8x8_windows": (
+        lambda x: _window_partition(torch.roll(x, (-3, -3), (1, 2)), 7), (1, 56, 56, 2)),
 }
 
 

@@ -120,8 +120,31 @@ class _Group:
             return False
         if any(x.reads == dst_slot for x in (*self.members, m)):
             return False
-        return all(x.box is not None and x.frame == m.frame and boxes_disjoint(x.box, m.box)
-                   for x in self.members)
+        # Boxes of one frame: the group's, or the newcomer's where the group's members
+        # are boxes of it too (a piece of one window row among pieces of several).
+        frame = first.frame
+        boxes: list[Box | None] = [x.box for x in self.members]
+        box = m.box if m.frame == frame else _box_in(m, frame)
+        if box is None:
+            frame, box = m.frame, m.box
+            boxes = [x.box if x.frame == frame else _box_in(x, frame) for x in self.members]
+        if not all(b is not None and boxes_disjoint(b, box) for b in boxes):
+            return False
+        for x, b in zip(self.members, boxes, strict=True):
+            x.box, x.frame = b, frame
+        m.box, m.frame = box, frame
+        return True
+
+
+def _box_in(m: _Member, frame: Layout | None) -> Box | None:
+    """Where member `m` writes, as a box of `frame` (a view of its buffer's layout); None
+    where it is none, or cannot be told for every value of the symbols."""
+    if frame is None:
+        return None
+    try:
+        return image_box(Layout(m.spec.sizes, m.spec.dst_strides, m.spec.dst_offset), frame)
+    except UndecidedError:
+        return None
 
 
 def _split_frame(dst: Layout, whole: Layout) -> Layout | None:
