@@ -10,8 +10,9 @@ they are contiguous in both source and destination), then planned:
   transposed in registers), `deinterleave` (the source holds K = 2 .. 4 lanes of dim a
   interleaved along b: NHWC -> NCHW with C = 3, space-to-depth, complex pairs),
   `interleave` (the reverse: the destination's innermost dim is K lanes),
-  `compress` (the source steps by K = 2 .. 4 along b, a strided slice), `gather`
-  (anything else: an element at a time);
+  `compress` (the source steps by K = 2 .. 4 along b, a strided slice), `reverse`
+  (the source steps by -1 along b: a flip), `gather` (anything else: an element at a
+  time);
 - the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
   of the nest, the threads and whether stores stream, from a model of the memory traffic
   (`plan_cost`): cache lines read and written, lines touched twice because a tile's edge
@@ -55,7 +56,7 @@ from stridec.compiler.host import Caches, host_caches
 __all__ = ["KERNELS", "MAX_BLOCK_ROWS", "CopyPlan", "Loop", "candidate_plans", "plan_copy",
            "plan_cost"]
 
-KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather")
+KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather", "reverse")
 # Lanes of the (de)interleave and compress micro-kernels.
 MAX_LANES = 4
 # A call moving fewer bytes (read and written) runs on the calling thread.
@@ -159,6 +160,8 @@ def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
         return "gather", None, b
     if sb == 1:
         return "rows", None, b
+    if sb == -1:  # a flip: runs read backwards
+        return "reverse", None, b
     if 2 <= nb <= MAX_LANES:  # the destination's innermost dim is K lanes
         a = _unit_dim(canon, b)
         if a is not None and canon.dst_strides[a] == nb:
@@ -236,6 +239,9 @@ def _sides_of(plan: CopyPlan) -> tuple[_Side, _Side]:
                 _Side(1, eb, 0, tuple(dst_moves)))
     if kernel == "rows":
         return _Side(1, eb, 0, tuple(src_moves)), _Side(1, eb, 0, tuple(dst_moves))
+    if kernel == "reverse":  # rows whose source runs backwards: the source side mirrored
+        return (_Side(1, eb, 0, tuple(-m for m in src_moves)),
+                _Side(1, eb, 0, tuple(dst_moves)))
     return (_Side(eb, 1, ssb, tuple(src_moves)),
             _Side(eb, 1, loops[plan.b_loop].dst_stride if plan.b_loop >= 0 else 1,
                   tuple(dst_moves)))
@@ -460,7 +466,7 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
             nb = math.prod(canon.sizes[j] for j in sides[1])
             tilings = [{a: _tile(na, max(16, ta // size)), b: _tile(nb, tb, MAX_BLOCK_ROWS)}
                        for ta, tb in TRANSPOSE_TILES]
-        elif kernel in ("rows", "deinterleave", "compress"):
+        elif kernel in ("rows", "reverse", "deinterleave", "compress"):
             tilings = [{b: min(canon.sizes[b], max(1, (64 << 10) // size))}]
         elif kernel == "interleave":
             tilings = [{a: min(canon.sizes[a], max(1, (64 << 10) // size))}]

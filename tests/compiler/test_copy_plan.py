@@ -132,8 +132,9 @@ def test_a_block_the_library_does_not_read_writes_nothing():
         (permute_spec((8, 3, 512, 512), (0, 2, 3, 1)), "interleave"),      # NCHW -> NHWC, C = 3
         (_spec((64, 4000), (16000, 2)), "compress"),                     # x[:, ::2]
         (CopySpec((64, 100), (100, 1), 0, (300, 3), 0, f32, f32), "gather"),  # out[:, ::3] = x
+        (CopySpec((64, 900), (900, -1), 899, (900, 1), 0, f32, f32), "reverse"),  # x.flip(1)
     ],
-    ids=["slice", "transpose", "deinterleave", "interleave", "compress", "strided_dst"],
+    ids=["slice", "transpose", "deinterleave", "interleave", "compress", "strided_dst", "flip"],
 )
 def test_the_micro_kernel_follows_the_pattern(spec, kernel):
     assert plan_copy(spec, CACHES).kernel == kernel
@@ -146,6 +147,13 @@ def test_space_to_depth_is_a_deinterleave_of_pairs():
     spec = permute_spec((n, c, h // 2, 2, w // 2, 2), (0, 3, 5, 1, 2, 4))
     plan = plan_copy(spec, CACHES)
     assert (plan.kernel, plan.lanes) == ("deinterleave", 2)
+
+
+def test_a_whole_flip_is_one_reversed_run():
+    # x.flip(0, 1) of a contiguous x: both dims fuse into one run read backwards.
+    plan = plan_copy(CopySpec((64, 900), (-900, -1), 64 * 900 - 1, (900, 1), 0, f32, f32),
+                     CACHES)
+    assert (plan.kernel, [loop.extent for loop in plan.loops]) == ("reverse", [64 * 900])
 
 
 def test_small_dims_join_a_transposes_sides():
@@ -207,6 +215,16 @@ def test_a_chosen_candidate_is_the_call_of_that_plan():
     run_plan(plans[1], spec)
 
 
+def test_flips_of_runs_of_a_vector_run_on_the_library():
+    for size, dtype in ((1, i8), (4, f32)):
+        long_run = generate_c_copy(CopySpec((30, 64 // size), (64, -1), 64 // size - 1,
+                                            (64 // size, 1), 0, dtype, dtype))
+        assert [call[0] for call in long_run.calls] == [cplan.plan_symbol(size)]
+        assert long_run.strategy == "reverse"
+        short = generate_c_copy(CopySpec((30, 7), (7, -1), 6, (7, 1), 0, dtype, dtype))
+        assert short.strategy == "gather"
+
+
 def test_caches_are_read_from_sysfs(tmp_path):
     for index, (level, kind, size, ways) in enumerate(
             [(1, "Data", "48K", 12), (1, "Instruction", "32K", 8), (2, "Unified", "2048K", 16),
@@ -244,6 +262,10 @@ def _kernel_cases() -> list[tuple[str, CopySpec]]:
             ("overlap", CopySpec((50, 33), (3, 1), 0, (33, 1), 0, dtype, dtype)),  # unfold
             ("overlap_transpose", CopySpec((50, 40), (1, 3), 0, (40, 1), 0, dtype, dtype)),
             ("gather", CopySpec((19, 23), (50, 3), 1, (23, 1), 0, dtype, dtype)),
+            ("reverse", CopySpec((19, 77), (80, -1), 76, (77, 1), 0, dtype, dtype)),  # flip
+            ("reverse_short", CopySpec((40, 5), (7, -1), 4, (5, 1), 0, dtype, dtype)),
+            ("reverse_all", CopySpec((9, 131), (-131, -1), 9 * 131 - 1, (131, 1), 0, dtype,
+                                     dtype)),
             ("strided_dst", CopySpec((19, 23), (23, 1), 0, (70, 3), 1, dtype, dtype)),
         ]
         for k in (2, 3, 4):

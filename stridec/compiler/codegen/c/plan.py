@@ -100,7 +100,8 @@ assert ABI.index("stream_bytes") == 6, "lib/copy_abi.h: stream_bytes must be wor
 # The strategy a planned kernel reports, by micro-kernel: the names the Triton target and
 # the strategies of codegen/c/copy.py use for the same walk.
 STRATEGIES = {"rows": "linear", "transpose": "tiled_transpose", "gather": "gather",
-              "deinterleave": "deinterleave", "interleave": "interleave", "compress": "compress"}
+              "deinterleave": "deinterleave", "interleave": "interleave", "compress": "compress",
+              "reverse": "reverse"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +117,16 @@ class PlannedClass:
         return plan_symbol(self.elem_bytes)
 
 
+# A flip's runs shorter than this many bytes go element by element faster than through a
+# vector in L1 each (docs/cpu.md).
+REVERSE_MIN_BYTES = 64
+
+
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win (docs/cpu.md)."""
+    if plan.kernel == "reverse":
+        return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
     return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)
 
 

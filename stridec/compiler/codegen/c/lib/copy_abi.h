@@ -62,8 +62,10 @@
    interleave    dst[do + x*K + k] = src[so + x + k*lane_stride]   k < K, x < ea
    compress      dst[do + y] = src[so + y*K]                       y < eb
    gather        dst[do + y*ddb] = src[so + y*ssb]                 y < eb
+   reverse       dst[do + y] = src[so - y]                         y < eb (a flip)
    (ssb, ddb: the b loop's strides.) */
 #define STRIDEC_COPY_KERNELS(X) \
-    X(rows, 0) X(transpose, 1) X(deinterleave, 2) X(interleave, 3) X(compress, 4) X(gather, 5)
+    X(rows, 0) X(transpose, 1) X(deinterleave, 2) X(interleave, 3) X(compress, 4) X(gather, 5) \
+    X(reverse, 6)
 
 #endif

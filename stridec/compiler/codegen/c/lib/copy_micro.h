@@ -271,6 +271,14 @@ ALWAYS_INLINE svec sv_join_mask(int K, int j, int step) {
     return m;
 }
 
+/* The lanes of v in the opposite order. */
+ALWAYS_INLINE svec sv_reverse(svec v) {
+    svec m;
+#pragma GCC unroll 64
+    for (int l = 0; l < SV; l++) m[l] = (elem_t)(SV - 1 - l);
+    return __builtin_shuffle(v, m);
+}
+
 /* Row k of K from K source vectors (K*SV interleaved elements). */
 ALWAYS_INLINE svec sv_split(const svec* v, int K, int k) {
     svec o = __builtin_shuffle(v[0], v[1], sv_split_mask(K, k, 0));

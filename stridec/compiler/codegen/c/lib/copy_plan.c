@@ -294,6 +294,46 @@ static void tile_join(const job_t* J, const elem_t* s, elem_t* d, i64 na) {
     }
 }
 
+/* d[y] = s[-y] for y < n: whole vectors reversed in registers; a rest shorter than a
+   vector as the last whole vector again (overlapping the one before), or, in a run
+   shorter than a vector, through a vector in L1. */
+ALWAYS_INLINE void reverse_run(const elem_t* s, elem_t* d, i64 n) {
+    i64 y = 0;
+    for (; y + SV <= n; y += SV) {
+        svec v;
+        memcpy(&v, s - y - (SV - 1), SV_BYTES);
+        v = sv_reverse(v);
+        memcpy(d + y, &v, SV_BYTES);
+    }
+    if (y == n) return;
+    if (n >= SV) {
+        svec v;
+        memcpy(&v, s - (n - 1), SV_BYTES);
+        v = sv_reverse(v);
+        memcpy(d + n - SV, &v, SV_BYTES);
+        return;
+    }
+    /* The run's n elements at the top of a vector, so that reversed they lead it. */
+    svec v = {0};
+    memcpy((elem_t*)&v + (SV - n), s - (n - 1), (size_t)n * ELEM_BYTES);
+    v = sv_reverse(v);
+    memcpy(d, &v, (size_t)n * ELEM_BYTES);
+}
+
+static void tile_reverse(const job_t* J, const elem_t* s, elem_t* d, i64 nb) {
+    if (!J->stream) {
+        reverse_run(s, d, nb);
+        return;
+    }
+    const i64 run = RUN_BYTES / ELEM_BYTES;
+    elem_t buf[RUN_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
+    for (i64 y = 0; y < nb; y += run) {
+        i64 w = nb - y < run ? nb - y : run;
+        reverse_run(s - y, buf, w);
+        stream_copy(d + y, buf, (size_t)w * ELEM_BYTES);
+    }
+}
+
 static void tile_gather(const job_t* J, const elem_t* s, elem_t* d, i64 nb) {
     const i64 ss = J->ssb, ds = J->dsb;
     for (i64 y = 0; y < nb; y++) d[y * ds] = s[y * ss];
@@ -321,6 +361,7 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof) {
     case K_deinterleave: tile_split(J, s, d, eb, 1); break;
     case K_interleave: tile_join(J, s, d, ea); break;
     case K_compress: tile_split(J, s, d, eb, 0); break;
+    case K_reverse: tile_reverse(J, s, d, eb); break;
     default: tile_gather(J, s, d, eb); break;
     }
 }
@@ -381,7 +422,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->ls = p[H_lane_stride];
     J->prefetch = p[H_prefetch];
     if (p[H_abi] != STRIDEC_COPY_ABI || J->L < 1 || J->L > MAXL || J->kernel < K_rows
-        || J->kernel > K_gather || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L)
+        || J->kernel > K_reverse || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L)
         return 0;
     int lanes = J->kernel >= K_deinterleave && J->kernel <= K_compress;
     if ((lanes && (J->K < 2 || J->K > 4)) || (J->kernel == K_interleave ? J->a : J->b) < 0
