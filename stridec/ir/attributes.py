@@ -44,6 +44,7 @@ __all__ = [
     "frame",
     "format_name",
     "nonempty_str",
+    "names",
     "check_fill",
 ]
 
@@ -248,6 +249,13 @@ def nonempty_str(op: str, key: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise VerificationError(f"{op}: '{key}' must be a non-empty string; got {value!r}")
     return value
+
+
+def names(op: str, key: str, value: Any) -> tuple[str, ...]:
+    """A tuple of non-empty strings (argument names)."""
+    if not isinstance(value, (list, tuple)):
+        raise VerificationError(f"{op}: '{key}' must be a list of names; got {value!r}")
+    return tuple(nonempty_str(op, key, v) for v in value)
 
 
 def check_fill(op: str, key: str, value: int | float | bool, dtype: DType | None) -> None:

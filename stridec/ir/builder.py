@@ -175,8 +175,10 @@ class GraphBuilder:
         )
 
 
-    def output(self, *values: Value) -> None:
-        """End the graph: `values` are its results, in order; no op may follow.
+    def output(self, *values: Value, reviews: Sequence[str] = ()) -> None:
+        """End the graph: `values` are its results, in order; no op may follow. `reviews`:
+        the arguments the last `len(reviews)` values re-view (`OutputOp`; `stridec.trace`
+        records `x.t_()` on an argument so).
 
         >>> g.output(x.transpose(0, 1).contiguous(), x)
         >>> print(g, end="")
@@ -191,7 +193,7 @@ class GraphBuilder:
             raise VerificationError(f"output: graph {self.name!r} already has an output op")
         if len(values) == 1 and isinstance(values[0], (list, tuple)):
             values = tuple(values[0])
-        emit(self, O.OutputOp, values, {})
+        emit(self, O.OutputOp, values, {"reviews": tuple(reviews) or None})
 
 
 # -- Value methods -----------------------------------------------------------------------

@@ -1408,12 +1408,22 @@ def has_effects(op: Op) -> bool:
 
 @register_op
 class OutputOp(Op):
-    """The graph results, in order."""
+    """The graph results, in order. `reviews` names the arguments that in-place view
+    methods re-viewed (`x.t_()`, `x.unsqueeze_(0)`: torch changes the caller's tensor's
+    sizes, strides and offset): the last `len(reviews)` results are hidden, one per such
+    call, each the argument's view at the end, which a call gives the caller's tensor
+    (`as_strided_`, a version bump each, as torch's in-place view methods bump one).
+
+        output %0, %1 {reviews = ["x"]}
+
+    returns `%0`; `%1` (a view of `%x`) is `x`'s new view.
+    """
 
     name = "output"
     surface = ("Graph.output",)
     num_operands = None
     is_terminator = True
+    reviews: tuple[str, ...] | None = attr(A.names, None, doc="None: no argument re-viewed.")
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
@@ -1426,6 +1436,25 @@ class OutputOp(Op):
     def verify_(self) -> None:
         if not self.operands:
             raise VerificationError("output: expected at least one value to return; got none")
+        reviews = self.reviews or ()
+        if len(reviews) >= len(self.operands):
+            raise VerificationError(
+                f"output: reviews names {len(reviews)} argument(s), one per hidden trailing "
+                f"result; expected fewer than the {len(self.operands)} results"
+            )
+        hidden = self.operands[len(self.operands) - len(reviews):]
+        for name, v in zip(reviews, hidden, strict=True):
+            root = storage_root(v)
+            if not isinstance(root.owner, InputOp) or root.owner.arg_name != name:
+                raise VerificationError(
+                    f"output: a result re-viewing argument {name!r} must be a view of that "
+                    f"argument's memory; got {v.type}"
+                )
+
+    @property
+    def visible(self) -> list[Value]:
+        """The results a call returns (the hidden re-views left out)."""
+        return list(self.operands[:len(self.operands) - len(self.reviews or ())])
 
 
 def is_materialization(op: Op) -> bool:

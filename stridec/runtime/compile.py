@@ -667,6 +667,23 @@ def _written_shared(tensors: tuple[Any, ...], written: tuple[int, ...]) -> bool:
     return False
 
 
+def _reviews(graph: Graph) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Per hidden result of `OutputOp.reviews`, in order: (the input it re-views, the
+    visible outputs that are that input's final view itself -- `return x` after
+    `x.t_()` -- which a call returns as the caller's tensor)."""
+    op = graph.output_op
+    reviews = op.reviews or ()
+    if not reviews:
+        return ()
+    position = {v.owner.arg_name: i for i, v in enumerate(graph.inputs)}
+    visible = op.visible
+    hidden = op.operands[len(visible):]
+    final = {name: v for name, v in zip(reviews, hidden, strict=True)}
+    return tuple(
+        (position[name], tuple(k for k, v in enumerate(visible) if v is final[name]))
+        for name in reviews)
+
+
 def _requires_grad(tensors: tuple[Any, ...]) -> bool:
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.requires_grad:
@@ -810,6 +827,14 @@ class CompiledGraph:
             bool(self._written) and bump_versions and backend != "reference")
         if backend == "reference":
             self._written = ()
+        # Arguments re-viewed in place (`OutputOp.reviews`): `_call_reviewing`.
+        self._reviews = _reviews(graph)
+        if self._reviews and copy_aliased_outputs:
+            raise UnsupportedError(
+                f"compile: graph {graph.name!r} re-views argument(s) in place (x.t_(), "
+                "x.unsqueeze_(0), ...), which needs its outputs to be views of the caller's "
+                "tensors; copy_aliased_outputs copies them"
+            )
         # The differentiable call (`_autograd_factory`), made on first use.
         self._differentiable: Callable[..., Any] | None = None
         # Whether calls may be cached (`_hits`): a graph on a kernel backend (over symbolic
@@ -1083,6 +1108,7 @@ class CompiledGraph:
                               bump_versions=self.bump_versions, tune=self.tune)
         inner.stats = self.stats
         inner._ran = self._ran
+        inner._reviews = ()  # (this graph's `_call_reviewing` applies them)
         with self._lock:
             self._bound[key] = inner
             while len(self._bound) > LOCAL_CAPACITY:
@@ -1419,7 +1445,11 @@ class CompiledGraph:
         True
         """
         if self._written_args and _written_shared(tensors, self._written_args):
+            if self._reviews:
+                return self._call_reviewing(tensors, out, named)
             return self._call(tensors, out, named)  # (no cached call: `_call_shared`)
+        if self._reviews:
+            return self._call_reviewing(tensors, out, named)
         if out is None:
             if named or not self._keyed or dispatch_modes():
                 return self._call(tensors, None, named)
@@ -1465,6 +1495,41 @@ class CompiledGraph:
                 return self._call(tensors, out, named, called)
             return self._call_out(tensors, out, called)
         return self._call(tensors, out, named)  # no key: a tensor of another kind, or misaligned
+
+    def _call_reviewing(self, tensors: tuple[Any, ...], out: Any,
+                        named: dict[str, Any]) -> Any:
+        """A call of a graph that re-views arguments in place (`OutputOp.reviews`): the
+        call, then each caller's tensor given its hidden result's sizes, strides and
+        offset by `as_strided_` (which bumps its version once, as each of torch's in-place
+        view methods does); a returned result that is the argument itself is that tensor."""
+        if out is not None:
+            raise UnsupportedError(
+                f"{self.graph.name}: out= with in-place view methods on arguments is not "
+                "supported; call it without out="
+            )
+        if _requires_grad(tensors) and torch.is_grad_enabled():
+            names = ", ".join(repr(self._inputs[i][0]) for i, _ in self._reviews)
+            raise UnsupportedError(
+                f"{self.graph.name}: the graph re-views argument(s) {names} in place, and a "
+                "call with an input that requires grad would need its backward through "
+                "that, which stridec does not build; call it under torch.no_grad()"
+            )
+        result = self._call(tensors, None, named)
+        results = result if type(result) is tuple else (result,)
+        shown = len(results) - len(self._reviews)
+        for (i, _), view in zip(self._reviews, results[shown:], strict=True):
+            x = tensors[i]
+            if view.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+                raise StridecError(
+                    f"{self.graph.name}: argument {self._inputs[i][0]!r}'s new view is not a "
+                    "view of its memory (a compiler bug)"
+                )
+            x.as_strided_(view.shape, view.stride(), view.storage_offset())
+        outs = list(results[:shown])
+        for i, returned in self._reviews:
+            for k in returned:
+                outs[k] = tensors[i]
+        return outs[0] if shown == 1 else tuple(outs)
 
     def _autograd(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any]) -> Any:
         """A call with an input that requires grad, grad mode on: differentiable through

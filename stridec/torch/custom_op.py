@@ -717,6 +717,13 @@ def register(
             f"as_torch_op: qualname must look like 'namespace::name' (identifiers); got "
             f"{qualname!r}"
         )
+    if graph.output_op is not None and graph.output_op.reviews:
+        raise UnsupportedError(
+            f"as_torch_op: graph {graph.name!r} changes the sizes and strides of argument(s) "
+            f"{', '.join(map(repr, graph.output_op.reviews))} in place (x.t_(), "
+            "x.unsqueeze_(0), ...), which a torch custom operator cannot do to its "
+            "arguments; use the view methods (x.t(), x.unsqueeze(0)) and return the view"
+        )
     # The dispatcher bumps the versions of the `.out` overload's mutated arguments itself.
     compiled = CompiledGraph(graph, backend, pipeline, copy_aliased_outputs=True,
                              bump_versions=False, tune=tune)

@@ -21,10 +21,11 @@ transpose, reshape, view, split, rot90, ..., with torch's keyword forms), the ma
 `torch.*` functions, the builder's functions (`builder.FUNCTIONS`: `torch.cat`, `stack`,
 `broadcast_tensors`, `atleast_Nd`, `einsum` as a view, the `*_copy` view variants, ...),
 in-place view methods (`unsqueeze_`, `t_`, ...: the proxy's value changes, as a torch
-tensor's metadata does), `torch.zeros_like` / `ones_like`, `torch.nn.functional.pad`
-(constant mode), `pixel_shuffle`, `pixel_unshuffle` and `torch.nn.functional.unfold`
-(im2col); einops code (`einops_backend`). Anything else — arithmetic, reductions,
-indexing with tensors, other in-place methods, data-dependent calls — raises
+tensor's metadata does; on an argument, the caller's tensor's: `OutputOp.reviews`),
+`torch.zeros_like` / `ones_like`, `torch.nn.functional.pad` (constant mode),
+`pixel_shuffle`, `pixel_unshuffle` and `torch.nn.functional.unfold` (im2col); einops code
+(`einops_backend`). Anything else — arithmetic, reductions, indexing with tensors, other
+in-place methods, data-dependent calls — raises
 `UnsupportedError` naming the call; so does every draw from torch's random generator, at the call
 (`stridec.torch.random`: Philox with an explicit state traces instead).
 `contiguous(memory_format=...)` is the tensor itself where it already is
@@ -54,6 +55,7 @@ import stridec.ir.builder as B
 from stridec.compiler.outputs import check_write_overlap
 from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph, Value
+from stridec.ir.ops import storage_root
 from stridec.ir.symbols import Sym, is_static, parse_size, substitute, symbol
 from stridec.torch import einops_backend
 from stridec.torch.random import DROPOUTS, RANDOM_CALLS, dropout, random_refusal, refuse_random
@@ -115,6 +117,8 @@ class _Tracer:
         self.graph = graph
         self.device = device
         self.inputs: list[Proxy] = []  # the arguments, whose metadata is the caller's
+        # The argument of each in-place view method called on one (`x.t_()`), in order.
+        self.reviews: list[int] = []
         # In-place writes: each root version written over -> the version the write made
         # (`Proxy.value` takes every view of the memory again over the newest one).
         self.newer: dict[int, Value] = {}
@@ -424,11 +428,13 @@ class Proxy:
 
     # -- in-place view methods: this tensor's sizes and strides change, as torch's do ----
     def _in_place(self, name: str, *args: Any, **kwargs: Any) -> Proxy:
-        if any(p is self for p in self._tracer.inputs):
-            raise _unsupported(f"Tensor.{name}_", "on an argument it would change the "
-                               f"caller's tensor's sizes and strides; use Tensor.{name}, "
-                               "which returns a view")
         self.value = getattr(self, name)(*args, **kwargs).value
+        # An argument's memory: the call bumps the caller's tensor's version (a view of
+        # it shares its counter), and on the argument itself re-views it (`OutputOp.reviews`).
+        root = storage_root(self.value)
+        for i, v in enumerate(self._tracer.graph.inputs):
+            if v is root:
+                self._tracer.reviews.append(i)
         return self
 
     def unsqueeze_(self, dim: int) -> Proxy:
@@ -908,7 +914,8 @@ def trace(
         except _Retrace:
             equal = tracer.equal
             continue
-        graph.output(*_outputs(result))
+        graph.output(*_outputs(result), *(proxies[i].value for i in tracer.reviews),
+                     reviews=[names[i] for i in tracer.reviews])
         graph.verify()
         return graph
 

@@ -255,13 +255,6 @@ def test_conj_of_a_real_value_is_itself() -> None:
     assert t.conj() is t and torch.conj(t) is t
 
 
-def test_in_place_views_of_an_argument_are_refused() -> None:
-    # torch would change the caller's tensor's sizes; a compiled graph cannot.
-    for call in (lambda x: x.unsqueeze_(0), lambda x: x.t_(), lambda x: x.as_strided_((2,), (1,))):
-        with pytest.raises(UnsupportedError, match=r"Tensor.\w+_ .*caller's tensor"):
-            stridec.trace(call, torch.zeros(2, 3))
-
-
 def test_refusals_name_the_call() -> None:
     x = _arrangements()["contiguous"]
     cases = [
