@@ -14,6 +14,7 @@ import tempfile
 import pytest
 import torch
 from hypothesis import settings
+from long_tail import LONG_TAIL
 from stop_after import (  # noqa: F401 -- --stop-after: its hooks, as this conftest's
     pytest_addoption,
     pytest_configure,
@@ -92,6 +93,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(LONG_TAIL):
+            item.add_marker(pytest.mark.long)
+    # --fuzz-long (tests/reliability/conftest.py) asks for the fuzzers' long search, the
+    # graph fuzzer among them, whatever -m says.
+    if ("long" not in (config.getoption("markexpr") or "")
+            and not config.getoption("--fuzz-long", default=False)):
+        tail = pytest.mark.skip(reason="the long tail: run with -m long (CI does)")
+        for item in items:
+            if "long" in item.keywords:
+                item.add_marker(tail)
     if "slow" not in (config.getoption("markexpr") or ""):
         long = pytest.mark.skip(reason="long-running: run with -m slow")
         for item in items:

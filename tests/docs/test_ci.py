@@ -35,10 +35,27 @@ def ci_print_commands() -> list[str]:
     return done.stdout.splitlines()
 
 
+def readme_long_tail() -> str:
+    """The one `sh` block of the section "The long tail of the tests"."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("\n## The long tail of the tests\n")
+    end = text.index("\n## ", start + 1)
+    first, last = text[:start].count("\n") + 1, text[:end].count("\n") + 1
+    (block,) = [b.text.strip() for b in blocks_of(README)
+                if b.language == "sh" and first < b.line < last]
+    return block
+
+
 def test_ci_runs_the_readme_commands_as_written() -> None:
     commands = readme_commands()
     assert len(commands) == 2
-    assert ci_print_commands()[:2] == commands
+    assert ci_print_commands()[:3] == [*commands, readme_long_tail()]
+
+
+def test_the_long_tail_runs_what_the_suite_skips() -> None:
+    """In the venv the test command made: the tests marked `long`, on every core."""
+    steps = [step.strip() for step in readme_long_tail().split("&&")]
+    assert steps == [". .venv/bin/activate", "python -m pytest -q -n auto -m long"]
 
 
 @pytest.mark.parametrize("index", [0, 1])
@@ -63,7 +80,7 @@ def _supported(name: str) -> tuple[str, str]:
 
 def test_ci_tests_the_oldest_torch_and_triton_pyproject_accepts() -> None:
     (torch_low, torch_high), (triton_low, triton_high) = _supported("torch"), _supported("triton")
-    assert ci_print_commands()[2:4] == [f"triton=={triton_low}.*", f"torch=={torch_low}.*"]
+    assert ci_print_commands()[3:5] == [f"triton=={triton_low}.*", f"torch=={torch_low}.*"]
     readme = README.read_text(encoding="utf-8")
     assert (f"torch {torch_low} to {torch_high} and Triton {triton_low} to {triton_high} are "
             f"supported") in " ".join(readme.split())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from markdown_blocks import PAGES, ROOT
 
-from stridec.compiler.pass_manager import PASS_REGISTRY, parse_pipeline
+from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PASS_REGISTRY, parse_pipeline
 
 CODE = re.compile(r"`([^`\n]+)`")
 # A path: under a folder of the repository, or a file path (`codegen/c/copy.py`).
@@ -101,3 +101,16 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
         test_every_pass_a_page_names_is_a_pass(page)
     assert "bad.md:1: lower-to-triton (not a pass" in str(caught.value)
     assert "bad.md:2: canonicalize,lower-to-triton: " in str(caught.value)
+
+
+def test_the_default_pipeline_the_readme_gives_is_the_compilers() -> None:
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    (given,) = re.findall(r"the default pipeline `([a-z,-]+)`", text)
+    assert given == DEFAULT_PIPELINE
+
+
+def test_the_readme_lists_every_page_of_docs() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Docs\n", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`(docs/[\w.-]+\.md)`", section))
+    assert listed == {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
