@@ -42,6 +42,7 @@ from stridec.runtime.tensors import AlignedStandIns, misaligned
 
 __all__ = [
     "Runner",
+    "reinterpret",
     "MISS",
     "bump_versions",
     "SymbolicRunner",
@@ -63,6 +64,49 @@ def flat_storage(t: torch.Tensor) -> torch.Tensor:
     return torch.as_strided(t, (elements,), (1,), 0)
 
 
+def reinterpret(t: torch.Tensor, dtype: torch.dtype, from_data: bool = False) -> torch.Tensor:
+    """The storage of `t` as a flat 1-D tensor of `dtype`, sharing it: its bytes read as
+    that type (a `bitcast`), its whole elements of that size, from the storage's first
+    byte -- or, with `from_data`, from `t`'s first element, which must then start a
+    whole element of `dtype`."""
+    storage = t.untyped_storage()
+    flat = torch.empty(0, dtype=dtype, device=t.device)
+    size = flat.element_size()
+    start = t.storage_offset() * t.element_size() if from_data else 0
+    if start % size:
+        raise CallError(f"a tensor read as {dtype} starts at byte {start} of its storage, "
+                        f"inside an element of {size} bytes")
+    return flat.set_(storage, start // size, ((storage.nbytes() - start) // size,), (1,))
+
+
+def _reads(program: Program) -> tuple[list[tuple[tuple[int, torch.dtype | None], ...]],
+                                     tuple[tuple[int, torch.dtype], ...]]:
+    """Each launch's (slot, torch dtype to view it as, or None), and the storages read as
+    elements of another size (a `bitcast` of other width): those are extra slots, after
+    the buffers, `(slot, dtype)` each, made once a call (`reinterpret`); a launch names
+    them (with no view)."""
+    held = [*(program.input_dtypes or (None,) * program.n_inputs),
+            *(b.dtype for b in program.buffers)]
+    first = program.n_inputs + len(program.buffers)
+    derived: dict[tuple[int, str], int] = {}
+    reads = []
+    for launch in program.launches:
+        args: list[tuple[int, torch.dtype | None]] = []
+        for s, v in zip(launch.args, launch.views, strict=True):
+            if v is None:
+                args.append((s, None))
+            elif held[s] is None or as_dtype(held[s]).itemsize == as_dtype(v).itemsize:
+                args.append((s, getattr(torch, v)))
+            else:
+                args.append((derived.setdefault((s, v), first + len(derived)), None))
+        reads.append(tuple(args))
+    return reads, tuple((s, getattr(torch, v)) for s, v in derived)
+
+
+def _output_dtype(name: str | None) -> torch.dtype | None:
+    return None if name is None else as_dtype(name).torch
+
+
 @dataclass(frozen=True)
 class Runner:
     """A `Program` in the form one call runs it, every lookup done ahead:
@@ -71,9 +115,12 @@ class Runner:
     - `buffers`: (elements, torch dtype) of each buffer slot;
     - `launches`: (launcher, grid, ((slot, torch dtype to view it as, or None), …),
       runtime scalars, keyword arguments: `num_warps` and the constexprs);
-    - `outputs`: (slot, sizes, strides, offset) of each output;
+    - `outputs`: (slot, sizes, strides, offset, torch dtype or None) of each output: the
+      slot's storage read as that dtype where it is given (`reinterpret`);
     - `inputs_as_given`: inputs are passed as they are, and an output over an input
-      counts its offset from the input's storage offset (see the module docstring).
+      counts its offset from the input's storage offset (see the module docstring);
+    - `derived`: (slot, torch dtype) of each storage read as elements of another size,
+      an extra slot after the buffers (`_reads`).
 
     An output over an input slot is `torch.as_strided(input, sizes, strides, offset)`:
     `as_strided` takes an offset into the storage, not into the view, so over the caller's
@@ -86,24 +133,22 @@ class Runner:
     launches: tuple[tuple[Launcher, tuple[int, ...],
                           tuple[tuple[int, torch.dtype | None], ...], tuple[int, ...],
                           dict[str, int]], ...]
-    outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int], ...]
+    outputs: tuple[tuple[int, tuple[int, ...], tuple[int, ...], int, torch.dtype | None], ...]
     inputs_as_given: bool = False
     # Every launcher reads its storages' data pointers only (`pointers_only`, the C
     # kernels): an input is passed as its untyped storage, not a flat view of it.
     pointers: bool = False
+    derived: tuple[tuple[int, torch.dtype], ...] = ()
 
     @classmethod
     def of(cls, program: Program, launchers: Sequence[Launcher],
            inputs_as_given: bool = False) -> Runner:
         launches = []
-        for launch in program.launches:
+        reads, derived = _reads(program)
+        for launch, args in zip(program.launches, reads, strict=True):
             k = program.kernels[launch.kernel]
             if k.grid and k.grid[0] == 0:
                 continue  # no program: a symbolic extent that is 0 for this binding
-            args = tuple(
-                (s, None if v is None else getattr(torch, v))
-                for s, v in zip(launch.args, launch.views, strict=True)
-            )
             launches.append((launchers[launch.kernel], k.grid, args, k.args,
                              {"num_warps": k.num_warps, **k.constexprs}))
         read = {s for launch in program.launches for s in launch.args}
@@ -115,9 +160,11 @@ class Runner:
             ),
             buffers=tuple((b.elements, as_dtype(b.dtype).torch) for b in program.buffers),
             launches=tuple(launches),
-            outputs=tuple((o.slot, o.sizes, o.strides, o.offset) for o in program.outputs),
+            outputs=tuple((o.slot, o.sizes, o.strides, o.offset, _output_dtype(o.dtype))
+                          for o in program.outputs),
             inputs_as_given=inputs_as_given,
             pointers=pointers and not inputs_as_given,
+            derived=derived,
         )
 
     def launch(self, tensors: Sequence[torch.Tensor],
@@ -129,6 +176,8 @@ class Runner:
                 slots[s] = tensors[s].untyped_storage()
             for elements, dtype in self.buffers:
                 slots.append(torch.empty(elements, dtype=dtype, device=device))
+            for s, _ in self.derived:  # the same data pointer, whatever it is read as
+                slots.append(slots[s])
             for launcher, grid, args, scalars, kwargs in self.launches:
                 launcher(grid, *[slots[s] for s, _ in args], *scalars, **kwargs)
             return slots
@@ -136,6 +185,8 @@ class Runner:
             slots[s] = flat_storage(tensors[s])
         for elements, dtype in self.buffers:
             slots.append(torch.empty(elements, dtype=dtype, device=device))
+        for s, dtype in self.derived:
+            slots.append(reinterpret(slots[s], dtype, self.inputs_as_given))
         for launcher, grid, args, scalars, kwargs in self.launches:
             launcher(grid, *[slots[s] if v is None else slots[s].view(v) for s, v in args],
                      *scalars, **kwargs)
@@ -147,6 +198,8 @@ class Runner:
         thread count, where slot `s` is `pointers[pointer_of_slot[s]]` (and buffer slot
         `j` a fresh buffer's, appended after them): for launchers that read data pointers
         only and offer it (`bound`, the C kernels); else None."""
+        if self.derived:
+            return None
         where = [*pointer_of_slot, *range(n_pointers, n_pointers + len(self.buffers))]
         ordered, buffers = self._bound_runs(where), self.buffers
         if ordered is None:
@@ -226,8 +279,8 @@ class Runner:
         (`torch.empty_strided`: the same sizes, strides, offset and storage bytes as the
         view of a flat buffer, one tensor fewer to build, about 2 µs a call here). None
         where `bound` is."""
-        if self.inputs_as_given:
-            return None
+        if self.inputs_as_given or self.derived or any(o[4] is not None for o in self.outputs):
+            return None  # (a storage read as another type: `launch` and `run` make it)
         ordered = self._bound_runs(range(n_inputs + len(self.buffers)))
         if ordered is None:
             return None
@@ -237,7 +290,7 @@ class Runner:
                 and whole == {0: 0}):
             # One kernel writing one fresh output (most copies): no loop, no list.
             run = ordered[0]
-            (_, sizes, strides, _), ((_, dtype),) = self.outputs[0], self.buffers
+            (_, sizes, strides, _, _), ((_, dtype),) = self.outputs[0], self.buffers
 
             def call_one(tensors: Sequence[torch.Tensor], pointers: list[int],
                          threads: int) -> torch.Tensor:
@@ -261,7 +314,7 @@ class Runner:
             for run in ordered:
                 run(pointers, threads)
             outs = []
-            for s, sizes, strides, offset in outputs:  # a loop: no comprehension to create
+            for s, sizes, strides, offset, _ in outputs:  # a loop: no comprehension to create
                 slot = slots[s]
                 outs.append(slot if s >= n_inputs and buffers[s - n_inputs][2] is not None
                             else as_strided(slot, sizes, strides, offset))
@@ -273,16 +326,23 @@ class Runner:
         n_inputs = len(tensors)
         outs = []
         if self.inputs_as_given:
-            for s, sizes, strides, offset in self.outputs:
+            for s, sizes, strides, offset, dtype in self.outputs:
+                base = slots[s]
                 if s < n_inputs:
-                    offset += tensors[s].storage_offset()
-                outs.append(torch.as_strided(slots[s], sizes, strides, offset))
+                    given = tensors[s]
+                    offset += given.storage_offset() * given.element_size() // (
+                        given.element_size() if dtype is None else dtype.itemsize)
+                if dtype is not None:
+                    base = reinterpret(base, dtype)
+                outs.append(torch.as_strided(base, sizes, strides, offset))
             return outs
         # `as_strided` counts the offset from the storage's start: over an input, the
         # caller's tensor gives the same view as its flat storage
-        for s, sizes, strides, offset in self.outputs:  # a loop: no comprehension to create
-            outs.append(torch.as_strided(tensors[s] if s < n_inputs else slots[s], sizes,
-                                         strides, offset))
+        for s, sizes, strides, offset, dtype in self.outputs:  # a loop: no comprehension
+            base = tensors[s] if s < n_inputs else slots[s]
+            if dtype is not None:  # the storage's bytes read as `dtype` (a bitcast)
+                base = reinterpret(base, dtype)
+            outs.append(torch.as_strided(base, sizes, strides, offset))
         return outs
 
 
@@ -334,13 +394,11 @@ class SymbolicRunner:
             scope[f"_d{i}"] = as_dtype(b.dtype).torch
             buffers.append(f"({_source(b.elements, where)}, _d{i}), ")
         launches = []
+        reads, scope["_derived"] = _reads(program)
         for j, launch in enumerate(program.launches):
             k = program.kernels[launch.kernel]
             scope[f"_l{j}"] = launchers[launch.kernel]
-            scope[f"_a{j}"] = tuple(
-                (s, None if v is None else getattr(torch, v))
-                for s, v in zip(launch.args, launch.views, strict=True)
-            )
+            scope[f"_a{j}"] = reads[j]
             scope[f"_k{j}"] = {"num_warps": k.num_warps, **k.constexprs}
             keywords = f"_k{j}"
             if k.lang == "c":  # C kernels read every call's sizes from one int64 array
@@ -352,8 +410,11 @@ class SymbolicRunner:
                 launches.append(f"{entry}, ")
             elif type(k.grid[0]) is not int:  # no program where the extent is 0
                 launches.append(f"*(({entry},) if {_source(k.grid[0], where)} else ()), ")
-        outputs = "".join(f"{_source((o.slot, o.sizes, o.strides, o.offset), where)}, "
-                          for o in program.outputs)
+        outputs = []
+        for k, o in enumerate(program.outputs):
+            scope[f"_o{k}"] = _output_dtype(o.dtype)
+            outputs.append(f"({_source((o.slot, o.sizes, o.strides, o.offset), where)[1:-1]}"
+                           f"_o{k}), ")
         # As `Runner.of`: storages passed as data pointers where every launcher reads
         # those only (the C kernels), so a cached call binds them (`Runner.direct`).
         scope["_pointers"] = not inputs_as_given and all(
@@ -362,7 +423,8 @@ class SymbolicRunner:
         text = (f"def bind(values):\n    {''.join(f'{a}, ' for a in where.values())}= values\n"
                 f"    launches = ({''.join(launches)})\n"
                 f"    return _Runner(_flat, ({''.join(buffers)}), launches, "
-                f"({outputs}), {bool(inputs_as_given)}, _pointers and bool(launches))")
+                f"({''.join(outputs)}), {bool(inputs_as_given)}, _pointers and bool(launches), "
+                f"derived=_derived)")
         exec(text, scope)  # noqa: S102 - our own text
         # `bind(values)`: the runner of the binding `values` (one int per symbol, in
         # `symbols` order): one generated function.
@@ -384,13 +446,14 @@ def direct_outputs(program: Program) -> dict[int, int]:
         for n in o.sizes:
             numel = numel * n
         # (`==` of sizes is exact: equal for every value of the symbols)
-        if (j >= 0 and slots.count(o.slot) == 1 and o.offset == 0
+        if (j >= 0 and slots.count(o.slot) == 1 and o.offset == 0 and o.dtype is None
                 and program.buffers[j].elements == numel):
             found[k] = j
     return found
 
 
-def _whole_outputs(outputs: Sequence[tuple[int, tuple[int, ...], tuple[int, ...], int]],
+def _whole_outputs(outputs: Sequence[tuple[int, tuple[int, ...], tuple[int, ...], int,
+                                          torch.dtype | None]],
                    buffers: Sequence[tuple[int, torch.dtype]], n_inputs: int) -> dict[int, int]:
     """{buffer: output} of the buffers a fresh tensor of one output's sizes and strides
     can stand for (`torch.empty_strided`): the buffer is that output alone, at offset 0,
@@ -399,9 +462,10 @@ def _whole_outputs(outputs: Sequence[tuple[int, tuple[int, ...], tuple[int, ...]
     buffer's, byte for byte, and the output is the tensor itself."""
     slots = [o[0] for o in outputs]
     found: dict[int, int] = {}
-    for k, (slot, sizes, strides, offset) in enumerate(outputs):
+    for k, (slot, sizes, strides, offset, dtype) in enumerate(outputs):
         j = slot - n_inputs
-        if j < 0 or slots.count(slot) != 1 or offset != 0 or min(strides, default=0) < 0:
+        if (j < 0 or slots.count(slot) != 1 or offset != 0 or min(strides, default=0) < 0
+                or dtype is not None):
             continue
         span = 0 if 0 in sizes else 1 + sum((n - 1) * st for n, st in zip(sizes, strides,
                                                                           strict=True))
@@ -433,7 +497,8 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
     k is the tensor itself. Any other output is returned as without `outs`, for the
     caller to copy."""
     scope: dict[str, Any] = {"_array": array, "_as_strided": torch.as_strided,
-                             "_empty": torch.empty, "_MISS": MISS, "_torch": torch}
+                             "_empty": torch.empty, "_MISS": MISS, "_torch": torch,
+                             "_reinterpret": reinterpret}
     body = [f"    if not ({program.fits_source(where)}): return _MISS"]
     read = {s for launch in program.launches for s in launch.args}
     slot: dict[int, str] = {}
@@ -461,15 +526,21 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
             new = (f"{new} if o{k} is None else _as_strided(o{k}, "
                    f"({_source(b.elements, where)},), (1,), o{k}.storage_offset())")
         body.append(f"    b{j} = {new}")
+    reads, derived = _reads(program)
+    first = program.n_inputs + len(program.buffers)
+    for j, (s, dtype) in enumerate(derived):  # a storage read as elements of another size
+        slot[first + j] = f"r{j}"
+        scope[f"_r{j}"] = dtype
+        body.append(f"    r{j} = _reinterpret({slot[s]}, _r{j}, {inputs_as_given})")
     for j, launch in enumerate(program.launches):
         k = program.kernels[launch.kernel]
         scope[f"_l{j}"] = launchers[launch.kernel]
         storages = []
-        for s, v in zip(launch.args, launch.views, strict=True):
+        for s, v in reads[j]:
             if v is None:
                 storages.append(f"{slot[s]}, ")
             else:
-                scope[f"_v{j}_{s}"] = getattr(torch, v)
+                scope[f"_v{j}_{s}"] = v
                 storages.append(f"{slot[s]}.view(_v{j}_{s}), ")
         if k.lang == "c":  # C kernels read every number from one int64 array
             params = tuple(n for c in k.calls for n in c[3])
@@ -486,9 +557,16 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
     outs = []
     for k, o in enumerate(program.outputs):
         offset = _source(o.offset, where)
+        base = slot[o.slot]
+        if o.dtype is not None:  # the storage's bytes read as `dtype` (a bitcast)
+            scope[f"_od{k}"] = _output_dtype(o.dtype)
+            base = f"_reinterpret({base}, _od{k})"
         if inputs_as_given and o.slot < program.n_inputs:
-            offset = f"{offset} + t{o.slot}.storage_offset()"
-        view = (f"_as_strided({slot[o.slot]}, {_source(o.sizes, where)}, "
+            t = f"t{o.slot}"
+            offset = (f"{offset} + {t}.storage_offset()" if o.dtype is None else
+                      f"{offset} + {t}.storage_offset() * {t}.element_size() // "
+                      f"_od{k}.itemsize")
+        view = (f"_as_strided({base}, {_source(o.sizes, where)}, "
                 f"{_source(o.strides, where)}, {offset})")
         outs.append(f"({view} if o{k} is None else o{k})" if k in direct else view)
     body.append(f"    return {outs[0]}" if len(outs) == 1 else

@@ -7,9 +7,11 @@ the runtime's (`stridec.runtime.launch`):
 - slots `0 … n_inputs-1` are the inputs' storages (flat 1-D views from element 0);
 - each further slot is a buffer of `elements` elements allocated with `torch.empty`;
 - each launch runs kernel `kernel` with the storages of `args` (in the kernel's
-  parameter order), each viewed as `views[i]` when the kernel reads raw bits;
+  parameter order), each viewed as `views[i]` when the kernel reads raw bits or reads
+  the storage as elements of another type (a `bitcast`: `input_dtypes` and the buffers'
+  dtypes say what each slot holds);
 - output `k` is `torch.as_strided(slot storage, sizes, strides, offset)` — a view of an
-  input when its slot is an input's.
+  input when its slot is an input's — over the storage read as `dtype` where it is given.
 
 A program over symbolic sizes (`symbols`: the names a call binds, in order) holds
 symbolic sizes (`stridec.ir.symbols.Sym`) where its numbers depend on them: kernel
@@ -31,7 +33,7 @@ INT32_MAX = 2**31 - 1
 
 __all__ = ["Program", "KernelInfo", "Launch", "BufferSpec", "OutputSpec"]
 
-PROGRAM_FORMAT = 3
+PROGRAM_FORMAT = 4
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class OutputSpec:
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
+    dtype: str | None = None  # the slot's bytes read as this type (a `bitcast`); None: its own
 
 
 def _size(x: object) -> int | Sym:
@@ -140,6 +143,7 @@ class Program:
     outputs: list[OutputSpec]
     ir: str
     symbols: tuple[str, ...] = ()
+    input_dtypes: tuple[str, ...] = ()  # the dtype of each input slot's storage
     _evaluator: Callable[..., list[int]] | None = field(default=None, repr=False,
                                                          compare=False)
     _fits: Callable[..., bool] | None = field(default=None, repr=False, compare=False)
@@ -206,9 +210,10 @@ class Program:
                     calls=tuple((c[0], c[1], c[2], sub(c[3])) for c in k.calls))
             for k in self.kernels
         ]
-        outputs = [OutputSpec(o.slot, sub(o.sizes), sub(o.strides), sub(o.offset))
+        outputs = [OutputSpec(o.slot, sub(o.sizes), sub(o.strides), sub(o.offset), o.dtype)
                    for o in self.outputs]
-        return Program(self.n_inputs, buffers, kernels, self.launches, outputs, self.ir)
+        return Program(self.n_inputs, buffers, kernels, self.launches, outputs, self.ir,
+                       input_dtypes=self.input_dtypes)
 
     # -- serialization -------------------------------------------------------------------
     def to_json(self) -> str:
@@ -221,6 +226,7 @@ class Program:
             "outputs": [_jsonable(asdict(o)) for o in self.outputs],
             "ir": self.ir,
             "symbols": list(self.symbols),
+            "input_dtypes": list(self.input_dtypes),
         }
         return json.dumps(data, sort_keys=True)
 
@@ -259,11 +265,13 @@ class Program:
             ],
             outputs=[
                 OutputSpec(int(o["slot"]), tuple(_size(n) for n in o["sizes"]),
-                           tuple(_size(s) for s in o["strides"]), _size(o["offset"]))
+                           tuple(_size(s) for s in o["strides"]), _size(o["offset"]),
+                           None if o.get("dtype") is None else str(o["dtype"]))
                 for o in data["outputs"]
             ],
             ir=str(data["ir"]),
             symbols=tuple(str(n) for n in data.get("symbols", ())),
+            input_dtypes=tuple(str(d) for d in data.get("input_dtypes", ())),
         )._validated()
 
     def _validated(self) -> Program:
