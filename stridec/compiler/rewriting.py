@@ -92,10 +92,14 @@ def explicit_copy(
     fill: Any = None,
     into: Value | None = None,
 ) -> Value:
-    """Emit one explicit copy reading `source`'s root storage through `src`."""
+    """Emit one explicit copy reading `source`'s root storage through `src`, in elements
+    of `source`'s dtype: its operand is the root, or -- where a `bitcast` reads the root's
+    bytes as another type -- `source` itself, never the root, whose elements would be
+    converted, not reinterpreted."""
     operands: list[Value] = []
     if source is not None:
-        operands.append(source.root())
+        root = source.root()
+        operands.append(root if root.type.dtype == source.type.dtype else source)
     if into is not None:
         operands.append(into)
     attrs = {

@@ -19,7 +19,7 @@ from typing import Any
 from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
 from stridec.ir import ops as O
 from stridec.ir.affine import MAX_RANK
-from stridec.ir.dtypes import DTYPES, as_dtype, promote_types
+from stridec.ir.dtypes import DTYPES, DType, as_dtype, promote_types
 from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import Sym, as_sizes, exact_div
@@ -72,6 +72,14 @@ def _is_int(value: Any) -> bool:
     """An int where torch takes one: a Python int or anything with `__index__` (numpy
     integers), never a bool or a sequence."""
     return not isinstance(value, (bool, list, tuple)) and hasattr(type(value), "__index__")
+
+
+def _is_dtype(value: Any) -> bool:
+    """A dtype where torch's `view` takes one: a stridec `DType`, a torch dtype, or a
+    dtype's name ("int8"; no symbol is named so)."""
+    if isinstance(value, str):
+        return value in DTYPES
+    return isinstance(value, DType) or type(value).__name__ == "dtype"
 
 
 def _int_or_ints(value: Any) -> tuple[Any, ...]:
@@ -374,13 +382,26 @@ class ValueBuilder:
                     {"sizes": _sizes(args, shape, "reshape", "shape")})
 
 
-    def view(self, *args: int, size: Sequence[int] | None = None) -> Value:
+    def view(self, *args: int, size: Sequence[int] | None = None, dtype: Any = None) -> Value:
         """As `torch.Tensor.view`: a view of new sizes (`-1` inferred); a `LayoutError` where
-        the strides allow none.
+        the strides allow none. `view(dtype)` reads the bytes as elements of `dtype` (a
+        `bitcast`, sharing the memory): the value itself for its own dtype; of another
+        element size, the last dim scaled as torch scales it (`Layout.view_dtype`).
 
         >>> print(x.view(2, 12).type)
         tensor<2x12xf32>
+        >>> print(x.view("int16").type)
+        tensor<2x3x8xi16>
         """
+        if dtype is None and size is None and len(args) == 1 and _is_dtype(args[0]):
+            args, dtype = (), args[0]
+        if dtype is not None:
+            if args or size is not None:
+                raise VerificationError("view: expected new sizes or a dtype, not both; got "
+                                        f"{list(args) or size} and {dtype!r}")
+            if as_dtype(dtype, "view: dtype") == self.type.dtype:
+                return self  # as torch: the tensor itself
+            return emit(self.graph, O.BitcastOp, (self,), {"dtype": dtype})
         return emit(self.graph, O.ViewShapeOp, (self,),
                     {"sizes": _sizes(args, size, "view", "size")})
 

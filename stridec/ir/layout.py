@@ -1076,6 +1076,50 @@ class Layout(Shaped):
             result.check_fits(storage_size, "as_strided")
         return result
 
+    def view_dtype(self, old: Any, new: Any) -> Layout:
+        """The layout torch's `view(dtype)` gives a tensor of this layout and element type
+        `old` read as `new` (sizes, strides and offset in elements of `new`, over the
+        same bytes). Same element size: the same layout. Otherwise the last dim is
+        scaled by the ratio r of the sizes, and it must have stride 1: going down (4 to 1
+        byte), every other stride and the offset are multiplied by r, the last size too;
+        going up, the last size, every other stride and the offset must divide by r.
+        A (4, 6) float32 row-major layout as int8 is (4, 24) with strides (24, 1); its
+        columns 2: (offset 2) as float64 are (4, 2), strides (3, 1), offset 1.
+
+        >>> Layout.contiguous((4, 6)).view_dtype("float32", "int8")
+        Layout(sizes=(4, 24), strides=(24, 1), offset=0)
+        """
+        old, new = as_dtype(old), as_dtype(new)
+        if old.itemsize == new.itemsize:
+            return self
+        what = f"to view {old.name} as {new.name} (different element sizes)"
+        if self.rank == 0:
+            raise LayoutError(f"view(dtype): self.dim() cannot be 0 {what}")
+        sizes, strides, offset = list(self.sizes), list(self.strides), self.offset
+        if new.itemsize < old.itemsize:
+            r = old.itemsize // new.itemsize
+            if strides[-1] != 1:
+                raise LayoutError(f"view(dtype): self.stride(-1) must be 1 {what}, but got "
+                                  f"{strides[-1]}")
+            return Layout((*sizes[:-1], sizes[-1] * r), (*(s * r for s in strides[:-1]), 1),
+                          offset * r)
+        r = new.itemsize // old.itemsize
+
+        def divided(value: Any, name: str) -> Any:
+            quotient = exact_div(value, r)  # over symbols: for every value of them
+            if quotient is None:
+                raise LayoutError(f"view(dtype): {name} must be divisible by {r} {what}, but "
+                                  f"got {format_size(value)}")
+            return quotient
+
+        last = divided(sizes[-1], "self.size(-1)")
+        offset = divided(offset, "self.storage_offset()")
+        if strides[-1] != 1:
+            raise LayoutError(f"view(dtype): self.stride(-1) must be 1 {what}, but got "
+                              f"{strides[-1]}")
+        outer = tuple(divided(st, f"self.stride({d})") for d, st in enumerate(strides[:-1]))
+        return Layout((*sizes[:-1], last), (*outer, 1), offset)
+
     def view(self, sizes: Sequence[int]) -> Layout | None:
         """Reshape without copying, or ``None`` where a copy is needed (torch ``view``).
 

@@ -104,13 +104,19 @@ class InputOp(Op):
         return cls((), {**attrs, "sizes": t.sizes, "dtype": t.dtype, "layout": layout})
 
 
-def storage_elements(root: Value) -> int:
+def storage_elements(root: Value, dtype: DType | None = None) -> int:
     """Elements of the storage under a root value: an input's declared `storage`, else
-    what its layout addresses (a buffer a copy allocates holds exactly that)."""
+    what its layout addresses (a buffer a copy allocates holds exactly that); counted in
+    elements of `dtype` (a view that reads the bytes as another element type), whole
+    ones only, as torch counts `nbytes // element_size()`."""
     op = root.owner
     if isinstance(op, InputOp) and op.storage is not None:
-        return op.storage
-    return root.type.layout.min_storage_size()
+        elements = op.storage
+    else:
+        elements = root.type.layout.min_storage_size()
+    if dtype is None or dtype.itemsize == root.type.dtype.itemsize:
+        return elements
+    return elements * root.type.dtype.itemsize // dtype.itemsize
 
 
 @register_op
@@ -417,13 +423,16 @@ class DiagonalOp(ViewOp):
 
 @register_op
 class AsStridedOp(ViewOp):
-    """An explicit stride rewrite over the operand's root storage (absolute offset)."""
+    """An explicit stride rewrite over the operand's root storage (absolute offset), in
+    elements of the operand's dtype -- or of `dtype`, the bytes read as that element type
+    (`fold-views` writes a chain of views that reinterprets bits, `bitcast`, so)."""
 
     name = "as_strided"
     surface = ("Tensor.as_strided",)
     sizes: tuple[int, ...] = attr(A.sizes)
     strides: tuple[int, ...] = attr(A.sym_ints)
     offset: int | None = attr(A.size, None, doc="None: the operand's offset.")
+    dtype: DType | None = attr(A.dtype, None, doc="None: the operand's element type.")
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
@@ -434,15 +443,44 @@ class AsStridedOp(ViewOp):
             )
         if offset is not None and offset < 0:
             raise LayoutError(f"as_strided: offset must be >= 0; got {offset}")
+        if operand_types and attrs["dtype"] == operand_types[0].dtype:
+            attrs["dtype"] = None  # the operand's: said once
+        if attrs["dtype"] is not None and offset is None:
+            raise VerificationError("as_strided: a 'dtype' needs an 'offset' (in elements of "
+                                    "that dtype)")
 
     def result_layout(self, layout):
         offset = layout.offset if self.offset is None else self.offset
         return Layout(self.sizes, self.strides, offset)
 
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        layout = _prefixed(self.name, self.result_layout, t.layout)
+        return [TensorType(layout.sizes, self.dtype or t.dtype, layout)]
+
     def verify_(self) -> None:
         """The result must address only the root's storage, as torch's as_strided checks."""
-        storage = storage_elements(self.operands[0].root())
-        self.result.type.layout.check_fits(storage, "as_strided")
+        result = self.result.type
+        storage = storage_elements(self.operands[0].root(), result.dtype)
+        result.layout.check_fits(storage, "as_strided")
+
+
+@register_op
+class BitcastOp(ViewOp):
+    """torch's `view(dtype)`: the operand's bytes read as elements of `dtype`, a view
+    sharing its memory (MLIR's `vector.bitcast`). The layout follows torch's rule
+    (`Layout.view_dtype`): the same for an element of the same size, else the last dim
+    scaled. The result's layout, as every view's, is over its root's storage, in
+    elements of its own dtype."""
+
+    name = "bitcast"
+    surface = ("Tensor.view",)
+    dtype: DType = attr(A.dtype, doc="The element type the bytes are read as.")
+
+    def infer_types(self, operand_types):
+        t = operand_types[0]
+        layout = _prefixed(self.name, t.layout.view_dtype, t.dtype, self.dtype)
+        return [TensorType(layout.sizes, self.dtype, layout)]
 
 
 def _resolve_sizes(op: str, sizes: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -917,6 +955,8 @@ class CopyOp(Op):
     - explicit (after `lower-formats` / `fuse-copies`): iterate over `space`; for each
       coordinate `i`, `dst` storage index `dst.offset + Σ i_k·dst.strides_k` gets operand
       root storage index `src.offset + Σ i_k·src.strides_k`, or `fill` where a mask fails.
+      Indices count elements of the operand's dtype: an operand that reads its root's
+      bytes as another type (a `bitcast`) is read so, never converted.
     An optional second operand `into` is a buffer written in place (cat writes several
     inputs into one buffer); the result then has the buffer's type.
 
@@ -1067,7 +1107,7 @@ class CopyOp(Op):
         if dst.is_broadcast():
             raise VerificationError(f"copy: 'dst' {dst} writes several points to one address")
         if len(self.operands) == 2:
-            buffer = storage_elements(self.operands[1].root())
+            buffer = storage_elements(self.operands[1].root(), self.dtype)
         else:
             buffer = self.layout.min_storage_size()
         if self.frame:
@@ -1086,7 +1126,9 @@ class CopyOp(Op):
         if not self.masks:
             dst.check_fits(buffer, "copy: dst")
             if self.operands:
-                self.src.check_fits(storage_elements(self.operands[0].root()), "copy: src")
+                source = self.operands[0]
+                self.src.check_fits(storage_elements(source.root(), source.type.dtype),
+                                    "copy: src")
 
     def printed_attrs(self):
         shown = super().printed_attrs()

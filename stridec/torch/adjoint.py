@@ -89,6 +89,25 @@ class Adjoint:
     grad_outputs: tuple[int, ...]
     contributions: tuple[Contribution, ...]
 
+    def differentiable_outputs(self, requires_grad: Sequence[bool]) -> frozenset[int]:
+        """The forward outputs autograd tracks when the inputs flagged in `requires_grad`
+        require grad, as torch's `requires_grad` spreads: a float value that such an input
+        reaches through ops that carry a gradient -- not through a `bitcast` (torch's
+        `view(dtype)` is not differentiable), nor from a constant or random bits
+        (`NO_GRADIENT`)."""
+        carries: set[int] = set()
+        flags = iter(requires_grad)
+        for op in self.forward.ops:
+            if op.is_argument:
+                reached = next(flags)
+            else:
+                reached = not isinstance(op, NO_GRADIENT) and any(
+                    id(v) in carries for v in op.operands)
+            for r in op.results:
+                if reached and _differentiable(r):
+                    carries.add(id(r))
+        return frozenset(j for j, v in enumerate(self.forward.outputs) if id(v) in carries)
+
     @property
     def needs_torch(self) -> bool:
         """Whether `accumulate` sums anything in torch (a broadcast, overlapping windows
@@ -255,9 +274,14 @@ def _input(b: _Builder, op: Any, incoming: list[list[Term]]) -> None:
         b.contributions.append(Contribution(index, term.acc))
 
 
-@ADJOINTS.register(O.FullOp, O.PhiloxOp, O.PhiloxUniformOp)
+#: The op classes through which no gradient flows.
+NO_GRADIENT: tuple[type[Op], ...] = (O.FullOp, O.PhiloxOp, O.PhiloxUniformOp, O.BitcastOp)
+
+
+@ADJOINTS.register(*NO_GRADIENT)
 def _constant(b: _Builder, op: Any, incoming: list[list[Term]]) -> None:
-    """Constants and random bits: no gradient flows (a `full_like` reads no values)."""
+    """Constants, random bits and bits read as another type: no gradient flows (a
+    `full_like` reads no values; torch's `view(dtype)` is not differentiable)."""
 
 
 # -- views ---------------------------------------------------------------------------------

@@ -103,12 +103,16 @@ class Differentiable:
             outs = self.compiled(*tensors)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         storages = {t.untyped_storage().data_ptr(): t for t in tensors if t.numel()}
+        tracked = built[0].differentiable_outputs([t.requires_grad for t in tensors])
         fresh = []
         for k, o in enumerate(outs):
             base = storages.get(o.untyped_storage().data_ptr()) if o.numel() else None
             if base is not None:
-                outs[k] = torch.as_strided(base, o.shape, o.stride(), o.storage_offset())
-            elif o.is_floating_point():
+                if base.dtype == o.dtype:
+                    outs[k] = torch.as_strided(base, o.shape, o.stride(), o.storage_offset())
+                # else the input's bytes read as another type (torch's view(dtype), which
+                # autograd does not differentiate): as it is
+            elif o.is_floating_point() and k in tracked:
                 fresh.append(k)
         if fresh:
             shapes = [(o.shape, o.dtype, o.device) for o in outs]

@@ -588,6 +588,13 @@ class TorchOp:
                         f"operator's backward is built for the declared {t_type.layout} "
                         "(call stridec.compile(graph) directly, whose backward follows the "
                         "caller's layout, or pass the argument so laid out)")
+        if self.adjoint is not None:  # outputs torch would not track (bits, constants)
+            outs = output if isinstance(output, (tuple, list)) else (output,)
+            tracked = self.adjoint.differentiable_outputs(
+                [isinstance(t, torch.Tensor) and t.requires_grad for t in inputs])
+            untracked = [o for k, o in enumerate(outs) if k not in tracked]
+            if untracked:
+                ctx.mark_non_differentiable(*untracked)
         ctx.device = inputs[0].device  # the adjoint is linear: it needs no saved tensors
         # The symbols' values (SymInts under torch.compile), for the zero gradients of
         # outputs the loss did not use.

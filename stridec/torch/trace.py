@@ -407,8 +407,13 @@ class Proxy:
         dtype = kwargs.pop("dtype", None)
         shape = _positional_or(shape, kwargs.pop("size", None), "Tensor.view", "size")
         _no_more(kwargs, "Tensor.view")
-        if dtype is not None or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
-            raise _unsupported("Tensor.view(dtype)", "reinterpreting bits")
+        if dtype is None and len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            shape, dtype = (), shape[0]
+        if dtype is not None:  # the bytes read as `dtype`: a bitcast, sharing the memory
+            if shape:
+                raise CallError(f"stridec.trace: Tensor.view: expected sizes or a dtype, not "
+                                f"both; got {list(shape)} and {dtype}")
+            return self._wrap(self.value.view(dtype=dtype))
         return self._wrap(self.value.view(*_ints(shape, "Tensor.view")))
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Proxy:

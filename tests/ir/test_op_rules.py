@@ -78,7 +78,7 @@ BUILDS: dict[str, tuple[Callable[[Any, Graph], Any], tuple[int, ...]]] = {
     "Tensor.as_strided": (lambda x, g: x.as_strided((2, 2), (1, 6), 1), (4, 6)),
     "Tensor.reshape": (lambda x, g: x.reshape(6, 4), (4, 6)),
     "Tensor.reshape_as": (lambda x, g: x.reshape_as(x.t()), (4, 6)),
-    "Tensor.view": (lambda x, g: x.view(24), (4, 6)),
+    "Tensor.view": (lambda x, g: (x.view(24), x.view("int8")), (4, 6)),
     "Tensor.view_as": (lambda x, g: x.view_as(x.t()), (4, 6)),
     "Tensor.flatten": (lambda x, g: x.flatten(), (4, 6)),
     "Tensor.split": (lambda x, g: x.split(2, 1)[0], (4, 6)),

@@ -70,7 +70,7 @@ def test_the_catalogue_is_registered() -> None:
     assert set(OP_REGISTRY) == {
         "input", "full", "philox", "philox_uniform",
         "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
-        "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "split",
+        "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "bitcast", "split",
         "contiguous", "to_format", "pixel_shuffle", "pixel_unshuffle", "clone", "copy", "pack",
         "unpack", "pad", "cast", "cat", "write", "output",
     }

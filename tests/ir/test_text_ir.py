@@ -132,6 +132,10 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     outs.append(x.diagonal(-1, 3, 1))
     outs.append(x.as_strided((2, 2), (1, 1), 3))
     outs.append(x.flip(0).as_strided((3,), (2,)))  # offset none: the operand's
+    outs.append(x.view("int16"))  # a bitcast of the same element size: the same layout
+    outs.append(x.as_strided((2, 4), (8, 1), 4).view("float64"))  # sizes, strides, offset / 4
+    outs.append(x.flip(0).as_strided((2, 3), (6, 1), 4, ).view("int8"))
+    outs.append(x.as_strided((4,), (1,), 2).view("int32").as_strided((2,), (1,), 1))
     outs.append(y.t())
 
     # materializations

@@ -67,7 +67,7 @@ from hypothesis import strategies as st
 from hypothesis_draw import Draw, SeededDraw
 
 import stridec
-from stridec.errors import StridecError
+from stridec.errors import LayoutError, StridecError
 from stridec.ir import builder as SB
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Value
@@ -90,7 +90,7 @@ FORMATS_BY_RANK = {
 KINDS = (
     "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
     "reshape", "view", "flatten", "unfold", "split", "as_strided", "index", "movedim",
-    "diagonal", "to_format", "pixel", "full_like", "stack", "roll",
+    "diagonal", "to_format", "pixel", "full_like", "stack", "roll", "bitcast",
     *("contiguous", "copy", "copy", "pack", "pack", "pitched", "unpack", "pad", "pad",
       "cast", "cast", "cat", "cat", "philox", "full", "clone", "fresh_then_view",
       "write") * 2,
@@ -271,6 +271,16 @@ def _step(b: Builder, v: Value) -> Value | None:
         if d.chance(0.3):
             index.insert(d.int(0, len(index)), Ellipsis)
         return b.add(v[tuple(index)], r)
+    if kind == "bitcast":  # the bytes as another dtype (no bool: bytes 2..255 are no bools)
+        new_dtype = d.choice([t for t in DTYPES if t != "bool"])
+        try:
+            v.type.layout.view_dtype(dtype, new_dtype)
+        except LayoutError:  # torch's rule refuses these strides
+            return None
+        if new_dtype == dtype:
+            return v
+        bits = Range(nan=is_float(new_dtype), neg=not new_dtype.startswith("uint"), large=True)
+        return b.add(v.view(new_dtype), bits)
     if kind == "movedim" and rank >= 2:
         return b.add(v.movedim(d.int(0, rank - 1), d.int(-rank, rank - 1)), r)
     if kind == "full":

@@ -44,6 +44,7 @@ from stridec.compiler.codegen.spec import (
 from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
 from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
+from stridec.ir.dtypes import as_dtype
 from stridec.ir.graph import Graph, Value
 from stridec.ir.index_maps import image_box, refine
 from stridec.ir.layout import Layout
@@ -199,11 +200,22 @@ class _Lowering:
         # Copies into one buffer not launched yet: they may become one kernel.
         self.group: _Group | None = None
         self.layouts: dict[int, Layout] = {}  # each copy buffer's layout, by slot
+        self.slot_dtypes: list[str] = []  # the dtype each slot's storage holds
+
+    def read_view(self, slot: int, dtype: Any) -> str | None:
+        """How a kernel reads `slot` as elements of `dtype`: the dtype its storage is
+        viewed as (None: as it is). A storage read as another type (a `bitcast`) is
+        viewed as that type: the bits, never converted."""
+        bits = _bits_view(dtype.name)
+        if bits is not None or self.slot_dtypes[slot] == dtype.name:
+            return bits
+        return dtype.name
 
     def new_buffer(self, value: Value, elements: int) -> int:
         if not isinstance(elements, Sym):
             elements = max(elements, 1)
         self.buffers.append(BufferSpec(elements, value.type.dtype.name))
+        self.slot_dtypes.append(value.type.dtype.name)
         slot = self.n_inputs + len(self.buffers) - 1
         self.slot[id(value)] = slot
         return slot
@@ -308,7 +320,7 @@ class _Lowering:
         if len(group.members) == 1:
             (m,) = group.members
             kernel: Any = generate_copy(m.spec, self.target, self.tuning, self.hint)
-            views = (_bits_view(m.spec.src_dtype.name), dst_view)
+            views = (self.read_view(m.src_slot, m.spec.src_dtype), dst_view)
             self.add_launch(kernel, (m.src_slot, dst), views, m.ops)
             return
         kernel = generate_copy_batch([m.spec for m in group.members], self.target,
@@ -316,7 +328,7 @@ class _Lowering:
         self.add_launch(
             kernel,
             (dst, *(m.src_slot for m in group.members)),
-            (dst_view, *(_bits_view(m.spec.src_dtype.name) for m in group.members)),
+            (dst_view, *(self.read_view(m.src_slot, m.spec.src_dtype) for m in group.members)),
             tuple(i for m in group.members for i in m.ops),
         )
 
@@ -371,13 +383,15 @@ class _Lowering:
         self.add_launch(
             kernel,
             (self.slot_of(state), bits_slot, state_slot),
-            ("int32", _bits_view(bits.type.dtype.name), "int32"),
+            (self.read_view(self.slot_of(state), as_dtype("int32")),
+             _bits_view(bits.type.dtype.name), "int32"),
             (position,),
         )
 
     def run(self) -> Program:
         inputs = self.graph.inputs
         self.n_inputs = len(inputs)
+        self.slot_dtypes = [v.type.dtype.name for v in inputs]
         for i, v in enumerate(inputs):
             self.slot[id(v)] = i
             # Copies write into an input only where it is a caller's `out` storage, its
@@ -407,7 +421,11 @@ class _Lowering:
                             "stride no torch tensor can hold; expected a pipeline that ends "
                             "with plan-memory, which copies such an output"
                         )
-                    outputs.append(OutputSpec(self.slot_of(v), lay.sizes, lay.strides, lay.offset))
+                    slot = self.slot_of(v)
+                    # A view of the slot's bytes as another type (a `bitcast`) says which.
+                    dtype = v.type.dtype.name
+                    read = None if self.slot_dtypes[slot] == dtype else dtype
+                    outputs.append(OutputSpec(slot, lay.sizes, lay.strides, lay.offset, read))
             elif op.aliases_operand():
                 continue
             else:
@@ -418,7 +436,7 @@ class _Lowering:
         symbols = tuple(sorted(self.hint)) if self.hint is not None else ()
         return Program(
             self.n_inputs, self.buffers, self.kernels, self.launches, outputs, str(self.graph),
-            symbols,
+            symbols, tuple(self.slot_dtypes[: self.n_inputs]),
         )
 
 

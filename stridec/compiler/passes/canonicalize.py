@@ -47,6 +47,7 @@ class IdentityView:
         O.ViewShapeOp,
         O.FlattenOp,
         O.AsStridedOp,
+        O.BitcastOp,
     )
 
     def rewrite(self, op: Op, rw: Rewriter) -> str | None:

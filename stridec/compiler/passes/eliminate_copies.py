@@ -63,6 +63,8 @@ def _read_through_folded_views(value: Value) -> str | None:
     a copy's source or an as_strided read only so (an unfolded view, whose recorded type
     would go stale when its operand moves); None when there is none."""
     for user, i in value.uses:
+        if isinstance(user, O.AsStridedOp) and user.result.type.dtype != value.type.dtype:
+            return "an as_strided reads the buffer's bytes as another element type"
         if isinstance(user, O.AsStridedOp):
             why = _read_through_folded_views(user.result)
             if why is not None:

@@ -11,7 +11,9 @@ folds to one op reading the root directly (offset 5 = 1·5: row 1 of dim H):
     %2 = as_strided %x {sizes = [2, 2, 5, 3], strides = [60, 10, 1, 20], offset = 5}
 
 A view that addresses its root exactly as the root itself does is the root. A reshape
-that is not viewable is no view: it stays, and `lower-formats` makes it a copy.
+that is not viewable is no view: it stays, and `lower-formats` makes it a copy. A chain
+through a `bitcast` (torch's `view(dtype)`) reads the root's bytes as another element
+type: its one as_strided says so (`dtype`), its layout in elements of that type.
 """
 
 from __future__ import annotations
@@ -27,17 +29,16 @@ __all__ = ["FoldViews", "as_strided_of_root"]
 
 
 def as_strided_of_root(value: Value, rw: Rewriter) -> Value:
-    """A value equal to `value`, read straight from its root: the root or one as_strided."""
+    """A value equal to `value`, read straight from its root: the root or one as_strided
+    (of the root's bytes read as `value`'s dtype where a `bitcast` in the chain changed
+    it: its layout counts elements of that dtype)."""
     root = value.root()
-    layout = value.type.layout
-    if root.type.layout == layout:
+    layout, dtype = value.type.layout, value.type.dtype
+    if root.type.layout == layout and root.type.dtype == dtype:
         return root
-    op = rw.create(
-        O.AsStridedOp,
-        [root],
-        {"sizes": layout.sizes, "strides": layout.strides, "offset": layout.offset},
-    )
-    return op.result
+    attrs = {"sizes": layout.sizes, "strides": layout.strides, "offset": layout.offset,
+             "dtype": dtype}
+    return rw.create(O.AsStridedOp, [root], attrs).result
 
 
 def _read_by_non_view(value: Value) -> bool:

@@ -29,7 +29,7 @@ from stridec.ir.layout import Layout
 from stridec.ir.rules import OpRules
 from stridec.runtime.backends.reference_casts import cast
 from stridec.runtime.backends.reference_philox import philox_bits, uniform_from_bits
-from stridec.runtime.launch import flat_storage
+from stridec.runtime.launch import flat_storage, reinterpret
 
 __all__ = [
     "RULES",
@@ -43,6 +43,7 @@ __all__ = [
     "scatter",
     "put",
     "flat_storage",
+    "reinterpret",
 ]
 
 
@@ -232,17 +233,25 @@ def _diagonal_op(run: _Run, op: Any, t):
 
 @RULES.register(O.AsStridedOp)
 def _as_strided_op(run: _Run, op: Any, t):
-    """torch's `as_strided` over the storage of the operand's tensor: a view of it (a
-    buffer this executor made is that tensor's storage too). With negative strides,
-    which torch refuses, a gather."""
-    storage = run.storage_of(op.operands[0], op.name)
+    """torch's `as_strided` over the storage of the operand's tensor, in elements of the
+    result's dtype: a view of it (a buffer this executor made is that tensor's storage
+    too). With negative strides, which torch refuses, a gather."""
+    dtype = op.result.type.dtype.torch
+    storage = reinterpret(run.storage_of(op.operands[0], op.name), dtype)
     layout: Layout = op.result.type.layout
     if any(st < 0 for st in layout.strides):
         # The caller's storage may be smaller than the declared one (a broadcast).
         layout.check_fits(storage.numel(), "as_strided")
         return (gather(storage, layout),)
+    if t.dtype != dtype:
+        t = reinterpret(t, dtype)
     layout.check_fits(t.untyped_storage().nbytes() // t.element_size(), "as_strided")
     return (torch.as_strided(t, layout.sizes, layout.strides, layout.offset),)
+
+
+@RULES.register(O.BitcastOp)
+def _bitcast_op(run: _Run, op: Any, t):
+    return (t.view(op.dtype.torch),)
 
 
 @RULES.register(O.ReshapeOp, O.ViewShapeOp)
@@ -312,7 +321,7 @@ def _copy_op(run: _Run, op: Any, *tensors):
     layout: Layout = op.layout
     dtype = op.dtype.torch
     if len(op.operands) == 2:
-        buffer = run.storage_of(op.operands[1], op.name).clone()
+        buffer = reinterpret(run.storage_of(op.operands[1], op.name), dtype).clone()
     else:
         buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=run.device)
     if op.space is None:
@@ -324,8 +333,9 @@ def _copy_op(run: _Run, op: Any, *tensors):
         framed = op.framed_dst()
         scatter(buffer, framed, torch.full(framed.sizes, op.fill, dtype=dtype,
                                            device=run.device))
-    if op.operands and space.numel:
-        storage = run.storage_of(op.operands[0], op.name)
+    if op.operands and space.numel:  # the source's bytes, in its elements
+        storage = reinterpret(run.storage_of(op.operands[0], op.name),
+                              op.operands[0].type.dtype.torch)
         indices = layout_indices(op.src, storage.device)
         if op.masks:  # masked points are never read: point them at element 0
             indices = torch.where(_valid(space, op.masks, storage.device), indices, 0)
