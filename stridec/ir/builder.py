@@ -16,7 +16,13 @@ import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from stridec.errors import LayoutError, ShapeError, StridecError, VerificationError
+from stridec.errors import (
+    LayoutError,
+    ShapeError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir import ops as O
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES, DType, as_dtype, promote_types
@@ -1190,6 +1196,13 @@ class ValueBuilder:
                 "(fill_ writes a number)"
             )
         storage = self.root()  # type: ignore[attr-defined]
+        here, held = self.type.dtype, storage.type.dtype  # type: ignore[attr-defined]
+        if here != held:
+            raise UnsupportedError(
+                f"copy_: expected a view of the memory in its own dtype {held}; got one read "
+                f"as {here} (a view(dtype)), which stridec does not write through; write the "
+                f"source viewed as {held} into the same elements of a {held} view instead"
+            )
         if src.shape != self.shape:  # type: ignore[attr-defined]
             src = src.expand(*self.shape)  # type: ignore[attr-defined]
         written = emit(self.graph, O.WriteOp, (storage, self, src), {})  # type: ignore[attr-defined]

@@ -14,7 +14,13 @@ import pytest
 import torch
 
 import stridec
-from stridec.errors import CallError, LayoutError, StridecError, VerificationError
+from stridec.errors import (
+    CallError,
+    LayoutError,
+    StridecError,
+    UnsupportedError,
+    VerificationError,
+)
 from stridec.ir.dtypes import DTYPES
 from stridec.ir.formats import get_format
 from stridec.ir.layout import Layout
@@ -207,6 +213,28 @@ def test_bitcast_refusals_are_torchs() -> None:
     with pytest.raises(CallError, match="expected sizes or a dtype, not both"):
         stridec.trace(lambda v: v.view(24, dtype=torch.int8), t)
     assert x.view(torch.float32) is x and x.view("float32") is x  # as torch: itself
+
+
+def test_a_write_through_a_bitcast_is_refused_and_its_rewrite_is_torchs() -> None:
+    """torch writes through `view(dtype)`; stridec refuses it by name (`UnsupportedError`),
+    and the rewrite its message gives -- the source viewed as the memory's dtype -- writes
+    the bytes torch writes."""
+    x, y = torch.randn(3, 4), torch.randint(-2**31, 2**31 - 1, (2, 4), dtype=torch.int32)
+
+    def through(a, b):
+        a.view(torch.int32)[1:].copy_(b)
+        return a
+
+    def rewritten(a, b):
+        a[1:].copy_(b.view(torch.float32))
+        return a
+
+    with pytest.raises(UnsupportedError, match="copy_: expected a view of the memory in its "
+                       "own dtype float32; got one read as int32"):
+        stridec.trace(through, x, y)
+    want, got = through(x.clone(), y), x.clone()
+    fn = stridec.compile(stridec.trace(rewritten, x, y), backend="cpu")
+    assert fn(got, y) is got and torch.equal(_bits(got), _bits(want))
 
 
 @pytest.mark.parametrize("backend", ["cpu", "interpret"])
