@@ -222,6 +222,8 @@ class Runner:
         and the thread count, where buffer `j` in `into` is out `k`'s memory from byte
         `b` of its storage (`into[j] = (k, b)`) and every other buffer a fresh one. None
         where `bound` is."""
+        if self.derived:
+            return None  # (a storage read as another type: `launch` and `run` make it)
         n = n_inputs + n_outs
         ordered = self._bound_runs([*range(n_inputs), *range(n, n + len(self.buffers))])
         if ordered is None:

@@ -269,7 +269,7 @@ def test_symbolic_batch() -> None:
     v = g.input("x", ("N", 6), "float32")
     g.output(v.view(torch.int8).t().contiguous(), v.view(torch.int16), v[:, 2:].view(torch.float64))
     fn = stridec.compile(g, backend="cpu")
-    for n in (2, 3, 7):
+    for n in (2, 3, 7, 7, 7, 7, 3):  # a size called again and again is a cached call
         x = torch.randint(-2**31, 2**31, (n, 6), dtype=torch.int64).to(torch.int32).view(
             torch.float32)
         got = fn(x)
@@ -277,6 +277,11 @@ def test_symbolic_batch() -> None:
                  x[:, 2:].view(torch.float64))
         for o, w in zip(got, wants, strict=True):
             _check(o, w, x, f"N={n}")
+        outs = (torch.empty(24, n, dtype=torch.int8), torch.empty(n, 12, dtype=torch.int16),
+                torch.empty(n, 2, dtype=torch.float64))
+        assert fn(x, out=outs) is outs
+        for o, w in zip(outs, wants, strict=True):
+            assert torch.equal(_bits(o), _bits(w)), f"out=, N={n}"
 
 
 def test_no_gradient_flows_through_bits() -> None:
