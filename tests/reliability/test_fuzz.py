@@ -1008,7 +1008,7 @@ def test_the_generator_covers_every_op_and_input_kind() -> None:
     dtypes: set[str] = set()
     sizes: list[int] = []
     outs: Counter = Counter()
-    for seed in range(300):
+    for seed in range(400):  # (NCHW packs come first at seed 319)
         case = random_case(SeededDraw(seed))
         for o in case.outs or ():
             outs["argument" if o.argument is not None else "window"] += 1
