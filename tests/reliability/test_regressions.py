@@ -422,3 +422,26 @@ def test_eliminating_a_copy_under_unfolded_views_keeps_the_ir_valid(backend: str
     pipeline = "merge-fills,fuse-copies,dce,lower-formats,plan-memory,dce,eliminate-copies"
     got = stridec.compile(g, backend=backend, pipeline=pipeline)(t)
     check_against_torch(got, t.clone().as_strided([2], [2], 0)[-2], (t,))
+
+
+# --------------------------------------------------------------------------- in-place writes
+
+
+@pytest.mark.xfail(strict=True, reason="open: with out=, fuse-copies (compiler/copy_fusion.py) "
+                   "moves a read of written memory past a later write of a graph with two "
+                   "writes (InternalError: the pass leaves IR that does not verify)")
+def test_an_out_call_of_a_buffer_read_between_two_writes() -> None:
+    """A graph-made buffer written (zeros), read by a cat, written again (x): with out=,
+    the cat reads the zeros and the second out holds x, as torch's in-place ops give."""
+    g = stridec.Graph("two_writes")
+    x = g.input("x", (17,), "float32")
+    buffer = x.clone()
+    first = buffer.fill_(0.0)
+    both = stridec.ir.builder.cat([first, first], 0)
+    second = first.copy_(x)
+    g.output(both, second)
+    t = torch.randn(17)
+    want = (torch.zeros(34), t.clone())
+    outs = (torch.empty(34), torch.empty(17))
+    stridec.compile(g, backend="cpu")(t, out=outs)
+    assert torch.equal(outs[0], want[0]) and torch.equal(outs[1], want[1])
