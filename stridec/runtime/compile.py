@@ -163,12 +163,12 @@ class Plan:
         (on one line).
 
         >>> g = stridec.Graph("t")
-        >>> x = g.input("x", (2, 3), "float32")
+        >>> x = g.input("x", (6, 8), "float32")
         >>> g.output(x.t().contiguous())
         >>> fn = stridec.compile(g)
-        >>> (line,) = stridec.compile(g, backend="cpu").plan_for(torch.randn(2, 3)).kernel_lines()
+        >>> (line,) = stridec.compile(g, backend="cpu").plan_for(torch.randn(6, 8)).kernel_lines()
         >>> line.split(", ")[:3]
-        ['kernel 0: copy tiled_transpose', '%x 2x3xf32 -> %0 3x2xf32', 'C on cpu']
+        ['kernel 0: copy tiled_transpose', '%x 6x8xf32 -> %0 8x6xf32', 'C on cpu']
         """
         from stridec.ir.parser import parse
 
@@ -1829,10 +1829,10 @@ class CompiledGraph:
         serves the call.
 
         >>> g = stridec.Graph("t")
-        >>> x = g.input("x", (2, 3), "float32")
+        >>> x = g.input("x", (6, 8), "float32")
         >>> g.output(x.t().contiguous())
         >>> fn = stridec.compile(g)
-        >>> plan = stridec.compile(g, backend="cpu").plan_for(torch.randn(2, 3))
+        >>> plan = stridec.compile(g, backend="cpu").plan_for(torch.randn(6, 8))
         >>> plan
         <Plan 't' backend='cpu' kernels=[copy tiled_transpose]>
         >>> [k.strategy for k in plan.kernels]

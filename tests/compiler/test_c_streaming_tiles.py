@@ -145,7 +145,7 @@ def test_deinterleaves(dtype, c, stream):
                 for dst_offset in (0, 1, 5):
                     spec = _deinterleave_spec(12, c, hw, dtype, plane, dst_offset=dst_offset,
                                               src_offset=dst_offset % 2)
-                    assert run_c(spec, src=src).strategy == "tiled_transpose"
+                    assert _run_strategy(spec, src).strategy == "tiled_transpose"
     finally:
         torch.set_num_threads(saved)
 
@@ -524,6 +524,17 @@ def _strategy_kernel(spec):
     """The kernel of `spec` on the strategies of `codegen/c/copy.py`, even where the copy
     planner's library takes the copy."""
     return assemble_kernel([spec], [(0, 1)], "copy", _strategy_plan)
+
+
+def _run_strategy(spec, src):
+    """`run_c` on the strategies' kernel (`_strategy_kernel`): the destination storage
+    against torch's."""
+    kernel = _strategy_kernel(spec)
+    dst = sentinel(spec.dst_dtype, span(spec, spec.dst_strides, spec.dst_offset) + 3)
+    expected = reference_copy(spec, src, dst)
+    launch(kernel, src, dst)
+    assert torch.equal(dst, expected), (kernel.strategy, spec)
+    return kernel
 
 
 def _run_built(folder, flags, specs, edit=None) -> None:

@@ -69,7 +69,8 @@ def test_transpose_every_element_size(dtype, sizes):
     # holds whole staged tiles of 1- and 2-byte elements (64 × 256 and 64 × 128) and their
     # partial neighbours.
     kernel = run_c(permute_spec(sizes, (1, 0), dtype))
-    assert kernel.strategy == "tiled_transpose"
+    # a side of 2 .. 4 is the lanes of an interleave (codegen/c/lib/copy_lanes.h)
+    assert kernel.strategy == ("interleave" if min(sizes) <= 4 else "tiled_transpose")
 
 
 def test_transposes_use_vector_shuffles():
@@ -95,7 +96,8 @@ def test_permutes(sizes, perm, dtype):
 def test_strategies():
     assert generate_c_copy(CopySpec((4, 8), (8, 1), 0, (8, 1), 0, f32, f32)).strategy == "linear"
     assert generate_c_copy(permute_spec((16, 32), (1, 0))).strategy == "tiled_transpose"
-    assert generate_c_copy(CopySpec((4, 8), (16, 2), 0, (8, 1), 0, f32, f32)).strategy == "gather"
+    assert generate_c_copy(CopySpec((4, 8), (16, 2), 0, (8, 1), 0, f32, f32)).strategy == "compress"
+    assert generate_c_copy(CopySpec((4, 8), (40, 5), 0, (8, 1), 0, f32, f32)).strategy == "gather"
 
 
 def test_nchw_to_nchw4_pads_channels_with_fill():
@@ -268,7 +270,10 @@ def test_row_runs_cut_anywhere_between_threads(threads):
         run_c(permute_spec((37, 2, 7, 3, 16), (3, 2, 0, 1, 4), i8))
         run_c(CopySpec((5, 7, 37, 64), (16576, 64, 448, 1), 0, (16576, 2368, 64, 1), 0,
                        f32, f32, (MaskBound((0, 0, 1, 0), 2, 30),), 7.0))
-        gather = run_c(CopySpec((5, 7, 37, 32), (16576, 64, 448, 2), 0, (8288, 1184, 32, 1),
+        compress = run_c(CopySpec((5, 7, 37, 32), (16576, 64, 448, 2), 0, (8288, 1184, 32, 1),
+                                  0, f32, f32))
+        assert compress.strategy == "compress"  # every other element: the lane kernel
+        gather = run_c(CopySpec((5, 7, 37, 12), (16576, 64, 448, 5), 0, (3108, 444, 12, 1),
                                 0, f32, f32))
         assert gather.strategy == "gather"
         # Long rows in chunks (3 rows of 40000 in 4 chunks each), shares ending mid-row.
@@ -291,7 +296,7 @@ def test_batch_runs_every_member():
     a = CopySpec((3, 4), (4, 1), 0, (8, 1), 0, f32, f32)
     b = CopySpec((3, 4), (1, 3), 0, (8, 1), 4, f32, f32)
     kernel = generate_c_copy_batch([a, b])
-    assert len(kernel.calls) == 2 and kernel.strategy == "batch(linear,tiled_transpose)"
+    assert len(kernel.calls) == 2 and kernel.strategy == "batch(linear,deinterleave)"
     src_a = torch.randn(12)
     src_b = torch.randn(12)
     dst = torch.zeros(24)

@@ -114,6 +114,15 @@ COUNTS: list[tuple[str, list, Callable[..., Any], list[tuple[str, str]]]] = [
 ]
 
 
+# Where the C backend's copy planner takes another walk: a dim of 2 .. 4 on one side of a
+# transpose is the lanes of an interleave (codegen/c/lib/copy_lanes.h).
+C_STRATEGIES = {
+    "nchw_to_nhwc": [("copy", "interleave")],
+    "shared_copy": [("copy", "interleave")],
+    "duplicate_copies": [("copy", "interleave"), ("copy", "interleave")],
+}
+
+
 @pytest.mark.parametrize(("name", "inputs", "build", "expected"), COUNTS,
                          ids=[c[0] for c in COUNTS])
 @pytest.mark.parametrize("target", BACKENDS)
@@ -124,6 +133,8 @@ def test_kernel_counts_kinds_and_strategies(name: str, inputs: list, build: Call
     tensors = [torch.zeros(s, dtype=getattr(torch, d), device=device) for _, s, d in inputs]
     fn = stridec.compile(g, backend=backend)
     p = fn.plan_for(*tensors)
+    if backend == "cpu":
+        expected = C_STRATEGIES.get(name, expected)
     assert kinds(p) == expected
     assert p.launches == len(expected)
     assert all(names_its_kernel(k) for k in p.kernels)

@@ -35,11 +35,11 @@ from stridec.compiler.copy_plan import (
 )
 from stridec.ir.affine import MAX_RANK
 
-__all__ = ["ABI", "LIBRARY_FILES", "PlanABI", "PlannedClass", "SYMBOL_PREFIX", "choosing",
-           "plan_call_fits", "plan_params", "plan_symbol", "plan_unit_source", "planned_call",
-           "ranked_plans", "routed"]
+__all__ = ["ABI", "LANE_KERNELS", "LIBRARY_FILES", "PlanABI", "PlannedClass", "SYMBOL_PREFIX",
+           "choosing", "plan_call_fits", "plan_params", "plan_symbol", "plan_unit_source",
+           "planned_call", "ranked_plans", "routed"]
 
-LIBRARY_FILES = ("copy_abi.h", "copy_micro.h", "copy_plan.c")
+LIBRARY_FILES = ("copy_abi.h", "copy_micro.h", "copy_lanes.h", "copy_plan.c")
 SYMBOL_PREFIX = "stridec_plan_bits"
 
 
@@ -121,10 +121,15 @@ class PlannedClass:
 # vector in L1 each (docs/cpu.md).
 REVERSE_MIN_BYTES = 64
 
+# The micro-kernels of K interleaved lanes (lib/copy_lanes.h).
+LANE_KERNELS = ("deinterleave", "interleave", "compress")
+
 
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win (docs/cpu.md)."""
+    if plan.kernel in LANE_KERNELS:  # every element size (lib/copy_lanes.h)
+        return True
     if plan.kernel == "reverse":
         return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
     return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)

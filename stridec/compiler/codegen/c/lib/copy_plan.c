@@ -9,6 +9,9 @@
 #ifndef TV
 #include "copy_micro.h"
 #endif
+#ifndef STRIDEC_COPY_LANES_H
+#include "copy_lanes.h"
+#endif
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -228,11 +231,7 @@ ALWAYS_INLINE void split_run(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, i
 }
 
 static void split_rows(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int all) {
-    switch (K) {
-    case 2: split_run(s, d, ls, n, 2, all); break;
-    case 3: split_run(s, d, ls, n, 3, all); break;
-    default: split_run(s, d, ls, n, 4, all); break;
-    }
+    lanes_split(s, d, ls, n, K, !all);  /* copy_lanes.h */
 }
 
 static void tile_split(const job_t* J, const elem_t* s, elem_t* d, i64 nb, int all) {
@@ -272,11 +271,7 @@ ALWAYS_INLINE void join_run(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
 }
 
 static void join_rows(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
-    switch (K) {
-    case 2: join_run(s, ls, d, n, 2); break;
-    case 3: join_run(s, ls, d, n, 3); break;
-    default: join_run(s, ls, d, n, 4); break;
-    }
+    lanes_join(s, ls, d, n, K);  /* copy_lanes.h */
 }
 
 static void tile_join(const job_t* J, const elem_t* s, elem_t* d, i64 na) {

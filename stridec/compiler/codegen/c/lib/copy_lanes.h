@@ -1,0 +1,173 @@
+/* Lane micro-kernels of planned copies: the deinterleave, interleave and compress of
+   K = 2, 3 or 4 lanes (space-to-depth, pixel shuffle and unshuffle, YOLOv5 Focus, complex
+   pairs, NHWC <-> NCHW with C = 3, a transpose of 2, 3 or 4 rows, x[..., ::K]) as one
+   streaming pass: K vector loads, a few two-source permutes, K vector stores.
+
+   Built with ELEM_BYTES and elem_t defined (copy_micro.h). Every permute's index vector
+   is a literal constant (MASK: each lane a constant expression of its index), so it is one
+   vpermt2b / w / d / q with AVX-512 (VBMI for bytes) and whatever the compiler's pattern
+   matching makes of it with AVX2 or SSE2. Computed by a loop inside the kernel instead (as
+   copy_micro.h's sv_split does), gcc did not fold the K = 3 and 4 chains of 1- and 2-byte
+   elements into constants and rebuilt them at every vector, a hundred times slower.
+
+   K = 2 and 4 are rounds of even/odd splits (deinterleave) or low/high interleaves
+   (interleave), one permute an output vector a round; K = 3 a permute of the first two
+   inputs and one with the third. */
+#ifndef STRIDEC_COPY_LANES_H
+#define STRIDEC_COPY_LANES_H
+
+/* The vector: the widest whose two-source variable permute is one instruction. */
+#if defined(__AVX512F__) && (ELEM_BYTES >= 4 || (ELEM_BYTES == 2 && defined(__AVX512BW__)) \
+                             || (ELEM_BYTES == 1 && defined(__AVX512VBMI__)))
+#define LV_BYTES 64
+#elif defined(__AVX2__)
+#define LV_BYTES 32
+#else
+#define LV_BYTES 16
+#endif
+#define LV (LV_BYTES / ELEM_BYTES)
+typedef elem_t lvec __attribute__((vector_size(LV_BYTES)));
+
+/* The index vectors, as constants: lane l of each is a constant expression of l,
+   listed for the LV lanes by LANES. EVEN / ODD pick the even / odd elements of two
+   vectors, LO / HI interleave their low / high halves; S3k_A and S3k_B are the two steps
+   of output k of a 3-lane split, J3k_A and J3k_B of output k of a 3-lane join. */
+#define LQ_(f, o) f(o), f(o + 1), f(o + 2), f(o + 3)
+#define L16_(f, o) LQ_(f, o), LQ_(f, o + 4), LQ_(f, o + 8), LQ_(f, o + 12)
+#if LV == 2
+#define LANES(f) f(0), f(1)
+#elif LV == 4
+#define LANES(f) LQ_(f, 0)
+#elif LV == 8
+#define LANES(f) LQ_(f, 0), LQ_(f, 4)
+#elif LV == 16
+#define LANES(f) L16_(f, 0)
+#elif LV == 32
+#define LANES(f) L16_(f, 0), L16_(f, 16)
+#else
+#define LANES(f) L16_(f, 0), L16_(f, 16), L16_(f, 32), L16_(f, 48)
+#endif
+#define MASK(f) ((lvec){LANES(f)})
+
+#define EVEN(l) (2 * (l))
+#define ODD(l) (2 * (l) + 1)
+#define LO(l) ((l) / 2 + ((l) % 2 ? LV : 0))
+#define HI(l) ((l) / 2 + LV / 2 + ((l) % 2 ? LV : 0))
+/* split: lane l of output k is element 3l + k of the three inputs */
+#define S3A(k, l) (3 * (l) + (k) < 2 * LV ? 3 * (l) + (k) : 0)
+#define S3B(k, l) (3 * (l) + (k) >= 2 * LV ? 3 * (l) + (k) - LV : (l))
+/* join: lane l of output k (element kLV + l) is element (kLV + l)/3 of input (kLV + l)%3 */
+#define J3A(k, l) (((k) * LV + (l)) % 3 < 2 ? ((k) * LV + (l)) % 3 * LV + ((k) * LV + (l)) / 3 : 0)
+#define J3B(k, l) (((k) * LV + (l)) % 3 == 2 ? LV + ((k) * LV + (l)) / 3 : (l))
+#define S30A(l) S3A(0, l)
+#define S31A(l) S3A(1, l)
+#define S32A(l) S3A(2, l)
+#define S30B(l) S3B(0, l)
+#define S31B(l) S3B(1, l)
+#define S32B(l) S3B(2, l)
+#define J30A(l) J3A(0, l)
+#define J31A(l) J3A(1, l)
+#define J32A(l) J3A(2, l)
+#define J30B(l) J3B(0, l)
+#define J31B(l) J3B(1, l)
+#define J32B(l) J3B(2, l)
+
+#define LSH(a, b, m) __builtin_shuffle((a), (b), MASK(m))
+
+/* Outputs o[k] (k < K; k < 1 with `first`: a compress) of K vectors v holding LV pixels of
+   K interleaved lanes. */
+ALWAYS_INLINE void lanes_split_vec(const lvec* v, lvec* o, int K, int first) {
+    if (K == 2) {
+        o[0] = LSH(v[0], v[1], EVEN);
+        if (!first) o[1] = LSH(v[0], v[1], ODD);
+    } else if (K == 4) {
+        lvec a0 = LSH(v[0], v[1], EVEN), a2 = LSH(v[2], v[3], EVEN);
+        o[0] = LSH(a0, a2, EVEN);
+        if (!first) {
+            lvec a1 = LSH(v[0], v[1], ODD), a3 = LSH(v[2], v[3], ODD);
+            o[1] = LSH(a1, a3, EVEN);
+            o[2] = LSH(a0, a2, ODD);
+            o[3] = LSH(a1, a3, ODD);
+        }
+    } else {
+        o[0] = LSH(LSH(v[0], v[1], S30A), v[2], S30B);
+        if (!first) {
+            o[1] = LSH(LSH(v[0], v[1], S31A), v[2], S31B);
+            o[2] = LSH(LSH(v[0], v[1], S32A), v[2], S32B);
+        }
+    }
+}
+
+/* Outputs o[j] (j < K) interleaving K vectors r of LV elements each. */
+ALWAYS_INLINE void lanes_join_vec(const lvec* r, lvec* o, int K) {
+    if (K == 2) {
+        o[0] = LSH(r[0], r[1], LO);
+        o[1] = LSH(r[0], r[1], HI);
+    } else if (K == 4) {
+        lvec b0 = LSH(r[0], r[2], LO), b1 = LSH(r[0], r[2], HI);
+        lvec b2 = LSH(r[1], r[3], LO), b3 = LSH(r[1], r[3], HI);
+        o[0] = LSH(b0, b2, LO);
+        o[1] = LSH(b0, b2, HI);
+        o[2] = LSH(b1, b3, LO);
+        o[3] = LSH(b1, b3, HI);
+    } else {
+        o[0] = LSH(LSH(r[0], r[1], J30A), r[2], J30B);
+        o[1] = LSH(LSH(r[0], r[1], J31A), r[2], J31B);
+        o[2] = LSH(LSH(r[0], r[1], J32A), r[2], J32B);
+    }
+}
+
+/* Pixels [0, n) of K lanes: d[k*ls + y] = s[K*y + k] (k < K), or with `first` (a
+   compress, which reads K*(n - 1) + 1 elements) d[y] = s[K*y]. Whole vectors, then the
+   rest through vectors in L1. */
+ALWAYS_INLINE void lanes_split_k(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int first) {
+    const int outs = first ? 1 : K;
+    i64 y = 0;
+    for (; y + LV < n + !first; y += LV) {
+        lvec v[4], o[4];
+        for (int j = 0; j < K; j++) memcpy(&v[j], s + K * y + j * LV, LV_BYTES);
+        lanes_split_vec(v, o, K, first);
+        for (int k = 0; k < outs; k++) memcpy(d + k * ls + y, &o[k], LV_BYTES);
+    }
+    if (y < n) {
+        lvec v[4] = {{0}}, o[4];
+        memcpy(v, s + K * y, (size_t)(K * (n - y) - (first ? K - 1 : 0)) * ELEM_BYTES);
+        lanes_split_vec(v, o, K, first);
+        for (int k = 0; k < outs; k++) memcpy(d + k * ls + y, &o[k], (size_t)(n - y) * ELEM_BYTES);
+    }
+}
+
+/* Pixels [0, n) of K rows interleaved: d[K*x + k] = s[x + k*ls] (k < K). */
+ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
+    i64 x = 0;
+    for (; x + LV <= n; x += LV) {
+        lvec r[4], o[4];
+        for (int k = 0; k < K; k++) memcpy(&r[k], s + x + k * ls, LV_BYTES);
+        lanes_join_vec(r, o, K);
+        for (int j = 0; j < K; j++) memcpy(d + K * x + j * LV, &o[j], LV_BYTES);
+    }
+    if (x < n) {
+        lvec r[4] = {{0}}, o[4];
+        for (int k = 0; k < K; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
+        lanes_join_vec(r, o, K);
+        memcpy(d + K * x, o, (size_t)(K * (n - x)) * ELEM_BYTES);
+    }
+}
+
+static void lanes_split(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int first) {
+    switch (K) {
+    case 2: lanes_split_k(s, d, ls, n, 2, first); break;
+    case 3: lanes_split_k(s, d, ls, n, 3, first); break;
+    default: lanes_split_k(s, d, ls, n, 4, first); break;
+    }
+}
+
+static void lanes_join(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
+    switch (K) {
+    case 2: lanes_join_k(s, ls, d, n, 2); break;
+    case 3: lanes_join_k(s, ls, d, n, 3); break;
+    default: lanes_join_k(s, ls, d, n, 4); break;
+    }
+}
+
+#endif
