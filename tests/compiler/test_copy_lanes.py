@@ -64,7 +64,7 @@ PATTERNS = [
     ("pixel_shuffle4", lambda x: F.pixel_shuffle(x, 4), (1, 32, 3, 35), "interleave"),
     ("space_to_depth4", lambda x: _space_to_depth(x, 4), (2, 3, 8, 132), "deinterleave"),
     ("strided_conv_stem", _strided_conv_stem, (2, 3, 6, 130), "deinterleave"),
-    ("focus", _focus, (2, 3, 10, 134), "batch(compress,compress,compress,compress)"),
+    ("focus", _focus, (2, 3, 10, 134), "deinterleave"),  # one copy: codegen/merge.py
     ("pairs_split", lambda x: x.view(-1, 2).t().contiguous(), (3, 77, 2), "deinterleave"),
     ("pairs_join", lambda x: x.t().contiguous(), (2, 301), "interleave"),
     ("real_part", lambda x: x[..., 0].contiguous(), (5, 67, 2), "compress"),

@@ -30,6 +30,7 @@ from stridec.compiler.codegen.batch import generate_copy_batch
 from stridec.compiler.codegen.c.copy import generate_c_copy, generate_c_copy_batch
 from stridec.compiler.codegen.c.philox import generate_c_philox
 from stridec.compiler.codegen.copy import generate_copy
+from stridec.compiler.codegen.merge import merge_copies
 from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 from stridec.compiler.codegen.spec import (
@@ -307,15 +308,16 @@ class _Lowering:
                                 tuple(i for m in group.members for i in m.ops))
             return
         if self.target == "c":
-            specs = [m.spec for m in group.members]
-            if len(specs) == 1:
-                (m,) = group.members
-                self.add_launch(generate_c_copy(m.spec), (m.src_slot, dst), (None, None), m.ops)
+            # Members of one source on a grid of offsets are one copy (codegen/merge.py).
+            parts = merge_copies([m.spec for m in group.members],
+                                 [m.src_slot for m in group.members])
+            ops = tuple(i for m in group.members for i in m.ops)
+            slots = [group.members[ix[0]].src_slot for _, ix in parts]
+            if len(parts) == 1:
+                self.add_launch(generate_c_copy(parts[0][0]), (slots[0], dst), (None, None), ops)
             else:
-                self.add_launch(generate_c_copy_batch(specs),
-                                (dst, *(m.src_slot for m in group.members)),
-                                (None,) * (len(specs) + 1),
-                                tuple(i for m in group.members for i in m.ops))
+                self.add_launch(generate_c_copy_batch([spec for spec, _ in parts]),
+                                (dst, *slots), (None,) * (len(parts) + 1), ops)
             return
         if len(group.members) == 1:
             (m,) = group.members
