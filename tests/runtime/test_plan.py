@@ -413,3 +413,18 @@ def test_repr_of_a_compiled_graph_says_which_backend_ran() -> None:
     plan = fn.plan_for(torch.randn(2, 3))
     assert fn.ran_on == (plan.backend,) and plan.backend in ("cpu", "interpret")
     assert repr(fn) == f"<CompiledGraph 'auto_t' backend='auto', ran on {plan.backend!r}>"
+
+
+def test_a_unit_loaded_before_under_another_cache_keeps_its_source_in_this_one(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kernel_lines` names the source file in the current cache folder: a unit this
+    process loaded while STRIDEC_CACHE_DIR named another folder writes it there too."""
+    from stridec.compiler.codegen.c.plan import plan_unit_source
+    from stridec.runtime.backends import cpu
+
+    source = plan_unit_source(4)
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(tmp_path / "first"))
+    cpu.load_unit(source)
+    monkeypatch.setenv("STRIDEC_CACHE_DIR", str(tmp_path / "second"))
+    cpu.load_unit(source)
+    assert source in [p.read_text() for p in (tmp_path / "second").rglob("*.c")]

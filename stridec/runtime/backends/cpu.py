@@ -408,6 +408,7 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
     with _lock:
         lib = _units.get(digest)
         if lib is not None:
+            _keep_source(source, digest)
             return lib
         folder = _unit_dir()
         source_path = os.path.join(folder, f"{digest}.c")
@@ -431,6 +432,19 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
             lib = _build_anywhere(cc, source, folder, digest, mode)
         _units[digest] = lib
         return lib
+
+
+def _keep_source(source: str, digest: str) -> None:
+    """A unit loaded before under another cache folder (STRIDEC_CACHE_DIR changed in the
+    process) has its source written to this one too, where `Plan.kernel_lines` names it;
+    best effort: a folder that takes no writes is left as it is."""
+    try:
+        path = os.path.join(_unit_dir(), f"{digest}.c")
+        if not os.path.exists(path):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(source)
+    except OSError:
+        pass
 
 
 # Free bytes a folder must have for a unit's files (its source, objects and library are
