@@ -35,7 +35,7 @@ the wall time to one `torch.cuda.synchronize()` after them.
 
 The `fn(x, out=o)` rows time a cached call writing into a preallocated 16x16 tensor
 (docs/outputs.md): its call key adds each out's layout and which tensors share a storage
-(`_out_call_key`), and no output is allocated. On the CPU only the copy graph has the row
+(`out_key`), and no output is allocated. On the CPU only the copy graph has the row
 (its launch is stubbed; the view graph's `out=` call launches a real copy).
 
 `--cold` times what the CPU race sees instead (`bench/run.py --cpu` flushes the caches
@@ -67,7 +67,7 @@ for real (docs/cpu.md, "Build, cache, load"). On the Zen 3 EPYC without AVX-512 
 shared with other jobs, load 5), four processes of the tree before and after
 alternating, each the best of 60 loops of 1,000 calls: `fn(x)` went from 10.25 to
 5.70 µs when a cached call's key became one pass that reads the storages too
-(`_plain_call`, as the `out=` key does), the hit ran in `__call__` itself, and an output
+(`plain_call_key`, as the `out=` key does), the hit ran in `__call__` itself, and an output
 that is a whole buffer came from one `torch.empty_strided` instead of `torch.empty` and
 `torch.as_strided`; `fn(x, out=o)` stayed at 6.1 µs.
 """
@@ -92,6 +92,11 @@ import torch  # noqa: E402
 import stridec  # noqa: E402
 from stridec.ir.dtypes import as_dtype  # noqa: E402
 from stridec.runtime import compile as compile_module  # noqa: E402
+
+try:
+    from stridec.runtime import call_path as call_path_module  # noqa: E402
+except ImportError:  # a tree from before the hit path had a module of its own
+    call_path_module = None  # type: ignore[assignment]
 from stridec.runtime import launch  # noqa: E402
 from stridec.runtime.backends.interpret import InterpretedKernel  # noqa: E402
 
@@ -169,15 +174,17 @@ def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
         ("", "cached call fn(x, out=o), preallocated",
          time_it(lambda: fn(*args, out=out)) if with_out and _has_out(fn) else None),
     ]
-    call_key = getattr(compile_module, "_plain_call", None)  # absent before the one-pass key
+    # Where the call key is: the hit path's module, or (older trees) compile's.
+    call_key = (getattr(call_path_module, "plain_call_key", None)
+                or getattr(compile_module, "_plain_call", None))
     parts: list[tuple[str, tuple[float, float | None] | None]] = []
     if call_key is not None:
         key = call_key(args)[0]
         hits = fn._hits
-        parts += [("call key and pointers (_plain_call)", time_it(lambda: call_key(args))),
+        parts += [("call key and pointers (plain_call_key)", time_it(lambda: call_key(args))),
                   ("cache hit (dictionary read)", time_it(lambda: hits.get(key)))]
     else:
-        parts += [("call key and pointers (_plain_call)", None),
+        parts += [("call key and pointers (plain_call_key)", None),
                   ("cache hit (dictionary read)", None)]
     runner = launch.runner(program, "interpret")
     run = time_it(lambda: launch.run_with(runner, args, device))

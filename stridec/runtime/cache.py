@@ -26,11 +26,11 @@ import threading
 import time
 import warnings
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
+from stridec.runtime.lru import Lru
 
 __all__ = ["PlanCache", "cache_key", "disk_cache_dir", "MEMORY_CACHE", "DiskEntry",
            "disk_entries", "max_size", "trim", "clear", "touch", "note_written",
@@ -103,36 +103,38 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class PlanCache:
-    """LRU of `Program`s in memory, backed by JSON files on disk."""
+    """`Program`s in memory (an `Lru`), backed by JSON files on disk."""
 
     def __init__(self, capacity: int = 256) -> None:
-        self.capacity = capacity
-        self._memory: OrderedDict[str, Program] = OrderedDict()
+        self._memory: Lru[str, Program] = Lru(capacity)
         self._lock = threading.Lock()
         self._warned_dirs: set[str] = set()
         _CACHES.add(self)
+
+    @property
+    def capacity(self) -> int:
+        """Programs kept in memory (the least recently used leave first)."""
+        return self._memory.capacity
+
+    @capacity.setter
+    def capacity(self, n: int) -> None:
+        self._memory.capacity = n
 
     def _after_fork_in_child(self) -> None:
         # A lock another thread held at the fork would stay held in the child forever;
         # what it guarded may be half updated: the child starts empty.
         if self._lock.locked():
-            self._memory = OrderedDict()
+            self._memory = Lru(self.capacity)
         self._lock = threading.Lock()
 
     # -- memory ------------------------------------------------------------------------
     def get_memory(self, key: str) -> Program | None:
         with self._lock:
-            program = self._memory.get(key)
-            if program is not None:
-                self._memory.move_to_end(key)
-            return program
+            return self._memory.get(key)
 
     def put_memory(self, key: str, program: Program) -> None:
         with self._lock:
-            self._memory[key] = program
-            self._memory.move_to_end(key)
-            while len(self._memory) > self.capacity:
-                self._memory.popitem(last=False)
+            self._memory.put(key, program)
 
     def clear_memory(self) -> None:
         with self._lock:

@@ -8,7 +8,6 @@ plan = fn.plan_for(x)                # the kernels and lowered IR, without runni
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import logging
@@ -17,11 +16,10 @@ import threading
 import time
 import warnings
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -36,8 +34,21 @@ from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.backends.reference import run_reference
 from stridec.runtime.cache import MEMORY_CACHE, cache_key
+from stridec.runtime.call_path import (
+    ClassCall,
+    ClassOutHit,
+    Hit,
+    OutHit,
+    bump_versions,
+    cached_call,
+    into_outs,
+    out_key,
+    written_shared,
+)
+from stridec.runtime.lru import Lru
 from stridec.runtime.outs import OutCall, check_out_tensors, check_outs
 from stridec.runtime.symbolic import (
+    FastBinding,
     bind_call,
     binding_class,
     degenerate,
@@ -352,114 +363,9 @@ def _capability(device: torch.device) -> str:
     return device.type
 
 
-def _out_call_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
-    """The call key of a call with `out=` (`_out_call`'s first part)."""
-    found = _out_call(tensors, out)
-    return None if found is None else found[0]
-
-
-_Tensor = torch.Tensor
-
-
-def _out_call(tensors: tuple[Any, ...], out: Any) -> tuple[tuple, list[int]] | None:
-    """The call key of a call with `out=` and the storages' data pointers (the inputs',
-    then each out's). The key, one flat tuple: "out", per input its dtype, sizes, strides,
-    offset, device (`True` for the CPU), neg bit, storage bytes and `requires_grad`, per
-    out the same and its conj bit, the input count, then which of all the tensors share
-    a storage (by data pointer: each one's first index among them). `check_outs` and the
-    program are functions of it: overlaps are decided from layouts within one storage, and
-    storages are told apart by pointer; and every storage of a good call's key holds its
-    layout. None where an argument or an out is not a plain strided `torch.Tensor` (the
-    full path then names the problem), or where a storage's pointer is not a multiple of
-    8 (the full path stages a misaligned tensor). (One pass, each attribute read once: a cached call
-    with cold caches pays for every object and call it touches. A `torch.Tensor` of
-    another layout is told by what it refuses instead of by two more reads: a sparse or
-    mkldnn tensor has no storage, a nested one no sizes -- `RuntimeError`s, and a test
-    holds torch to it.)"""
-    outs = (out,) if type(out) is _Tensor else out
-    if type(outs) is not tuple:
-        return None
-    key: list[Any] = ["out"]
-    ptrs = []
-    n = len(tensors)
-    low = 0
-    try:
-        for t in (*tensors, *outs):
-            if type(t) is not _Tensor:
-                return None
-            storage = t.untyped_storage()
-            key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
-                    t.is_neg(), storage.nbytes(), t.requires_grad)
-            if len(ptrs) >= n:  # an out
-                key.append(t.is_conj())
-            ptr = storage.data_ptr()
-            low |= ptr
-            ptrs.append(ptr)
-    except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
-        return None
-    if low & 7:  # a storage off 8 bytes, maybe off its elements: `_call_aligned`
-        return None
-    key.append(n)
-    key += map(ptrs.index, ptrs)  # (no comprehension: one function fewer to enter)
-    return tuple(key), ptrs
-
-
-def _plain_call(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
-    """The call key of a call without `out=` and the storages' data pointers, one per
-    tensor: one flat tuple of, per tensor, its dtype, sizes, strides, storage offset,
-    device (`True` for the CPU), neg bit, storage bytes and `requires_grad` (a key where
-    one is True is never remembered: such a call is differentiable, `_call`), read in one
-    pass as
-    `_out_call` reads its key (a tensor of another layout told by what it refuses). Every
-    condition `CompiledGraph._check` and `_target` test is a function of it, the
-    storage's bound included (the layout's last byte against its bytes), and so is the
-    specialization: a key seen on a call that passed every check and found its program
-    is valid and runs that program. None where an argument is not a plain strided
-    `torch.Tensor`, or a storage's pointer is not a multiple of 8: such calls always take
-    the full path (which stages a misaligned tensor, `_call_aligned`)."""
-    key: list[Any] = []
-    ptrs = []
-    low = 0
-    try:
-        for t in tensors:
-            if type(t) is not _Tensor:
-                return None
-            storage = t.untyped_storage()
-            key += (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_cpu or t.device,
-                    t.is_neg(), storage.nbytes(), t.requires_grad)
-            ptr = storage.data_ptr()
-            low |= ptr
-            ptrs.append(ptr)
-    except RuntimeError:  # NotImplementedError too: no storage, sizes or strides
-        return None
-    if low & 7:  # a storage off 8 bytes, maybe off its elements: `_call_aligned`
-        return None
-    return tuple(key), ptrs
-
-
-# A write into an out bumps its version counter, as torch's out= ops do (inference-mode
-# tensors have none and are skipped): autograd then refuses a backward that saved the
-# out before the write.
-_bump_versions = launch.bump_versions
-
-
-def _into_outs(outs: tuple[torch.Tensor, ...], results: Any, bump: bool = True) -> Any:
-    """The outs of a call given the program's `results`: each result that is not its out
-    (an out the program did not write straight) copied in, every result computed before
-    any copy -- a result in the memory of an out still to be written is cloned first.
-    With `bump`, the version of each out the program wrote straight is bumped (a copy
-    bumps its own)."""
-    if type(results) is not tuple:
-        results = (results,)
-    if bump:
-        _bump_versions(tuple(o for o, r in zip(outs, results, strict=True) if r is o))
-    pending = [(o, r) for o, r in zip(outs, results, strict=True) if r is not o]
-    ptrs = {o.untyped_storage().data_ptr() for o, _ in pending if o.numel()}
-    pending = [(o, r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs
-                else r) for o, r in pending]
-    for o, r in pending:
-        o.copy_(r)
-    return outs[0] if len(outs) == 1 else outs
+# What a lazily made attribute holds before it is made, and a cache's answer for a key it
+# lacks, where None is an answer (a class that no plan serves).
+_UNBUILT: Any = object()
 
 
 def _as_outs(out: Any) -> tuple[Any, ...]:
@@ -496,21 +402,14 @@ def _as_fake(t: Any, name: str, mode: Any, convert: bool = True) -> Any:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Hit:
-    """A call key's cached answer: the program and its runner, the device the arguments
-    are on, the key of `CompiledGraph._programs` the program sits under, the program's
-    launch count, the recency cell of its entry in `_programs` (`CompiledGraph._used`: a
-    hit stamps it instead of reordering), and for a plain call of C kernels the runner's
-    `direct` function (None: `run_with`)."""
+class _SymbolicPlan(NamedTuple):
+    """What `_symbolic_plan` finds for a call the class plan serves."""
 
     program: Program
-    runner: launch.Runner
+    runner: launch.SymbolicRunner
+    values: list[int]  # the symbols' values, in the program's `symbols` order
     device: torch.device
-    local_key: tuple
-    launches: int
-    used: list[int]
-    direct: Callable[[Sequence[torch.Tensor], list[int], int], list[torch.Tensor]] | None
+    bindings: dict[str, int]
 
 
 def check_arguments(where: str, inputs: Sequence[tuple[str, TensorType]],
@@ -652,21 +551,6 @@ def _writes(graph: Graph,
     return written, tuple(itself)
 
 
-def _written_shared(tensors: tuple[Any, ...], written: tuple[int, ...]) -> bool:
-    """Whether an argument at a position of `written` shares its storage with another
-    argument (by the storages' data pointers; an empty storage shares nothing)."""
-    pointers = []
-    for t in tensors:
-        try:
-            pointers.append(t.untyped_storage().data_ptr())
-        except (AttributeError, RuntimeError):  # not a plain tensor: `_check` names it
-            pointers.append(0)
-    for i in written:
-        if i < len(pointers) and pointers[i] and pointers.count(pointers[i]) > 1:
-            return True
-    return False
-
-
 def _reviews(graph: Graph) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """Per hidden result of `OutputOp.reviews`, in order: (the input it re-views, the
     visible outputs that are that input's final view itself -- `return x` after
@@ -763,23 +647,23 @@ class CompiledGraph:
             parse_pipeline(pipeline)
         self.graph_text = str(graph)
         self.stats = Stats()
+        # Every cache below is an `Lru` of LOCAL_CAPACITY entries (`_hits`: HITS_CAPACITY),
+        # written under `_lock`; the call paths read their `data` without it.
         # Symbolic graphs: the static CompiledGraph of a binding, where no class plan
         # serves (`_bound_graph`), and the class plans (`_class_program`).
-        self._bound: OrderedDict[tuple, CompiledGraph] = OrderedDict()
-        self._classes: OrderedDict[tuple, Program | None] = OrderedDict()
+        self._bound: Lru[tuple, CompiledGraph] = Lru(LOCAL_CAPACITY)
+        self._classes: Lru[tuple, Program | None] = Lru(LOCAL_CAPACITY)
         # Class plans a call reaches straight from `fast_binder`'s answer: (class, device)
-        # -> (launches per call, `SymbolicRunner.call`, the program, its runner), for the
-        # classes whose program is `_classes`' entry (`_call_symbolic`); emptied with any
-        # eviction from `_classes`.
-        self._class_calls: dict[tuple, tuple[int, Callable[..., Any], Program,
-                                             launch.SymbolicRunner]] = {}
+        # -> `ClassCall`, for the classes whose program is `_classes`' entry
+        # (`_call_symbolic`); emptied with any eviction from `_classes`.
+        self._class_calls: Lru[tuple, ClassCall] = Lru(LOCAL_CAPACITY)
         # How often a class plan's entry served each call key (`_class_hit`): the third
         # time, the key enters `_hits` with the class runner bound to its values.
-        self._seen: dict[tuple, int] = {}
-        # `out=` calls over symbolic sizes that passed every check: `_out_call_key` ->
-        # (class, device, which outs the program writes straight). A hit still binds the
-        # inputs (`fast_binder`) and runs the class's `_class_calls` entry.
-        self._class_out_hits: dict[tuple, tuple[Any, torch.device, tuple[bool, ...]]] = {}
+        self._seen: Lru[tuple, int] = Lru(HITS_CAPACITY)
+        # `out=` calls over symbolic sizes that passed every check: `out_key` ->
+        # `ClassOutHit`. A hit still binds the inputs (`fast_binder`) and runs the
+        # class's `_class_calls` entry.
+        self._class_out_hits: Lru[tuple, ClassOutHit] = Lru(LOCAL_CAPACITY)
         self._sorted_symbols = tuple(sorted(self.symbols))
         # Sizes of the graph's values that are expressions of the symbols: a binding that
         # makes one 0 or 1 is planned alone (`derived_sizes`).
@@ -787,30 +671,26 @@ class CompiledGraph:
         # Reshapes the class plan copies that view for some values: such a graph has no
         # fast binder, and a binding where one views is planned alone (`views_at`).
         self._refused_views = refused_views(graph)
-        self._pipelined: dict[tuple[tuple[str, int], ...], Graph | None] = {}
+        self._pipelined: Lru[tuple[tuple[str, int], ...], Graph | None] = Lru(LOCAL_CAPACITY)
         self._declared_fn: Callable[..., tuple] | None = None
         # `fast_binder`'s function of the tensors, built on first use (None: none).
-        self._fast_bind: Any = self
+        self._fast_bind: Any = _UNBUILT
         self._declared_sizes = [(n, t.sizes) for n, t in self._inputs]
         self._output_types = [v.type for v in graph.outputs]
         self._declared = _declared_inputs(graph)
         # Per-graph front of MEMORY_CACHE (no hashing of the graph text on a hit), bounded
-        # like it: a caller cycling through strides must not grow memory without limit.
-        # Least recently used first out: each entry's last use is a stamp of `_clock` in
-        # its cell of `_used` (a cached call stamps the cell its `_Hit` holds, without
-        # hashing the entry's key again); an eviction drops the entry of the oldest stamp.
-        self._programs: dict[tuple, Program] = {}
-        self._used: dict[tuple, list[int]] = {}
-        self._clock = 0
-        self._specializable: OrderedDict[tuple, None] = OrderedDict()
-        # Cached calls: `_plain_call`'s key → `_Hit`, `_out_call`'s → (`_Hit`, the outs
-        # the program writes, its `bound` function), read without the lock (a dict read
-        # is atomic). Only calls that passed every check enter, under the lock and while
-        # their program is in `_programs`; any eviction from `_programs` replaces it by an
-        # empty dict, so a hit read from the dict that is still `_hits` (checked under
-        # the lock) is a call the full path would answer from `_programs` (same program,
-        # same stats). Keys hold storage bytes: `_remember` bounds it.
-        self._hits: dict[tuple, _Hit] = {}
+        # like it: a caller cycling through strides must not grow memory without limit. A
+        # cached call stamps its program's entry through the cell its `Hit` holds,
+        # without hashing the entry's key again.
+        self._programs: Lru[tuple, Program] = Lru(LOCAL_CAPACITY)
+        self._specializable: Lru[tuple, None] = Lru(LOCAL_CAPACITY)
+        # Cached calls: `plain_call_key`'s key → `Hit`, `out_call_key`'s → `OutHit`, each as
+        # recent as its program (they share its cell). Only calls that passed every check
+        # enter, under the lock and while their program is in `_programs`; any eviction
+        # from `_programs` replaces `_hits` by an empty one, so a hit read from the one
+        # that is still `_hits` (checked under the lock) is a call the full path would
+        # answer from `_programs` (same program, same stats). Keys hold storage bytes.
+        self._hits: Lru[tuple, Hit | OutHit] = Lru(HITS_CAPACITY)
         self._lock = threading.Lock()
         _GRAPHS.add(self)
         self.copy_aliased_outputs = copy_aliased_outputs
@@ -843,13 +723,13 @@ class CompiledGraph:
 
     def _after_fork_in_child(self) -> None:
         """A lock another thread held at the fork stays held in the child, where no thread
-        will release it: a new one. What it guarded may be half updated (a program in
-        `_programs` without its cell in `_used`): caches only, emptied."""
+        will release it: a new one. What it guarded may be half updated: caches only,
+        emptied."""
         if self._lock.locked():
-            self._programs, self._used, self._hits = {}, {}, {}
-            self._bound, self._classes = OrderedDict(), OrderedDict()
-            self._class_calls, self._class_out_hits, self._pipelined = {}, {}, {}
-            self._specializable, self._seen = OrderedDict(), {}
+            for cache in (self._programs, self._hits, self._bound, self._classes,
+                          self._class_calls, self._class_out_hits, self._pipelined,
+                          self._specializable, self._seen):
+                cache.clear()
         self._lock = threading.Lock()
 
     # -- arguments -----------------------------------------------------------------------
@@ -906,78 +786,49 @@ class CompiledGraph:
     # -- compiling -----------------------------------------------------------------------
     def _specialize(self, spec: tuple) -> Graph:
         """The graph over the callers' layouts; CallError naming the argument whose
-        layout the graph cannot take (a `view` that is no view of a transposed input)."""
-        from stridec.compiler.specialize import specialize
+        layout the graph cannot take (`specialize_inputs`)."""
+        from stridec.compiler.driver import specialize_inputs
 
-        layouts = {
+        return specialize_inputs(self.graph, self._layouts(spec))
+
+    def _layouts(self, spec: tuple) -> dict[str, Layout]:
+        """The inputs' layouts, by name, of specialization `spec`."""
+        return {
             name: Layout(t_type.sizes, strides, offset)
             for (name, t_type), (strides, offset) in zip(self._inputs, spec, strict=True)
         }
-        try:
-            return specialize(self.graph, layouts)
-        except StridecError as e:
-            error = e
-        names = list(layouts)
-        culprit = names[-1]
-        for k in range(1, len(names)):  # the first argument whose layout breaks it
-            try:
-                specialize(self.graph, {n: layouts[n] for n in names[:k]})
-            except StridecError:
-                culprit = names[k - 1]
-                break
-        lay = layouts[culprit]
-        raise CallError(
-            f"argument '{culprit}': the graph cannot take strides {list(lay.strides)} "
-            f"(offset {lay.offset}): {error}"
-        ) from error
 
     def _check_specializable(self, tensors: tuple[torch.Tensor, ...]) -> None:
         """For the reference backend: the same CallError as a compiled backend gives."""
         spec = self._specialization(tensors)
         with self._lock:
             if spec in self._specializable:
+                self._specializable.get(spec)  # stamped used
                 return
         self._specialize(spec)
         with self._lock:
-            self._specializable[spec] = None
-            while len(self._specializable) > LOCAL_CAPACITY:
-                self._specializable.popitem(last=False)
+            self._specializable.put(spec, None)
 
     def _compile(
         self, spec: tuple, device: torch.device, target: str, outs: OutCall | None = None
     ) -> tuple[Program, bool]:
         """The program of a specialization, and whether it may be kept on disk (not where
         measured choice ran out of budget: a later process with more measures again)."""
-        from stridec.compiler.codegen.lower import lower_to_program
-        from stridec.compiler.outputs import stage_outputs, write_outputs
-        from stridec.compiler.pass_manager import PassManager, parse_pipeline
-        from stridec.compiler.passes.plan_memory import PlanMemory
+        from stridec.compiler.driver import compile_program, kernel_language
 
-        graph = self._specialize(spec)
-        passes = parse_pipeline(self.pipeline)
-        buffers = None
-        if outs is not None:
-            # Every output is written into caller memory: none aliases an input.
-            buffers = write_outputs(graph, outs.storages, outs.targets)
-        elif self.copy_aliased_outputs:
-            passes = [dataclasses.replace(p, copy_aliased_outputs=True)
-                      if isinstance(p, PlanMemory) else p for p in passes]
-        PassManager(passes=passes).run(graph)
-        if outs is not None and buffers is not None:
-            stage_outputs(graph, outs.storages, outs.targets, buffers)
+        tuner = None
+        if self.tune is not None and kernel_language(target) == "c":
+            from stridec.runtime.tune import Tuner
+
+            tuner = Tuner(self.tune)
+        program = compile_program(
+            self.graph, self._layouts(spec), target, pipeline=self.pipeline,
+            copy_aliased_outputs=self.copy_aliased_outputs,
+            outs=None if outs is None else (outs.storages, outs.targets), chooser=tuner)
         self.stats.pipeline_runs += 1
-        lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
-        if self.tune is None or lang != "c":
-            program = lower_to_program(graph, lang)
-            self.stats.codegen_runs += 1
-            return program, True
-        from stridec.compiler.codegen.c.plan import choosing
-        from stridec.runtime.tune import Tuner
-
-        tuner = Tuner(self.tune)
-        with choosing(tuner):
-            program = lower_to_program(graph, lang)
         self.stats.codegen_runs += 1
+        if tuner is None:
+            return program, True
         self.stats.tuned += sum(c.how == "measured" for c in tuner.choices)
         self.stats.wisdom_hits += sum(c.how == "wisdom" for c in tuner.choices)
         self.stats.tune_seconds += tuner.seconds
@@ -1014,13 +865,15 @@ class CompiledGraph:
         target = "triton" if device.type == "cuda" else self._target(device)
         if target == "reference":  # plans (for a fake) as the interpreter's
             target = "interpret"
-        return self._lookup(spec, device, target)[0]
+        program, _ = self._lookup(spec, device, target)
+        return program
 
     def _program(
         self, tensors: tuple[torch.Tensor, ...], device: torch.device, target: str,
         outs: OutCall | None = None,
     ) -> Program:
-        return self._lookup(self._specialization(tensors), device, target, outs)[0]
+        program, _ = self._lookup(self._specialization(tensors), device, target, outs)
+        return program
 
     def _lookup(
         self, spec: tuple, device: torch.device, target: str, outs: OutCall | None = None
@@ -1031,8 +884,6 @@ class CompiledGraph:
         with self._lock:
             program = self._programs.get(local_key)
             if program is not None:
-                self._clock += 1
-                self._used[local_key][0] = self._clock
                 self.stats.cache_hits += 1
                 return program, local_key
             key = cache_key(
@@ -1071,14 +922,8 @@ class CompiledGraph:
                     if keep:
                         MEMORY_CACHE.put_disk(key, program)
                 MEMORY_CACHE.put_memory(key, program)
-            self._programs[local_key] = program
-            self._clock += 1
-            used = self._used
-            used[local_key] = [self._clock]
-            while len(self._programs) > LOCAL_CAPACITY:
-                oldest = min(used, key=lambda k: used[k][0])
-                del self._programs[oldest], used[oldest]
-                self._hits = {}  # a hit may name the evicted program (see __init__)
+            if self._programs.put(local_key, program):
+                self._hits = Lru(HITS_CAPACITY)  # a hit may name the evicted program
             return program, local_key
 
     # -- symbolic sizes --------------------------------------------------------------------
@@ -1099,7 +944,7 @@ class CompiledGraph:
         where no class plan serves (inputs in other layouts than declared, a kernel not
         generated for every value of its class, the reference backend)."""
         key = tuple(tuple(t.shape) for t in tensors)
-        found = self._bound.get(key)
+        found = self._bound.data.get(key)
         if found is not None:
             return found
         bindings = self._bindings(tensors)
@@ -1110,9 +955,7 @@ class CompiledGraph:
         inner._ran = self._ran
         inner._reviews = ()  # (this graph's `_call_reviewing` applies them)
         with self._lock:
-            self._bound[key] = inner
-            while len(self._bound) > LOCAL_CAPACITY:
-                self._bound.popitem(last=False)
+            self._bound.put(key, inner)
         return inner
 
     def _declared_layouts(self, tensors: tuple[torch.Tensor, ...],
@@ -1138,22 +981,21 @@ class CompiledGraph:
         graph cannot be planned symbolically (then each binding is compiled alone).
         `cls`: `binding_class(bindings)` where the caller has it (`fast_binder`)."""
         key = (binding_class(bindings) if cls is None else cls, device, target)
-        program = self._classes.get(key, self)  # (a dict read is atomic: no lock)
-        if program is not self and (program is None or program.fits(bindings)):
+        program = self._classes.data.get(key, _UNBUILT)  # (a dict read: no lock)
+        if program is not _UNBUILT and (program is None or program.fits(bindings)):
             self.stats.cache_hits += 1
             return program  # type: ignore[return-value]
         with self._lock:
             if key in self._classes:
-                program = self._classes[key]
+                program = self._classes.get(key)
                 if program is None or program.fits(bindings):
-                    self._classes.move_to_end(key)
                     self.stats.cache_hits += 1
                     return program
                 key += ("wide",)  # indices past int32 at these sizes: an int64 plan
                 if key in self._classes:
                     self.stats.cache_hits += 1
-                    return self._classes[key]
-            from stridec.compiler.codegen.lower import lower_to_program
+                    return self._classes.get(key)
+            from stridec.compiler.driver import lower_class
 
             # A symbol at 0 or 1 decides what no other value does -- as torch does, a
             # `contiguous` of a (3, N) transpose is the input itself at N = 1 -- so its
@@ -1162,10 +1004,9 @@ class CompiledGraph:
                 {k: v for k, v in bindings.items() if v in (0, 1)})
             program: Program | None = None
             if graph is not None:
-                try:
-                    lang = {"triton": "cuda", "cpu": "c"}.get(target, "cpu")
-                    start = time.perf_counter()
-                    program = lower_to_program(graph, lang, hint=bindings)
+                start = time.perf_counter()
+                program = lower_class(graph, target, bindings)
+                if program is not None:
                     self.stats.codegen_runs += 1
                     self.stats.compiles += 1
                     logger.info("graph %r compiled for %s in %.1f ms: %d kernel(s) "
@@ -1173,15 +1014,11 @@ class CompiledGraph:
                                 target, 1e3 * (time.perf_counter() - start),
                                 program.launch_count,
                                 ", ".join(f"{k}={v}" for k, v in bindings.items()))
-                except StridecError:
-                    # What code generation cannot do for every value of the class (a
-                    # frame decided only per value): compiled per binding.
-                    program = None
-            self._classes[key] = program
-            while len(self._classes) > LOCAL_CAPACITY:
-                self._classes.popitem(last=False)
+            if self._classes.put(key, program):
                 # a hit may name the evicted class's program (see `_hits`)
-                self._class_calls, self._hits, self._seen = {}, {}, {}
+                self._class_calls.clear()
+                self._seen.clear()
+                self._hits = Lru(HITS_CAPACITY)
             return program
 
     def _symbolic_pipeline(self, fixed: Mapping[str, int] | None = None) -> Graph | None:
@@ -1189,24 +1026,17 @@ class CompiledGraph:
         set (what every class of those values lowers: the passes take no other binding),
         or None where it cannot run for every value of the others (a view decided only
         per value). Callers hold `_lock`."""
-        from stridec.compiler.pass_manager import PassManager, parse_pipeline
-        from stridec.compiler.passes.plan_memory import PlanMemory
+        from stridec.compiler.driver import symbolic_pipeline
 
         key = tuple(sorted((fixed or {}).items()))
         if key not in self._pipelined:
-            passes = parse_pipeline(self.pipeline)
-            if self.copy_aliased_outputs:
-                passes = [dataclasses.replace(p, copy_aliased_outputs=True)
-                          if isinstance(p, PlanMemory) else p for p in passes]
-            graph: Graph | None = None
-            try:
-                graph = self.graph.bind(dict(key)) if key else self.graph.clone()
-                PassManager(passes=passes).run(graph)
+            graph = symbolic_pipeline(self.graph, dict(key), pipeline=self.pipeline,
+                                      copy_aliased_outputs=self.copy_aliased_outputs)
+            if graph is not None:
                 self.stats.pipeline_runs += 1
-            except StridecError:
-                graph = None
-            self._pipelined[key] = graph
-        return self._pipelined[key]
+            self._pipelined.put(key, graph)
+            return graph
+        return self._pipelined.get(key)
 
     def symbolic_outputs(self) -> tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...] | None:
         """(sizes, strides) of each output of the plan every class shares, over the
@@ -1241,11 +1071,9 @@ class CompiledGraph:
         """
         return self._bindings(tuple(tensors))
 
-    def _symbolic_plan(self, tensors: tuple[Any, ...]) -> tuple[
-        Program, launch.SymbolicRunner, list[int], torch.device, dict[str, int]
-    ] | None:
-        """(class program, its runner, the symbols' values in the program's `symbols`
-        order, device, bindings) of a call the class plan serves; None where it does not
+    def _symbolic_plan(self, tensors: tuple[Any, ...]) -> _SymbolicPlan | None:
+        """The class program of a call and its runner, where the class plan serves the
+        call; None where it does not
         (see `_bound_graph`). Every check at once
         first (`fast_binder`); where one fails, the full checks name it. Makes the class's
         entry of `_class_calls`, which later calls of the class take."""
@@ -1273,20 +1101,19 @@ class CompiledGraph:
         symbolic = launch.symbolic_runner(program, target)
         if program.symbols != self._sorted_symbols:
             values = [bindings[n] for n in program.symbols]
-        elif cls is not None and self._classes.get((cls, device, target)) is program:
+        elif cls is not None and self._classes.data.get((cls, device, target)) is program:
             # The class's entry: later calls of the class go straight to its runner.
-            if len(self._class_calls) >= LOCAL_CAPACITY:
-                self._class_calls = {}
-            self._class_calls[cls, device] = (program.launch_count, symbolic.call, program,
-                                              symbolic)
-        return program, symbolic, values, device, bindings
+            with self._lock:
+                self._class_calls.put((cls, device), ClassCall(
+                    program.launch_count, symbolic.call, program, symbolic))
+        return _SymbolicPlan(program, symbolic, values, device, bindings)
 
-    def _fast(self, tensors: tuple[Any, ...]) -> tuple | None:
+    def _fast(self, tensors: tuple[Any, ...]) -> FastBinding | None:
         """`fast_binder`'s answer for a call (values in sorted symbol order, the order of
         a class program's `symbols`); None where some check fails or there is no such
         function."""
         fast = self._fast_bind
-        if fast is self:
+        if fast is _UNBUILT:
             fast = self._fast_bind = None if self._declared or self._refused_views else (
                 fast_binder(self._inputs, self._sorted_symbols, derived=self._derived))
         return None if fast is None else fast(tensors)
@@ -1302,16 +1129,17 @@ class CompiledGraph:
         key (`called`) the class's entry serves three times enters `_hits`
         (`_class_hit`)."""
         fast = self._fast_bind
-        found = self._fast(tensors) if fast is self else fast(tensors) if fast else None
+        found = self._fast(tensors) if fast is _UNBUILT else fast(tensors) if fast else None
         if found is not None:
-            entry = self._class_calls.get((found[2], found[0]))
+            entry = self._class_calls.data.get((found.cls, found.device))
             if entry is not None:
-                result = entry[1](tensors, found[0], found[3])
+                result = entry.call(tensors, found.device, found.values)
                 if result is not launch.MISS:
                     self.stats.cache_hits += 1
-                    self.stats.launches += entry[0]
+                    self.stats.launches += entry.launches
                     if called is not None:
-                        self._class_hit(called[0], found, entry, len(tensors), None, None)
+                        key, _ = called
+                        self._class_hit(key, found, entry, len(tensors), None, None)
                     return self._finish(tensors, result) if self._after else result
         elif _requires_grad(tensors) and torch.is_grad_enabled():
             return self._autograd(tensors, None, {})  # (`fast_binder` refuses such calls)
@@ -1341,34 +1169,37 @@ class CompiledGraph:
         that is a buffer of its own, the out of its strides); every other result is copied
         into its out afterwards. Every result is computed before any out that an input
         meets is written (a result that is a view of such an input is copied apart first),
-        and nothing outside each out view is written. A call whose `_out_call_key` was
+        and nothing outside each out view is written. A call whose `out_key` was
         seen on a good call of a class skips the out checks (their answer is a function of
         the key) and the class lookup, as a plain call does; MISS where the class plan
-        does not serve the call. `called`: `_out_call`'s answer where the caller has it;
+        does not serve the call. `called`: `out_call_key`'s answer where the caller has it;
         a key served three times with every out written straight enters `_hits`
         (`_class_hit`)."""
-        key = _out_call_key(tensors, out) if called is None else called[0]
+        if called is None:
+            key = out_key(tensors, out)
+        else:
+            key, _ = called
         if _requires_grad(tensors):
             key = None
             if torch.is_grad_enabled():
                 self._autograd(tensors, out, {})  # raises: out= is not differentiable
-        hit = self._class_out_hits.get(key) if key is not None else None
+        hit = self._class_out_hits.data.get(key) if key is not None else None
         if hit is not None:
             found = self._fast(tensors)
             entry = None
-            if found is not None and found[2] == hit[0] and found[0] == hit[1]:
-                entry = self._class_calls.get((hit[0], hit[1]))
+            if found is not None and found.cls == hit.cls and found.device == hit.device:
+                entry = self._class_calls.data.get((hit.cls, hit.device))
             if entry is not None:
                 outs = (out,) if type(out) is torch.Tensor else out
-                direct = tuple(o if d else None for o, d in zip(outs, hit[2], strict=True))
-                results = entry[1](tensors, hit[1], found[3], direct)
+                direct = tuple(o if d else None for o, d in zip(outs, hit.writes, strict=True))
+                results = entry.call(tensors, hit.device, found.values, direct)
                 if results is not launch.MISS:
                     self.stats.cache_hits += 1
-                    self.stats.launches += entry[0]
+                    self.stats.launches += entry.launches
                     self._bump_written(tensors)
                     if all(r is o for r, o in zip(_as_results(results), outs, strict=True)):
                         self._class_hit(key, found, entry, len(tensors), outs, results)
-                    return _into_outs(outs, results, self.bump_versions)
+                    return into_outs(outs, results, self.bump_versions)
         found = self._symbolic_plan(tensors)
         if found is None:
             return launch.MISS
@@ -1380,14 +1211,13 @@ class CompiledGraph:
         results = symbolic.call(tensors, device, values, direct)
         self.stats.launches += program.launch_count
         cls = binding_class(bindings)  # as `fast_binder` gives it, which a hit needs
-        if key is not None and self._class_calls.get((cls, device)) is not None:
-            if len(self._class_out_hits) >= LOCAL_CAPACITY:
-                self._class_out_hits = {}
-            self._class_out_hits[key] = (cls, device, writes)
+        if key is not None and self._class_calls.data.get((cls, device)) is not None:
+            with self._lock:
+                self._class_out_hits.put(key, ClassOutHit(cls, device, writes))
         self._bump_written(tensors)
-        return _into_outs(call.outs, results, self.bump_versions)
+        return into_outs(call.outs, results, self.bump_versions)
 
-    def _class_hit(self, key: tuple, found: tuple, entry: tuple, n_inputs: int,
+    def _class_hit(self, key: tuple, found: FastBinding, entry: ClassCall, n_inputs: int,
                    outs: tuple[torch.Tensor, ...] | None, results: Any) -> None:
         """Note that the class plan of `entry` (`_class_calls`) served call `key` at
         `found` (`fast_binder`'s answer); the third time, the key enters `_hits` with the
@@ -1397,17 +1227,15 @@ class CompiledGraph:
         Every check the class path makes is a function of the key, as a static call's
         are; `results` is what the call returned into `outs` (each out written
         straight)."""
-        seen = self._seen
-        served = seen.get(key, 0)
-        if served < 2:
-            if not served and len(seen) >= HITS_CAPACITY:
-                self._seen = seen = {}
-            seen[key] = served + 1
-            return
-        launches, _, program, symbolic = entry
-        runner = symbolic.bind(found[3])
+        with self._lock:
+            served = self._seen.get(key, 0)
+            if served < 2:
+                self._seen.put(key, served + 1)
+                return
+        program = entry.program
+        runner = entry.runner.bind(found.values)
         if outs is None:
-            hit: Any = _Hit(program, runner, found[0], (), launches, [0],
+            hit: Any = Hit(program, runner, found.device, (), entry.launches, [0],
                             runner.direct(n_inputs))
         else:
             into = {j: (k, outs[k].storage_offset() * outs[k].element_size())
@@ -1417,84 +1245,14 @@ class CompiledGraph:
             bound = runner.bound_into(n_inputs, len(outs), into)
             if bound is None:
                 return
-            hit = (_Hit(program, runner, found[0], (), launches, [0], None), (), bound)
+            hit = OutHit(Hit(program, runner, found.device, (), entry.launches, [0], None),
+                          (), bound)
         with self._lock:
-            if self._class_calls.get((found[2], found[0])) is entry:
+            if self._class_calls.data.get((found.cls, found.device)) is entry:
                 self._remember(key, hit)
 
     # -- calling -------------------------------------------------------------------------
-    def __call__(self, *tensors: torch.Tensor, out: Any = None, **named: Any) -> Any:
-        # A cached call runs here, in `__call__` itself: with cold caches every function a
-        # call enters costs it (the race's calls). Its key (`_plain_call`, `_out_call`)
-        # holds every storage's bytes, so a hit's storages hold its layouts (`_stamp`
-        # counts it).
-        """Run the graph on `tensors` (one per input, by position): one tensor, or a tuple
-        for several outputs; with `out=` (a tensor or a tuple, one per output) each output
-        is written into the caller's tensor, which is returned. Arguments are checked
-        first (`CallError` names the argument); a new specialization compiles once.
-
-        >>> g = stridec.Graph("t")
-        >>> x = g.input("x", (2, 3), "float32")
-        >>> g.output(x.t().contiguous())
-        >>> fn = stridec.compile(g)
-        >>> t = torch.randn(2, 3)
-        >>> torch.equal(fn(t), t.t().contiguous())
-        True
-        >>> o = torch.empty(3, 2)
-        >>> fn(t, out=o) is o
-        True
-        """
-        if self._written_args and _written_shared(tensors, self._written_args):
-            if self._reviews:
-                return self._call_reviewing(tensors, out, named)
-            return self._call(tensors, out, named)  # (no cached call: `_call_shared`)
-        if self._reviews:
-            return self._call_reviewing(tensors, out, named)
-        if out is None:
-            if named or not self._keyed or dispatch_modes():
-                return self._call(tensors, None, named)
-            called = _plain_call(tensors)
-            if called is None:
-                return self._call(tensors, None, named)
-            key, pointers = called
-            hits = self._hits
-            hit = hits.get(key)
-            if hit is None or not self._stamp(hits, hit):
-                return self._call(tensors, None, named, called)
-            self.stats.launches += hit.launches
-            if hit.direct is not None:  # the C kernels, on the pointers the key read
-                result = hit.direct(tensors, pointers, torch.get_num_threads())
-            else:
-                outs = launch.run_with(hit.runner, tensors, hit.device)
-                result = outs[0] if len(outs) == 1 else tuple(outs)
-            return self._finish(tensors, result) if self._after else result
-        if named or not self._keyed or dispatch_modes():
-            return self._call(tensors, out, named)
-        called = _out_call(tensors, out)
-        if called is not None:
-            key, pointers = called
-            hits = self._hits
-            found = hits.get(key)
-            if found is not None:
-                hit, storage_outs, bound = found
-                if self._stamp(hits, hit):
-                    if bound is not None:  # the C kernels, on the pointers the key read
-                        bound(pointers, torch.get_num_threads())
-                    else:
-                        outs = (out,) if type(out) is torch.Tensor else out
-                        launch.launch_with(hit.runner,
-                                           (*tensors, *(outs[i] for i in storage_outs)),
-                                           hit.device)
-                    self.stats.launches += hit.launches
-                    if self.bump_versions:
-                        _bump_versions((out,) if type(out) is torch.Tensor else out)
-                        if self._written:
-                            self._bump_written(tensors)
-                    return out
-            if self.symbols:
-                return self._call(tensors, out, named, called)
-            return self._call_out(tensors, out, called)
-        return self._call(tensors, out, named)  # no key: a tensor of another kind, or misaligned
+    __call__ = cached_call
 
     def _call_reviewing(self, tensors: tuple[Any, ...], out: Any,
                         named: dict[str, Any]) -> Any:
@@ -1632,7 +1390,7 @@ class CompiledGraph:
         self._call(staged, inner, named)
         stand_ins.write_back((*outs, *written))
         if self.bump_versions:
-            _bump_versions(outs)
+            bump_versions(outs)
         self._bump_written(tensors)
         return outs[0] if len(outs) == 1 else outs
 
@@ -1661,10 +1419,10 @@ class CompiledGraph:
             for i, t in enumerate(outs):
                 _as_fake(t, "out" if len(outs) == 1 else f"out[{i}]", mode, convert=False)
             if self.bump_versions:
-                _bump_versions(outs)
+                bump_versions(outs)
             return outs[0] if len(outs) == 1 else outs
         target = "interpret" if self.backend == "reference" else self._target(device)
-        program = self._lookup(self._specialization(tensors), device, target)[0]
+        program, _ = self._lookup(self._specialization(tensors), device, target)
         runner = launch.Runner.of(program, [_no_kernel] * len(program.kernels))
         results = runner.run(tensors, device)
         return self._finish(tensors, results[0] if len(results) == 1 else tuple(results))
@@ -1680,7 +1438,7 @@ class CompiledGraph:
         """Bump the version of each input the program wrote in place, once per write, as
         torch's in-place ops do (not where the caller bumps: an operator's dispatcher)."""
         if self._written and self.bump_versions:
-            _bump_versions(tuple(tensors[i] for i in self._written))
+            bump_versions(tuple(tensors[i] for i in self._written))
 
     def _finish(self, tensors: tuple[Any, ...], result: Any) -> Any:
         """A program's result as the call returns it: the written inputs' versions bumped,
@@ -1696,7 +1454,7 @@ class CompiledGraph:
             outs[k] = tensors[i]
         return tuple(outs)
 
-    def _stamp(self, hits: dict[tuple, Any], hit: _Hit) -> bool:
+    def _stamp(self, hits: dict[tuple, Any], hit: Hit) -> bool:
         """Count a hit read from `hits` and stamp its entry's recency cell, as a hit in
         `_programs` is counted and made its most recent entry; False where `hits` is no
         longer `_hits` (an eviction since the read: the hit may name the evicted program,
@@ -1704,15 +1462,16 @@ class CompiledGraph:
         with self._lock:
             if self._hits is not hits:
                 return False
-            self._clock += 1
-            hit.used[0] = self._clock
+            programs = self._programs  # (`Lru.touch`, inline: this is every cached call)
+            programs.clock += 1
+            hit.used[0] = programs.clock
             self.stats.cache_hits += 1
             return True
 
     def _call(self, tensors: tuple[Any, ...], out: Any, named: dict[str, Any],
               called: tuple[tuple, list[int]] | None = None) -> Any:
         """A call that is not a cached one: symbolic sizes, keyword arguments, the
-        reference backend, a key not seen, or arguments without one (`_plain_call`:
+        reference backend, a key not seen, or arguments without one (`plain_call_key`:
         `called`, its answer where there is one). A good call of a static graph on a
         kernel backend with a key enters `_hits`; a call with an input that requires
         grad never does, and with grad mode on it is differentiable (`_autograd`). Under
@@ -1722,7 +1481,7 @@ class CompiledGraph:
         if (misaligned(tensors) or out is not None and misaligned(_as_outs(out))) and not (
                 torch.is_grad_enabled() and _requires_grad(tensors)):
             return self._call_aligned(tensors, out, named)
-        if (self._written_args and not named and _written_shared(tensors, self._written_args)
+        if (self._written_args and not named and written_shared(tensors, self._written_args)
                 and not (torch.is_grad_enabled() and _requires_grad(tensors))):
             return self._call_shared(tensors, out)
         if self.symbols:
@@ -1752,11 +1511,12 @@ class CompiledGraph:
         program, local_key = self._lookup(self._specialization(tensors), device, target)
         runner = launch.runner(program, target)
         if called is not None:
+            key, _ = called
             direct = runner.direct(len(tensors))
             with self._lock:
                 hit = self._hit(program, runner, device, local_key, direct)
                 if hit is not None:
-                    self._remember(called[0], hit)
+                    self._remember(key, hit)
         outs = launch.run_with(runner, tensors, device)
         self.stats.launches += program.launch_count
         return self._finish(tensors, outs[0] if len(outs) == 1 else tuple(outs))
@@ -1764,12 +1524,14 @@ class CompiledGraph:
     def _call_out(self, tensors: tuple[torch.Tensor, ...], out: Any,
                   called: tuple[tuple, list[int]] | None) -> Any:
         """`fn(*tensors, out=...)` that is not a cached call (`__call__` runs those: a
-        call whose `_out_call` key was seen on a good call runs that call's program,
+        call whose `out_call_key` key was seen on a good call runs that call's program,
         where its C kernels offer it (`Runner.bound`) straight on the storages' data
         pointers the key read): each output written in place into its `out` tensor,
         which are returned (see `stridec.runtime.outs` and `stridec.compiler.outputs`).
-        `called`: `_out_call`'s answer, None where there is none."""
-        key = None if called is None else called[0]
+        `called`: `out_call_key`'s answer, None where there is none."""
+        key = None
+        if called is not None:
+            key, _ = called
         if _requires_grad(tensors):
             key = None
             if torch.is_grad_enabled():
@@ -1789,38 +1551,36 @@ class CompiledGraph:
             if key is not None:
                 positions = {id(t): i for i, t in reversed(list(enumerate(call.outs)))}
                 storage_outs = tuple(positions[id(t)] for t in call.storage_tensors)
-                # Runner slot -> index in `_out_call`'s pointers (the inputs', the outs').
+                # Runner slot -> index in `out_call_key`'s pointers (the inputs', the outs').
                 n = len(tensors)
                 bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
                                      n + len(call.outs))
                 with self._lock:
                     hit = self._hit(program, runner, device, local_key, None)
                     if hit is not None:
-                        self._remember(key, (hit, storage_outs, bound))
+                        self._remember(key, OutHit(hit, storage_outs, bound))
             launch.run_with(runner, (*tensors, *call.storage_tensors), device)
             self.stats.launches += program.launch_count
             if self.bump_versions:
-                _bump_versions(call.outs)
+                bump_versions(call.outs)
             self._bump_written(tensors)
         return call.outs[0] if len(call.outs) == 1 else call.outs
 
     def _hit(self, program: Program, runner: launch.Runner, device: torch.device,
-             local_key: tuple, direct: Callable[..., Any] | None) -> _Hit | None:
-        """The `_Hit` of a call that passed every check and found `program` under
+             local_key: tuple, direct: Callable[..., Any] | None) -> Hit | None:
+        """The `Hit` of a call that passed every check and found `program` under
         `local_key`, or None where the program has left `_programs` since (evicted, or
         evicted and refilled: then the entry's cell is another). Callers hold `_lock`."""
-        if self._programs.get(local_key) is not program:
+        if self._programs.data.get(local_key) is not program:
             return None
-        return _Hit(program, runner, device, local_key, program.launch_count,
-                    self._used[local_key], direct)
+        return Hit(program, runner, device, local_key, program.launch_count,
+                    self._programs.cell(local_key), direct)
 
-    def _remember(self, key: tuple, entry: Any) -> None:
-        """`_hits[key] = entry`, emptying `_hits` first where it holds `HITS_CAPACITY`
-        entries: keys hold storage bytes, so a caller cycling through storages of many
-        sizes would grow it without limit. Callers hold `_lock`."""
-        if len(self._hits) >= HITS_CAPACITY:
-            self._hits = {}
-        self._hits[key] = entry
+    def _remember(self, key: tuple, entry: Hit | OutHit) -> None:
+        """`_hits[key] = entry`, as recent as its program (keys hold storage bytes, so a
+        caller cycling through storages of many sizes makes many). Callers hold `_lock`."""
+        hit = entry.hit if isinstance(entry, OutHit) else entry
+        self._hits.put(key, entry, hit.used)
 
     def plan_for(self, *tensors: torch.Tensor, out: Any = None) -> Plan:
         """The plan of this specialization (compiled if needed), without running it;
@@ -1845,11 +1605,11 @@ class CompiledGraph:
             if found is None:
                 return self._bound_graph(tensors).plan_for(*tensors, out=out)
             if out is not None:  # the class plan, whose results are copied into the outs
-                self._symbolic_outs(tensors, out, found[3], found[4], found[0])
-            program = found[0]
+                self._symbolic_outs(tensors, out, found.device, found.bindings, found.program)
+            program = found.program
             kernels = [program.kernels[launch.kernel] for launch in program.launches]
             return Plan(kernels=kernels, ir=program.ir, program=program, graph=self.graph,
-                        backend=self._target(found[3]))
+                        backend=self._target(found.device))
         device = self._check(tensors)
         call = None
         if out is not None:

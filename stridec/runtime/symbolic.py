@@ -20,7 +20,7 @@ specialization bits of the kernels' runtime arguments
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
@@ -158,6 +158,15 @@ def degenerate(sizes: Sequence[Sym], bindings: Mapping[str, int]) -> bool:
                for d in sizes)
 
 
+class FastBinding(NamedTuple):
+    """`fast_binder`'s answer for a call that passed every check."""
+
+    device: Any
+    bindings: dict[str, int]  # as `bind_call` gives them
+    cls: tuple  # their `binding_class`
+    values: tuple[int, ...]  # the symbols' values, in the order `fast_binder` was given
+
+
 def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
                 derived: Sequence[Sym] = ()) -> Any:
     """One generated function of a call's tensors doing, for a graph of `inputs` (name,
@@ -166,8 +175,7 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     `torch.Tensor`s of the declared dtypes on one device; static dims, symbols bound
     consistently, compound sizes; each input in its declared (symbolic) layout; each
     storage holding its layout; none requiring grad (a differentiable call) -- returning
-    (device, bindings: as `bind_call` gives them, their `binding_class`, the values in
-    `symbols` order), or None where any check fails: the caller then takes the full
+    a `FastBinding`, or None where any check fails: the caller then takes the full
     path (`check_arguments`, `bind_call`), which names what does not fit. None (no
     function) where some symbol is bound by no dim of its own. `derived`
     (`derived_sizes`): None where the binding is `degenerate` for them too (the full
@@ -227,11 +235,14 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
         f"({n!r}, '0' if {v} == 0 else '1' if {v} == 1 else '16k' if {v} % 16 == 0 else 'n', "
         f"{v} <= {INT32_MAX}), " for n, v in where.items()
     )
+    # (tuple.__new__: a record without the Python-level constructor a NamedTuple has)
     lines.append(
-        f"    return device, {{{''.join(f'{n!r}: {v}, ' for n, v in where.items())}}}, "
-        f"({cls}), ({''.join(f'{where[n]}, ' for n in symbols)})"
+        f"    return _new(FastBinding, (device, "
+        f"{{{''.join(f'{n!r}: {v}, ' for n, v in where.items())}}}, "
+        f"({cls}), ({''.join(f'{where[n]}, ' for n in symbols)})))"
     )
-    scope: dict[str, Any] = {"_Tensor": torch.Tensor, "_strided": torch.strided}
+    scope: dict[str, Any] = {"_Tensor": torch.Tensor, "_strided": torch.strided,
+                             "_new": tuple.__new__, "FastBinding": FastBinding}
     for i, (_, t_type) in enumerate(inputs):
         scope[f"_dtype{i}"] = t_type.dtype.torch
     exec("def check(ts):\n" + "\n".join(lines), scope)  # noqa: S102 - our own text

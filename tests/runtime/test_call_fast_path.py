@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import stridec
 from stridec import CallError
+from stridec.runtime import call_path
 from stridec.runtime import compile as compile_module
 from stridec.runtime.cache import MEMORY_CACHE
 
@@ -268,7 +269,7 @@ OTHER_LAYOUTS: dict[str, Callable[[tuple[int, int]], torch.Tensor]] = {
 
 @pytest.mark.parametrize("kind", list(OTHER_LAYOUTS))
 def test_out_call_keys_refuse_tensors_of_other_layouts(kind: str) -> None:
-    """`_out_call` tells a `torch.Tensor` that is not plain strided by what it refuses (no
+    """`out_call_key` tells a `torch.Tensor` that is not plain strided by what it refuses (no
     storage, no sizes) instead of reading its layout: no key for it as an input or as an
     out, so even after a cached call of the same sizes its call takes the full checks and
     raises their `CallError`."""
@@ -278,9 +279,9 @@ def test_out_call_keys_refuse_tensors_of_other_layouts(kind: str) -> None:
     x, o = torch.randn(2, 3), torch.empty(3, 2)
     bad_x, bad_o = OTHER_LAYOUTS[kind]((2, 3)), OTHER_LAYOUTS[kind]((3, 2))
     assert type(bad_x) is torch.Tensor and (bad_x.layout != torch.strided or bad_x.is_nested)
-    assert compile_module._out_call((bad_x,), o) is None
-    assert compile_module._out_call((x,), bad_o) is None
-    assert compile_module._out_call((x,), (o, bad_o)) is None
+    assert call_path.out_call_key((bad_x,), o) is None
+    assert call_path.out_call_key((x,), bad_o) is None
+    assert call_path.out_call_key((x,), (o, bad_o)) is None
     for _ in range(2):  # the second call is cached
         assert torch.equal(fn(x, out=o), x.t())
     with pytest.raises(CallError, match="argument 'x': expected a strided tensor"):

@@ -239,7 +239,7 @@ def expected_graph_outputs(g: stridec.Graph) -> tuple[stridec.Value, ...]:
 
 def test_a_changed_argument_leaves_the_cached_path(monkeypatch) -> None:
     """After a cached call, an argument that differs in its storage's size, its strides,
-    its dtype or its neg bit has another key (`_plain_call`): the call takes the full
+    its dtype or its neg bit has another key (`plain_call_key`): the call takes the full
     checks (counted here), which run it or refuse it as a fresh graph's would; a new
     storage of the same size under the same key is read at its own address."""
     import pytest
@@ -278,8 +278,8 @@ def test_a_changed_argument_leaves_the_cached_path(monkeypatch) -> None:
 
 def test_cached_keys_are_bounded(monkeypatch) -> None:
     """Keys hold storage bytes, so a caller cycling through storages of many sizes makes
-    many keys: `_hits` is emptied when it holds `HITS_CAPACITY`, and every call stays
-    right and counted."""
+    many keys: `_hits` holds at most `HITS_CAPACITY` (the least recently used leave),
+    and every call stays right and counted."""
     from stridec.runtime import compile as compile_module
 
     monkeypatch.setattr(compile_module, "HITS_CAPACITY", 2)

@@ -1,0 +1,155 @@
+"""The compile driver: a graph, its inputs' layouts, a target and the `out=` placement
+become a `Program` (docs/architecture.md). The runtime (`stridec.runtime.compile`) decides
+*when* to compile and caches the answer; this module decides *what* compiling is:
+
+    program = compile_program(graph, {"x": Layout((3, 2), (1, 3), 0)}, "cpu")
+
+- `specialize_inputs`: the graph over the callers' layouts (a layout it cannot take is a
+  `CallError` naming the argument);
+- `pipeline_passes`: the pass pipeline, with the custom-op contract where asked;
+- `compile_program`: specialize, run the passes (writing outputs into `out=` storages
+  where given), generate the kernels;
+- `symbolic_pipeline` and `lower_class`: the same for a graph over symbolic sizes, once
+  per class of bindings.
+
+A target is a kernel backend's name ("triton", "interpret", "cpu"); `KERNEL_LANGUAGE`
+says what each generates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stridec.compiler.codegen.program import Program
+from stridec.compiler.outputs import OutStorage, OutTarget, stage_outputs, write_outputs
+from stridec.compiler.pass_base import Pass
+from stridec.errors import CallError, StridecError
+from stridec.ir.graph import Graph
+from stridec.ir.layout import Layout
+
+__all__ = ["KERNEL_LANGUAGE", "compile_program", "kernel_language", "lower_class",
+           "pipeline_passes", "specialize_inputs", "symbolic_pipeline"]
+
+#: What `lower_to_program` generates for each kernel backend: Triton for a GPU ("cuda"),
+#: C for the native CPU backend ("c"), Triton for its interpreter ("cpu").
+KERNEL_LANGUAGE: dict[str, str] = {"triton": "cuda", "cpu": "c", "interpret": "cpu"}
+
+
+def kernel_language(target: str) -> str:
+    """`lower_to_program`'s language of kernel backend `target` (the interpreter's for
+    any other: the reference backend plans as the interpreter does).
+
+    >>> kernel_language("cpu"), kernel_language("triton"), kernel_language("reference")
+    ('c', 'cuda', 'cpu')
+    """
+    return KERNEL_LANGUAGE.get(target, "cpu")
+
+
+def pipeline_passes(pipeline: str, copy_aliased_outputs: bool = False) -> list[Pass]:
+    """The passes of `pipeline`; with `copy_aliased_outputs` (the custom-op contract),
+    `plan-memory` copies an output that would be a view of an input."""
+    from stridec.compiler.pass_manager import parse_pipeline
+    from stridec.compiler.passes.plan_memory import PlanMemory
+
+    passes = parse_pipeline(pipeline)
+    if copy_aliased_outputs:
+        passes = [dataclasses.replace(p, copy_aliased_outputs=True)
+                  if isinstance(p, PlanMemory) else p for p in passes]
+    return passes
+
+
+def specialize_inputs(graph: Graph, layouts: Mapping[str, Layout]) -> Graph:
+    """`graph` over the inputs' `layouts` (by input name); `CallError` naming the first
+    argument whose layout the graph cannot take (a `view` that is no view of a
+    transposed input), with the reason."""
+    from stridec.compiler.specialize import specialize
+
+    try:
+        return specialize(graph, layouts)
+    except StridecError as e:
+        error = e
+    names = list(layouts)
+    culprit = names[-1]
+    for k in range(1, len(names)):  # the first argument whose layout breaks it
+        try:
+            specialize(graph, {n: layouts[n] for n in names[:k]})
+        except StridecError:
+            culprit = names[k - 1]
+            break
+    lay = layouts[culprit]
+    raise CallError(
+        f"argument '{culprit}': the graph cannot take strides {list(lay.strides)} "
+        f"(offset {lay.offset}): {error}"
+    ) from error
+
+
+def compile_program(graph: Graph, layouts: Mapping[str, Layout], target: str, *,
+                    pipeline: str, copy_aliased_outputs: bool = False,
+                    outs: tuple[Sequence[OutStorage], Sequence[OutTarget]] | None = None,
+                    chooser: Any = None) -> Program:
+    """The program of `graph` for inputs of `layouts` on kernel backend `target`: the
+    graph specialized, the passes of `pipeline` run, the kernels generated. `outs`:
+    (storages, targets) of a call with `out=` (`stridec.runtime.outs`): every output is
+    then written into the caller's memory, none aliases an input. `chooser`: what picks
+    among the ranked plans of each C copy (`codegen.c.plan.choosing`; measured choice,
+    `stridec.runtime.tune.Tuner`), None for the model's first.
+
+    >>> g = stridec.Graph("t")
+    >>> x = g.input("x", (2, 3), "float32")
+    >>> g.output(x.t().contiguous())
+    >>> from stridec.compiler.pass_manager import DEFAULT_PIPELINE
+    >>> program = compile_program(g, {"x": Layout((2, 3), (1, 2), 0)}, "cpu",
+    ...                           pipeline=DEFAULT_PIPELINE)
+    >>> program.launch_count                 # x given transposed: its .t() is contiguous
+    0
+    """
+    from stridec.compiler.codegen.lower import lower_to_program
+    from stridec.compiler.pass_manager import PassManager
+
+    specialized = specialize_inputs(graph, layouts)
+    buffers = None
+    if outs is not None:
+        # Every output is written into caller memory: none aliases an input.
+        buffers = write_outputs(specialized, outs[0], outs[1])
+        passes = pipeline_passes(pipeline)
+    else:
+        passes = pipeline_passes(pipeline, copy_aliased_outputs)
+    PassManager(passes=passes).run(specialized)
+    if outs is not None and buffers is not None:
+        stage_outputs(specialized, outs[0], outs[1], buffers)
+    language = kernel_language(target)
+    if chooser is None or language != "c":
+        return lower_to_program(specialized, language)
+    from stridec.compiler.codegen.c.plan import choosing
+
+    with choosing(chooser):
+        return lower_to_program(specialized, language)
+
+
+def symbolic_pipeline(graph: Graph, fixed: Mapping[str, int], *, pipeline: str,
+                      copy_aliased_outputs: bool = False) -> Graph | None:
+    """The passes of `pipeline` run on `graph`, over symbolic sizes, with the symbols of
+    `fixed` set (what every class of bindings with those values lowers), or None where
+    they cannot run for every value of the others (a view decided only per value)."""
+    from stridec.compiler.pass_manager import PassManager
+
+    try:
+        bound = graph.bind(dict(fixed)) if fixed else graph.clone()
+        PassManager(passes=pipeline_passes(pipeline, copy_aliased_outputs)).run(bound)
+    except StridecError:
+        return None
+    return bound
+
+
+def lower_class(graph: Graph, target: str, bindings: Mapping[str, Any]) -> Program | None:
+    """The kernels of `graph` (after `symbolic_pipeline`) on `target` for the class of
+    `bindings`, or None where code generation cannot serve every value of the class (a
+    frame decided only per value: each binding is then compiled alone)."""
+    from stridec.compiler.codegen.lower import lower_to_program
+
+    try:
+        return lower_to_program(graph, kernel_language(target), hint=bindings)
+    except StridecError:
+        return None
