@@ -40,3 +40,28 @@ def test_forked_and_spawned_processes_finish(scenario: str, tmp_path: Path) -> N
     done = subprocess.run([sys.executable, str(SCRIPT), scenario, str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+_CHILD_EXITS = """
+import os, sys
+from stridec.runtime.backends import triton as backend
+path = backend._private_kernel_dir()
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a normal exit runs the exit hooks the child inherited
+os.waitpid(pid, 0)
+print(os.path.isdir(path))
+"""
+
+
+def test_a_forked_child_leaves_the_parents_private_kernel_folder() -> None:
+    """The folder Triton kernels fall back to when the cache cannot be written belongs to
+    the process that made it: a forked child's exit does not delete it."""
+    pytest.importorskip("triton")
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
+                                                        os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", _CHILD_EXITS], env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True"]

@@ -61,8 +61,13 @@ def _private_kernel_dir() -> str:
     global _private_dir
     if _private_dir is None:
         _private_dir = tempfile.mkdtemp(prefix="stridec-kernels-")
-        atexit.register(shutil.rmtree, _private_dir, ignore_errors=True)
+        atexit.register(_remove_private_dir, _private_dir, os.getpid())
     return _private_dir
+
+
+def _remove_private_dir(path: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child inherits the exit hook, not the folder
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _kernel_file(digest: str, source: str) -> str:
