@@ -464,7 +464,7 @@ _AVX2_WIDE = "defined(__AVX2__)"
 _WIDE_TILES = {1: (64, 256), 2: (64, 128)}
 # Streamed tiles of these sizes whose source rows are first copied into a buffer in L2
 # (`staged_tile`): the sides (a, b) of such a tile, in elements (STAGE_A, STAGE_B). 2-byte
-# tiles are staged on AVX2 without AVX-512 alone, where it was measured (docs/cpu.md).
+# tiles are staged on AVX2 without AVX-512 alone, where staging them pays (docs/cpu.md).
 _STAGED = {1: (1024, 256), 2: (1024, 128)}
 # Streamed transposing casts converted in registers, their tiles' source rows staged in L2
 # (`staged_cast`): (source rows, bytes of each) of a tile of long source rows, and (planes,
@@ -700,7 +700,7 @@ def _narrow(size: int, width: int) -> list[str]:
         "}",
         "/* With `nt` and contiguous rows of whole lines, at most 256 bytes (NCHW64 of int8),",
         "   the rows are assembled in a buffer in L1, 4 KiB at a time, and streamed as one",
-        "   run (rows of 32 bytes, NCHW32 of int8, measured slower so). */",
+        "   run (not rows of 32 bytes, NCHW32 of int8: slower so, docs/cpu.md). */",
         *(_PADDED_WORDS_DECLARATION if size == 1 else []),
         "NARROW_FN void padded_rows(const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0, i64 a1,",
         "                           i64 nb, i64 lo, i64 k, bits_t fill, int nt) {",
@@ -779,10 +779,10 @@ def _padded_words() -> list[str]:
     and shifted into its byte, the 4th byte the fill), and each 64-byte line of
     the 16 rows is one two-source permute of those words and a vector of the fill
     (`vpermt2d`; the mask of a line is a few vector operations, row sizes being powers of
-    two), stored whole: streamed straight from the register when the call streams. Before, a row was
-    its fill in 64-byte stores and then its 4 channel bytes stored over them (assembled
-    in a buffer when streamed), which cost more CPU time than the memory takes to write
-    the row. Defined after `group_lane` (`_group_words`), declared in `_narrow`."""
+    two), stored whole: streamed straight from the register when the call streams. A row's
+    fill stored first and its channel bytes over it costs more CPU time than the memory
+    takes to write the row (docs/cpu.md). Defined after `group_lane` (`_group_words`),
+    declared in `_narrow`."""
     return [
         "/* Rows a0 .. a1 of nb bytes (a power of two, 16 .. 256), row a at d + a*nb (row a0",
         "   64-byte aligned), each the fill but for its k <= 4 channels (planes s + j*ssb, at",
@@ -880,13 +880,8 @@ def _lines_block_2() -> list[str]:
     the result is column a of 16 source rows: 16 halves of a destination row; two such
     blocks (32 rows) make its line, the first held in L1 while the second is built.
 
-    Against the 8×8 `xmm` blocks into a buffer in L1 whose 64-row tiles went out as runs,
-    called straight (both units in one process, caches flushed, one thread: docs/cpu.md),
-    transpose2d_float16 (4096²) ran 1.07–1.21 times as fast (three runs) and
-    nchw_to_nhwc_fp16 (16, 256, 64, 64) 1.16–1.19 times. Tiles of 32 rows
-    through the buffer measured as before, and these blocks in tiles of 64 rows gained a
-    third as much. Tiles not walked in strips (source rows of 4 KiB or less: NHWC ->
-    NCHW) keep the buffer: the same speed either way."""
+    Faster than 8×8 `xmm` blocks through an L1 buffer on strip-walked tiles; tiles not
+    walked in strips (NHWC -> NCHW) keep the buffer, as fast there (docs/cpu.md)."""
     lo, hi = _interleave_masks(8, 16)
     out = ["#if defined(__AVX2__) && !defined(__AVX512F__)", "#define BLOCK_NT 1",
            "#define NT_ROWS 32", "#define NT_STRIPS 1",
@@ -927,11 +922,9 @@ def _cast_block(src: str) -> str:
     halves is one whole 64-byte line (streamed straight from the register where the
     destination's rows are whole lines); a row of halves from float32 is half a line.
 
-    Blocks that read 32 source rows at once (rows b and b + 16 converted into the halves of
-    one `zmm` of 32 halves, then transposed in-half, so that each row of the block is a
-    whole line: `_cast_lines`) measured 1.5 times slower from memory, one thread: the 32
-    source rows, 16 KiB apart, all fall in one set of L1. They serve the tiles staged in
-    L2 (`staged_cast`), whose rows are a line more than a power of two apart."""
+    Blocks of 32 source rows whose rows are whole lines (`_cast_lines`) serve only the
+    tiles staged in L2 (`staged_cast`): read from memory, 32 rows 16 KiB apart fall in one
+    set of L1 (docs/cpu.md)."""
     size = _itemsize(src)
     width = {4: 64, 2: 32}[size]
     lines = _cast_lines() if size == 4 else []
@@ -1167,9 +1160,8 @@ def _group_words_avx2() -> list[str]:
         "typedef long long half_q __attribute__((vector_size(16)));",
         "typedef long long word_q __attribute__((vector_size(32)));",
         "/* 8 bytes zero-extended to 32 bits: one vpmovzxbd. The bytes go into the vector as",
-        "   one 64-bit element (vmovq): copied into a zeroed 16-byte vector on the stack",
-        "   instead, each load waited on a failed store forwarding (2.6 times the CPU time",
-        "   of the byte blocks on pack_chwn4_int8). */",
+        "   one 64-bit element (vmovq): through a stack vector each load waits on a failed",
+        "   store forwarding (docs/cpu.md). */",
         "static inline word_v group_lane(const uint8_t* r) {",
         "    long long q;",
         "    memcpy(&q, r, 8);",
@@ -1440,9 +1432,7 @@ static void work_tiles(const job_t* J, i64 t0, i64 t1) {
         i64 q0 = qb * J->rtq, q1 = q0 + J->rtq < J->n[q] ? q0 + J->rtq : J->n[q];
         i64 u0 = ub * J->rtu, u1 = u0 + J->rtu < J->n[u] ? u0 + J->rtu : J->n[u];
         /* Streamed rows of whole lines that start on a line (attention's 128-byte rows):
-           line by line, without stream_copy's head and tail (single-threaded, cold, the
-           (8, 1024, 32, 64) float16 permute 1.34-1.48 -> 1.26-1.40 ms, the streaming
-           copy of its bytes 1.28-1.42 ms) */
+           line by line, without stream_copy's head and tail (docs/cpu.md). */
         const size_t lb = (size_t)n_in * sizeof(dst_t);
         int lines = J->stream && SAME_BITS && lb % 64 == 0
             && ((uintptr_t)(J->dst + dof + u0 * du + q0 * dq) & 63) == 0
@@ -1476,8 +1466,8 @@ static void plan_units(job_t* J, i64 nthreads) {
        new stretch of the source (a new page) and the copy waits on memory; walked in tiles
        of rt x q rows of about 32 KiB, the source is read a page at a time (a stretch of
        rt rows) and the destination's runs along q are written a row per page; streamed
-       when the call streams (cold, 128-byte rows: twice as fast as ordinary stores
-       walking the destination's runs, docs/cpu.md). */
+       when the call streams (faster than ordinary stores on the destination's runs,
+       docs/cpu.md). */
     J->rt = -1;
     i64 q = J->R - 2, row_bytes = n_in * (i64)sizeof(src_t);
     if (J->M == 0 && q >= 1 && J->ss[J->R - 1] == 1 && row_bytes <= 1024 && J->n[q] > 1
@@ -1536,13 +1526,8 @@ static inline void plain_row(const job_t* J, i64 so, i64 dof, i64 n) {
    A streamed copy is limited by its reads, and a source row that does not continue the
    previous one starts a new stream that the hardware prefetcher first has to detect
    (contiguous, its reads run on across rows); the software prefetch keeps ROW_AHEAD lines
-   of every row in flight across that gap. On the slice x[:, 1::2, 64:-64] of
-   (4, 2048, 2048) float32 (two threads, cold, a C replica, medians of 31 interleaved
-   calls): 8 rows in turn with the next group's first 4 lines prefetched ran at 0.52-0.62
-   of a streaming contiguous copy of its bytes with the memory fast and 0.74-0.81 slow;
-   2 rows in turn 32 lines ahead at 0.76-0.86 and 0.80-0.88; these, 4 rows 16 lines
-   ahead, at 0.85-0.95 and 0.85-0.88 (docs/cpu.md). A last partial group goes row by
-   row. */
+   of every row in flight across that gap; 4 rows 16 lines ahead beat the other groupings
+   tried (docs/cpu.md). A last partial group goes row by row. */
 #define ROW_GROUPS 4
 #define ROW_AHEAD 16
 static void stream_rows(const job_t* J, i64 so, i64 dof, i64 ss, i64 ds, i64 n, i64 count) {
@@ -1697,9 +1682,8 @@ static inline void columns(const job_t* J, i64 so, i64 dof, i64 dsa, i64 ssb, i6
    column copied), or NULL: each 256-element step prefetches the same lines of those rows,
    so the next tile's rows are in the cache when it starts. Its k source rows are planes
    a page apart read on for a page (an NCHW4 pack's channels), and the hardware prefetchers
-   stop at a page's end: read straight, every tile waited on memory at the start of each
-   of its rows. The int8 NCHW4 pack of (32, 256, 64, 64), called straight (two threads,
-   caches flushed, the memory fast): 0.46-0.48 -> 0.71-0.73 of a streaming copy. */
+   stop at a page's end: read straight, every tile waits on memory at the start of each
+   of its rows (docs/cpu.md). */
 static int narrow_put(const job_t* J, const bits_t* s, i64 ssb, bits_t* d, i64 dsa, i64 a0,
                       i64 a1, i64 k, i64 lo, i64 hi, bits_t fill, const bits_t* ns) {
     if (J->stream && dsa == k) {
@@ -2153,10 +2137,9 @@ TILE_FN static void tile_merged(const job_t* J, i64 so, i64 dof, const i64* mb, 
        in L1, each source line read once and whole. The blocks read V elements of a row at
        a time (16 bytes for 1-byte elements), so they come back to each line several
        times, and rows 4 KiB apart (or a multiple: planes of a batch) all fall in the same
-       sets of L1, which evicts the line in between. Measured single-threaded, cold:
-       pack_chwn4_int8 7.0 -> 5.3 ms (streamed without this: no faster). A tile with rows
-       of the fill (C = 3) measured slower streamed, with or without it: not streamed, but
-       by the 32-bit word blocks (GROUP_WORDS, below), which need no buffer. */
+       sets of L1, which evicts the line in between (docs/cpu.md). A tile with rows of
+       the fill (C = 3), slower streamed either way, is not streamed but moved by the
+       32-bit word blocks (GROUP_WORDS, below), which need no buffer. */
     int nt = J->stream && !padded && !stage;
     bits_t sbuf[nt ? TILE * TILE : 1] __attribute__((aligned(64)));
     for (i64 b = 0; nt && b < nb; b++) {
@@ -2283,9 +2266,8 @@ static void work(const job_t* J, i64 u0, i64 u1) {
 
 /* The source rows of a streamed tile walked in strips: 128 bytes of each destination row
    (whole lines), for a cast 128 bytes of its wider type: a float32 -> float16 tile reads
-   32 source rows and writes 64 bytes of each destination row (with 64 rows, 128 bytes,
-   it ran slower: more source rows read on at once than the prefetchers follow). And the
-   source row bytes of a strip. */
+   32 source rows and writes 64 bytes of each destination row (not 64 rows: more source
+   rows read on at once than the prefetchers follow). And the source row bytes of a strip. */
 #define STRIP_UNIT ((i64)(sizeof(src_t) > sizeof(dst_t) ? sizeof(src_t) : sizeof(dst_t)))
 #if defined(BLOCK_NT) && NT_STRIPS && SAME_BITS
 #define STRIP_ROWS NT_ROWS  /* the whole-line blocks' rows (_lines_block_2) */

@@ -540,7 +540,7 @@ _VARIANTS = {
 
 
 # The store of LANES whole blocks: bits through the explicit 4 x 4 transpose, uniforms by
-# the converting loop, which gcc vectorizes with its interleave (faster there, measured).
+# the converting loop, which gcc vectorizes with its interleave (faster there).
 _STORE_FULL = {
     "bits": "interleave4_u32(dst + 4 * b, y);",
 }
