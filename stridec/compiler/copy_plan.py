@@ -16,8 +16,9 @@ they are contiguous in both source and destination), then planned:
 - the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
   of the nest, the threads and whether stores stream, from a model of the memory traffic
   (`plan_cost`): cache lines read and written, lines touched twice because a tile's edge
-  cuts them and the neighbour comes too late, pages, and cache-set conflicts of the rows
-  a tile touches at once, for the host's caches (`host.host_caches`).
+  cuts them and the neighbour comes too late, runs that start over (not going on from a
+  run a few streams back), pages, and cache-set conflicts of the rows a tile touches at
+  once, for the host's caches (`host.host_caches`).
 
 The plan is plain data: `CopyPlan` names its loops outermost first, each with its extent,
 step and strides, so any target can render it (`codegen/c/plan.py` fills the C library's
@@ -190,6 +191,10 @@ PAGE_BYTES = 512
 BLOCK_BYTES = 96
 VECTOR_BYTES = 4
 PAGE = 4096
+# Streams (runs read or written in turn) the prefetchers follow at once: a run that goes on
+# where it left off a few blocks before, with no more runs than this in between on both
+# sides, does not start over.
+STREAMS = 16
 
 
 def _kept(used: float, capacity: float) -> float:
@@ -257,10 +262,10 @@ def _pages(side: _Side, size: int) -> float:
 
 
 def _footprint(side: _Side, moves: Sequence[int], counts: Sequence[int],
-               size: int) -> tuple[float, float]:
-    """(pages, bytes) the loops of `moves` and `counts` (innermost last) touch on `side`
-    around one block: a loop that moves the runs one run on lengthens them, any other
-    that moves them adds as many runs again."""
+               size: int) -> tuple[float, float, float]:
+    """(pages, bytes, runs) the loops of `moves` and `counts` (innermost last) touch on
+    `side` around one block: a loop that moves the runs one run on lengthens them, any
+    other that moves them adds as many runs again."""
     runs, run = float(side.runs), side.run
     for move, count in zip(reversed(moves), reversed(counts), strict=True):
         if count == 1 or move == 0:
@@ -270,7 +275,7 @@ def _footprint(side: _Side, moves: Sequence[int], counts: Sequence[int],
         else:
             runs *= count
     wide = _Side(int(runs), run, side.spacing if runs == side.runs else PAGE, ())
-    return _pages(wide, size), runs * run * size
+    return _pages(wide, size), runs * run * size, runs
 
 
 def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
@@ -284,12 +289,12 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # touch between a block and that neighbour (the loops inside it).
     cont = [j for j, move in enumerate(side.moves) if move == side.run and counts[j] > 1]
     between = math.prod(counts[cont[-1] + 1:]) if cont else None
-    pages_between = bytes_between = math.inf
+    pages_between = bytes_between = streams_between = math.inf
     if cont:
         inside = slice(cont[-1] + 1, None)
-        p1, b1 = _footprint(side, side.moves[inside], counts[inside], size)
-        p2, b2 = _footprint(other, other.moves[inside], counts[inside], size)
-        pages_between, bytes_between = p1 + p2, b1 + b2
+        p1, b1, r1 = _footprint(side, side.moves[inside], counts[inside], size)
+        p2, b2, r2 = _footprint(other, other.moves[inside], counts[inside], size)
+        pages_between, bytes_between, streams_between = p1 + p2, b1 + b2, r1 + r2
     # Lines: a run of R bytes at a random alignment touches (line - size)/line lines more
     # than R/line; the neighbour along the runs finishes those edge lines if it comes
     # while they are still in L2.
@@ -297,9 +302,10 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     traffic = blocks * side.runs * (run_bytes / line + edge) * line
     if write and not streamed:
         traffic *= 2  # read for ownership: a line written through the cache is read first
-    # Restarts: runs that do not go on from where the block before left them start over
-    # (the prefetchers lose them); streamed stores do not wait on them.
-    continued = counts[cont[-1]] if cont and between == 1 else 1
+    # Restarts: runs that do not go on from where the block before (or one of the few
+    # streams in between) left them start over (the prefetchers lose them); streamed
+    # stores do not wait on them.
+    continued = counts[cont[-1]] if cont and (between == 1 or streams_between <= STREAMS) else 1
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))
     restarts = blocks * side.runs / continued

@@ -177,6 +177,25 @@ def test_rows_are_read_in_the_sources_order():
     assert outer == sorted(outer, key=abs, reverse=True)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "perm"),
+    [((16, 16, 2, 2, 128, 128), (0, 1, 4, 2, 5, 3)),   # F.pixel_shuffle(x, 2)
+     ((16, 16, 2, 3, 96, 128), (0, 1, 4, 2, 5, 3)),    # two rows of three lanes
+     ((8, 3, 2, 2, 64, 100), (0, 1, 4, 2, 5, 3))],
+    ids=["pixel_shuffle", "three_lanes", "odd"],
+)
+def test_interleaved_rows_are_written_in_the_destinations_order(sizes, perm):
+    # Each destination row interleaves lanes of a source plane, and the planes of a row
+    # pair (the dim of 2 beside the rows) lie far apart in the source. Walked with that
+    # dim outside the rows, every destination row starts a new stream, half a page from
+    # the last; inside them, the destination is one stream and the source a few, each
+    # going on where it left off two blocks before.
+    plan = plan_copy(permute_spec(sizes, perm), CACHES)
+    assert plan.kernel == "interleave"
+    outer = [loop.dst_stride for loop in plan.loops[:-1]]
+    assert outer == sorted(outer, reverse=True), plan.describe()
+
+
 def test_plans_are_data_and_the_same_for_the_same_copy():
     spec = permute_spec((6, 40, 50), (2, 0, 1))
     first, again = candidate_plans(spec, CACHES), candidate_plans(spec, CACHES)

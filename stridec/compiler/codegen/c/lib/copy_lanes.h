@@ -6,8 +6,8 @@
    Built with ELEM_BYTES and elem_t defined (copy_micro.h). Every permute's index vector
    is a literal constant (MASK: each lane a constant expression of its index), so it is one
    vpermt2b / w / d / q with AVX-512 (VBMI for bytes) and whatever the compiler's pattern
-   matching makes of it with AVX2 or SSE2. Computed by a loop inside the kernel instead (as
-   copy_micro.h's sv_split does), gcc did not fold the K = 3 and 4 chains of 1- and 2-byte
+   matching makes of it with AVX2 or SSE2. Computed by a loop inside the kernel instead,
+   gcc did not fold the K = 3 and 4 chains of 1- and 2-byte
    elements into constants and rebuilt them at every vector, a hundred times slower.
 
    K = 2 and 4 are rounds of even/odd splits (deinterleave) or low/high interleaves

@@ -4,8 +4,8 @@
    - tr_block: a TV x TV block transposed in registers (tv_transpose), whole or, where
      the block lies past an edge, with masked loads and stores (AVX-512) or through a
      block in L1 (elsewhere): no element is moved one at a time.
-   - deinterleave / interleave / compress of K = 2 .. 4 lanes: K vectors of SV bytes,
-     each output vector a chain of two-source shuffles of them. */
+   - sv_reverse: a vector of SV bytes with its lanes in the opposite order (a flip's
+     runs). The lanes' kernels (deinterleave, interleave, compress) are in copy_lanes.h. */
 
 #include <stdint.h>
 #include <string.h>
@@ -233,7 +233,7 @@ ALWAYS_INLINE void tr_line_nt(src_rows s, int stab, i64 x, elem_t* const* d, i64
         for (int k = 0; k < TV_PER_LINE; k++) TV_STREAM(d[a] + y + k * TV, r[k][a]);
 }
 
-/* ---- interleaves of K = 2 .. 4 lanes, on vectors of SV bytes */
+/* ---- flips, on vectors of SV bytes */
 #if defined(__AVX512F__) && (ELEM_BYTES >= 4 || (ELEM_BYTES == 2 && defined(__AVX512BW__)) \
                              || (ELEM_BYTES == 1 && defined(__AVX512VBMI__)))
 #define SV_BYTES 64
@@ -245,52 +245,10 @@ ALWAYS_INLINE void tr_line_nt(src_rows s, int stab, i64 x, elem_t* const* d, i64
 #define SV (SV_BYTES / ELEM_BYTES)
 typedef elem_t svec __attribute__((vector_size(SV_BYTES)));
 
-/* Lane l of deinterleaved row k (of K) is element l*K + k of K vectors: out = shuffle(v0,
-   v1) then, for K > 2, shuffled with v2 and v3 for the lanes they hold. Step `step`
-   (0: v0 and v1; 1: the result and v2; 2: the result and v3): its mask. */
-ALWAYS_INLINE svec sv_split_mask(int K, int k, int step) {
-    svec m;
-#pragma GCC unroll 64
-    for (int l = 0; l < SV; l++) {
-        int e = l * K + k, src = e / SV, at = e % SV;
-        if (step == 0) m[l] = (elem_t)(src < 2 ? e : 0);
-        else m[l] = (elem_t)(src == step + 1 ? SV + at : l);
-    }
-    return m;
-}
-
-/* Lane l of interleaved vector j is element (j*SV + l) / K of source row (j*SV + l) % K. */
-ALWAYS_INLINE svec sv_join_mask(int K, int j, int step) {
-    svec m;
-#pragma GCC unroll 64
-    for (int l = 0; l < SV; l++) {
-        int e = j * SV + l, k = e % K, at = e / K;
-        if (step == 0) m[l] = (elem_t)(k < 2 ? k * SV + at : 0);
-        else m[l] = (elem_t)(k == step + 1 ? SV + at : l);
-    }
-    return m;
-}
-
 /* The lanes of v in the opposite order. */
 ALWAYS_INLINE svec sv_reverse(svec v) {
     svec m;
 #pragma GCC unroll 64
     for (int l = 0; l < SV; l++) m[l] = (elem_t)(SV - 1 - l);
     return __builtin_shuffle(v, m);
-}
-
-/* Row k of K from K source vectors (K*SV interleaved elements). */
-ALWAYS_INLINE svec sv_split(const svec* v, int K, int k) {
-    svec o = __builtin_shuffle(v[0], v[1], sv_split_mask(K, k, 0));
-    if (K > 2) o = __builtin_shuffle(o, v[2], sv_split_mask(K, k, 1));
-    if (K > 3) o = __builtin_shuffle(o, v[3], sv_split_mask(K, k, 2));
-    return o;
-}
-
-/* Vector j of K of the interleave of K source rows. */
-ALWAYS_INLINE svec sv_join(const svec* r, int K, int j) {
-    svec o = __builtin_shuffle(r[0], r[1], sv_join_mask(K, j, 0));
-    if (K > 2) o = __builtin_shuffle(o, r[2], sv_join_mask(K, j, 1));
-    if (K > 3) o = __builtin_shuffle(o, r[3], sv_join_mask(K, j, 2));
-    return o;
 }

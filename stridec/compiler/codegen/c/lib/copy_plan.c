@@ -207,29 +207,6 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
 
 /* ---- K interleaved lanes: deinterleave (split), interleave (join), compress */
 
-/* Rows k < K of [y0, y1) from s (K*y + k) to d (k*ls + y); whole vectors, then the rest
-   through vectors in L1. */
-ALWAYS_INLINE void split_run(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int all) {
-    i64 y = 0;
-    /* A compress reads K*(n - 1) + 1 elements, not K*n: its last vector goes as the rest. */
-    for (; y + SV < n + all; y += SV) {
-        svec v[4];
-        for (int j = 0; j < K; j++) memcpy(&v[j], s + K * y + j * SV, SV_BYTES);
-        for (int k = 0; k < (all ? K : 1); k++) {
-            svec o = sv_split(v, K, k);
-            memcpy(d + k * ls + y, &o, SV_BYTES);
-        }
-    }
-    if (y < n) {
-        svec v[4] = {{0}};
-        memcpy(v, s + K * y, (size_t)(K * (n - y) - (all ? 0 : K - 1)) * ELEM_BYTES);
-        for (int k = 0; k < (all ? K : 1); k++) {
-            svec o = sv_split(v, K, k);
-            memcpy(d + k * ls + y, &o, (size_t)(n - y) * ELEM_BYTES);
-        }
-    }
-}
-
 static void split_rows(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int all) {
     lanes_split(s, d, ls, n, K, !all);  /* copy_lanes.h */
 }
@@ -248,25 +225,6 @@ static void tile_split(const job_t* J, const elem_t* s, elem_t* d, i64 nb, int a
         split_rows(s + K * y, buf, w, w, K, all);
         for (int k = 0; k < rows; k++) stream_copy(d + k * ls + y, buf + k * w,
                                                    (size_t)w * ELEM_BYTES);
-    }
-}
-
-/* [x0, x0 + n) of K rows from s (x + k*ls) interleaved into d (K*x + k). */
-ALWAYS_INLINE void join_run(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
-    i64 x = 0;
-    for (; x + SV <= n; x += SV) {
-        svec r[4];
-        for (int k = 0; k < K; k++) memcpy(&r[k], s + x + k * ls, SV_BYTES);
-        for (int j = 0; j < K; j++) {
-            svec o = sv_join(r, K, j);
-            memcpy(d + K * x + j * SV, &o, SV_BYTES);
-        }
-    }
-    if (x < n) {
-        svec r[4] = {{0}}, o[4];
-        for (int k = 0; k < K; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
-        for (int j = 0; j < K; j++) o[j] = sv_join(r, K, j);
-        memcpy(d + K * x, o, (size_t)(K * (n - x)) * ELEM_BYTES);
     }
 }
 
