@@ -194,7 +194,7 @@ PAGE = 4096
 # Streams (runs read or written in turn) the prefetchers follow at once: a run that goes on
 # where it left off a few blocks before, with no more runs than this in between on both
 # sides, does not start over.
-STREAMS = 16
+STREAMS = 32
 
 
 def _kept(used: float, capacity: float) -> float:

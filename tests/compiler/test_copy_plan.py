@@ -196,6 +196,23 @@ def test_interleaved_rows_are_written_in_the_destinations_order(sizes, perm):
     assert outer == sorted(outer, reverse=True), plan.describe()
 
 
+@pytest.mark.parametrize(
+    ("sizes", "perm"),
+    [((4, 3, 56, 4, 56, 4), (0, 3, 5, 1, 2, 4)),   # TResNet's space-to-depth, block 4
+     ((2, 16, 64, 2, 64, 2), (0, 1, 3, 5, 2, 4)),  # F.pixel_unshuffle(x, 2)
+     ((3, 5, 30, 3, 41, 3), (0, 3, 5, 1, 2, 4))],
+    ids=["space_to_depth", "pixel_unshuffle", "odd"],
+)
+def test_deinterleaved_rows_are_read_in_the_sources_order(sizes, perm):
+    # The reverse: each source row holds the lanes of K destination planes, the next
+    # source row those of K more. Walked with the rows outside, the source is one stream
+    # and the destination 2K, each going on where it left off K blocks before.
+    plan = plan_copy(permute_spec(sizes, perm), CACHES)
+    assert plan.kernel == "deinterleave"
+    outer = [loop.src_stride for loop in plan.loops[:-1]]
+    assert outer == sorted(outer, reverse=True), plan.describe()
+
+
 def test_plans_are_data_and_the_same_for_the_same_copy():
     spec = permute_spec((6, 40, 50), (2, 0, 1))
     first, again = candidate_plans(spec, CACHES), candidate_plans(spec, CACHES)
