@@ -15,8 +15,11 @@ where a consumer dim is split in two. The producer, once unused, goes with `dce`
 
 It does not fuse when: both copies cast (f32 → f16 → f32 is not f32 → f32); the
 producer's fill mask cannot be carried over exactly; no strided composition exists; or
-the producer's source is written over in place after it (`x.t().contiguous()` read after
-`x.copy_(y)`: the consumer would read the new values).
+the producer's source is written over in place after it, directly or through a view
+(`x.t().contiguous()` read after `x.copy_(y)`: the consumer would read the new values).
+The same holds for every rewrite here: a read never moves past a write of the memory it
+reads (a cut reader's pieces read its writers' sources where it runs), and a write never
+moves ahead of a read (a generator placed into an input that other ops read stays).
 
 A buffer several copies wrote -- a `cat`'s one copy per input, each into a slice; a
 `pad`'s fill and its copy of the kept box -- has no single producer to compose with. Its
@@ -44,8 +47,8 @@ into it, one part each. A reader that reads the buffer across its dims (a view m
 the cat dim with another) is split first (`_refined`). It does not cut the reader when:
 the buffer is also returned, viewed or written into; the reader's space splits or merges
 its result's dims (a reshape's, an unpack's); a writer's region is not a box of the
-buffer; a writer and the reader both cast; the fills differ in value; or more than
-`MAX_PIECES` pieces result.
+buffer; a writer's source is written over in place after it; a writer and the reader
+both cast; the fills differ in value; or more than `MAX_PIECES` pieces result.
 
 A reader of one copy's buffer that no strided map reads, even split, is cut into boxes
 that each compose (`fuse_in_pieces`, `index_maps.compose_pieces`): Swin's window_reverse
@@ -58,7 +61,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stridec.compiler.rewriting import Rewriter, written_into
+from stridec.compiler.rewriting import Rewriter, overwritten
 from stridec.errors import StridecError
 from stridec.ir import ops as O
 from stridec.ir.affine import Box, MaskBound, box_inside, boxes_disjoint, guillotine
@@ -253,7 +256,7 @@ def fuse(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     if len(producer.operands) != 1:
         return "the producer is a fill or writes into another buffer"
     source = producer.operands[0]
-    if written_into(source.owner):
+    if overwritten(source):
         # The consumer would read the source where it runs, after the write.
         return "the producer's source is written over in place after it"
     d0, d1, d2 = source.type.dtype, producer.dtype, consumer.dtype
@@ -327,6 +330,11 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
         # A caller's `out` storage (an input) is written by this copy alone; a buffer that
         # other copies write (a cat's) keeps its copies.
         return "the copy writes into a buffer other copies write"
+    if len(consumer.operands) == 2 and any(
+        user is not consumer for user, _ in consumer.operands[1].uses
+    ):
+        # The write moves up to the generator: past the ops between that read the input.
+        return "the input written into is also read (the write cannot move ahead of it)"
     if consumer.masks and consumer.fill is None:
         return "the copy restricts its domain"
     # The natural output is contiguous at offset 0: the address the consumer reads *is* the
@@ -630,6 +638,9 @@ def plan_assembled(consumer: Op) -> Assembly | str:
     for w in writers:
         if w.masks and (w.fill is None or _is_fill(w)):
             return "a writer leaves masked points unwritten"
+        if not _is_fill(w) and overwritten(w.operands[0]):
+            # Its piece would read the source where the consumer runs, after the write.
+            return "a writer's source is written over in place after it"
         box = image_box(w.dst, layout)
         if box is None:
             return "a writer's region is not a box of the buffer"
@@ -783,6 +794,8 @@ def fuse_in_pieces(consumer: Op, producer: Op) -> Assembly | str:
     if consumer.masks or producer.masks:
         return "a masked copy"
     source = producer.operands[0]
+    if overwritten(source):
+        return "the producer's source is written over in place after it"
     d0, d1, d2 = source.type.dtype, producer.dtype, consumer.dtype
     if d0 != d1 and d1 != d2:
         return f"both copies cast ({d0} → {d1} → {d2})"

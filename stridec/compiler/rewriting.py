@@ -22,7 +22,15 @@ from stridec.ir.ops import (
     has_effects,
 )
 
-__all__ = ["Pattern", "Rewriter", "apply_patterns", "build", "explicit_copy", "written_into"]
+__all__ = [
+    "Pattern",
+    "Rewriter",
+    "apply_patterns",
+    "build",
+    "explicit_copy",
+    "overwritten",
+    "written_into",
+]
 
 
 class Rewriter:
@@ -123,6 +131,22 @@ def written_into(op: Op) -> bool:
     return any((isinstance(user, (CopyOp, PhiloxOp, PhiloxUniformOp)) and i == 1)
                or (isinstance(user, WriteOp) and i == 0)
                for r in op.results for user, i in r.uses)
+
+
+def overwritten(value: Value) -> bool:
+    """Whether some op writes over the memory `value` reads (its root version), directly
+    or through a view of it. A read of `value` moved to a later place, or a copy fused to
+    read it there instead of an earlier copy of it, could then run after that write and
+    see the new contents (`stridec.ir.verifier` refuses such a read)."""
+    root = value.root()
+    pending = [root]
+    while pending:
+        for user, i in pending.pop().uses:
+            if user.written_root() is root:
+                return True
+            if i == 0 and user.aliases_operand():
+                pending.extend(user.results)
+    return False
 
 
 class Pattern:

@@ -933,15 +933,7 @@ def check_fake_call(compiled: Any, tensors: list[torch.Tensor], got: tuple) -> N
 #: test_regressions.py. Examples that show one are rejected (so the fuzzer keeps looking
 #: for new ones); when a fix lands, its xfail test passes and fails as XPASS: delete the
 #: mark there and the entry here.
-KNOWN_BUGS: dict[str, Any] = {
-    "test_an_out_call_of_a_buffer_read_between_two_writes": lambda case: (
-        case.outs is not None and _writes_twice(case.graph)),
-}
-
-
-def _writes_twice(g: Graph) -> bool:
-    """Whether the graph has two `write` ops (into one memory or two)."""
-    return sum(isinstance(op, O.WriteOp) for op in g.ops) >= 2
+KNOWN_BUGS: dict[str, Any] = {}
 
 
 def known_bug(case: Case) -> str | None:

@@ -427,12 +427,11 @@ def test_eliminating_a_copy_under_unfolded_views_keeps_the_ir_valid(backend: str
 # --------------------------------------------------------------------------- in-place writes
 
 
-@pytest.mark.xfail(strict=True, reason="open: with out=, fuse-copies (compiler/copy_fusion.py) "
-                   "moves a read of written memory past a later write of a graph with two "
-                   "writes (InternalError: the pass leaves IR that does not verify)")
 def test_an_out_call_of_a_buffer_read_between_two_writes() -> None:
     """A graph-made buffer written (zeros), read by a cat, written again (x): with out=,
-    the cat reads the zeros and the second out holds x, as torch's in-place ops give."""
+    the cat reads the zeros and the second out holds x, as torch's in-place ops give.
+    fuse-copies cut the out copy of the cat into pieces reading the buffer where the out
+    copy ran, after the second write (an InternalError: the IR did not verify)."""
     g = stridec.Graph("two_writes")
     x = g.input("x", (17,), "float32")
     buffer = x.clone()
@@ -445,3 +444,64 @@ def test_an_out_call_of_a_buffer_read_between_two_writes() -> None:
     outs = (torch.empty(34), torch.empty(17))
     stridec.compile(g, backend="cpu")(t, out=outs)
     assert torch.equal(outs[0], want[0]) and torch.equal(outs[1], want[1])
+
+
+READS = ["cat_returned_flipped", "cat_flipped_after", "transposed_after", "strided"]
+WRITES = ["whole", "through_a_view"]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("write", WRITES)
+@pytest.mark.parametrize("read", READS)
+def test_a_view_read_between_two_writes_reads_the_first(
+    backend: str, read: str, write: str
+) -> None:
+    """A buffer written (fill_ 2), read through views, written again (copy_ of x, whole or
+    rows 1: through a view): what was read holds the first write's values, as torch's
+    in-place ops give, wherever the copy of the read lands (before the second write, after
+    it, or at the end, where the returned view is made contiguous) and whichever rewrite
+    it takes (fused with one copy, cut into pieces per writer of a cat)."""
+    def make(buffer, x, cat, memory):  # the graph's ops and torch's, one spelling
+        first = buffer.fill_(2.0)
+        if read == "cat_returned_flipped":
+            got = cat([first, first], 0).flip(0)
+        elif read == "strided":
+            got = first[:, ::2].contiguous()
+        else:
+            got = cat([first, first], 0) if read == "cat_flipped_after" else first.t().contiguous()
+        if write == "whole":
+            second = first.copy_(x)
+        else:
+            second = memory(first[1:].copy_(x[1:]), first)
+        if read == "cat_flipped_after":
+            got = got.flip(0).contiguous()
+        elif read == "transposed_after":
+            got = got.t().contiguous()
+        return got, second
+
+    g = stridec.Graph("view_read_between_writes")
+    x = g.input("x", (3, 4), "float32")
+    g.output(*make(x.clone(), x, stridec.ir.builder.cat, lambda row, _: row.root()))
+    t = torch.randn(3, 4)
+    want = make(t.clone(), t, torch.cat, lambda _, whole: whole)
+    got = stridec.compile(g, backend=backend)(t)
+    check_against_torch(got, want, (t,))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_random_values_written_into_an_input_read_before(backend: str) -> None:
+    """`y = x.clone(); x.copy_(uniform)` with the generator made first: fuse-copies placed
+    the generator into x at the generator's place, ahead of the clone that reads x (an
+    InternalError); the clone holds x's values from before the write."""
+    g = stridec.Graph("philox_into_a_read_input")
+    s = g.input("state", (6,), "int32")
+    x = g.input("x", (8,), "float32")
+    u, _ = g.philox_uniform(s, (8,))
+    g.output(x.clone(), x.copy_(u))
+    words = torch.tensor([5, 0, 0, 0, 0x12345678, 0x1ABCDEF0], dtype=torch.int32)
+    t = torch.randn(8)
+    before = t.clone()
+    want_u = stridec.compile(g, backend="reference")(words, torch.empty(8))[1]
+    got = stridec.compile(g, backend=backend)(words, t)
+    assert torch.equal(got[0], before) and torch.equal(got[1], want_u)
+    assert got[1].data_ptr() == t.data_ptr() and torch.equal(t, want_u)

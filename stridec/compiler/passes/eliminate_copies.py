@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from stridec.compiler.pass_base import Pass, register_pass
-from stridec.compiler.rewriting import Rewriter, written_into
+from stridec.compiler.rewriting import Rewriter, overwritten, written_into
 from stridec.errors import LayoutError
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Op, Value
@@ -84,7 +84,7 @@ def _view_of_source(op: Op) -> Layout | str:
         return "masked, framed or casting"
     if written_into(op):
         return "a later copy writes into its buffer"
-    if written_into(op.operands[0].owner):
+    if overwritten(op.operands[0]):
         return "its source is written over later (an in-place write): the copy keeps the values"
     if _returned(op.result):
         return "its buffer is returned, and the op it came from gives new memory"
