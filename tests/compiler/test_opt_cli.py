@@ -158,14 +158,18 @@ def test_emit_triton(nhwc_file: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert out.count("@triton.jit") == 1
 
 
-def _plan_source(backend: str) -> str:
-    """The source of the one kernel the runtime runs for NHWC on `backend`."""
+def _plan_kernel(backend: str):
+    """The one kernel the runtime runs for NHWC on `backend`."""
     import torch
 
     plan = stridec.compile(stridec.parse(NHWC), backend=backend).plan_for(
         torch.zeros(2, 3, 4, 5))
     (kernel,) = plan.kernels
-    return kernel.source
+    return kernel
+
+
+def _plan_source(backend: str) -> str:
+    return _plan_kernel(backend).source
 
 
 def test_emit_c_is_the_c_the_cpu_backend_runs(
@@ -173,12 +177,13 @@ def test_emit_c_is_the_c_the_cpu_backend_runs(
 ) -> None:
     """`--emit=c` (and `--emit=kernels`, whose target is `cpu` by default) prints the C
     source the `cpu` backend builds for the same graph, under a C comment."""
+    kernel = _plan_kernel("cpu")  # C = 3 channels: the planned library's interleave
     for argv in (["--emit=c"], ["--emit=kernels"], ["--emit=kernels", "--target=cpu"]):
         assert main([*argv, str(nhwc_file)]) == 0
         out = capsys.readouterr().out
         head, source = out.split("\n", 1)
-        assert head == "/* kernel 0: copy (tiled_transpose), C */"
-        assert source == _plan_source("cpu") + "\n"
+        assert head == f"/* kernel 0: copy ({kernel.strategy}), C */"
+        assert source == kernel.source + "\n"
 
 
 def test_target_chooses_what_emit_kernels_prints(
