@@ -273,6 +273,8 @@ def _step(b: Builder, v: Value) -> Value | None:
         return b.add(v[tuple(index)], r)
     if kind == "bitcast":  # the bytes as another dtype (no bool: bytes 2..255 are no bools)
         new_dtype = d.choice([t for t in DTYPES if t != "bool"])
+        if dtype == "bool":  # a bool's bytes past 0 and 1 are unspecified (docs/errors.md)
+            return None
         try:
             v.type.layout.view_dtype(dtype, new_dtype)
         except LayoutError:  # torch's rule refuses these strides
