@@ -76,6 +76,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from stridec.errors import CallError, LayoutError, UnsupportedError, VerificationError
+from stridec.ir.host_code import expression_function
 
 __all__ = [
     "UndecidedError",
@@ -586,8 +587,7 @@ class Sym:
                 f"compile {self}: no argument for the symbol(s) {', '.join(sorted(missing))}"
             )
         args = [f"_{i}" for i in range(len(names))]
-        source = _py_source(self, dict(zip(names, args, strict=True)))
-        return eval(f"lambda {', '.join(args)}: {source}")  # noqa: S307 - our own text
+        return expression_function(args, _py_source(self, dict(zip(names, args, strict=True))))
 
     # -- text ---------------------------------------------------------------------------
 
@@ -670,7 +670,7 @@ def compile_template(x: Any, names: Sequence[str]) -> Callable[..., Any]:
             return repr(v)
         raise LayoutError(f"compile_template: expected sizes; got {type(v).__name__}")
 
-    return eval(f"lambda {', '.join(args)}: {source(x)}")  # noqa: S307 - our own text
+    return expression_function(args, source(x))
 
 
 def symbol(name: str) -> Sym:

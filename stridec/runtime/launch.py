@@ -36,6 +36,7 @@ from stridec.compiler.codegen.philox import PhiloxKernel
 from stridec.compiler.codegen.program import Program
 from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
+from stridec.ir.host_code import HostFunction
 from stridec.ir.symbols import _py_source, is_static
 from stridec.runtime.backends import Backend, Launcher, backend
 from stridec.runtime.tensors import AlignedStandIns, misaligned
@@ -422,15 +423,15 @@ class SymbolicRunner:
         scope["_pointers"] = not inputs_as_given and all(
             getattr(launchers[launch.kernel], "pointers_only", False)
             for launch in program.launches)
-        text = (f"def bind(values):\n    {''.join(f'{a}, ' for a in where.values())}= values\n"
-                f"    launches = ({''.join(launches)})\n"
-                f"    return _Runner(_flat, ({''.join(buffers)}), launches, "
-                f"({''.join(outputs)}), {bool(inputs_as_given)}, _pointers and bool(launches), "
-                f"derived=_derived)")
-        exec(text, scope)  # noqa: S102 - our own text
+        bind = HostFunction("bind", "values", scope)
+        bind.add(f"{''.join(f'{a}, ' for a in where.values())}= values",
+                 f"launches = ({''.join(launches)})",
+                 f"return _Runner(_flat, ({''.join(buffers)}), launches, "
+                 f"({''.join(outputs)}), {bool(inputs_as_given)}, _pointers and bool(launches), "
+                 f"derived=_derived)")
         # `bind(values)`: the runner of the binding `values` (one int per symbol, in
         # `symbols` order): one generated function.
-        self.bind: Callable[[Sequence[int]], Runner] = scope["bind"]
+        self.bind: Callable[[Sequence[int]], Runner] = bind.build()
         self.call: Callable[[Sequence[torch.Tensor], torch.device, Sequence[int]], Any] = (
             _call_function(program, launchers, inputs_as_given, where))
 
@@ -501,21 +502,21 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
     scope: dict[str, Any] = {"_array": array, "_as_strided": torch.as_strided,
                              "_empty": torch.empty, "_MISS": MISS, "_torch": torch,
                              "_reinterpret": reinterpret}
-    body = [f"    if not ({program.fits_source(where)}): return _MISS"]
+    body = [f"if not ({program.fits_source(where)}): return _MISS"]
     read = {s for launch in program.launches for s in launch.args}
     slot: dict[int, str] = {}
     for s in range(program.n_inputs):
         slot[s] = f"t{s}"
-        body.append(f"    t{s} = ts[{s}]")
+        body.append(f"t{s} = ts[{s}]")
         if s in read and not inputs_as_given:  # `flat_storage`
             slot[s] = f"f{s}"
-            body.append(f"    f{s} = _as_strided(t{s}, (t{s}.untyped_storage().nbytes() "
+            body.append(f"f{s} = _as_strided(t{s}, (t{s}.untyped_storage().nbytes() "
                         f"// t{s}.element_size(),), (1,), 0)")
     direct = direct_outputs(program)
     for k in direct:  # the caller's out, where it is this buffer's layout
         o = program.outputs[k]
-        body.append(f"    o{k} = outs[{k}]")
-        body.append(f"    if o{k} is not None and o{k}.stride() != "
+        body.append(f"o{k} = outs[{k}]")
+        body.append(f"if o{k} is not None and o{k}.stride() != "
                     f"{_source(o.strides, where)}: o{k} = None")
     for j, b in enumerate(program.buffers):
         s = program.n_inputs + j
@@ -527,13 +528,13 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
             k = outputs[0]
             new = (f"{new} if o{k} is None else _as_strided(o{k}, "
                    f"({_source(b.elements, where)},), (1,), o{k}.storage_offset())")
-        body.append(f"    b{j} = {new}")
+        body.append(f"b{j} = {new}")
     reads, derived = _reads(program)
     first = program.n_inputs + len(program.buffers)
     for j, (s, dtype) in enumerate(derived):  # a storage read as elements of another size
         slot[first + j] = f"r{j}"
         scope[f"_r{j}"] = dtype
-        body.append(f"    r{j} = _reinterpret({slot[s]}, _r{j}, {inputs_as_given})")
+        body.append(f"r{j} = _reinterpret({slot[s]}, _r{j}, {inputs_as_given})")
     for j, launch in enumerate(program.launches):
         k = program.kernels[launch.kernel]
         scope[f"_l{j}"] = launchers[launch.kernel]
@@ -553,9 +554,9 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
             text = (f"_l{j}({_source(k.grid, where)}, {''.join(storages)}"
                     f"*{_source(k.args, where)}, **_k{j})")
         if k.grid and type(k.grid[0]) is not int:  # no program where the extent is 0
-            body.append(f"    if {_source(k.grid[0], where)}: {text}")
+            body.append(f"if {_source(k.grid[0], where)}: {text}")
         elif not k.grid or k.grid[0]:
-            body.append(f"    {text}")
+            body.append(f"{text}")
     outs = []
     for k, o in enumerate(program.outputs):
         offset = _source(o.offset, where)
@@ -571,20 +572,21 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
         view = (f"_as_strided({base}, {_source(o.sizes, where)}, "
                 f"{_source(o.strides, where)}, {offset})")
         outs.append(f"({view} if o{k} is None else o{k})" if k in direct else view)
-    body.append(f"    return {outs[0]}" if len(outs) == 1 else
-                f"    return ({''.join(f'{o}, ' for o in outs)})")
+    body.append(f"return {outs[0]}" if len(outs) == 1 else
+                f"return ({''.join(f'{o}, ' for o in outs)})")
     names = "".join(f"{a}, " for a in where.values())
     scope["_NO_OUTS"] = (None,) * len(program.outputs)
-    head = ["def call(ts, device, values, outs=_NO_OUTS):", f"    {names}= values"]
+    call = HostFunction("call", "ts, device, values, outs=_NO_OUTS", scope)
+    call.add(f"{names}= values")
     if program.launches:  # Triton launches on the current device (see `run_with`)
-        head.append("    if device.type == 'cuda' and device.index is not None and "
-                    "device.index != _torch.cuda.current_device():")
-        head.append("        with _torch.cuda.device(device): return _body(ts, device, "
-                    f"outs, {names})")
-        head.append(f"    return _body(ts, device, outs, {names})")
-        head.append(f"def _body(ts, device, outs, {names}):")
-    exec("\n".join(head + body), scope)  # noqa: S102 - our own text
-    return scope["call"]  # type: ignore[no-any-return]
+        call.add("if device.type == 'cuda' and device.index is not None and "
+                 "device.index != _torch.cuda.current_device():",
+                 f"    with _torch.cuda.device(device): return _body(ts, device, outs, {names})",
+                 f"return _body(ts, device, outs, {names})")
+        call.helper("_body", f"ts, device, outs, {names}").add(*body)
+    else:
+        call.add(*body)
+    return call.build()
 
 
 def _source(x: Any, where: Mapping[str, str]) -> str:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from stridec.compiler.codegen.spec import INT32_MAX, binding_class, size_class
 from stridec.errors import CallError
+from stridec.ir.host_code import HostFunction
 from stridec.ir.layout import Layout, copies_at_every_binding
 from stridec.ir.symbols import Sym, _py_source, _scaled_binding, evaluate, free_symbols
 
@@ -183,53 +184,53 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     import torch
 
     where: dict[str, str] = {}
-    lines = [f"    if len(ts) != {len(inputs)}: return None"]
+    lines = [f"if len(ts) != {len(inputs)}: return None"]
     later: list[tuple[int, int, Sym]] = []
     for i, (_, t_type) in enumerate(inputs):
         sizes = t_type.sizes
         lines += [
-            f"    t{i} = ts[{i}]",
-            f"    if type(t{i}) is not _Tensor or t{i}.layout is not _strided"
+            f"t{i} = ts[{i}]",
+            f"if type(t{i}) is not _Tensor or t{i}.layout is not _strided"
             f" or t{i}.is_nested or t{i}.dtype is not _dtype{i} or t{i}.is_neg()"
             f" or t{i}.requires_grad: return None",
-            f"    s{i} = t{i}.shape",
+            f"s{i} = t{i}.shape",
         ]
-        lines.append(f"    if len(s{i}) != {len(sizes)}: return None")
-        lines.append(f"    if t{i}.device != device: return None" if i
-                     else f"    device = t{i}.device")
+        lines.append(f"if len(s{i}) != {len(sizes)}: return None")
+        lines.append(f"if t{i}.device != device: return None" if i
+                     else f"device = t{i}.device")
         for k, d in enumerate(sizes):
             scaled = d.scaled if isinstance(d, Sym) else None
             if scaled is not None and scaled[0] not in where:
                 name, c = scaled
                 where[name] = f"_{len(where)}"
                 if c == 1:
-                    lines.append(f"    {where[name]} = s{i}[{k}]")
+                    lines.append(f"{where[name]} = s{i}[{k}]")
                 else:  # a size declared a multiple of c
-                    lines.append(f"    if s{i}[{k}] % {c}: return None")
-                    lines.append(f"    {where[name]} = s{i}[{k}] // {c}")
+                    lines.append(f"if s{i}[{k}] % {c}: return None")
+                    lines.append(f"{where[name]} = s{i}[{k}] // {c}")
             elif isinstance(d, Sym):
                 later.append((i, k, d))  # a compound size: checked once all are bound
             else:
-                lines.append(f"    if s{i}[{k}] != {d}: return None")
+                lines.append(f"if s{i}[{k}] != {d}: return None")
     if set(symbols) - where.keys():
         return None
     for i, k, d in later:
-        lines.append(f"    if s{i}[{k}] != {_py_source(d, where)}: return None")
+        lines.append(f"if s{i}[{k}] != {_py_source(d, where)}: return None")
     for i, (_, t_type) in enumerate(inputs):
         layout = t_type.layout
         strides = "".join(f"{_py_source(st, where)}, " for st in layout.strides)
         lines += [
-            f"    st{i} = t{i}.stride()", f"    o{i} = t{i}.storage_offset()",
-            f"    if st{i} != ({strides}) or o{i} != "
+            f"st{i} = t{i}.stride()", f"o{i} = t{i}.storage_offset()",
+            f"if st{i} != ({strides}) or o{i} != "
             f"{_py_source(layout.offset, where)}: return None",
-            f"    if t{i}.numel() and {_py_source(layout.offset, where)} + "
+            f"if t{i}.numel() and {_py_source(layout.offset, where)} + "
             + "".join(f"(s{i}[{k}] - 1) * st{i}[{k}] + " for k in range(len(t_type.sizes)))
             + "0"
             + f" >= t{i}.untyped_storage().nbytes() // t{i}.element_size(): return None",
         ]
     for d in derived:
         above = " or ".join(f"{where[s]} > 1" for s in sorted(free_symbols(d)))
-        lines.append(f"    if {_py_source(d, where)} <= 1 and ({above}): return None")
+        lines.append(f"if {_py_source(d, where)} <= 1 and ({above}): return None")
     # The class straight from the values (`binding_class` of the bindings, same order).
     cls = "".join(
         f"({n!r}, '0' if {v} == 0 else '1' if {v} == 1 else '16k' if {v} % 16 == 0 else 'n', "
@@ -237,7 +238,7 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
     )
     # (tuple.__new__: a record without the Python-level constructor a NamedTuple has)
     lines.append(
-        f"    return _new(FastBinding, (device, "
+        f"return _new(FastBinding, (device, "
         f"{{{''.join(f'{n!r}: {v}, ' for n, v in where.items())}}}, "
         f"({cls}), ({''.join(f'{where[n]}, ' for n in symbols)})))"
     )
@@ -245,8 +246,9 @@ def fast_binder(inputs: Sequence[tuple[str, Any]], symbols: Sequence[str], *,
                              "_new": tuple.__new__, "FastBinding": FastBinding}
     for i, (_, t_type) in enumerate(inputs):
         scope[f"_dtype{i}"] = t_type.dtype.torch
-    exec("def check(ts):\n" + "\n".join(lines), scope)  # noqa: S102 - our own text
-    return scope["check"]
+    check = HostFunction("check", "ts", scope)
+    check.add(*lines)
+    return check.build()
 
 
 def _text(bindings: Mapping[str, int]) -> str:

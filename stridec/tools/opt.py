@@ -33,9 +33,8 @@ __all__ = ["main"]
 
 EMITS = ("ir", "kernels", "c", "triton", "dot")
 TARGETS = ("cpu", "cuda", "interpret")
-# The language `lower_to_program` generates for each target: "c", or Triton for a GPU
-# ("cuda") or for the interpreter ("cpu").
-_LOWERING = {"cpu": "c", "cuda": "cuda", "interpret": "cpu"}
+# The kernel backend of each target (`kernel_language` says what it generates).
+_BACKEND = {"cpu": "cpu", "cuda": "triton", "interpret": "interpret"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -227,6 +226,8 @@ def _process(text: str, args: argparse.Namespace) -> str:
 def _lowering(args: argparse.Namespace) -> str:
     """What `lower_to_program` generates for `--emit` and `--target`; a `StridecError`
     for a pair that names two things (C of a GPU, Triton of the cpu backend's)."""
+    from stridec.compiler.driver import kernel_language
+
     target = args.target
     if args.emit == "c":
         if target not in (None, "cpu"):
@@ -234,11 +235,11 @@ def _lowering(args: argparse.Namespace) -> str:
                 f"--emit=c prints the cpu target's C kernels; got --target={target} (its "
                 "kernels are Triton: --emit=kernels or --emit=triton)"
             )
-        return "c"
+        return kernel_language("cpu")
     if args.emit == "triton":
         # `--target=cpu` has long meant the Triton of the CPU: the interpreter's.
-        return "cpu" if target in ("cpu", "interpret") else "cuda"
-    return _LOWERING[target or "cpu"]
+        return kernel_language("interpret" if target in ("cpu", "interpret") else "triton")
+    return kernel_language(_BACKEND[target or "cpu"])
 
 
 def _kernels(program) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from stridec.ir.host_code import expression_function
 from stridec.ir.symbols import Sym, _py_source, format_size, parse_size
 
 INT32_MAX = 2**31 - 1
@@ -175,8 +176,7 @@ class Program:
         generated function of the symbols' values, built on first use: a call asks)."""
         if self._fits is None:
             where = {n: f"_{i}" for i, n in enumerate(self.symbols)}
-            self._fits = eval(  # noqa: S307 - our own text
-                f"lambda {', '.join(where.values())}: {self.fits_source(where)}")
+            self._fits = expression_function(list(where.values()), self.fits_source(where))
         return self._fits(*[values[n] for n in self.symbols])
 
     def fits_source(self, where: Mapping[str, str]) -> str:
