@@ -8,6 +8,13 @@ binding, ordering the dims), its strategy is the one `codegen.c.copy` picks at `
 where the unit strides it relies on are 1 for every value (else a gather), and the
 parameters are `copy_params` of the symbolic canonical copy. `Program.bind` evaluates
 them per call, so one compiled library and one plan serve every binding of the class.
+
+A copy the planner takes at `hint` (`copy_plan.plan_copy`, `plan.routed`) runs on the
+planned library as a static copy of that size would: the plan's decisions (micro-kernel,
+loop order, blocks, a transpose's sides) are taken at `hint`, its extents, strides and
+offsets are the symbolic copy's, and each decision the micro-kernel relies on (a unit
+stride, K lanes, a side's dims contiguous) is checked to hold for every value of the
+symbols; where one does not, the copy takes the strategies above.
 """
 
 from __future__ import annotations
@@ -16,18 +23,22 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from stridec.compiler.codegen.c import copy as c
+from stridec.compiler.codegen.c import plan as planned
 from stridec.compiler.codegen.spec import (
     CopySpec,
     bind_copy,
+    canonicalize_copy,
     canonicalize_symbolic,
     copy_symbols,
     is_fill_only,
 )
+from stridec.compiler.copy_plan import MAX_THREADS, CopyPlan, Loop, plan_copy
 
 __all__ = ["generate_c_copy_symbolic"]
 
 
-def _plan(spec: CopySpec, hint: Mapping[str, int]) -> tuple[c.CopyClass, tuple] | None:
+def _plan(spec: CopySpec, hint: Mapping[str, int]
+          ) -> tuple[c.CopyClass | planned.PlannedClass, tuple] | None:
     """(class, symbolic params) of one copy, as `codegen.c.copy._plan` of a static one."""
     symbols = copy_symbols(spec)
     constants = {k: hint[k] for k in symbols if hint[k] in (0, 1)}
@@ -37,6 +48,9 @@ def _plan(spec: CopySpec, hint: Mapping[str, int]) -> tuple[c.CopyClass, tuple] 
     at = bind_copy(canon, hint)
     if at.numel == 0:
         return None
+    on_library = _planned_call(canon, at)
+    if on_library is not None:
+        return on_library
     fill_only = is_fill_only(at)
     if fill_only and canon.fill is None:
         return None
@@ -55,6 +69,106 @@ def _plan(spec: CopySpec, hint: Mapping[str, int]) -> tuple[c.CopyClass, tuple] 
         order.remove(unit)
         order.insert(len(order) - 1, unit)
     return c.copy_class(canon, strategy), c.copy_params(canon, order)
+
+
+def _planned_call(canon: CopySpec, at: CopySpec
+                  ) -> tuple[planned.PlannedClass, tuple] | None:
+    """(class, symbolic argument block) of the symbolic canonical copy `canon` on the
+    planned library, with the plan the model takes for `at` (`canon` at the hint); None
+    where the planner takes no plan there, or one of its decisions does not hold for every
+    value of the symbols."""
+    if canonicalize_copy(at) != at:  # dims the hint alone lets merge: not the same problem
+        return None
+    plan = plan_copy(at)
+    if plan is None or not planned.routed(plan):
+        return None
+    symbolic = _symbolic_plan(plan, canon, at)
+    return None if symbolic is None else planned.planned_call(at, symbolic)
+
+
+def _side_dims(side: tuple[tuple[int, int], ...], first: int, at: CopySpec,
+               contiguous: tuple[int, ...], other: tuple[int, ...]) -> list[int] | None:
+    """The dims of a transpose's side at the hint: `first`, then for each further entry
+    (extent, stride on the other side) the dim that continues the side contiguously in
+    `contiguous`; None if an entry matches no dim or two."""
+    dims = [first]
+    run = at.sizes[first]
+    for extent, stride in side[1:]:
+        found = [j for j in range(at.rank) if j not in dims and contiguous[j] == run
+                 and at.sizes[j] == extent and other[j] == stride]
+        if len(found) != 1:
+            return None
+        dims.append(found[0])
+        run *= extent
+    return dims
+
+
+def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | None:
+    """`plan` (of `at`) with the extents, strides and offsets of the symbolic `canon`, or
+    None where the micro-kernel's premises hold at the hint only."""
+    sizes, src, dst = canon.sizes, canon.src_strides, canon.dst_strides
+    kernel, lanes = plan.kernel, plan.lanes
+    a = plan.loops[plan.a_loop].dim if plan.a_loop >= 0 else None
+    b = plan.loops[plan.b_loop].dim if plan.b_loop >= 0 else None
+    # The lanes' dim has no loop: the deinterleave's a, the interleave's b.
+    lane_dims = sorted(set(range(canon.rank)) - {loop.dim for loop in plan.loops})
+    if kernel in ("deinterleave", "interleave"):
+        if len(lane_dims) != 1:
+            return None
+        a, b = (lane_dims[0], b) if kernel == "deinterleave" else (a, lane_dims[0])
+    elif lane_dims and kernel != "transpose":  # a transpose's sides take dims of no loop
+        return None
+    # What each micro-kernel relies on (copy_plan._kernel), for every value.
+    if b is None or dst[b] != 1:
+        return None
+    premises = {
+        "rows": lambda: src[b] == 1,
+        "reverse": lambda: src[b] == -1,
+        "transpose": lambda: a is not None and src[a] == 1,
+        "deinterleave": lambda: src[b] == lanes and sizes[a] == lanes and src[a] == 1,
+        "interleave": lambda: sizes[b] == lanes and src[a] == 1 and dst[a] == lanes,
+        "compress": lambda: src[b] == lanes,
+    }
+    if kernel not in premises or not premises[kernel]():
+        return None
+    changes: dict = {}
+    if kernel == "transpose":
+        side_a = _side_dims(plan.a_side, a, at, at.src_strides, at.dst_strides)
+        side_b = _side_dims(plan.b_side, b, at, at.dst_strides, at.src_strides)
+        if side_a is None or side_b is None:
+            return None
+        for dims, contiguous in ((side_a, src), (side_b, dst)):
+            run = 1
+            for j in dims:  # each dim continues its side for every value
+                if contiguous[j] != run:
+                    return None
+                run = run * sizes[j]
+        extents = {a: _product(sizes[j] for j in side_a), b: _product(sizes[j] for j in side_b)}
+        changes["a_side"] = tuple((sizes[j], dst[j]) for j in side_a)
+        changes["b_side"] = tuple((sizes[j], src[j]) for j in side_b)
+    loops = []
+    for k, loop in enumerate(plan.loops):
+        if kernel == "transpose" and k in (plan.a_loop, plan.b_loop):
+            loops.append(Loop(loop.dim, extents[loop.dim], loop.step, loop.src_stride,
+                              loop.dst_stride))
+        else:
+            loops.append(Loop(loop.dim, sizes[loop.dim], loop.step, src[loop.dim],
+                              dst[loop.dim]))
+    if kernel in ("deinterleave", "interleave"):
+        changes["lane_stride"] = dst[a] if kernel == "deinterleave" else src[b]
+    stream = plan.stream_bytes if plan.stream_bytes < 0 else _product(sizes) * plan.elem_bytes
+    # Threads: the library runs a small copy on the calling thread whatever this says, so
+    # the hint's size does not hold a larger binding to one.
+    return dataclasses.replace(plan, loops=tuple(loops), src_offset=canon.src_offset,
+                               dst_offset=canon.dst_offset, stream_bytes=stream,
+                               parallel=MAX_THREADS, **changes)
+
+
+def _product(values) -> int:
+    out = 1
+    for v in values:
+        out = out * v
+    return out
 
 
 def generate_c_copy_symbolic(
