@@ -18,10 +18,12 @@ import torch
 
 from stridec.compiler.codegen.program import Program
 from stridec.runtime import launch
+from stridec.runtime.backends import cpu
 from stridec.runtime.tensors import dispatch_modes
 
 __all__ = ["ClassCall", "ClassOutHit", "Hit", "OutHit", "bump_versions", "cached_call",
-           "into_outs", "out_call_key", "out_key", "plain_call_key", "written_shared"]
+           "into_outs", "out_call_key", "out_key", "plain_call_key", "read_out_key",
+           "read_plain_key", "use_builtin_keys", "written_shared"]
 
 _Tensor = torch.Tensor
 
@@ -156,6 +158,25 @@ def plain_call_key(tensors: tuple[Any, ...]) -> tuple[tuple, list[int]] | None:
     return tuple(key), ptrs
 
 
+# The call keys a cached call reads: the functions above, or builtin functions that read
+# the same keys (`use_builtin_keys`).
+read_out_key = out_call_key
+read_plain_key = plain_call_key
+
+
+def use_builtin_keys(out_key_fn: Callable[[tuple[Any, ...], Any], Any],
+                     plain_key_fn: Callable[[tuple[Any, ...]], Any]) -> None:
+    """Read cached calls' keys with these functions from now on: the cpu backend's
+    builtin ones (`backends/cpu.py`, `calls_module`), which return what `out_call_key`
+    and `plain_call_key` return and enter no Python code (a cached call with cold caches
+    pays for every bytecode it runs)."""
+    global read_out_key, read_plain_key
+    read_out_key, read_plain_key = out_key_fn, plain_key_fn
+
+
+cpu.keys_loaded.append(use_builtin_keys)
+
+
 # A write into an out bumps its version counter, as torch's out= ops do (inference-mode
 # tensors have none and are skipped): autograd then refuses a backward that saved the
 # out before the write.
@@ -227,7 +248,7 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
     if out is None:
         if named or not self._keyed or dispatch_modes():
             return self._call(tensors, None, named)
-        called = plain_call_key(tensors)
+        called = read_plain_key(tensors)
         if called is None:
             return self._call(tensors, None, named)
         key, pointers = called
@@ -244,7 +265,7 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
         return self._finish(tensors, result) if self._after else result
     if named or not self._keyed or dispatch_modes():
         return self._call(tensors, out, named)
-    called = out_call_key(tensors, out)
+    called = read_out_key(tensors, out)
     if called is not None:
         key, pointers = called
         hits = self._hits

@@ -21,10 +21,12 @@ time in this process.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import errno
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -32,12 +34,15 @@ import platform
 import shlex
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 import torch
@@ -208,7 +213,7 @@ def _sha256_file(path: str) -> str | None:
 
 
 def _build(cc: str, source_path: str, lib_path: str, parts: int = 1, *,
-           compile_from: str | None = None) -> None:
+           compile_from: str | None = None, extra: tuple[str, ...] = ()) -> None:
     """Compile `source_path` (or the copy of it at `compile_from`) into `lib_path`
     (atomically); BuildError naming `source_path` on failure. A unit in `parts`
     (`codegen/c/parts.py`) is compiled as that many objects at once, then linked."""
@@ -222,7 +227,7 @@ def _build(cc: str, source_path: str, lib_path: str, parts: int = 1, *,
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(lib_path), prefix=".tmp-", suffix=".so")
     os.close(fd)
     objects = [f"{tmp[:-3]}-{k}.o" for k in range(1, parts + 1)] if parts > 1 else []
-    flags = _flags()
+    flags = (*_flags(), *extra)
     if objects:
         steps = [[[*argv, *flags, "-c", f"-DSTRIDEC_PART={k}", "-o", obj, compiled]
                   for k, obj in enumerate(objects, 1)],
@@ -395,16 +400,17 @@ def source_files(source: str) -> list[str]:
             for unit in (source.split(UNIT_SEPARATOR) if source else [])]
 
 
-def load_unit(source: str, *, shared: bool = False) -> Any:
+def load_unit(source: str, *, shared: bool = False, extra: tuple[str, ...] = ()) -> Any:
     """The loaded library of one compile unit (built, or read from the disk cache).
     `shared`: its symbols resolve the undefined references of units loaded after it (the
-    thread pool's library). A unit calling the pool has the pool loaded first."""
+    thread pool's library). A unit calling the pool has the pool loaded first. `extra`:
+    compiler flags added to the unit's (its digest covers them)."""
     if POOL_SYMBOL in source and source != POOL_C_SOURCE:
         load_pool()
     mode = ctypes.RTLD_GLOBAL if shared else ctypes.DEFAULT_MODE
     cc = compiler()
     toolchain = _toolchain_key(cc)
-    digest = _unit_digest(toolchain, source)
+    digest = _unit_digest(toolchain, "\n".join((source, *extra)))
     with _lock:
         lib = _units.get(digest)
         if lib is not None:
@@ -429,7 +435,7 @@ def load_unit(source: str, *, shared: bool = False) -> Any:
             except OSError:
                 lib = None  # damaged beyond its checksum's reach: rebuilt below
         if lib is None:
-            lib = _build_anywhere(cc, source, folder, digest, mode)
+            lib = _build_anywhere(cc, source, folder, digest, mode, extra)
         _units[digest] = lib
         return lib
 
@@ -500,7 +506,8 @@ def _sweep_temporaries(folder: str) -> None:
             pass
 
 
-def _build_anywhere(cc: str, source: str, folder: str, digest: str, mode: int) -> Any:
+def _build_anywhere(cc: str, source: str, folder: str, digest: str, mode: int,
+                    extra: tuple[str, ...] = ()) -> Any:
     """Build and load a unit in `folder`, else -- where the folder cannot take its files
     (full, read-only, over quota) -- in this process's private folder, warned once; a
     `BuildError` saying what to change where neither can."""
@@ -508,7 +515,7 @@ def _build_anywhere(cc: str, source: str, folder: str, digest: str, mode: int) -
         _sweep_temporaries(folder)
         _room(folder)
         return _build_and_load(cc, source, os.path.join(folder, f"{digest}.c"),
-                               os.path.join(folder, f"{digest}.so"), mode)
+                               os.path.join(folder, f"{digest}.so"), mode, extra)
     except OSError as e:
         first = e
     from stridec.runtime.backends import triton as loader
@@ -521,7 +528,7 @@ def _build_anywhere(cc: str, source: str, folder: str, digest: str, mode: int) -
             os.makedirs(private, exist_ok=True)
             _room(private)
             lib = _build_and_load(cc, source, os.path.join(private, f"{digest}.c"),
-                                  os.path.join(private, f"{digest}.so"), mode)
+                                  os.path.join(private, f"{digest}.so"), mode, extra)
             _warn_once(folder, f"kernel cache directory {folder!r} is not writable "
                        f"({first}); C kernels are built in {private!r} for this process")
             return lib
@@ -581,7 +588,8 @@ def _load_from_memory(path: str, mode: int) -> Any:
 _memory_files: list[int] = []
 
 
-def _build_and_load(cc: str, source: str, source_path: str, lib_path: str, mode: int) -> Any:
+def _build_and_load(cc: str, source: str, source_path: str, lib_path: str, mode: int,
+                    extra: tuple[str, ...] = ()) -> Any:
     """Build a unit's library and load it, logged at INFO with its time; again where its
     files vanished meanwhile (another process cleared or trimmed the cache)."""
     for attempt in range(3):
@@ -594,7 +602,8 @@ def _build_and_load(cc: str, source: str, source_path: str, lib_path: str, mode:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(f"#line 1 {json.dumps(source_path)}\n{source}")
-            _build(cc, source_path, lib_path, unit_parts(source), compile_from=private)
+            _build(cc, source_path, lib_path, unit_parts(source), compile_from=private,
+                   extra=extra)
         except BuildError as e:
             _full_after(os.path.dirname(lib_path), e)
             raise
@@ -640,6 +649,68 @@ def available() -> bool:
 
 
 _SIGNATURE = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_CALLS_SYMBOL = "stridec_calls_module_v1"
+_calls: list[Any] = []  # [the module or None], once looked for
+
+
+def calls_module() -> Any:
+    """The builtin function a cached call runs its kernels through, `run(calls, pointers,
+    threads)` of `calls.c` (built once with the Python headers, cached as the units are),
+    or None where it cannot be built or loaded (no headers, no compiler): the calls then
+    go through ctypes. A ctypes call with cold caches costs about 20 µs here, this one
+    about 5 (docs/cpu.md, "The call path with cold caches")."""
+    if not _calls:
+        with _lock:
+            if not _calls:
+                _calls.append(_load_calls())
+    return _calls[0]
+
+
+def _load_calls() -> Any:
+    include = sysconfig.get_paths().get("include")
+    if not include or not os.path.exists(os.path.join(include, "Python.h")):
+        return None
+    source = (resources.files("stridec.runtime.backends") / "calls.c").read_text("utf-8")
+    source += (f"\n/* for {sys.implementation.cache_tag} "
+               f"{sysconfig.get_config_var('EXT_SUFFIX')} {include} */\n")
+    try:
+        lib = load_unit(source, extra=("-I", include))
+        make = ctypes.PYFUNCTYPE(ctypes.py_object)(
+            ctypes.cast(getattr(lib, _CALLS_SYMBOL), ctypes.c_void_p).value)
+        module = make()
+    except (BuildError, OSError, AttributeError) as e:
+        logger.info("C kernel calls go through ctypes: %s", e)
+        return None
+    descriptors = _key_descriptors()
+    if descriptors is not None:
+        module.setup(torch.Tensor, descriptors)
+        for use in keys_loaded:
+            use(module.out_key, module.plain_key)
+    return module
+
+
+# Called with the builtin key functions once they are loaded (`runtime/call_path.py`
+# reads cached calls' keys with them).
+keys_loaded: list[Callable[[Any, Any], None]] = []
+
+
+# What a call key reads of a tensor, in the order `calls.c` takes them (its `setup`), and
+# of its untyped storage.
+_TENSOR_READS = ("dtype", "shape", "stride", "storage_offset", "is_cpu", "device", "is_neg",
+                 "untyped_storage", "requires_grad", "is_conj")
+_STORAGE_READS = ("nbytes", "data_ptr")
+
+
+def _key_descriptors() -> tuple[Any, ...] | None:
+    """The descriptors a builtin call key reads (`calls.c`, `setup`), as attribute access
+    finds them; None where one is not a C getter or method (a torch whose tensor type
+    defines it otherwise: the keys are then read in Python)."""
+    kinds = (type(torch.Tensor.dtype), type(torch.Tensor.stride))
+    found = [inspect.getattr_static(torch.Tensor, name) for name in _TENSOR_READS]
+    found += [inspect.getattr_static(torch.UntypedStorage, name) for name in _STORAGE_READS]
+    if any(type(d) not in kinds for d in found):
+        return None
+    return tuple(found)
 
 
 class _Batch:
@@ -771,12 +842,31 @@ class CpuKernel:
             calls = tuple((fn, slots[src], slots[dst], address)
                           for (fn, src, dst, _), address in zip(self._calls, addresses,
                                                                 strict=True))
+            fast = calls_module()
+            if fast is not None:
+                fast = fast.run  # one builtin call, no ctypes (`calls_module`)
+                packed = array.array("q", [v for fn, src, dst, address in calls for v in (
+                    ctypes.cast(fn, ctypes.c_void_p).value, src, dst, address)]).tobytes()
+                bound = functools.partial(fast, packed)
+                bound.params = params  # type: ignore[attr-defined]  # (held: its memory is read)
+                return bound
 
             def run(pointers: Sequence[int], threads: int) -> None:
                 for fn, src, dst, address in calls:
                     fn(pointers[src], pointers[dst], address, threads)
             run.params = params  # type: ignore[attr-defined]  # (held: its memory is read)
             return run
+        fast = calls_module()
+        if fast is not None:  # the calls and jobs on the builtin's stack (`calls_module`)
+            head = [ctypes.cast(batch.run, ctypes.c_void_p).value, batch.n,
+                    ctypes.addressof(batch.prepares), ctypes.addressof(batch.works), batch.size]
+            packed = array.array("q", head + [v for (_fn, src, dst, _a), address, at in zip(
+                self._calls, addresses, batch.offsets, strict=True) for v in (
+                    slots[src], slots[dst], address, at)]).tobytes()
+            bound = functools.partial(fast.batch, packed)
+            bound.params = params  # type: ignore[attr-defined]
+            bound.batch = batch  # type: ignore[attr-defined]  # (its arrays are read)
+            return bound
         # A thread's array of calls is shared by every binding of the kernel: a symbolic
         # one writes its parameters' addresses on each call.
         pairs = tuple((3 * k, slots[src], slots[dst], addresses[k] if params is not None

@@ -1,0 +1,123 @@
+"""The cpu backend's builtin call functions (`runtime/backends/calls.c`, loaded by
+`backends.cpu.calls_module`): a cached call's key read by them is the key
+`call_path.out_call_key` / `plain_call_key` read in Python, for every kind of argument;
+the kernels they run give what torch gives, with the builtins and without them (ctypes);
+and malformed arguments raise instead of touching memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stridec
+from stridec.runtime import call_path
+from stridec.runtime.backends import cpu
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="needs a C compiler")
+
+
+@pytest.fixture(scope="module")
+def calls():
+    module = cpu.calls_module()
+    if module is None:
+        pytest.skip("no Python headers to build the builtin calls with")
+    return module
+
+
+def _misaligned() -> torch.Tensor:
+    """A float32 tensor whose storage starts 4 bytes past an 8-byte boundary."""
+    raw = bytearray(64)
+    view = torch.frombuffer(raw, dtype=torch.uint8)
+    shift = (-view.data_ptr()) % 8 + 4
+    return torch.frombuffer(raw, dtype=torch.float32, offset=shift, count=8)
+
+
+def _arguments() -> list[tuple[tuple, object]]:
+    base = torch.randn(6, 8)
+    z = torch.complex(torch.randn(2, 3), torch.randn(2, 3))
+    shrunk = torch.randn(12)
+    view = shrunk[4:10]
+    shrunk.untyped_storage().resize_(32)
+    grad = torch.randn(3, requires_grad=True)
+    out = torch.empty(8, 6)
+    return [
+        ((base,), None), ((base.t(),), out), ((base[1:, ::2],), (out, out[:2])),
+        ((base, base[2:]), None), ((base, base), (base,)), ((z.conj().imag,), None),
+        ((z.imag,), z.conj()), ((view,), None), ((grad,), None), ((grad,), out),
+        ((base,), ()), ((base,), [out]), ((base,), 3), ((base, 1.5), None),
+        ((torch.randn(2).to_sparse(),), None), ((torch.nn.Parameter(torch.randn(2)),), None),
+        ((_misaligned(),), None), ((base,), _misaligned()), ((), None), ((), out),
+        ((torch.empty(0),), torch.empty(0, 3)), ((torch.randn(4)[::2],), torch.empty(2)),
+        ((torch.zeros(2, 3, dtype=torch.bool).expand(4, 2, 3),), None),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_arguments())))
+def test_builtin_keys_are_the_python_keys(calls, case):
+    tensors, out = _arguments()[case]
+    if out is None:
+        assert calls.plain_key(tensors) == call_path.plain_call_key(tensors)
+    else:
+        assert calls.out_key(tensors, out) == call_path.out_call_key(tensors, out)
+
+
+def test_cached_calls_read_the_builtin_keys(calls):
+    assert call_path.read_out_key is calls.out_key
+    assert call_path.read_plain_key is calls.plain_key
+
+
+def _graphs() -> list[tuple[stridec.CompiledGraph, list[torch.Tensor], torch.Tensor]]:
+    g = stridec.Graph("builtin_transpose")
+    x = g.input("x", (40, 24), "float32")
+    g.output(x.t().contiguous())
+    xt = torch.randn(40, 24)
+    at, bt = torch.randn(3, 7, 16).half(), torch.randn(3, 1, 16).half()
+    return [(stridec.compile(g), [xt], xt.t().contiguous()),
+            (stridec.compile(stridec.trace(lambda p, q: torch.cat([p, q], 1), at, bt)),
+             [at, bt], torch.cat([at, bt], 1))]
+
+
+@pytest.mark.parametrize("builtin", [True, False])
+def test_kernel_calls_with_and_without_the_builtins(calls, monkeypatch, builtin):
+    if not builtin:  # the ctypes calls and the Python keys
+        monkeypatch.setattr(cpu, "_calls", [None])
+        monkeypatch.setattr(call_path, "read_out_key", call_path.out_call_key)
+        monkeypatch.setattr(call_path, "read_plain_key", call_path.plain_call_key)
+    ran = set()
+    for fn, inputs, want in _graphs():
+        out = torch.empty_like(want)
+        for _ in range(3):  # the first call compiles; the others hit the cache
+            assert torch.equal(fn(*inputs), want)
+            out.zero_()
+            assert fn(*inputs, out=out) is out
+            assert torch.equal(out, want)
+        hit = next(v for k, v in fn._hits.data.items() if k[0] == "out")
+        runs = getattr(hit.bound, "func", None)
+        assert (runs in (calls.run, calls.batch)) == builtin
+        ran.add(runs)
+    assert ran == ({calls.run, calls.batch} if builtin else {None})  # a copy, a batch
+
+
+def test_malformed_arguments_raise(calls):
+    src, dst = torch.randn(4), torch.empty(4)
+    pointers = [src.data_ptr(), dst.data_ptr()]
+    with pytest.raises(TypeError):
+        calls.run(b"", (1, 2), 1)
+    with pytest.raises(ValueError, match="quadruples"):
+        calls.run(b"\0" * 24, pointers, 1)
+    with pytest.raises(IndexError, match="slot 5"):
+        calls.run(bytes(torch.tensor([0, 0, 5, 0]).numpy()), pointers, 1)
+    with pytest.raises(IndexError, match="slot -1"):
+        calls.run(bytes(torch.tensor([0, -1, 0, 0]).numpy()), pointers, 1)
+    with pytest.raises(ValueError, match="malformed batch"):
+        calls.batch(b"\0" * 8, pointers, 1)
+    with pytest.raises(ValueError, match="malformed batch"):  # n = 1, but no call follows
+        calls.batch(bytes(torch.tensor([0, 1, 0, 0, 64]).numpy()), pointers, 1)
+    with pytest.raises(ValueError, match="malformed batch"):  # a job past the jobs' bytes
+        calls.batch(bytes(torch.tensor([0, 1, 0, 0, 64, 0, 1, 0, 128]).numpy()), pointers, 1)
+    with pytest.raises(IndexError):
+        calls.batch(bytes(torch.tensor([0, 1, 0, 0, 64, 0, 9, 0, 0]).numpy()), pointers, 1)
+    with pytest.raises(TypeError):
+        calls.out_key([src], None)
+    with pytest.raises(TypeError):
+        calls.plain_key(src)
