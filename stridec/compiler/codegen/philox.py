@@ -63,34 +63,31 @@ counter.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stridec.compiler.codegen.copy import KernelParams
-from stridec.errors import ShapeError, UnsupportedError, VerificationError
-from stridec.ir.affine import MAX_RANK, MaskBound, address_span, checked_ints, merge_dims
-from stridec.ir.dtypes import DTYPES, DType, as_dtype, bit_pattern, convert
-from stridec.ir.symbols import (
-    Sym,
-    ceil_div,
-    evaluate,
-    floor_div,
-    free_symbols,
-    statically_true,
-    substitute,
+from stridec.compiler.codegen.philox_plan import (
+    UNIFORM_BITS,
+    PhiloxPlan,
+    PhiloxSpec,
+    bind_philox,
+    dst_elements,
+    is_linear,
+    philox_symbols,
+    plans,
+    symbolic_plan,
 )
+from stridec.errors import UnsupportedError
+from stridec.ir.dtypes import DType
+from stridec.ir.symbols import Sym, ceil_div, floor_div, free_symbols, statically_true
 
-# Random bits a uniform of each dtype takes, as torch's `uniform_real` takes its type's
-# digits: `k·2^-d` (`k < 2^d`) is exact in the type, so `[0, 1)` never rounds to 1.0.
-UNIFORM_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
-
+# The plan (`codegen.philox_plan`) is every target's; its names are re-exported here.
 __all__ = [
-    "PhiloxSpec", "PhiloxKernel", "bind_philox", "generate_philox", "philox_symbols",
-    "plans", "symbolic_plan",
+    "UNIFORM_BITS", "PhiloxSpec", "PhiloxKernel", "bind_philox", "generate_philox",
+    "philox_symbols", "plans", "symbolic_plan",
 ]
 
 _INT32_LIMIT = 2**31 - 1
@@ -101,37 +98,8 @@ PHILOX_M0 = 0xD2511F53
 PHILOX_M1 = 0xCD9E8D57
 PHILOX_W0 = 0x9E3779B9
 PHILOX_W1 = 0xBB67AE85
-_BITS_DTYPES = ("uint32", "int32")
-_UNIFORM_DTYPES = ("float32", "float16", "bfloat16")
 # Bit-pattern integer type of each output dtype (fills are written as bit patterns).
 _BITS_OF = {4: "tl.int32", 2: "tl.int16"}
-FLOAT32 = DTYPES["float32"]
-
-
-@dataclass(frozen=True)
-class PhiloxSpec:
-    """What one philox kernel computes; see the module docstring for the two maps.
-
-    `numel` is the element count of the philox output itself (it sets `new_state`);
-    the iteration space `sizes` may be larger (padding written with `fill`) or smaller.
-    `masks` are objects with `.coeffs` (one int per dim), `.lo` and `.hi`.
-    """
-
-    sizes: tuple[int, ...]
-    index_strides: tuple[int, ...]
-    index_offset: int
-    dst_strides: tuple[int, ...]
-    dst_offset: int
-    numel: int
-    dst_dtype: DType
-    distribution: str = "bits"
-    low: float = 0.0
-    high: float = 1.0
-    masks: tuple = ()
-    fill: float | int = 0
-    # Where word k of the state lies, in elements from `state_ptr`: a row of a (k, 6)
-    # tensor, a strided column or a flipped view reads its words through its layout.
-    state_index: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 
 
 @dataclass(frozen=True)
@@ -162,243 +130,9 @@ class PhiloxKernel:
     limits: tuple[tuple[Any, ...], ...] = ()
 
 
-# --------------------------------------------------------------------------- planning
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """The spec after validation and coalescing: what the emitter needs."""
-
-    sizes: tuple[int, ...]
-    index_strides: tuple[int, ...]
-    index_offset: int
-    dst_strides: tuple[int, ...]
-    dst_offset: int
-    masks: tuple[tuple[tuple[int, ...], int, int], ...]
-    space_numel: int
-    numel: int
-    dtype: DType
-    uniform: bool
-    low32: float
-    scale32: float
-    fill_bits: int
-    state_index: tuple[int, ...]
-
-
-def _ints(values: Any, what: str) -> tuple[int, ...]:
-    return checked_ints(values, what, "philox")
-
-
 def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:
     """A bound on `|partial sum|` of `offset + Σ c_k·strides_k`, for the int32 check."""
     return abs(offset) + sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True))
-
-
-def _fill_bits(fill: float | int, dtype: DType) -> int:
-    """`fill` converted to `dtype` as torch's `.to()` does (floats truncate toward zero for
-    integer types, integers wrap), as the signed bit pattern of that width."""
-    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
-        raise VerificationError(f"philox: fill must be a number; got {fill!r}")
-    return bit_pattern(fill, dtype)
-
-
-def _plan(spec: PhiloxSpec) -> _Plan:
-    sizes = _ints(spec.sizes, "sizes")
-    if len(sizes) > MAX_RANK:
-        raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {sizes}")
-    if any(s < 0 for s in sizes):
-        raise ShapeError(f"philox: sizes must be >= 0; got {sizes}")
-    index_strides = _ints(spec.index_strides, "index_strides")
-    dst_strides = _ints(spec.dst_strides, "dst_strides")
-    for what, strides in (("index_strides", index_strides), ("dst_strides", dst_strides)):
-        if len(strides) != len(sizes):
-            raise ShapeError(
-                f"philox: {what} {strides} must have one entry per dim of sizes {sizes}"
-            )
-    numel = int(spec.numel)
-    if numel < 0:
-        raise ShapeError(f"philox: numel must be >= 0; got {numel}")
-    if numel >= 2**63 or math.prod(sizes) >= 2**63:
-        raise UnsupportedError(
-            f"philox: at most 2^63 - 1 elements are supported; got numel {numel}, sizes {sizes}"
-        )
-    index_offset = int(spec.index_offset)
-    dst_offset = int(spec.dst_offset)
-    state_index = _ints(spec.state_index, "state_index")
-    if len(state_index) != 6 or min(state_index) < 0:
-        raise ShapeError(f"philox: state_index must be 6 addresses >= 0; got {state_index}")
-
-    masks = []
-    for m in spec.masks:
-        coeffs = _ints(m.coeffs, "mask coeffs")
-        if len(coeffs) != len(sizes):
-            raise ShapeError(f"philox: mask coeffs {coeffs} must have one entry per dim of {sizes}")
-        masks.append((coeffs, int(m.lo), int(m.hi)))
-
-    dtype = as_dtype(spec.dst_dtype, "philox dst_dtype")
-    if spec.distribution == "bits":
-        if dtype.name not in _BITS_DTYPES:
-            raise UnsupportedError(f"philox: bits are uint32 or int32; got dst_dtype {dtype.name}")
-    elif spec.distribution == "uniform":
-        if dtype.name not in _UNIFORM_DTYPES:
-            raise UnsupportedError(
-                f"philox: uniforms are float32, float16 or bfloat16; got dst_dtype {dtype.name}"
-            )
-    else:
-        raise UnsupportedError(
-            f"philox: distribution must be 'bits' or 'uniform'; got {spec.distribution!r}"
-        )
-    # As reference_philox.uniform_scale: a float32 difference of float32 values (exact in
-    # a double, then rounded once).
-    low32 = convert(float(spec.low), FLOAT32)
-    scale32 = convert(convert(float(spec.high), FLOAT32) - low32, FLOAT32)
-    if spec.distribution == "uniform" and not (math.isfinite(low32) and math.isfinite(scale32)):
-        raise UnsupportedError(
-            f"philox: low={spec.low!r}, high={spec.high!r} give a non-finite float32 range"
-        )
-
-    space_numel = math.prod(sizes)
-    if space_numel > 0:
-        d_lo, _ = address_span(sizes, dst_strides, dst_offset)
-        if d_lo < 0:
-            raise ShapeError(
-                f"philox: destination offsets go below 0 (sizes {sizes}, dst_strides "
-                f"{dst_strides}, dst_offset {dst_offset})"
-            )
-        if not masks:
-            i_lo, i_hi = address_span(sizes, index_strides, index_offset)
-            if i_lo < 0 or i_hi >= numel:
-                raise ShapeError(
-                    f"philox: logical indices [{i_lo}, {i_hi}] leave the output's "
-                    f"[0, {numel}) (sizes {sizes}, index_strides {index_strides}, "
-                    f"index_offset {index_offset})"
-                )
-
-    forms = [index_strides, dst_strides] + [c for c, _, _ in masks]
-    c_sizes, c_forms = merge_dims(sizes, forms) if space_numel > 0 else (sizes, forms)
-    return _Plan(
-        sizes=c_sizes,
-        index_strides=c_forms[0],
-        index_offset=index_offset,
-        dst_strides=c_forms[1],
-        dst_offset=dst_offset,
-        masks=tuple((c, lo, hi) for c, (_, lo, hi) in zip(c_forms[2:], masks, strict=True)),
-        space_numel=space_numel,
-        numel=numel,
-        dtype=dtype,
-        uniform=spec.distribution == "uniform",
-        low32=float(low32),
-        scale32=float(scale32),
-        fill_bits=_fill_bits(spec.fill, dtype) if masks else 0,
-        state_index=state_index,
-    )
-
-
-def philox_symbols(spec: PhiloxSpec) -> frozenset[str]:
-    """The symbols `spec`'s numbers are written in (none for a static spec)."""
-    return free_symbols((
-        spec.sizes, spec.index_strides, spec.index_offset, spec.dst_strides,
-        spec.dst_offset, spec.numel, spec.state_index,
-        tuple((m.coeffs, m.lo, m.hi) for m in spec.masks),
-    ))
-
-
-def bind_philox(spec: PhiloxSpec, bindings: Mapping[str, int]) -> PhiloxSpec:
-    """`spec` with the symbols of `bindings` set (the others stay)."""
-    def at(x: Any) -> Any:
-        return substitute(x, bindings)
-
-    return dataclasses.replace(
-        spec, sizes=at(spec.sizes), index_strides=at(spec.index_strides),
-        index_offset=at(spec.index_offset), dst_strides=at(spec.dst_strides),
-        dst_offset=at(spec.dst_offset), numel=at(spec.numel),
-        state_index=at(spec.state_index),
-        masks=tuple(MaskBound(at(m.coeffs), at(m.lo), at(m.hi)) for m in spec.masks),
-    )
-
-
-def symbolic_plan(spec: PhiloxSpec, hint: Mapping[str, int]) -> tuple[_Plan, _Plan]:
-    """(symbolic plan, static plan at `hint`) of a spec over symbolic sizes, valid for
-    every binding of `hint`'s class: every check of `_plan` made at `hint` (the spec's
-    numbers come from a layout valid for every value), dims merged only where the merge
-    is an identity of the polynomials (`merge_dims` compares exactly), so the symbolic
-    plan's dims are the same dims at every value; the plan at `hint` is the symbolic one
-    evaluated there, for the choices made at one binding (block, index width)."""
-    missing = philox_symbols(spec) - hint.keys()
-    if missing:
-        raise UnsupportedError(
-            f"philox: sizes in {', '.join(sorted(missing))} need a binding of the class to "
-            f"plan for (hint); got {dict(hint)}"
-        )
-    checked = _plan(bind_philox(spec, hint))  # every check, at the hint
-    sizes = tuple(spec.sizes)
-    if len(sizes) > MAX_RANK:
-        raise UnsupportedError(f"philox: rank at most {MAX_RANK} is supported; got sizes {sizes}")
-    for what, xs in (("sizes", sizes), ("numel", (spec.numel,))):
-        if not all(statically_true(x >= 0) for x in xs if isinstance(x, Sym)):
-            raise UnsupportedError(
-                f"philox: {what} {xs} are not >= 0 for every value of their symbols"
-            )
-    forms = [tuple(spec.index_strides), tuple(spec.dst_strides)]
-    forms += [tuple(m.coeffs) for m in spec.masks]
-    if checked.space_numel > 0:
-        sizes, forms = merge_dims(sizes, forms)
-    plan = dataclasses.replace(
-        checked,
-        sizes=sizes,
-        index_strides=forms[0],
-        index_offset=spec.index_offset,
-        dst_strides=forms[1],
-        dst_offset=spec.dst_offset,
-        masks=tuple((c, m.lo, m.hi) for c, m in zip(forms[2:], spec.masks, strict=True)),
-        space_numel=math.prod(spec.sizes),
-        numel=spec.numel,
-        state_index=tuple(spec.state_index),
-    )
-    return plan, _evaluated(plan, hint)
-
-
-def plans(spec: PhiloxSpec, hint: Mapping[str, int] | None) -> tuple[
-    _Plan, _Plan, dict[str, int] | None
-]:
-    """(plan, plan at `hint`, the hint's values of the plan's symbols) of `spec`: for a
-    static spec (or no hint) one plan twice and None; for a spec over symbolic sizes,
-    `symbolic_plan` for the class of `hint`, the symbols that are 0 or 1 there set first."""
-    symbols = philox_symbols(spec) if hint is not None else frozenset()
-    if symbols:
-        constants = {k: hint[k] for k in symbols if k in hint and hint[k] in (0, 1)}
-        if constants:
-            spec = bind_philox(spec, constants)
-            symbols = philox_symbols(spec)
-    if not symbols:
-        plan = _plan(spec)
-        return plan, plan, None
-    plan, at = symbolic_plan(spec, hint)
-    return plan, at, {k: hint[k] for k in sorted(symbols)}
-
-
-def _evaluated(plan: _Plan, bindings: Mapping[str, int]) -> _Plan:
-    """A symbolic plan's numbers at `bindings`."""
-    return dataclasses.replace(
-        plan, sizes=evaluate(plan.sizes, bindings),
-        index_strides=evaluate(plan.index_strides, bindings),
-        index_offset=evaluate(plan.index_offset, bindings),
-        dst_strides=evaluate(plan.dst_strides, bindings),
-        dst_offset=evaluate(plan.dst_offset, bindings),
-        masks=tuple(evaluate(m, bindings) for m in plan.masks),
-        space_numel=evaluate(plan.space_numel, bindings),
-        numel=evaluate(plan.numel, bindings),
-        state_index=evaluate(plan.state_index, bindings),
-    )
-
-
-def _is_linear(plan: _Plan) -> bool:
-    """True when position, logical index and destination all advance together by 1."""
-    if plan.masks or plan.index_offset != 0 or plan.space_numel != plan.numel:
-        return False
-    if len(plan.sizes) == 0:
-        return True
-    return len(plan.sizes) == 1 and plan.index_strides == (1,) and plan.dst_strides == (1,)
 
 
 def _next_pow2(n: int) -> int:
@@ -493,7 +227,7 @@ def _u32(word: int | str) -> str:
     return str(word) if isinstance(word, int) else f"tl.cast({word}, tl.uint32)"
 
 
-def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
+def _emit_convert(lines: list[str], plan: PhiloxPlan, src: str) -> None:
     """Emit `val = <src words converted to the destination type>`."""
     if not plan.uniform:
         lines.append(f"    val = {src}.to(tl.int32, bitcast=True)")
@@ -511,7 +245,7 @@ def _emit_convert(lines: list[str], plan: _Plan, src: str) -> None:
         lines.append("    val = b.to(tl.uint16).to(tl.bfloat16, bitcast=True)")
 
 
-def _linear_body(lines: list[str], plan: _Plan, wide: bool, params: KernelParams) -> None:
+def _linear_body(lines: list[str], plan: PhiloxPlan, wide: bool, params: KernelParams) -> None:
     lines.append("    # Linear output: BLOCK counters per program, four words stored per counter.")
     lines.append("    q = pid * BLOCK + tl.arange(0, BLOCK)")
     _emit_counter_add(lines, "q", wide)
@@ -535,7 +269,7 @@ def _linear_form(coords: list[str], strides: list[int | str], offset: int | str)
     return " + ".join(terms)
 
 
-def _gather_body(lines: list[str], plan: _Plan, wide: bool, params: KernelParams) -> None:
+def _gather_body(lines: list[str], plan: PhiloxPlan, wide: bool, params: KernelParams) -> None:
     rank = len(plan.sizes)
     v = params.value
     lines.append("    # Gather: BLOCK positions of the iteration space per program, one word each.")
@@ -577,7 +311,7 @@ def _gather_body(lines: list[str], plan: _Plan, wide: bool, params: KernelParams
     lines.append("    tl.store(dst_ptr + d, val, mask=live)")
 
 
-def _index_bits(plan: _Plan, linear: bool, block: int) -> int:
+def _index_bits(plan: PhiloxPlan, linear: bool, block: int) -> int:
     if linear:
         blocks = -(-plan.numel // 4)
         bounds = [blocks + block, 4 * (blocks + block) + plan.dst_offset]
@@ -599,7 +333,7 @@ def _default_block(linear: bool, work: int, target: str, symbolic: bool = False)
     return 512 if linear else 1024
 
 
-def _limits(plan: _Plan, linear: bool, block: int) -> tuple[tuple[Any, ...], ...]:
+def _limits(plan: PhiloxPlan, linear: bool, block: int) -> tuple[tuple[Any, ...], ...]:
     """`_index_bits`'s bounds of a symbolic int32 plan, term by term: for each group, the
     sum of the terms' absolute values must stay within 2^31 - 1 for a binding to run
     the plan (`Program.fits`)."""
@@ -613,19 +347,6 @@ def _limits(plan: _Plan, linear: bool, block: int) -> tuple[tuple[Any, ...], ...
     return ((plan.space_numel + block,), terms(plan.index_strides, plan.index_offset),
             terms(plan.dst_strides, plan.dst_offset),
             *(terms(c, 0) for c, _, _ in plan.masks))
-
-
-def _dst_elements(plan: _Plan, at: _Plan) -> Any:
-    """The smallest flat destination storage the kernel may address: an expression where
-    every destination stride is >= 0 for every value, else its value at the hint."""
-    if at.space_numel == 0:
-        return 0
-    if plan is not at and all(
-        statically_true(st >= 0) if isinstance(st, Sym) else st >= 0 for st in plan.dst_strides
-    ):
-        return plan.dst_offset + sum(
-            (n - 1) * st for n, st in zip(plan.sizes, plan.dst_strides, strict=True)) + 1
-    return address_span(at.sizes, at.dst_strides, at.dst_offset)[1] + 1
 
 
 def generate_philox(
@@ -657,7 +378,7 @@ def generate_philox(
             f"philox: the hint {hint} makes the space {plan.sizes} empty; plan for a "
             "binding that writes something"
         )
-    linear = not empty and _is_linear(plan)
+    linear = not empty and is_linear(plan)
     work = ceil_div(plan.numel, 4) if linear else plan.space_numel
     work_at = ceil_div(at.numel, 4) if linear else at.space_numel
     if block is None:
@@ -715,7 +436,7 @@ def generate_philox(
         numel=plan.numel,
         index_bits=index_bits,
         dst_dtype=plan.dtype,
-        dst_elements=_dst_elements(plan, at),
+        dst_elements=dst_elements(plan, at),
         strategy=strategy,
         num_warps=num_warps,
         params=tuple(params.names),

@@ -1,7 +1,8 @@
 """C source for the `philox` op on the CPU: Philox4x32-10 bits or uniforms, DirectML semantics.
 
-The same kernel as the Triton one (`stridec.compiler.codegen.philox`, whose `_plan`
-validates and coalesces the spec here too): the iteration space `c` of sizes `n` maps to
+The same kernel as the Triton one (`stridec.compiler.codegen.philox`); both render one plan
+(`stridec.compiler.codegen.philox_plan`, which validates and coalesces the spec): the
+iteration space `c` of sizes `n` maps to
 
     logical index  i(c) = index_offset + Σ c_k · index_strides_k   (row-major in the output)
     destination    d(c) = dst_offset   + Σ c_k · dst_strides_k      (flat output storage)
@@ -73,13 +74,13 @@ from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.c.copy import CKernel
 from stridec.compiler.codegen.c.parts import PARTS_DECLARATION
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION
-from stridec.compiler.codegen.philox import (
+from stridec.compiler.codegen.philox_plan import (
     UNIFORM_BITS,
+    PhiloxPlan,
     PhiloxSpec,
-    _dst_elements,
-    _is_linear,
-    _Plan,
-    _plan,
+    dst_elements,
+    is_linear,
+    plan_philox,
     plans,
 )
 from stridec.errors import ShapeError, UnsupportedError
@@ -578,7 +579,7 @@ def philox_symbol(spec: PhiloxSpec) -> str:
     """The exported function writing `spec`'s output."""
     if spec.distribution == "bits":
         return _SYMBOLS["bits"]
-    return _SYMBOLS[_plan(spec).dtype.name]
+    return _SYMBOLS[plan_philox(spec).dtype.name]
 
 
 def _f32_bits(x: float) -> int:
@@ -606,9 +607,9 @@ def philox_params(spec: PhiloxSpec, state_words: Sequence[int] = range(6),
     return _params(plan, at, state_words)
 
 
-def _params(plan: _Plan, at: _Plan, state_words: Sequence[Any]) -> tuple[Any, ...]:
+def _params(plan: PhiloxPlan, at: PhiloxPlan, state_words: Sequence[Any]) -> tuple[Any, ...]:
     rank = len(plan.sizes)
-    linear = at.space_numel > 0 and _is_linear(plan)
+    linear = at.space_numel > 0 and is_linear(plan)
     header = [
         rank, plan.numel, plan.index_offset, plan.dst_offset, len(plan.masks),
         plan.fill_bits, int(linear),
@@ -690,7 +691,7 @@ def generate_c_philox(
     `UnsupportedError` naming the field, as `generate_philox`.
 
     A spec over symbolic sizes is planned for the class of the binding `hint`
-    (`codegen.philox.symbolic_plan`): the same compiled unit, its calls' parameters
+    (`codegen.philox_plan.symbolic_plan`): the same compiled unit, its calls' parameters
     expressions of the symbols (`Program.bind` / `SymbolicRunner` evaluate them per
     call), the state advance ⌈numel/4⌉ among them."""
     plan, at, _ = plans(spec, hint)
@@ -702,7 +703,7 @@ def generate_c_philox(
             )
         strategy = "empty"
     else:
-        strategy = "linear" if _is_linear(plan) else "gather"
+        strategy = "linear" if is_linear(plan) else "gather"
     calls: list[tuple[str, int, int, tuple[Any, ...]]] = []
     if at.space_numel > 0:
         symbol = _SYMBOLS["bits" if not plan.uniform else plan.dtype.name]
@@ -716,7 +717,7 @@ def generate_c_philox(
         source=PHILOX_C_SOURCE,
         calls=tuple(calls),
         numel=plan.numel,
-        dst_elements=_dst_elements(plan, at),
+        dst_elements=dst_elements(plan, at),
         dst_dtype=plan.dtype,
     )
 
