@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stridec.compiler.codegen.copy import generate_copy, symbolic_divisibility_bits
-from stridec.compiler.codegen.lower import _info
 from stridec.compiler.codegen.program import BufferSpec, Launch, OutputSpec, Program
 from stridec.compiler.codegen.spec import CopySpec, MaskBound, bind_copy
+from stridec.compiler.codegen.targets import target
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.dtypes import DTYPES
 from stridec.ir.symbols import symbol
@@ -103,9 +103,10 @@ def test_a_pack_whose_channels_are_symbolic_equals_torch(n: int, c: int, hint: i
 
 def symbolic_program(hint: int) -> Program:
     """A program of one symbolic kernel: x (N, 8, 6, 5) -> a new NHWC buffer of N·240."""
-    kernel = generate_copy(nhwc_spec(), "cpu", hint={"N": hint})
+    interpreter = target("cpu")
+    kernel = interpreter.copy(nhwc_spec(), hint={"N": hint})
     return Program(
-        n_inputs=1, buffers=[BufferSpec(240 * N, "float16")], kernels=[_info(kernel)],
+        n_inputs=1, buffers=[BufferSpec(240 * N, "float16")], kernels=[interpreter.info(kernel)],
         launches=[Launch(0, (0, 1), (None, None))],
         outputs=[OutputSpec(1, (N, 6, 5, 8), (240, 40, 8, 1), 0)], ir="", symbols=("N",),
     )

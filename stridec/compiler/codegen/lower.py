@@ -26,12 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stridec.compiler.codegen.batch import generate_copy_batch
-from stridec.compiler.codegen.c.copy import generate_c_copy, generate_c_copy_batch
-from stridec.compiler.codegen.c.philox import generate_c_philox
-from stridec.compiler.codegen.copy import generate_copy
-from stridec.compiler.codegen.merge import merge_copies
-from stridec.compiler.codegen.philox import PhiloxSpec, generate_philox
+from stridec.compiler.codegen.philox_plan import PhiloxSpec
 from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, OutputSpec, Program
 from stridec.compiler.codegen.spec import (
     Box,
@@ -42,7 +37,8 @@ from stridec.compiler.codegen.spec import (
     dst_box,
     is_fill_only,
 )
-from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
+from stridec.compiler.codegen.target import Target
+from stridec.compiler.codegen.targets import target as target_named
 from stridec.errors import UnsupportedError
 from stridec.ir.affine import boxes_disjoint
 from stridec.ir.dtypes import as_dtype
@@ -57,32 +53,6 @@ from stridec.ir.symbols import (
 )
 
 __all__ = ["lower_to_program"]
-
-
-def _info(kernel: Any) -> KernelInfo:
-    constexprs = kernel.constexprs
-    if not isinstance(constexprs, dict):
-        constexprs = dict(constexprs)
-    if getattr(kernel, "lang", "triton") == "c":
-        return KernelInfo(
-            kind=kernel.kind, name=kernel.name, source=kernel.source, grid=(1,),
-            constexprs={}, num_warps=1, strategy=kernel.strategy, index_bits=64, lang="c",
-            calls=kernel.calls,
-        )
-    return KernelInfo(
-        kind=kernel.kind,
-        name=kernel.name,
-        source=kernel.source,
-        grid=tuple(kernel.grid),
-        constexprs=constexprs,
-        num_warps=getattr(kernel, "num_warps", 4),
-        strategy=getattr(kernel, "strategy", ""),
-        index_bits=kernel.index_bits,
-        params=tuple(getattr(kernel, "params", ())),
-        args=tuple(getattr(kernel, "args", ())),
-        detail=getattr(kernel, "detail", ""),
-        limits=tuple(getattr(kernel, "limits", ())),
-    )
 
 
 def _bits_view(dtype_name: str) -> str | None:
@@ -185,7 +155,7 @@ def _split_frame(dst: Layout, whole: Layout) -> Layout | None:
 
 
 class _Lowering:
-    def __init__(self, graph: Graph, target: str, tuning: Tuning | None = None,
+    def __init__(self, graph: Graph, target: Target, tuning: Tuning | None = None,
                  hint: Mapping[str, int] | None = None) -> None:
         self.graph = graph
         self.target = target
@@ -226,7 +196,7 @@ class _Lowering:
     ) -> None:
         if kernel.numel == 0 and kernel.kind == "copy":
             return
-        info = _info(kernel)
+        info = self.target.info(kernel)
         # A C kernel's name covers its params; a Triton kernel's source only its class.
         key = (info.name, info.grid, info.args, tuple(info.constexprs.items()), info.num_warps)
         index = self.kernel_index.get(key)
@@ -292,47 +262,22 @@ class _Lowering:
         if group is None:
             return
         dst = group.dst_slot
-        dst_view = _bits_view(group.members[0].spec.dst_dtype.name)
-        if self.target == "c" and self.hint is not None:
-            specs = [m.spec for m in group.members]
-            if len(specs) == 1:
-                (m,) = group.members
-                kernel = generate_c_copy_symbolic(specs, [(0, 1)], self.hint)
-                self.add_launch(kernel, (m.src_slot, dst), (None, None), m.ops)
-            else:
-                kernel = generate_c_copy_symbolic(
-                    specs, [(j + 1, 0) for j in range(len(specs))], self.hint
-                )
-                self.add_launch(kernel, (dst, *(m.src_slot for m in group.members)),
-                                (None,) * (len(specs) + 1),
-                                tuple(i for m in group.members for i in m.ops))
+        members = group.members
+        # The copies the target launches: members merged where it runs them as one.
+        parts = self.target.merge([m.spec for m in members], [m.src_slot for m in members],
+                                  self.hint)
+        ops = tuple(i for m in members for i in m.ops)
+        slots = [members[ix[0]].src_slot for _, ix in parts]
+        typed = self.target.typed_storages
+        dst_view = _bits_view(members[0].spec.dst_dtype.name) if typed else None
+        reads = [self.read_view(s, spec.src_dtype) if typed else None
+                 for (spec, _), s in zip(parts, slots, strict=True)]
+        if len(parts) == 1:
+            kernel = self.target.copy(parts[0][0], self.tuning, self.hint)
+            self.add_launch(kernel, (slots[0], dst), (reads[0], dst_view), ops)
             return
-        if self.target == "c":
-            # Members of one source on a grid of offsets are one copy (codegen/merge.py).
-            parts = merge_copies([m.spec for m in group.members],
-                                 [m.src_slot for m in group.members])
-            ops = tuple(i for m in group.members for i in m.ops)
-            slots = [group.members[ix[0]].src_slot for _, ix in parts]
-            if len(parts) == 1:
-                self.add_launch(generate_c_copy(parts[0][0]), (slots[0], dst), (None, None), ops)
-            else:
-                self.add_launch(generate_c_copy_batch([spec for spec, _ in parts]),
-                                (dst, *slots), (None,) * (len(parts) + 1), ops)
-            return
-        if len(group.members) == 1:
-            (m,) = group.members
-            kernel: Any = generate_copy(m.spec, self.target, self.tuning, self.hint)
-            views = (self.read_view(m.src_slot, m.spec.src_dtype), dst_view)
-            self.add_launch(kernel, (m.src_slot, dst), views, m.ops)
-            return
-        kernel = generate_copy_batch([m.spec for m in group.members], self.target,
-                                     self.tuning, self.hint)
-        self.add_launch(
-            kernel,
-            (dst, *(m.src_slot for m in group.members)),
-            (dst_view, *(self.read_view(m.src_slot, m.spec.src_dtype) for m in group.members)),
-            tuple(i for m in group.members for i in m.ops),
-        )
+        kernel = self.target.copy_batch([spec for spec, _ in parts], self.tuning, self.hint)
+        self.add_launch(kernel, (dst, *slots), (dst_view, *reads), ops)
 
     def flush(self) -> None:
         """Launch the open group."""
@@ -375,13 +320,7 @@ class _Lowering:
             fill=op.fill if op.fill is not None else 0,
             state_index=state_index,
         )
-        tuning = self.tuning if self.target == "cuda" else None
-        block = tuning.blocks[0] if tuning and tuning.blocks else None
-        warps = tuning.num_warps if tuning and tuning.num_warps else 4
-        if self.target == "c":
-            kernel = generate_c_philox(spec, state_index, hint=self.hint)
-        else:
-            kernel = generate_philox(spec, self.target, block, warps, hint=self.hint)
+        kernel = self.target.philox(spec, self.tuning, self.hint)
         self.add_launch(
             kernel,
             (self.slot_of(state), bits_slot, state_slot),
@@ -442,12 +381,13 @@ class _Lowering:
         )
 
 
-def lower_to_program(graph: Graph, target: str = "cuda", tuning: Tuning | None = None,
+def lower_to_program(graph: Graph, target: str | Target = "cuda", tuning: Tuning | None = None,
                      hint: Mapping[str, int] | None = None) -> Program:
-    """Generate the kernels of `graph` (after the default pipeline) for `target`: "cuda"
-    (Triton), "cpu" (Triton kernels for the interpreter) or "c" (C for the `cpu` backend);
-    `tuning` overrides every kernel's CUDA plan (sweeps in `bench/tune.py`). A graph over
+    """Generate the kernels of `graph` (after the default pipeline) for `target`, a
+    code-generation target or its name (`codegen.target`): "cuda" (Triton), "cpu" (Triton
+    kernels for the interpreter) or "c" (C for the `cpu` backend); `tuning` overrides
+    every kernel's CUDA plan (sweeps in `bench/tune.py`). A graph over
     symbolic sizes is lowered for the class of the binding `hint` (`plan_copy`,
     `generate_philox`): a `Program` over those symbols, its kernels' arguments and grids
     symbolic."""
-    return _Lowering(graph, target, tuning, hint).run()
+    return _Lowering(graph, target_named(target), tuning, hint).run()
