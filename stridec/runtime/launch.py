@@ -38,7 +38,7 @@ from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.host_code import HostFunction
 from stridec.ir.symbols import _py_source, is_static
-from stridec.runtime.backends import Backend, Launcher, backend
+from stridec.runtime.backends import Backend, CallForm, Launcher, backend, kernel_backend
 from stridec.runtime.tensors import AlignedStandIns, misaligned
 
 __all__ = [
@@ -384,7 +384,7 @@ class SymbolicRunner:
     __slots__ = ("symbols", "bind", "call")
 
     def __init__(self, program: Program, launchers: Sequence[Launcher],
-                 inputs_as_given: bool = False) -> None:
+                 forms: Sequence[CallForm], inputs_as_given: bool = False) -> None:
         self.symbols = program.symbols
         where = {n: f"_{i}" for i, n in enumerate(program.symbols)}
         scope: dict[str, Any] = {"_Runner": Runner, "_array": array}
@@ -400,15 +400,16 @@ class SymbolicRunner:
         reads, scope["_derived"] = _reads(program)
         for j, launch in enumerate(program.launches):
             k = program.kernels[launch.kernel]
+            form = forms[launch.kernel]
             scope[f"_l{j}"] = launchers[launch.kernel]
             scope[f"_a{j}"] = reads[j]
-            scope[f"_k{j}"] = {"num_warps": k.num_warps, **k.constexprs}
+            scope[f"_k{j}"] = dict(form.options)
             keywords = f"_k{j}"
-            if k.lang == "c":  # C kernels read every call's sizes from one int64 array
-                params = tuple(n for c in k.calls for n in c[3])
-                keywords = f"{{**_k{j}, 'params': _array('q', {_source(params, where)})}}"
-            entry = (f"(_l{j}, {_source(k.grid, where)}, _a{j}, {_source(k.args, where)}, "
-                     f"{keywords})")
+            if form.arrays:  # numbers the launcher reads from int64 arrays (the C params)
+                keywords = (f"{{**_k{j}, {_arrays(form, where, ': ')}}}" if form.options
+                            else f"{{{_arrays(form, where, ': ')}}}")
+            entry = (f"(_l{j}, {_source(form.grid, where)}, _a{j}, "
+                     f"{_source(form.args, where)}, {keywords})")
             if not k.grid or (type(k.grid[0]) is int and k.grid[0]):
                 launches.append(f"{entry}, ")
             elif type(k.grid[0]) is not int:  # no program where the extent is 0
@@ -433,7 +434,7 @@ class SymbolicRunner:
         # `symbols` order): one generated function.
         self.bind: Callable[[Sequence[int]], Runner] = bind.build()
         self.call: Callable[[Sequence[torch.Tensor], torch.device, Sequence[int]], Any] = (
-            _call_function(program, launchers, inputs_as_given, where))
+            _call_function(program, launchers, forms, inputs_as_given, where))
 
 
 def direct_outputs(program: Program) -> dict[int, int]:
@@ -482,7 +483,8 @@ def _whole_outputs(outputs: Sequence[tuple[int, tuple[int, ...], tuple[int, ...]
 MISS = object()
 
 
-def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_given: bool,
+def _call_function(program: Program, launchers: Sequence[Launcher],
+                   forms: Sequence[CallForm], inputs_as_given: bool,
                    where: Mapping[str, str]) -> Callable[..., Any]:
     """`call(tensors, device, values, outs=None per output)`: the program run at the
     binding `values` (one int per symbol, in `program.symbols` order), as
@@ -545,14 +547,16 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
             else:
                 scope[f"_v{j}_{s}"] = v
                 storages.append(f"{slot[s]}.view(_v{j}_{s}), ")
-        if k.lang == "c":  # C kernels read every number from one int64 array
-            params = tuple(n for c in k.calls for n in c[3])
-            text = (f"_l{j}((), {''.join(storages)}params=_array('q', "
-                    f"{_source(params, where)}))")
-        else:
-            scope[f"_k{j}"] = {"num_warps": k.num_warps, **k.constexprs}
-            text = (f"_l{j}({_source(k.grid, where)}, {''.join(storages)}"
-                    f"*{_source(k.args, where)}, **_k{j})")
+        form = forms[launch.kernel]
+        parts = [f"{_source(form.grid, where)}, ", *storages]
+        if form.args:
+            parts.append(f"*{_source(form.args, where)}, ")
+        if form.options:
+            scope[f"_k{j}"] = dict(form.options)
+            parts.append(f"**_k{j}, ")
+        if form.arrays:
+            parts.append(_arrays(form, where, "="))
+        text = f"_l{j}({''.join(parts).removesuffix(', ')})"
         if k.grid and type(k.grid[0]) is not int:  # no program where the extent is 0
             body.append(f"if {_source(k.grid[0], where)}: {text}")
         elif not k.grid or k.grid[0]:
@@ -587,6 +591,14 @@ def _call_function(program: Program, launchers: Sequence[Launcher], inputs_as_gi
     else:
         call.add(*body)
     return call.build()
+
+
+def _arrays(form: CallForm, where: Mapping[str, str], sign: str) -> str:
+    """`form.arrays` as keyword arguments (`sign` "=") or dict entries (": "), each an
+    int64 `array` of expressions of the symbols named as in `where`."""
+    quote = "'" if sign != "=" else ""
+    return ", ".join(f"{quote}{name}{quote}{sign}_array('q', {_source(values, where)})"
+                     for name, values in form.arrays.items())
 
 
 def _source(x: Any, where: Mapping[str, str]) -> str:
@@ -634,7 +646,8 @@ def _built(program: Program, on: str | Backend, inputs_as_given: bool,
             return hit
     launchers = kernels.load(program)
     built: Runner | SymbolicRunner = (
-        SymbolicRunner(program, launchers, inputs_as_given) if symbolic
+        SymbolicRunner(program, launchers, [kernels.call_form(k) for k in program.kernels],
+                       inputs_as_given) if symbolic
         else Runner.of(program, launchers, inputs_as_given)
     )
     with _RUNNERS_LOCK:
@@ -691,22 +704,18 @@ def launch_with(runner: Runner, tensors: Sequence[torch.Tensor], device: torch.d
 bump_versions = torch._C._increment_version
 
 
-def _launcher(source: str, name: str, device: torch.device) -> Launcher:
-    """The launcher of one kernel for tensors on `device`."""
-    if device.type == "cuda":
-        from stridec.runtime.backends.triton import CompiledKernel, load_jit
-
-        return CompiledKernel(load_jit(source, name))
-    from stridec.runtime.backends.interpret import interpreted
-
-    return interpreted(source, name)
+def _launcher(kernel: Any, what: str, device: torch.device) -> Launcher:
+    """The launcher of a generated `kernel` (a copy, a batch or a philox: `what`) for
+    tensors on `device`: the backend that runs its language there loads it
+    (`kernel_backend`; a Triton kernel's record names no language)."""
+    return kernel_backend(getattr(kernel, "lang", "triton"), device.type,
+                          f"{what} {kernel.name}").load_kernel(kernel)
 
 
-def _launch(source: str, name: str, device: torch.device, grid: tuple[int, ...],
+def _launch(launcher: Launcher, device: torch.device, grid: tuple[int, ...],
             *args: Any, **keywords: Any) -> None:
-    """Launch kernel `name` of `source` once over tensors on `device`, that CUDA device
-    made current first (as `run_with` does): Triton launches on the current device."""
-    launcher = _launcher(source, name, device)
+    """Call `launcher` once over tensors on `device`, that CUDA device made current first
+    (as `run_with` does): Triton launches on the current device."""
     if (device.type == "cuda" and device.index is not None
             and device.index != torch.cuda.current_device()):
         with torch.cuda.device(device):
@@ -763,7 +772,7 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
             f"copy {kernel.name}: src_storage and dst_storage must share a device; "
             f"got {src_storage.device} and {dst_storage.device}"
         )
-    _launch(kernel.source, kernel.name, dst_storage.device,
+    _launch(_launcher(kernel, "copy", dst_storage.device), dst_storage.device,
             grid, src_storage, dst_storage, *args, **kernel.constexprs,
             num_warps=kernel.num_warps)
     bump_versions((dst_storage,))
@@ -816,7 +825,7 @@ def launch_copy_batch(kernel: CopyBatchKernel, dst_storage: torch.Tensor,
                 f"copy batch {kernel.name}: src_storages[{j}] and dst_storage must share a "
                 f"device; got {t.device} and {dst_storage.device}"
             )
-    _launch(kernel.source, kernel.name, dst_storage.device,
+    _launch(_launcher(kernel, "copy batch", dst_storage.device), dst_storage.device,
             grid, dst_storage, *src_storages, *args, **kernel.constexprs,
             num_warps=kernel.num_warps)
     bump_versions((dst_storage,))
@@ -829,9 +838,10 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
 
     `state` and `new_state` hold 6 int32 / uint32 words each (contiguous, any shape of
     6 elements) and must not overlap; `dst_storage` is the flat 1-D output storage of
-    the spec's dtype. CUDA tensors run compiled, CPU tensors through Triton's
-    interpreter; a C kernel (`codegen.c.philox.generate_c_philox`) runs CPU tensors
-    natively. Nothing is synchronized with the host.
+    the spec's dtype. The backend of the kernel's language on the tensors' device runs
+    it (`kernel_backend`): a Triton kernel compiled on CUDA tensors, through Triton's
+    interpreter on CPU tensors; a C kernel (`codegen.c.philox.generate_c_philox`)
+    natively on CPU tensors. Nothing is synchronized with the host.
     """
     if not is_static((kernel.grid, getattr(kernel, "args", ()), getattr(kernel, "calls", ()))):
         raise CallError(
@@ -858,22 +868,18 @@ def launch_philox(kernel: PhiloxKernel, state: torch.Tensor, dst_storage: torch.
                 f"philox: {a_name} and {b_name} overlap in memory; every program reads "
                 f"state while the kernel writes dst and new_state, so they must be distinct"
             )
-    if getattr(kernel, "lang", "triton") == "c":  # a CPhiloxKernel: native, CPU tensors
-        if dst.device.type != "cpu":
-            raise CallError(f"philox: the C kernel runs CPU tensors; got tensors on {dst.device}")
-        from stridec.runtime.backends.cpu import load_c_kernel
-
-        run = load_c_kernel(kernel.name, kernel.source, kernel.calls)
-        if misaligned((state_words, dst, new_words)):  # aligned stand-ins, written back
-            stand_ins = AlignedStandIns((state_words, dst, new_words))
-            run(kernel.grid, *map(stand_ins.of, (state_words, dst, new_words)))
-            stand_ins.write_back((dst, new_words))
-        else:
-            run(kernel.grid, state_words, dst, new_words)
-    else:
-        _launch(kernel.source, kernel.name, dst.device,
-                kernel.grid, state_words, dst, new_words, *kernel.args,
-                num_warps=kernel.num_warps, **dict(kernel.constexprs))
+    launcher = _launcher(kernel, "philox", dst.device)
+    storages = (state_words, dst, new_words)
+    # A launcher that reads data pointers (the C kernels') runs misaligned tensors on
+    # aligned stand-ins, written back after (as `run`).
+    stand_ins = (AlignedStandIns(storages) if getattr(launcher, "pointers_only", False)
+                 and misaligned(storages) else None)
+    if stand_ins is not None:
+        storages = tuple(map(stand_ins.of, storages))
+    _launch(launcher, dst.device, kernel.grid, *storages, *getattr(kernel, "args", ()),
+            num_warps=kernel.num_warps, **dict(kernel.constexprs))
+    if stand_ins is not None:
+        stand_ins.write_back((dst, new_words))
     bump_versions((dst_storage, new_state))
 
 

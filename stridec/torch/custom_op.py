@@ -44,6 +44,7 @@ from stridec.ir.layout import Layout
 from stridec.ir.ops import AsStridedOp
 from stridec.ir.symbols import Sym, compile_template, evaluate, free_symbols
 from stridec.runtime import launch
+from stridec.runtime.backends import grid_call_form
 from stridec.runtime.backends.triton import load_jit
 from stridec.runtime.compile import CompiledGraph, check_arguments, set_torch_op_factory
 from stridec.runtime.symbolic import bind_call
@@ -85,9 +86,15 @@ class _TracedTriton:
     launcher holds both and picks per launch (`_WrappedKernel`)."""
 
     name = "triton-wrapped"
+    language = "triton"
+    device = "cuda"
+    call_form = staticmethod(grid_call_form)
 
     def load(self, program: Program) -> list[Any]:
-        return [_WrappedKernel(load_jit(k.source, k.name)) for k in program.kernels]
+        return [self.load_kernel(k) for k in program.kernels]
+
+    def load_kernel(self, kernel: Any) -> _WrappedKernel:
+        return _WrappedKernel(load_jit(kernel.source, kernel.name))
 
 
 class _WrappedKernel:

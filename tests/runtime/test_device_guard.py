@@ -44,9 +44,9 @@ class _CudaState:
         finally:
             self.current = before
 
-    def launcher(self, source: str, name: str, device: torch.device) -> Any:
+    def launcher(self, kernel: Any, what: str, device: torch.device) -> Any:
         def launch_it(grid: tuple[int, ...], *args: Any, **keywords: Any) -> None:
-            self.launched.append((name, self.current))
+            self.launched.append((kernel.name, self.current))
         return launch_it
 
 

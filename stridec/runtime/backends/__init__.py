@@ -7,7 +7,17 @@ storages of the launch's slots and the kernel's `num_warps` and constexprs as ke
 
     class Backend(Protocol):
         name: str                                   # "triton", "interpret", …
+        language: str                               # its kernels' `KernelInfo.lang`
+        device: str                                 # the device type of its tensors
         def load(self, program: Program) -> Sequence[Launcher]: ...
+        def load_kernel(self, kernel) -> Launcher: ...          # one kernel
+        def call_form(self, kernel: KernelInfo) -> CallForm: ...  # over symbolic sizes
+
+A backend is the runtime half of a code-generation target
+(`stridec.compiler.codegen.target`, whose `backend` names it): how the target's kernels
+are built, cached and loaded (`load`), and how a launcher takes the numbers of a program
+over symbolic sizes (`call_form`). `kernel_backend(language, device)` finds the backend
+of a kernel and the tensors it runs on.
 
 - `triton`: the generated `@triton.jit` functions, compiled, on CUDA tensors;
 - `interpret`: the same functions through Triton's interpreter, on CPU tensors;
@@ -22,14 +32,16 @@ first use (so a process that never interprets never imports Triton's interpreter
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from stridec.compiler.codegen.program import Program
-from stridec.errors import UnsupportedError
+from stridec.compiler.codegen.program import KernelInfo, Program
+from stridec.errors import CallError, UnsupportedError
 
-__all__ = ["Backend", "Launcher", "backend", "KERNEL_BACKENDS", "TRITON_EXTRA",
-           "require_triton", "triton_version"]
+__all__ = ["Backend", "CallForm", "Launcher", "backend", "BACKEND_KINDS", "KERNEL_BACKENDS",
+           "TRITON_EXTRA", "grid_call_form", "kernel_backend", "require_triton",
+           "triton_version"]
 
 # Triton is an extra: the `cpu` backend needs no Triton; the GPU and the interpreter do.
 TRITON_EXTRA = 'pip install "stridec[triton]"'
@@ -37,16 +49,53 @@ TRITON_EXTRA = 'pip install "stridec[triton]"'
 # `launcher(grid, *storages, num_warps=…, **constexprs)`: runs one kernel once.
 Launcher = Callable[..., None]
 
-KERNEL_BACKENDS = ("triton", "interpret", "cpu")
+#: Each kernel backend's (kernel language, device type): a new backend is a module of this
+#: folder with a `BACKEND`, and a row here.
+BACKEND_KINDS: dict[str, tuple[str, str]] = {
+    "triton": ("triton", "cuda"), "interpret": ("triton", "cpu"), "cpu": ("c", "cpu"),
+}
+KERNEL_BACKENDS = tuple(BACKEND_KINDS)
+
+
+@dataclass(frozen=True)
+class CallForm:
+    """How the runner of a program over symbolic sizes calls one kernel's launcher:
+    `launcher(grid, *storages, *args, **options, name=array('q', values) for each of
+    `arrays`)`, `grid`, `args` and the arrays' values expressions of the symbols (written
+    into the runner's generated code; `launch.SymbolicRunner`)."""
+
+    grid: tuple[Any, ...]
+    args: tuple[Any, ...]
+    options: Mapping[str, int]
+    arrays: Mapping[str, tuple[Any, ...]]
+
+
+def grid_call_form(kernel: KernelInfo) -> CallForm:
+    """A kernel launched over a grid of programs (Triton's): its grid, its runtime scalars
+    after the storages, `num_warps` and the constexprs as keywords."""
+    return CallForm(kernel.grid, kernel.args,
+                    {"num_warps": kernel.num_warps, **kernel.constexprs}, {})
 
 
 class Backend(Protocol):
     """Loads a program's kernels; `name` keys the runners built over them."""
 
     name: str
+    language: str
+    device: str
 
     def load(self, program: Program) -> Sequence[Launcher]:
         """One launcher per `program.kernels` entry, in order."""
+        ...
+
+    def load_kernel(self, kernel: Any) -> Launcher:
+        """The launcher of one kernel: a `KernelInfo`, or a generated kernel record
+        (`codegen.copy.CopyKernel`, `codegen.c.philox.CPhiloxKernel`, …)."""
+        ...
+
+    def call_form(self, kernel: KernelInfo) -> CallForm:
+        """How a runner calls `kernel`'s launcher where its numbers are expressions of
+        symbols (`CallForm`)."""
         ...
 
 
@@ -86,6 +135,19 @@ def require_triton(what: str) -> None:
             f"{what} needs Triton, which is not installed; install the triton extra: "
             f"{TRITON_EXTRA} (the cpu backend, the default on CPU tensors, needs no Triton)"
         )
+
+
+def kernel_backend(language: str, device: str, what: str = "kernel") -> Backend:
+    """The backend that runs kernels of `language` on tensors of device type `device`;
+    `CallError` (naming `what`) where none does."""
+    for name, kind in BACKEND_KINDS.items():
+        if kind == (language, device):
+            return backend(name)
+    runs = ", ".join(f"{n} ({d})" for n, (lang, d) in BACKEND_KINDS.items() if lang == language)
+    raise CallError(
+        f"{what}: no kernel backend runs {language} kernels on {device} tensors; "
+        f"the backends of {language} kernels: {runs or 'none'}"
+    )
 
 
 def backend(name: str) -> Backend:

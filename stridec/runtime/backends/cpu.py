@@ -55,9 +55,10 @@ from stridec.compiler.codegen.c.pool import (
     POOL_SYMBOL,
     STREAM_SYMBOL,
 )
-from stridec.compiler.codegen.program import Program
+from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.compiler.host import read_caches
 from stridec.errors import BuildError, CallError, VerificationError
+from stridec.runtime.backends import CallForm
 from stridec.runtime.cache import (
     disk_cache_dir,
     keep_text,
@@ -920,9 +921,19 @@ class CpuBackend:
     target is C (copies: `codegen/c/copy.py`, Philox: `codegen/c/philox.py`)."""
 
     name = "cpu"
+    language = "c"
+    device = "cpu"
 
     def load(self, program: Program) -> list[CpuKernel]:
-        return [load_c_kernel(k.name, k.source, k.calls) for k in program.kernels]
+        return [self.load_kernel(k) for k in program.kernels]
+
+    def load_kernel(self, kernel: Any) -> CpuKernel:
+        return load_c_kernel(kernel.name, kernel.source, kernel.calls)
+
+    def call_form(self, kernel: KernelInfo) -> CallForm:
+        # Every call's parameters, one after another, in one int64 array (`CpuKernel`);
+        # the grid and the Triton keywords do not apply.
+        return CallForm((), (), {}, {"params": tuple(n for c in kernel.calls for n in c[3])})
 
 
 BACKEND = CpuBackend()

@@ -14,6 +14,7 @@ import warnings
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
+from stridec.runtime.backends import grid_call_form
 from stridec.runtime.backends.triton import load_jit
 
 __all__ = ["BACKEND", "InterpretBackend", "InterpretedKernel", "interpreter_fma_is_exact"]
@@ -104,9 +105,15 @@ class InterpretBackend:
     """Generated kernels through Triton's interpreter, on CPU tensors."""
 
     name = "interpret"
+    language = "triton"
+    device = "cpu"
+    call_form = staticmethod(grid_call_form)
 
     def load(self, program: Program) -> list[InterpretedKernel]:
-        return [interpreted(k.source, k.name) for k in program.kernels]
+        return [self.load_kernel(k) for k in program.kernels]
+
+    def load_kernel(self, kernel: Any) -> InterpretedKernel:
+        return interpreted(kernel.source, kernel.name)
 
 
 BACKEND = InterpretBackend()

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stridec.compiler.codegen.program import Program
+from stridec.runtime.backends import grid_call_form
 from stridec.runtime.cache import disk_cache_dir, keep_text, note_written, write_atomically
 
 __all__ = [
@@ -176,9 +177,15 @@ class TritonBackend:
     """Generated kernels compiled by Triton, on CUDA tensors."""
 
     name = "triton"
+    language = "triton"
+    device = "cuda"
+    call_form = staticmethod(grid_call_form)
 
     def load(self, program: Program) -> list[CompiledKernel]:
-        return [CompiledKernel(load_jit(k.source, k.name)) for k in program.kernels]
+        return [self.load_kernel(k) for k in program.kernels]
+
+    def load_kernel(self, kernel: Any) -> CompiledKernel:
+        return CompiledKernel(load_jit(kernel.source, kernel.name))
 
 
 BACKEND = TritonBackend()
