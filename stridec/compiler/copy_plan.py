@@ -12,7 +12,9 @@ they are contiguous in both source and destination), then planned:
   `interleave` (the reverse: the destination's innermost dim is K lanes),
   `compress` (the source steps by K = 2 .. 4 along b, a strided slice), `reverse`
   (the source steps by -1 along b: a flip), `gather` (anything else: an element at a
-  time);
+  time), `fill` (a copy whose masks never hold: the fill's bits, nothing read); a masked
+  copy keeps its masks (`CopyPlan.masks`, a coefficient per loop: each row is the fill,
+  an interval copied, the fill);
 - the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
   of the nest, the threads and whether stores stream, from a model of the memory traffic
   (`plan_cost`): cache lines read and written, lines touched twice because a tile's edge
@@ -51,13 +53,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, copy_symbols, is_fill_only
+from stridec.compiler.codegen.spec import (
+    CopySpec,
+    MaskBound,
+    canonicalize_copy,
+    copy_symbols,
+    is_fill_only,
+)
 from stridec.compiler.host import Caches, host_caches
+from stridec.ir.dtypes import bit_pattern
 
-__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "CopyPlan", "Loop", "candidate_plans", "plan_copy",
-           "plan_cost"]
+__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "MAX_MASKS", "CopyPlan", "Loop", "PlanMask",
+           "candidate_plans", "plan_copy", "plan_cost"]
 
-KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather", "reverse")
+KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather", "reverse",
+           "fill")
+# Masks of a copy the library takes at most (lib/copy_abi.h's STRIDEC_COPY_MAX_MASKS).
+MAX_MASKS = 64
 # Lanes of the (de)interleave and compress micro-kernels.
 MAX_LANES = 4
 # A call moving fewer bytes (read and written) runs on the calling thread.
@@ -69,6 +81,18 @@ MAX_BLOCK_ROWS = 1024
 # A transpose's blocks: (bytes of each source row, source rows) the model chooses among
 # (measured on the TTC permutations, docs/cpu.md).
 TRANSPOSE_TILES = ((1024, 256), (512, 256), (1024, 128))
+
+
+@dataclass(frozen=True, slots=True)
+class PlanMask:
+    """A mask of a plan: the element at loop indices i (and lane k of a lane kernel) is
+    copied where `lo <= lane * k + sum(coeffs[l] * i[l]) < hi` holds for every mask, one
+    coefficient per loop of the nest (`CopyPlan.loops`)."""
+
+    lo: int
+    hi: int
+    lane: int
+    coeffs: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +140,8 @@ class CopyPlan:
     stage: bool = False
     a_side: tuple[tuple[int, int], ...] = ()
     b_side: tuple[tuple[int, int], ...] = ()
+    masks: tuple[PlanMask, ...] = ()
+    fill_bits: int | None = None
     cost: float = 0.0
 
     @property
@@ -133,6 +159,10 @@ class CopyPlan:
             lines.append(f"loop d{loop.dim}{role}: 0..{loop.extent} step {loop.step}, "
                          f"src stride {loop.src_stride}, dst stride {loop.dst_stride}")
         lanes = f", {self.lanes} lanes {self.lane_stride} apart" if self.lanes else ""
+        for m in self.masks:
+            lines.append(f"mask {m.lo} <= {m.lane}*k + {list(m.coeffs)}.i < {m.hi}")
+        if self.fill_bits is not None:
+            lanes += f", fill bits {self.fill_bits:#x}"
         sides = (f", sides a {list(self.a_side)} b {list(self.b_side)}"
                  f"{', staged' if self.stage else ''}" if self.kernel == "transpose" else "")
         lines.append(f"{self.kernel}{lanes}{sides}, {self.elem_bytes}-byte elements, "
@@ -244,6 +274,9 @@ def _sides_of(plan: CopyPlan) -> tuple[_Side, _Side]:
                 _Side(1, eb, 0, tuple(dst_moves)))
     if kernel == "rows":
         return _Side(1, eb, 0, tuple(src_moves)), _Side(1, eb, 0, tuple(dst_moves))
+    if kernel == "fill":  # nothing is read
+        return (_Side(0, 0, 0, tuple(0 for _ in src_moves)),
+                _Side(1, eb, 0, tuple(dst_moves)))
     if kernel == "reverse":  # rows whose source runs backwards: the source side mirrored
         return (_Side(1, eb, 0, tuple(-m for m in src_moves)),
                 _Side(1, eb, 0, tuple(dst_moves)))
@@ -417,26 +450,47 @@ def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int
 def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                     limit: int = 4) -> list[CopyPlan]:
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
-    the planner does not take the copy (masks, fills, casts, symbolic sizes: the strategies
-    of `codegen/c/copy.py` run those)."""
+    the planner does not take the copy (casts, symbolic sizes, a fill of nothing, masks a
+    deinterleave or more than `MAX_MASKS`, masks that leave points unwritten in a
+    transpose or interleave: the strategies of `codegen/c/copy.py` run those)."""
     caches = caches or host_caches()
     if copy_symbols(spec) or spec.src_dtype != spec.dst_dtype or spec.numel == 0:
         return []
     canon = canonicalize_copy(spec)
-    if canon.masks or is_fill_only(canon):
+    fill_only = is_fill_only(canon)
+    if (fill_only and canon.fill is None) or len(canon.masks) > MAX_MASKS:
         return []
     if canon.rank == 0:  # one element: a row of one
-        canon = dataclasses.replace(canon, sizes=(1,), src_strides=(1,), dst_strides=(1,))
+        canon = dataclasses.replace(
+            canon, sizes=(1,), src_strides=(1,), dst_strides=(1,),
+            masks=tuple(MaskBound((0,), m.lo, m.hi) for m in canon.masks))
     size = spec.dst_dtype.itemsize
-    plans = []
-    kernel, a, b = _kernel(canon)
-    plans += _plans_of(canon, kernel, a, b, size, caches)
-    if kernel in ("deinterleave", "interleave", "compress"):
-        unit = _unit_dim(canon, canon.rank - 1)
-        if unit is not None:
-            plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches)
+    if fill_only:  # nothing is read: the destination's runs of the fill's bits
+        canon = dataclasses.replace(canon, src_strides=(0,) * canon.rank, src_offset=0,
+                                    masks=())
+        plans = _plans_of(canon, "fill", None, canon.rank - 1, size, caches)
+    else:
+        kernel, a, b = _kernel(canon)
+        plans = []
+        if _takes_masks(canon, kernel):
+            plans += _plans_of(canon, kernel, a, b, size, caches)
+        if kernel in ("deinterleave", "interleave", "compress"):
+            unit = _unit_dim(canon, canon.rank - 1)
+            if unit is not None and _takes_masks(canon, "transpose"):
+                plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches)
     plans.sort(key=lambda p: p.cost)
     return plans[:limit]
+
+
+def _takes_masks(canon: CopySpec, kernel: str) -> bool:
+    """Whether the library's `kernel` runs `canon`'s masks: a row kernel any (an interval
+    of each row), a transpose or interleave where masked points get the fill (a mixed
+    block is staged with it), a deinterleave none."""
+    if not canon.masks:
+        return True
+    if kernel == "deinterleave":
+        return False
+    return canon.fill is not None or kernel not in ("transpose", "interleave")
 
 
 def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: int,
@@ -446,7 +500,9 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
     moved = numel * size * 2
     base = CopyPlan(kernel, size, (), canon.src_offset, canon.dst_offset,
                     parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1,
-                    stream_bytes=numel * size)
+                    stream_bytes=numel * size,
+                    fill_bits=None if canon.fill is None or not (canon.masks or kernel == "fill")
+                    else bit_pattern(canon.fill, canon.dst_dtype))
     if kernel in ("deinterleave", "compress"):
         base = _with(base, lanes=canon.src_strides[b])
     if kernel == "deinterleave":
@@ -457,7 +513,9 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
     side_choices: list[tuple[list[int], list[int]] | None] = [None]
     if kernel == "transpose":
         side_choices = []
-        for first in ("a", "b", None):
+        # A mask is linear in each dim, not in a side's flattened index: masked sides are
+        # one dim each.
+        for first in ("a", "b", None) if not canon.masks else (None,):
             sides = _sides(canon, a, b, first)
             if sides not in side_choices:
                 side_choices.append(sides)
@@ -472,7 +530,7 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
             nb = math.prod(canon.sizes[j] for j in sides[1])
             tilings = [{a: _tile(na, max(16, ta // size)), b: _tile(nb, tb, MAX_BLOCK_ROWS)}
                        for ta, tb in TRANSPOSE_TILES]
-        elif kernel in ("rows", "reverse", "deinterleave", "compress"):
+        elif kernel in ("rows", "reverse", "deinterleave", "compress", "fill"):
             tilings = [{b: min(canon.sizes[b], max(1, (64 << 10) // size))}]
         elif kernel == "interleave":
             tilings = [{a: min(canon.sizes[a], max(1, (64 << 10) // size))}]
@@ -491,8 +549,18 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
             for o in unique_orders:
                 for i in inner_orders:
                     plan = _nest(canon, kernel, a, b, [*o, *i], steps, base, sides)
+                    if canon.masks:
+                        plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
                     plans.append(_with(plan, cost=plan_cost(plan, caches)))
     return plans
+
+
+def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None) -> tuple[PlanMask, ...]:
+    """`canon`'s masks on `plan`'s loops: each loop's coefficient is its dim's, the lanes'
+    that of the dim the lane kernel consumes."""
+    return tuple(PlanMask(m.lo, m.hi, m.coeffs[consumed] if consumed is not None else 0,
+                          tuple(m.coeffs[loop.dim] for loop in plan.loops))
+                 for m in canon.masks)
 
 
 def plan_copy(spec: CopySpec, caches: Caches | None = None) -> CopyPlan | None:

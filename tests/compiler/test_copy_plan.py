@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from stridec.compiler.codegen.c import plan as cplan
 from stridec.compiler.codegen.c.copy import call_fits, generate_c_copy
-from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.compiler.copy_plan import (
     KERNELS,
     CopyPlan,
@@ -222,12 +222,15 @@ def test_plans_are_data_and_the_same_for_the_same_copy():
     assert first[0].cost == plan_cost(first[0], CACHES)
 
 
-def test_the_planner_leaves_masks_casts_and_symbols_alone():
+def test_the_planner_leaves_casts_symbols_and_unwritten_masked_blocks_alone():
     from stridec.compiler.codegen.spec import MaskBound
     from stridec.ir.symbols import symbol
 
     spec = permute_spec((40, 50), (1, 0))
-    assert candidate_plans(dataclasses.replace(spec, masks=(MaskBound((1, 0), 0, 3),)))  == []
+    masked = dataclasses.replace(spec, masks=(MaskBound((1, 0), 0, 3),))
+    assert [p.kernel for p in candidate_plans(masked)][:1] == ["transpose"]
+    # Masked points left unwritten: a transpose's block does not take them.
+    assert candidate_plans(dataclasses.replace(masked, fill=None)) == []
     assert candidate_plans(permute_spec((40, 50), (1, 0), f32, DTYPES["float16"])) == []
     n = symbol("N")
     assert candidate_plans(CopySpec((n, 50), (50, 1), 0, (1, n), 0, f32, f32)) == []
@@ -310,7 +313,45 @@ def _kernel_cases() -> list[tuple[str, CopySpec]]:
                 (f"interleave{k}", permute_spec((3, k, 37, 41), (0, 2, 3, 1), dtype)),
                 (f"compress{k}", _spec((9, 101), (101 * k + 5, k), 1, dtype)),
             ]
+        # masked: the fill outside a box (a pad), a pack's padded lanes, masks along two
+        # dims of a transpose's block (staged), a diagonal band (coefficients of 2 and -3),
+        # masked points left unwritten (fill None), and a fill alone
+        rows, cols = MaskBound((1, 0), 3, 30), MaskBound((0, 1), 5, 290)
+        cases += [
+            ("masked_rows", _masked(_spec((37, 301), (405, 1), 2, dtype), (rows, cols), 7)),
+            ("masked_rows_unwritten", _masked(_spec((37, 301), (405, 1), 2, dtype),
+                                              (rows, cols), None)),
+            ("masked_band", _masked(_spec((37, 301), (405, 1), 2, dtype),
+                                    (MaskBound((2, -3), -500, 20),), -1)),
+            ("masked_transpose", _masked(permute_spec((133, 71), (1, 0), dtype),
+                                         (MaskBound((1, 0), 9, 60), MaskBound((0, 1), 2, 120)),
+                                         5)),
+            ("masked_transpose_band", _masked(permute_spec((133, 71), (1, 0), dtype),
+                                              (MaskBound((1, 1), 30, 150),), 5)),
+            ("masked_transpose_cols", _masked(permute_spec((133, 71), (1, 0), dtype),
+                                              (MaskBound((0, 1), 40, 100),), 5)),
+            ("masked_pack", _masked(permute_spec((2, 8, 9, 31), (0, 2, 3, 1), dtype),
+                                    (MaskBound((0, 0, 0, 1), 0, 5),), 3)),
+            ("masked_interleave", _masked(permute_spec((3, 4, 37, 41), (0, 2, 3, 1), dtype),
+                                          (MaskBound((0, 1, 0, 1), 0, 3),), 3)),
+            ("masked_interleave_both", _masked(permute_spec((3, 4, 37, 41), (0, 2, 3, 1), dtype),
+                                               (MaskBound((0, 0, 1, 1), 4, 30),), 3)),
+            ("masked_gather", _masked(CopySpec((19, 23), (50, 5), 1, (23, 1), 0, dtype, dtype),
+                                      (MaskBound((1, 1), 4, 30),), 2)),
+            ("masked_reverse", _masked(CopySpec((19, 77), (80, -1), 76, (77, 1), 0, dtype, dtype),
+                                       (MaskBound((0, 1), 10, 60),), 2)),
+            ("masked_compress", _masked(_spec((9, 101), (101 * 3 + 5, 3), 1, dtype),
+                                        (MaskBound((0, 1), 10, 60),), 2)),
+            ("fill", CopySpec((37, 301), (0, 0), 0, (301, 1), 0, dtype, dtype,
+                              (MaskBound((0, 0), 1, 1),), 9)),
+            ("fill_strided", CopySpec((37, 30), (0, 0), 0, (70, 2), 1, dtype, dtype,
+                                      (MaskBound((0, 0), 1, 1),), 9)),
+        ]
     return cases
+
+
+def _masked(spec: CopySpec, masks, fill) -> CopySpec:
+    return dataclasses.replace(spec, masks=tuple(masks), fill=fill)
 
 
 KERNEL_CASES = _kernel_cases()

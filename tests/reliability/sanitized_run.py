@@ -34,10 +34,11 @@ import torch  # noqa: E402
 
 from stridec.runtime.backends import cpu  # noqa: E402
 
-# The guard-page cases and placements of the small profile (CI): a fill and a cast of
-# float32, which the small profile's fuzzer graphs share, ending at a guard page aligned
-# and one byte off: few C units to build (each takes seconds with the sanitizers).
-SMALL_CASES = ("pad", "cast")
+# The guard-page cases and placements of the small profile (CI): pads (masked rows and
+# a masked transpose: the planned library's masks), a pack (a masked interleave) and a
+# cast of float32, which the small profile's fuzzer graphs share, ending at a guard page
+# aligned and one byte off: few C units to build (each takes seconds with the sanitizers).
+SMALL_CASES = ("pad", "pad_transpose", "pack", "cast")
 SMALL_PLACES = (("end", 0), ("end", 1))
 
 

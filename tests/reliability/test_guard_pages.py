@@ -6,7 +6,8 @@ element size (and 4 bytes off 8: float32 and int32 aligned to their elements but
 outside a storage faults; a kernel that assumed aligned elements would write rotated
 bytes (a streamed fill's pattern) or fault on an aligned vector access. Every copy
 strategy (linear rows, tiled transposes of 1/2/4/8-byte elements, gathers, batched cats),
-fills (pad, pack, full), casts (plain, transposing, from bool) and Philox (bits, uniform,
+fills (pad, pack, full; masked rows, transposes, interleaves and flips of the planned
+library), casts (plain, transposing, from bool) and Philox (bits, uniform,
 the state updated in place), streamed and not, on one and three threads, against torch.
 A misaligned tensor is staged through an aligned copy
 (`stridec.runtime.tensors.AlignedStandIns`): the results are torch's and the bytes around
@@ -24,6 +25,7 @@ import pytest
 import torch
 
 import stridec
+from stridec.ir.builder import full_like
 from stridec.runtime.backends import cpu
 
 pytestmark = [pytest.mark.skipif(not cpu.available(), reason="needs a C compiler"),
@@ -98,6 +100,12 @@ CASES: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
     "pad": ((20, 64), "float32", lambda x: stridec.pad(x, (3, 300, 1, 2), value=1.5)),
     "pack": ((2, 5, 9, 31), "float32", lambda x: x.pack("NCHW4", fill=-2.5)),
     "pack_c3": ((2, 3, 9, 31), "int16", lambda x: x.pack("NCHW32", fill=3)),
+    # masked transposes (a mixed block staged with the fill), flips and fills of the
+    # planned library
+    "pad_transpose": ((70, 130), "float32",
+                      lambda x: stridec.pad(x.t(), (5, 40, 17, 3), value=-1.0)),
+    "pad_flip": ((20, 130), "float64", lambda x: stridec.pad(x.flip(1), (9, 70), value=2.0)),
+    "full": ((37, 130), "int16", lambda x: full_like(x, 7)),
     "cast": ((37, 130), "float32", lambda x: x.to("float16")),
     "cast_transpose": ((70, 130), "float32", lambda x: x.t().to("bfloat16").contiguous()),
     "cast_int": ((37, 130), "int8", lambda x: x.to("float64")),
@@ -121,6 +129,9 @@ def _torch(name: str, x: torch.Tensor) -> torch.Tensor:
         .permute(0, 1, 3, 4, 2).contiguous(),
         "pack_c3": lambda: f.pad(x, (0, 0, 0, 0, 0, 29), value=3).reshape(2, 1, 32, 9, 31)
         .permute(0, 1, 3, 4, 2).contiguous(),
+        "pad_transpose": lambda: f.pad(x.t(), (5, 40, 17, 3), value=-1.0),
+        "pad_flip": lambda: f.pad(x.flip(1), (9, 70), value=2.0),
+        "full": lambda: torch.full_like(x, 7),
         "cast": lambda: x.half(),
         "cast_transpose": lambda: x.t().bfloat16().contiguous(),
         "cast_int": lambda: x.double(),

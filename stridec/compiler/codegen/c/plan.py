@@ -29,6 +29,7 @@ from stridec.compiler.codegen.spec import CopySpec
 from stridec.compiler.copy_plan import (
     KERNELS,
     MAX_BLOCK_ROWS,
+    MAX_MASKS,
     CopyPlan,
     candidate_plans,
     plan_copy,
@@ -55,9 +56,11 @@ class PlanABI:
     max_loops: int
     max_group: int
     max_rows: int
+    max_masks: int
     header: tuple[str, ...]
     loop: tuple[str, ...]
     group: tuple[str, ...]
+    mask: tuple[str, ...]
     kernels: dict[str, int]
 
     def index(self, field: str) -> int:
@@ -83,16 +86,18 @@ def _read_abi() -> PlanABI:
     header = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_HEADER")))
     loop = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_LOOP")))
     group = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_GROUP")))
+    mask = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_MASK")))
     kernels = {n: int(v) for n, v in
                re.findall(r"X\((\w+), (\d+)\)", _macro_body(text, "STRIDEC_COPY_KERNELS"))}
     return PlanABI(number("STRIDEC_COPY_ABI"), number("STRIDEC_COPY_MAX_LOOPS"),
-                   number("STRIDEC_COPY_MAX_GROUP"), number("STRIDEC_COPY_MAX_ROWS"), header,
-                   loop, group, kernels)
+                   number("STRIDEC_COPY_MAX_GROUP"), number("STRIDEC_COPY_MAX_ROWS"),
+                   number("STRIDEC_COPY_MAX_MASKS"), header, loop, group, mask, kernels)
 
 
 ABI = _read_abi()
 assert set(ABI.kernels) == set(KERNELS), "lib/copy_abi.h and copy_plan.KERNELS disagree"
 assert ABI.max_rows == MAX_BLOCK_ROWS, "lib/copy_abi.h and copy_plan.MAX_BLOCK_ROWS disagree"
+assert ABI.max_masks == MAX_MASKS, "lib/copy_abi.h and copy_plan.MAX_MASKS disagree"
 assert ABI.max_loops >= MAX_RANK and ABI.max_group >= MAX_RANK, "lib/copy_abi.h: below MAX_RANK"
 # A batch sets word 6 of each member's call to the whole batch's bytes (codegen/c/copy.py).
 assert ABI.index("stream_bytes") == 6, "lib/copy_abi.h: stream_bytes must be word 6"
@@ -101,7 +106,7 @@ assert ABI.index("stream_bytes") == 6, "lib/copy_abi.h: stream_bytes must be wor
 # the strategies of codegen/c/copy.py use for the same walk.
 STRATEGIES = {"rows": "linear", "transpose": "tiled_transpose", "gather": "gather",
               "deinterleave": "deinterleave", "interleave": "interleave", "compress": "compress",
-              "reverse": "reverse"}
+              "reverse": "reverse", "fill": "fill"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +132,13 @@ LANE_KERNELS = ("deinterleave", "interleave", "compress")
 
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
-    strategies of `codegen/c/copy.py`: where it was measured to win (docs/cpu.md)."""
-    if plan.kernel in LANE_KERNELS:  # every element size (lib/copy_lanes.h)
+    strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
+    the lane kernels, fills, masked rows (pads), transposes of 2, 4 and 8 bytes (masked
+    or not), flips of runs of a vector or longer."""
+    if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
         return True
+    if plan.kernel == "rows":  # a pad's rows: fill, a copy, fill
+        return bool(plan.masks)
     if plan.kernel == "reverse":
         return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
     return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)
@@ -214,6 +223,8 @@ def plan_params(plan: CopyPlan) -> tuple[int, ...]:
         "a_loop": plan.a_loop, "b_loop": plan.b_loop, "lanes": plan.lanes,
         "lane_stride": plan.lane_stride, "chunk": plan.chunk, "prefetch": int(plan.prefetch),
         "stage": int(plan.stage), "a_dims": len(plan.a_side), "b_dims": len(plan.b_side),
+        "masks": len(plan.masks), "fill": int(plan.fill_bits is not None),
+        "fill_bits": plan.fill_bits or 0,
     }
     words = [values[name] for name in ABI.header]
     for loop in plan.loops:
@@ -223,6 +234,9 @@ def plan_params(plan: CopyPlan) -> tuple[int, ...]:
     for extent, stride in (*plan.a_side, *plan.b_side):
         fields = {"extent": extent, "stride": stride}
         words += [fields[name] for name in ABI.group]
+    for mask in plan.masks:
+        fields = {"lo": mask.lo, "hi": mask.hi, "lane": mask.lane}
+        words += [fields[name] for name in ABI.mask] + list(mask.coeffs)
     return tuple(words)
 
 
@@ -232,9 +246,10 @@ def plan_call_fits(symbol: str, params) -> bool:
     p = tuple(params)
     if not symbol.startswith(SYMBOL_PREFIX) or len(p) < len(ABI.header):
         return False
-    loops = p[ABI.index("loops")]
+    loops, masks = p[ABI.index("loops")], p[ABI.index("masks")]
     sides = p[ABI.index("a_dims")] + p[ABI.index("b_dims")]
     return (p[ABI.index("abi")] == ABI.version and 1 <= loops <= ABI.max_loops
-            and 0 <= sides <= 2 * ABI.max_group
-            and len(p) == len(ABI.header) + len(ABI.loop) * loops + len(ABI.group) * sides
+            and 0 <= sides <= 2 * ABI.max_group and 0 <= masks <= ABI.max_masks
+            and len(p) == (len(ABI.header) + len(ABI.loop) * loops + len(ABI.group) * sides
+                           + (len(ABI.mask) + loops) * masks)
             and p[ABI.index("kernel")] in ABI.kernels.values())

@@ -16,11 +16,20 @@
    (the a loop walks their flattened index x: source offset x, destination offset the sum
    of x's digits times each dim's destination stride), its b side dims that the
    destination holds contiguous together (destination offset y, source offset by y's
-   digits): a dim of 4 beside one of 15 makes one side of 60, so the blocks stay whole. */
+   digits): a dim of 4 beside one of 15 makes one side of 60, so the blocks stay whole.
+
+   A masked copy (`masks` > 0) ends with one record of STRIDEC_COPY_MASK fields per mask,
+   each followed by one coefficient per loop of the nest (outermost first): the element
+   at loop indices i (and lane k of a lane kernel) is copied where every mask holds,
+   lo <= lane * k + sum(coefficient_l * i_l) < hi, and elsewhere gets the fill's bits
+   (`fill` 1) or is left as it is (`fill` 0). Along a row the masks hold on one interval,
+   so a row is fill, a copy, fill; a transpose or interleave block is wholly valid (the
+   kernel), wholly masked (fill) or mixed (its source staged with the fill around each
+   row's interval, then the kernel). */
 #ifndef STRIDEC_COPY_ABI_H
 #define STRIDEC_COPY_ABI_H
 
-#define STRIDEC_COPY_ABI 1
+#define STRIDEC_COPY_ABI 2
 /* Loops of a nest and dims of a transpose's side: the rank limit (stridec.ir.affine.MAX_RANK,
    checked by codegen/c/plan.py); a nest has no more loops than its copy has dims. */
 #define STRIDEC_COPY_MAX_LOOPS 25
@@ -44,13 +53,23 @@
     X(prefetch)        /* 1: a transpose block prefetches the next block's source */   \
     X(stage)           /* 1: a transpose block's source rows are copied to L2 first */ \
     X(a_dims)          /* dims of a transpose's a side (records after the loops) */    \
-    X(b_dims)          /* and of its b side */
+    X(b_dims)          /* and of its b side */                                         \
+    X(masks)           /* mask records after the sides (0 .. STRIDEC_COPY_MAX_MASKS) */   \
+    X(fill)            /* 1: masked elements get fill_bits; 0: they are not written */   \
+    X(fill_bits)       /* the fill's bits, in the low ELEM_BYTES bytes */
+
+/* Masks of a copy at most: a bound on each side of every dim, and a few more. */
+#define STRIDEC_COPY_MAX_MASKS 64
 
 #define STRIDEC_COPY_LOOP(X) X(extent) X(step) X(src_stride) X(dst_stride)
 
 /* A dim of a transpose's side: its extent and its stride on the other side (the
    destination's for the a side, the source's for the b side). */
 #define STRIDEC_COPY_GROUP(X) X(extent) X(stride)
+
+/* A mask: its bounds and its coefficient of the lanes of a lane kernel (0 for the
+   others); the loops' coefficients follow it. */
+#define STRIDEC_COPY_MASK(X) X(lo) X(hi) X(lane)
 
 /* The micro-kernels, with what they move for a block of extents ea (along a_loop) and eb
    (along b_loop) at offsets so, do:
@@ -63,9 +82,10 @@
    compress      dst[do + y] = src[so + y*K]                       y < eb
    gather        dst[do + y*ddb] = src[so + y*ssb]                 y < eb
    reverse       dst[do + y] = src[so - y]                         y < eb (a flip)
+   fill          dst[do + y*ddb] = fill_bits                       y < eb (src unread)
    (ssb, ddb: the b loop's strides.) */
 #define STRIDEC_COPY_KERNELS(X) \
     X(rows, 0) X(transpose, 1) X(deinterleave, 2) X(interleave, 3) X(compress, 4) X(gather, 5) \
-    X(reverse, 6)
+    X(reverse, 6) X(fill, 7)
 
 #endif

@@ -137,18 +137,23 @@ ALWAYS_INLINE void lanes_split_k(const elem_t* s, elem_t* d, i64 ls, i64 n, int 
     }
 }
 
-/* Pixels [0, n) of K rows interleaved: d[K*x + k] = s[x + k*ls] (k < K). */
-ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
+/* Pixels [0, n) of K rows interleaved: d[K*x + k] = s[x + k*ls] for lanes k in [lo, hi),
+   the fill f for the others (which are not read). */
+ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, elem_t* d, i64 n, int K, int lo,
+                                int hi, elem_t f) {
+    const lvec fv = (lvec){0} + f;
     i64 x = 0;
     for (; x + LV <= n; x += LV) {
         lvec r[4], o[4];
-        for (int k = 0; k < K; k++) memcpy(&r[k], s + x + k * ls, LV_BYTES);
+        for (int k = 0; k < K; k++)
+            if (k >= lo && k < hi) memcpy(&r[k], s + x + k * ls, LV_BYTES);
+            else r[k] = fv;
         lanes_join_vec(r, o, K);
         for (int j = 0; j < K; j++) memcpy(d + K * x + j * LV, &o[j], LV_BYTES);
     }
     if (x < n) {
-        lvec r[4] = {{0}}, o[4];
-        for (int k = 0; k < K; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
+        lvec r[4] = {fv, fv, fv, fv}, o[4];
+        for (int k = lo; k < hi; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
         lanes_join_vec(r, o, K);
         memcpy(d + K * x, o, (size_t)(K * (n - x)) * ELEM_BYTES);
     }
@@ -164,9 +169,19 @@ static void lanes_split(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int fi
 
 static void lanes_join(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
     switch (K) {
-    case 2: lanes_join_k(s, ls, d, n, 2); break;
-    case 3: lanes_join_k(s, ls, d, n, 3); break;
-    default: lanes_join_k(s, ls, d, n, 4); break;
+    case 2: lanes_join_k(s, ls, d, n, 2, 0, 2, 0); break;
+    case 3: lanes_join_k(s, ls, d, n, 3, 0, 3, 0); break;
+    default: lanes_join_k(s, ls, d, n, 4, 0, 4, 0); break;
+    }
+}
+
+/* lanes_join with lanes [lo, hi) read and the others the fill f (a pack's padding). */
+static void lanes_join_filled(const elem_t* s, i64 ls, elem_t* d, i64 n, int K, int lo, int hi,
+                              elem_t f) {
+    switch (K) {
+    case 2: lanes_join_k(s, ls, d, n, 2, lo, hi, f); break;
+    case 3: lanes_join_k(s, ls, d, n, 3, lo, hi, f); break;
+    default: lanes_join_k(s, ls, d, n, 4, lo, hi, f); break;
     }
 }
 

@@ -8,6 +8,7 @@
      runs). The lanes' kernels (deinterleave, interleave, compress) are in copy_lanes.h. */
 
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef int64_t i64;

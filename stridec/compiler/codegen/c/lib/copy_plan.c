@@ -35,12 +35,19 @@ enum {
     GROUP_WORDS
 };
 enum {
+#define X(name) M_##name,
+    STRIDEC_COPY_MASK(X)
+#undef X
+    MASK_WORDS
+};
+enum {
 #define X(name, id) K_##name = id,
     STRIDEC_COPY_KERNELS(X)
 #undef X
 };
 
 #define MAXL STRIDEC_COPY_MAX_LOOPS
+#define MAXM STRIDEC_COPY_MAX_MASKS
 #define MAXT 256
 /* A call moving fewer bytes runs on the calling thread: waking a thread costs a few µs. */
 #define PARALLEL_BYTES (1 << 18)
@@ -57,6 +64,7 @@ typedef struct {
     i64 kernel, L, soff, doff, a, b, K, ls, prefetch;
     i64 n[MAXL], t[MAXL];         /* extent and step of each loop */
     i64 cnt[MAXL];                /* blocks of each loop */
+    i64 act[MAXL], nact;          /* the loops of more than one block, outermost first */
     i64 sstep[MAXL], dstep[MAXL]; /* source and destination elements a block on */
     i64 ssb, dsb;                 /* the b loop's strides */
     i64 ga, gb;                   /* dims of a transpose's a and b sides */
@@ -64,11 +72,118 @@ typedef struct {
     i64 gb_n[STRIDEC_COPY_MAX_GROUP], gb_s[STRIDEC_COPY_MAX_GROUP];
     i64 units;
     int stream, stage;
+    i64 M, has_fill;
+    elem_t fill;
+    /* line[j]: the fill's byte at every address j modulo 64 (the fill's phase follows the
+       destination's address, which need not be aligned to its elements) */
+    unsigned char line[64] __attribute__((aligned(64)));
+    /* masks m < M (last, and not cleared: 25 KiB): bounds, the lanes' coefficient, each
+       loop's coefficient and its move a block */
+    i64 mlo[MAXM], mhi[MAXM], mlane[MAXM], mc[MAXM][MAXL], mstep[MAXM][MAXL];
 } job_t;
 
 ALWAYS_INLINE void put(const job_t* J, elem_t* d, const elem_t* s, i64 n) {
     if (J->stream) stream_copy(d, s, (size_t)n * ELEM_BYTES);
     else memcpy(d, s, (size_t)n * ELEM_BYTES);
+}
+
+/* ---- masks */
+
+static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
+    i64 q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+static inline i64 ceildiv(i64 a, i64 b) { return -floordiv(-a, b); }
+
+/* [*a, *b) narrowed to the j where every mask holds: lo <= base[m] + c_m*j < hi, c_m mask
+   m's coefficient of loop l (or its lanes', l < 0). Empty: [n, n). */
+ALWAYS_INLINE void clip(const job_t* J, const i64* base, i64 l, i64 n, i64* a, i64* b) {
+    for (i64 m = 0; m < J->M; m++) {
+        i64 c = l < 0 ? J->mlane[m] : J->mc[m][l], lo = J->mlo[m], hi = J->mhi[m];
+        i64 B = base[m], x, y;
+        if (c == 1) { x = lo - B; y = hi - B; }  /* a pad's bound: no division */
+        else if (c > 0) { x = ceildiv(lo - B, c); y = ceildiv(hi - B, c); }
+        else if (c < 0) { x = floordiv(B - hi, -c) + 1; y = floordiv(B - lo, -c) + 1; }
+        else if (lo <= B && B < hi) continue;
+        else { x = 0; y = 0; }
+        if (x > *a) *a = x;
+        if (y < *b) *b = y;
+    }
+    if (*b <= *a) *a = *b = n;
+}
+
+/* n bytes of the fill at d: whole lines streamed when the call streams, the rest from
+   the fill's line at d's phase. */
+static void fill_bytes(const job_t* J, char* d, size_t n) {
+    size_t head = (size_t)(-(uintptr_t)d) & 63;
+    if (J->stream && n >= head + 64) {
+        memcpy(d, J->line + (64 - head) % 64, head);
+        d += head;
+        n -= head;
+        for (; n >= 64; n -= 64, d += 64) stream_line(d, J->line);
+    }
+    while (n) {
+        size_t o = (uintptr_t)d & 63, k = 64 - o < n ? 64 - o : n;
+        memcpy(d, J->line + o, k);
+        d += k;
+        n -= k;
+    }
+}
+
+typedef elem_t fill_vec __attribute__((vector_size(32)));
+typedef elem_t fill_word __attribute__((vector_size(8)));
+
+/* n elements of the fill, `step` elements apart, from d: a contiguous run in 32-byte (or
+   8-byte) vectors, the last one moved back to end with the run (the fill repeats every
+   element, so any whole number of elements on it is the same bytes), a long streamed run
+   by whole lines. */
+ALWAYS_INLINE void fill_run(const job_t* J, elem_t* d, i64 step, i64 n) {
+    if (n <= 0) return;
+    const elem_t f = J->fill;
+    const size_t bytes = (size_t)n * ELEM_BYTES;
+    char* p = (char*)d;
+    if (step != 1) {
+        for (i64 y = 0; y < n; y++) memcpy(d + y * step, &f, ELEM_BYTES);
+    } else if (J->stream && bytes >= 128) {
+        fill_bytes(J, p, bytes);
+    } else if (bytes >= 32) {
+        const fill_vec v = (fill_vec){0} + f;
+        size_t k = 0;
+        for (; k + 32 <= bytes; k += 32) memcpy(p + k, &v, 32);
+        if (k < bytes) memcpy(p + bytes - 32, &v, 32);
+    } else if (bytes >= 8) {
+        const fill_word v = (fill_word){0} + f;
+        size_t k = 0;
+        for (; k + 8 <= bytes; k += 8) memcpy(p + k, &v, 8);
+        if (k < bytes) memcpy(p + bytes - 8, &v, 8);
+    } else {
+        for (i64 y = 0; y < n; y++) memcpy(d + y, &f, ELEM_BYTES);
+    }
+}
+
+/* Whether every element of a block (ea along loop a, eb along b, K lanes) holds every
+   mask (1), some mask holds on none of them (0), or neither (-1). */
+static int block_state(const job_t* J, const i64* mb, i64 ea, i64 eb, i64 K) {
+    int all = 1;
+    for (i64 m = 0; m < J->M; m++) {
+        i64 lo = mb[m], hi = mb[m];
+        i64 span[3] = {J->a >= 0 ? J->mc[m][J->a] * (ea - 1) : 0,
+                       J->b >= 0 ? J->mc[m][J->b] * (eb - 1) : 0, J->mlane[m] * (K - 1)};
+        for (int k = 0; k < 3; k++) {
+            if (span[k] < 0) lo += span[k];
+            else hi += span[k];
+        }
+        if (hi < J->mlo[m] || lo >= J->mhi[m]) return 0;
+        if (lo < J->mlo[m] || hi >= J->mhi[m]) all = 0;
+    }
+    return all ? 1 : -1;
+}
+
+/* Row [0, n) of a stage: source elements [a, b) of it from s, the fill around them. */
+static void stage_row(const job_t* J, elem_t* d, const elem_t* s, i64 n, i64 a, i64 b) {
+    fill_run(J, d, 1, a);
+    if (b > a) memcpy(d + a, s + a, (size_t)(b - a) * ELEM_BYTES);
+    fill_run(J, d + b, 1, n - b);
 }
 
 /* ---- transpose: the block [x0, x0 + na) x [y0, y0 + nb) of the a and b sides */
@@ -132,7 +247,8 @@ static void tr_rows(src_rows s, int stab, i64 x0, dst_rows d, int dtab, i64 na, 
    so that a column of them does not fall into one set of L1. */
 #define STAGE_PAD (64 / ELEM_BYTES)
 
-static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na, i64 nb) {
+static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na, i64 nb,
+                           const i64* mb) {
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
     elem_t* outs[TV];
     i64 off[STRIDEC_COPY_MAX_ROWS > TV ? STRIDEC_COPY_MAX_ROWS : TV];
@@ -145,8 +261,20 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
     }
     /* Staged: the block's source rows first copied, each as one run, into the thread's
        scratch buffer (in L2), then transposed from there. */
-    elem_t* stage = J->stage ? (elem_t*)stridec_pool_scratch_v1() : 0;
     const i64 ps = na + STAGE_PAD;
+    if (mb) {  /* a mixed block: rows staged with the fill around their valid elements */
+        elem_t* stage = (elem_t*)stridec_pool_scratch_v1();
+        i64 base[MAXM];
+        for (i64 y = 0; y < nb; y++) {
+            for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->b] * y;
+            i64 a = 0, b = na;
+            clip(J, base, J->a, na, &a, &b);
+            stage_row(J, stage + y * ps, src_row(s, stab, y), na, a, b);
+        }
+        s = (src_rows){0, stage, ps};
+        stab = 0;
+    }
+    elem_t* stage = J->stage && !mb ? (elem_t*)stridec_pool_scratch_v1() : 0;
     if (stage && nb * ps * ELEM_BYTES <= STRIDEC_SCRATCH_BYTES) {
         for (i64 y = 0; y < nb; y++) {
             const elem_t* r = src_row(s, stab, y);
@@ -232,17 +360,21 @@ static void join_rows(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
     lanes_join(s, ls, d, n, K);  /* copy_lanes.h */
 }
 
-static void tile_join(const job_t* J, const elem_t* s, elem_t* d, i64 na) {
+/* Lanes [lo, hi) from s, the fill for the others (all K: lo = 0, hi = K). */
+static void tile_join(const job_t* J, const elem_t* s, i64 ls, elem_t* d, i64 na, int lo,
+                      int hi) {
     const int K = (int)J->K;
     if (!J->stream) {
-        join_rows(s, J->ls, d, na, K);
+        if (lo == 0 && hi == K) join_rows(s, ls, d, na, K);
+        else lanes_join_filled(s, ls, d, na, K, lo, hi, J->fill);
         return;
     }
     const i64 run = RUN_BYTES / ELEM_BYTES / K;
     elem_t buf[RUN_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
     for (i64 x = 0; x < na; x += run) {
         i64 w = na - x < run ? na - x : run;
-        join_rows(s + x, J->ls, buf, w, K);
+        if (lo == 0 && hi == K) join_rows(s + x, ls, buf, w, K);
+        else lanes_join_filled(s + x, ls, buf, w, K, lo, hi, J->fill);
         stream_copy(d + K * x, buf, (size_t)(K * w) * ELEM_BYTES);
     }
 }
@@ -292,9 +424,152 @@ static void tile_gather(const job_t* J, const elem_t* s, elem_t* d, i64 nb) {
     for (i64 y = 0; y < nb; y++) d[y * ds] = s[y * ss];
 }
 
+/* ---- masked blocks */
+
+/* A block of a row kernel (rows, gather, compress, reverse) where masks apply: the fill,
+   the kernel on the elements every mask holds at, the fill. */
+ALWAYS_INLINE void masked_row(const job_t* J, const elem_t* s, elem_t* d, const i64* mb, i64 eb) {
+    i64 a = 0, b = eb, ds = J->dsb;
+    clip(J, mb, J->b, eb, &a, &b);
+    if (J->has_fill) fill_run(J, d, ds, a);
+    if (b > a) {
+        const elem_t* sa = s + a * J->ssb;
+        elem_t* da = d + a * ds;
+        switch (J->kernel) {
+        case K_rows: put(J, da, sa, b - a); break;
+        case K_compress: tile_split(J, sa, da, b - a, 0); break;
+        case K_reverse: tile_reverse(J, sa, da, b - a); break;
+        default: tile_gather(J, sa, da, b - a); break;
+        }
+    }
+    if (J->has_fill) fill_run(J, d + b * ds, ds, eb - b);
+}
+
+/* An interleave block where masks apply: its destination run of K*ea the fill where no
+   element is valid, else the K lanes staged with the fill around their valid elements,
+   then joined. */
+static void masked_join(const job_t* J, const elem_t* s, elem_t* d, const i64* mb, i64 ea) {
+    const i64 K = J->K;
+    int state = block_state(J, mb, ea, 1, K);
+    if (state == 1) {
+        tile_join(J, s, J->ls, d, ea, 0, (int)K);
+        return;
+    }
+    if (state == 0) {
+        fill_run(J, d, 1, K * ea);
+        return;
+    }
+    int by_lane = 1;  /* the masks vary along the lanes only: lanes [lo, hi) valid */
+    for (i64 m = 0; m < J->M; m++) by_lane &= J->mc[m][J->a] == 0;
+    if (by_lane) {
+        i64 lo = 0, hi = K;
+        clip(J, mb, -1, K, &lo, &hi);
+        tile_join(J, s, J->ls, d, ea, (int)lo, (int)hi);
+        return;
+    }
+    i64 part = STRIDEC_SCRATCH_BYTES / (K * ELEM_BYTES), base[MAXM];
+    if (ea > part) {
+        for (i64 x = 0; x < ea; x += part) {
+            for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->a] * x;
+            masked_join(J, s + x, d + K * x, base, ea - x < part ? ea - x : part);
+        }
+        return;
+    }
+    elem_t* stage = (elem_t*)stridec_pool_scratch_v1();
+    for (i64 k = 0; k < K; k++) {
+        for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mlane[m] * k;
+        i64 a = 0, b = ea;
+        clip(J, base, J->a, ea, &a, &b);
+        stage_row(J, stage + k * ea, s + k * J->ls, ea, a, b);
+    }
+    tile_join(J, stage, ea, d, ea, 0, (int)K);
+}
+
+/* A block whose source rows [ya, yb) are valid, the others masked: TV destination rows
+   at a time built in L1 (the fill, once, then the valid rows' transpose into its columns
+   [ya, yb)) and written whole, so each destination line is written once (a pack's padded
+   lanes: NCHW32 of 3 channels). 0 where nb is wider than a strip. */
+static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
+                                 i64 nb, i64 ya, i64 yb) {
+    if (nb > STRIP_COLS) return 0;
+    elem_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
+    const int stream = J->stream;
+    ((job_t*)J)->stream = 0;
+    fill_run(J, buf, 1, TV * nb);
+    ((job_t*)J)->stream = stream;
+    const i64 ds = J->ga_s[0];
+    const src_rows s = {0, J->src + so + J->gb_s[0] * (y0 + ya), J->gb_s[0]};
+    elem_t* const d = J->dst + dof + x0 * ds;
+    for (i64 x = 0; x < na; x += TV) {
+        i64 h = na - x < TV ? na - x : TV;
+        if (!stream && ds == nb) {  /* the fill, then the valid columns over it in L1 */
+            fill_run(J, d + x * ds, 1, h * nb);
+            tr_rows(s, 0, x, (dst_rows){0, d + x * ds + ya, nb}, 0, h, yb - ya);
+            continue;
+        }
+        tr_rows(s, 0, x, (dst_rows){0, buf + ya, nb}, 0, h, yb - ya);
+        if (ds == nb) put(J, d + x * ds, buf, h * nb);
+        else
+            for (i64 a = 0; a < h; a++) put(J, d + (x + a) * ds, buf + a * nb, nb);
+    }
+    return 1;
+}
+
+/* A transpose block where masks apply: the kernel where every element is valid, the fill
+   of its destination rows where none is, else its source rows staged (tile_transpose),
+   in parts that fit the thread's scratch buffer. */
+static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
+                             i64 nb, const i64* mb) {
+    int state = block_state(J, mb, na, nb, 1);
+    if (state == 1) {
+        tile_transpose(J, so, dof, x0, y0, na, nb, 0);
+        return;
+    }
+    elem_t* const d = J->dst + dof + x0 * J->ga_s[0];
+    const i64 ds = J->ga_s[0];
+    if (state == 0) {
+        for (i64 x = 0; x < na; x++) fill_run(J, d + x * ds, 1, nb);
+        return;
+    }
+    int by_a = 1, by_b = 1;  /* whether the masks vary along a only, or along b only */
+    for (i64 m = 0; m < J->M; m++) {
+        if (J->mc[m][J->b]) by_a = 0;
+        if (J->mc[m][J->a]) by_b = 0;
+    }
+    if (by_b) {  /* source rows [ya, yb) valid: their transpose, the fill around it */
+        i64 ya = 0, yb = nb;
+        clip(J, mb, J->b, nb, &ya, &yb);
+        if (yb > ya && tile_transpose_filled(J, so, dof, x0, y0, na, nb, ya, yb)) return;
+        if (yb > ya) tile_transpose(J, so, dof + ya, x0, y0 + ya, na, yb - ya, 0);
+        for (i64 x = 0; x < na; x++) {
+            fill_run(J, d + x * ds, 1, ya);
+            fill_run(J, d + x * ds + yb, 1, nb - yb);
+        }
+        return;
+    }
+    if (by_a) {  /* source columns [xa, xb) valid: whole destination rows of the fill */
+        i64 xa = 0, xb = na;
+        clip(J, mb, J->a, na, &xa, &xb);
+        for (i64 x = 0; x < xa; x++) fill_run(J, d + x * ds, 1, nb);
+        if (xb > xa) tile_transpose(J, so + xa, dof, x0 + xa, y0, xb - xa, nb, 0);
+        for (i64 x = xb; x < na; x++) fill_run(J, d + x * ds, 1, nb);
+        return;
+    }
+    i64 rows = STRIDEC_SCRATCH_BYTES / ((na + STAGE_PAD) * ELEM_BYTES);
+    if (rows >= nb) {
+        tile_transpose(J, so, dof, x0, y0, na, nb, mb);
+        return;
+    }
+    i64 base[MAXM];
+    for (i64 y = 0; y < nb; y += rows) {
+        for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->b] * y;
+        masked_transpose(J, so, dof + y, x0, y0 + y, na, nb - y < rows ? nb - y : rows, base);
+    }
+}
+
 /* ---- the loop nest */
 
-ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof) {
+ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const i64* mb) {
     const elem_t* s = J->src + so;
     elem_t* d = J->dst + dof;
     i64 ea = 1, eb = 1;
@@ -306,13 +581,25 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof) {
         i64 rest = J->n[J->b] - idx[J->b] * J->t[J->b];
         eb = rest < J->t[J->b] ? rest : J->t[J->b];
     }
+    if (J->kernel == K_fill) {
+        fill_run(J, d, J->dsb, eb);
+        return;
+    }
+    if (J->M) {
+        if (J->kernel == K_transpose)
+            masked_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea,
+                             eb, mb);
+        else if (J->kernel == K_interleave) masked_join(J, s, d, mb, ea);
+        else masked_row(J, s, d, mb, eb);
+        return;
+    }
     switch (J->kernel) {
     case K_rows: put(J, d, s, eb); break;
     case K_transpose:
-        tile_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea, eb);
+        tile_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea, eb, 0);
         break;
     case K_deinterleave: tile_split(J, s, d, eb, 1); break;
-    case K_interleave: tile_join(J, s, d, ea); break;
+    case K_interleave: tile_join(J, s, J->ls, d, ea, 0, (int)J->K); break;
     case K_compress: tile_split(J, s, d, eb, 0); break;
     case K_reverse: tile_reverse(J, s, d, eb); break;
     default: tile_gather(J, s, d, eb); break;
@@ -322,22 +609,28 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof) {
 /* Blocks [u0, u1) of the nest, in its order (the last loop fastest): the position of u0
    found by divisions, the others by additions. */
 static void work(const job_t* J, i64 u0, i64 u1) {
-    const i64 L = J->L;
-    i64 idx[MAXL], so = J->soff, dof = J->doff, u = u0;
+    const i64 L = J->L, M = J->M;
+    i64 idx[MAXL], so = J->soff, dof = J->doff, u = u0, mb[MAXM];
+    for (i64 m = 0; m < M; m++) mb[m] = 0;
     for (i64 l = L - 1; l >= 0; l--) {
         idx[l] = u % J->cnt[l];
         u /= J->cnt[l];
         so += idx[l] * J->sstep[l];
         dof += idx[l] * J->dstep[l];
+        for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
     }
     for (u = u0; u < u1; u++) {
-        block(J, idx, so, dof);
-        for (i64 l = L - 1; l >= 0; l--) {
+        block(J, idx, so, dof, mb);
+        /* on to the next block: an odometer over the loops of more than one block */
+        for (i64 j = J->nact - 1; j >= 0; j--) {
+            const i64 l = J->act[j];
             so += J->sstep[l];
             dof += J->dstep[l];
+            for (i64 m = 0; m < M; m++) mb[m] += J->mstep[m][l];
             if (++idx[l] < J->cnt[l]) break;
             so -= J->cnt[l] * J->sstep[l];
             dof -= J->cnt[l] * J->dstep[l];
+            for (i64 m = 0; m < M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
             idx[l] = 0;
         }
         if (J->prefetch && u + 1 < u1) {  /* the next block's source rows, into L2 */
@@ -362,7 +655,7 @@ static void work_task(void* arg, i64 u0, i64 u1) {
 i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 nthreads,
                                   void* job) {
     job_t* J = (job_t*)job;
-    memset(J, 0, sizeof *J);
+    memset(J, 0, offsetof(job_t, mlo));
     J->src = (const elem_t*)src;
     J->dst = (elem_t*)dst;
     J->kernel = p[H_kernel];
@@ -375,7 +668,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->ls = p[H_lane_stride];
     J->prefetch = p[H_prefetch];
     if (p[H_abi] != STRIDEC_COPY_ABI || J->L < 1 || J->L > MAXL || J->kernel < K_rows
-        || J->kernel > K_reverse || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L)
+        || J->kernel > K_fill || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L)
         return 0;
     int lanes = J->kernel >= K_deinterleave && J->kernel <= K_compress;
     if ((lanes && (J->K < 2 || J->K > 4)) || (J->kernel == K_interleave ? J->a : J->b) < 0
@@ -393,10 +686,26 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         if (l == J->b) J->ssb = q[L_src_stride], J->dsb = q[L_dst_stride];
         units *= J->cnt[l];
         numel *= J->n[l];
+        if (J->cnt[l] > 1) J->act[J->nact++] = l;
     }
     J->ga = p[H_a_dims];
     J->gb = p[H_b_dims];
     J->stage = (int)p[H_stage];
+    J->M = p[H_masks];
+    J->has_fill = p[H_fill];
+    if (J->M < 0 || J->M > MAXM || J->has_fill < 0 || J->has_fill > 1
+        || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
+        return 0;
+    if (J->M && (J->kernel == K_deinterleave
+                 || (J->kernel == K_transpose && (J->ga != 1 || J->gb != 1))
+                 || ((J->kernel == K_transpose || J->kernel == K_interleave) && !J->has_fill)))
+        return 0;  /* masks the blocks below do not take (the planner makes none) */
+    {
+        i64 bits = p[H_fill_bits];
+        memcpy(&J->fill, &bits, ELEM_BYTES);  /* little-endian: the low bytes */
+        for (int k = 0; k < 64; k++)  /* byte k of a line: byte (k - dst) % ELEM_BYTES */
+            J->line[k] = ((const unsigned char*)&J->fill)[(k - (uintptr_t)dst) % ELEM_BYTES];
+    }
     if (J->kernel == K_transpose) {
         /* Each side's dims must make up its loop's extent; a block has at most
            STRIDEC_COPY_MAX_ROWS rows. */
@@ -418,6 +727,20 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         }
         if (na != J->n[J->a] || nb != J->n[J->b]) return 0;
     }
+    if (J->ga < 0 || J->gb < 0 || J->ga > STRIDEC_COPY_MAX_GROUP || J->gb > STRIDEC_COPY_MAX_GROUP)
+        return 0;
+    q = p + HEADER_WORDS + J->L * LOOP_WORDS + (J->ga + J->gb) * GROUP_WORDS;
+    for (i64 m = 0; m < J->M; m++, q += J->L) {
+        J->mlo[m] = q[M_lo];
+        J->mhi[m] = q[M_hi];
+        J->mlane[m] = q[M_lane];
+        q += MASK_WORDS;
+        for (i64 l = 0; l < J->L; l++) {
+            J->mc[m][l] = q[l];
+            J->mstep[m][l] = J->t[l] * q[l];
+        }
+    }
+    if (J->M) J->prefetch = 0;
     if (J->prefetch && J->b < 0) J->prefetch = 0;
     if (units == 0) return 0;
     J->units = units;
