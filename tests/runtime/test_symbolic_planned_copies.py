@@ -88,3 +88,41 @@ def test_random_symbolic_permutations_against_torch(data: st.DataObject) -> None
         x = _data(shape, dtype)
         got, want = fn(x), x.permute(*perm).contiguous()
         assert got.stride() == want.stride() and torch.equal(got, want)
+
+
+# (sizes with the symbol N, dtype, the graph's function, torch's): masked copies -- pads
+# (rows, a transposed source: a masked transpose, which the symbolic pipeline leaves a
+# fill and a copy: kernel counts, issue 33 item 3), a pack (a masked interleave), the pad
+# along the symbolic dim itself
+MASKED = [
+    (("N", 3, 20, 30), "float32", lambda x: stridec.pad(x, (1, 2, 3, 4), value=1.5),
+     lambda x: torch.nn.functional.pad(x, (1, 2, 3, 4), value=1.5)),
+    (("N", 40), "float16", lambda x: stridec.pad(x.t(), (5, 6, 1, 2), value=-1.0),
+     lambda x: torch.nn.functional.pad(x.t(), (5, 6, 1, 2), value=-1.0)),
+    (("N", 3, 9, 31), "float32", lambda x: x.pack("NCHW4", fill=-2.5),
+     lambda x: torch.nn.functional.pad(x, (0, 0, 0, 0, 0, 1), value=-2.5)
+     .reshape(x.shape[0], 1, 4, 9, 31).permute(0, 1, 3, 4, 2).contiguous()),
+    ((7, "N"), "float64", lambda x: stridec.pad(x, (3, 4), value=2.0),
+     lambda x: torch.nn.functional.pad(x, (3, 4), value=2.0)),
+]
+
+
+@pytest.mark.parametrize(("sizes", "dtype", "build", "reference"), MASKED)
+def test_symbolic_masked_copies_call_the_library_the_static_plan_calls(
+        sizes: tuple, dtype: str, build, reference) -> None:
+    def graph(shape: tuple) -> stridec.Graph:
+        g = stridec.Graph("masked")
+        g.output(build(g.input("x", shape, dtype)))
+        return g
+
+    fn = stridec.compile(graph(sizes), backend="cpu")
+    for n in (6, 2, 17, 40):  # 6 plans the class; the others bind its plan
+        shape = tuple(n if s == "N" else s for s in sizes)
+        x = _data(shape, dtype)
+        got, want = fn(x), reference(x)
+        assert got.stride() == want.stride() and torch.equal(got, want), n
+        if n == 6:
+            static = _calls(stridec.compile(graph(shape), backend="cpu"), x)
+            calls = _calls(fn, x)
+            assert all(c.startswith("stridec_plan") for c in calls + static)
+            assert calls == static or (len(calls), len(static)) == (2, 1)

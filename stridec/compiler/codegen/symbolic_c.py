@@ -32,7 +32,7 @@ from stridec.compiler.codegen.spec import (
     copy_symbols,
     is_fill_only,
 )
-from stridec.compiler.copy_plan import MAX_THREADS, CopyPlan, Loop, plan_copy
+from stridec.compiler.copy_plan import MAX_THREADS, CopyPlan, Loop, PlanMask, plan_copy
 
 __all__ = ["generate_c_copy_symbolic"]
 
@@ -77,13 +77,25 @@ def _planned_call(canon: CopySpec, at: CopySpec
     planned library, with the plan the model takes for `at` (`canon` at the hint); None
     where the planner takes no plan there, or one of its decisions does not hold for every
     value of the symbols."""
-    if canonicalize_copy(at) != at:  # dims the hint alone lets merge: not the same problem
+    fill = _fills_always(canon)
+    canonical = canonicalize_copy(at)
+    if fill:  # its never-holding mask is written another way there: the dims must agree
+        canonical = dataclasses.replace(canonical, masks=at.masks)
+    if canonical != at:  # dims the hint alone lets merge: not the same problem
         return None
     plan = plan_copy(at)
-    if plan is None or not planned.routed(plan):
+    # A fill at the hint only (masks that hold nowhere there) may copy at other values: it
+    # stays on the strategies; a fill of every value (a mask of constants that never
+    # holds) is the fill kernel.
+    if plan is None or not planned.routed(plan) or (plan.kernel == "fill") != fill:
         return None
     symbolic = _symbolic_plan(plan, canon, at)
     return None if symbolic is None else planned.planned_call(at, symbolic)
+
+
+def _fills_always(canon: CopySpec) -> bool:
+    return any(all(type(c) is int and c == 0 for c in m.coeffs) and type(m.lo) is int
+               and type(m.hi) is int and not m.lo <= 0 < m.hi for m in canon.masks)
 
 
 def _side_dims(side: tuple[tuple[int, int], ...], first: int, at: CopySpec,
@@ -128,6 +140,7 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
         "deinterleave": lambda: src[b] == lanes and sizes[a] == lanes and src[a] == 1,
         "interleave": lambda: sizes[b] == lanes and src[a] == 1 and dst[a] == lanes,
         "compress": lambda: src[b] == lanes,
+        "fill": lambda: True,
     }
     if kernel not in premises or not premises[kernel]():
         return None
@@ -156,6 +169,12 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
                               dst[loop.dim]))
     if kernel in ("deinterleave", "interleave"):
         changes["lane_stride"] = dst[a] if kernel == "deinterleave" else src[b]
+    if plan.masks:  # `canon`'s masks, one to one with `at`'s (none simplified away there)
+        lane = lane_dims[0] if kernel in ("deinterleave", "interleave") else None
+        changes["masks"] = tuple(
+            PlanMask(m.lo, m.hi, m.coeffs[lane] if lane is not None else 0,
+                     tuple(m.coeffs[loop.dim] for loop in loops))
+            for m in canon.masks)
     stream = plan.stream_bytes if plan.stream_bytes < 0 else _product(sizes) * plan.elem_bytes
     # Threads: the library runs a small copy on the calling thread whatever this says, so
     # the hint's size does not hold a larger binding to one.
