@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stridec.compiler.codegen.spec import (
+    COPY_STRATEGIES,
     CopySpec,
     Tuning,
     address_span,
@@ -56,9 +57,11 @@ from stridec.compiler.codegen.spec import (
     binding_class,
     canonicalize_copy,
     canonicalize_symbolic,
+    copy_strategy,
     copy_symbols,
     is_fill_only,
     linear_span,
+    transpose_dim,
 )
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DType, bit_pattern
@@ -86,7 +89,7 @@ __all__ = [
     "index_bits_for",
 ]
 
-STRATEGIES = ("linear", "tiled_transpose", "gather")
+STRATEGIES = COPY_STRATEGIES
 TARGETS = ("cuda", "cpu")
 
 INT32_MAX = 2**31 - 1
@@ -153,33 +156,6 @@ def _max_itemsize(spec: CopySpec, fill_only: bool) -> int:
     return max(spec.src_dtype.itemsize, spec.dst_dtype.itemsize)
 
 
-def _choose_strategy(spec: CopySpec, fill_only: bool) -> tuple[str, int | None]:
-    """Strategy and, for a transpose, the dim where the source is unit-stride."""
-    r = spec.rank
-    if r == 0:
-        return "linear", None
-    dst_inner = spec.dst_strides[-1]
-    src_inner = spec.src_strides[-1]
-    if fill_only:
-        return ("linear" if dst_inner == 1 else "gather"), None
-    if dst_inner == 1 and src_inner == 1:
-        return "linear", None
-    unit = _transpose_dim(spec)
-    if unit is not None:
-        return "tiled_transpose", unit
-    return "gather", None
-
-
-def _transpose_dim(spec: CopySpec) -> int | None:
-    """The dim a tiled transpose loads along: the destination is unit-stride innermost and
-    the source unit-stride in another dim (with several, an overlapping source, the
-    largest gives the longest runs); None when there is none."""
-    if spec.rank < 2 or spec.dst_strides[-1] != 1:
-        return None
-    unit = [k for k in range(spec.rank - 1) if spec.src_strides[k] == 1]
-    return max(unit, key=lambda k: (spec.sizes[k], k)) if unit else None
-
-
 def _forced_strategy(spec: CopySpec, fill_only: bool, strategy: str) -> tuple[str, int | None]:
     """`strategy` as `Tuning` asks for it; UnsupportedError when it cannot run `spec`."""
     if strategy == "gather":
@@ -189,7 +165,7 @@ def _forced_strategy(spec: CopySpec, fill_only: bool, strategy: str) -> tuple[st
     ):
         return "linear", None
     if strategy == "tiled_transpose" and not fill_only:
-        unit = _transpose_dim(spec)
+        unit = transpose_dim(spec)
         if unit is not None:
             return "tiled_transpose", unit
     if strategy not in STRATEGIES:
@@ -301,7 +277,7 @@ def plan_copy(
     if tuning is not None and tuning.strategy is not None:
         strategy, unit_dim = _forced_strategy(at, fill_only, tuning.strategy)
     else:
-        strategy, unit_dim = _choose_strategy(at, fill_only)
+        strategy, unit_dim = copy_strategy(at, fill_only)
     if hint is not None and not _holds_symbolically(canon, strategy, unit_dim, fill_only):
         strategy, unit_dim = "gather", None  # a unit stride at the hint only
     r = canon.rank

@@ -240,6 +240,40 @@ def is_fill_only(spec: CopySpec) -> bool:
     return any(not any(m.coeffs) and not (m.lo <= 0 < m.hi) for m in spec.masks)
 
 
+#: The copy strategies every target renders: runs contiguous on both sides (`linear`), a
+#: tiled transpose (the source unit-stride in another dim than the destination), and an
+#: element at a time (`gather`).
+COPY_STRATEGIES = ("linear", "tiled_transpose", "gather")
+
+
+def transpose_dim(spec: CopySpec) -> int | None:
+    """The dim a tiled transpose of canonical `spec` loads along: the destination is
+    unit-stride innermost and the source unit-stride in another dim (with several, an
+    overlapping source, the largest gives the longest runs); None when there is none."""
+    if spec.rank < 2 or spec.dst_strides[-1] != 1:
+        return None
+    unit = [k for k in range(spec.rank - 1) if spec.src_strides[k] == 1]
+    return max(unit, key=lambda k: (spec.sizes[k], k)) if unit else None
+
+
+def copy_strategy(spec: CopySpec, fill_only: bool) -> tuple[str, int | None]:
+    """The strategy of canonical `spec` (one of `COPY_STRATEGIES`) and, for a transpose,
+    the dim where the source is unit-stride (`transpose_dim`), for every target: a fill
+    (`fill_only`: nothing read) is linear where the destination is unit-stride inside,
+    a copy where both sides are."""
+    if spec.rank == 0:
+        return "linear", None
+    dst_inner, src_inner = spec.dst_strides[-1], spec.src_strides[-1]
+    if fill_only:
+        return ("linear" if dst_inner == 1 else "gather"), None
+    if dst_inner == 1 and src_inner == 1:
+        return "linear", None
+    unit = transpose_dim(spec)
+    if unit is not None:
+        return "tiled_transpose", unit
+    return "gather", None
+
+
 def orient_for_writes(spec: CopySpec) -> CopySpec:
     """Reverse the loop over every dim whose destination stride is negative.
 

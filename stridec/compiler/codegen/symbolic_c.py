@@ -29,6 +29,7 @@ from stridec.compiler.codegen.spec import (
     bind_copy,
     canonicalize_copy,
     canonicalize_symbolic,
+    copy_strategy,
     copy_symbols,
     is_fill_only,
 )
@@ -57,7 +58,7 @@ def _plan(spec: CopySpec, hint: Mapping[str, int]
     canon, at = c._rank1(canon), c._rank1(at)
     if fill_only:  # nothing is read or converted: the class of a same-dtype copy
         canon = dataclasses.replace(canon, src_dtype=canon.dst_dtype)
-    strategy, unit = c._choose(at, fill_only)
+    strategy, unit = copy_strategy(at, fill_only)
     if canon.dst_strides[-1] != 1:
         strategy, unit = "gather", None
     elif strategy == "linear" and not (fill_only or canon.src_strides[-1] == 1):

@@ -73,7 +73,12 @@ from stridec.compiler.codegen.c.casts import (
 )
 from stridec.compiler.codegen.c.parts import PARTS_DECLARATION
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
-from stridec.compiler.codegen.spec import CopySpec, canonicalize_copy, is_fill_only
+from stridec.compiler.codegen.spec import (
+    CopySpec,
+    canonicalize_copy,
+    copy_strategy,
+    is_fill_only,
+)
 from stridec.errors import UnsupportedError
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DType, bit_pattern
@@ -137,20 +142,6 @@ def copy_class(spec: CopySpec, strategy: str) -> CopyClass:
         bits = f"bits{spec.src_dtype.itemsize}"
         return CopyClass(strategy, bits, bits)
     return CopyClass(strategy, spec.src_dtype.name, spec.dst_dtype.name)
-
-
-def _choose(canon: CopySpec, fill_only: bool) -> tuple[str, int | None]:
-    """Strategy on canonical dims and, for a transpose, the source's unit-stride dim."""
-    dst_inner, src_inner = canon.dst_strides[-1], canon.src_strides[-1]
-    if fill_only:
-        return ("linear" if dst_inner == 1 else "gather"), None
-    if dst_inner == 1 and src_inner == 1:
-        return "linear", None
-    if dst_inner == 1 and canon.rank >= 2:
-        unit = [k for k in range(canon.rank - 1) if canon.src_strides[k] == 1]
-        if unit:
-            return "tiled_transpose", max(unit, key=lambda k: (canon.sizes[k], k))
-    return "gather", None
 
 
 def copy_params(canon: CopySpec, order: Sequence[int]) -> tuple[int, ...]:
@@ -244,7 +235,7 @@ def _strategy_plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
     canon = _rank1(canon)
     if fill_only:  # nothing is read or converted: the class of a same-dtype copy
         canon = dataclasses.replace(canon, src_dtype=canon.dst_dtype)
-    strategy, unit = _choose(canon, fill_only)
+    strategy, unit = copy_strategy(canon, fill_only)
     order = list(range(canon.rank))
     if unit is not None:  # the source's unit dim goes next to the innermost
         order.remove(unit)
