@@ -208,9 +208,15 @@ class Runner:
         if not buffers and len(ordered) == 1:
             return ordered[0]
 
+        advised = tuple((n, dtype, _fresh_buffer(n, dtype)) for n, dtype in buffers)
+
         def run_all(pointers: list[int], threads: int) -> None:
-            held = [torch.empty(n, dtype=dtype, device="cpu") for n, dtype in buffers]
+            held = [torch.empty(n, dtype=dtype, device="cpu") for n, dtype, _ in advised]
             pointers = [*pointers, *(b.data_ptr() for b in held)]
+            for (_, _, advise), address in zip(advised, pointers[len(pointers) - len(held):],
+                                               strict=True):
+                if advise is not None:
+                    advise(address)
             for run in ordered:
                 run(pointers, threads)
         return run_all
@@ -293,27 +299,34 @@ class Runner:
                 and whole == {0: 0}):
             # One kernel writing one fresh output (most copies): no loop, no list.
             run = ordered[0]
-            (_, sizes, strides, _, _), ((_, dtype),) = self.outputs[0], self.buffers
+            (_, sizes, strides, _, _), ((elements, dtype),) = self.outputs[0], self.buffers
+            advise = _fresh_buffer(elements, dtype)
 
             def call_one(tensors: Sequence[torch.Tensor], pointers: list[int],
                          threads: int) -> torch.Tensor:
                 out = empty_strided(sizes, strides, dtype=dtype)  # the C kernels': CPU
-                pointers.append(out.data_ptr())
+                address = out.data_ptr()
+                if advise is not None:
+                    advise(address)
+                pointers.append(address)
                 run(pointers, threads)
                 return out
             return call_one
         buffers = tuple(
-            (elements, dtype, None if j not in whole else self.outputs[whole[j]][1:3])
+            (elements, dtype, None if j not in whole else self.outputs[whole[j]][1:3],
+             _fresh_buffer(elements, dtype))
             for j, (elements, dtype) in enumerate(self.buffers))
         outputs, one = self.outputs, len(self.outputs) == 1
 
         def call(tensors: Sequence[torch.Tensor], pointers: list[int], threads: int) -> Any:
             slots = list(tensors)
-            for elements, dtype, layout in buffers:  # the C kernels' memory: on the CPU
+            for elements, dtype, layout, advise in buffers:  # the C kernels': on the CPU
                 buffer = (empty(elements, dtype=dtype) if layout is None
                           else empty_strided(*layout, dtype=dtype))
                 slots.append(buffer)
                 pointers.append(buffer.data_ptr())
+                if advise is not None:
+                    advise(pointers[-1])
             for run in ordered:
                 run(pointers, threads)
             outs = []
@@ -454,6 +467,14 @@ def direct_outputs(program: Program) -> dict[int, int]:
                 and program.buffers[j].elements == numel):
             found[k] = j
     return found
+
+
+def _fresh_buffer(elements: int, dtype: torch.dtype) -> Callable[[int], None] | None:
+    """What a C kernels' call runs on a fresh buffer of `elements` of `dtype` before they
+    write it (`backends.cpu.fresh_buffer`: huge pages for a large one), or None."""
+    from stridec.runtime.backends import cpu
+
+    return cpu.fresh_buffer(elements * dtype.itemsize)
 
 
 def _whole_outputs(outputs: Sequence[tuple[int, tuple[int, ...], tuple[int, ...], int,

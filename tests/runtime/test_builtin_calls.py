@@ -121,3 +121,34 @@ def test_malformed_arguments_raise(calls):
         calls.out_key([src], None)
     with pytest.raises(TypeError):
         calls.plain_key(src)
+
+
+def test_large_fresh_buffers_ask_for_huge_pages(calls, monkeypatch):
+    """A plain call's fresh output of at least HUGE_PAGE_BYTES is advised before the kernel
+    writes it (its address and bytes), a smaller one is not; the values are torch's."""
+    advised: list[tuple[int, int]] = []
+
+    def spy(huge, nbytes: int, address: int) -> None:
+        advised.append((address, nbytes))
+        huge(address, nbytes)
+
+    monkeypatch.setattr(cpu, "_advise", spy)
+    monkeypatch.setattr(cpu, "HUGE_PAGE_BYTES", 1 << 20)
+    for sizes, expected in (((512, 600), True), ((64, 60), False)):
+        advised.clear()
+        t = torch.randn(*sizes)
+        fn = stridec.compile(stridec.trace(lambda x: x.t().contiguous(), t))
+        for _ in range(2):
+            got = fn(t)
+            assert torch.equal(got, t.t())
+        want = [(got.untyped_storage().data_ptr(), got.untyped_storage().nbytes())]
+        assert (advised[-1:] == want) == expected and bool(advised) == expected
+
+
+def test_huge_takes_any_range(calls):
+    buffer = torch.empty(5 << 20, dtype=torch.uint8)
+    for address, nbytes in ((buffer.data_ptr(), buffer.numel()), (buffer.data_ptr() + 3, 100),
+                            (0, 0), (buffer.data_ptr(), -1)):
+        calls.huge(address, nbytes)  # a hint over whole pages inside the range: no error
+    with pytest.raises(TypeError):
+        calls.huge(buffer.data_ptr())

@@ -695,6 +695,28 @@ def _load_calls() -> Any:
 keys_loaded: list[Callable[[Any, Any], None]] = []
 
 
+# A fresh buffer of the C kernels at least this large is given transparent huge pages
+# before they write it (`fresh_buffer`): its first writes fault once per 2 MiB instead of
+# once per 4 KiB page (docs/cpu.md, "Fresh buffers"); 0 turns it off.
+HUGE_PAGE_BYTES = 8 << 20
+
+
+def fresh_buffer(nbytes: int) -> Callable[[int], None] | None:
+    """The function that asks for huge pages over a fresh buffer of `nbytes` at an
+    address (`calls.c`, `huge`), or None where the buffer is small or the builtins did
+    not load: called once a call, before the kernels first write the buffer."""
+    if not HUGE_PAGE_BYTES or nbytes < HUGE_PAGE_BYTES:
+        return None
+    module = calls_module()
+    if module is None:
+        return None
+    return functools.partial(_advise, module.huge, nbytes)
+
+
+def _advise(huge: Callable[[int, int], None], nbytes: int, address: int) -> None:
+    huge(address, nbytes)
+
+
 # What a call key reads of a tensor, in the order `calls.c` takes them (its `setup`), and
 # of its untyped storage.
 _TENSOR_READS = ("dtype", "shape", "stride", "storage_offset", "is_cpu", "device", "is_neg",
