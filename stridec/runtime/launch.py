@@ -728,9 +728,8 @@ bump_versions = torch._C._increment_version
 def _launcher(kernel: Any, what: str, device: torch.device) -> Launcher:
     """The launcher of a generated `kernel` (a copy, a batch or a philox: `what`) for
     tensors on `device`: the backend that runs its language there loads it
-    (`kernel_backend`; a Triton kernel's record names no language)."""
-    return kernel_backend(getattr(kernel, "lang", "triton"), device.type,
-                          f"{what} {kernel.name}").load_kernel(kernel)
+    (`kernel_backend`)."""
+    return kernel_backend(kernel.lang, device.type, f"{what} {kernel.name}").load_kernel(kernel)
 
 
 def _launch(launcher: Launcher, device: torch.device, grid: tuple[int, ...],

@@ -4,9 +4,11 @@ it, and a target added at run time is lowered to like a built-in one."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -131,3 +133,26 @@ def test_a_target_by_name_or_object_lowers_alike(name: str) -> None:
     by_name, by_object = lower_to_program(graph, name), lower_to_program(graph, target(name))
     assert [asdict(k) for k in by_name.kernels] == [asdict(k) for k in by_object.kernels]
     assert {k.lang for k in by_name.kernels} == {target(name).language}
+
+
+def _compared_strings(path: Path) -> set[str]:
+    """The string constants `path` compares with (`==`, `!=`, `in`, `not in`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                for c in ast.walk(operand):
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                        found.add(c.value)
+    return found
+
+
+def test_lowering_and_launching_branch_on_no_target() -> None:
+    """Adding a target edits neither the lowering nor the runner: neither compares
+    anything with a target's name or language (the runner's `device.type == "cuda"` is a
+    torch device, not a target)."""
+    names = {t.name for t in BUILTIN} | {t.language for t in BUILTIN}
+    package = Path(stridec.__file__).parent
+    assert not _compared_strings(package / "compiler" / "codegen" / "lower.py") & names
+    languages = {t.language for t in BUILTIN}
+    assert not _compared_strings(package / "runtime" / "launch.py") & languages

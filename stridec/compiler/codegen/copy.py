@@ -47,6 +47,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from stridec.compiler.codegen.spec import (
     COPY_STRATEGIES,
@@ -967,6 +968,7 @@ class GeneratedKernel:
     params: tuple[str, ...]
     args: tuple[int, ...]
     detail: str  # the values the source leaves to `args` (`describe_values`), for people
+    lang: ClassVar[str] = "triton"  # what its source is written in (`KernelInfo.lang`)
 
     @property
     def arguments(self) -> dict[str, int]:

@@ -66,7 +66,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from stridec.compiler.codegen.copy import KernelParams
 from stridec.compiler.codegen.philox_plan import (
@@ -128,6 +128,7 @@ class PhiloxKernel:
     # A symbolic int32 kernel: groups of terms whose absolute values must sum within
     # 2^31 - 1 for a binding it runs (as `codegen.copy.index_limits`).
     limits: tuple[tuple[Any, ...], ...] = ()
+    lang: ClassVar[str] = "triton"  # what its source is written in (`KernelInfo.lang`)
 
 
 def _bound(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> int:

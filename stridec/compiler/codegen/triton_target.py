@@ -61,6 +61,7 @@ class TritonTarget(Target):
             args=tuple(getattr(kernel, "args", ())),
             detail=getattr(kernel, "detail", ""),
             limits=tuple(getattr(kernel, "limits", ())),
+            lang=self.language,
         )
 
 
