@@ -29,9 +29,15 @@ from stridec.compiler.codegen.targets import (
     targets,
 )
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
-from stridec.errors import UnsupportedError
+from stridec.errors import CallError, UnsupportedError
 from stridec.ir.dtypes import as_dtype
-from stridec.runtime.backends import KERNEL_BACKENDS
+from stridec.runtime.backends import (
+    BACKEND_KINDS,
+    KERNEL_BACKENDS,
+    CallForm,
+    backend,
+    kernel_backend,
+)
 
 F32, U32 = as_dtype("float32"), as_dtype("uint32")
 INTERFACE = ("copy", "copy_batch", "philox", "info", "merge")
@@ -87,6 +93,9 @@ def test_the_builtin_targets_are_registered_by_name() -> None:
         target_of_backend("metal")
     with pytest.raises(UnsupportedError, match="expected a Target; got str"):
         register_target("c")  # type: ignore[arg-type]
+    with pytest.raises(CallError, match="philox k: no kernel backend runs c kernels on cuda "
+                       "tensors; the backends of c kernels: cpu [(]cpu[)]"):
+        kernel_backend("c", "cuda", "philox k")
 
 
 class Recording(CTarget):
@@ -156,3 +165,19 @@ def test_lowering_and_launching_branch_on_no_target() -> None:
     assert not _compared_strings(package / "compiler" / "codegen" / "lower.py") & names
     languages = {t.language for t in BUILTIN}
     assert not _compared_strings(package / "runtime" / "launch.py") & languages
+
+
+@pytest.mark.parametrize("name", KERNEL_BACKENDS)
+def test_every_kernel_backend_implements_the_runtime_half(name: str) -> None:
+    """Each kernel backend is the runtime half of the target that names it: its language
+    and device are its `BACKEND_KINDS` row, and it says how its launchers are called."""
+    if name != "cpu":
+        pytest.importorskip("triton")
+    on = backend(name)
+    assert (on.name, (on.language, on.device)) == (name, BACKEND_KINDS[name])
+    assert callable(on.load) and callable(on.load_kernel)
+    t = target_of_backend(name)
+    assert t.language == on.language and kernel_backend(t.language, on.device) is on
+    program = lower_to_program(lowered(cat_and_philox()), t)
+    forms = [on.call_form(k) for k in program.kernels]
+    assert all(isinstance(f, CallForm) for f in forms) and len(forms) == 3
