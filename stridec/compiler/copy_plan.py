@@ -81,6 +81,12 @@ MAX_BLOCK_ROWS = 1024
 # A transpose's blocks: (bytes of each source row, source rows) the model chooses among
 # (measured on the TTC permutations, docs/cpu.md).
 TRANSPOSE_TILES = ((1024, 256), (512, 256), (1024, 128))
+# The most destination elements a row of a streamed transpose builds in L1 before it
+# streams them (lib/copy_plan.c, STRIP_BYTES over its TV rows).
+STRIP_ELEMENTS = 512
+# A streamed transpose block whose destination rows are runs of this many bytes or more
+# streams even where they start or end inside a line: those lines are few (docs/cpu.md).
+LONG_RUN_BYTES = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,6 +557,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                     plan = _nest(canon, kernel, a, b, [*o, *i], steps, base, sides)
                     if canon.masks:
                         plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
+                    if kernel == "transpose":
+                        plan = _transpose_memory(plan, moved, caches)
                     plans.append(_with(plan, cost=plan_cost(plan, caches)))
     return plans
 
@@ -561,6 +569,29 @@ def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None) -> tuple[
     return tuple(PlanMask(m.lo, m.hi, m.coeffs[consumed] if consumed is not None else 0,
                           tuple(m.coeffs[loop.dim] for loop in plan.loops))
                  for m in canon.masks)
+
+
+def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
+    """A transpose's prefetch and streaming: a copy larger than L2 prefetches each next
+    block's source lines while a block runs (the rows of a block are as many streams as it
+    has rows, more than the prefetchers follow); its stores stream only where a block's
+    destination is whole lines (its rows start on a line and are whole lines long, or they
+    are one run) or long runs: a streamed row that starts or ends inside a line writes
+    that line through the cache, mixed with the streamed ones, slower than not streaming
+    at all where the rows are short (docs/cpu.md)."""
+    if moved > caches.l2:
+        plan = _with(plan, prefetch=True)
+    size, line = plan.elem_bytes, caches.line
+    b_loop = plan.loops[plan.b_loop]
+    rows_whole = (all(stride * size % line == 0 for _, stride in plan.a_side)
+                  and plan.dst_offset * size % line == 0
+                  and b_loop.step * size % line == 0 and b_loop.extent * size % line == 0)
+    joined = (b_loop.step == b_loop.extent <= STRIP_ELEMENTS
+              and plan.a_side[0][1] == b_loop.extent)
+    long_runs = b_loop.step * size >= LONG_RUN_BYTES
+    if not (rows_whole or joined or long_runs):
+        plan = _with(plan, stream_bytes=-1)
+    return plan
 
 
 def plan_copy(spec: CopySpec, caches: Caches | None = None) -> CopyPlan | None:

@@ -213,6 +213,21 @@ def test_deinterleaved_rows_are_read_in_the_sources_order(sizes, perm):
     assert outer == sorted(outer, reverse=True), plan.describe()
 
 
+def test_a_transpose_streams_only_blocks_of_whole_lines():
+    # Streamed, a destination row that starts or ends inside a line writes that line through
+    # the cache between streamed ones: slower than no streaming (docs/cpu.md). Rows of
+    # whole lines, or a block's rows that make one run, stream.
+    for sizes, dst_offset, streams in (((2048, 1024), 0, True), ((2048, 1024), 3, False),
+                                       ((2050, 1030), 0, False), ((40, 4000), 0, True)):
+        spec = permute_spec(sizes, (1, 0), f32, dst_offset=dst_offset)
+        plan = plan_copy(spec, CACHES)
+        assert plan.kernel == "transpose"
+        assert (plan.stream_bytes > 0) == streams, (sizes, dst_offset, plan.describe())
+        # A copy larger than L2 prefetches each next block's source; a small one does not.
+        assert plan.prefetch
+    assert not plan_copy(permute_spec((100, 30), (1, 0), f32), CACHES).prefetch
+
+
 def test_plans_are_data_and_the_same_for_the_same_copy():
     spec = permute_spec((6, 40, 50), (2, 0, 1))
     first, again = candidate_plans(spec, CACHES), candidate_plans(spec, CACHES)
@@ -370,6 +385,9 @@ def test_every_kernel_matches_torch(name, spec, stream, threads):
             for plan in plans:
                 # Force threads even on a small copy: several blocks per thread.
                 run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+                if stream and plan.stream_bytes < 0:  # the planner would not stream it
+                    run_plan(dataclasses.replace(plan, parallel=threads, stream_bytes=1),
+                             spec, threads)
     finally:
         cpu.set_stream_threshold(previous)
 
@@ -407,9 +425,14 @@ def test_staged_and_prefetched_transposes(stream):
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
         for dtype in SIZES:
-            spec = permute_spec((70, 3, 300), (2, 1, 0), dtype)
-            for plan in candidate_plans(spec, CACHES, limit=2):
-                run_plan(dataclasses.replace(plan, stage=True, prefetch=True), spec)
+            for spec in (permute_spec((70, 3, 300), (2, 1, 0), dtype),
+                         permute_spec((6, 5, 7, 3, 4), (4, 2, 0, 3, 1), dtype)):
+                for plan in candidate_plans(spec, CACHES, limit=2):
+                    small = tuple(dataclasses.replace(loop, step=min(loop.step, 5))
+                                  for loop in plan.loops)  # several blocks to prefetch
+                    for stage, loops in itertools.product((False, True), (plan.loops, small)):
+                        run_plan(dataclasses.replace(plan, stage=stage, prefetch=True,
+                                                     loops=loops, stream_bytes=1), spec)
     finally:
         cpu.set_stream_threshold(previous)
 

@@ -267,7 +267,8 @@ def assemble_kernel(
     if len(calls) > 1 and all(type(w) is int for call in calls for w in call[3]):
         # A batch writes one buffer: its members stream or not together, by its total.
         total = sum(s.numel * s.dst_dtype.itemsize for s in specs if s.numel)
-        calls = [(sym, a, b, (*p[:6], total, *p[7:])) for sym, a, b, p in calls]
+        calls = [(sym, a, b, (*p[:6], total if p[6] >= 0 else p[6], *p[7:]))
+                 for sym, a, b, p in calls]
     source = UNIT_SEPARATOR.join(_unit_source(c) for c in classes)
     sources = tuple(_source_digest(c) for c in classes)
     digest = hashlib.sha256(repr((sources, calls)).encode()).hexdigest()[:16]

@@ -247,8 +247,41 @@ static void tr_rows(src_rows s, int stab, i64 x0, dst_rows d, int dtab, i64 na, 
    so that a column of them does not fall into one set of L1. */
 #define STAGE_PAD (64 / ELEM_BYTES)
 
+/* The next block's source lines, prefetched a share at a time while a block runs. */
+typedef struct {
+    const elem_t* base; /* the next block's source, or 0 where there is none */
+    i64 y0, na, nb;     /* its first index along b, its extents */
+    i64 done;           /* its rows prefetched so far */
+} next_t;
+
+/* Rows [P->done, upto) of the next block into L2 (prefetcht1), every line of each. */
+static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
+    if (!P->base || upto <= P->done) return;
+    if (upto > P->nb) upto = P->nb;
+    const i64 step = 64 / ELEM_BYTES, na = P->na;
+    i64 digit[STRIDEC_COPY_MAX_GROUP], off = 0, rest = P->y0 + P->done;
+    for (i64 k = 0; k < J->gb; k++) {
+        digit[k] = rest % J->gb_n[k];
+        rest /= J->gb_n[k];
+        off += digit[k] * J->gb_s[k];
+    }
+    for (i64 y = P->done; y < upto; y++) {
+        const elem_t* r = P->base + off;
+        for (i64 k = 0; k < na; k += step) __builtin_prefetch(r + k, 0, 2);
+        __builtin_prefetch(r + na - 1, 0, 2);
+        for (i64 k = 0; k < J->gb; k++) {
+            off += J->gb_s[k];
+            if (++digit[k] < J->gb_n[k]) break;
+            off -= J->gb_n[k] * J->gb_s[k];
+            digit[k] = 0;
+        }
+    }
+    P->done = upto;
+}
+
+/* P: the next block, whose source lines this one prefetches as it goes, or 0. */
 static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na, i64 nb,
-                           const i64* mb) {
+                           const i64* mb, next_t* P) {
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
     elem_t* outs[TV];
     i64 off[STRIDEC_COPY_MAX_ROWS > TV ? STRIDEC_COPY_MAX_ROWS : TV];
@@ -295,6 +328,7 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
 #if !TV_MASKED
         if (h < TV && na >= TV) x = na - TV, h = TV;  /* overlap the strip before */
 #endif
+        if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
         if (dtab) {
             side_offsets(J->ga_n, J->ga_s, J->ga, x0 + x, h, off);
             for (i64 a = 0; a < h; a++) outs[a] = J->dst + dof + off[a];
@@ -323,12 +357,10 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
             if (stab) sy.rows += y;
             else sy.base += y * s.stride;
             tr_rows(sy, stab, x, (dst_rows){0, buf, w}, 0, h, w);
-            int joined = 1;
-            for (i64 a = 1; a < h; a++) joined &= outs[a] == outs[a - 1] + w;
-            if (joined) stream_copy(outs[0] + y, buf, (size_t)(h * w) * ELEM_BYTES);
-            else
-                for (i64 a = 0; a < h; a++)
-                    stream_copy(outs[a] + y, buf + a * w, (size_t)w * ELEM_BYTES);
+            for (i64 a = 0, e; a < h; a = e) {  /* each run of rows that follow on */
+                for (e = a + 1; e < h && outs[e] == outs[e - 1] + w; e++) {}
+                stream_copy(outs[a] + y, buf + a * w, (size_t)((e - a) * w) * ELEM_BYTES);
+            }
         }
     }
 }
@@ -522,7 +554,7 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
                              i64 nb, const i64* mb) {
     int state = block_state(J, mb, na, nb, 1);
     if (state == 1) {
-        tile_transpose(J, so, dof, x0, y0, na, nb, 0);
+        tile_transpose(J, so, dof, x0, y0, na, nb, 0, 0);
         return;
     }
     elem_t* const d = J->dst + dof + x0 * J->ga_s[0];
@@ -540,7 +572,7 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
         i64 ya = 0, yb = nb;
         clip(J, mb, J->b, nb, &ya, &yb);
         if (yb > ya && tile_transpose_filled(J, so, dof, x0, y0, na, nb, ya, yb)) return;
-        if (yb > ya) tile_transpose(J, so, dof + ya, x0, y0 + ya, na, yb - ya, 0);
+        if (yb > ya) tile_transpose(J, so, dof + ya, x0, y0 + ya, na, yb - ya, 0, 0);
         for (i64 x = 0; x < na; x++) {
             fill_run(J, d + x * ds, 1, ya);
             fill_run(J, d + x * ds + yb, 1, nb - yb);
@@ -551,13 +583,13 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
         i64 xa = 0, xb = na;
         clip(J, mb, J->a, na, &xa, &xb);
         for (i64 x = 0; x < xa; x++) fill_run(J, d + x * ds, 1, nb);
-        if (xb > xa) tile_transpose(J, so + xa, dof, x0 + xa, y0, xb - xa, nb, 0);
+        if (xb > xa) tile_transpose(J, so + xa, dof, x0 + xa, y0, xb - xa, nb, 0, 0);
         for (i64 x = xb; x < na; x++) fill_run(J, d + x * ds, 1, nb);
         return;
     }
     i64 rows = STRIDEC_SCRATCH_BYTES / ((na + STAGE_PAD) * ELEM_BYTES);
     if (rows >= nb) {
-        tile_transpose(J, so, dof, x0, y0, na, nb, mb);
+        tile_transpose(J, so, dof, x0, y0, na, nb, mb, 0);
         return;
     }
     i64 base[MAXM];
@@ -569,7 +601,8 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
 
 /* ---- the loop nest */
 
-ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const i64* mb) {
+ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const i64* mb,
+                         next_t* P) {
     const elem_t* s = J->src + so;
     elem_t* d = J->dst + dof;
     i64 ea = 1, eb = 1;
@@ -596,7 +629,8 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     switch (J->kernel) {
     case K_rows: put(J, d, s, eb); break;
     case K_transpose:
-        tile_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea, eb, 0);
+        tile_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea, eb, 0,
+                       P);
         break;
     case K_deinterleave: tile_split(J, s, d, eb, 1); break;
     case K_interleave: tile_join(J, s, J->ls, d, ea, 0, (int)J->K); break;
@@ -619,8 +653,11 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         dof += idx[l] * J->dstep[l];
         for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
     }
+    const int pf = J->prefetch && J->kernel == K_transpose;
     for (u = u0; u < u1; u++) {
-        block(J, idx, so, dof, mb);
+        i64 here[MAXL], hso = so, hdo = dof, hmb[MAXM];
+        for (i64 l = 0; l < L; l++) here[l] = idx[l];
+        for (i64 m = 0; m < M; m++) hmb[m] = mb[m];
         /* on to the next block: an odometer over the loops of more than one block */
         for (i64 j = J->nact - 1; j >= 0; j--) {
             const i64 l = J->act[j];
@@ -633,12 +670,17 @@ static void work(const job_t* J, i64 u0, i64 u1) {
             for (i64 m = 0; m < M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
             idx[l] = 0;
         }
-        if (J->prefetch && u + 1 < u1) {  /* the next block's source rows, into L2 */
-            const elem_t* s = J->src + so;
-            i64 rest = J->n[J->b] - idx[J->b] * J->t[J->b];
-            i64 eb = rest < J->t[J->b] ? rest : J->t[J->b];
-            for (i64 y = 0; y < eb; y++) __builtin_prefetch(s + y * J->ssb, 0, 2);
+        /* a transpose block prefetches the next block's source lines as it goes */
+        next_t P = {0, 0, 0, 0, 0};
+        if (pf && u + 1 < u1) {
+            i64 ra = J->n[J->a] - idx[J->a] * J->t[J->a];
+            i64 rb = J->n[J->b] - idx[J->b] * J->t[J->b];
+            P.base = J->src + so;
+            P.y0 = idx[J->b] * J->t[J->b];
+            P.na = ra < J->t[J->a] ? ra : J->t[J->a];
+            P.nb = rb < J->t[J->b] ? rb : J->t[J->b];
         }
+        block(J, here, hso, hdo, hmb, pf ? &P : 0);
     }
 }
 
