@@ -12,8 +12,9 @@ become a `Program` (docs/architecture.md). The runtime (`stridec.runtime.compile
 - `symbolic_pipeline` and `lower_class`: the same for a graph over symbolic sizes, once
   per class of bindings.
 
-A target is a kernel backend's name ("triton", "interpret", "cpu"); `KERNEL_LANGUAGE`
-says what each generates.
+A target is a kernel backend's name ("triton", "interpret", "cpu"); `kernel_language`
+says what each generates (the code-generation target whose `backend` it is,
+`codegen.targets`).
 """
 
 from __future__ import annotations
@@ -25,26 +26,29 @@ from typing import Any
 from stridec.compiler.codegen.program import Program
 from stridec.compiler.outputs import OutStorage, OutTarget, stage_outputs, write_outputs
 from stridec.compiler.pass_base import Pass
-from stridec.errors import CallError, StridecError
+from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
 
-__all__ = ["KERNEL_LANGUAGE", "compile_program", "kernel_language", "lower_class",
+__all__ = ["compile_program", "kernel_language", "lower_class",
            "pipeline_passes", "specialize_inputs", "symbolic_pipeline"]
-
-#: What `lower_to_program` generates for each kernel backend: Triton for a GPU ("cuda"),
-#: C for the native CPU backend ("c"), Triton for its interpreter ("cpu").
-KERNEL_LANGUAGE: dict[str, str] = {"triton": "cuda", "cpu": "c", "interpret": "cpu"}
 
 
 def kernel_language(target: str) -> str:
-    """`lower_to_program`'s language of kernel backend `target` (the interpreter's for
-    any other: the reference backend plans as the interpreter does).
+    """`lower_to_program`'s target of kernel backend `target`: the code-generation target
+    whose kernels it runs (`codegen.targets.target_of_backend`: Triton for a GPU, C for
+    the native CPU backend, Triton for its interpreter), the interpreter's for any other
+    (the reference backend plans as the interpreter does).
 
     >>> kernel_language("cpu"), kernel_language("triton"), kernel_language("reference")
     ('c', 'cuda', 'cpu')
     """
-    return KERNEL_LANGUAGE.get(target, "cpu")
+    from stridec.compiler.codegen.targets import target_of_backend
+
+    try:
+        return target_of_backend(target).name
+    except UnsupportedError:
+        return target_of_backend("interpret").name
 
 
 def pipeline_passes(pipeline: str, copy_aliased_outputs: bool = False) -> list[Pass]:
