@@ -115,9 +115,12 @@ COUNTS: list[tuple[str, list, Callable[..., Any], list[tuple[str, str]]]] = [
 
 
 # Where the C backend's copy planner takes another walk: a dim of 2 .. 4 on one side of a
-# transpose is the lanes of an interleave (codegen/c/lib/copy_lanes.h).
+# transpose is the lanes of an interleave (codegen/c/lib/copy_lanes.h), padding included;
+# a copy that only writes its fill is the library's fill.
 C_STRATEGIES = {
     "nchw_to_nhwc": [("copy", "interleave")],
+    "nchw4_padded": [("copy", "interleave")],
+    "full": [("copy", "fill")],
     "shared_copy": [("copy", "interleave")],
     "duplicate_copies": [("copy", "interleave"), ("copy", "interleave")],
 }
