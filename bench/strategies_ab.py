@@ -5,10 +5,10 @@
     python bench/strategies_ab.py --threads 1 --clock thread --rounds 15 pad_img_f32_64M
 
 Each case is a `CopySpec` (pads of images, rows and transposed sources; NCHW4/32 packs with
-padded channels; fills), built into two kernels -- the strategies' (`_strategy_plan`) and
-the planned library's (`plan.planned_call`) -- which are called straight, in one process,
-alternating (the order flipped every round), the caches flushed before each call by a 64
-MB read; medians. `old/new` above 1: the library is faster. `--clock thread` times the
+padded channels and unpacks; fills), built into two kernels -- the strategies'
+(`_strategy_plan`) and the planned library's (`plan.planned_call`) -- called straight, in
+one process, alternating (the order flipped every round), the caches flushed before each
+call by a 64 MB read; medians. `old/new` above 1: the library is faster. `--clock thread` times the
 calling thread's CPU time (with `--threads 1`: the whole copy), which a machine other
 processes share disturbs far less than wall time.
 """
@@ -60,6 +60,16 @@ def pack_spec(n, c, h, w, k, dtype) -> tuple[CopySpec, int, int]:
     return spec, n * c * h * w, n * cb * k * h * w
 
 
+def unpack_spec(n, c, h, w, k, dtype) -> tuple[CopySpec, int, int]:
+    """NCHW<k> -> NCHW of c channels: the padded channels not read, nothing written there."""
+    cb = -(-c // k)
+    d = _dtype(dtype)
+    spec = CopySpec((n, cb, k, h, w), (cb * h * w * k, h * w * k, 1, w * k, k), 0,
+                    (c * h * w, k * h * w, h * w, w, 1), 0, d, d,
+                    (MaskBound((0, k, 1, 0, 0), 0, c),), None)
+    return spec, n * cb * k * h * w, n * c * h * w
+
+
 def fill_spec(shape, dtype, strides=None) -> tuple[CopySpec, int, int]:
     strides = strides or torch.empty(shape).stride()
     rank = len(shape)
@@ -89,6 +99,8 @@ CASES = {
     "pack32_c3_f32": lambda: pack_spec(1, 3, 512, 512, 32, f32),
     "pack32_c3_f16_1M": lambda: pack_spec(1, 3, 128, 128, 32, f16),
     "pack32_c40_f16": lambda: pack_spec(4, 40, 256, 256, 32, f16),
+    "unpack32_c40_f16": lambda: unpack_spec(4, 40, 256, 256, 32, f16),
+    "unpack32_c3_f32": lambda: unpack_spec(2, 3, 512, 512, 32, f32),
     "fill_f32_64M": lambda: fill_spec((4096, 4096), f32),
     "fill_i8_64M": lambda: fill_spec((8192, 8192), i8),
     "fill_f64_1M": lambda: fill_spec((256, 512), torch.float64),

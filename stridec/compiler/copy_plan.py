@@ -456,9 +456,9 @@ def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int
 def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                     limit: int = 4) -> list[CopyPlan]:
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
-    the planner does not take the copy (casts, symbolic sizes, a fill of nothing, masks a
-    deinterleave or more than `MAX_MASKS`, masks that leave points unwritten in a
-    transpose or interleave: the strategies of `codegen/c/copy.py` run those)."""
+    the planner does not take the copy (casts, symbolic sizes, a fill of nothing, masks of
+    a deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
+    unwritten: the strategies of `codegen/c/copy.py` run those)."""
     caches = caches or host_caches()
     if copy_symbols(spec) or spec.src_dtype != spec.dst_dtype or spec.numel == 0:
         return []
@@ -489,14 +489,15 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
 
 
 def _takes_masks(canon: CopySpec, kernel: str) -> bool:
-    """Whether the library's `kernel` runs `canon`'s masks: a row kernel any (an interval
-    of each row), a transpose or interleave where masked points get the fill (a mixed
-    block is staged with it), a deinterleave none."""
+    """Whether the library's `kernel` runs `canon`'s masks: a row kernel or a transpose any
+    (an interval of each row; a transpose's block the kernel, the fill or its parts), an
+    interleave where masked points get the fill (its lanes are written together), a
+    deinterleave none."""
     if not canon.masks:
         return True
     if kernel == "deinterleave":
         return False
-    return canon.fill is not None or kernel not in ("transpose", "interleave")
+    return canon.fill is not None or kernel != "interleave"
 
 
 def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: int,

@@ -244,8 +244,11 @@ def test_the_planner_leaves_casts_symbols_and_unwritten_masked_blocks_alone():
     spec = permute_spec((40, 50), (1, 0))
     masked = dataclasses.replace(spec, masks=(MaskBound((1, 0), 0, 3),))
     assert [p.kernel for p in candidate_plans(masked)][:1] == ["transpose"]
-    # Masked points left unwritten: a transpose's block does not take them.
-    assert candidate_plans(dataclasses.replace(masked, fill=None)) == []
+    # Masked points left unwritten: an interleave writes its lanes together (a transpose
+    # takes it), a deinterleave takes no masks.
+    pack = permute_spec((3, 4, 37, 41), (0, 2, 3, 1), masks=(MaskBound((0, 1, 0, 0), 0, 3),),
+                        fill=None)
+    assert {p.kernel for p in candidate_plans(pack)} == {"transpose"}
     assert candidate_plans(permute_spec((40, 50), (1, 0), f32, DTYPES["float16"])) == []
     n = symbol("N")
     assert candidate_plans(CopySpec((n, 50), (50, 1), 0, (1, n), 0, f32, f32)) == []
@@ -345,6 +348,11 @@ def _kernel_cases() -> list[tuple[str, CopySpec]]:
                                               (MaskBound((1, 1), 30, 150),), 5)),
             ("masked_transpose_cols", _masked(permute_spec((133, 71), (1, 0), dtype),
                                               (MaskBound((0, 1), 40, 100),), 5)),
+            ("masked_transpose_unwritten", _masked(permute_spec((133, 71), (1, 0), dtype),
+                                                   (MaskBound((1, 1), 30, 150),
+                                                    MaskBound((1, 0), 0, 60)), None)),
+            ("masked_unpack_unwritten", _masked(permute_spec((2, 9, 31, 8), (0, 3, 1, 2), dtype),
+                                                (MaskBound((0, 1, 0, 0), 0, 5),), None)),
             ("masked_pack", _masked(permute_spec((2, 8, 9, 31), (0, 2, 3, 1), dtype),
                                     (MaskBound((0, 0, 0, 1), 0, 5),), 3)),
             ("masked_interleave", _masked(permute_spec((3, 4, 37, 41), (0, 2, 3, 1), dtype),

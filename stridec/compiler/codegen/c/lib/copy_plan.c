@@ -559,21 +559,28 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
     }
     elem_t* const d = J->dst + dof + x0 * J->ga_s[0];
     const i64 ds = J->ga_s[0];
+    const int fill = (int)J->has_fill;  /* 0: masked points are left as they are */
     if (state == 0) {
-        for (i64 x = 0; x < na; x++) fill_run(J, d + x * ds, 1, nb);
+        for (i64 x = 0; fill && x < na; x++) fill_run(J, d + x * ds, 1, nb);
         return;
     }
-    int by_a = 1, by_b = 1;  /* whether the masks vary along a only, or along b only */
-    for (i64 m = 0; m < J->M; m++) {
-        if (J->mc[m][J->b]) by_a = 0;
-        if (J->mc[m][J->a]) by_b = 0;
+    /* whether the masks vary along a only, or along b only (a block of one column or row
+       varies along the other side alone) */
+    int by_a = nb == 1, by_b = na == 1;
+    if (!by_a && !by_b) {
+        by_a = by_b = 1;
+        for (i64 m = 0; m < J->M; m++) {
+            if (J->mc[m][J->b]) by_a = 0;
+            if (J->mc[m][J->a]) by_b = 0;
+        }
     }
     if (by_b) {  /* source rows [ya, yb) valid: their transpose, the fill around it */
         i64 ya = 0, yb = nb;
         clip(J, mb, J->b, nb, &ya, &yb);
-        if (yb > ya && tile_transpose_filled(J, so, dof, x0, y0, na, nb, ya, yb)) return;
+        if (fill && yb > ya && tile_transpose_filled(J, so, dof, x0, y0, na, nb, ya, yb))
+            return;
         if (yb > ya) tile_transpose(J, so, dof + ya, x0, y0 + ya, na, yb - ya, 0, 0);
-        for (i64 x = 0; x < na; x++) {
+        for (i64 x = 0; fill && x < na; x++) {
             fill_run(J, d + x * ds, 1, ya);
             fill_run(J, d + x * ds + yb, 1, nb - yb);
         }
@@ -582,9 +589,16 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
     if (by_a) {  /* source columns [xa, xb) valid: whole destination rows of the fill */
         i64 xa = 0, xb = na;
         clip(J, mb, J->a, na, &xa, &xb);
-        for (i64 x = 0; x < xa; x++) fill_run(J, d + x * ds, 1, nb);
+        for (i64 x = 0; fill && x < xa; x++) fill_run(J, d + x * ds, 1, nb);
         if (xb > xa) tile_transpose(J, so + xa, dof, x0 + xa, y0, xb - xa, nb, 0, 0);
-        for (i64 x = xb; x < na; x++) fill_run(J, d + x * ds, 1, nb);
+        for (i64 x = xb; fill && x < na; x++) fill_run(J, d + x * ds, 1, nb);
+        return;
+    }
+    if (!fill) {  /* no fill to stage with: halves along a, down to columns (by_b) */
+        i64 h = na / 2, base[MAXM];
+        masked_transpose(J, so, dof, x0, y0, h, nb, mb);
+        for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->a] * h;
+        masked_transpose(J, so + h, dof, x0 + h, y0, na - h, nb, base);
         return;
     }
     i64 rows = STRIDEC_SCRATCH_BYTES / ((na + STAGE_PAD) * ELEM_BYTES);
@@ -740,7 +754,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         return 0;
     if (J->M && (J->kernel == K_deinterleave
                  || (J->kernel == K_transpose && (J->ga != 1 || J->gb != 1))
-                 || ((J->kernel == K_transpose || J->kernel == K_interleave) && !J->has_fill)))
+                 || (J->kernel == K_interleave && !J->has_fill)))
         return 0;  /* masks the blocks below do not take (the planner makes none) */
     {
         i64 bits = p[H_fill_bits];
