@@ -26,7 +26,7 @@ same arguments): the call key (every argument property the checks read), the cac
 the runner (`stridec.runtime.launch`) less its output views (flat storages, buffers,
 launch arguments, the stubbed launch), the output views (`torch.as_strided`), and what
 is left (the call's own glue). The last rows time the full path a cache miss takes
-(`_check`, then `_target` and `_program`): what every cached call paid before the
+(`_check`, then `_target` and `_lookup`): what every cached call paid before the
 call-key cache.
 
 On a machine with CUDA the same two graphs run for real on a 16x16 CUDA tensor (backend
@@ -198,8 +198,8 @@ def cpu_rows(name: str, fn: stridec.CompiledGraph, x: torch.Tensor, calls: int,
     rows += [("", f"  {label}", value) for label, value in parts]
     rows += [
         ("", "full path: argument checks (_check)", time_it(lambda: fn._check(args))),
-        ("", "full path: spec key + lookup (_target, _program)",
-         time_it(lambda: fn._program(args, device, fn._target(device)))),
+        ("", "full path: spec key + lookup (_target, _lookup)",
+         time_it(lambda: fn._lookup(fn._specs.key_of(args), device, fn._target(device)))),
     ]
     return rows
 

@@ -70,7 +70,7 @@ _logging_from_environment()
 # name → module defining it, imported on first access.
 _LAZY = {
     "CompiledGraph": "stridec.runtime.compile",
-    "Plan": "stridec.runtime.compile",
+    "Plan": "stridec.runtime.plan",
     "compile": "stridec.runtime.compile",
     "run_reference": "stridec.runtime.backends.reference",
     "trace": "stridec.torch.trace",

@@ -4,6 +4,7 @@ become a `Program` (docs/architecture.md). The runtime (`stridec.runtime.compile
 
     program = compile_program(graph, {"x": Layout((3, 2), (1, 3), 0)}, "cpu")
 
+- `check_runnable`: what no kernel can run, refused before anything compiles;
 - `specialize_inputs`: the graph over the callers' layouts (a layout it cannot take is a
   `CallError` naming the argument);
 - `pipeline_passes`: the pass pipeline, with the custom-op contract where asked;
@@ -26,11 +27,12 @@ from typing import Any
 from stridec.compiler.codegen.program import Program
 from stridec.compiler.outputs import OutStorage, OutTarget, stage_outputs, write_outputs
 from stridec.compiler.pass_base import Pass
-from stridec.errors import CallError, StridecError, UnsupportedError
+from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
+from stridec.ir.ops import CopyOp
 
-__all__ = ["compile_program", "kernel_language", "lower_class",
+__all__ = ["check_runnable", "compile_program", "kernel_language", "lower_class",
            "pipeline_passes", "specialize_inputs", "symbolic_pipeline"]
 
 
@@ -49,6 +51,38 @@ def kernel_language(target: str) -> str:
         return target_of_backend(target).name
     except UnsupportedError:
         return target_of_backend("interpret").name
+
+
+INT64_MAX = 2**63 - 1
+
+
+def check_runnable(graph: Graph) -> None:
+    """What the IR can state but no kernel can run, refused before anything compiles:
+
+    - a value of more than 2^63 - 1 elements, or addressing an element past 2^63 - 1
+      (torch sizes and kernel offsets are int64): `UnsupportedError`;
+    - a `copy` whose result layout may give two elements one address (`copy_to` with a
+      stride 0, or strides (1, 1) on sizes (2, 3): addresses 0+0, 0+1, 1+0 … collide),
+      where the order of the writes would decide the result: `LayoutError`. The rule is
+      `Layout.may_overlap`: sorted by stride, each stride exceeds the span inside it.
+    """
+    for position, op in enumerate(graph.ops):
+        where = f"op #{position} '{op.name}'"
+        for r in op.results:
+            top = r.type.layout.max_index()
+            if r.type.numel > INT64_MAX or (top is not None and top > INT64_MAX):
+                raise UnsupportedError(
+                    f"{where}: result {r.index} of sizes {list(r.type.sizes)} has "
+                    f"{r.type.numel} elements and reaches element {top}; the limit is "
+                    f"2^63 - 1 = {INT64_MAX}"
+                )
+        if isinstance(op, CopyOp) and not op.is_explicit and op.layout.may_overlap():
+            layout = op.layout
+            raise LayoutError(
+                f"{where}: result layout {layout} of sizes {list(layout.sizes)} may write "
+                "two elements to one address; expected each stride, smallest first, to "
+                "exceed the span of the dims inside it"
+            )
 
 
 def pipeline_passes(pipeline: str, copy_aliased_outputs: bool = False) -> list[Pass]:

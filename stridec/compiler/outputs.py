@@ -24,6 +24,11 @@ then writes memory that a later or concurrent program reads: Philox's `out=(bits
 state)` with the state as its own out reads the old state in one launch and writes the
 new one in the next. `may_meet` decides overlap; it is exact for windows of one lattice
 and conservative otherwise (staging a safe case costs one copy, never a wrong answer).
+
+A program over symbolic sizes is planned once for every out a call may give: its call
+writes an output straight into the caller's out where `direct_outputs` says the program
+lets it (a buffer that is that output alone), and the runtime copies the others in
+(`stridec.runtime.outs`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from stridec.compiler.rewriting import Rewriter, explicit_copy
 from stridec.errors import LayoutError, StridecError
@@ -39,12 +45,16 @@ from stridec.ir.graph import Graph, Op, Value
 from stridec.ir.layout import Layout
 from stridec.ir.symbols import is_static
 
+if TYPE_CHECKING:
+    from stridec.compiler.codegen.program import Program
+
 __all__ = [
     "OutStorage",
     "OutTarget",
     "buffer_layout",
     "byte_layout",
     "check_write_overlap",
+    "direct_outputs",
     "may_meet",
     "stage_outputs",
     "write_outputs",
@@ -341,3 +351,22 @@ def stage_outputs(graph: Graph, storages: Sequence[OutStorage],
     from stridec.compiler.passes.dce import DeadCodeElimination
 
     DeadCodeElimination().run(graph)  # the views the staged outputs no longer read
+
+
+def direct_outputs(program: Program) -> dict[int, int]:
+    """{output: buffer} of the outputs a caller's out can be written straight into: a
+    buffer slot that is this output alone, at offset 0, whose elements are the output's
+    (a layout without holes over the whole buffer: an out of its strides is the
+    buffer)."""
+    found: dict[int, int] = {}
+    slots = [o.slot for o in program.outputs]
+    for k, o in enumerate(program.outputs):
+        j = o.slot - program.n_inputs
+        numel: Any = 1
+        for n in o.sizes:
+            numel = numel * n
+        # (`==` of sizes is exact: equal for every value of the symbols)
+        if (j >= 0 and slots.count(o.slot) == 1 and o.offset == 0 and o.dtype is None
+                and program.buffers[j].elements == numel):
+            found[k] = j
+    return found

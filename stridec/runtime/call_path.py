@@ -1,9 +1,9 @@
-"""The call path of a compiled graph that hits its cache (`CompiledGraph.__call__`, which
-is `cached_call`): the call key read from the tensors in one pass, one dictionary read,
+"""The call path of a compiled graph. A call that hits its cache (`CompiledGraph.__call__`,
+which is `cached_call`): the call key read from the tensors in one pass, one dictionary read,
 the program run -- every function a call enters costs it with cold caches, so the path
 stays flat. Anything else (a new key, keywords, symbolic sizes, autograd, dispatch modes)
-goes to `CompiledGraph._call`, which checks everything and remembers a good call's
-answer as a `Hit` (or `OutHit`) under its key.
+goes to the full path (`full_call`, which is `CompiledGraph._call`; below), which checks
+everything and remembers a good call's answer as a `Hit` (or `OutHit`) under its key.
 
 The records the caches of `stridec.runtime.compile` hold are here too, named.
 """
@@ -12,18 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from stridec.compiler.codegen.program import Program
+from stridec.errors import CallError, StridecError, UnsupportedError
 from stridec.runtime import launch
+from stridec.runtime.arguments import as_fake, check_arguments, requires_grad
 from stridec.runtime.backends import cpu
-from stridec.runtime.tensors import dispatch_modes
+from stridec.runtime.backends.reference import run_reference
+from stridec.runtime.outs import as_outs, check_out_tensors, check_outs, into_outs
+from stridec.runtime.tensors import AlignedStandIns, active_fake_mode, dispatch_modes, misaligned
+
+if TYPE_CHECKING:
+    from stridec.runtime.compile import CompiledGraph
 
 __all__ = ["ClassCall", "ClassOutHit", "Hit", "OutHit", "bump_versions", "cached_call",
-           "into_outs", "out_call_key", "out_key", "plain_call_key", "read_out_key",
-           "read_plain_key", "use_builtin_keys", "written_shared"]
+           "call_aligned", "call_out", "call_reviewing", "call_shared", "call_under_modes",
+           "fake_call", "full_call", "out_call_key", "out_key", "plain_call_key",
+           "read_out_key", "read_plain_key", "refuse_keywords", "use_builtin_keys",
+           "written_shared"]
 
 _Tensor = torch.Tensor
 
@@ -183,25 +193,6 @@ cpu.keys_loaded.append(use_builtin_keys)
 bump_versions = launch.bump_versions
 
 
-def into_outs(outs: tuple[torch.Tensor, ...], results: Any, bump: bool = True) -> Any:
-    """The outs of a call given the program's `results`: each result that is not its out
-    (an out the program did not write straight) copied in, every result computed before
-    any copy -- a result in the memory of an out still to be written is cloned first.
-    With `bump`, the version of each out the program wrote straight is bumped (a copy
-    bumps its own)."""
-    if type(results) is not tuple:
-        results = (results,)
-    if bump:
-        bump_versions(tuple(o for o, r in zip(outs, results, strict=True) if r is o))
-    pending = [(o, r) for o, r in zip(outs, results, strict=True) if r is not o]
-    ptrs = {o.untyped_storage().data_ptr() for o, _ in pending if o.numel()}
-    pending = [(o, r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs
-                else r) for o, r in pending]
-    for o, r in pending:
-        o.copy_(r)
-    return outs[0] if len(outs) == 1 else outs
-
-
 def written_shared(tensors: tuple[Any, ...], written: tuple[int, ...]) -> bool:
     """Whether an argument at a position of `written` shares its storage with another
     argument (by the storages' data pointers; an empty storage shares nothing)."""
@@ -290,3 +281,265 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
             return self._call(tensors, out, named, called)
         return self._call_out(tensors, out, called)
     return self._call(tensors, out, named)  # no key: a tensor of another kind, or misaligned
+
+
+# -- the full path -------------------------------------------------------------------------
+# What a call that is not a cached one runs (`CompiledGraph._call` and the calls it takes):
+# every check, the specialization looked up or compiled, a good call's answer remembered.
+
+def _no_kernel(*args: Any, **keywords: Any) -> None:
+    """The launcher of every kernel of a fake call (`CompiledGraph._fake_call`)."""
+
+
+
+
+def full_call(self: CompiledGraph, tensors: tuple[Any, ...], out: Any, named: dict[str, Any],
+              called: tuple[tuple, list[int]] | None = None) -> Any:
+    """A call that is not a cached one: symbolic sizes, keyword arguments, the
+    reference backend, a key not seen, or arguments without one (`plain_call_key`:
+    `called`, its answer where there is one). A good call of a static graph on a
+    kernel backend with a key enters `_hits`; a call with an input that requires
+    grad never does, and with grad mode on it is differentiable (`_autograd`). Under
+    torch dispatch modes, `_call_under_modes`."""
+    if dispatch_modes() and not (torch.is_grad_enabled() and requires_grad(tensors)):
+        return self._call_under_modes(tensors, out, named)
+    if (misaligned(tensors) or out is not None and misaligned(as_outs(out))) and not (
+            torch.is_grad_enabled() and requires_grad(tensors)):
+        return self._call_aligned(tensors, out, named)
+    if (self._written_args and not named and written_shared(tensors, self._written_args)
+            and not (torch.is_grad_enabled() and requires_grad(tensors))):
+        return self._call_shared(tensors, out)
+    if self.symbols:
+        if not named and self.backend != "reference":
+            if out is None:
+                return self._symbolic.call(self, tensors, called)
+            result = self._symbolic.call_out(self, tensors, out, called)
+            if result is not launch.MISS:
+                return result
+        return self._symbolic.bound_graph(self, tensors)(*tensors, out=out, **named)
+    if requires_grad(tensors):
+        called = None
+        if torch.is_grad_enabled():
+            return self._autograd(tensors, out, named)
+    if out is not None:
+        if named:
+            self.__call__(*tensors, **named)  # raises the keyword-argument error
+        return call_out(self, tensors, out, None)
+    if named:
+        self._refuse_keywords(named)
+    device = self._check(tensors)
+    if self.backend == "reference":
+        self._check_specializable(tensors)
+        outs = list(run_reference(self.graph, *tensors))  # (torch bumps its writes)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    target = self._target(device)
+    program, local_key, _ = self._lookup(self._specs.key_of(tensors), device, target)
+    runner = launch.runner(program, target)
+    if called is not None:
+        key, _ = called
+        direct = runner.direct(len(tensors))
+        with self._lock:
+            hit = self._hit(program, runner, device, local_key, direct)
+            if hit is not None:
+                self._remember(key, hit)
+    outs = launch.run_with(runner, tensors, device)
+    self.stats.launches += program.launch_count
+    return self._finish(tensors, outs[0] if len(outs) == 1 else tuple(outs))
+
+
+def call_reviewing(self: CompiledGraph, tensors: tuple[Any, ...], out: Any,
+                   named: dict[str, Any]) -> Any:
+    """A call of a graph that re-views arguments in place (`OutputOp.reviews`): the
+    call, then each caller's tensor given its hidden result's sizes, strides and
+    offset by `as_strided_` (which bumps its version once, as each of torch's in-place
+    view methods does); a returned result that is the argument itself is that tensor."""
+    if out is not None:
+        raise UnsupportedError(
+            f"{self.graph.name}: out= with in-place view methods on arguments is not "
+            "supported; call it without out="
+        )
+    if requires_grad(tensors) and torch.is_grad_enabled():
+        names = ", ".join(repr(self._inputs[i][0]) for i, _ in self._reviews)
+        raise UnsupportedError(
+            f"{self.graph.name}: the graph re-views argument(s) {names} in place, and a "
+            "call with an input that requires grad would need its backward through "
+            "that, which stridec does not build; call it under torch.no_grad()"
+        )
+    result = self._call(tensors, None, named)
+    results = result if type(result) is tuple else (result,)
+    shown = len(results) - len(self._reviews)
+    for (i, _), view in zip(self._reviews, results[shown:], strict=True):
+        x = tensors[i]
+        if view.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+            raise StridecError(
+                f"{self.graph.name}: argument {self._inputs[i][0]!r}'s new view is not a "
+                "view of its memory (a compiler bug)"
+            )
+        x.as_strided_(view.shape, view.stride(), view.storage_offset())
+    outs = list(results[:shown])
+    for i, returned in self._reviews:
+        for k in returned:
+            outs[k] = tensors[i]
+    return outs[0] if shown == 1 else tuple(outs)
+
+
+def call_under_modes(self: CompiledGraph, tensors: tuple[Any, ...], out: Any,
+                     named: dict[str, Any]) -> Any:
+    """A call while torch dispatch modes are active, whose allocations may not be
+    memory at all. Under a `FakeTensorMode`: fake results with the metadata the call
+    gives (`_fake_call`). Under others (make_fx's, a user's): the call as without
+    them, allocating outside them (a kernel writes only memory it owns)."""
+    mode = active_fake_mode()
+    if mode is None:
+        with _disable_current_modes():
+            return self._call(tensors, out, named)
+    return self._fake_call(tensors, out, named, mode)
+
+
+def call_shared(self: CompiledGraph, tensors: tuple[Any, ...], out: Any) -> Any:
+    """A call where an argument the graph writes in place shares its storage with
+    another argument (`f(x, x)`, or `cache` and a view of it): the kernels would read
+    memory that the writes change under them, where torch's ops run one after the
+    other (`a.copy_(b.flip(0))` reads a copy of b made before the write). It runs as
+    the reference does, torch's ops in order on the caller's tensors, so values,
+    versions and torch's own refusals (a copy from memory it overwrites) are torch's;
+    such a refusal is a `CallError` naming the arguments."""
+    self._check(tensors)
+    self._check_specializable(tensors)
+    call = None
+    if out is not None:
+        call = check_outs(self.graph.name, self._output_types, out, tensors,
+                          tensors[0].device if tensors else None)
+    try:
+        results = run_reference(self.graph, *tensors)
+    except RuntimeError as e:
+        if isinstance(e, StridecError):
+            raise
+        names = ", ".join(repr(n) for n, _ in self._inputs)
+        raise CallError(
+            f"{self.graph.name}: arguments {names} share memory that the graph writes in "
+            f"place, and torch refuses the write: {e}"
+        ) from None
+    if call is None:
+        return results[0] if len(results) == 1 else tuple(results)
+    return into_outs(call.outs, tuple(results), bump=False)  # (each copy bumps its out)
+
+
+def call_aligned(self: CompiledGraph, tensors: tuple[Any, ...], out: Any,
+                 named: dict[str, Any]) -> Any:
+    """A call with a tensor whose data pointer is not a multiple of its element size
+    (`misaligned`): the call on aligned stand-ins of the storages such tensors live
+    in (`AlignedStandIns`), then the bytes of each out and of each input the graph
+    writes in place written back (versions bumped), each result that is a view of a
+    stand-in made the same view of the original and each that is an input itself
+    that input, so values, strides, aliasing and versions are the call's on aligned
+    tensors."""
+    outs = None if out is None else as_outs(out)
+    stand_ins = AlignedStandIns((*tensors, *(outs or ())))
+    staged = tuple(map(stand_ins.of, tensors))
+    written = tuple(tensors[i] for i in self._written)
+    if outs is None:
+        result = self._call(staged, None, named)
+        stand_ins.write_back(written)
+        self._bump_written(tensors)
+        if type(result) is not tuple:
+            return tensors[self._itself[0][1]] if self._itself else stand_ins.original(
+                result)
+        results = list(map(stand_ins.original, result))
+        for k, i in self._itself:
+            results[k] = tensors[i]
+        return tuple(results)
+    inner = (stand_ins.of(out) if isinstance(out, torch.Tensor) else
+             tuple(map(stand_ins.of, outs)) if isinstance(out, (tuple, list)) else out)
+    self._call(staged, inner, named)
+    stand_ins.write_back((*outs, *written))
+    if self.bump_versions:
+        bump_versions(outs)
+    self._bump_written(tensors)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def fake_call(self: CompiledGraph, tensors: tuple[Any, ...], out: Any, named: dict[str, Any],
+              mode: Any) -> Any:
+    """A call under `mode`, a `FakeTensorMode`: the arguments checked as far as
+    metadata goes (each a FakeTensor of the mode, or a real tensor where the mode
+    takes them: `allow_non_fake_inputs`), no kernel run. Without `out=`, the results
+    are what the call gives -- the program's outputs over fake buffers, views of
+    inputs where the call returns views -- with no data; with `out=`, the outs,
+    their versions bumped."""
+    if named:
+        self._refuse_keywords(named)
+    check_arguments(self.graph.name, self._inputs, tensors, data=False,
+                    sizes=not self.symbols)
+    tensors = tuple(as_fake(t, name, mode) for (name, _), t in zip(self._inputs, tensors,
+                                                                     strict=True))
+    if self.symbols:
+        return self._symbolic.bound_graph(self, tensors)._fake_call(tensors, out, named, mode)
+    device = check_arguments(self.graph.name, self._inputs, tensors, data=False)
+    if device is None:
+        device = torch.device("cuda" if self.backend == "triton" else "cpu")
+    if out is not None:
+        outs = check_out_tensors(self.graph.name, self._output_types, out, device,
+                                 data=False)[0]
+        for i, t in enumerate(outs):
+            as_fake(t, "out" if len(outs) == 1 else f"out[{i}]", mode, convert=False)
+        if self.bump_versions:
+            bump_versions(outs)
+        return outs[0] if len(outs) == 1 else outs
+    target = "interpret" if self.backend == "reference" else self._target(device)
+    program = self._lookup(self._specs.key_of(tensors), device, target).program
+    runner = launch.Runner.of(program, [_no_kernel] * len(program.kernels))
+    results = runner.run(tensors, device)
+    return self._finish(tensors, results[0] if len(results) == 1 else tuple(results))
+
+
+def refuse_keywords(self: CompiledGraph, named: dict[str, Any]) -> None:
+    raise CallError(
+        f"{self.graph.name}: expected tensors by position "
+        f"({', '.join(n for n, _ in self._inputs)}); got keyword argument(s) "
+        f"{', '.join(map(repr, named))}"
+    )
+
+
+def call_out(self: CompiledGraph, tensors: tuple[torch.Tensor, ...], out: Any,
+             called: tuple[tuple, list[int]] | None) -> Any:
+    """`fn(*tensors, out=...)` that is not a cached call (`__call__` runs those: a
+    call whose `out_call_key` key was seen on a good call runs that call's program,
+    where its C kernels offer it (`Runner.bound`) straight on the storages' data
+    pointers the key read): each output written in place into its `out` tensor,
+    which are returned (see the module docstring and `stridec.compiler.outputs`).
+    `called`: `out_call_key`'s answer, None where there is none."""
+    key = None
+    if called is not None:
+        key, _ = called
+    if requires_grad(tensors):
+        key = None
+        if torch.is_grad_enabled():
+            self._autograd(tensors, out, {})  # raises: out= is not differentiable
+    device = self._check(tensors)
+    call = check_outs(self.graph.name, self._output_types, out, tensors, device)
+    if self.backend == "reference":
+        self._check_specializable(tensors)
+        # The reference computes every output before writing any: nothing is staged.
+        into_outs(call.outs, tuple(run_reference(self.graph, *tensors)), bump=False)
+    else:
+        target = self._target(device)
+        program, local_key, _ = self._lookup(self._specs.key_of(tensors), device, target, call)
+        runner = launch.runner(program, target)
+        if key is not None:
+            positions = {id(t): i for i, t in reversed(list(enumerate(call.outs)))}
+            storage_outs = tuple(positions[id(t)] for t in call.storage_tensors)
+            # Runner slot -> index in `out_call_key`'s pointers (the inputs', the outs').
+            n = len(tensors)
+            bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
+                                 n + len(call.outs))
+            with self._lock:
+                hit = self._hit(program, runner, device, local_key, None)
+                if hit is not None:
+                    self._remember(key, OutHit(hit, storage_outs, bound))
+        launch.run_with(runner, (*tensors, *call.storage_tensors), device)
+        self.stats.launches += program.launch_count
+        if self.bump_versions:
+            bump_versions(call.outs)
+        self._bump_written(tensors)
+    return call.outs[0] if len(call.outs) == 1 else call.outs

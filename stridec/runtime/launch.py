@@ -34,6 +34,7 @@ from stridec.compiler.codegen.batch import CopyBatchKernel
 from stridec.compiler.codegen.copy import CopyKernel
 from stridec.compiler.codegen.philox import PhiloxKernel
 from stridec.compiler.codegen.program import Program
+from stridec.compiler.outputs import direct_outputs
 from stridec.errors import CallError
 from stridec.ir.dtypes import DType, as_dtype
 from stridec.ir.host_code import HostFunction
@@ -47,7 +48,6 @@ __all__ = [
     "MISS",
     "bump_versions",
     "SymbolicRunner",
-    "direct_outputs",
     "flat_storage",
     "launch_copy",
     "launch_copy_batch",
@@ -448,25 +448,6 @@ class SymbolicRunner:
         self.bind: Callable[[Sequence[int]], Runner] = bind.build()
         self.call: Callable[[Sequence[torch.Tensor], torch.device, Sequence[int]], Any] = (
             _call_function(program, launchers, forms, inputs_as_given, where))
-
-
-def direct_outputs(program: Program) -> dict[int, int]:
-    """{output: buffer} of the outputs a caller's out can be written straight into: a
-    buffer slot that is this output alone, at offset 0, whose elements are the output's
-    (a layout without holes over the whole buffer: an out of its strides is the
-    buffer)."""
-    found: dict[int, int] = {}
-    slots = [o.slot for o in program.outputs]
-    for k, o in enumerate(program.outputs):
-        j = o.slot - program.n_inputs
-        numel: Any = 1
-        for n in o.sizes:
-            numel = numel * n
-        # (`==` of sizes is exact: equal for every value of the symbols)
-        if (j >= 0 and slots.count(o.slot) == 1 and o.offset == 0 and o.dtype is None
-                and program.buffers[j].elements == numel):
-            found[k] = j
-    return found
 
 
 def _fresh_buffer(elements: int, dtype: torch.dtype) -> Callable[[int], None] | None:

@@ -1,4 +1,7 @@
-"""The `out=` argument of a compiled graph: checks, and the specialization it adds.
+"""The `out=` argument of a compiled graph: checks, the specialization it adds, and the
+results a program did not write straight copied into the caller's tensors (`into_outs`).
+What the compiler makes of the outs -- each output written into its out, or staged -- is
+`stridec.compiler.outputs`; the calls that run them, `stridec.runtime.call_path`.
 
 Every check runs before any kernel, and each failure is a `CallError` naming the
 argument (`out` for one output, `out[i]` for several):
@@ -30,9 +33,10 @@ from stridec.errors import CallError
 from stridec.ir.dtypes import as_dtype
 from stridec.ir.layout import Layout
 from stridec.ir.types import TensorType
+from stridec.runtime.launch import bump_versions
 from stridec.runtime.tensors import without_memory
 
-__all__ = ["OutCall", "check_out_tensors", "check_outs"]
+__all__ = ["OutCall", "as_outs", "check_out_tensors", "check_outs", "into_outs"]
 
 
 class OutCall:
@@ -158,3 +162,30 @@ def check_outs(graph_name: str, types: Sequence[TensorType], out: Any,
             storage_tensors.append(t)
         targets.append(OutTarget(k, layouts[i]))
     return OutCall(outs, storage_tensors, storages, targets)
+
+
+def as_outs(out: Any) -> tuple[Any, ...]:
+    """The tensors of an `out=` argument (a tensor, or a tuple or list of them); anything
+    else as a tuple of itself, for `check_outs` to name."""
+    if isinstance(out, torch.Tensor):
+        return (out,)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def into_outs(outs: tuple[torch.Tensor, ...], results: Any, bump: bool = True) -> Any:
+    """The outs of a call given the program's `results`: each result that is not its out
+    (an out the program did not write straight) copied in, every result computed before
+    any copy -- a result in the memory of an out still to be written is cloned first.
+    With `bump`, the version of each out the program wrote straight is bumped (a copy
+    bumps its own)."""
+    if type(results) is not tuple:
+        results = (results,)
+    if bump:
+        bump_versions(tuple(o for o, r in zip(outs, results, strict=True) if r is o))
+    pending = [(o, r) for o, r in zip(outs, results, strict=True) if r is not o]
+    ptrs = {o.untyped_storage().data_ptr() for o, _ in pending if o.numel()}
+    pending = [(o, r.clone() if r.numel() and r.untyped_storage().data_ptr() in ptrs
+                else r) for o, r in pending]
+    for o, r in pending:
+        o.copy_(r)
+    return outs[0] if len(outs) == 1 else outs

@@ -36,7 +36,7 @@ import pytest
 import torch
 
 import stridec
-from stridec.runtime import compile as compile_module
+from stridec.runtime import specialization as specialization_module
 from stridec.runtime.backends import cpu as c_build
 from stridec.runtime.backends import triton as loader
 from stridec.runtime.cache import MEMORY_CACHE, _digest
@@ -89,11 +89,11 @@ def _poison_with_flip1(entry: Path) -> None:
 @pytest.mark.parametrize("component", [*OTHER, "device"])
 def test_an_entry_of_another_version_is_not_used(cache_dir: Path, component: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real_versions = compile_module._versions()
+    real_versions = specialization_module.versions()
     if component == "device":
-        monkeypatch.setattr(compile_module, "_capability", lambda device: "cuda-sm80")
+        monkeypatch.setattr(specialization_module, "capability", lambda device: "cuda-sm80")
     else:
-        monkeypatch.setattr(compile_module, "_versions",
+        monkeypatch.setattr(specialization_module, "versions",
                             lambda: {**real_versions, **OTHER[component]})
     t = sample()
     # Written by "another version": an entry that version would use (shown by poisoning it).
@@ -236,7 +236,7 @@ def test_a_missing_folder_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyP
 CHILD = r"""
 import json, os, sys, time
 import torch, stridec
-from stridec.runtime.compile import _versions
+from stridec.runtime.specialization import versions as _versions
 go = sys.argv[1]
 open(sys.argv[2], "w").close()  # ready: imported, about to wait
 deadline = time.time() + 120

@@ -63,7 +63,7 @@ def entries(cache_dir: Path) -> list[Path]:
 CHILD = r"""
 import dataclasses, json, sys
 import torch, stridec
-from stridec.runtime.compile import _versions
+from stridec.runtime.specialization import versions as _versions
 if sys.argv[1] == "forbid":  # the second process must not need the compiler at all
     import stridec.compiler.codegen.lower as lower
     import stridec.compiler.pass_manager as pm

@@ -1,5 +1,5 @@
 """A graph over symbolic sizes called again at a size it served before runs as a static
-graph's cached call does (`CompiledGraph._class_hit`, docs/symbolic.md): the call key
+graph's cached call does (`ClassPlans.class_hit`, docs/symbolic.md): the call key
 enters `_hits` with the class runner bound to its values, the C kernels run on the
 pointers the key read. Every answer is torch's: values, strides, storage sharing, the
 caller's `out` written in place with its version bumped, nothing outside an out window."""
@@ -59,7 +59,7 @@ def test_a_size_served_again_is_a_cached_call(name: str,
         check_against_torch(compiled(x), fn(x), (x,))
     assert len(compiled._hits) == 1
     launches = compiled.plan_for(x).launches
-    monkeypatch.setattr(compiled, "_fast", lambda tensors: pytest.fail("full path"))
+    monkeypatch.setattr(compiled._symbolic, "fast", lambda tensors: pytest.fail("full path"))
     for _ in range(3):
         x = torch.randn(5, *shape[1:])
         before = compiled.stats.launches
@@ -134,5 +134,5 @@ def test_evicting_a_class_empties_the_cached_calls(monkeypatch: pytest.MonkeyPat
     for n in [3, 3, 3, 3, 16, 16, 16, 16, 3, 3, 3, 16]:
         x = torch.randn(n, 4, 6, 5)
         check_against_torch(compiled(x), fn(x), (x,))
-        programs = {id(p) for p in compiled._classes.values()}
+        programs = {id(p) for p in compiled._symbolic.classes.values()}
         assert all(id(hit.program) in programs for hit in compiled._hits.values())

@@ -1,5 +1,5 @@
 """A new size in a planned class: every call of a graph over symbolic sizes takes one path
-(`CompiledGraph._call_symbolic`): `fast_binder` checks the arguments and gives the class
+(`ClassPlans.call`): `fast_binder` checks the arguments and gives the class
 and the symbols' values, and the class's `SymbolicRunner.call` runs the program with the
 binding's numbers computed inline. No runner, no plan and no full check per size; values
 against torch, checks against a graph that has planned nothing yet."""
@@ -19,7 +19,7 @@ from stridec.errors import CallError
 from stridec.ir.symbols import symbol
 from stridec.runtime import launch
 from stridec.runtime.cache import MEMORY_CACHE
-from stridec.runtime.compile import CompiledGraph
+from stridec.runtime.class_plans import ClassPlans
 from stridec.runtime.symbolic import binding_class
 
 
@@ -58,14 +58,14 @@ def test_new_sizes_equal_torch_and_plan_once_per_class(sizes: list[tuple[int, in
     Empty plan caches (memory and disk) for each example: a size planned per binding by
     an earlier example or test would otherwise come from them, not from code generation."""
     full: list[object] = []
-    plan = CompiledGraph._symbolic_plan
+    plan = ClassPlans.plan
     fn = stridec.compile(cats_graph(), backend="cpu")
     classes, alone = set(), set()
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as cache_dir:
         mp.setenv("STRIDEC_CACHE_DIR", cache_dir)
         MEMORY_CACHE.clear_memory()
-        mp.setattr(CompiledGraph, "_symbolic_plan",
-                   lambda self, ts: full.append(ts) or plan(self, ts))
+        mp.setattr(ClassPlans, "plan",
+                   lambda self, compiled, ts: full.append(ts) or plan(self, compiled, ts))
         for n, m in sizes:
             a, b, c = torch.randn(n, 4, 6), torch.randn(m, 4, 6), torch.randn(2 * n + 1, 3)
             got = fn(a, b, c)
@@ -89,7 +89,7 @@ def test_the_class_call_runs_no_runner_per_size(backend: str,
     and load nothing: the class's `call` computes the numbers inline."""
     fn = stridec.compile(cats_graph(), backend=backend)
     fn(torch.randn(3, 4, 6), torch.randn(5, 4, 6), torch.randn(7, 3))
-    (program,) = [p for p in fn._classes.values() if p is not None]
+    (program,) = [p for p in fn._symbolic.classes.values() if p is not None]
     symbolic = launch.symbolic_runner(program, backend)
     built = []
     monkeypatch.setattr(launch.Runner, "__init__",
@@ -111,7 +111,7 @@ def test_a_binding_past_the_int32_kernels_is_a_miss() -> None:
     fn = stridec.compile(g, backend="interpret")  # (the C kernels index in int64)
     t = torch.randn(3, 8, 6, 5).half()
     fn(t)
-    (program,) = [p for p in fn._classes.values() if p is not None]
+    (program,) = [p for p in fn._symbolic.classes.values() if p is not None]
     call = launch.symbolic_runner(program, "interpret").call
     assert call((t,), t.device, (2**31 - 1,)) is launch.MISS
     assert torch.equal(call((t,), t.device, (3,)), t.permute(0, 2, 3, 1).contiguous())
@@ -242,8 +242,8 @@ def test_repeated_out_calls_skip_the_checks_and_equal_torch(
     g.output(sq.t().contiguous())
     swap = stridec.compile(g, backend=backend)
     checks: list[int] = []
-    check_outs = CompiledGraph._symbolic_outs
-    monkeypatch.setattr(CompiledGraph, "_symbolic_outs",
+    check_outs = ClassPlans.checked_outs
+    monkeypatch.setattr(ClassPlans, "checked_outs",
                         lambda self, *a: checks.append(1) or check_outs(self, *a))
     for n in (3, 5, 3, 5):
         first = torch.full((n, 3, 5, 4), -1.0)

@@ -229,7 +229,7 @@ def test_the_fast_binder_agrees_with_the_full_checks(n: int, m: int) -> None:
     fast = fast_binder(fn._inputs, fn.symbols)
     x = torch.randn(n, 2 * m + 1, dtype=torch.float16)
     y = torch.randn(m, 3, dtype=torch.float16)
-    want = bind_call(fn._declared_sizes, [x.shape, y.shape])
+    want = bind_call(fn._symbolic.declared_sizes, [x.shape, y.shape])
     values = tuple(want[s] for s in fn.symbols)
     assert fast((x, y)) == (x.device, want, binding_class(want), values)
     assert list(want.items()) == list(fast((x, y))[1].items())  # the same order
@@ -237,11 +237,11 @@ def test_the_fast_binder_agrees_with_the_full_checks(n: int, m: int) -> None:
         assert fast(bad) is None
         try:
             check_arguments("compound", fn._inputs, bad, sizes=False)
-            bind_call(fn._declared_sizes, [t.shape for t in bad])
+            bind_call(fn._symbolic.declared_sizes, [t.shape for t in bad])
         except CallError:
             continue
-        assert not fn._declared_layouts(bad, [bind_call(
-            fn._declared_sizes, [t.shape for t in bad])[s] for s in fn.symbols])
+        assert not fn._symbolic.declared_layouts(bad, [bind_call(
+            fn._symbolic.declared_sizes, [t.shape for t in bad])[s] for s in fn.symbols])
 
 
 def test_compound_sizes_call_like_the_reference() -> None:
@@ -382,7 +382,7 @@ def test_program_fits_agrees_with_its_limits() -> None:
     g.output(x.permute(0, 2, 3, 1).contiguous())
     fn = stridec.compile(g, backend="interpret")  # (the C kernels index in int64)
     fn(torch.randn(3, 8, 6, 5).half())
-    programs = [p for p in fn._classes.values() if p is not None]
+    programs = [p for p in fn._symbolic.classes.values() if p is not None]
     limits = [lim for p in programs for k in p.kernels for lim in k.limits]
     assert programs and limits
     for n in (2, 3, 1000, 2**20, 2**22, 2**23, 2**24, 2**25, 2**31):
