@@ -1,11 +1,11 @@
 """Copy fusion: a copy that reads another copy's buffer reads its source instead (the
 rewrites of the `fuse-copies` pass, which `plan-memory` applies to the copies it adds).
 
-    %1 = copy %x {space = [2, 4, 5, 3], src = strided<[60, 5, 1, 20], offset: 0>,
+    %1 = strided_copy %x {space = [2, 4, 5, 3], src = strided<[60, 5, 1, 20], offset: 0>,
                   dst = strided<[60, 15, 3, 1], offset: 0>}  (x.permute(0, 2, 3, 1).contiguous())
-    %2 = copy %1 {space = [2, 3, 4, 5], src = strided<[60, 1, 15, 3], offset: 0>,
+    %2 = strided_copy %1 {space = [2, 3, 4, 5], src = strided<[60, 1, 15, 3], offset: 0>,
                   dst = strided<[60, 20, 5, 1], offset: 0>}  (.permute(0, 3, 1, 2).contiguous())
-  → %2 = copy %x {space = [2, 3, 4, 5], src = strided<[60, 20, 5, 1], offset: 0>,
+  → %2 = strided_copy %x {space = [2, 3, 4, 5], src = strided<[60, 20, 5, 1], offset: 0>,
                   dst = strided<[60, 20, 5, 1], offset: 0>}
 
 The consumer's `src` addresses the producer's buffer; composing it with the producer's
@@ -29,13 +29,13 @@ writers' order, all writing boxes of the reader's result; where it reads a fill 
 pad's, or its own masked points, a pack's padded channels), a fill. With x (1, 2, 2, 3)
 and y (1, 4, 2, 3), ``cat([x, y], 1).permute(0, 2, 3, 1).contiguous()``:
 
-    %0 = copy %x {space = [1, 2, 2, 3], dst = strided<[36, 6, 3, 1], offset: 0>, …}
-    %1 = copy %y, %0 {space = [1, 4, 2, 3], dst = strided<[36, 6, 3, 1], offset: 12>, …}
-    %2 = copy %1 {space = [1, 2, 3, 6], src = strided<[36, 3, 1, 6], offset: 0>,
+    %0 = strided_copy %x {space = [1, 2, 2, 3], dst = strided<[36, 6, 3, 1], offset: 0>, …}
+    %1 = strided_copy %y, %0 {space = [1, 4, 2, 3], dst = strided<[36, 6, 3, 1], offset: 12>, …}
+    %2 = strided_copy %1 {space = [1, 2, 3, 6], src = strided<[36, 3, 1, 6], offset: 0>,
                   dst = strided<[36, 18, 6, 1], offset: 0>}
-  → %2 = copy %x {space = [1, 2, 3, 2], src = strided<[0, 3, 1, 6], offset: 0>,
+  → %2 = strided_copy %x {space = [1, 2, 3, 2], src = strided<[0, 3, 1, 6], offset: 0>,
                   dst = strided<[36, 18, 6, 1], offset: 0>}                (channels 0..1)
-    %3 = copy %y, %2 {space = [1, 2, 3, 4], src = strided<[0, 3, 1, 6], offset: 0>,
+    %3 = strided_copy %y, %2 {space = [1, 2, 3, 4], src = strided<[0, 3, 1, 6], offset: 0>,
                   dst = strided<[36, 18, 6, 1], offset: 2>}                (channels 2..5)
 
 Disjoint boxes of one buffer: `lower_to_program` runs them as one kernel. A fill can only
@@ -87,6 +87,7 @@ __all__ = [
     "fuse_in_pieces",
     "fuse_into_generator",
     "fuse_with_writers",
+    "new_copy",
     "new_op",
     "plan_assembled",
 ]
@@ -116,7 +117,7 @@ def _canonical(mask: tuple, sizes: Sequence[int]) -> tuple:
 def _explicit(op: Op) -> bool:
     """An explicit copy without a frame: a framed one (`merge-fills`) also fills around its
     box, which neither a reader composed with it nor its pieces would carry over."""
-    return isinstance(op, O.CopyOp) and op.is_explicit and op.frame is None
+    return isinstance(op, O.ExplicitCopyOp) and not isinstance(op, O.FramedCopyOp)
 
 
 def _stored(fill: float | int | bool, stored: DType, read: DType) -> float | int | bool:
@@ -309,7 +310,7 @@ def fuse_into_generator(consumer: Op, producer: Op) -> tuple[list, dict] | str:
     logical index to generate (`index`), and the consumer's `dst` says where it goes:
 
         %b, %s1 = philox %s {sizes = [2, 3, 4, 5]}
-        %p = copy %b {space = [2, 1, 4, 4, 5], src = strided<[60, 80, 20, 5, 1]>, …}   (pack NCHW4)
+        %p = masked_copy %b {space = [2, 1, 4, 4, 5], src = strided<[60, 80, 20, 5, 1]>, …}  (NCHW4)
       → %p, %s1 = philox %s {sizes = [2, 3, 4, 5], space = [2, 1, 4, 4, 5],
                              index = strided<[60, 80, 20, 5, 1]>, dst = …, masks = …}
     """
@@ -450,7 +451,7 @@ def _writers(value: Value) -> list[Op] | None:
 
 
 def _is_fill(op: Op) -> bool:
-    return not op.operands
+    return isinstance(op, O.FillOp)
 
 
 def _key(value: float | int | bool) -> tuple[type, str]:
@@ -576,7 +577,7 @@ def _hoist(
     first = chain[0]
     rest, spanned, how = chain, box, "insert"
     if _is_fill(first):
-        if first.masks or _key(_stored(first.fill, dtype, dtype)) != _key(value):
+        if _key(_stored(first.fill, dtype, dtype)) != _key(value):
             return "the buffer written into starts with a fill of another value"
         start = image_box(first.dst, out)
         if start is None:
@@ -636,7 +637,7 @@ def plan_assembled(consumer: Op) -> Assembly | str:
         fills += [(cell, value) for cell in masked]
     boxes = []
     for w in writers:
-        if w.masks and (w.fill is None or _is_fill(w)):
+        if w.masks and w.fill is None:
             return "a writer leaves masked points unwritten"
         if not _is_fill(w) and overwritten(w.operands[0]):
             # Its piece would read the source where the consumer runs, after the write.
@@ -727,6 +728,14 @@ def new_op(rw: Rewriter, cls: type[Op], operands: list[Value], attrs: dict) -> O
     return op
 
 
+def new_copy(rw: Rewriter, operands: list[Value], attrs: dict) -> Op:
+    """A new explicit copy of `rw`'s graph, of the type its computed masks and frame call
+    for (`copy_type`), placed in `rw.ops` by the caller."""
+    op = O.explicit_copy_op(operands, attrs)
+    op.graph = rw.graph
+    return op
+
+
 def _index(ops: list[Op], op: Op) -> int:
     return next(i for i, o in enumerate(ops) if o is op)
 
@@ -741,13 +750,11 @@ def apply_assembly(
     target = plan.into
     if plan.fill is not None:
         where, value = plan.fill
-        fill = new_op(rw, O.CopyOp, [], {
+        fill = new_op(rw, O.FillOp, [], {
             "layout": out,
             "dtype": consumer.dtype,
             "space": where.sizes,
-            "src": None,
             "dst": where,
-            "masks": None,
             "fill": value,
         })  # fmt: skip
         first = plan.first
@@ -762,7 +769,7 @@ def apply_assembly(
         else:  # "insert": the buffer's first writer now writes into the fill
             assert first is not None
             index = _index(ops, first)
-            writer = new_op(rw, O.CopyOp, [first.operands[0], fill.result], dict(first.attrs))
+            writer = new_op(rw, type(first), [first.operands[0], fill.result], dict(first.attrs))
             ops[index] = writer
             ops.insert(index, fill)
             for key, at in generators.items():
@@ -771,7 +778,7 @@ def apply_assembly(
             rw.replace(first, writer.results)
             target = writer.result if target is first.result else target
     for source, attrs in plan.pieces:
-        piece = new_op(rw, O.CopyOp, [source] + ([target] if target is not None else []), attrs)
+        piece = new_copy(rw, [source] + ([target] if target is not None else []), attrs)
         ops.append(piece)
         target = piece.result
     assert target is not None
@@ -826,7 +833,7 @@ def fuse_with_writers(op: O.CopyOp, rw: Rewriter, generators: dict[int, int]) ->
     fused = fuse(op, producer)
     if not isinstance(fused, str):
         operands, attrs = fused
-        new = rw.ops[-1] = new_op(rw, O.CopyOp, operands, attrs)
+        new = rw.ops[-1] = new_copy(rw, operands, attrs)
         rw.replace(op, new.results)
         op = new
     else:

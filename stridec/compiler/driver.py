@@ -30,7 +30,7 @@ from stridec.compiler.pass_base import Pass
 from stridec.errors import CallError, LayoutError, StridecError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
-from stridec.ir.ops import CopyOp
+from stridec.ir.ops import NaturalCopyOp
 
 __all__ = ["check_runnable", "compile_program", "kernel_language", "lower_class",
            "pipeline_passes", "specialize_inputs", "symbolic_pipeline"]
@@ -76,7 +76,7 @@ def check_runnable(graph: Graph) -> None:
                     f"{r.type.numel} elements and reaches element {top}; the limit is "
                     f"2^63 - 1 = {INT64_MAX}"
                 )
-        if isinstance(op, CopyOp) and not op.is_explicit and op.layout.may_overlap():
+        if isinstance(op, NaturalCopyOp) and op.layout.may_overlap():
             layout = op.layout
             raise LayoutError(
                 f"{where}: result layout {layout} of sizes {list(layout.sizes)} may write "

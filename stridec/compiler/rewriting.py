@@ -19,6 +19,7 @@ from stridec.ir.ops import (
     PhiloxOp,
     PhiloxUniformOp,
     WriteOp,
+    explicit_copy_op,
     has_effects,
 )
 
@@ -100,10 +101,10 @@ def explicit_copy(
     fill: Any = None,
     into: Value | None = None,
 ) -> Value:
-    """Emit one explicit copy reading `source`'s root storage through `src`, in elements
-    of `source`'s dtype: its operand is the root, or -- where a `bitcast` reads the root's
-    bytes as another type -- `source` itself, never the root, whose elements would be
-    converted, not reinterpreted."""
+    """Emit one explicit copy, of the type its attributes call for (`copy_type`), reading
+    `source`'s root storage through `src`, in elements of `source`'s dtype: its operand is
+    the root, or -- where a `bitcast` reads the root's bytes as another type -- `source`
+    itself, never the root, whose elements would be converted, not reinterpreted."""
     operands: list[Value] = []
     if source is not None:
         root = source.root()
@@ -119,7 +120,7 @@ def explicit_copy(
         "masks": masks,
         "fill": fill,
     }
-    return rw.create(CopyOp, operands, attrs).result
+    return rw.insert(explicit_copy_op(operands, attrs)).result
 
 
 def written_into(op: Op) -> bool:

@@ -150,6 +150,22 @@ class GraphBuilder:
         return emit(self, O.FullOp, (), {"sizes": sizes, "value": value, "dtype": dtype})
 
 
+    def fill(
+        self, layout: Layout, value: float, dtype: Any = "float32",
+        space: Sequence[int] | None = None, dst: Layout | None = None,
+    ) -> Value:
+        """A new buffer of `layout` whose points `dst(i)` over `space` hold `value` (the
+        `fill` op, docs/text-ir.md; by default the whole layout); the others are zeros.
+
+        >>> print(g.fill(Layout((2, 3), (1, 2)), 1.5).type)
+        tensor<2x3xf32, strided<[1, 2], offset: 0>>
+        """
+        dst = layout if dst is None else dst
+        space = dst.sizes if space is None else tuple(space)
+        return emit(self, O.FillOp, (), {"layout": layout, "dtype": dtype, "space": space,
+                                         "dst": dst, "fill": value})
+
+
     def philox(self, state: Value, sizes: Sequence[int]) -> tuple[Value, Value]:
         """Philox4x32-10 random bits as DirectML's DML_RANDOM_GENERATOR (docs/philox.md):
         `state` is 6 words (a counter of 4, a key of 2); returns (bits, the state advanced
@@ -697,7 +713,59 @@ class ValueBuilder:
         """
         if layout is not None and not isinstance(layout, Layout):
             layout = Layout(self.shape, tuple(layout), offset)
-        return emit(self.graph, O.CopyOp, (self,), {"layout": layout, "dtype": dtype})
+        return emit(self.graph, O.NaturalCopyOp, (self,), {"layout": layout, "dtype": dtype})
+
+    def strided_copy(
+        self, space: Sequence[int], src: Layout, dst: Layout, *, layout: Layout | None = None,
+        dtype: Any = None, into: Value | None = None,
+    ) -> Value:
+        """An explicit copy (`strided_copy`, docs/text-ir.md): each point `i` of `space`
+        copies element `src(i)` of this value's root storage to element `dst(i)` of a new
+        buffer of `layout` (default row-major over `space`), or of `into`, in place.
+
+        >>> t = x.strided_copy((4, 3), Layout((4, 3), (1, 4)), Layout((4, 3), (3, 1)))
+        >>> print(t.type)                     # x's first 12 elements, transposed
+        tensor<4x3xf32>
+        """
+        return emit(self.graph, O.StridedCopyOp, (self,) + ((into,) if into is not None else ()),
+                    {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src,
+                     "dst": dst})
+
+    def masked_copy(
+        self, space: Sequence[int], src: Layout, dst: Layout, masks: Sequence[Any],
+        fill: Any = None, *, layout: Layout | None = None, dtype: Any = None,
+        into: Value | None = None,
+    ) -> Value:
+        """`strided_copy` where each of `masks`, `(coeffs, lo, hi)`, holds only where
+        `lo <= Σ coeffs_k·i_k < hi`: at the other points nothing is read and `fill` is
+        written (or, with `fill` None, nothing).
+
+        >>> t = x.masked_copy((2, 4), Layout((2, 4), (12, 1)), Layout((2, 4), (4, 1)),
+        ...                   [((0, 1), 0, 3)], fill=0.0)
+        >>> print(t.type)                     # x[:, 0, :3] and a column of zeros
+        tensor<2x4xf32>
+        """
+        return emit(self.graph, O.MaskedCopyOp, (self,) + ((into,) if into is not None else ()),
+                    {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src,
+                     "dst": dst, "masks": masks, "fill": fill})
+
+    def framed_copy(
+        self, space: Sequence[int], src: Layout, dst: Layout, frame: Sequence[Sequence[int]],
+        fill: Any, *, masks: Sequence[Any] | None = None, layout: Layout | None = None,
+        dtype: Any = None, into: Value | None = None,
+    ) -> Value:
+        """`strided_copy` (or `masked_copy`) that also writes `fill` on a frame around the
+        box it writes: `frame[k] = (before, after)` points along space dim `k`, through
+        `dst`'s strides (a pad in one pass).
+
+        >>> t = x.framed_copy((4,), Layout((4,), (1,)), Layout((4,), (1,), 1), [(1, 2)], 0.0,
+        ...                   layout=Layout.contiguous((7,)))
+        >>> print(t.type)                     # F.pad(x[0, 0], (1, 2))
+        tensor<7xf32>
+        """
+        return emit(self.graph, O.FramedCopyOp, (self,) + ((into,) if into is not None else ()),
+                    {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src,
+                     "dst": dst, "masks": masks, "fill": fill, "frame": frame})
 
 
     def to(

@@ -99,6 +99,9 @@ class Op:
     attr_names: ClassVar[tuple[str, ...]] = ()
     #: The names the text gives in the attribute dict (not by the result type).
     text_attr_names: ClassVar[tuple[str, ...]] = ()
+    #: The names the parser reads after this op's name: `text_attr_names`, unless the
+    #: name stands for several classes (`text_form`).
+    parsed_attr_names: ClassVar[tuple[str, ...]] = ()
     #: True when every result is a view of operand 0 (zero-copy, no new storage).
     is_view: ClassVar[bool] = False
     #: The graph's boundary, as MLIR's block arguments and terminator: `input` is an
@@ -172,6 +175,7 @@ class Op:
         cls.attr_defs = tuple(own + inherited)
         cls.attr_names = tuple(a.key for a in cls.attr_defs)  # type: ignore[misc]
         cls.text_attr_names = tuple(a.key for a in cls.attr_defs if not a.in_type)
+        cls.parsed_attr_names = cls.text_attr_names
         cls.has_verify_hook = cls.verify_ is not Op.verify_
 
     # -- hooks ---------------------------------------------------------------------------
@@ -276,6 +280,20 @@ class Op:
         """
         attrs = self.attrs
         return {k: attrs[k] for k in self.text_attr_names if attrs[k] is not None}
+
+    @classmethod
+    def text_form(
+        cls, operands: Sequence[Value], attrs: Mapping[str, Any]
+    ) -> tuple[type[Op], Mapping[str, Any]]:
+        """The class the parser builds for this op name, and its attributes, from the
+        parsed operands and attributes: this class and those, but where one name of
+        older text stood for several ops (`copy` with the attributes of a `fill`).
+
+        >>> from stridec.ir.ops import PermuteOp
+        >>> PermuteOp.text_form([x], {"dims": [1, 0, 2]})[0].name
+        'permute'
+        """
+        return cls, attrs
 
     @classmethod
     def from_text(

@@ -11,7 +11,7 @@ the IR itself needs no torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stridec.errors import (
@@ -946,113 +946,83 @@ class FlipOp(_FreshLikeOp):
         return self.operands[0].type.layout.flip(self.dims)
 
 
-@register_op
+# -- copies -------------------------------------------------------------------------------
+# Attributes the copy types share; each type lists the ones it takes, in text order.
+def _layout_attr(default: Any = None) -> Any:
+    return attr(A.layout, default,
+                doc="The result's layout (default: the buffer's, else row-major).")
+
+
+def _dtype_attr(default: Any = None) -> Any:
+    return attr(A.dtype, default,
+                doc="The result's dtype (a cast fused into the copy when it differs).")
+
+
+def _space_attr() -> Any:
+    return attr(A.sizes, doc="The iteration space.")
+
+
+def _src_attr() -> Any:
+    return attr(A.layout, doc="The source root's storage index of each point of `space`.")
+
+
+def _dst_attr() -> Any:
+    return attr(A.layout, doc="The buffer's storage index of each point of `space`.")
+
+
 class CopyOp(Op):
-    """A materialization into a new buffer with result `layout` (and `dtype`: a fused cast).
+    """Every copy: a materialization into a new buffer of result `layout` and `dtype`
+    (a cast fused into the copy where it differs from its source's), or, given a
+    buffer operand `into` after the source, into that buffer in place (cat writes
+    several inputs into one buffer); the result then has the buffer's type. Indices
+    count elements of the source's dtype: a source that reads its root's bytes as
+    another type (a `bitcast`) is read so, never converted.
 
-    Two forms:
-    - natural: result element `c` = operand element `c` (sizes equal);
-    - explicit (after `lower-formats` / `fuse-copies`): iterate over `space`; for each
-      coordinate `i`, `dst` storage index `dst.offset + Σ i_k·dst.strides_k` gets operand
-      root storage index `src.offset + Σ i_k·src.strides_k`, or `fill` where a mask fails.
-      Indices count elements of the operand's dtype: an operand that reads its root's
-      bytes as another type (a `bitcast`) is read so, never converted.
-    An optional second operand `into` is a buffer written in place (cat writes several
-    inputs into one buffer); the result then has the buffer's type.
-
-    `frame = [[before_k, after_k], ...]` (explicit form with a source and a `fill`; made by
-    `merge-fills`): the copy also writes `fill` on a frame around its box, `before_k`
-    points before it and `after_k` after it along each space dim, through `dst`'s strides.
-    It runs as one masked copy over the framed space, so a pad's fill and its copy of the
-    kept box write each element once.
+    The types (as MLIR separates `memref.copy`, `memref.subview` and `linalg.fill`):
+    `copy` (`NaturalCopyOp`, element by element), and the explicit forms over an
+    iteration space `space` that `lower-formats` and `fuse-copies` write
+    (`ExplicitCopyOp`): `strided_copy`, `masked_copy`, `framed_copy` and `fill`.
+    `isinstance(op, CopyOp)` asks for any of them; `copy_type` names the one an
+    attribute set calls for.
     """
 
-    name = "copy"
-    surface = ("Value.copy_to",)
     num_operands = None
-    layout: Layout = attr(
-        A.layout, None, doc="The result's layout (default: the buffer's, else row-major)."
-    )
-    dtype: DType = attr(
-        A.dtype, None, doc="The result's dtype (a cast fused into the copy when it differs)."
-    )
-    space: tuple[int, ...] | None = attr(
-        A.sizes, None, doc="The iteration space of the explicit form; None: the natural form."
-    )
-    src: Layout | None = attr(
-        A.layout, None, doc="Explicit form: the operand root's storage index of each point."
-    )
-    dst: Layout | None = attr(
-        A.layout, None, doc="Explicit form: the buffer's storage index of each point."
-    )
-    masks: tuple | None = attr(
-        A.masks, None, doc="Explicit form: `(coeffs, lo, hi)` bounds; where one fails, `fill`."
-    )
-    fill: int | float | bool | None = attr(A.number, None)
-    frame: tuple[tuple[int, int], ...] | None = attr(
-        A.frame, None, doc="Explicit form: points before and after the box, per space dim, "
-        "written with `fill` through `dst`'s strides (`merge-fills`)."
-    )
+    #: How many operands the type takes: a source and, optionally, a buffer written into.
+    operand_counts: tuple[int, ...] = (1, 2)
+
+    def __init__(self, operands=(), attrs=None, result_types=None) -> None:
+        if type(self) in (CopyOp, ExplicitCopyOp):
+            raise VerificationError(
+                f"{type(self).__name__} is the base of the copy types; build one of "
+                f"{[c.__name__ for c in COPY_TYPES]} (or `explicit_copy_op`)")
+        foreign = [k for k in attrs or () if k not in self.attr_names]
+        if foreign:  # say which type takes it
+            key = foreign[0]
+            takers = [c.name for c in COPY_TYPES if key in c.attr_names]
+            raise VerificationError(
+                f"{self.name}: takes no '{key}'"
+                + (f" ({' or '.join(takers)} does)" if takers else "")
+                + f"; its attributes are {list(self.attr_names)}"
+            )
+        super().__init__(operands, attrs, result_types)
 
     @classmethod
     def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
-        if len(operand_types) > 2:
-            raise VerificationError(f"copy: expected 1 or 2 operands; got {len(operand_types)}")
-        src_t = operand_types[0] if operand_types else None
+        if len(operand_types) not in cls.operand_counts:
+            expected = ("no operand" if cls.operand_counts == (0,)
+                        else "a source and, optionally, a buffer to write into")
+            raise VerificationError(
+                f"{cls.name}: expected {expected}; got {len(operand_types)} operand(s)")
+        src_t = operand_types[0] if cls.operand_counts != (0,) else None
         layout = attrs["layout"]
         if layout is None:
-            layout = cls.implied_layout(operand_types)
-            if layout is None:
-                raise VerificationError("copy: a fill without operands needs a 'layout'")
-            attrs["layout"] = layout
+            layout = attrs["layout"] = cls.implied_layout(operand_types)
         if any(s < 0 for s in layout.strides):
-            raise LayoutError(f"copy: result strides must be >= 0; got {list(layout.strides)}")
+            raise LayoutError(
+                f"{cls.name}: result strides must be >= 0; got {list(layout.strides)}")
         if attrs["dtype"] is None:
-            if src_t is None:
-                raise VerificationError("copy: a fill without operands needs a 'dtype'")
+            assert src_t is not None  # a fill's dtype is required
             attrs["dtype"] = src_t.dtype
-        space = attrs["space"]
-        if space is None:
-            if attrs["frame"] is not None:
-                raise VerificationError("copy: 'frame' needs the explicit form (a 'space')")
-            if src_t is None:
-                raise VerificationError("copy: a fill without operands needs 'space' and 'dst'")
-            if layout.sizes != src_t.sizes:
-                raise ShapeError(
-                    f"copy: layout sizes {list(layout.sizes)} differ from operand sizes "
-                    f"{list(src_t.sizes)}"
-                )
-            attrs.update(src=None, dst=None, masks=None, fill=None)  # the natural form
-            return
-        keys = ("src", "dst") if src_t is not None else ("dst",)
-        for key in keys:
-            lay = attrs[key]
-            if lay is None or lay.sizes != space:
-                raise VerificationError(
-                    f"copy: '{key}' must be a Layout over space {list(space)}; got {lay}"
-                )
-        if src_t is None and (attrs["src"] is not None or attrs["fill"] is None):
-            raise VerificationError("copy: a fill without operands takes 'fill' and no 'src'")
-        for coeffs, _, _ in attrs["masks"] or ():
-            if len(coeffs) != len(space):
-                raise VerificationError(
-                    f"copy: mask coeffs {list(coeffs)} must have rank {len(space)}"
-                )
-        if attrs["fill"] is not None:
-            check_fill("copy", "fill", attrs["fill"], attrs["dtype"])
-        frame = attrs["frame"]
-        if frame is not None:
-            if len(frame) != len(space):
-                raise VerificationError(
-                    f"copy: 'frame' must be one [before, after] per space dim ({len(space)}); "
-                    f"got {[list(p) for p in frame]}"
-                )
-            if src_t is None or attrs["fill"] is None:
-                raise VerificationError(
-                    "copy: a 'frame' needs a source operand and a 'fill' to write on it"
-                )
-            if not any(b or a for b, a in frame):
-                attrs["frame"] = None  # no frame at all
 
     @staticmethod
     def implied_layout(operand_types: Sequence[TensorType]) -> Layout | None:
@@ -1070,10 +1040,91 @@ class CopyOp(Op):
             into = operand_types[1]
             if into.layout != layout or into.dtype != dtype:
                 raise VerificationError(
-                    f"copy: buffer operand {into} does not match layout {layout} "
+                    f"{self.name}: buffer operand {into} does not match layout {layout} "
                     f"/ dtype {dtype}"
                 )
         return [TensorType(layout.sizes, dtype, layout)]
+
+    def written_root(self) -> Value | None:
+        return self.operands[1].root() if len(self.operands) == 2 else None
+
+    @property
+    def writes_into(self) -> bool:
+        """Whether the copy writes into a buffer operand in place (`copy %src, %buffer`)."""
+        return len(self.operands) == 2
+
+    def printed_attrs(self):
+        shown = super().printed_attrs()
+        layout = self.layout
+        if layout.is_default():
+            shown.pop("layout", None)
+        if self.operands and self.dtype == self.operands[0].type.dtype:
+            shown.pop("dtype", None)
+        if isinstance(self, ExplicitCopyOp) and self.dst == layout:
+            shown.pop("layout", None)
+        if "layout" not in shown and layout != self.implied_layout(
+            [v.type for v in self.operands]
+        ):
+            # The parser can only leave `layout` out where `relate_attrs` infers it back.
+            shown = {"layout": layout, **shown}
+        return shown
+
+
+@register_op
+class NaturalCopyOp(CopyOp):
+    """`copy`: result element `c` = source element `c` (equal sizes), in a buffer of
+    result `layout` (default row-major) and `dtype` (default the source's)."""
+
+    name = "copy"
+    surface = ("Value.copy_to",)
+    layout: Layout = _layout_attr()
+    dtype: DType = _dtype_attr()
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        super().relate_attrs(attrs, operand_types)
+        layout, src_t = attrs["layout"], operand_types[0]
+        if layout.sizes != src_t.sizes:
+            raise ShapeError(
+                f"copy: layout sizes {list(layout.sizes)} differ from operand sizes "
+                f"{list(src_t.sizes)}"
+            )
+
+    @classmethod
+    def text_form(cls, operands: Sequence[Value], attrs: Mapping[str, Any]) -> tuple:
+        # `copy` with explicit attributes: the one copy op of text IR before the types.
+        kind = copy_type(len(operands), attrs)
+        return kind, (attrs if kind is cls else explicit_copy_attrs(kind, attrs))
+
+
+class ExplicitCopyOp(CopyOp):
+    """An explicit copy: iterate over `space`; for each coordinate `i`, `dst` storage
+    index `dst.offset + Σ i_k·dst.strides_k` of the buffer gets source root storage
+    index `src.offset + Σ i_k·src.strides_k` (or, for a fill, the value `fill`)."""
+
+    # What a type without the attribute reads as, for passes that read any explicit copy.
+    src: Layout | None = None
+    masks: tuple | None = None
+    fill: int | float | bool | None = None
+    frame: tuple[tuple[int, int], ...] | None = None
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        super().relate_attrs(attrs, operand_types)
+        space = attrs["space"]
+        for key in ("src", "dst"):
+            lay = attrs.get(key)
+            if key in attrs and lay.sizes != space:
+                raise VerificationError(
+                    f"{cls.name}: '{key}' must be a Layout over space {list(space)}; got {lay}"
+                )
+        for coeffs, _, _ in attrs.get("masks") or ():
+            if len(coeffs) != len(space):
+                raise VerificationError(
+                    f"{cls.name}: mask coeffs {list(coeffs)} must have rank {len(space)}"
+                )
+        if attrs.get("fill") is not None:
+            check_fill(cls.name, "fill", attrs["fill"], attrs["dtype"])
 
     def framed_dst(self) -> Layout:
         """`dst` over the space grown by `frame`: where the copy and its frame write."""
@@ -1085,27 +1136,14 @@ class CopyOp(Op):
             dst.offset - sum(b * s for (b, _), s in zip(frame, dst.strides, strict=True)),
         )
 
-    @property
-    def is_explicit(self) -> bool:
-        return self.space is not None
-
-    def written_root(self) -> Value | None:
-        return self.operands[1].root() if len(self.operands) == 2 else None
-
-    @property
-    def writes_into(self) -> bool:
-        """Whether the copy writes into a buffer operand in place (`copy %src, %buffer`)."""
-        return len(self.operands) == 2
-
     def verify_(self) -> None:
         """An explicit copy reads inside its source's storage and writes inside its buffer,
         one address per point. Masked points are exempt: they are never read, and a
         domain restriction (fill None) never writes them either."""
-        if self.space is None:
-            return
         dst: Layout = self.dst
         if dst.is_broadcast():
-            raise VerificationError(f"copy: 'dst' {dst} writes several points to one address")
+            raise VerificationError(
+                f"{self.name}: 'dst' {dst} writes several points to one address")
         if len(self.operands) == 2:
             buffer = storage_elements(self.operands[1].root(), self.dtype)
         else:
@@ -1115,36 +1153,162 @@ class CopyOp(Op):
                 framed = self.framed_dst()
             except LayoutError as e:
                 raise VerificationError(
-                    f"copy: 'frame' {self.frame} reaches outside 'dst': {e}"
+                    f"{self.name}: 'frame' {self.frame} reaches outside 'dst': {e}"
                 ) from None
             if invert_strided(framed.sizes, framed.strides, framed.offset) is None:
                 raise VerificationError(
-                    f"copy: 'dst' grown by 'frame' {self.frame} writes several points to one "
-                    "address"
+                    f"{self.name}: 'dst' grown by 'frame' {self.frame} writes several points "
+                    "to one address"
                 )
-            framed.check_fits(buffer, "copy: dst with its frame")
+            framed.check_fits(buffer, f"{self.name}: dst with its frame")
         if not self.masks:
-            dst.check_fits(buffer, "copy: dst")
+            dst.check_fits(buffer, f"{self.name}: dst")
             if self.operands:
                 source = self.operands[0]
                 self.src.check_fits(storage_elements(source.root(), source.type.dtype),
-                                    "copy: src")
+                                    f"{self.name}: src")
 
-    def printed_attrs(self):
-        shown = super().printed_attrs()
-        layout = self.layout
-        if layout.is_default():
-            shown.pop("layout", None)
-        if self.operands and self.dtype == self.operands[0].type.dtype:
-            shown.pop("dtype", None)
-        if self.space is not None and self.dst == layout:
-            shown.pop("layout", None)
-        if "layout" not in shown and layout != self.implied_layout(
-            [v.type for v in self.operands]
-        ):
-            # The parser can only leave `layout` out where `normalize` infers it back.
-            shown = {"layout": layout, **shown}
-        return shown
+
+@register_op
+class StridedCopyOp(ExplicitCopyOp):
+    """`strided_copy`: every point of `space` copies source root element `src(i)` to
+    buffer element `dst(i)` (a transpose, a slice written into a cat's buffer, a flip
+    reading backwards)."""
+
+    name = "strided_copy"
+    surface = ("Value.strided_copy",)
+    layout: Layout = _layout_attr()
+    dtype: DType = _dtype_attr()
+    space: tuple[int, ...] = _space_attr()
+    src: Layout = _src_attr()
+    dst: Layout = _dst_attr()
+
+
+@register_op
+class MaskedCopyOp(ExplicitCopyOp):
+    """`masked_copy`: a strided copy whose points where a mask fails read nothing and
+    get `fill` (packing's padded channels), or, without `fill`, are not written at all
+    (a domain restriction: unpacking)."""
+
+    name = "masked_copy"
+    surface = ("Value.masked_copy",)
+    layout: Layout = _layout_attr()
+    dtype: DType = _dtype_attr()
+    space: tuple[int, ...] = _space_attr()
+    src: Layout = _src_attr()
+    dst: Layout = _dst_attr()
+    masks: tuple = attr(A.masks, doc="`(coeffs, lo, hi)` bounds: a point is valid where "
+                        "`lo <= Σ coeffs_k·i_k < hi` holds for each.")
+    fill: int | float | bool | None = attr(
+        A.number, None, doc="What a masked point gets; none: it is not written.")
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        if attrs["masks"] is None:
+            raise VerificationError(
+                "masked_copy: 'masks' must hold at least one [coeffs, lo, hi]; got [] "
+                "(a copy without masks is a strided_copy)")
+        super().relate_attrs(attrs, operand_types)
+
+
+@register_op
+class FramedCopyOp(ExplicitCopyOp):
+    """`framed_copy` (made by `merge-fills`): a strided (or masked) copy that also writes
+    `fill` on a frame around its box, `before_k` points before it and `after_k` after it
+    along each space dim, through `dst`'s strides. It runs as one masked copy over the
+    framed space, so a pad's fill and its copy of the kept box write each element once."""
+
+    name = "framed_copy"
+    surface = ("Value.framed_copy",)
+    layout: Layout = _layout_attr()
+    dtype: DType = _dtype_attr()
+    space: tuple[int, ...] = _space_attr()
+    src: Layout = _src_attr()
+    dst: Layout = _dst_attr()
+    masks: tuple | None = attr(A.masks, None, doc="As `masked_copy`'s (its points get `fill`).")
+    fill: int | float | bool = attr(A.number, doc="What the frame (and masked points) get.")
+    frame: tuple[tuple[int, int], ...] = attr(
+        A.frame, doc="`[before, after]` points around the box, per space dim.")
+
+    @classmethod
+    def relate_attrs(cls, attrs: dict, operand_types: Sequence[TensorType]) -> None:
+        super().relate_attrs(attrs, operand_types)
+        frame, space = attrs["frame"], attrs["space"]
+        if len(frame) != len(space):
+            raise VerificationError(
+                f"framed_copy: 'frame' must be one [before, after] per space dim "
+                f"({len(space)}); got {[list(p) for p in frame]}"
+            )
+        if not any(b or a for b, a in frame):
+            raise VerificationError(
+                f"framed_copy: 'frame' {[list(p) for p in frame]} frames nothing (a copy "
+                "without a frame is a strided_copy or masked_copy)")
+
+
+@register_op
+class FillOp(ExplicitCopyOp):
+    """`fill`: a new buffer of `layout` and `dtype` whose points `dst(i)` over `space`
+    get `fill`; nothing is read (the lowered `full`, and the fill of a pad's frame)."""
+
+    name = "fill"
+    surface = ("Graph.fill",)
+    operand_counts = (0,)
+    layout: Layout = _layout_attr(A.REQUIRED)
+    dtype: DType = _dtype_attr(A.REQUIRED)
+    space: tuple[int, ...] = _space_attr()
+    dst: Layout = _dst_attr()
+    fill: int | float | bool = attr(A.number, doc="The value written.")
+
+
+#: The copy types, in text order.
+COPY_TYPES: tuple[type[CopyOp], ...] = (
+    NaturalCopyOp, StridedCopyOp, MaskedCopyOp, FramedCopyOp, FillOp)
+# `copy` reads every copy type's attributes (`NaturalCopyOp.text_form`).
+NaturalCopyOp.parsed_attr_names = tuple(
+    dict.fromkeys(k for c in COPY_TYPES for k in c.text_attr_names))
+
+
+def copy_type(operand_count: int, attrs: Mapping[str, Any]) -> type[CopyOp]:
+    """The copy type an attribute set calls for: no `space`, the natural `copy`; no
+    source, a `fill`; a `frame` that is not all zero, `framed_copy`; `masks`,
+    `masked_copy`; else `strided_copy`. How the parser reads the one `copy` op of older
+    text, and how rewrites whose masks and frames are computed (`fuse-copies`,
+    `merge-fills`) choose the type of the copies they build (`explicit_copy_op`).
+
+    >>> copy_type(1, {"space": [2], "src": None, "masks": [[[1], 0, 1]]}).name
+    'masked_copy'
+    """
+    if attrs.get("space") is None:
+        return NaturalCopyOp
+    if operand_count == 0:
+        return FillOp
+    frame = attrs.get("frame")
+    if frame and any(b or a for b, a in frame):
+        return FramedCopyOp
+    return MaskedCopyOp if attrs.get("masks") else StridedCopyOp
+
+
+def explicit_copy_attrs(cls: type[CopyOp], attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """`attrs` without what `cls` lacks and the old `copy` ignored: an empty `frame` or
+    `masks`, and a `fill` that no point of a copy without masks or frame gets. Anything
+    else `cls` lacks stays, for `cls` to refuse by name."""
+    out = {k: v for k, v in attrs.items() if not (v is None and k not in cls.attr_names)}
+    if "frame" not in cls.attr_names and not (out.get("frame") and any(
+            b or a for b, a in out["frame"])):
+        out.pop("frame", None)
+    if "masks" not in cls.attr_names and not out.get("masks") and cls is not NaturalCopyOp:
+        out.pop("masks", None)
+    if cls is StridedCopyOp and not out.get("masks"):
+        out.pop("fill", None)
+    return out
+
+
+def explicit_copy_op(operands: Sequence[Value], attrs: Mapping[str, Any]) -> CopyOp:
+    """The copy of the type `attrs` call for (`copy_type`), from a dict in which a
+    type's absent attributes may be None: how rewrites that compute masks and frames,
+    and the parser reading the one `copy` of older text, build copies."""
+    cls = copy_type(len(operands), attrs)
+    return cls(operands, explicit_copy_attrs(cls, attrs))
 
 
 @register_op
@@ -1511,6 +1675,10 @@ __all__ = [
     "has_effects",
     "storage_root",
     "writes_storage",
+    "COPY_TYPES",
+    "copy_type",
+    "explicit_copy_attrs",
+    "explicit_copy_op",
     "DType",
     "Value",
 ]

@@ -387,8 +387,9 @@ class _Parser:
         assert self.graph is not None
         # An op whose types are all inferred is built from operands and attributes alone,
         # so a written type that differs is reported at that type, not at the op's name.
-        inferred = types and cls.from_text.__func__ is Op.from_text.__func__
         try:
+            cls, attrs = cls.text_form(operands, attrs)
+            inferred = types and cls.from_text.__func__ is Op.from_text.__func__
             if types and not inferred:
                 op = cls.from_text(operands, attrs, types)
             else:
@@ -443,7 +444,7 @@ class _Parser:
     def parse_attr_dict(self, cls: type[Op]) -> dict[str, tuple[Any, Token]]:
         self.advance()  # '{'
         attrs: dict[str, tuple[Any, Token]] = {}
-        allowed = cls.text_attr_names
+        allowed = cls.parsed_attr_names
         if self.at_punct("}"):
             self.advance()
             return attrs
@@ -552,8 +553,8 @@ class _Parser:
 
         As with MLIR's memref layouts, the strided form carries strides and offset only:
         `layout` takes the sizes of the (first) result type; every other layout attribute
-        (`src`, `dst` of `copy`, `index`, `dst` of the placed `philox`) those of the
-        `space` attribute, the iteration space it maps.
+        (`src`, `dst` of the explicit copies, `index`, `dst` of the placed `philox`) those
+        of the `space` attribute, the iteration space it maps.
         """
         if isinstance(value, list):
             for item in value:

@@ -50,7 +50,7 @@ def verify_graph(graph: Graph, incremental: bool = False) -> None:
     - an op that passed them is stamped (`Op.verified_as`) with a fingerprint: its class,
       attribute names and values, operand and result types, and -- for an op with a
       `verify_` hook -- each operand's root storage value and that root's type (what the
-      hooks of `as_strided` and explicit `copy` read). When all of it is unchanged, the
+      hooks of `as_strided` and the explicit copies read). When all of it is unchanged, the
       op is not checked again; when only the roots moved, only the hook runs;
     - an op whose constructor inferred its result types (`Op.inferred_from`) from the
       attributes and operand types it still has, and which still holds those result

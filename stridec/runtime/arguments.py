@@ -12,7 +12,7 @@ import torch
 from stridec.errors import CallError, UnsupportedError
 from stridec.ir.graph import Graph
 from stridec.ir.layout import Layout
-from stridec.ir.ops import AsStridedOp, CopyOp
+from stridec.ir.ops import AsStridedOp, ExplicitCopyOp, FillOp
 from stridec.ir.types import TensorType
 from stridec.runtime.tensors import FakeTensor, without_memory
 
@@ -113,8 +113,7 @@ def declared_inputs(graph: Graph) -> list[tuple[int, Layout, int | None, bool]]:
     of text IR, over it), so that its meaning depends on the declared layout."""
     raw: set[int] = set()
     for op in graph.ops:
-        if isinstance(op, AsStridedOp) or (isinstance(op, CopyOp) and op.is_explicit
-                                           and op.operands):
+        if isinstance(op, (AsStridedOp, ExplicitCopyOp)) and not isinstance(op, FillOp):
             raw.add(id(op.operands[0].root()))
     return [
         (i, v.type.layout, v.owner.storage, id(v) in raw)

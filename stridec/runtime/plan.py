@@ -35,7 +35,7 @@ class Plan:
     >>> print(plan.ir, end="")
     graph @t {
       %x = input {name = "x"} : tensor<2x3xf32>
-      %0 = copy %x {layout = strided<[2, 1], offset: 0>, space = [3, 2], src = strided<[1, 3...
+      %0 = strided_copy %x {layout = strided<[2, 1], offset: 0>, space = [3, 2], src = ...
       output %0
     }
     """

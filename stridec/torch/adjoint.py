@@ -565,16 +565,21 @@ def _pixel_unshuffle(b: _Builder, op: Any, t: Term) -> Term:
     return Term(B.pixel_shuffle(t.value, op.factor), t.acc)
 
 
-@adjoint_of(O.CopyOp)
+@adjoint_of(O.NaturalCopyOp)
 def _copy(b: _Builder, op: Any, t: Term) -> Term | None:
-    """A natural copy is a cast (to its own dtype or not); the explicit form and a copy
-    into a buffer are IR after lowering, which autograd never sees."""
-    if op.is_explicit or op.writes_into:
+    """A natural copy is a cast (to its own dtype or not); one into a buffer is IR after
+    lowering, which autograd never sees."""
+    if op.writes_into:
         raise UnsupportedError(
-            "adjoint: op 'copy' in explicit form (space, src, dst) or into a buffer has no "
-            "adjoint in stridec (IR after lowering; differentiate the graph before the "
-            "passes)")
+            "adjoint: op 'copy' into a buffer has no adjoint in stridec (IR after "
+            "lowering; differentiate the graph before the passes)")
     return _cast(b, op, t)
+
+
+for _explicit in (O.StridedCopyOp, O.MaskedCopyOp, O.FramedCopyOp, O.FillOp):
+    ADJOINTS.declare_none(
+        _explicit, "an explicit copy is IR after lowering, which autograd never sees; "
+        "differentiate the graph before the passes")
 
 
 @adjoint_of(O.CastOp)

@@ -233,11 +233,12 @@ def test_a_copy_reading_the_buffer_is_not_batched() -> None:
     """Rows 0..1 = x and rows 2..3 = flip(x) batch; rows 4..5 are read back from rows 0..1
     of the same buffer, so that copy must wait for the batch: a second launch."""
     graph = lowered(
-        f"  %0 = copy %x {{layout = {BUFFER}, space = [2, 3], src = {BUFFER}, dst = {BUFFER}}}"
+        f"  %0 = strided_copy %x {{layout = {BUFFER}, space = [2, 3], src = {BUFFER}, "
+        f"dst = {BUFFER}}}"
         " : tensor<6x3xf32>\n"
-        "  %1 = copy %x, %0 {space = [2, 3], src = strided<[-3, 1], offset: 3>,"
+        "  %1 = strided_copy %x, %0 {space = [2, 3], src = strided<[-3, 1], offset: 3>,"
         " dst = strided<[3, 1], offset: 6>} : tensor<6x3xf32>\n"
-        "  %2 = copy %1, %1 {space = [2, 3], src = strided<[3, 1], offset: 0>,"
+        "  %2 = strided_copy %1, %1 {space = [2, 3], src = strided<[3, 1], offset: 0>,"
         " dst = strided<[3, 1], offset: 12>} : tensor<6x3xf32>\n"
         "  output %2\n"
     )
@@ -252,9 +253,10 @@ def test_overlapping_boxes_are_not_batched() -> None:
     """Rows 0..1 then rows 1..2 of one buffer: the second copy overwrites row 1, so the two
     may not run in one launch (whose programs run in any order)."""
     graph = lowered(
-        f"  %0 = copy %x {{layout = {BUFFER}, space = [2, 3], src = {BUFFER}, dst = {BUFFER}}}"
+        f"  %0 = strided_copy %x {{layout = {BUFFER}, space = [2, 3], src = {BUFFER}, "
+        f"dst = {BUFFER}}}"
         " : tensor<3x3xf32>\n"
-        "  %1 = copy %x, %0 {space = [2, 3], src = strided<[-3, 1], offset: 3>,"
+        "  %1 = strided_copy %x, %0 {space = [2, 3], src = strided<[-3, 1], offset: 3>,"
         " dst = strided<[3, 1], offset: 3>} : tensor<3x3xf32>\n"
         "  output %1\n"
     )

@@ -277,9 +277,9 @@ def test_a_flipped_cat_returned_as_is_is_one_launch() -> None:
 INTERLEAVED = """graph @interleaved {
   %x = input {name = "x"} : tensor<3xf32>
   %y = input {name = "y"} : tensor<3xf32>
-  %0 = copy %x {layout = strided<[1], offset: 0>, space = [3], src = strided<[1], offset: 0>, dst = strided<[2], offset: 0>} : tensor<6xf32>
-  %1 = copy %y, %0 {space = [3], src = strided<[1], offset: 0>, dst = strided<[2], offset: 1>} : tensor<6xf32>
-  %2 = copy %1 {space = [6], src = strided<[-1], offset: 5>, dst = strided<[1], offset: 0>} : tensor<6xf32>
+  %0 = strided_copy %x {layout = strided<[1], offset: 0>, space = [3], src = strided<[1], offset: 0>, dst = strided<[2], offset: 0>} : tensor<6xf32>
+  %1 = strided_copy %y, %0 {space = [3], src = strided<[1], offset: 0>, dst = strided<[2], offset: 1>} : tensor<6xf32>
+  %2 = strided_copy %1 {space = [6], src = strided<[-1], offset: 5>, dst = strided<[1], offset: 0>} : tensor<6xf32>
   output %2
 }"""  # noqa: E501
 

@@ -27,7 +27,7 @@ graph @nhwc {
 NHWC_LOWERED = (
     "graph @nhwc {\n"
     '  %x = input {name = "x"} : tensor<2x3x4x5xf32>\n'
-    "  %0 = copy %x {layout = strided<[60, 15, 3, 1], offset: 0>, space = [2, 4, 5, 3], "
+    "  %0 = strided_copy %x {layout = strided<[60, 15, 3, 1], offset: 0>, space = [2, 4, 5, 3], "
     "src = strided<[60, 5, 1, 20], offset: 0>, dst = strided<[60, 15, 3, 1], offset: 0>} "
     ": tensor<2x4x5x3xf32>\n"
     "  output %0\n"

@@ -71,8 +71,9 @@ def test_the_catalogue_is_registered() -> None:
         "input", "full", "philox", "philox_uniform",
         "permute", "transpose", "expand", "slice", "select", "squeeze", "unsqueeze", "flip",
         "reshape", "view", "flatten", "unfold", "diagonal", "as_strided", "bitcast", "split",
-        "contiguous", "to_format", "pixel_shuffle", "pixel_unshuffle", "clone", "copy", "pack",
-        "unpack", "pad", "cast", "cat", "write", "output",
+        "contiguous", "to_format", "pixel_shuffle", "pixel_unshuffle", "clone", "copy",
+        "strided_copy", "masked_copy", "framed_copy", "fill", "pack", "unpack", "pad", "cast",
+        "cat", "write", "output",
     }
 
 
@@ -176,16 +177,21 @@ BAD_ATTRS = [
     (O.SplitOp, (2, 3), {"sizes": (0,), "dim": 1}, LayoutError, r"split: split size"),
     (O.SplitOp, (2, 3), {"sizes": (-1,), "dim": 1}, LayoutError, r"split: split size"),
     (O.SplitOp, (2, 3), {"sizes": (1,), "dim": 2}, LayoutError, r"split: dim 2 out of range"),
-    (O.CopyOp, (2, 3), {"layout": Layout((3, 2), (2, 1))}, ShapeError, r"copy: layout sizes"),
-    (O.CopyOp, (2, 3), {"layout": Layout((2, 3), (-3, 1), 3)}, LayoutError,
+    (O.NaturalCopyOp, (2, 3), {"layout": Layout((3, 2), (2, 1))}, ShapeError,
+     r"copy: layout sizes"),
+    (O.NaturalCopyOp, (2, 3), {"layout": Layout((2, 3), (-3, 1), 3)}, LayoutError,
      r"copy: result strides"),
-    (O.CopyOp, (2, 3), {"layout": "NHWC"}, VerificationError, r"copy: 'layout' must be a Layout"),
-    (O.CopyOp, (2, 3), {"dtype": "complex64"}, UnsupportedError, r"copy: dtype"),
-    (O.CopyOp, (2, 3), {"space": (2, 3), "src": Layout.contiguous((2, 3))}, VerificationError,
-     r"copy: 'dst' must be a Layout over space"),
-    (O.CopyOp, (2, 3), {"space": (2, 3), "src": Layout.contiguous((2, 3)),
-                        "dst": Layout.contiguous((2, 3)), "masks": [((1,), 0, 1)]},
-     VerificationError, r"copy: mask coeffs"),
+    (O.NaturalCopyOp, (2, 3), {"layout": "NHWC"}, VerificationError,
+     r"copy: 'layout' must be a Layout"),
+    (O.NaturalCopyOp, (2, 3), {"dtype": "complex64"}, UnsupportedError, r"copy: dtype"),
+    (O.StridedCopyOp, (2, 3), {"space": (2, 3), "src": Layout.contiguous((2, 3))},
+     VerificationError, r"strided_copy: missing attribute 'dst'"),
+    (O.StridedCopyOp, (2, 3), {"space": (2, 3), "src": Layout.contiguous((2, 3)),
+                               "dst": Layout.contiguous((3, 2))},
+     VerificationError, r"strided_copy: 'dst' must be a Layout over space"),
+    (O.MaskedCopyOp, (2, 3), {"space": (2, 3), "src": Layout.contiguous((2, 3)),
+                              "dst": Layout.contiguous((2, 3)), "masks": [((1,), 0, 1)]},
+     VerificationError, r"masked_copy: mask coeffs"),
     (O.PackOp, (2, 3, 4, 5), {"format": "NCHW5"}, UnsupportedError, r"format.*'NCHW5'"),
     (O.PackOp, (2, 3, 4, 5), {}, VerificationError, r"pack: missing attribute 'format'"),
     (O.PackOp, (2, 3), {"format": "NHWC"}, ShapeError, r"pack: NHWC"),
@@ -271,8 +277,9 @@ def test_wrong_operand_counts() -> None:
         O.FullOp([x, x], {"sizes": (2, 3), "value": 0, "dtype": "float32"})
     with pytest.raises(ShapeError, match=r"full: sizes \[2\] differ from the sizes \[2, 3\]"):
         O.FullOp([x], {"sizes": (2,), "value": 0, "dtype": "float32"})
-    with pytest.raises(VerificationError, match="copy: expected 1 or 2 operands; got 3"):
-        O.CopyOp([x, x, x], {})
+    with pytest.raises(VerificationError, match=r"copy: expected a source and, optionally, a "
+                       r"buffer to write into; got 3 operand\(s\)"):
+        O.NaturalCopyOp([x, x, x], {})
     with pytest.raises(ShapeError, match="cat: expected at least one tensor"):
         O.CatOp([], {})
     with pytest.raises(VerificationError, match="permute: expected stridec Values"):
@@ -347,7 +354,7 @@ REFERENCES = [
     (O.SplitOp, (5, 4), {"sizes": (2,), "dim": 0}, lambda t: t.split(2, 0)),
     (O.SplitOp, (5, 4), {"sizes": (1, 3), "dim": 1}, lambda t: t.split([1, 3], 1)),
     (O.ContiguousOp, (5, 4), {}, lambda t: t.contiguous()),
-    (O.CopyOp, (5, 4), {"dtype": "float16"}, lambda t: t.to(torch.float16)),
+    (O.NaturalCopyOp, (5, 4), {"dtype": "float16"}, lambda t: t.to(torch.float16)),
     (O.PadOp, (5, 4), {"pad": (1, -2, 0, 3), "value": 2.5},
      lambda t: F.pad(t, (1, -2, 0, 3), value=2.5)),
     (O.CastOp, (5, 4), {"dtype": "int16"}, lambda t: t.to(torch.int16)),
@@ -384,9 +391,9 @@ def test_storage_ops_need_the_executor() -> None:
     t = torch.zeros(2, 3)
     with pytest.raises(VerificationError, match="as_strided: needs the root storage"):
         evaluate(O.AsStridedOp([x], {"sizes": (2,), "strides": (1,)}), t)
-    explicit = O.CopyOp([x], {"space": (2, 3), "src": Layout.contiguous((2, 3)),
-                              "dst": Layout.contiguous((2, 3))})
-    with pytest.raises(VerificationError, match="copy: needs the root storage"):
+    explicit = O.StridedCopyOp([x], {"space": (2, 3), "src": Layout.contiguous((2, 3)),
+                                     "dst": Layout.contiguous((2, 3))})
+    with pytest.raises(VerificationError, match="strided_copy: needs the root storage"):
         evaluate(explicit, t)
 
 

@@ -230,7 +230,7 @@ def run_explicit(
     g = Graph("explicit")
     x = g.input("x", tuple(t.shape), str(t.dtype).removeprefix("torch."))
     operands = [operand(x)] + ([into(g)] if into is not None else [])
-    op = g.append(O.CopyOp(operands, attrs))
+    op = g.append(O.explicit_copy_op(operands, attrs))
     g.output(op.result)
     g.verify()
     (got,) = stridec.run_reference(g, t)
@@ -332,9 +332,9 @@ def test_explicit_copies_chained_through_one_buffer() -> None:
     g = Graph("chain")
     x = g.input("x", (2, 3), "float32")
     buffer = g.full((2, 6), 0.0, "float32")
-    left = g.append(O.CopyOp([x, buffer], {"space": (2, 3), "src": Layout((2, 3), (3, 1)),
+    left = g.append(O.StridedCopyOp([x, buffer], {"space": (2, 3), "src": Layout((2, 3), (3, 1)),
                                            "dst": Layout((2, 3), (6, 1), 0)})).result
-    both = g.append(O.CopyOp([x, left], {"space": (2, 3), "src": Layout((2, 3), (3, 1)),
+    both = g.append(O.StridedCopyOp([x, left], {"space": (2, 3), "src": Layout((2, 3), (3, 1)),
                                          "dst": Layout((2, 3), (6, 1), 3)})).result
     g.output(both)
     g.verify()
@@ -345,11 +345,11 @@ def test_explicit_copies_chained_through_one_buffer() -> None:
     h = Graph("stale")
     x = h.input("x", (2, 3), "float32")
     buffer = h.full((2, 6), 0.0, "float32")
-    left = h.append(O.CopyOp([x, buffer], {"space": (2, 3), "src": Layout((2, 3), (3, 1)),
+    left = h.append(O.StridedCopyOp([x, buffer], {"space": (2, 3), "src": Layout((2, 3), (3, 1)),
                                            "dst": Layout((2, 3), (6, 1), 0)})).result
     h.output(left, buffer)
     with pytest.raises(stridec.VerificationError, match="op #3 'output': operand 1 reads "
-                       "memory that op #2 'copy' wrote over in place"):
+                       "memory that op #2 'strided_copy' wrote over in place"):
         h.verify()
 
 
@@ -358,7 +358,7 @@ def test_explicit_copies_chained_through_one_buffer() -> None:
 def test_fill_copy_without_operands(dtype: str, fill: float) -> None:
     layout = Layout((2, 3), (1, 2), 0)
     g = Graph("fill")
-    op = g.append(O.CopyOp([], {"layout": layout, "dtype": dtype, "space": (2, 3), "dst": layout,
+    op = g.append(O.FillOp([], {"layout": layout, "dtype": dtype, "space": (2, 3), "dst": layout,
                                 "fill": fill}))
     g.output(op.result)
     g.verify()
@@ -375,7 +375,7 @@ def test_partial_fill_without_operands_leaves_the_rest_zero() -> None:
     space = (2, 2)
     dst = Layout(space, (4, 1), 2)
     g = Graph("fill")
-    op = g.append(O.CopyOp([], {"layout": layout, "dtype": "float32", "space": space,
+    op = g.append(O.FillOp([], {"layout": layout, "dtype": "float32", "space": space,
                                 "dst": dst, "fill": 5.0}))
     g.output(op.result)
     (got,) = stridec.run_reference(g)
@@ -387,14 +387,15 @@ def test_partial_fill_without_operands_leaves_the_rest_zero() -> None:
 def test_explicit_copy_attribute_checks() -> None:
     g = Graph("bad")
     x = g.input("x", (2, 3), "float32")
-    with pytest.raises(StridecError, match="copy: a fill without operands needs a 'layout'"):
-        O.CopyOp([], {"space": (2, 3), "dst": Layout.contiguous((2, 3)), "fill": 0})
-    with pytest.raises(StridecError, match="copy: a fill without operands takes 'fill'"):
-        O.CopyOp([], {"layout": Layout.contiguous((2, 3)), "dtype": "float32", "space": (2, 3),
+    with pytest.raises(StridecError, match="fill: missing attribute 'layout'"):
+        O.FillOp([], {"space": (2, 3), "dst": Layout.contiguous((2, 3)), "fill": 0})
+    with pytest.raises(StridecError, match="fill: missing attribute 'fill'"):
+        O.FillOp([], {"layout": Layout.contiguous((2, 3)), "dtype": "float32", "space": (2, 3),
                       "dst": Layout.contiguous((2, 3))})
-    with pytest.raises(StridecError, match="copy: buffer operand"):
-        O.CopyOp([x, x], {"layout": Layout((2, 3), (1, 2)), "space": (2, 3),
-                          "src": Layout.contiguous((2, 3)), "dst": Layout.contiguous((2, 3))})
+    with pytest.raises(StridecError, match="strided_copy: buffer operand"):
+        O.StridedCopyOp([x, x], {"layout": Layout((2, 3), (1, 2)), "space": (2, 3),
+                                 "src": Layout.contiguous((2, 3)),
+                                 "dst": Layout.contiguous((2, 3))})
     assert x.uses == []
 
 
@@ -464,7 +465,7 @@ def test_explicit_copy_and_pack_on_cuda() -> None:
              "dst": NCHW4_PHYSICAL, "masks": NCHW4_MASK, "fill": 1.0}
     g = Graph("cuda")
     x = g.input("x", (2, 3, 4, 5), "float32")
-    explicit = g.append(O.CopyOp([x], attrs)).result
+    explicit = g.append(O.MaskedCopyOp([x], attrs)).result
     g.output(explicit, x.pack("NCHW4", fill=1.0), x.pack("NCHW4", fill=1.0).unpack("NCHW4", 3))
     a, b, c = stridec.run_reference(g, t)
     split = F.pad(t, (0, 0, 0, 0, 0, 1), value=1.0).reshape(2, 1, 4, 4, 5)

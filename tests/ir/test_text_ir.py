@@ -172,7 +172,7 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     space = (2, 1, 4, 4, 5)
     src = Layout(space, (60, 80, 20, 5, 1), 0)
     dst = Layout(space, (80, 80, 1, 20, 4), 0)
-    explicit = O.CopyOp(
+    explicit = O.MaskedCopyOp(
         [x],
         {
             "layout": Layout.contiguous((2, 1, 4, 5, 4)),
@@ -189,7 +189,7 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     # `0 <= i0 < 2` without a fill leaves rows 2 and 3 of the buffer as they were
     buffer = g.full((4, 6), 0.0, "float32")
     part = y.t()
-    into = O.CopyOp(
+    into = O.MaskedCopyOp(
         [part, buffer],
         {
             "space": (4, 3),
@@ -201,7 +201,7 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
     outs.append(g.append(into).result)
     # ... and a fill without operands
     fill_layout = Layout((2, 3), (1, 2), 0)
-    filled = O.CopyOp(
+    filled = O.FillOp(
         [],
         {
             "layout": fill_layout,
@@ -212,6 +212,11 @@ def catalogue() -> tuple[Graph, list[torch.Tensor]]:
         },
     )
     outs.append(g.append(filled).result)
+    # ... a strided copy (the first 4x5 plane of x, transposed) and a framed one (F.pad of
+    # x's first row by (1, 2) in one copy: the row, and the fill around it)
+    outs.append(x.strided_copy((5, 4), Layout((5, 4), (1, 5)), Layout((5, 4), (4, 1))))
+    outs.append(x.framed_copy((5,), Layout((5,), (1,)), Layout((5,), (1,), 1), [(1, 2)], -0.0,
+                              layout=Layout.contiguous((8,))))
 
     # the placed form of the generators, as fuse-copies folds a pack (or a transposed copy)
     # of the generated values into them: `index` and `dst` map the space like src and dst

@@ -45,7 +45,16 @@ from stridec.ir.dtypes import as_dtype
 from stridec.ir.graph import Graph, Value
 from stridec.ir.index_maps import image_box, refine
 from stridec.ir.layout import Layout
-from stridec.ir.ops import AsStridedOp, CopyOp, InputOp, OutputOp, PhiloxOp, PhiloxUniformOp
+from stridec.ir.ops import (
+    AsStridedOp,
+    CopyOp,
+    ExplicitCopyOp,
+    InputOp,
+    NaturalCopyOp,
+    OutputOp,
+    PhiloxOp,
+    PhiloxUniformOp,
+)
 from stridec.ir.symbols import (
     Sym,
     UndecidedError,
@@ -209,7 +218,7 @@ class _Lowering:
     def slot_of(self, value: Value) -> int:
         return self.slot[id(value.root())]
 
-    def copy(self, op: CopyOp, position: int) -> None:
+    def copy(self, op: ExplicitCopyOp, position: int) -> None:
         layout = op.layout
         if op.writes_into:
             dst_slot = self.slot_of(op.operands[1])
@@ -342,7 +351,7 @@ class _Lowering:
         for position, op in enumerate(self.graph.ops):
             if isinstance(op, (InputOp, AsStridedOp)):
                 continue
-            if isinstance(op, CopyOp) and not op.is_explicit:
+            if isinstance(op, NaturalCopyOp):
                 raise UnsupportedError(
                     "lower_to_program: a copy in natural form (no space, src, dst) should "
                     "have been made explicit by lower-formats in the pipeline"

@@ -41,7 +41,7 @@ from stridec.ir.affine import (
     merge_dims,
 )
 from stridec.ir.dtypes import DType, as_dtype
-from stridec.ir.ops import CopyOp
+from stridec.ir.ops import ExplicitCopyOp, FillOp, FramedCopyOp
 from stridec.ir.symbols import Sym, evaluate, free_symbols, statically_true, symbol
 
 __all__ = [
@@ -504,28 +504,24 @@ def _part_of_fill(fill: CopySpec, part: Box) -> CopySpec:
     return _replace(fill, sizes=sizes, dst_offset=offset)
 
 
-def copy_spec(op: CopyOp) -> CopySpec:
+def copy_spec(op: ExplicitCopyOp) -> CopySpec:
     """The `CopySpec` of an explicit copy op. A fill (no source) is masked everywhere: every
     point gets `fill`. A copy with a `frame` is the masked copy over its framed space that
     does what a fill of that space and then the copy do (`fill_then_box_copy`)."""
-    space = op.space
-    assert space is not None, "an explicit copy"
-    if op.operands:
-        src = op.src
-        assert src is not None
-        src_strides, src_offset, src_dtype = src.strides, src.offset, op.operands[0].type.dtype
-        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in op.masks or ())
-    else:  # a fill: nothing is read, no point is valid
+    space, dst = op.space, op.dst
+    if isinstance(op, FillOp):  # nothing is read, no point is valid
         src_strides, src_offset, src_dtype = (0,) * len(space), 0, op.dtype
         masks = (MaskBound((0,) * len(space), 1, 1),)
-    dst = op.dst
-    assert dst is not None
+    else:
+        src = op.src
+        src_strides, src_offset, src_dtype = src.strides, src.offset, op.operands[0].type.dtype
+        masks = tuple(MaskBound(c, lo, hi) for c, lo, hi in op.masks or ())
     # fill None with masks: a domain restriction (masked points are not written).
     spec = CopySpec(
         space, src_strides, src_offset, dst.strides, dst.offset, src_dtype, op.dtype, masks,
         op.fill,
     )
-    if op.frame is None:
+    if not isinstance(op, FramedCopyOp):
         return spec
     framed = op.framed_dst()
     fill = CopySpec(

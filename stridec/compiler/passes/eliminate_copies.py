@@ -1,6 +1,6 @@
 """`eliminate-copies`: a copy whose source already has the requested layout is a view.
 
-    %1 = copy %x {space = [4, 5], src = strided<[5, 1], offset: 10>,
+    %1 = strided_copy %x {space = [4, 5], src = strided<[5, 1], offset: 10>,
                   dst = strided<[5, 1], offset: 0>}
   → %1 = as_strided %x {sizes = [4, 5], strides = [5, 1], offset = 10}
 
@@ -69,18 +69,19 @@ def _read_through_folded_views(value: Value) -> str | None:
             why = _read_through_folded_views(user.result)
             if why is not None:
                 return why
-        elif not (isinstance(user, O.OutputOp) or (isinstance(user, O.CopyOp) and i == 0)):
+        elif not (isinstance(user, O.OutputOp)
+                  or (isinstance(user, O.ExplicitCopyOp) and i == 0)):
             return f"'{user.name}' reads the buffer (not a folded view)"
     return None
 
 
 def _view_of_source(op: Op) -> Layout | str:
     """The copy's result as a layout over its source root, or why the copy must stay."""
-    if not isinstance(op, O.CopyOp) or not op.is_explicit:
+    if not isinstance(op, O.ExplicitCopyOp):
         return "not an explicit copy"
-    if len(op.operands) != 1:
+    if isinstance(op, O.FillOp) or op.writes_into:
         return "a fill, or a copy into another buffer"
-    if op.masks or op.frame or op.dtype != op.operands[0].type.dtype:
+    if not isinstance(op, O.StridedCopyOp) or op.dtype != op.operands[0].type.dtype:
         return "masked, framed or casting"
     if written_into(op):
         return "a later copy writes into its buffer"
@@ -120,7 +121,7 @@ def _rebased(reader: Op, root: Value, layout: Layout) -> Op | Value:
     """`reader` reading `root` through `layout` instead of its buffer."""
     if isinstance(reader, O.AsStridedOp):
         return _view(root, layout)
-    return O.CopyOp([root, *reader.operands[1:]], reader.with_attrs(src=layout))
+    return type(reader)([root, *reader.operands[1:]], reader.with_attrs(src=layout))
 
 
 @register_pass

@@ -37,7 +37,7 @@ class FuseCopies(Pass):
             if isinstance(op, (O.PhiloxOp, O.PhiloxUniformOp)):
                 generators[id(op)] = len(ops)
             rw.keep(op)
-            if not (isinstance(op, O.CopyOp) and op.is_explicit) or not op.operands:
+            if not isinstance(op, O.ExplicitCopyOp) or isinstance(op, O.FillOp):
                 continue
             producer = op.operands[0].owner
             if not isinstance(producer, (O.PhiloxOp, O.PhiloxUniformOp)):

@@ -123,11 +123,9 @@ def _lower_fresh_like(op: O.CloneOp | O.FlipOp, rw: Rewriter) -> Value:
     )
 
 
-@_lowers(O.CopyOp)
-def _lower_copy(op: O.CopyOp, rw: Rewriter) -> Value | None:
-    """A natural copy becomes explicit; an explicit one stays."""
-    if op.is_explicit:
-        return None
+@_lowers(O.NaturalCopyOp)
+def _lower_copy(op: O.NaturalCopyOp, rw: Rewriter) -> Value | None:
+    """A natural copy becomes explicit (an explicit one stays)."""
     return _natural(rw, op.operands[0], op.layout, op.dtype)
 
 

@@ -4,9 +4,9 @@ default pipeline (docs/design.md#passes).
 
 F.pad of a (3,) row by (1, 2): a fill of (6,), then a copy of the row into elements 1..3,
 
-    %0 = copy {layout = strided<[1], offset: 0>, dtype = f32, space = [6], dst = strided<[1], offset: 0>, fill = 0.0} : tensor<6xf32>
-    %1 = copy %x, %0 {space = [3], src = strided<[1], offset: 0>, dst = strided<[1], offset: 1>} : tensor<6xf32>
-  → %1 = copy %x {layout = strided<[1], offset: 0>, space = [3], src = strided<[1], offset: 0>, dst = strided<[1], offset: 1>, fill = 0.0, frame = [[1, 2]]} : tensor<6xf32>
+    %0 = fill {layout = strided<[1], offset: 0>, dtype = f32, space = [6], dst = strided<[1], offset: 0>, fill = 0.0} : tensor<6xf32>
+    %1 = strided_copy %x, %0 {space = [3], src = strided<[1], offset: 0>, dst = strided<[1], offset: 1>} : tensor<6xf32>
+  → %1 = framed_copy %x {layout = strided<[1], offset: 0>, space = [3], src = strided<[1], offset: 0>, dst = strided<[1], offset: 1>, fill = 0.0, frame = [[1, 2]]} : tensor<6xf32>
 
 The framed copy writes `fill` on 1 point before its box and 2 after it: one masked kernel
 over (6,) (`stridec.compiler.codegen.spec.copy_spec`). With several copies into the buffer
@@ -45,14 +45,14 @@ from stridec.ir.affine import Box, box_inside, boxes_disjoint
 from stridec.ir.graph import Graph, Op
 from stridec.ir.index_maps import compose
 from stridec.ir.layout import Layout
-from stridec.ir.ops import AsStridedOp, CopyOp, InputOp
+from stridec.ir.ops import AsStridedOp, CopyOp, FillOp, InputOp, explicit_copy_op
 from stridec.ir.symbols import UndecidedError
 
 __all__ = ["MergeFills"]
 
 
 def _is_fill(op: Op) -> bool:
-    return isinstance(op, CopyOp) and op.is_explicit and not op.operands
+    return isinstance(op, FillOp)
 
 
 def _launches_nothing(op: Op) -> bool:
@@ -215,7 +215,6 @@ class MergeFills(Pass):
         for position, fill in enumerate(ops):
             if not _is_fill(fill):
                 continue
-            assert isinstance(fill, CopyOp)
             try:
                 found = _merge(fill, itertools.islice(ops, position + 1, None))
             except UndecidedError:  # a box or a cut whose place depends on the symbols
@@ -233,7 +232,7 @@ class MergeFills(Pass):
                 if id(op) in frames:
                     attrs.update(fill=fill.fill, frame=frames[id(op)])
                 operands = [op.operands[0]] + ([into] if into is not None else [])
-                new = ops[index[id(op)]] = CopyOp(operands, attrs)
+                new = ops[index[id(op)]] = explicit_copy_op(operands, attrs)
                 new.graph = graph
                 rw.replace(op, new.results)
                 into = new.result

@@ -5,7 +5,7 @@ runs it, so every value has torch's values, strides and storage -- a view of an 
 a torch view of the caller's tensor, `contiguous()` of a contiguous tensor is that tensor,
 a `copy` to a layout is a new tensor with exactly that layout (offset included).
 `as_strided` reads the storage of its operand's tensor, as torch's does. Ops that address
-a buffer the compiler made (the explicit form of `copy`, placed Philox values) read the
+a buffer the compiler made (the explicit copies, placed Philox values) read the
 root value's storage as a flat 1-D tensor and gather through the layout's index map
 `offset + Σ i_k·stride_k` -- which also covers negative strides, which torch tensors
 cannot express.
@@ -99,7 +99,7 @@ def _view(storage: torch.Tensor, layout: Layout) -> torch.Tensor:
 class _Run:
     """What a rule may ask of the run it is part of: the device, the caller's tensor of an
     input, and the flat root storage under a value (ops that address storage: as_strided,
-    the explicit `copy`, placed Philox values). `evaluate` runs one op on logical tensors
+    the explicit copies, placed Philox values). `evaluate` runs one op on logical tensors
     alone: it has no storage to give."""
 
     def __init__(self, device: Any) -> None:
@@ -312,38 +312,49 @@ def _flip_op(run: _Run, op: Any, t):
     return _uint32_as_int32(torch.flip, t, op.dims)
 
 
-@RULES.register(O.CopyOp)
-def _copy_op(run: _Run, op: Any, *tensors):
-    """Natural form: the operand's elements in a new buffer of the result's layout (and
-    dtype). Explicit form: each point of `space` reads the operand's root storage at `src`
-    and writes the buffer at `dst` (`fill` where a mask fails; a domain restriction, fill
-    None, writes only where every mask holds); `frame` points get `fill` first."""
+def _copy_buffer(run: _Run, op: Any) -> torch.Tensor:
+    """What a copy writes: a copy of its buffer operand's storage, else zeros."""
+    dtype = op.dtype.torch
+    if op.writes_into:
+        return reinterpret(run.storage_of(op.operands[1], op.name), dtype).clone()
+    return torch.zeros(op.layout.min_storage_size(), dtype=dtype, device=run.device)
+
+
+@RULES.register(O.NaturalCopyOp)
+def _natural_copy_op(run: _Run, op: Any, *tensors):
+    """The operand's elements in a new buffer of the result's layout (and dtype)."""
+    layout: Layout = op.layout
+    buffer = _copy_buffer(run, op)
+    scatter(buffer, layout, cast(tensors[0], op.dtype.torch))
+    run.keep_storage(op.result, buffer)
+    return (_view(buffer, layout),)
+
+
+@RULES.register(O.StridedCopyOp, O.MaskedCopyOp, O.FramedCopyOp, O.FillOp)
+def _explicit_copy_op(run: _Run, op: Any, *tensors):
+    """Each point of `space` reads the operand's root storage at `src` and writes the
+    buffer at `dst` (a fill writes `fill`; `fill` where a mask fails; a domain
+    restriction, fill None, writes only where every mask holds); `frame` points get
+    `fill` first."""
     layout: Layout = op.layout
     dtype = op.dtype.torch
-    if len(op.operands) == 2:
-        buffer = reinterpret(run.storage_of(op.operands[1], op.name), dtype).clone()
-    else:
-        buffer = torch.zeros(layout.min_storage_size(), dtype=dtype, device=run.device)
-    if op.space is None:
-        scatter(buffer, layout, cast(tensors[0], dtype))
-        run.keep_storage(op.result, buffer)
-        return (_view(buffer, layout),)
+    buffer = _copy_buffer(run, op)
     space = Layout.contiguous(op.space)
     if op.frame:  # the frame around the box gets `fill` (the box is written below)
         framed = op.framed_dst()
         scatter(buffer, framed, torch.full(framed.sizes, op.fill, dtype=dtype,
                                            device=run.device))
-    if op.operands and space.numel:  # the source's bytes, in its elements
+    if isinstance(op, O.FillOp):
+        values = torch.full(op.space, op.fill, dtype=dtype, device=run.device)
+    elif space.numel:  # the source's bytes, in its elements
         storage = reinterpret(run.storage_of(op.operands[0], op.name),
                               op.operands[0].type.dtype.torch)
         indices = layout_indices(op.src, storage.device)
         if op.masks:  # masked points are never read: point them at element 0
             indices = torch.where(_valid(space, op.masks, storage.device), indices, 0)
         values = cast(storage[indices], dtype)
-    elif op.operands:
-        values = torch.empty(op.space, dtype=dtype, device=run.device)
     else:
-        values = torch.full(op.space, op.fill, dtype=dtype, device=run.device)
+        values = torch.empty(op.space, dtype=dtype, device=run.device)
     if op.masks and op.fill is None:
         # A domain restriction: only the points where every bound holds are written.
         valid = _valid(space, op.masks, values.device)
