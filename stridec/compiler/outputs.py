@@ -8,7 +8,7 @@ the bounding box of the windows when they share strides, else the flat storage. 
 strides and offset, and the output is the window viewed over the buffer:
 
     %out:0 = input {name = "out:0", storage = 10} : tensor<2x5xf32>    (pitch 5, width 3)
-    %1 = copy %0, %out:0 {space = [2, 3], src = …, dst = strided<[5, 1], offset: 0>}
+    %1 = strided_copy %0, %out:0 {space = [2, 3], src = …, dst = strided<[5, 1], offset: 0>}
     %2 = as_strided %1 {sizes = [2, 3], strides = [5, 1], offset = 0}
     output %2
 
