@@ -312,10 +312,10 @@ FRAMED = (
     "graph @pad_of_cat {\n"
     '  %a = input {name = "a"} : tensor<2x3xf32>\n'
     '  %b = input {name = "b"} : tensor<2x4xf32>\n'
-    "  %0 = strided_copy %a {layout = strided<[10, 1], offset: 0>, space = [2, 3], "
+    "  %0 = framed_copy %a {layout = strided<[10, 1], offset: 0>, space = [2, 3], "
     "src = strided<[3, 1], offset: 0>, dst = strided<[10, 1], offset: 1>, fill = 7.0, "
     "frame = [[0, 0], [1, 0]]} : tensor<2x10xf32>\n"
-    "  %1 = strided_copy %b, %0 {space = [2, 4], src = strided<[4, 1], offset: 0>, "
+    "  %1 = framed_copy %b, %0 {space = [2, 4], src = strided<[4, 1], offset: 0>, "
     "dst = strided<[10, 1], offset: 4>, fill = 7.0, frame = [[0, 0], [0, 2]]} : tensor<2x10xf32>\n"
     "  output %1\n"
     "}\n"
