@@ -101,6 +101,14 @@ def _symbolic(sizes: Any, what: str) -> Any:
     return sizes
 
 
+def _space_layout(layout: Layout | None, space: Sequence[int], into: Value | None) -> Any:
+    """An explicit copy's result layout: the one given, else the buffer's, else row-major
+    over its iteration space."""
+    if layout is not None or into is not None:
+        return layout
+    return Layout.contiguous(tuple(space))
+
+
 # -- Graph sources -----------------------------------------------------------------------
 class GraphBuilder:
     """The `Graph` methods that add sources and the output (`g.input`, `g.full`, …)."""
@@ -728,8 +736,8 @@ class ValueBuilder:
         tensor<4x3xf32>
         """
         return emit(self.graph, O.StridedCopyOp, (self,) + ((into,) if into is not None else ()),
-                    {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src,
-                     "dst": dst})
+                    {"layout": _space_layout(layout, space, into), "dtype": dtype,
+                     "space": tuple(space), "src": src, "dst": dst})
 
     def masked_copy(
         self, space: Sequence[int], src: Layout, dst: Layout, masks: Sequence[Any],
@@ -746,8 +754,9 @@ class ValueBuilder:
         tensor<2x4xf32>
         """
         return emit(self.graph, O.MaskedCopyOp, (self,) + ((into,) if into is not None else ()),
-                    {"layout": layout, "dtype": dtype, "space": tuple(space), "src": src,
-                     "dst": dst, "masks": masks, "fill": fill})
+                    {"layout": _space_layout(layout, space, into), "dtype": dtype,
+                     "space": tuple(space), "src": src, "dst": dst, "masks": masks,
+                     "fill": fill})
 
     def framed_copy(
         self, space: Sequence[int], src: Layout, dst: Layout, frame: Sequence[Sequence[int]],

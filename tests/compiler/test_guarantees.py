@@ -17,8 +17,10 @@ import stridec
 from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
 from stridec.ir.graph import Graph, Op
 from stridec.ir.layout import Layout
+from stridec.ir.ops import CopyOp
 
-ROOTS = ("input", "copy", "philox", "philox_uniform")
+EXPLICIT = ("strided_copy", "masked_copy", "framed_copy", "fill")
+ROOTS = ("input", *EXPLICIT, "philox", "philox_uniform")
 
 
 def check_lowered(g: Graph) -> None:
@@ -26,14 +28,13 @@ def check_lowered(g: Graph) -> None:
     for op in g.ops:
         if op.name in ("input", "output", "philox", "philox_uniform"):
             continue
-        if op.name == "copy":
-            assert op.attrs["space"] is not None, f"a copy without space/src/dst:\n{g}"
+        if op.name in EXPLICIT:  # a `copy` (natural) left is an error below
             assert op.attrs["dst"].sizes == op.attrs["space"]
             if op.operands:
                 assert op.operands[0].owner.name in ROOTS, f"a copy reads a view:\n{g}"
                 assert op.attrs["src"].sizes == op.attrs["space"]
             for user, i in op.result.uses:  # a buffer written in place has that one user
-                if user.name == "copy" and i == 1:
+                if user.name in EXPLICIT and i == 1:
                     assert len(op.result.uses) == 1, f"a shared in-place buffer:\n{g}"
         elif op.name == "as_strided":
             assert op.operands[0].owner.name in ROOTS, f"a view of a view:\n{g}"
@@ -51,7 +52,7 @@ def lowered(build: Callable[[Graph], None]) -> Graph:
 
 
 def copies(g: Graph) -> list[Op]:
-    return [op for op in g.ops if op.name == "copy"]
+    return [op for op in g.ops if isinstance(op, CopyOp)]
 
 
 def arange(*sizes: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

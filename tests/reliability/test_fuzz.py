@@ -1038,7 +1038,9 @@ def test_the_generator_covers_every_op_and_input_kind() -> None:
             sizes.append(t.numel())
     from stridec.ir.graph import OP_REGISTRY
 
-    assert set(OP_REGISTRY) - set(ops) == set(), ops
+    # The explicit copies are what the pipeline lowers every graph to, never written.
+    lowered = {"strided_copy", "masked_copy", "framed_copy", "fill"}
+    assert set(OP_REGISTRY) - set(ops) - lowered == set(), ops
     assert formats == {"NCHW", "NHWC", "NCHW4", "NCHW32", "NCHW64", "CHWN4", "pitched"}
     assert dtypes == set(DTYPES)
     assert 0 in sizes and max(sizes) > 4096
