@@ -18,6 +18,10 @@ LONG_TAIL = (
     "tests/compiler/test_c_streaming_tiles.py::test_transposing_casts_of_other_isas",
     "tests/compiler/test_c_streaming_tiles.py::test_transposing_casts_keep_torchs_bits_on_avx2",
     "tests/compiler/test_c_streaming_tiles.py::test_tiles_built_at_o2_keep_their_blocks_inline",
+    "tests/compiler/test_copy_plan_casts.py::test_every_pair_converts_as_torch[avx2",
+    "tests/compiler/test_copy_plan_casts.py::test_every_pair_converts_as_torch[portable",
+    "tests/compiler/test_copy_plan_casts.py::test_kernels_built_for_avx2",
+    "tests/compiler/test_copy_plan_casts.py::test_kernels_built_without_vectors",
     # every bench row run small, end to end; the GPU first-contact script's dry run
     "tests/bench/test_first_contact.py::test_dry_run_end_to_end",
     "tests/bench/test_suites.py::test_smoke_checks_every_row",

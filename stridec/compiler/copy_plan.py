@@ -61,7 +61,7 @@ from stridec.compiler.codegen.spec import (
     is_fill_only,
 )
 from stridec.compiler.host import Caches, host_caches
-from stridec.ir.dtypes import bit_pattern
+from stridec.ir.dtypes import DTYPES, bit_pattern
 
 __all__ = ["KERNELS", "MAX_BLOCK_ROWS", "MAX_MASKS", "CopyPlan", "Loop", "PlanMask",
            "candidate_plans", "plan_copy", "plan_cost"]
@@ -123,12 +123,15 @@ class CopyPlan:
     first; `a_loop` and `b_loop` index the micro-kernel's dims in it (-1: none);
     `lanes` / `lane_stride`: K and the lanes' stride on their other side for the
     (de)interleaves and compress; `parallel`: the most threads it may run on;
-    `stream_bytes`: bytes it writes, which decide at run time whether its stores stream
-    (-1: never); `stage`: a transpose block's source rows go through a buffer in L2;
+    `stream_bytes`: bytes it writes (a cast: the mean of those it reads and writes), which
+    decide at run time whether its stores stream (-1: never); `stage`: a transpose
+    block's source rows go through a buffer in L2;
     `a_side` / `b_side`: a transpose's sides, (extent, stride on the other side) of each of
     their dims, innermost first (the a loop walks the source-contiguous a side, the b loop
     the destination-contiguous b side); `cost`: the model's estimate in bytes moved
-    (`plan_cost`)."""
+    (`plan_cost`); `cast`: (source dtype, destination dtype) of a cast, whose micro-kernel
+    reads `elem_bytes`-byte elements and converts them as it stores (empty: a copy, bits
+    moved as they are)."""
 
     kernel: str
     elem_bytes: int
@@ -149,6 +152,12 @@ class CopyPlan:
     masks: tuple[PlanMask, ...] = ()
     fill_bits: int | None = None
     cost: float = 0.0
+    cast: tuple[str, str] = ()
+
+    @property
+    def dst_bytes(self) -> int:
+        """Bytes of a destination element (`elem_bytes` but for a cast)."""
+        return DTYPES[self.cast[1]].itemsize if self.cast else self.elem_bytes
 
     @property
     def numel(self) -> int:
@@ -171,7 +180,9 @@ class CopyPlan:
             lanes += f", fill bits {self.fill_bits:#x}"
         sides = (f", sides a {list(self.a_side)} b {list(self.b_side)}"
                  f"{', staged' if self.stage else ''}" if self.kernel == "transpose" else "")
-        lines.append(f"{self.kernel}{lanes}{sides}, {self.elem_bytes}-byte elements, "
+        what = (f"{self.cast[0]} to {self.cast[1]}" if self.cast
+                else f"{self.elem_bytes}-byte elements")
+        lines.append(f"{self.kernel}{lanes}{sides}, {what}, "
                      f"model {self.cost / 1e6:.3g} MB")
         return "\n".join(lines)
 
@@ -320,7 +331,7 @@ def _footprint(side: _Side, moves: Sequence[int], counts: Sequence[int],
 def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
                caches: Caches, write: bool) -> float:
     """The model's bytes for one side of every block of `plan` (see `plan_cost`)."""
-    size, line = plan.elem_bytes, caches.line
+    size, line = plan.dst_bytes if write else plan.elem_bytes, caches.line
     blocks = math.prod(counts)
     run_bytes = side.run * size
     streamed = plan.stream_bytes > caches.last_level // 2
@@ -332,7 +343,8 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     if cont:
         inside = slice(cont[-1] + 1, None)
         p1, b1, r1 = _footprint(side, side.moves[inside], counts[inside], size)
-        p2, b2, r2 = _footprint(other, other.moves[inside], counts[inside], size)
+        p2, b2, r2 = _footprint(other, other.moves[inside], counts[inside],
+                                plan.elem_bytes if write else plan.dst_bytes)
         pages_between, bytes_between, streams_between = p1 + p2, b1 + b2, r1 + r2
     # Lines: a run of R bytes at a random alignment touches (line - size)/line lines more
     # than R/line; the neighbour along the runs finishes those edge lines if it comes
@@ -380,7 +392,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None) -> float:
     src, dst = _sides_of(plan)
     counts = [loop.count for loop in plan.loops]
     blocks = math.prod(counts)
-    size = plan.elem_bytes
+    size = max(plan.elem_bytes, plan.dst_bytes)
     vectors = max(src.runs * src.run, dst.runs * dst.run) * size / 64
     if plan.kernel == "transpose":  # partial blocks move whole vectors
         vectors = (-(-src.run * size // 64)) * (-(-dst.run * size // 64)) * 64 / size
@@ -456,21 +468,27 @@ def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int
 def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                     limit: int = 4) -> list[CopyPlan]:
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
-    the planner does not take the copy (casts, symbolic sizes, a fill of nothing, masks of
-    a deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
-    unwritten: the strategies of `codegen/c/copy.py` run those)."""
+    the planner does not take the copy (symbolic sizes, a fill of nothing, masks of a
+    deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
+    unwritten, casts with masks or fills: the strategies of `codegen/c/copy.py` run
+    those). A cast is planned as a copy of its source's elements that converts them as it
+    stores."""
     caches = caches or host_caches()
-    if copy_symbols(spec) or spec.src_dtype != spec.dst_dtype or spec.numel == 0:
+    if copy_symbols(spec) or spec.numel == 0:
         return []
     canon = canonicalize_copy(spec)
     fill_only = is_fill_only(canon)
     if (fill_only and canon.fill is None) or len(canon.masks) > MAX_MASKS:
         return []
+    if spec.src_dtype != spec.dst_dtype and (canon.masks or canon.fill is not None):
+        return []  # a cast's fill bits are the destination's: not in its units yet
     if canon.rank == 0:  # one element: a row of one
         canon = dataclasses.replace(
             canon, sizes=(1,), src_strides=(1,), dst_strides=(1,),
             masks=tuple(MaskBound((0,), m.lo, m.hi) for m in canon.masks))
-    size = spec.dst_dtype.itemsize
+    size = spec.src_dtype.itemsize
+    cast = (() if spec.src_dtype == spec.dst_dtype
+            else (spec.src_dtype.name, spec.dst_dtype.name))
     if fill_only:  # nothing is read: the destination's runs of the fill's bits
         canon = dataclasses.replace(canon, src_strides=(0,) * canon.rank, src_offset=0,
                                     masks=())
@@ -479,11 +497,12 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
         kernel, a, b = _kernel(canon)
         plans = []
         if _takes_masks(canon, kernel):
-            plans += _plans_of(canon, kernel, a, b, size, caches)
+            plans += _plans_of(canon, kernel, a, b, size, caches, cast)
         if kernel in ("deinterleave", "interleave", "compress"):
             unit = _unit_dim(canon, canon.rank - 1)
             if unit is not None and _takes_masks(canon, "transpose"):
-                plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches)
+                plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches,
+                                   cast)
     plans.sort(key=lambda p: p.cost)
     return plans[:limit]
 
@@ -501,13 +520,17 @@ def _takes_masks(canon: CopySpec, kernel: str) -> bool:
 
 
 def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: int,
-              caches: Caches) -> list[CopyPlan]:
-    """The plans of `canon` with micro-kernel `kernel` on dims `a` and `b`."""
+              caches: Caches, cast: tuple[str, str] = ()) -> list[CopyPlan]:
+    """The plans of `canon` with micro-kernel `kernel` on dims `a` and `b`, reading
+    `size`-byte elements (converted as `cast` says, if given)."""
     numel = canon.numel
-    moved = numel * size * 2
+    out = DTYPES[cast[1]].itemsize if cast else size
+    moved = numel * (size + out)
+    # A cast streams by the mean of the bytes it reads and writes: a narrowing cast brings
+    # twice its output through the cache (docs/cpu.md, "Streaming stores").
     base = CopyPlan(kernel, size, (), canon.src_offset, canon.dst_offset,
                     parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1,
-                    stream_bytes=numel * size,
+                    stream_bytes=moved // 2, cast=cast,
                     fill_bits=None if canon.fill is None or not (canon.masks or kernel == "fill")
                     else bit_pattern(canon.fill, canon.dst_dtype))
     if kernel in ("deinterleave", "compress"):

@@ -7,8 +7,9 @@ outside a storage faults; a kernel that assumed aligned elements would write rot
 bytes (a streamed fill's pattern) or fault on an aligned vector access. Every copy
 strategy (linear rows, tiled transposes of 1/2/4/8-byte elements, gathers, batched cats),
 fills (pad, pack, full; masked rows, transposes, interleaves and flips of the planned
-library), casts (plain, transposing, from bool) and Philox (bits, uniform,
-the state updated in place), streamed and not, on one and three threads, against torch.
+library), casts (plain, transposing, from bool, through the lane kernels, flips and
+gathers) and Philox (bits, uniform, the state updated in place), streamed and not, on one
+and three threads, against torch.
 A misaligned tensor is staged through an aligned copy
 (`stridec.runtime.tensors.AlignedStandIns`): the results are torch's and the bytes around
 each out are untouched.
@@ -109,6 +110,14 @@ CASES: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
     "cast": ((37, 130), "float32", lambda x: x.to("float16")),
     "cast_transpose": ((70, 130), "float32", lambda x: x.t().to("bfloat16").contiguous()),
     "cast_int": ((37, 130), "int8", lambda x: x.to("float64")),
+    # casts through the planned library's lane kernels, flips and gathers
+    "cast_deinterleave": ((2, 9, 31, 3), "uint8",
+                          lambda x: x.permute(0, 3, 1, 2).to("float32").contiguous()),
+    "cast_interleave": ((2, 3, 9, 31), "float32",
+                        lambda x: x.permute(0, 2, 3, 1).to("float16").contiguous()),
+    "cast_flip": ((37, 130), "float32", lambda x: x.flip(1).to("float16").contiguous()),
+    "cast_slice": ((37, 130), "float16", lambda x: x[:, ::2].to("float32").contiguous()),
+    "cast_gather": ((40, 66), "int32", lambda x: x[::2, ::3].t().to("float64").contiguous()),
     "cat": ((20, 64), "float32", lambda x: stridec.cat([x, x.flip(0), x[:, ::2]], 1)),
 }
 
@@ -135,6 +144,11 @@ def _torch(name: str, x: torch.Tensor) -> torch.Tensor:
         "cast": lambda: x.half(),
         "cast_transpose": lambda: x.t().bfloat16().contiguous(),
         "cast_int": lambda: x.double(),
+        "cast_deinterleave": lambda: x.permute(0, 3, 1, 2).float().contiguous(),
+        "cast_interleave": lambda: x.permute(0, 2, 3, 1).half().contiguous(),
+        "cast_flip": lambda: x.flip(1).half(),
+        "cast_slice": lambda: x[:, ::2].float().contiguous(),
+        "cast_gather": lambda: x[::2, ::3].t().double().contiguous(),
         "cat": lambda: torch.cat([x, x.flip(0), x[:, ::2]], 1),
     }[name]()
 

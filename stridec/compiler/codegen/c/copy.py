@@ -164,7 +164,7 @@ def call_fits(symbol: str, params: Sequence[int]) -> bool:
     module docstring, or a planned copy's argument block, `codegen/c/plan.py`): for
     checking a program read back from disk before it runs."""
     p = tuple(params)
-    if symbol.startswith(plan.SYMBOL_PREFIX):
+    if plan.is_plan_symbol(symbol):
         return plan.plan_call_fits(symbol, p)
     if not symbol.startswith("stridec_copy_") or len(p) < HEADER_WORDS:
         return False
@@ -280,7 +280,7 @@ def assemble_kernel(
 
 def _unit_source(cls: CopyClass | plan.PlannedClass) -> str:
     if isinstance(cls, plan.PlannedClass):
-        return plan.plan_unit_source(cls.elem_bytes)
+        return plan.plan_unit_source(cls.elem_bytes, cls.cast)
     return emit_class_source(cls)
 
 

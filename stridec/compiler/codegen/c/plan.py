@@ -1,8 +1,10 @@
-"""The C target of the copy planner: one library per element size, written in C.
+"""The C target of the copy planner: one library per element size, and one per
+(source, destination) dtype pair of a cast, written in C.
 
-The library's sources are package data (`lib/copy_abi.h`, `lib/copy_micro.h`,
-`lib/copy_plan.c`); a unit is their text after a few `#define`s (the element size and the
-entry point's name) and the thread pool's and streaming stores' declarations
+The library's sources are package data (`lib/casts.h`, `lib/copy_abi.h`,
+`lib/copy_cast.h`, `lib/copy_micro.h`, `lib/copy_lanes.h`, `lib/copy_plan.c`); a unit is
+their text after a few `#define`s (the element size, or a cast's two dtypes; the entry
+point's name) and the thread pool's and streaming stores' declarations
 (`codegen/c/pool.py`). Everything a copy needs -- sizes, strides, the loop order, the
 blocking, the micro-kernel -- is its argument block, whose layout `lib/copy_abi.h` states
 once as X-macro field lists; `ABI` reads those lists, so the Python that fills a block and
@@ -36,12 +38,13 @@ from stridec.compiler.copy_plan import (
 )
 from stridec.ir.affine import MAX_RANK
 
-__all__ = ["ABI", "LANE_KERNELS", "LIBRARY_FILES", "PlanABI", "PlannedClass", "SYMBOL_PREFIX",
-           "choosing", "plan_call_fits", "plan_params", "plan_symbol", "plan_unit_source",
-           "planned_call", "ranked_plans", "routed"]
+__all__ = ["ABI", "CAST_PREFIX", "LANE_KERNELS", "LIBRARY_FILES", "PlanABI", "PlannedClass",
+           "SYMBOL_PREFIX", "choosing", "is_plan_symbol", "plan_call_fits", "plan_params",
+           "plan_symbol", "plan_unit_source", "planned_call", "ranked_plans", "routed"]
 
-LIBRARY_FILES = ("copy_abi.h", "copy_micro.h", "copy_lanes.h", "copy_plan.c")
+LIBRARY_FILES = ("copy_abi.h", "copy_cast.h", "copy_micro.h", "copy_lanes.h", "copy_plan.c")
 SYMBOL_PREFIX = "stridec_plan_bits"
+CAST_PREFIX = "stridec_plan_cast_"
 
 
 def _library_text(name: str) -> str:
@@ -112,14 +115,17 @@ STRATEGIES = {"rows": "linear", "transpose": "tiled_transpose", "gather": "gathe
 @dataclass(frozen=True, slots=True)
 class PlannedClass:
     """A call of the planned copies' library of `elem_bytes`-byte elements (one unit for
-    every plan of that size); `strategy` names the plan's micro-kernel."""
+    every plan of that size), or of a cast's library (`cast`: its source and destination
+    dtypes, one unit for every plan of that pair); `strategy` names the plan's
+    micro-kernel."""
 
     elem_bytes: int
     strategy: str
+    cast: tuple[str, str] = ()
 
     @property
     def symbol(self) -> str:
-        return plan_symbol(self.elem_bytes)
+        return plan_symbol(self.elem_bytes, self.cast)
 
 
 # A flip's runs shorter than this many bytes go element by element faster than through a
@@ -134,7 +140,10 @@ def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
     the lane kernels, fills, masked rows (pads), transposes of 2, 4 and 8 bytes (masked
-    or not), flips of runs of a vector or longer."""
+    or not), flips of runs of a vector or longer; a cast's every kernel but transposes of
+    1-byte sources."""
+    if plan.cast:  # casts without masks (copy_plan.candidate_plans)
+        return plan.kernel != "transpose" or plan.elem_bytes > 1
     if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
         return True
     if plan.kernel == "rows":  # a pad's rows: fill, a copy, fill
@@ -154,7 +163,7 @@ def ranked_plans(spec: CopySpec, limit: int = 4) -> list[CopyPlan]:
     first by the model (`candidate_plans`); empty where the model's best is not `routed`
     (the copy runs on the strategies of `codegen/c/copy.py`)."""
     plans = candidate_plans(spec, limit=limit)
-    if not plans or not routed(plans[0]):
+    if not plans or not routed(plans[0]) or plans[0].cast:  # casts: the model's plan
         return []
     ranked: dict[tuple[int, ...], CopyPlan] = {}
     for plan in plans:
@@ -180,32 +189,40 @@ def planned_call(spec: CopySpec, plan: CopyPlan | None = None
     `candidate_plans(spec)`), else the one the chooser of `choosing` picks, else the
     model's; None where the planner takes no plan or the model's plan is not `routed`
     there."""
-    if plan is not None:
-        return PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel]), plan_params(plan)
-    chooser = _CHOOSER.get()
-    if chooser is None:
-        plan = plan_copy(spec)
-        if plan is None or not routed(plan):
-            return None
-    else:
-        plans = ranked_plans(spec)
-        if not plans:
-            return None
-        plan = plans[0] if len(plans) == 1 else chooser(spec, plans)
-    return PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel]), plan_params(plan)
+    if plan is None:
+        chooser = _CHOOSER.get()
+        plans = ranked_plans(spec) if chooser is not None else []
+        if plans:
+            plan = plans[0] if len(plans) == 1 else chooser(spec, plans)
+        else:  # the model's plan (measured choice does not time casts yet)
+            plan = plan_copy(spec)
+            if plan is None or not routed(plan):
+                return None
+    cls = PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel], plan.cast)
+    return cls, plan_params(plan)
 
 
-def plan_symbol(elem_bytes: int) -> str:
-    return f"{SYMBOL_PREFIX}{elem_bytes}"
+def plan_symbol(elem_bytes: int, cast: tuple[str, str] = ()) -> str:
+    """The entry point of the library of `elem_bytes`-byte copies, or of the cast `cast`."""
+    return f"{CAST_PREFIX}{cast[0]}_{cast[1]}" if cast else f"{SYMBOL_PREFIX}{elem_bytes}"
+
+
+def is_plan_symbol(symbol: str) -> bool:
+    return symbol.startswith((SYMBOL_PREFIX, CAST_PREFIX))
 
 
 @functools.cache
-def plan_unit_source(elem_bytes: int) -> str:
-    """The compile unit of the planned copies of `elem_bytes`-byte elements."""
-    symbol = plan_symbol(elem_bytes)
+def plan_unit_source(elem_bytes: int, cast: tuple[str, str] = ()) -> str:
+    """The compile unit of the planned copies of `elem_bytes`-byte elements, or of the
+    casts `cast` (source dtype, destination dtype: `elem_bytes` is the source's)."""
+    symbol = plan_symbol(elem_bytes, cast)
+    what = (f"#define CAST_SRC STRIDEC_DT_{cast[0].upper()}\n"
+            f"#define CAST_DST STRIDEC_DT_{cast[1].upper()}" if cast
+            else f"#define ELEM_BYTES {elem_bytes}")
     head = [
-        f"/* stridec planned copy {symbol}: {elem_bytes}-byte elements */",
-        f"#define ELEM_BYTES {elem_bytes}",
+        f"/* stridec planned copy {symbol}: "
+        f"{f'{cast[0]} to {cast[1]}' if cast else f'{elem_bytes}-byte elements'} */",
+        what,
         f"#define STRIDEC_SYMBOL {symbol}",
         C_PRELUDE, POOL_DECLARATION, STREAM_DECLARATION,
         "/* The entry point (lib/copy_plan.c): the copy of argument block p on nthreads. */",
@@ -244,7 +261,7 @@ def plan_call_fits(symbol: str, params) -> bool:
     """Whether `params` are a whole argument block of the planned copy `symbol`: for
     checking a program read back from disk before it runs."""
     p = tuple(params)
-    if not symbol.startswith(SYMBOL_PREFIX) or len(p) < len(ABI.header):
+    if not is_plan_symbol(symbol) or len(p) < len(ABI.header):
         return False
     loops, masks = p[ABI.index("loops")], p[ABI.index("masks")]
     sides = p[ABI.index("a_dims")] + p[ABI.index("b_dims")]

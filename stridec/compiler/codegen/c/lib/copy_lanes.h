@@ -3,7 +3,8 @@
    pairs, NHWC <-> NCHW with C = 3, a transpose of 2, 3 or 4 rows, x[..., ::K]) as one
    streaming pass: K vector loads, a few two-source permutes, K vector stores.
 
-   Built with ELEM_BYTES and elem_t defined (copy_micro.h). Every permute's index vector
+   Built with ELEM_BYTES, elem_t and dst_t defined (copy_cast.h): a cast's outputs are
+   converted as they are stored. Every permute's index vector
    is a literal constant (MASK: each lane a constant expression of its index), so it is one
    vpermt2b / w / d / q with AVX-512 (VBMI for bytes) and whatever the compiler's pattern
    matching makes of it with AVX2 or SSE2. Computed by a loop inside the kernel instead,
@@ -120,26 +121,26 @@ ALWAYS_INLINE void lanes_join_vec(const lvec* r, lvec* o, int K) {
 /* Pixels [0, n) of K lanes: d[k*ls + y] = s[K*y + k] (k < K), or with `first` (a
    compress, which reads K*(n - 1) + 1 elements) d[y] = s[K*y]. Whole vectors, then the
    rest through vectors in L1. */
-ALWAYS_INLINE void lanes_split_k(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int first) {
+ALWAYS_INLINE void lanes_split_k(const elem_t* s, dst_t* d, i64 ls, i64 n, int K, int first) {
     const int outs = first ? 1 : K;
     i64 y = 0;
     for (; y + LV < n + !first; y += LV) {
         lvec v[4], o[4];
         for (int j = 0; j < K; j++) memcpy(&v[j], s + K * y + j * LV, LV_BYTES);
         lanes_split_vec(v, o, K, first);
-        for (int k = 0; k < outs; k++) memcpy(d + k * ls + y, &o[k], LV_BYTES);
+        for (int k = 0; k < outs; k++) STORE_N(d + k * ls + y, &o[k], LV);
     }
     if (y < n) {
         lvec v[4] = {{0}}, o[4];
         memcpy(v, s + K * y, (size_t)(K * (n - y) - (first ? K - 1 : 0)) * ELEM_BYTES);
         lanes_split_vec(v, o, K, first);
-        for (int k = 0; k < outs; k++) memcpy(d + k * ls + y, &o[k], (size_t)(n - y) * ELEM_BYTES);
+        for (int k = 0; k < outs; k++) STORE_PART(d + k * ls + y, &o[k], LV, n - y);
     }
 }
 
 /* Pixels [0, n) of K rows interleaved: d[K*x + k] = s[x + k*ls] for lanes k in [lo, hi),
    the fill f for the others (which are not read). */
-ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, elem_t* d, i64 n, int K, int lo,
+ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, dst_t* d, i64 n, int K, int lo,
                                 int hi, elem_t f) {
     const lvec fv = (lvec){0} + f;
     i64 x = 0;
@@ -149,17 +150,17 @@ ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, elem_t* d, i64 n, int K
             if (k >= lo && k < hi) memcpy(&r[k], s + x + k * ls, LV_BYTES);
             else r[k] = fv;
         lanes_join_vec(r, o, K);
-        for (int j = 0; j < K; j++) memcpy(d + K * x + j * LV, &o[j], LV_BYTES);
+        for (int j = 0; j < K; j++) STORE_N(d + K * x + j * LV, &o[j], LV);
     }
     if (x < n) {
         lvec r[4] = {fv, fv, fv, fv}, o[4];
         for (int k = lo; k < hi; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
         lanes_join_vec(r, o, K);
-        memcpy(d + K * x, o, (size_t)(K * (n - x)) * ELEM_BYTES);
+        STORE_PART(d + K * x, o, K * LV, K * (n - x));
     }
 }
 
-static void lanes_split(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int first) {
+static void lanes_split(const elem_t* s, dst_t* d, i64 ls, i64 n, int K, int first) {
     switch (K) {
     case 2: lanes_split_k(s, d, ls, n, 2, first); break;
     case 3: lanes_split_k(s, d, ls, n, 3, first); break;
@@ -167,7 +168,7 @@ static void lanes_split(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int fi
     }
 }
 
-static void lanes_join(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
+static void lanes_join(const elem_t* s, i64 ls, dst_t* d, i64 n, int K) {
     switch (K) {
     case 2: lanes_join_k(s, ls, d, n, 2, 0, 2, 0); break;
     case 3: lanes_join_k(s, ls, d, n, 3, 0, 3, 0); break;
@@ -176,7 +177,7 @@ static void lanes_join(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
 }
 
 /* lanes_join with lanes [lo, hi) read and the others the fill f (a pack's padding). */
-static void lanes_join_filled(const elem_t* s, i64 ls, elem_t* d, i64 n, int K, int lo, int hi,
+static void lanes_join_filled(const elem_t* s, i64 ls, dst_t* d, i64 n, int K, int lo, int hi,
                               elem_t f) {
     switch (K) {
     case 2: lanes_join_k(s, ls, d, n, 2, lo, hi, f); break;

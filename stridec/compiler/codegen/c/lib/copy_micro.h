@@ -1,5 +1,7 @@
 /* Micro-kernels of planned copies: blocks moved in vector registers. Built with
-   ELEM_BYTES (1, 2, 4 or 8) defined; elements are moved as unsigned bits of that size.
+   ELEM_BYTES (1, 2, 4 or 8) defined, elements moved as unsigned bits of that size, or for
+   a cast with CAST_SRC and CAST_DST: the blocks of the source's bits, each vector
+   converted as it is stored (copy_cast.h).
 
    - tr_block: a TV x TV block transposed in registers (tv_transpose), whole or, where
      the block lies past an edge, with masked loads and stores (AVX-512) or through a
@@ -7,25 +9,10 @@
    - sv_reverse: a vector of SV bytes with its lanes in the opposite order (a flip's
      runs). The lanes' kernels (deinterleave, interleave, compress) are in copy_lanes.h. */
 
-#include <stdint.h>
-#include <stddef.h>
-#include <string.h>
-
-typedef int64_t i64;
-
-#if ELEM_BYTES == 1
-typedef uint8_t elem_t;
-#elif ELEM_BYTES == 2
-typedef uint16_t elem_t;
-#elif ELEM_BYTES == 4
-typedef uint32_t elem_t;
-#elif ELEM_BYTES == 8
-typedef uint64_t elem_t;
-#else
-#error "ELEM_BYTES must be 1, 2, 4 or 8"
+#ifndef STRIDEC_COPY_CAST_H
+#include "copy_cast.h"  /* elem_t (the source's bits), dst_t, and a cast's conversion */
 #endif
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include <stddef.h>
 
 /* ---- the transpose block: TV lanes of TV * ELEM_BYTES bytes. 4- and 8-byte elements
    take 32-byte vectors even where 64-byte ones exist: their 8 x 8 and 4 x 4 blocks are
@@ -156,15 +143,15 @@ typedef struct {
     i64 stride;
 } src_rows;
 typedef struct {
-    elem_t* const* rows;
-    elem_t* base;
+    dst_t* const* rows;
+    dst_t* base;
     i64 stride;
 } dst_rows;
 
 ALWAYS_INLINE const elem_t* src_row(src_rows s, int tab, i64 b) {
     return tab ? s.rows[b] : s.base + b * s.stride;
 }
-ALWAYS_INLINE elem_t* dst_row(dst_rows d, int tab, i64 a) {
+ALWAYS_INLINE dst_t* dst_row(dst_rows d, int tab, i64 a) {
     return tab ? d.rows[a] : d.base + a * d.stride;
 }
 
@@ -176,7 +163,7 @@ ALWAYS_INLINE void tr_block(src_rows s, int stab, i64 x, dst_rows d, int dtab, i
     for (int b = 0; b < TV; b++) memcpy(&r[b], src_row(s, stab, y + b) + x, TV_BYTES);
     tv_transpose(r);
 #pragma GCC unroll 64
-    for (int a = 0; a < TV; a++) memcpy(dst_row(d, dtab, dx + a) + y, &r[a], TV_BYTES);
+    for (int a = 0; a < TV; a++) STORE_N(dst_row(d, dtab, dx + a) + y, &r[a], TV);
 }
 
 /* The part a < na, b < nb (each 1 .. TV) of a block. */
@@ -189,22 +176,27 @@ ALWAYS_INLINE void tr_block_part(src_rows s, int stab, i64 x, dst_rows d, int dt
     for (int b = 0; b < TV; b++)
         r[b] = b < nb ? TV_LOAD_MASKED(src_row(s, stab, y + b) + x, ma) : (tvec){0};
     tv_transpose(r);
+#ifdef CAST_SRC
+    (void)mb;
+    for (int a = 0; a < na; a++) STORE_PART(dst_row(d, dtab, dx + a) + y, &r[a], TV, nb);
+#else
 #pragma GCC unroll 64
     for (int a = 0; a < TV; a++)
         if (a < na) TV_STORE_MASKED(dst_row(d, dtab, dx + a) + y, r[a], mb);
+#endif
 #else
     memset(r, 0, sizeof r);
     for (int b = 0; b < nb; b++)
         memcpy(&r[b], src_row(s, stab, y + b) + x, (size_t)na * ELEM_BYTES);
     tv_transpose(r);
-    for (int a = 0; a < na; a++)
-        memcpy(dst_row(d, dtab, dx + a) + y, &r[a], (size_t)nb * ELEM_BYTES);
+    for (int a = 0; a < na; a++) STORE_PART(dst_row(d, dtab, dx + a) + y, &r[a], TV, nb);
 #endif
 }
 
 /* A line of each of TV destination rows from TV_PER_LINE blocks side by side, each row's
    line written by streaming stores one after the other (so the line leaves whole): d[a]
    + y on a line, for a < TV. */
+#ifndef CAST_SRC
 #define TV_LINE (64 / ELEM_BYTES)
 #define TV_PER_LINE (TV_LINE / TV)
 #if defined(__AVX512F__) && TV_BYTES == 64
@@ -233,6 +225,31 @@ ALWAYS_INLINE void tr_line_nt(src_rows s, int stab, i64 x, elem_t* const* d, i64
 #pragma GCC unroll 4
         for (int k = 0; k < TV_PER_LINE; k++) TV_STREAM(d[a] + y + k * TV, r[k][a]);
 }
+#else
+/* A cast's: CV_LINE destination elements a line, CV_PER_LINE blocks side by side (0 where
+   one block's row converted is longer than a line), each row's line converted into a
+   line in registers and streamed from there. */
+#define CV_LINE (64 / DST_BYTES)
+#define CV_PER_LINE (CV_LINE >= TV ? CV_LINE / TV : 0)
+#if CV_PER_LINE
+ALWAYS_INLINE void tr_line_nt(src_rows s, int stab, i64 x, dst_t* const* d, i64 y) {
+    tvec r[CV_PER_LINE][TV];
+#pragma GCC unroll 8
+    for (int k = 0; k < CV_PER_LINE; k++) {
+#pragma GCC unroll 64
+        for (int b = 0; b < TV; b++) memcpy(&r[k][b], src_row(s, stab, y + k * TV + b) + x, TV_BYTES);
+        tv_transpose(r[k]);
+    }
+#pragma GCC unroll 64
+    for (int a = 0; a < TV; a++) {
+        dst_t line[CV_LINE] __attribute__((aligned(64)));
+#pragma GCC unroll 8
+        for (int k = 0; k < CV_PER_LINE; k++) STORE_N(line + k * TV, &r[k][a], TV);
+        stream_line(d[a] + y, line);
+    }
+}
+#endif
+#endif
 
 /* ---- flips, on vectors of SV bytes */
 #if defined(__AVX512F__) && (ELEM_BYTES >= 4 || (ELEM_BYTES == 2 && defined(__AVX512BW__)) \

@@ -1,8 +1,8 @@
 /* A planned copy: the loop nest of an argument block (copy_abi.h) around one micro-kernel
    (copy_micro.h). One library per element size serves every copy of that size: sizes,
    strides, the loop order, the blocking and the micro-kernel are all in the argument
-   block. Built with ELEM_BYTES and STRIDEC_SYMBOL defined, after the pool's and the
-   streaming stores' declarations (stridec/compiler/codegen/c/plan.py joins the parts). */
+   block. Built with ELEM_BYTES (a cast: CAST_SRC and CAST_DST, copy_cast.h) and
+   STRIDEC_SYMBOL defined, after the pool's and the streaming stores' declarations (stridec/compiler/codegen/c/plan.py joins the parts). */
 #ifndef STRIDEC_COPY_ABI_H
 #include "copy_abi.h"
 #endif
@@ -54,13 +54,13 @@ enum {
 /* The destination rows of a streamed transpose are built in L1, this many bytes a strip
    of TV rows, then streamed whole. */
 #define STRIP_BYTES 16384
-#define STRIP_COLS (STRIP_BYTES / (TV * ELEM_BYTES))
+#define STRIP_COLS (STRIP_BYTES / (TV * WIDE_BYTES))
 /* Streamed (de)interleaves build this many bytes of each destination run in L1. */
 #define RUN_BYTES 4096
 
 typedef struct {
     const elem_t* src;
-    elem_t* dst;
+    dst_t* dst;
     i64 kernel, L, soff, doff, a, b, K, ls, prefetch;
     i64 n[MAXL], t[MAXL];         /* extent and step of each loop */
     i64 cnt[MAXL];                /* blocks of each loop */
@@ -82,9 +82,46 @@ typedef struct {
     i64 mlo[MAXM], mhi[MAXM], mlane[MAXM], mc[MAXM][MAXL], mstep[MAXM][MAXL];
 } job_t;
 
-ALWAYS_INLINE void put(const job_t* J, elem_t* d, const elem_t* s, i64 n) {
+#ifdef CAST_SRC
+/* A run converted, out of line: the loop gcc vectorizes best on its own. */
+static __attribute__((noinline)) void cast_rows(dst_t* restrict d, const elem_t* restrict s,
+                                                i64 n) {
+    cast_run(d, s, n);
+}
+#endif
+
+ALWAYS_INLINE void put(const job_t* J, dst_t* d, const elem_t* s, i64 n) {
+#ifdef CAST_SRC
+    if (!J->stream) {
+        cast_rows(d, s, n);
+        return;
+    }
+    /* Streamed: from the first line of d on, each line converted in registers and
+       streamed from there (where d is aligned to its elements), else converted into L1 a
+       run at a time, then streamed out. */
+    i64 y = 0;
+    if ((uintptr_t)d % DST_BYTES == 0) {
+        i64 head = (i64)((-(uintptr_t)d & 63) / DST_BYTES);
+        head = head < n ? head : n;
+        cast_run(d, s, head);
+        for (y = head; y + CV_LINE <= n; y += CV_LINE) {
+            dst_t line[CV_LINE] __attribute__((aligned(64)));
+            cast_run(line, s + y, CV_LINE);
+            stream_line(d + y, line);
+        }
+        cast_run(d + y, s + y, n - y);
+        return;
+    }
+    dst_t buf[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
+    for (; y < n; y += RUN_BYTES / WIDE_BYTES) {
+        i64 w = n - y < RUN_BYTES / WIDE_BYTES ? n - y : RUN_BYTES / WIDE_BYTES;
+        cast_rows(buf, s + y, w);
+        stream_copy(d + y, buf, (size_t)w * DST_BYTES);
+    }
+#else
     if (J->stream) stream_copy(d, s, (size_t)n * ELEM_BYTES);
     else memcpy(d, s, (size_t)n * ELEM_BYTES);
+#endif
 }
 
 /* ---- masks */
@@ -283,7 +320,7 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
 static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na, i64 nb,
                            const i64* mb, next_t* P) {
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
-    elem_t* outs[TV];
+    dst_t* outs[TV];
     i64 off[STRIDEC_COPY_MAX_ROWS > TV ? STRIDEC_COPY_MAX_ROWS : TV];
     /* The source rows: a table where the b side has several dims, else base and stride. */
     src_rows s = {rows, J->src + so + J->gb_s[0] * (y0 % J->gb_n[0]), J->gb_s[0]};
@@ -321,8 +358,8 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
         stab = 0;
     }
     const int dtab = J->ga > 1;
-    elem_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
-    elem_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
+    dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
+    dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
     for (i64 x = 0; x < na; x += TV) {
         i64 h = na - x < TV ? na - x : TV;
 #if !TV_MASKED
@@ -342,12 +379,22 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
         }
         /* Streamed into TV destination rows that each start a line, whole lines long:
            each line from the registers, streamed. */
+#ifdef CAST_SRC
+        int lines = CV_PER_LINE && h == TV && nb % CV_LINE == 0;
+#else
         int lines = h == TV && nb % TV_LINE == 0;
+#endif
         for (i64 a = 0; lines && a < h; a++) lines = ((uintptr_t)outs[a] & 63) == 0;
+#if !defined(CAST_SRC) || CV_PER_LINE
         if (lines) {
+#ifdef CAST_SRC
+            for (i64 y = 0; y < nb; y += CV_LINE) tr_line_nt(s, stab, x, outs, y);
+#else
             for (i64 y = 0; y < nb; y += TV_LINE) tr_line_nt(s, stab, x, outs, y);
+#endif
             continue;
         }
+#endif
         /* Streamed otherwise: the TV destination rows built in L1, STRIP_COLS at a time,
            then streamed out whole (as one run where they are contiguous), so every line
            but a run's first and last is written once, whole, without being read. */
@@ -359,7 +406,7 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
             tr_rows(sy, stab, x, (dst_rows){0, buf, w}, 0, h, w);
             for (i64 a = 0, e; a < h; a = e) {  /* each run of rows that follow on */
                 for (e = a + 1; e < h && outs[e] == outs[e - 1] + w; e++) {}
-                stream_copy(outs[a] + y, buf + a * w, (size_t)((e - a) * w) * ELEM_BYTES);
+                stream_copy(outs[a] + y, buf + a * w, (size_t)((e - a) * w) * DST_BYTES);
             }
         }
     }
@@ -367,33 +414,33 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
 
 /* ---- K interleaved lanes: deinterleave (split), interleave (join), compress */
 
-static void split_rows(const elem_t* s, elem_t* d, i64 ls, i64 n, int K, int all) {
+static void split_rows(const elem_t* s, dst_t* d, i64 ls, i64 n, int K, int all) {
     lanes_split(s, d, ls, n, K, !all);  /* copy_lanes.h */
 }
 
-static void tile_split(const job_t* J, const elem_t* s, elem_t* d, i64 nb, int all) {
+static void tile_split(const job_t* J, const elem_t* s, dst_t* d, i64 nb, int all) {
     const int K = (int)J->K, rows = all ? K : 1;
     const i64 ls = J->ls;
     if (!J->stream) {
         split_rows(s, d, ls, nb, K, all);
         return;
     }
-    const i64 run = RUN_BYTES / ELEM_BYTES;
-    elem_t buf[4 * (RUN_BYTES / ELEM_BYTES)] __attribute__((aligned(64)));
+    const i64 run = RUN_BYTES / WIDE_BYTES;
+    dst_t buf[4 * (RUN_BYTES / WIDE_BYTES)] __attribute__((aligned(64)));
     for (i64 y = 0; y < nb; y += run) {
         i64 w = nb - y < run ? nb - y : run;
         split_rows(s + K * y, buf, w, w, K, all);
         for (int k = 0; k < rows; k++) stream_copy(d + k * ls + y, buf + k * w,
-                                                   (size_t)w * ELEM_BYTES);
+                                                   (size_t)w * DST_BYTES);
     }
 }
 
-static void join_rows(const elem_t* s, i64 ls, elem_t* d, i64 n, int K) {
+static void join_rows(const elem_t* s, i64 ls, dst_t* d, i64 n, int K) {
     lanes_join(s, ls, d, n, K);  /* copy_lanes.h */
 }
 
 /* Lanes [lo, hi) from s, the fill for the others (all K: lo = 0, hi = K). */
-static void tile_join(const job_t* J, const elem_t* s, i64 ls, elem_t* d, i64 na, int lo,
+static void tile_join(const job_t* J, const elem_t* s, i64 ls, dst_t* d, i64 na, int lo,
                       int hi) {
     const int K = (int)J->K;
     if (!J->stream) {
@@ -401,62 +448,68 @@ static void tile_join(const job_t* J, const elem_t* s, i64 ls, elem_t* d, i64 na
         else lanes_join_filled(s, ls, d, na, K, lo, hi, J->fill);
         return;
     }
-    const i64 run = RUN_BYTES / ELEM_BYTES / K;
-    elem_t buf[RUN_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
+    const i64 run = RUN_BYTES / WIDE_BYTES / K;
+    dst_t buf[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
     for (i64 x = 0; x < na; x += run) {
         i64 w = na - x < run ? na - x : run;
         if (lo == 0 && hi == K) join_rows(s + x, ls, buf, w, K);
         else lanes_join_filled(s + x, ls, buf, w, K, lo, hi, J->fill);
-        stream_copy(d + K * x, buf, (size_t)(K * w) * ELEM_BYTES);
+        stream_copy(d + K * x, buf, (size_t)(K * w) * DST_BYTES);
     }
 }
 
 /* d[y] = s[-y] for y < n: whole vectors reversed in registers; a rest shorter than a
    vector as the last whole vector again (overlapping the one before), or, in a run
    shorter than a vector, through a vector in L1. */
-ALWAYS_INLINE void reverse_run(const elem_t* s, elem_t* d, i64 n) {
+ALWAYS_INLINE void reverse_run(const elem_t* s, dst_t* d, i64 n) {
     i64 y = 0;
     for (; y + SV <= n; y += SV) {
         svec v;
         memcpy(&v, s - y - (SV - 1), SV_BYTES);
         v = sv_reverse(v);
-        memcpy(d + y, &v, SV_BYTES);
+        STORE_N(d + y, &v, SV);
     }
     if (y == n) return;
     if (n >= SV) {
         svec v;
         memcpy(&v, s - (n - 1), SV_BYTES);
         v = sv_reverse(v);
-        memcpy(d + n - SV, &v, SV_BYTES);
+        STORE_N(d + n - SV, &v, SV);
         return;
     }
     /* The run's n elements at the top of a vector, so that reversed they lead it. */
     svec v = {0};
     memcpy((elem_t*)&v + (SV - n), s - (n - 1), (size_t)n * ELEM_BYTES);
     v = sv_reverse(v);
-    memcpy(d, &v, (size_t)n * ELEM_BYTES);
+    STORE_PART(d, &v, SV, n);
 }
 
-static void tile_reverse(const job_t* J, const elem_t* s, elem_t* d, i64 nb) {
+static void tile_reverse(const job_t* J, const elem_t* s, dst_t* d, i64 nb) {
     if (!J->stream) {
         reverse_run(s, d, nb);
         return;
     }
-    const i64 run = RUN_BYTES / ELEM_BYTES;
-    elem_t buf[RUN_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
+    const i64 run = RUN_BYTES / WIDE_BYTES;
+    dst_t buf[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
     for (i64 y = 0; y < nb; y += run) {
         i64 w = nb - y < run ? nb - y : run;
         reverse_run(s - y, buf, w);
-        stream_copy(d + y, buf, (size_t)w * ELEM_BYTES);
+        stream_copy(d + y, buf, (size_t)w * DST_BYTES);
     }
 }
 
-static void tile_gather(const job_t* J, const elem_t* s, elem_t* d, i64 nb) {
+static void tile_gather(const job_t* J, const elem_t* s, dst_t* d, i64 nb) {
     const i64 ss = J->ssb, ds = J->dsb;
+#ifdef CAST_SRC
+    for (i64 y = 0; y < nb; y++) d[y * ds] = cast_one(s[y * ss]);
+#else
     for (i64 y = 0; y < nb; y++) d[y * ds] = s[y * ss];
+#endif
 }
 
-/* ---- masked blocks */
+/* ---- masked blocks (copies only: a cast's fill would be the destination's bits, and
+   its units are not given masks, copy_plan.candidate_plans) */
+#ifndef CAST_SRC
 
 /* A block of a row kernel (rows, gather, compress, reverse) where masks apply: the fill,
    the kernel on the elements every mask holds at, the fill. */
@@ -613,12 +666,14 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
     }
 }
 
+#endif
+
 /* ---- the loop nest */
 
 ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const i64* mb,
                          next_t* P) {
     const elem_t* s = J->src + so;
-    elem_t* d = J->dst + dof;
+    dst_t* d = J->dst + dof;
     i64 ea = 1, eb = 1;
     if (J->a >= 0) {
         i64 rest = J->n[J->a] - idx[J->a] * J->t[J->a];
@@ -628,6 +683,7 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
         i64 rest = J->n[J->b] - idx[J->b] * J->t[J->b];
         eb = rest < J->t[J->b] ? rest : J->t[J->b];
     }
+#ifndef CAST_SRC
     if (J->kernel == K_fill) {
         fill_run(J, d, J->dsb, eb);
         return;
@@ -640,6 +696,9 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
         else masked_row(J, s, d, mb, eb);
         return;
     }
+#else
+    (void)mb;
+#endif
     switch (J->kernel) {
     case K_rows: put(J, d, s, eb); break;
     case K_transpose:
@@ -713,7 +772,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     job_t* J = (job_t*)job;
     memset(J, 0, offsetof(job_t, mlo));
     J->src = (const elem_t*)src;
-    J->dst = (elem_t*)dst;
+    J->dst = (dst_t*)dst;
     J->kernel = p[H_kernel];
     J->L = p[H_loops];
     J->soff = p[H_src_offset];
@@ -749,6 +808,9 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->stage = (int)p[H_stage];
     J->M = p[H_masks];
     J->has_fill = p[H_fill];
+#ifdef CAST_SRC
+    if (J->M || J->has_fill || J->kernel == K_fill) return 0;  /* not a cast's block */
+#endif
     if (J->M < 0 || J->M > MAXM || J->has_fill < 0 || J->has_fill > 1
         || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
         return 0;
@@ -803,7 +865,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->stream = stream_wanted(p[H_stream_bytes]);
     if (nthreads > p[H_parallel]) nthreads = p[H_parallel];
     if (nthreads > MAXT) nthreads = MAXT;
-    if ((double)numel * (lanes ? J->K : 1) * 2 * ELEM_BYTES < PARALLEL_BYTES) nthreads = 1;
+    if ((double)numel * (lanes ? J->K : 1) * (ELEM_BYTES + DST_BYTES) < PARALLEL_BYTES) nthreads = 1;
     return nthreads <= 1 || units < 2 ? -units : units;
 }
 
