@@ -176,7 +176,9 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
             PlanMask(m.lo, m.hi, m.coeffs[lane] if lane is not None else 0,
                      tuple(m.coeffs[loop.dim] for loop in loops))
             for m in canon.masks)
-    stream = plan.stream_bytes if plan.stream_bytes < 0 else _product(sizes) * plan.elem_bytes
+    # a cast streams by the mean of the bytes it reads and writes (copy_plan._plans_of)
+    moved = _product(sizes) * (plan.elem_bytes + plan.dst_bytes)
+    stream = plan.stream_bytes if plan.stream_bytes < 0 else moved // 2
     # Threads: the library runs a small copy on the calling thread whatever this says, so
     # the hint's size does not hold a larger binding to one.
     return dataclasses.replace(plan, loops=tuple(loops), src_offset=canon.src_offset,
