@@ -480,7 +480,7 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
     fill_only = is_fill_only(canon)
     if (fill_only and canon.fill is None) or len(canon.masks) > MAX_MASKS:
         return []
-    if spec.src_dtype != spec.dst_dtype and (canon.masks or canon.fill is not None):
+    if spec.src_dtype != spec.dst_dtype and (canon.masks or fill_only):
         return []  # a cast's fill bits are the destination's: not in its units yet
     if canon.rank == 0:  # one element: a row of one
         canon = dataclasses.replace(
