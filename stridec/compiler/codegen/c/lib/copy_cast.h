@@ -181,6 +181,12 @@ ALWAYS_INLINE dst_t cast_one(elem_t b) {
 #endif
 #define CAST_F16C 1
 #endif
+/* The pairs whose runs convert in explicit vectors: a streamed run converts line by line
+   in registers (the others convert a buffer's worth at a time: gcc's loops lose on lines). */
+#if defined(CAST_F16C) || (CAST_SRC == STRIDEC_DT_FLOAT32 && CAST_DST == STRIDEC_DT_BFLOAT16) \
+    || (CAST_SRC == STRIDEC_DT_BFLOAT16 && CAST_DST == STRIDEC_DT_FLOAT32)
+#define CAST_LINE_RUNS 1
+#endif
 
 /* d[j] = the cast of s[j], j < n: float32 <-> float16 in vcvtps2ph / vcvtph2ps (16 lanes
    with AVX-512, 8 with F16C), which give the helpers' bits; float32 <-> bfloat16 on

@@ -100,6 +100,7 @@ ALWAYS_INLINE void put(const job_t* J, dst_t* d, const elem_t* s, i64 n) {
        streamed from there (where d is aligned to its elements), else converted into L1 a
        run at a time, then streamed out. */
     i64 y = 0;
+#ifdef CAST_LINE_RUNS
     if ((uintptr_t)d % DST_BYTES == 0) {
         i64 head = (i64)((-(uintptr_t)d & 63) / DST_BYTES);
         head = head < n ? head : n;
@@ -112,6 +113,7 @@ ALWAYS_INLINE void put(const job_t* J, dst_t* d, const elem_t* s, i64 n) {
         cast_run(d + y, s + y, n - y);
         return;
     }
+#endif
     dst_t buf[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
     for (; y < n; y += RUN_BYTES / WIDE_BYTES) {
         i64 w = n - y < RUN_BYTES / WIDE_BYTES ? n - y : RUN_BYTES / WIDE_BYTES;
