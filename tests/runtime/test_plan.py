@@ -123,6 +123,7 @@ C_STRATEGIES = {
     "full": [("copy", "fill")],
     "shared_copy": [("copy", "interleave")],
     "duplicate_copies": [("copy", "interleave"), ("copy", "interleave")],
+    "copy_then_cast": [("copy", "interleave")],  # 4 rows: a cast's interleave of 4 lanes
 }
 
 
