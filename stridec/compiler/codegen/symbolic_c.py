@@ -20,6 +20,7 @@ symbols; where one does not, the copy takes the strategies above.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 from stridec.compiler.codegen.c import copy as c
@@ -157,7 +158,7 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
                 if contiguous[j] != run:
                     return None
                 run = run * sizes[j]
-        extents = {a: _product(sizes[j] for j in side_a), b: _product(sizes[j] for j in side_b)}
+        extents = {a: math.prod(sizes[j] for j in side_a), b: math.prod(sizes[j] for j in side_b)}
         changes["a_side"] = tuple((sizes[j], dst[j]) for j in side_a)
         changes["b_side"] = tuple((sizes[j], src[j]) for j in side_b)
     loops = []
@@ -177,7 +178,7 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
                      tuple(m.coeffs[loop.dim] for loop in loops))
             for m in canon.masks)
     # a cast streams by the mean of the bytes it reads and writes (copy_plan._plans_of)
-    moved = _product(sizes) * (plan.elem_bytes + plan.dst_bytes)
+    moved = math.prod(sizes) * (plan.elem_bytes + plan.dst_bytes)
     stream = plan.stream_bytes if plan.stream_bytes < 0 else moved // 2
     # Threads: the library runs a small copy on the calling thread whatever this says, so
     # the hint's size does not hold a larger binding to one.
@@ -185,12 +186,6 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
                                dst_offset=canon.dst_offset, stream_bytes=stream,
                                parallel=MAX_THREADS, **changes)
 
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out = out * v
-    return out
 
 
 def generate_c_copy_symbolic(
