@@ -237,6 +237,10 @@ RESTART_BYTES = 160
 PAGE_BYTES = 512
 BLOCK_BYTES = 96
 VECTOR_BYTES = 4
+# The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
+TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
+# A cache line: transpose rows shorter than this that follow on are priced as one run.
+LINE_BYTES = 64
 PAGE = 4096
 # Streams (runs read or written in turn) the prefetchers follow at once: a run that goes on
 # where it left off a few blocks before, with no more runs than this in between on both
@@ -262,7 +266,7 @@ class _Side:
     moves: tuple[int, ...]
 
 
-def _sides_of(plan: CopyPlan) -> tuple[_Side, _Side]:
+def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
     loops = plan.loops
     ea = loops[plan.a_loop].step if plan.a_loop >= 0 else 1
     eb = loops[plan.b_loop].step if plan.b_loop >= 0 else 1
@@ -278,13 +282,18 @@ def _sides_of(plan: CopyPlan) -> tuple[_Side, _Side]:
     kernel, lanes = plan.kernel, max(plan.lanes, 1)
     ssb = loops[plan.b_loop].src_stride if plan.b_loop >= 0 else 1
     if kernel == "transpose":
-        return (_Side(eb, ea, plan.b_side[0][1] if plan.b_side else 1, tuple(src_moves)),
-                _Side(ea, eb, plan.a_side[0][1] if plan.a_side else 1, tuple(dst_moves)))
+        size = plan.elem_bytes
+        short_a = join and ea == loops[plan.a_loop].extent and ea * size < LINE_BYTES
+        short_b = join and eb == loops[plan.b_loop].extent and eb * plan.dst_bytes < LINE_BYTES
+        return (_joined(eb, ea, plan.b_side, short_a, tuple(src_moves)),
+                _joined(ea, eb, plan.a_side, short_b, tuple(dst_moves)))
     if kernel == "deinterleave":
+        short = eb == loops[plan.b_loop].extent and eb * plan.dst_bytes < LINE_BYTES
         return (_Side(1, lanes * eb, 0, tuple(src_moves)),
-                _Side(lanes, eb, plan.lane_stride, tuple(dst_moves)))
+                _joined(lanes, eb, ((lanes, plan.lane_stride),), short, tuple(dst_moves)))
     if kernel == "interleave":
-        return (_Side(lanes, ea, plan.lane_stride, tuple(src_moves)),
+        short = ea == loops[plan.a_loop].extent and ea * plan.elem_bytes < LINE_BYTES
+        return (_joined(lanes, ea, ((lanes, plan.lane_stride),), short, tuple(src_moves)),
                 _Side(1, lanes * ea, 0, tuple(dst_moves)))
     if kernel == "compress":
         return (_Side(1, lanes * (eb - 1) + 1, 0, tuple(src_moves)),
@@ -300,6 +309,34 @@ def _sides_of(plan: CopyPlan) -> tuple[_Side, _Side]:
     return (_Side(eb, 1, ssb, tuple(src_moves)),
             _Side(eb, 1, loops[plan.b_loop].dst_stride if plan.b_loop >= 0 else 1,
                   tuple(dst_moves)))
+
+
+def _joined(rows: int, run: int, dims: tuple[tuple[int, int], ...], short: bool,
+            moves: tuple[int, ...]) -> _Side:
+    """A transpose block's side: `rows` rows of `run` elements, the rows the first indices
+    of a side's `dims` (extent, stride), innermost first. Where each row is the whole run
+    on its side and shorter than a line (`short`), rows along a dim whose stride is the
+    run so far follow on: one longer run (rows of 9 along a dim of 147 at stride 9 are
+    runs of 1323). Rows of a line or longer are priced as rows, as they were calibrated
+    (docs/cpu.md)."""
+    spacing = dims[0][1] if dims else 1
+    if not short:
+        return _Side(rows, run, spacing, moves)
+    spans, left = [], float(rows)  # (indices the block's rows span, stride) of each dim
+    for n, stride in dims:
+        if left <= 1:
+            break
+        spans.append((min(float(n), left), stride))
+        left /= n
+    count, length = float(rows), float(run)
+    while True:
+        k = next((k for k, (_, stride) in enumerate(spans) if stride == length), None)
+        if k is None:
+            break
+        span, _ = spans.pop(k)
+        count, length = count / span, length * span
+        spacing = spans[0][1] if spans else int(length)
+    return _Side(max(1, round(count)), max(1, round(length)), spacing, moves)
 
 
 def _pages(side: _Side, size: int) -> float:
@@ -382,23 +419,29 @@ def _continued_runs(side: _Side, counts: Sequence[int], size: int, line: int) ->
     return run
 
 
-def plan_cost(plan: CopyPlan, caches: Caches | None = None) -> float:
+def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -> float:
     """The model's time of `plan`, in bytes of memory traffic it is worth: for each side of
     every block, its lines (less those it shares with a neighbour still in L2), doubled for
     lines written through the cache (read for ownership), its runs that start over where
     no run of the block before left off, and its pages that come back after leaving the
-    TLB; plus each block's fixed work and its vectors."""
+    TLB; plus each block's fixed work and its vectors. `join`: short rows that follow on
+    are one run (`_joined`); False prices them as rows (a lane copy's transposes)."""
     caches = caches or host_caches()
-    src, dst = _sides_of(plan)
+    src, dst = _sides_of(plan, join)
     counts = [loop.count for loop in plan.loops]
     blocks = math.prod(counts)
     size = max(plan.elem_bytes, plan.dst_bytes)
     vectors = max(src.runs * src.run, dst.runs * dst.run) * size / 64
+    padding = 0.0
     if plan.kernel == "transpose":  # partial blocks move whole vectors
-        vectors = (-(-src.run * size // 64)) * (-(-dst.run * size // 64)) * 64 / size
+        ea, eb = plan.loops[plan.a_loop].step, plan.loops[plan.b_loop].step
+        vectors = (-(-ea * size // 64)) * (-(-eb * size // 64)) * 64 / size
+        # a register tile's lanes past a block's edge are moved as if they were elements
+        tv = TILE_LANES[plan.elem_bytes]
+        padding = ((-(-ea // tv)) * (-(-eb // tv)) * tv * tv - ea * eb) * size
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
-            + blocks * (BLOCK_BYTES + vectors * VECTOR_BYTES))
+            + blocks * (BLOCK_BYTES + vectors * VECTOR_BYTES + padding))
 
 
 # --------------------------------------------------------------------------- planning
@@ -501,8 +544,9 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
         if kernel in ("deinterleave", "interleave", "compress"):
             unit = _unit_dim(canon, canon.rank - 1)
             if unit is not None and _takes_masks(canon, "transpose"):
+                # priced as transposes of rows: the lane kernel's K dims are its own
                 plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches,
-                                   cast)
+                                   cast, join=False)
     plans.sort(key=lambda p: p.cost)
     return plans[:limit]
 
@@ -520,9 +564,10 @@ def _takes_masks(canon: CopySpec, kernel: str) -> bool:
 
 
 def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: int,
-              caches: Caches, cast: tuple[str, str] = ()) -> list[CopyPlan]:
+              caches: Caches, cast: tuple[str, str] = (), join: bool = True
+              ) -> list[CopyPlan]:
     """The plans of `canon` with micro-kernel `kernel` on dims `a` and `b`, reading
-    `size`-byte elements (converted as `cast` says, if given)."""
+    `size`-byte elements (converted as `cast` says, if given), priced with `join` (`plan_cost`)."""
     numel = canon.numel
     out = DTYPES[cast[1]].itemsize if cast else size
     moved = numel * (size + out)
@@ -583,7 +628,7 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                         plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
                     if kernel == "transpose":
                         plan = _transpose_memory(plan, moved, caches)
-                    plans.append(_with(plan, cost=plan_cost(plan, caches)))
+                    plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import itertools
+import math
 import re
 
 import pytest
@@ -165,6 +166,25 @@ def test_small_dims_join_a_transposes_sides():
     assert plan.kernel == "transpose"
     assert [n for n, _ in plan.a_side] == [4, 15]
     assert [n for n, _ in plan.b_side] == [32, 15]
+
+
+@pytest.mark.parametrize(("sizes", "perm", "dtype", "a_dims", "b_dims"), [
+    # the random suite's (3, 27, 199, 3, 147, 7).permute(5, 2, 1, 4, 0, 3) of bytes: sides
+    # of 7 and 3 alone are blocks of 21 bytes; the 147 that continues both makes 9-byte
+    # destination rows that follow on, 7 runs of 1323 bytes a block of 1029 x 9
+    ((3, 27, 199, 3, 147, 7), (5, 2, 1, 4, 0, 3), "int8", 2, 2),
+    ((3, 5, 7, 3, 21, 7), (5, 2, 1, 4, 0, 3), "int8", 2, 2),
+    # (3, 3, 3, 217, 85, 3).permute(3, 5, 2, 4, 0, 1) of bfloat16: not 3 x 9 blocks
+    ((3, 3, 3, 217, 85, 3), (3, 5, 2, 4, 0, 1), "bfloat16", 4, 1),
+    ((3, 3, 3, 17, 15, 3), (3, 5, 2, 4, 0, 1), "bfloat16", 4, 1),
+])
+def test_short_rows_that_follow_on_are_one_run(sizes, perm, dtype, a_dims, b_dims):
+    spec = permute_spec(sizes, perm, DTYPES[dtype])
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "transpose"
+    assert (len(plan.a_side), len(plan.b_side)) == (a_dims, b_dims)
+    if math.prod(sizes) < 1 << 16:  # meaning: the library against torch
+        run_plan(plan, spec)
 
 
 def test_rows_are_read_in_the_sources_order():
