@@ -299,9 +299,9 @@ class StridedInverse:
             if isinstance(stride, Sym):
                 i = exact_div(rest, stride)
                 if i is None:
-                    if not statically_true(rest < stride):
+                    i = _constant_quotient(rest, stride)
+                    if i is None:
                         return None
-                    i = 0
             else:
                 i = floor_div(rest, stride)
             rest = rest - i * stride
@@ -311,6 +311,22 @@ class StridedInverse:
                 return None
             coords[m] = size - 1 - i if flipped else i
         return tuple(coords) if rest == 0 else None
+
+
+def _constant_quotient(rest: Any, stride: Sym) -> int | None:
+    """The floor quotient of `rest` by a symbolic `stride` where it is one integer for
+    every value of the symbols, proven by its remainder: `0 <= rest - q·stride < stride`.
+    The row N + 3 of a (9, N + 2) buffer is q = 1, remainder 1 (the candidate is the
+    quotient at large values of the symbols, `generic_value`); None where that does not
+    prove."""
+    at = generic_value(stride)
+    if at <= 0:
+        return None
+    q = generic_value(rest) // at
+    remainder = rest - q * stride
+    if statically_true(remainder >= 0) and statically_true(remainder < stride):
+        return q
+    return None
 
 
 def sign_of(x: Any) -> int | None:

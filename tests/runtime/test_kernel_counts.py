@@ -249,3 +249,32 @@ def test_the_symbolic_suites_rows_launch_the_static_plans_kernels(name: str) -> 
                 check_against_torch(got, want, args)
             assert counts[0] == counts[1], f"N = {n}, out={into is not None}"
     assert symbolic.stats.pipeline_runs == 1
+
+
+# -- a pad of a transposed view over a symbolic dim (issue: 2 kernels, static 1) ----------
+# The padded buffer's rows are N + 2 elements apart; the copy's first element, N + 3, is
+# row 1, column 1 of it: a quotient by a symbolic stride that is not exact.
+
+
+@pytest.mark.parametrize(("sizes", "perm"), [
+    (("N", 7), (1, 0)),          # the symbol padded, the rows N + 2 apart
+    ((5, 7, "N"), (1, 0, 2)),    # the symbol padded, innermost
+    ((5, "N", 6), (0, 2, 1)),    # the symbol padded, the rows N + 2 apart
+    ((5, "N", 6), (2, 0, 1)),
+])
+def test_a_symbolic_pad_of_a_transposed_view_launches_the_static_plans_kernels(
+        sizes: tuple, perm: tuple[int, ...]) -> None:
+    def graph(shape: tuple) -> stridec.Graph:
+        g = stridec.Graph("pad_of_transpose")
+        x = g.input("x", shape, "float32")
+        g.output(stridec.pad(x.permute(*perm), (1, 1, 1, 1), value=-2.0))
+        return g
+
+    symbolic = stridec.compile(graph(sizes), backend="cpu")
+    for n in (3, 6):
+        shape = tuple(n if s == "N" else s for s in sizes)
+        x = torch.randn(shape)
+        static = stridec.compile(graph(shape), backend="cpu")
+        assert _launches(symbolic, x) == _launches(static, x) == 1, f"N = {n}"
+        check_against_torch(symbolic(x), F.pad(x.permute(*perm), (1, 1, 1, 1), value=-2.0),
+                            (x,))
