@@ -212,8 +212,7 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
     # `CompiledGraph.__call__` (`self` the CompiledGraph). A cached call runs here, in this
     # one function: with cold caches every function a call enters costs it (the race's
     # calls). Its key (`plain_call_key`, `out_call_key`)
-    # holds every storage's bytes, so a hit's storages hold its layouts (`_stamp`
-    # counts it).
+    # holds every storage's bytes, so a hit's storages hold its layouts.
     """Run the graph on `tensors` (one per input, by position): one tensor, or a tuple
     for several outputs; with `out=` (a tensor or a tuple, one per output) each output
     is written into the caller's tensor, which is returned. Arguments are checked
@@ -230,10 +229,6 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
     >>> fn(t, out=o) is o
     True
     """
-    if self._written_args and written_shared(tensors, self._written_args):
-        if self._reviews:
-            return self._call_reviewing(tensors, out, named)
-        return self._call(tensors, out, named)  # (no cached call: `_call_shared`)
     if self._reviews:
         return self._call_reviewing(tensors, out, named)
     if out is None:
@@ -243,27 +238,57 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
         if called is None:
             return self._call(tensors, None, named)
         key, pointers = called
+        # An argument written in place that shares its storage with another (by the
+        # pointers the key read; an empty storage shares nothing): `_call_shared`.
+        for i in self._written_args:
+            if pointers[i] and pointers.count(pointers[i]) > 1:
+                return self._call(tensors, None, named)
         hits = self._hits
         hit = hits.data.get(key)
-        if hit is None or not self._stamp(hits, hit):
+        if hit is None:
+            return self._call(tensors, None, named, called)
+        # The hit counted and its program's entry stamped used, as a hit in `_programs`
+        # is (`Lru.touch`, inline: this is every cached call); where `_hits` was replaced
+        # since the read (an eviction: the hit may name the evicted program), the full path.
+        with self._lock:
+            if self._hits is not hits:
+                hit = None
+            else:
+                programs = self._programs
+                programs.clock += 1
+                hit.used[0] = programs.clock
+                self.stats.cache_hits += 1
+        if hit is None:
             return self._call(tensors, None, named, called)
         self.stats.launches += hit.launches
-        if hit.direct is not None:  # the C kernels, on the pointers the key read
-            result = hit.direct(tensors, pointers, torch.get_num_threads())
-        else:
-            outs = launch.run_with(hit.runner, tensors, hit.device)
-            result = outs[0] if len(outs) == 1 else tuple(outs)
+        if hit.direct is not None:  # the C kernels, on the pointers the key read; the
+            # result finished as `_finish` finishes it (`Runner.direct`)
+            return hit.direct(tensors, pointers, torch.get_num_threads())
+        outs = launch.run_with(hit.runner, tensors, hit.device)
+        result = outs[0] if len(outs) == 1 else tuple(outs)
         return self._finish(tensors, result) if self._after else result
     if named or not self._keyed or dispatch_modes():
         return self._call(tensors, out, named)
     called = read_out_key(tensors, out)
     if called is not None:
         key, pointers = called
+        n = len(tensors)
+        for i in self._written_args:  # (as without out=, among the arguments only)
+            if pointers[i] and pointers[:n].count(pointers[i]) > 1:
+                return self._call(tensors, out, named)
         hits = self._hits
         found = hits.data.get(key)
         if found is not None:
             hit, storage_outs, bound = found
-            if self._stamp(hits, hit):
+            with self._lock:  # (counted and stamped as above)
+                if self._hits is not hits:
+                    hit = None
+                else:
+                    programs = self._programs
+                    programs.clock += 1
+                    hit.used[0] = programs.clock
+                    self.stats.cache_hits += 1
+            if hit is not None:
                 if bound is not None:  # the C kernels, on the pointers the key read
                     bound(pointers, torch.get_num_threads())
                 else:
@@ -337,7 +362,8 @@ def full_call(self: CompiledGraph, tensors: tuple[Any, ...], out: Any, named: di
     runner = launch.runner(program, target)
     if called is not None:
         key, _ = called
-        direct = runner.direct(len(tensors))
+        direct = runner.direct(len(tensors), self._itself,
+                               self._written if self.bump_versions else ())
         with self._lock:
             hit = self._hit(program, runner, device, local_key, direct)
             if hit is not None:

@@ -404,7 +404,8 @@ class ClassPlans:
         runner = entry.runner.bind(found.values)
         if outs is None:
             hit: Any = Hit(program, runner, found.device, (), entry.launches, [0],
-                            runner.direct(n_inputs))
+                            runner.direct(n_inputs, fn._itself,
+                                          fn._written if fn.bump_versions else ()))
         else:
             into = {j: (k, outs[k].storage_offset() * outs[k].element_size())
                     for k, j in direct_outputs(program).items()}

@@ -456,20 +456,6 @@ class CompiledGraph:
             outs[k] = tensors[i]
         return tuple(outs)
 
-    def _stamp(self, hits: dict[tuple, Any], hit: Hit) -> bool:
-        """Count a hit read from `hits` and stamp its entry's recency cell, as a hit in
-        `_programs` is counted and made its most recent entry; False where `hits` is no
-        longer `_hits` (an eviction since the read: the hit may name the evicted program,
-        and the call takes the full path)."""
-        with self._lock:
-            if self._hits is not hits:
-                return False
-            programs = self._programs  # (`Lru.touch`, inline: this is every cached call)
-            programs.clock += 1
-            hit.used[0] = programs.clock
-            self.stats.cache_hits += 1
-            return True
-
     def _hit(self, program: Program, runner: launch.Runner, device: torch.device,
              local_key: tuple, direct: Callable[..., Any] | None) -> Hit | None:
         """The `Hit` of a call that passed every check and found `program` under

@@ -275,8 +275,9 @@ class Runner:
             runs.append(run)
         return tuple(runs) or None
 
-    def direct(self, n_inputs: int) -> Callable[[Sequence[torch.Tensor], list[int], int],
-                                                Any] | None:
+    def direct(self, n_inputs: int, itself: Sequence[tuple[int, int]] = (),
+               written: Sequence[int] = ()) -> Callable[[Sequence[torch.Tensor], list[int],
+                                                         int], Any] | None:
         """`run` as one function of the `n_inputs` tensors, their storages' data pointers
         (one per tensor, in order; the list is extended) and the thread count, returning
         the call's result as a compiled graph does (one tensor, or a tuple), for launchers
@@ -287,7 +288,12 @@ class Runner:
         the whole buffer (`_whole_outputs`) is allocated as that output
         (`torch.empty_strided`: the same sizes, strides, offset and storage bytes as the
         view of a flat buffer, one tensor fewer to build, about 2 µs a call here). None
-        where `bound` is."""
+        where `bound` is.
+
+        A compiled graph's result is finished here as `CompiledGraph._finish` finishes
+        it: output `k` of each `(k, i)` of `itself` is input `i` itself (no view of it
+        built), and the version of input `i` of each entry of `written` is bumped after
+        the launches, once per entry."""
         if self.inputs_as_given or self.derived or any(o[4] is not None for o in self.outputs):
             return None  # (a storage read as another type: `launch` and `run` make it)
         ordered = self._bound_runs(range(n_inputs + len(self.buffers)))
@@ -295,8 +301,25 @@ class Runner:
             return None
         whole = _whole_outputs(self.outputs, self.buffers, n_inputs)
         empty, empty_strided, as_strided = torch.empty, torch.empty_strided, torch.as_strided
+        inputs = dict(itself)
+        bump = bump_versions
+        if (len(ordered) == 1 and not self.buffers and len(written) == 1
+                and inputs.keys() == set(range(len(self.outputs)))):
+            # One kernel writing into an input that the call returns (a cache update):
+            # no buffer, no view, one version bump.
+            run, at, returned = ordered[0], written[0], tuple(inputs.values())
+            first = returned[0] if len(returned) == 1 else None
+
+            def call_in_place(tensors: Sequence[torch.Tensor], pointers: list[int],
+                              threads: int) -> Any:
+                run(pointers, threads)
+                bump((tensors[at],))
+                if first is not None:
+                    return tensors[first]
+                return tuple(tensors[i] for i in returned)
+            return call_in_place
         if (len(ordered) == 1 and len(self.buffers) == 1 and len(self.outputs) == 1
-                and whole == {0: 0}):
+                and whole == {0: 0} and not inputs and not written):
             # One kernel writing one fresh output (most copies): no loop, no list.
             run = ordered[0]
             (_, sizes, strides, _, _), ((elements, dtype),) = self.outputs[0], self.buffers
@@ -329,10 +352,13 @@ class Runner:
                     advise(pointers[-1])
             for run in ordered:
                 run(pointers, threads)
+            if written:
+                bump(tuple(tensors[i] for i in written))
             outs = []
-            for s, sizes, strides, offset, _ in outputs:  # a loop: no comprehension to create
+            for k, (s, sizes, strides, offset, _) in enumerate(outputs):  # (no comprehension)
                 slot = slots[s]
-                outs.append(slot if s >= n_inputs and buffers[s - n_inputs][2] is not None
+                outs.append(tensors[inputs[k]] if k in inputs else slot
+                            if s >= n_inputs and buffers[s - n_inputs][2] is not None
                             else as_strided(slot, sizes, strides, offset))
             return outs[0] if one else tuple(outs)
         return call
