@@ -3,9 +3,10 @@
 
     python bench/strategies_ab.py                       # every case, 2 threads, wall time
     python bench/strategies_ab.py --threads 1 --clock thread --rounds 15 pad_img_f32_64M
+    python bench/strategies_ab.py --threads 1 --clock thread --rounds 9 t2d_i8 t2d_i8_odd ...
 
 Each case is a `CopySpec` (pads of images, rows and transposed sources; NCHW4/32 packs with
-padded channels and unpacks; fills), built into two kernels -- the strategies'
+padded channels and unpacks; fills; transposes of bytes), built into two kernels -- the strategies'
 (`_strategy_plan`) and the planned library's (`plan.planned_call`) -- called straight, in
 one process, alternating (the order flipped every round), the caches flushed before each
 call by a 64 MB read; medians. `old/new` above 1: the library is faster. `--clock thread` times the
@@ -78,6 +79,16 @@ def fill_spec(shape, dtype, strides=None) -> tuple[CopySpec, int, int]:
     return spec, 1, 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
 
 
+def permute_spec(shape, perm, dtype) -> tuple[CopySpec, int, int]:
+    """x.permute(perm).contiguous() of a contiguous x of `shape`."""
+    strides = torch.empty(shape).stride()
+    out = tuple(shape[p] for p in perm)
+    d = _dtype(dtype)
+    spec = CopySpec(out, tuple(strides[p] for p in perm), 0, torch.empty(out).stride(), 0, d, d)
+    n = torch.Size(shape).numel()
+    return spec, n, n
+
+
 f16, f32, i8 = torch.float16, torch.float32, torch.int8
 IMG = ((0, 0), (0, 0), (1, 1), (1, 1))
 CASES = {
@@ -105,6 +116,16 @@ CASES = {
     "fill_i8_64M": lambda: fill_spec((8192, 8192), i8),
     "fill_f64_1M": lambda: fill_spec((256, 512), torch.float64),
     "fill_f32_strided": lambda: fill_spec((2048, 2048), f32, (4096, 2)),
+    # transposes of bytes: the race's rows, a small one, the random suite's (seed 90417)
+    "t2d_i8": lambda: permute_spec((4096, 8192), (1, 0), i8),
+    "t2d_i8_odd": lambda: permute_spec((4097, 8191), (1, 0), i8),
+    "t2d_i8_small": lambda: permute_spec((300, 500), (1, 0), i8),
+    "nchw_nhwc_i8": lambda: permute_spec((32, 256, 64, 64), (0, 2, 3, 1), i8),
+    "nhwc_nchw_i8": lambda: permute_spec((32, 64, 64, 256), (0, 3, 1, 2), i8),
+    "rand08_i8": lambda: permute_spec((55, 303, 3, 115), (3, 0, 2, 1), i8),
+    "rand12_i8": lambda: permute_spec((3, 9, 3, 3, 3, 5709), (5, 1, 4, 3, 0, 2), i8),
+    "rand18_i8": lambda: permute_spec((3, 3, 5, 21, 121, 15), (4, 3, 1, 5, 0, 2), i8),
+    "rand23_i8": lambda: permute_spec((3, 27, 199, 3, 147, 7), (5, 2, 1, 4, 0, 3), i8),
 }
 
 

@@ -87,15 +87,23 @@ def run_guarded(seed: int, count: int) -> int:
     """Run every candidate plan of `count` random copies against torch on guarded
     storages (kept mapped for the process); the number of plans run."""
     rng = random.Random(seed)
+    return run_specs([random_spec(rng) for _ in range(count)])
+
+
+def run_specs(specs: list[CopySpec]) -> int:
+    """Every candidate plan of each copy of `specs` against torch on guarded storages,
+    cached and streamed, on 1 and 3 threads; the number of plans run."""
     fns = {}
     ran = 0
-    for n in range(count):
-        spec = random_spec(rng)
+    for n, spec in enumerate(specs):
         size = spec.src_dtype.itemsize
-        if size not in fns:
-            fn = getattr(cpu.load_unit(cplan.plan_unit_source(size)), cplan.plan_symbol(size))
+        cast = (() if spec.src_dtype == spec.dst_dtype
+                else (spec.src_dtype.name, spec.dst_dtype.name))
+        if (size, cast) not in fns:
+            fn = getattr(cpu.load_unit(cplan.plan_unit_source(size, cast)),
+                         cplan.plan_symbol(size, cast))
             fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-            fns[size] = fn
+            fns[size, cast] = fn
         gen = torch.Generator().manual_seed(n)
         src_n = span(spec, spec.src_strides, spec.src_offset)
         dst_n = span(spec, spec.dst_strides, spec.dst_offset)
@@ -104,7 +112,7 @@ def run_guarded(seed: int, count: int) -> int:
             for at_end, threads, stream in ((True, 1, False), (False, 3, True),
                                             (True, 3, True), (False, 1, False)):
                 src = guarded_storage(src_n * size, at_end)
-                dst = guarded_storage(dst_n * size, not at_end)
+                dst = guarded_storage(dst_n * spec.dst_dtype.itemsize, not at_end)
                 src, dst = src.view(spec.src_dtype.torch), dst.view(spec.dst_dtype.torch)
                 src.copy_(values)
                 dst.fill_(7)
@@ -112,7 +120,7 @@ def run_guarded(seed: int, count: int) -> int:
                 params = cplan.plan_params(dataclasses.replace(plan, parallel=threads))
                 cpu.set_stream_threshold(0 if stream else -1)
                 with _team(True, threads):
-                    fns[size](src.data_ptr(), dst.data_ptr(),
+                    fns[size, cast](src.data_ptr(), dst.data_ptr(),
                               (ctypes.c_int64 * len(params))(*params), threads)
                 assert torch.equal(dst, expected), (plan.describe(), spec)
                 ran += 1
@@ -127,3 +135,27 @@ def test_plans_stay_inside_their_storages():
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (script, done.returncode, done.stderr[-3000:])
     assert int(done.stdout.split()[-1]) >= 40
+
+
+def _permuted(sizes, perm, dtype, out=None) -> CopySpec:
+    strides = torch.empty(sizes).stride()
+    shape = tuple(sizes[p] for p in perm)
+    return CopySpec(shape, tuple(strides[p] for p in perm), 0, torch.empty(shape).stride(), 0,
+                    DTYPES[dtype], DTYPES[out or dtype])
+
+
+# Transposes of bytes in 64 x 16 blocks (lib/copy_micro.h, tr_block_wide) and streamed
+# 64 x 64 blocks of whole lines (tr_lines_wide): whole, cut at every edge, through a table
+# of destination rows (the casts' are test_copy_plan_casts.py's transposes).
+WIDE_BYTES = (((192, 256), (1, 0), "int8"), ((67, 131), (1, 0), "uint8"),
+              ((2, 80, 9, 13), (0, 2, 3, 1), "int8"), ((3, 17, 40, 7), (3, 0, 2, 1), "int8"))
+
+
+def test_wide_byte_blocks_stay_inside_their_storages():
+    script = ("from tests.compiler.test_copy_plan_bounds import WIDE_BYTES, _permuted, run_specs\n"
+              "print(run_specs([_permuted(*a) for a in WIDE_BYTES]))")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (script, done.returncode, done.stderr[-3000:])
+    assert int(done.stdout.split()[-1]) >= len(WIDE_BYTES)

@@ -139,9 +139,8 @@ LANE_KERNELS = ("deinterleave", "interleave", "compress")
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
-    the lane kernels, fills, masked rows (pads), transposes of 2, 4 and 8 bytes (masked
-    or not), flips of runs of a vector or longer; a cast's every kernel but transposes of
-    1-byte sources."""
+    the lane kernels, fills, masked rows (pads), transposes (masked or not), flips of runs
+    of a vector or longer; a cast's every kernel but transposes of 1-byte sources."""
     if plan.cast:  # casts without masks (copy_plan.candidate_plans)
         return plan.kernel != "transpose" or plan.elem_bytes > 1
     if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
@@ -150,7 +149,7 @@ def routed(plan: CopyPlan) -> bool:
         return bool(plan.masks)
     if plan.kernel == "reverse":
         return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
-    return plan.kernel == "transpose" and plan.elem_bytes in (2, 4, 8)
+    return plan.kernel == "transpose"
 
 
 Chooser = Callable[[CopySpec, list[CopyPlan]], CopyPlan]

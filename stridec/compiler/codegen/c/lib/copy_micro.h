@@ -193,6 +193,87 @@ ALWAYS_INLINE void tr_block_part(src_rows s, int stab, i64 x, dst_rows d, int dt
 #endif
 }
 
+/* Bytes with AVX-512 BW (copies): a wide block of TV source rows of TW = 64 bytes, each
+   128-bit lane of the rows' vectors an independent 16 x 16 block transposed inside the
+   lane (vpunpckl/hbw): a source line read whole, a quarter of the 16 x 16 blocks'
+   shuffles a byte. Lane L of vector a after the rounds is destination row 16L + a. */
+#if ELEM_BYTES == 1 && defined(__AVX512BW__) && !defined(CAST_SRC)
+#define TW 64
+typedef elem_t wvec __attribute__((vector_size(TW)));
+#define W4_(f, o) f(o), f(o + 1), f(o + 2), f(o + 3)
+#define W16_(f, o) W4_(f, o), W4_(f, o + 4), W4_(f, o + 8), W4_(f, o + 12)
+#define WLO(l) (((l) % 2 ? TW : 0) + (l) / 16 * 16 + (l) % 16 / 2)
+#define WHI(l) (WLO(l) + 8)
+
+/* Block (a, b), a < TW, b < TV: element x + a of source row y + b lands at element y + b
+   of destination row dx + a. */
+ALWAYS_INLINE void tr_block_wide(src_rows s, int stab, i64 x, dst_rows d, int dtab, i64 dx,
+                                 i64 y) {
+    const wvec LO = {W16_(WLO, 0), W16_(WLO, 16), W16_(WLO, 32), W16_(WLO, 48)};
+    const wvec HI = {W16_(WHI, 0), W16_(WHI, 16), W16_(WHI, 32), W16_(WHI, 48)};
+    wvec r[TV];
+#pragma GCC unroll 16
+    for (int b = 0; b < TV; b++) memcpy(&r[b], src_row(s, stab, y + b) + x, TW);
+#pragma GCC unroll 4
+    for (int n = 1; n < TV; n *= 2) {
+        wvec t[TV];
+#pragma GCC unroll 16
+        for (int i = 0; i < TV / 2; i++) {
+            t[2 * i] = __builtin_shuffle(r[i], r[i + TV / 2], LO);
+            t[2 * i + 1] = __builtin_shuffle(r[i], r[i + TV / 2], HI);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < TV; i++) r[i] = t[i];
+    }
+#pragma GCC unroll 4
+    for (int l = 0; l < TW / TV; l++)
+#pragma GCC unroll 16
+        for (int a = 0; a < TV; a++)
+            STORE_N(dst_row(d, dtab, dx + l * TV + a) + y, (const elem_t*)&r[a] + l * TV, TV);
+}
+
+/* A 64 x 64 block whose destination rows d[a] + y (a < TW) each start a line: the four
+   wide blocks along y leave row 16L + a's four 16-byte parts in lane L of their vectors
+   a; two rounds of 128-bit lane shuffles (vshufi64x2) make each row's line a vector,
+   streamed. */
+#define TR_LINES_WIDE 1
+typedef long long wq __attribute__((vector_size(64)));
+ALWAYS_INLINE void tr_lines_wide(src_rows s, int stab, i64 x, elem_t* const* d, i64 y) {
+    const wvec LO = {W16_(WLO, 0), W16_(WLO, 16), W16_(WLO, 32), W16_(WLO, 48)};
+    const wvec HI = {W16_(WHI, 0), W16_(WHI, 16), W16_(WHI, 32), W16_(WHI, 48)};
+    const wq E = {0, 1, 4, 5, 8, 9, 12, 13}, O = {2, 3, 6, 7, 10, 11, 14, 15};
+    wvec r[TW / TV][TV];
+#pragma GCC unroll 4
+    for (int k = 0; k < TW / TV; k++) {
+#pragma GCC unroll 16
+        for (int b = 0; b < TV; b++) memcpy(&r[k][b], src_row(s, stab, y + k * TV + b) + x, TW);
+#pragma GCC unroll 4
+        for (int n = 1; n < TV; n *= 2) {
+            wvec t[TV];
+#pragma GCC unroll 16
+            for (int i = 0; i < TV / 2; i++) {
+                t[2 * i] = __builtin_shuffle(r[k][i], r[k][i + TV / 2], LO);
+                t[2 * i + 1] = __builtin_shuffle(r[k][i], r[k][i + TV / 2], HI);
+            }
+#pragma GCC unroll 16
+            for (int i = 0; i < TV; i++) r[k][i] = t[i];
+        }
+    }
+#pragma GCC unroll 16
+    for (int a = 0; a < TV; a++) {
+        wq A = (wq)r[0][a], B = (wq)r[1][a], C = (wq)r[2][a], D = (wq)r[3][a];
+        wq T0 = __builtin_shuffle(A, B, E), T1 = __builtin_shuffle(A, B, O);
+        wq T2 = __builtin_shuffle(C, D, E), T3 = __builtin_shuffle(C, D, O);
+        __builtin_ia32_movntdq512((wq*)(void*)(d[a] + y), __builtin_shuffle(T0, T2, E));
+        __builtin_ia32_movntdq512((wq*)(void*)(d[TV + a] + y), __builtin_shuffle(T1, T3, E));
+        __builtin_ia32_movntdq512((wq*)(void*)(d[2 * TV + a] + y), __builtin_shuffle(T0, T2, O));
+        __builtin_ia32_movntdq512((wq*)(void*)(d[3 * TV + a] + y), __builtin_shuffle(T1, T3, O));
+    }
+}
+#else
+#define TW TV
+#endif
+
 /* A line of each of TV destination rows from TV_PER_LINE blocks side by side, each row's
    line written by streaming stores one after the other (so the line leaves whole): d[a]
    + y on a line, for a < TV. */

@@ -255,12 +255,18 @@ static void side_offsets(const i64* extent, const i64* stride, i64 dims, i64 i0,
    back to overlap the one before. */
 ALWAYS_INLINE void tr_rows_with(src_rows s, int stab, i64 x0, dst_rows d, int dtab, i64 na,
                                 i64 nb) {
+    i64 xw = 0;  /* rows [0, xw) x columns [0, yw): wide blocks */
+    const i64 yw = nb / TV * TV;
+#if TW > TV
+    for (; xw + TW <= na; xw += TW)
+        for (i64 y = 0; y < yw; y += TV) tr_block_wide(s, stab, x0 + xw, d, dtab, xw, y);
+#endif
     for (i64 x = 0; x < na; x += TV) {
         i64 pa = na - x < TV ? na - x : TV;
 #if !TV_MASKED
         if (pa < TV && na >= TV) x = na - TV, pa = TV;
 #endif
-        for (i64 y = 0; y < nb; y += TV) {
+        for (i64 y = x + pa <= xw ? yw : 0; y < nb; y += TV) {
             i64 pb = nb - y < TV ? nb - y : TV;
 #if !TV_MASKED
             if (pb < TV && nb >= TV) y = nb - TV, pb = TV;
@@ -318,12 +324,52 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
     P->done = upto;
 }
 
+/* Destination rows outs[0, h) (h <= TW; x: the first's index in the block) of a streamed block:
+   each line from the registers where the rows start a line and are whole lines long,
+   else built in L1 in `buf` and streamed out. */
+static void streamed_rows(src_rows s, int stab, i64 x, dst_t* const* outs, i64 h, i64 nb,
+                          dst_t* buf) {
+    /* Streamed into TV destination rows that each start a line, whole lines long:
+       each line from the registers, streamed. */
+#ifdef CAST_SRC
+    int lines = CV_PER_LINE && h == TV && nb % CV_LINE == 0;
+#else
+    int lines = h == TV && nb % TV_LINE == 0;
+#endif
+    for (i64 a = 0; lines && a < h; a++) lines = ((uintptr_t)outs[a] & 63) == 0;
+#if !defined(CAST_SRC) || CV_PER_LINE
+    if (lines) {
+#ifdef CAST_SRC
+        for (i64 y = 0; y < nb; y += CV_LINE) tr_line_nt(s, stab, x, outs, y);
+#else
+        for (i64 y = 0; y < nb; y += TV_LINE) tr_line_nt(s, stab, x, outs, y);
+#endif
+        return;
+    }
+#endif
+    /* Streamed otherwise: the TV destination rows built in L1, STRIP_COLS at a time,
+       then streamed out whole (as one run where they are contiguous), so every line
+       but a run's first and last is written once, whole, without being read. */
+    const i64 cols = h > TV ? TV * STRIP_COLS / h : STRIP_COLS;
+    for (i64 y = 0; y < nb; y += cols) {
+        i64 w = nb - y < cols ? nb - y : cols;
+        src_rows sy = s;
+        if (stab) sy.rows += y;
+        else sy.base += y * s.stride;
+        tr_rows(sy, stab, x, (dst_rows){0, buf, w}, 0, h, w);
+        for (i64 a = 0, e; a < h; a = e) {  /* each run of rows that follow on */
+            for (e = a + 1; e < h && outs[e] == outs[e - 1] + w; e++) {}
+            stream_copy(outs[a] + y, buf + a * w, (size_t)((e - a) * w) * DST_BYTES);
+        }
+    }
+}
+
 /* P: the next block, whose source lines this one prefetches as it goes, or 0. */
 static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na, i64 nb,
                            const i64* mb, next_t* P) {
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
-    dst_t* outs[TV];
-    i64 off[STRIDEC_COPY_MAX_ROWS > TV ? STRIDEC_COPY_MAX_ROWS : TV];
+    dst_t* outs[TW];
+    i64 off[STRIDEC_COPY_MAX_ROWS > TW ? STRIDEC_COPY_MAX_ROWS : TW];
     /* The source rows: a table where the b side has several dims, else base and stride. */
     src_rows s = {rows, J->src + so + J->gb_s[0] * (y0 % J->gb_n[0]), J->gb_s[0]};
     int stab = J->gb > 1;
@@ -362,8 +408,13 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
     const int dtab = J->ga > 1;
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
     dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
-    for (i64 x = 0; x < na; x += TV) {
-        i64 h = na - x < TV ? na - x : TV;
+#ifdef TR_LINES_WIDE
+    const i64 strip = TW;  /* destination rows a strip */
+#else
+    const i64 strip = J->stream ? TV : TW;
+#endif
+    for (i64 x = 0; x < na; x += strip) {
+        i64 h = na - x < strip ? na - x : strip;
 #if !TV_MASKED
         if (h < TV && na >= TV) x = na - TV, h = TV;  /* overlap the strip before */
 #endif
@@ -379,38 +430,17 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
             else tr_rows(s, stab, x, (dst_rows){0, outs[0], J->ga_s[0]}, 0, h, nb);
             continue;
         }
-        /* Streamed into TV destination rows that each start a line, whole lines long:
-           each line from the registers, streamed. */
-#ifdef CAST_SRC
-        int lines = CV_PER_LINE && h == TV && nb % CV_LINE == 0;
-#else
-        int lines = h == TV && nb % TV_LINE == 0;
-#endif
-        for (i64 a = 0; lines && a < h; a++) lines = ((uintptr_t)outs[a] & 63) == 0;
-#if !defined(CAST_SRC) || CV_PER_LINE
-        if (lines) {
-#ifdef CAST_SRC
-            for (i64 y = 0; y < nb; y += CV_LINE) tr_line_nt(s, stab, x, outs, y);
-#else
-            for (i64 y = 0; y < nb; y += TV_LINE) tr_line_nt(s, stab, x, outs, y);
-#endif
+#ifdef TR_LINES_WIDE
+        /* Streamed into TW destination rows that each start a line, whole lines long:
+           64 x 64 blocks, each row's line from the registers, streamed. */
+        int wide = h == TW && nb % TW == 0;
+        for (i64 a = 0; wide && a < h; a++) wide = ((uintptr_t)outs[a] & 63) == 0;
+        if (wide) {
+            for (i64 y = 0; y < nb; y += TW) tr_lines_wide(s, stab, x, outs, y);
             continue;
         }
 #endif
-        /* Streamed otherwise: the TV destination rows built in L1, STRIP_COLS at a time,
-           then streamed out whole (as one run where they are contiguous), so every line
-           but a run's first and last is written once, whole, without being read. */
-        for (i64 y = 0; y < nb; y += STRIP_COLS) {
-            i64 w = nb - y < STRIP_COLS ? nb - y : STRIP_COLS;
-            src_rows sy = s;
-            if (stab) sy.rows += y;
-            else sy.base += y * s.stride;
-            tr_rows(sy, stab, x, (dst_rows){0, buf, w}, 0, h, w);
-            for (i64 a = 0, e; a < h; a = e) {  /* each run of rows that follow on */
-                for (e = a + 1; e < h && outs[e] == outs[e - 1] + w; e++) {}
-                stream_copy(outs[a] + y, buf + a * w, (size_t)((e - a) * w) * DST_BYTES);
-            }
-        }
+        streamed_rows(s, stab, x, outs, h, nb, buf);
     }
 }
 
