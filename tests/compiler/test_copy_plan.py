@@ -282,6 +282,11 @@ def test_routed_copies_run_on_the_library():
     assert kernel.source == cplan.plan_unit_source(4)
 
 
+def test_byte_transposes_run_on_the_library():
+    kernel = generate_c_copy(permute_spec((300, 500), (1, 0), DTYPES["int8"]))
+    assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(1)]
+
+
 def test_a_chosen_candidate_is_the_call_of_that_plan():
     # What a measured choice does: take another candidate, get its block, run it.
     spec = permute_spec((7, 300, 45), (2, 1, 0), i16)
