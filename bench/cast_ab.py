@@ -10,6 +10,7 @@ library is faster). `--threads 1` times the calling thread's CPU time (the defau
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 
@@ -17,7 +18,7 @@ import torch
 
 from stridec.compiler.codegen.c import copy as ccopy
 from stridec.compiler.codegen.c import plan as cplan
-from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends.cpu import CpuKernel
 
@@ -62,6 +63,47 @@ def cases(total: int) -> list[tuple[str, CopySpec]]:
     out.append(("slice2_float32_float16", CopySpec((side, side // 2), (side, 2), 0,
                                                    (side // 2, 1), 0, DTYPES["float32"],
                                                    DTYPES["float16"])))
+    return out + masked_cases(total)
+
+
+def _pad(sizes, pads, src, dst, fill=0.0):
+    """A contiguous `sizes` source padded by `pads` (before, after) on each dim, into a
+    contiguous output; the source's storage starts before its first element by as many
+    elements as the pads shift it."""
+    strides = _contiguous(sizes)
+    out = tuple(n + lo + hi for n, (lo, hi) in zip(sizes, pads, strict=True))
+    rank = len(sizes)
+    masks = tuple(MaskBound(tuple(int(j == k) for j in range(rank)), lo, lo + n)
+                  for k, (n, (lo, hi)) in enumerate(zip(sizes, pads, strict=True)) if lo or hi)
+    return CopySpec(out, strides, 0, _contiguous(out), 0, DTYPES[src], DTYPES[dst], masks,
+                    fill)
+
+
+def _pack(n, c, h, w, k, src, dst):
+    """NCHW -> NCHW<k>, the channels padded to a multiple of k with zeros."""
+    cb = -(-c // k)
+    out = (n, cb, h, w, k)
+    ostr = _contiguous(out)
+    spec = CopySpec((n, cb, k, h, w), (c * h * w, k * h * w, h * w, w, 1), 0,
+                    (ostr[0], ostr[1], ostr[4], ostr[2], ostr[3]), 0, DTYPES[src],
+                    DTYPES[dst], (MaskBound((0, k, 1, 0, 0), 0, c),), 0.0)
+    return spec
+
+
+def masked_cases(total: int) -> list[tuple[str, CopySpec]]:
+    """Pads and padded packs that cast, of about `total` elements: the masked casts."""
+    side = int(total ** 0.5) // 16 * 16
+    hw = int((total // 16) ** 0.5)
+    px = int((total // 3) ** 0.5)
+    out = []
+    for s, d in (("float16", "float32"), ("float32", "float16"), ("uint8", "float32"),
+                 ("float32", "bfloat16")):
+        out.append((f"pad_{s}_{d}", _pad((16, hw, hw), ((0, 0), (1, 1), (1, 1)), s, d)))
+    for s, d in (("float32", "float16"), ("uint8", "float32"), ("float16", "float32")):
+        out.append((f"pack4_c3_{s}_{d}", _pack(1, 3, px, px, 4, s, d)))
+    out.append(("pack32_c3_float32_float16", _pack(1, 3, px // 3, px, 32, "float32", "float16")))
+    tr = _pad((side, side), ((1, 1), (1, 1)), "float32", "float16")
+    out.append(("pad_transposed_float32_float16", dataclasses.replace(tr, src_strides=(1, side))))
     return out
 
 

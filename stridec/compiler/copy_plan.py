@@ -513,9 +513,10 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
     the planner does not take the copy (symbolic sizes, a fill of nothing, masks of a
     deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
-    unwritten, casts with masks or fills: the strategies of `codegen/c/copy.py` run
-    those). A cast is planned as a copy of its source's elements that converts them as it
-    stores."""
+    unwritten: the strategies of `codegen/c/copy.py` run those). A cast is planned as a
+    copy of its source's elements that converts them as it stores; its fill is the
+    destination's bits (a cast that only fills reads nothing: the destination dtype's
+    fill)."""
     caches = caches or host_caches()
     if copy_symbols(spec) or spec.numel == 0:
         return []
@@ -523,15 +524,15 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
     fill_only = is_fill_only(canon)
     if (fill_only and canon.fill is None) or len(canon.masks) > MAX_MASKS:
         return []
-    if spec.src_dtype != spec.dst_dtype and (canon.masks or fill_only):
-        return []  # a cast's fill bits are the destination's: not in its units yet
+    if fill_only:  # nothing is read or converted: a fill of the destination's dtype
+        canon = dataclasses.replace(canon, src_dtype=canon.dst_dtype)
     if canon.rank == 0:  # one element: a row of one
         canon = dataclasses.replace(
             canon, sizes=(1,), src_strides=(1,), dst_strides=(1,),
             masks=tuple(MaskBound((0,), m.lo, m.hi) for m in canon.masks))
-    size = spec.src_dtype.itemsize
-    cast = (() if spec.src_dtype == spec.dst_dtype
-            else (spec.src_dtype.name, spec.dst_dtype.name))
+    size = canon.src_dtype.itemsize
+    cast = (() if canon.src_dtype == canon.dst_dtype
+            else (canon.src_dtype.name, canon.dst_dtype.name))
     if fill_only:  # nothing is read: the destination's runs of the fill's bits
         canon = dataclasses.replace(canon, src_strides=(0,) * canon.rank, src_offset=0,
                                     masks=())

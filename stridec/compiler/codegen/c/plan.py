@@ -140,8 +140,9 @@ def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
     the lane kernels, fills, masked rows (pads), transposes (masked or not), flips of runs
-    of a vector or longer; a cast's every kernel but transposes of 1-byte sources."""
-    if plan.cast:  # casts without masks (copy_plan.candidate_plans)
+    of a vector or longer; a cast's every kernel (masked or not) but transposes of 1-byte
+    sources."""
+    if plan.cast:  # masked or not
         return plan.kernel != "transpose" or plan.elem_bytes > 1
     if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
         return True

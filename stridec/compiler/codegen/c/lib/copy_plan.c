@@ -73,7 +73,7 @@ typedef struct {
     i64 units;
     int stream, stage;
     i64 M, has_fill;
-    elem_t fill;
+    dst_t fill;  /* in the destination's type: a cast's fill is the destination's bits */
     /* line[j]: the fill's byte at every address j modulo 64 (the fill's phase follows the
        destination's address, which need not be aligned to its elements) */
     unsigned char line[64] __attribute__((aligned(64)));
@@ -126,6 +126,12 @@ ALWAYS_INLINE void put(const job_t* J, dst_t* d, const elem_t* s, i64 n) {
 #endif
 }
 
+/* n destination elements built in L1 (already converted) written out at d. */
+ALWAYS_INLINE void put_out(int stream, dst_t* d, const dst_t* s, i64 n) {
+    if (stream) stream_copy(d, s, (size_t)n * DST_BYTES);
+    else memcpy(d, s, (size_t)n * DST_BYTES);
+}
+
 /* ---- masks */
 
 static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
@@ -153,9 +159,9 @@ ALWAYS_INLINE void clip(const job_t* J, const i64* base, i64 l, i64 n, i64* a, i
 
 /* n bytes of the fill at d: whole lines streamed when the call streams, the rest from
    the fill's line at d's phase. */
-static void fill_bytes(const job_t* J, char* d, size_t n) {
+static void fill_bytes(const job_t* J, int stream, char* d, size_t n) {
     size_t head = (size_t)(-(uintptr_t)d) & 63;
-    if (J->stream && n >= head + 64) {
+    if (stream && n >= head + 64) {
         memcpy(d, J->line + (64 - head) % 64, head);
         d += head;
         n -= head;
@@ -169,22 +175,22 @@ static void fill_bytes(const job_t* J, char* d, size_t n) {
     }
 }
 
-typedef elem_t fill_vec __attribute__((vector_size(32)));
-typedef elem_t fill_word __attribute__((vector_size(8)));
+typedef dst_t fill_vec __attribute__((vector_size(32)));
+typedef dst_t fill_word __attribute__((vector_size(8)));
 
 /* n elements of the fill, `step` elements apart, from d: a contiguous run in 32-byte (or
    8-byte) vectors, the last one moved back to end with the run (the fill repeats every
    element, so any whole number of elements on it is the same bytes), a long streamed run
-   by whole lines. */
-ALWAYS_INLINE void fill_run(const job_t* J, elem_t* d, i64 step, i64 n) {
+   by whole lines (`stream`: the call's, or 0 for a buffer in L1). */
+ALWAYS_INLINE void fill_to(const job_t* J, int stream, dst_t* d, i64 step, i64 n) {
     if (n <= 0) return;
-    const elem_t f = J->fill;
-    const size_t bytes = (size_t)n * ELEM_BYTES;
+    const dst_t f = J->fill;
+    const size_t bytes = (size_t)n * DST_BYTES;
     char* p = (char*)d;
     if (step != 1) {
-        for (i64 y = 0; y < n; y++) memcpy(d + y * step, &f, ELEM_BYTES);
-    } else if (J->stream && bytes >= 128) {
-        fill_bytes(J, p, bytes);
+        for (i64 y = 0; y < n; y++) memcpy(d + y * step, &f, DST_BYTES);
+    } else if (stream && bytes >= 128) {
+        fill_bytes(J, stream, p, bytes);
     } else if (bytes >= 32) {
         const fill_vec v = (fill_vec){0} + f;
         size_t k = 0;
@@ -196,8 +202,12 @@ ALWAYS_INLINE void fill_run(const job_t* J, elem_t* d, i64 step, i64 n) {
         for (; k + 8 <= bytes; k += 8) memcpy(p + k, &v, 8);
         if (k < bytes) memcpy(p + bytes - 8, &v, 8);
     } else {
-        for (i64 y = 0; y < n; y++) memcpy(d + y, &f, ELEM_BYTES);
+        for (i64 y = 0; y < n; y++) memcpy(d + y, &f, DST_BYTES);
     }
+}
+
+ALWAYS_INLINE void fill_run(const job_t* J, dst_t* d, i64 step, i64 n) {
+    fill_to(J, J->stream, d, step, n);
 }
 
 /* Whether every element of a block (ea along loop a, eb along b, K lanes) holds every
@@ -218,11 +228,32 @@ static int block_state(const job_t* J, const i64* mb, i64 ea, i64 eb, i64 K) {
     return all ? 1 : -1;
 }
 
-/* Row [0, n) of a stage: source elements [a, b) of it from s, the fill around them. */
+/* Whether mask m holds at every element of a block (ea along a, eb along b). */
+static int mask_holds(const job_t* J, const i64* mb, i64 m, i64 ea, i64 eb) {
+    i64 lo = mb[m], hi = mb[m];
+    i64 span[2] = {J->a >= 0 ? J->mc[m][J->a] * (ea - 1) : 0,
+                   J->b >= 0 ? J->mc[m][J->b] * (eb - 1) : 0};
+    for (int k = 0; k < 2; k++) {
+        if (span[k] < 0) lo += span[k];
+        else hi += span[k];
+    }
+    return lo >= J->mlo[m] && hi < J->mhi[m];
+}
+
+/* Row [0, n) of a stage: source elements [a, b) of it from s, around them the fill (a
+   copy's) or zeros (a cast's: its fill is the destination's bits, written over the
+   converted row). */
 static void stage_row(const job_t* J, elem_t* d, const elem_t* s, i64 n, i64 a, i64 b) {
-    fill_run(J, d, 1, a);
+#ifdef CAST_SRC
+    (void)J;
+    memset(d, 0, (size_t)a * ELEM_BYTES);
     if (b > a) memcpy(d + a, s + a, (size_t)(b - a) * ELEM_BYTES);
-    fill_run(J, d + b, 1, n - b);
+    memset(d + b, 0, (size_t)(n - b) * ELEM_BYTES);
+#else
+    fill_to(J, 0, d, 1, a);
+    if (b > a) memcpy(d + a, s + a, (size_t)(b - a) * ELEM_BYTES);
+    fill_to(J, 0, d + b, 1, n - b);
+#endif
 }
 
 /* ---- transpose: the block [x0, x0 + na) x [y0, y0 + nb) of the a and b sides */
@@ -539,19 +570,18 @@ static void tile_gather(const job_t* J, const elem_t* s, dst_t* d, i64 nb) {
 #endif
 }
 
-/* ---- masked blocks (copies only: a cast's fill would be the destination's bits, and
-   its units are not given masks, copy_plan.candidate_plans) */
-#ifndef CAST_SRC
+/* ---- masked blocks (a cast's fill is in the destination's type: the masked points of
+   a block it converts are written with it after, or around, the converted ones) */
 
 /* A block of a row kernel (rows, gather, compress, reverse) where masks apply: the fill,
    the kernel on the elements every mask holds at, the fill. */
-ALWAYS_INLINE void masked_row(const job_t* J, const elem_t* s, elem_t* d, const i64* mb, i64 eb) {
+ALWAYS_INLINE void masked_row(const job_t* J, const elem_t* s, dst_t* d, const i64* mb, i64 eb) {
     i64 a = 0, b = eb, ds = J->dsb;
     clip(J, mb, J->b, eb, &a, &b);
     if (J->has_fill) fill_run(J, d, ds, a);
     if (b > a) {
         const elem_t* sa = s + a * J->ssb;
-        elem_t* da = d + a * ds;
+        dst_t* da = d + a * ds;
         switch (J->kernel) {
         case K_rows: put(J, da, sa, b - a); break;
         case K_compress: tile_split(J, sa, da, b - a, 0); break;
@@ -562,10 +592,44 @@ ALWAYS_INLINE void masked_row(const job_t* J, const elem_t* s, elem_t* d, const 
     if (J->has_fill) fill_run(J, d + b * ds, ds, eb - b);
 }
 
+#ifdef CAST_SRC
+/* A cast's mixed interleave block: RUN_BYTES of the destination at a time built in L1,
+   the K lanes joined (lanes [lo, hi) read, by_lane; else each lane's valid elements
+   staged, zeros around them), converted, then each lane's masked elements the fill. */
+static void masked_join_cast(const job_t* J, const elem_t* s, dst_t* d, const i64* mb, i64 ea,
+                             int by_lane, int lo, int hi) {
+    const i64 K = J->K, run = RUN_BYTES / WIDE_BYTES / 4;
+    dst_t buf[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
+    elem_t stage[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
+    i64 base[MAXM], va[4], vb[4];
+    for (i64 x = 0; x < ea; x += run) {
+        const i64 w = ea - x < run ? ea - x : run;
+        for (i64 k = 0; k < K; k++) {
+            if (by_lane) {
+                va[k] = k >= lo && k < hi ? 0 : w;
+                vb[k] = k >= lo && k < hi ? w : w;
+                continue;
+            }
+            for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mlane[m] * k + J->mc[m][J->a] * x;
+            va[k] = 0, vb[k] = w;
+            clip(J, base, J->a, w, &va[k], &vb[k]);
+            stage_row(J, stage + k * w, s + x + k * J->ls, w, va[k], vb[k]);
+        }
+        if (by_lane) lanes_join_filled(s + x, J->ls, buf, w, (int)K, lo, hi, 0);
+        else join_rows(stage, w, buf, w, (int)K);
+        for (i64 k = 0; k < K; k++) {
+            fill_to(J, 0, buf + k, K, va[k]);
+            fill_to(J, 0, buf + K * vb[k] + k, K, w - vb[k]);
+        }
+        put_out(J->stream, d + K * x, buf, K * w);
+    }
+}
+#endif
+
 /* An interleave block where masks apply: its destination run of K*ea the fill where no
    element is valid, else the K lanes staged with the fill around their valid elements,
    then joined. */
-static void masked_join(const job_t* J, const elem_t* s, elem_t* d, const i64* mb, i64 ea) {
+static void masked_join(const job_t* J, const elem_t* s, dst_t* d, const i64* mb, i64 ea) {
     const i64 K = J->K;
     int state = block_state(J, mb, ea, 1, K);
     if (state == 1) {
@@ -578,9 +642,12 @@ static void masked_join(const job_t* J, const elem_t* s, elem_t* d, const i64* m
     }
     int by_lane = 1;  /* the masks vary along the lanes only: lanes [lo, hi) valid */
     for (i64 m = 0; m < J->M; m++) by_lane &= J->mc[m][J->a] == 0;
+    i64 lo = 0, hi = K;
+    if (by_lane) clip(J, mb, -1, K, &lo, &hi);
+#ifdef CAST_SRC
+    masked_join_cast(J, s, d, mb, ea, by_lane, (int)lo, (int)hi);
+#else
     if (by_lane) {
-        i64 lo = 0, hi = K;
-        clip(J, mb, -1, K, &lo, &hi);
         tile_join(J, s, J->ls, d, ea, (int)lo, (int)hi);
         return;
     }
@@ -600,6 +667,7 @@ static void masked_join(const job_t* J, const elem_t* s, elem_t* d, const i64* m
         stage_row(J, stage + k * ea, s + k * J->ls, ea, a, b);
     }
     tile_join(J, stage, ea, d, ea, 0, (int)K);
+#endif
 }
 
 /* A block whose source rows [ya, yb) are valid, the others masked: TV destination rows
@@ -609,25 +677,23 @@ static void masked_join(const job_t* J, const elem_t* s, elem_t* d, const i64* m
 static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
                                  i64 nb, i64 ya, i64 yb) {
     if (nb > STRIP_COLS) return 0;
-    elem_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
+    dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
     const int stream = J->stream;
-    ((job_t*)J)->stream = 0;
-    fill_run(J, buf, 1, TV * nb);
-    ((job_t*)J)->stream = stream;
+    fill_to(J, 0, buf, 1, TV * nb);
     const i64 ds = J->ga_s[0];
     const src_rows s = {0, J->src + so + J->gb_s[0] * (y0 + ya), J->gb_s[0]};
-    elem_t* const d = J->dst + dof + x0 * ds;
+    dst_t* const d = J->dst + dof + x0 * ds;
     for (i64 x = 0; x < na; x += TV) {
         i64 h = na - x < TV ? na - x : TV;
         if (!stream && ds == nb) {  /* the fill, then the valid columns over it in L1 */
-            fill_run(J, d + x * ds, 1, h * nb);
+            fill_to(J, 0, d + x * ds, 1, h * nb);
             tr_rows(s, 0, x, (dst_rows){0, d + x * ds + ya, nb}, 0, h, yb - ya);
             continue;
         }
         tr_rows(s, 0, x, (dst_rows){0, buf + ya, nb}, 0, h, yb - ya);
-        if (ds == nb) put(J, d + x * ds, buf, h * nb);
+        if (ds == nb) put_out(stream, d + x * ds, buf, h * nb);
         else
-            for (i64 a = 0; a < h; a++) put(J, d + (x + a) * ds, buf + a * nb, nb);
+            for (i64 a = 0; a < h; a++) put_out(stream, d + (x + a) * ds, buf + a * nb, nb);
     }
     return 1;
 }
@@ -642,19 +708,20 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
         tile_transpose(J, so, dof, x0, y0, na, nb, 0, 0);
         return;
     }
-    elem_t* const d = J->dst + dof + x0 * J->ga_s[0];
+    dst_t* const d = J->dst + dof + x0 * J->ga_s[0];
     const i64 ds = J->ga_s[0];
     const int fill = (int)J->has_fill;  /* 0: masked points are left as they are */
     if (state == 0) {
         for (i64 x = 0; fill && x < na; x++) fill_run(J, d + x * ds, 1, nb);
         return;
     }
-    /* whether the masks vary along a only, or along b only (a block of one column or row
-       varies along the other side alone) */
+    /* whether the masks that do not hold on the whole block vary along a only, or along
+       b only (a block of one column or row varies along the other side alone) */
     int by_a = nb == 1, by_b = na == 1;
     if (!by_a && !by_b) {
         by_a = by_b = 1;
         for (i64 m = 0; m < J->M; m++) {
+            if (mask_holds(J, mb, m, na, nb)) continue;
             if (J->mc[m][J->b]) by_a = 0;
             if (J->mc[m][J->a]) by_b = 0;
         }
@@ -679,7 +746,11 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
         for (i64 x = xb; fill && x < na; x++) fill_run(J, d + x * ds, 1, nb);
         return;
     }
+#ifdef CAST_SRC
+    if (1) {  /* a cast stages no fill (it is the destination's): halves, as without one */
+#else
     if (!fill) {  /* no fill to stage with: halves along a, down to columns (by_b) */
+#endif
         i64 h = na / 2, base[MAXM];
         masked_transpose(J, so, dof, x0, y0, h, nb, mb);
         for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->a] * h;
@@ -698,8 +769,6 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
     }
 }
 
-#endif
-
 /* ---- the loop nest */
 
 ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const i64* mb,
@@ -715,7 +784,6 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
         i64 rest = J->n[J->b] - idx[J->b] * J->t[J->b];
         eb = rest < J->t[J->b] ? rest : J->t[J->b];
     }
-#ifndef CAST_SRC
     if (J->kernel == K_fill) {
         fill_run(J, d, J->dsb, eb);
         return;
@@ -728,9 +796,6 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
         else masked_row(J, s, d, mb, eb);
         return;
     }
-#else
-    (void)mb;
-#endif
     switch (J->kernel) {
     case K_rows: put(J, d, s, eb); break;
     case K_transpose:
@@ -789,9 +854,43 @@ static void work(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
+/* work() of a row kernel's masked blocks (a pad's rows, fill, a copy, fill): each block
+   moved before the odometer moves on, without the general block's dispatch, so a short
+   row costs little more than its clip. */
+static void work_masked_rows(const job_t* J, i64 u0, i64 u1) {
+    const i64 L = J->L, M = J->M, b = J->b, tb = J->t[b], nb = J->n[b];
+    i64 idx[MAXL], so = J->soff, dof = J->doff, u = u0, mb[MAXM];
+    for (i64 m = 0; m < M; m++) mb[m] = 0;
+    for (i64 l = L - 1; l >= 0; l--) {
+        idx[l] = u % J->cnt[l];
+        u /= J->cnt[l];
+        so += idx[l] * J->sstep[l];
+        dof += idx[l] * J->dstep[l];
+        for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
+    }
+    for (u = u0; u < u1; u++) {
+        const i64 rest = nb - idx[b] * tb;
+        masked_row(J, J->src + so, J->dst + dof, mb, rest < tb ? rest : tb);
+        for (i64 j = J->nact - 1; j >= 0; j--) {
+            const i64 l = J->act[j];
+            so += J->sstep[l];
+            dof += J->dstep[l];
+            for (i64 m = 0; m < M; m++) mb[m] += J->mstep[m][l];
+            if (++idx[l] < J->cnt[l]) break;
+            so -= J->cnt[l] * J->sstep[l];
+            dof -= J->cnt[l] * J->dstep[l];
+            for (i64 m = 0; m < M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
+            idx[l] = 0;
+        }
+    }
+}
+
 static void work_task(void* arg, i64 u0, i64 u1) {
     const job_t* J = (const job_t*)arg;
-    work(J, u0, u1);
+    if (J->M && J->kernel != K_transpose && J->kernel != K_interleave && J->kernel != K_fill)
+        work_masked_rows(J, u0, u1);
+    else
+        work(J, u0, u1);
     if (J->stream) stream_end();
 }
 
@@ -840,9 +939,6 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->stage = (int)p[H_stage];
     J->M = p[H_masks];
     J->has_fill = p[H_fill];
-#ifdef CAST_SRC
-    if (J->M || J->has_fill || J->kernel == K_fill) return 0;  /* not a cast's block */
-#endif
     if (J->M < 0 || J->M > MAXM || J->has_fill < 0 || J->has_fill > 1
         || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
         return 0;
@@ -852,9 +948,9 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         return 0;  /* masks the blocks below do not take (the planner makes none) */
     {
         i64 bits = p[H_fill_bits];
-        memcpy(&J->fill, &bits, ELEM_BYTES);  /* little-endian: the low bytes */
-        for (int k = 0; k < 64; k++)  /* byte k of a line: byte (k - dst) % ELEM_BYTES */
-            J->line[k] = ((const unsigned char*)&J->fill)[(k - (uintptr_t)dst) % ELEM_BYTES];
+        memcpy(&J->fill, &bits, DST_BYTES);  /* little-endian: the low bytes */
+        for (int k = 0; k < 64; k++)  /* byte k of a line: byte (k - dst) % DST_BYTES */
+            J->line[k] = ((const unsigned char*)&J->fill)[(k - (uintptr_t)dst) % DST_BYTES];
     }
     if (J->kernel == K_transpose) {
         /* Each side's dims must make up its loop's extent; a block has at most
