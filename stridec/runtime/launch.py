@@ -806,16 +806,17 @@ def launch_copy(kernel: CopyKernel, src_storage: torch.Tensor,
 
 
 def planned_copy_runs(elem_bytes: int, blocks: Sequence[tuple[int, ...]],
-                      src_storage: torch.Tensor, dst_storage: torch.Tensor
-                      ) -> list[Callable[[], None]]:
+                      src_storage: torch.Tensor, dst_storage: torch.Tensor,
+                      cast: tuple[str, str] = ()) -> list[Callable[[], None]]:
     """One function per argument block of `blocks` that runs the planned copies' library
-    of `elem_bytes`-byte elements (`codegen/c/plan.py`) on it, from `src_storage` into
-    `dst_storage` (flat CPU storages holding every address the blocks name), on
+    of `elem_bytes`-byte elements, or of the cast `cast` (`codegen/c/plan.py`), on it,
+    from `src_storage` into `dst_storage` (flat CPU storages holding every address the
+    blocks name), on
     `torch.get_num_threads()` threads: the plans measured choice times (`runtime/tune.py`)."""
     from stridec.compiler.codegen.c.plan import plan_symbol, plan_unit_source
     from stridec.runtime.backends.cpu import load_c_kernel
 
-    source, symbol = plan_unit_source(elem_bytes), plan_symbol(elem_bytes)
+    source, symbol = plan_unit_source(elem_bytes, tuple(cast)), plan_symbol(elem_bytes, tuple(cast))
     runs = []
     for k, block in enumerate(blocks):
         kernel = load_c_kernel(f"{symbol}_choice{k}", source, [(symbol, 0, 1, tuple(block))])

@@ -87,10 +87,12 @@ def tune_budget(tune: object) -> float | None:
                     f"got {tune!r}")
 
 
-def wisdom_key(elem_bytes: int, blocks: Sequence[tuple[int, ...]], threads: int) -> str:
-    """The wisdom key of a copy: its library, the thread count and its candidates."""
-    text = json.dumps([WISDOM_FORMAT, unit_key(plan_unit_source(elem_bytes)), threads,
-                       [list(b) for b in blocks]])
+def wisdom_key(elem_bytes: int, blocks: Sequence[tuple[int, ...]], threads: int,
+               cast: tuple[str, str] = ()) -> str:
+    """The wisdom key of a copy: its library (of `elem_bytes`-byte elements, or of the
+    cast `cast`), the thread count and its candidates."""
+    text = json.dumps([WISDOM_FORMAT, unit_key(plan_unit_source(elem_bytes, tuple(cast))),
+                       threads, [list(b) for b in blocks]])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -122,15 +124,15 @@ class Tuner:
 
     def __call__(self, spec: CopySpec, plans: list[CopyPlan]) -> CopyPlan:
         blocks = [plan_params(p) for p in plans]
-        elem_bytes = plans[0].elem_bytes
+        elem_bytes, cast = plans[0].elem_bytes, plans[0].cast
         threads = torch.get_num_threads()
-        key = wisdom_key(elem_bytes, blocks, threads)
+        key = wisdom_key(elem_bytes, blocks, threads, cast)
         available = max(0.0, self.budget - self.seconds)
         chosen = self._wisdom(key, blocks, available)
         if chosen is not None:
             self.choices.append(Choice(len(plans), chosen, "wisdom"))
             return plans[chosen]
-        choice = self._measure(spec, elem_bytes, blocks)
+        choice = self._measure(spec, plans[0], blocks)
         self.choices.append(choice)
         if choice.how == "measured":
             write_wisdom(key, {"format": WISDOM_FORMAT, "block": list(blocks[choice.chosen]),
@@ -169,14 +171,15 @@ class Tuner:
                           "measuring the copy's plans again", RuntimeWarning, stacklevel=2)
             return None
 
-    def _measure(self, spec: CopySpec, elem_bytes: int,
+    def _measure(self, spec: CopySpec, first: CopyPlan,
                  blocks: list[tuple[int, ...]]) -> Choice:
-        """Time the plans of `blocks` (module docstring) within what is left of the
-        budget."""
+        """Time the plans of `blocks` (module docstring; `first` the model's, whose
+        library they run) within what is left of the budget."""
         n = len(blocks)
         spans = [address_span(spec.sizes, spec.src_strides, spec.src_offset),
                  address_span(spec.sizes, spec.dst_strides, spec.dst_offset)]
-        src_bytes, dst_bytes = ((high + 1) * elem_bytes for _, high in spans)
+        src_bytes, dst_bytes = ((high + 1) * size for (_, high), size
+                                in zip(spans, (first.elem_bytes, first.dst_bytes), strict=True))
         if src_bytes + dst_bytes > MAX_SCRATCH_BYTES:
             return Choice(n, 0, "too large")
         if self.seconds >= self.budget:
@@ -184,11 +187,12 @@ class Tuner:
         with _disable_current_modes():  # scratch memory even while a fake mode traces
             src = torch.empty(src_bytes, dtype=torch.uint8)
             dst = torch.empty(dst_bytes, dtype=torch.uint8)
-            runs = launch.planned_copy_runs(elem_bytes, blocks, src, dst)  # builds first
+            runs = launch.planned_copy_runs(first.elem_bytes, blocks, src, dst,
+                                            first.cast)  # builds first
             start = clock()
             deadline = start + self.budget - self.seconds
             try:
-                return self._rounds(runs, spec.numel * elem_bytes, src, deadline)
+                return self._rounds(runs, spec.numel * first.elem_bytes, src, deadline)
             finally:
                 self.seconds += clock() - start
 

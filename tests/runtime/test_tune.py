@@ -49,15 +49,17 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 
 def transpose_graph(name: str = "tr", shape: tuple[int, ...] = SHAPE,
-                    dims: tuple[int, ...] = (1, 0)) -> stridec.Graph:
+                    dims: tuple[int, ...] = (1, 0), to: str | None = None) -> stridec.Graph:
+    """The transpose of `dims`, cast to `to` as it is moved where given."""
     g = stridec.Graph(name)
     x = g.input("x", shape, "float32")
-    g.output(x.permute(*dims).contiguous())
+    y = x.permute(*dims)
+    g.output(y.contiguous().to(to) if to else y.contiguous())
     return g
 
 
-def blocks_of(shape: tuple[int, ...] = SHAPE, dims: tuple[int, ...] = (1, 0)
-              ) -> list[tuple[int, ...]]:
+def blocks_of(shape: tuple[int, ...] = SHAPE, dims: tuple[int, ...] = (1, 0),
+              to: str | None = None) -> list[tuple[int, ...]]:
     """The argument blocks of the ranked plans of the graph's copy, best first."""
     seen: list[list[tuple[int, ...]]] = []
 
@@ -68,7 +70,7 @@ def blocks_of(shape: tuple[int, ...] = SHAPE, dims: tuple[int, ...] = (1, 0)
     from stridec.compiler.codegen.lower import lower_to_program
     from stridec.compiler.pass_manager import DEFAULT_PIPELINE, PassManager
 
-    graph = transpose_graph("probe", shape, dims)
+    graph = transpose_graph("probe", shape, dims, to)
     PassManager.parse(DEFAULT_PIPELINE).run(graph)
     with c_plan.choosing(record):
         lower_to_program(graph, "c")
@@ -98,8 +100,8 @@ def costs(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[float]], list[int]]
     original = launch.planned_copy_runs
 
     def install(per_plan: list[float]) -> list[int]:
-        def runs(elem_bytes: int, blocks: Any, src: Any, dst: Any) -> list[Any]:
-            real = original(elem_bytes, blocks, src, dst)
+        def runs(elem_bytes: int, blocks: Any, src: Any, dst: Any, cast: Any = ()) -> list[Any]:
+            real = original(elem_bytes, blocks, src, dst, cast)
 
             def timed(k: int) -> Callable[[], None]:
                 def run() -> None:
@@ -183,6 +185,25 @@ def test_whatever_plan_wins_the_result_is_torchs(
         assert program_blocks(fn, t) == [blocks[winner]]
         for other in (t.t().contiguous().t(),) if len(shape) == 2 else ():
             assert torch.equal(fn(other), other.permute(*dims).contiguous())
+
+
+@pytest.mark.parametrize("winner", range(4))
+def test_casts_are_measured_and_whatever_plan_wins_the_bits_are_torchs(
+        cache_dir: Path, costs: Callable[[list[float]], list[int]], winner: int) -> None:
+    """A transposing cast's ranked plans are timed as a copy's (on its pair's library),
+    each made the winner in turn, from NaN payloads, infinities and subnormals."""
+    shape, dims = (5, 7, 9, 11), (3, 1, 0, 2)
+    blocks = blocks_of(shape, dims, "float16")
+    if winner >= len(blocks):
+        return
+    called = costs([0.5 if k == winner else 1.0 for k in range(len(blocks))])
+    fn = stridec.compile(transpose_graph(f"c{winner}", shape, dims, "float16"), tune=100.0)
+    t = (torch.randint(-(1 << 31), 1 << 31, shape, dtype=torch.int64).to(torch.int32)
+         .view(torch.float32))
+    want = t.permute(*dims).contiguous().to(torch.float16)
+    assert torch.equal(fn(t).view(torch.int16), want.view(torch.int16))
+    assert program_blocks(fn, t) == [blocks[winner]]
+    assert fn.stats.tuned == 1 and set(called) == set(range(len(blocks)))
 
 
 def test_tune_is_checked() -> None:

@@ -163,7 +163,7 @@ def ranked_plans(spec: CopySpec, limit: int = 4) -> list[CopyPlan]:
     first by the model (`candidate_plans`); empty where the model's best is not `routed`
     (the copy runs on the strategies of `codegen/c/copy.py`)."""
     plans = candidate_plans(spec, limit=limit)
-    if not plans or not routed(plans[0]) or plans[0].cast:  # casts: the model's plan
+    if not plans or not routed(plans[0]):
         return []
     ranked: dict[tuple[int, ...], CopyPlan] = {}
     for plan in plans:
@@ -194,7 +194,7 @@ def planned_call(spec: CopySpec, plan: CopyPlan | None = None
         plans = ranked_plans(spec) if chooser is not None else []
         if plans:
             plan = plans[0] if len(plans) == 1 else chooser(spec, plans)
-        else:  # the model's plan (measured choice does not time casts yet)
+        else:  # the model's plan
             plan = plan_copy(spec)
             if plan is None or not routed(plan):
                 return None
