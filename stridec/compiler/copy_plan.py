@@ -509,14 +509,16 @@ def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int
 
 
 def candidate_plans(spec: CopySpec, caches: Caches | None = None,
-                    limit: int = 4) -> list[CopyPlan]:
+                    limit: int = 4, gather: bool = False) -> list[CopyPlan]:
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
     the planner does not take the copy (symbolic sizes, a fill of nothing, masks of a
     deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
     unwritten: the strategies of `codegen/c/copy.py` run those). A cast is planned as a
     copy of its source's elements that converts them as it stores; its fill is the
     destination's bits (a cast that only fills reads nothing: the destination dtype's
-    fill)."""
+    fill). With `gather`, the gather's plans are among them whatever the strides (a walk
+    that relies on none: a symbolic copy's where another plan's premise holds at one
+    binding only, `codegen/symbolic_c.py`)."""
     caches = caches or host_caches()
     if copy_symbols(spec) or spec.numel == 0:
         return []
@@ -548,6 +550,8 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                 # priced as transposes of rows: the lane kernel's K dims are its own
                 plans += _plans_of(canon, "transpose", unit, canon.rank - 1, size, caches,
                                    cast, join=False)
+        if gather and kernel != "gather":
+            plans += _plans_of(canon, "gather", None, canon.rank - 1, size, caches, cast)
     plans.sort(key=lambda p: p.cost)
     return plans[:limit]
 

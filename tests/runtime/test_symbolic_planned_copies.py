@@ -62,14 +62,27 @@ def test_symbolic_copies_call_the_library_the_static_plan_calls(
             assert _calls(fn, x) == _calls(static, x)
 
 
-def test_a_plan_whose_lanes_are_the_symbol_at_the_hint_holds_for_other_values() -> None:
-    # At N = 3 the copy is a deinterleave of 3 lanes; at N = 5 it is not: the symbolic
-    # plan must not take the hint's lanes for every N.
-    g = _graph((5, 7, "N"), "float32", (2, 0, 1))
-    fn = stridec.compile(g, backend="cpu")
-    for n in (3, 5, 4, 2, 9):
-        x = _data((5, 7, n), "float32")
-        assert torch.equal(fn(x), x.permute(2, 0, 1).contiguous())
+@pytest.mark.parametrize(("sizes", "perm", "masked"), [
+    ((5, 7, "N"), (2, 0, 1), False), ((5, "N", 40), (0, 2, 1), False),
+    ((2, "N", 9, 31), (0, 2, 3, 1), True)])
+def test_a_plan_whose_lanes_are_the_symbol_at_the_hint_holds_for_other_values(
+        sizes: tuple, perm: tuple[int, ...], masked: bool) -> None:
+    # At N = 3 the copy is a deinterleave (an interleave) of 3 lanes; at N = 5 it is not:
+    # the symbolic plan must not take the hint's lanes for every N, and takes another of
+    # the library's (a transpose, or the gather), not the strategies of codegen/c/copy.py.
+    for dtype in ("float32", "int8"):
+        g = stridec.Graph("lanes")
+        x = g.input("x", sizes, dtype)
+        y = x.permute(*perm)
+        g.output(stridec.pad(y, (0, 1), value=-3.0) if masked else y.contiguous())
+        fn = stridec.compile(g, backend="cpu")
+        for n in (3, 5, 4, 2, 9):
+            t = _data(tuple(n if s == "N" else s for s in sizes), dtype)
+            want = t.permute(*perm)
+            want = (torch.nn.functional.pad(want, (0, 1), value=-3.0) if masked
+                    else want.contiguous())
+            assert torch.equal(fn(t), want), (dtype, n)
+            assert all(c.startswith("stridec_plan") for c in _calls(fn, t)), (dtype, n)
 
 
 @settings(max_examples=25, deadline=None)

@@ -9,12 +9,15 @@ where the unit strides it relies on are 1 for every value (else a gather), and t
 parameters are `copy_params` of the symbolic canonical copy. `Program.bind` evaluates
 them per call, so one compiled library and one plan serve every binding of the class.
 
-A copy the planner takes at `hint` (`copy_plan.plan_copy`, `plan.routed`) runs on the
+A copy the planner takes at `hint` (`copy_plan.candidate_plans`, `plan.routed`) runs on the
 planned library as a static copy of that size would: the plan's decisions (micro-kernel,
 loop order, blocks, a transpose's sides) are taken at `hint`, its extents, strides and
 offsets are the symbolic copy's, and each decision the micro-kernel relies on (a unit
 stride, K lanes, a side's dims contiguous) is checked to hold for every value of the
-symbols; where one does not, the copy takes the strategies above.
+symbols; where one does not, the copy takes the next of the model's candidates whose
+premises all hold (a transpose of the lanes an interleave at `hint` had), down to the
+library's gather, which has none, so a copy the planner routes at `hint` never takes the
+strategies above.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from stridec.compiler.codegen.spec import (
     copy_symbols,
     is_fill_only,
 )
-from stridec.compiler.copy_plan import MAX_THREADS, CopyPlan, Loop, PlanMask, plan_copy
+from stridec.compiler.copy_plan import MAX_THREADS, CopyPlan, Loop, PlanMask, candidate_plans
 
 __all__ = ["generate_c_copy_symbolic"]
 
@@ -79,20 +82,32 @@ def _planned_call(canon: CopySpec, at: CopySpec
     planned library, with the plan the model takes for `at` (`canon` at the hint); None
     where the planner takes no plan there, or one of its decisions does not hold for every
     value of the symbols."""
+    if not copy_symbols(canon):  # the hint's 0s and 1s left no symbol: the static copy
+        return planned.planned_call(canon)
     fill = _fills_always(canon)
     canonical = canonicalize_copy(at)
     if fill:  # its never-holding mask is written another way there: the dims must agree
         canonical = dataclasses.replace(canonical, masks=at.masks)
     if canonical != at:  # dims the hint alone lets merge: not the same problem
         return None
-    plan = plan_copy(at)
+    plans = candidate_plans(at, limit=64, gather=True)
+    natural = [p for p in plans if p.kernel != "gather"] or plans  # the gather's last
+    plans = natural + [p for p in plans if p not in natural]
     # A fill at the hint only (masks that hold nowhere there) may copy at other values: it
     # stays on the strategies; a fill of every value (a mask of constants that never
     # holds) is the fill kernel.
-    if plan is None or not planned.routed(plan) or (plan.kernel == "fill") != fill:
+    if not plans or not planned.routed(plans[0]) or (plans[0].kernel == "fill") != fill:
         return None
-    symbolic = _symbolic_plan(plan, canon, at)
-    return None if symbolic is None else planned.planned_call(at, symbolic)
+    # The model's plan where its premises hold for every value; else the next of its
+    # candidates whose premises do (a transpose of the lanes the hint's interleave was),
+    # down to the gather's, which has none.
+    for plan in plans:
+        if plan.kernel != "gather" and not planned.routed(plan):
+            continue
+        symbolic = _symbolic_plan(plan, canon, at)
+        if symbolic is not None:
+            return planned.planned_call(at, symbolic)
+    return None
 
 
 def _fills_always(canon: CopySpec) -> bool:
@@ -133,7 +148,7 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
     elif lane_dims and kernel != "transpose":  # a transpose's sides take dims of no loop
         return None
     # What each micro-kernel relies on (copy_plan._kernel), for every value.
-    if b is None or dst[b] != 1:
+    if b is None or (dst[b] != 1 and kernel != "gather"):
         return None
     premises = {
         "rows": lambda: src[b] == 1,
@@ -143,6 +158,7 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
         "interleave": lambda: sizes[b] == lanes and src[a] == 1 and dst[a] == lanes,
         "compress": lambda: src[b] == lanes,
         "fill": lambda: True,
+        "gather": lambda: True,  # an element at a time along b: any strides
     }
     if kernel not in premises or not premises[kernel]():
         return None
