@@ -275,9 +275,9 @@ class StridedInverse:
         With ``checked=False`` the digits are not held to their dims' sizes: the point
         returned is one the map (extended past its sizes) sends to `address`, for a
         caller that bounds the points it uses itself (`compose`'s walks). Over symbolic
-        sizes, a digit is the floor quotient by a constant stride, or an exact quotient
-        by a symbolic one (0 where the rest is proven below it); ``None`` where neither
-        is proven."""
+        sizes, a digit is the floor quotient by a constant stride, or by a symbolic one
+        an exact quotient or a constant one its remainder proves (`_constant_quotient`:
+        N + 3 at stride N + 2 is 1, remainder 1); ``None`` where neither is proven."""
         rest = address - self.low
         if type(rest) is int and not self.symbolic:
             if rest < 0:
