@@ -84,6 +84,10 @@ TRANSPOSE_TILES = ((1024, 256), (512, 256), (1024, 128))
 # The most destination elements a row of a streamed transpose builds in L1 before it
 # streams them (lib/copy_plan.c, STRIP_BYTES over its TV rows).
 STRIP_ELEMENTS = 512
+# Rows of at most this many bytes are also planned in blocks of several runs along a
+# second dim (`_blocked_rows`), of about these many bytes.
+ROWS_SHORT_BYTES = 4096
+ROWS_BLOCK_BYTES = (2048, 8192)
 # A streamed transpose block whose destination rows are runs of this many bytes or more
 # streams even where they start or end inside a line: those lines are few (docs/cpu.md).
 LONG_RUN_BYTES = 2048
@@ -299,7 +303,11 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
         return (_Side(1, lanes * (eb - 1) + 1, 0, tuple(src_moves)),
                 _Side(1, eb, 0, tuple(dst_moves)))
     if kernel == "rows":
-        return _Side(1, eb, 0, tuple(src_moves)), _Side(1, eb, 0, tuple(dst_moves))
+        if plan.a_loop < 0:
+            return _Side(1, eb, 0, tuple(src_moves)), _Side(1, eb, 0, tuple(dst_moves))
+        a_loop = loops[plan.a_loop]
+        return (_rows_side(ea, eb, a_loop.src_stride, src_moves),
+                _rows_side(ea, eb, a_loop.dst_stride, dst_moves))
     if kernel == "fill":  # nothing is read
         return (_Side(0, 0, 0, tuple(0 for _ in src_moves)),
                 _Side(1, eb, 0, tuple(dst_moves)))
@@ -337,6 +345,14 @@ def _joined(rows: int, run: int, dims: tuple[tuple[int, int], ...], short: bool,
         count, length = count / span, length * span
         spacing = spans[0][1] if spans else int(length)
     return _Side(max(1, round(count)), max(1, round(length)), spacing, moves)
+
+
+def _rows_side(runs: int, run: int, spacing: int, moves: Sequence[int]) -> _Side:
+    """A side of a rows block of `runs` runs `spacing` apart: one run where they follow
+    on."""
+    if spacing == run:
+        return _Side(1, runs * run, 0, tuple(moves))
+    return _Side(runs, run, spacing, tuple(moves))
 
 
 def _pages(side: _Side, size: int) -> float:
@@ -600,6 +616,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
             if sides not in side_choices:
                 side_choices.append(sides)
     plans = []
+    if kernel == "rows" and not canon.masks:
+        plans += _blocked_rows(canon, b, size, base, moved, caches)
     for sides in side_choices:
         taken = set(sides[0] + sides[1]) if sides else set()
         inner = [k for k in (a, b) if k is not None and k != consumed]
@@ -635,6 +653,46 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                         plan = _transpose_memory(plan, moved, caches)
                     plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
+
+
+def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int,
+                  caches: Caches) -> list[CopyPlan]:
+    """Rows blocked along a second dim `a` whose runs follow on in the source or in the
+    destination (a row-keeping permutation: the outer dims of a copy of short rows move):
+    a block is `ROWS_BLOCK_BYTES` of runs along `a`, contiguous on that side, and the other
+    loops in the other side's order, so that the blocks after it go on with each of its
+    runs there (HPTT's blocking of the outer dims where the stride-1 dim is shared). Its
+    stores stream only where the block's destination is one run (through a buffer in L1),
+    its runs are whole lines or long: a short streamed run starts or ends inside a line."""
+    nb = canon.sizes[b]
+    if canon.rank < 2 or nb * size > ROWS_SHORT_BYTES:
+        return []
+    plans: dict[tuple[Loop, ...], CopyPlan] = {}
+    for a in range(canon.rank - 1):
+        on_src = canon.src_strides[a] == nb
+        on_dst = canon.dst_strides[a] == nb
+        if canon.sizes[a] < 2 or not (on_src or on_dst):
+            continue
+        others = [k for k in range(canon.rank - 1) if k != a]
+        # The other side's order: the loops inside carry each run of the block on.
+        key = ((lambda k: (-abs(canon.dst_strides[k]), k)) if on_src
+               else (lambda k: (-abs(canon.src_strides[k]), k)))
+        for target in ROWS_BLOCK_BYTES:
+            ta = _tile(canon.sizes[a], max(1, target // (nb * size)), MAX_BLOCK_ROWS)
+            for where in ("outer", "sorted"):
+                if where == "outer":
+                    order = [a, *sorted(others, key=key)]
+                else:
+                    order = sorted([a, *others], key=key)
+                plan = _nest(canon, "rows", a, b, [*order, b], {a: ta, b: nb}, base)
+                a_loop = plan.loops[plan.a_loop]
+                if not (a_loop.dst_stride == nb or nb * size % caches.line == 0
+                        or nb * size >= LONG_RUN_BYTES):
+                    plan = _with(plan, stream_bytes=-1)
+                if moved > caches.l2:
+                    plan = _with(plan, prefetch=True)
+                plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
+    return list(plans.values())
 
 
 def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None) -> tuple[PlanMask, ...]:

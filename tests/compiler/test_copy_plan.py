@@ -197,6 +197,44 @@ def test_rows_are_read_in_the_sources_order():
     assert outer == sorted(outer, key=abs, reverse=True)
 
 
+def test_short_rows_are_blocked_along_a_second_dim():
+    # (38, 22, 22, 38, 26).permute(1, 3, 2, 0, 4), a TTC permutation: rows of 104 bytes.
+    # One row a block, each starts over on one side; a block of the 38 rows that follow
+    # on in the destination is one run there (streamed whole), and the loops in the
+    # source's order go on with each of its runs in the source.
+    spec = permute_spec((38, 22, 22, 38, 26), (1, 3, 2, 0, 4))
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "rows" and plan.a_loop >= 0, plan.describe()
+    a = plan.loops[plan.a_loop]
+    assert a.dst_stride == 26 and a.step == 38 and plan.stream_bytes > 0, plan.describe()
+    inner = [loop.src_stride for loop in plan.loops[:-1] if loop is not a]
+    assert inner == sorted(inner, reverse=True) and inner[-1] == 26, plan.describe()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_blocked_rows_match_torch(stream):
+    # Every blocked candidate of row-keeping permutations, each element size, runs shorter
+    # and longer than a vector, blocks whole and cut (edges), prefetching, 1 and 3 threads.
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for dtype in SIZES:
+            for sizes, perm in (((7, 9, 5, 13), (2, 1, 0, 3)), ((5, 3, 33, 3), (2, 0, 1, 3)),
+                                ((6, 17, 70), (1, 0, 2)), ((4, 5, 3, 300), (1, 2, 0, 3)),
+                                ((5, 3, 9, 64), (2, 0, 1, 3))):
+                spec = permute_spec(sizes, perm, dtype)
+                plans = [p for p in candidate_plans(spec, CACHES, limit=16) if p.a_loop >= 0]
+                assert plans, spec
+                for plan, threads in itertools.product(plans, (1, 3)):
+                    cut = tuple(dataclasses.replace(loop, step=min(loop.step, 3))
+                                for loop in plan.loops)
+                    for loops in (plan.loops, cut):
+                        with _team(True, threads):
+                            run_plan(dataclasses.replace(plan, loops=loops, parallel=threads,
+                                                         prefetch=True), spec, threads)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
 @pytest.mark.parametrize(
     ("sizes", "perm"),
     [((16, 16, 2, 2, 128, 128), (0, 1, 4, 2, 5, 3)),   # F.pixel_shuffle(x, 2)

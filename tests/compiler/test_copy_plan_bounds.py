@@ -83,16 +83,41 @@ def random_spec(rng: random.Random) -> CopySpec:
                     dtype, dtype)
 
 
-def run_guarded(seed: int, count: int) -> int:
-    """Run every candidate plan of `count` random copies against torch on guarded
-    storages (kept mapped for the process); the number of plans run."""
+def random_rows_spec(rng: random.Random) -> CopySpec:
+    """A row-keeping permutation: 2 .. 5 dims of odd extents whose innermost dim stays
+    innermost (rows of 1 .. 70 elements), the outer dims permuted, the source's rows
+    padded now and then: the blocked rows plans (several runs a block)."""
+    dtype = DTYPES[rng.choice(DTYPE_NAMES)]
+    rank = rng.randint(2, 5)
+    sizes = [rng.choice((1, 2, 3, 5, 7, 9, 17, 33)) for _ in range(rank - 1)]
+    sizes.append(rng.choice((1, 3, 13, 26, 70)))
+    order = list(range(rank - 1))
+    rng.shuffle(order)
+    src, run = [0] * rank, 1
+    for k in [*order, rank - 1][::-1]:
+        src[k] = run
+        run *= sizes[k] + rng.choice((0, 0, 1))
+    dst, run = [0] * rank, 1
+    for k in reversed(range(rank)):
+        dst[k] = run
+        run *= sizes[k]
+    return CopySpec(tuple(sizes), tuple(src), 0, tuple(dst), 0, dtype, dtype)
+
+
+def run_guarded(seed: int, count: int, rows: bool = False) -> int:
+    """Run every candidate plan of `count` random copies (`rows`: row-keeping
+    permutations, `run_specs`' blocked rows) against torch on guarded storages (kept
+    mapped for the process); the number of plans run."""
     rng = random.Random(seed)
-    return run_specs([random_spec(rng) for _ in range(count)])
+    return run_specs([random_rows_spec(rng) if rows else random_spec(rng)
+                      for _ in range(count)], rows)
 
 
-def run_specs(specs: list[CopySpec]) -> int:
+def run_specs(specs: list[CopySpec], rows: bool = False) -> int:
     """Every candidate plan of each copy of `specs` against torch on guarded storages,
-    cached and streamed, on 1 and 3 threads; the number of plans run."""
+    cached and streamed, on 1 and 3 threads (`rows`: up to 16 candidates, and each
+    blocked rows plan also with blocks of at most 4, prefetching); the number of plans
+    run."""
     fns = {}
     ran = 0
     for n, spec in enumerate(specs):
@@ -108,7 +133,12 @@ def run_specs(specs: list[CopySpec]) -> int:
         src_n = span(spec, spec.src_strides, spec.src_offset)
         dst_n = span(spec, spec.dst_strides, spec.dst_offset)
         values = random_storage(spec.src_dtype, src_n, gen)
-        for plan in candidate_plans(spec):
+        plans = candidate_plans(spec, limit=16 if rows else 4)
+        if rows:
+            plans += [dataclasses.replace(p, prefetch=True, loops=tuple(
+                dataclasses.replace(loop, step=min(loop.step, 4)) for loop in p.loops))
+                for p in plans if p.a_loop >= 0]
+        for plan in plans:
             for at_end, threads, stream in ((True, 1, False), (False, 3, True),
                                             (True, 3, True), (False, 1, False)):
                 src = guarded_storage(src_n * size, at_end)
@@ -128,9 +158,10 @@ def run_specs(specs: list[CopySpec]) -> int:
 
 
 def test_plans_stay_inside_their_storages():
+    seed = random.randrange(1 << 30)
     script = ("from tests.compiler.test_copy_plan_bounds import (WIDE_BYTES, _permuted,"
               " run_guarded, run_specs)\n"
-              f"print(run_guarded({random.randrange(1 << 30)}, 40)"
+              f"print(run_guarded({seed}, 40) + run_guarded({seed}, 40, rows=True)"
               f" + run_specs([_permuted(*a) for a in WIDE_BYTES]))")
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,

@@ -139,15 +139,15 @@ LANE_KERNELS = ("deinterleave", "interleave", "compress")
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
-    the lane kernels, fills, masked rows (pads), transposes (masked or not), flips of runs
-    of a vector or longer; a cast's every kernel (masked or not) but transposes of 1-byte
-    sources."""
+    the lane kernels, fills, rows (masked or not: pads, slices, row-keeping permutations),
+    transposes (masked or not), flips of runs of a vector or longer; a cast's every kernel
+    (masked or not) but transposes of 1-byte sources."""
     if plan.cast:  # masked or not
         return plan.kernel != "transpose" or plan.elem_bytes > 1
     if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
         return True
-    if plan.kernel == "rows":  # a pad's rows: fill, a copy, fill
-        return bool(plan.masks)
+    if plan.kernel == "rows":
+        return True
     if plan.kernel == "reverse":
         return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
     return plan.kernel == "transpose"

@@ -45,7 +45,7 @@
     X(dst_offset)                                                                        \
     X(parallel)        /* threads it may run on at most (1: the calling thread) */       \
     X(stream_bytes)    /* streams when above the process's threshold; -1: never */       \
-    X(a_loop)          /* the loop of the source's unit-stride dim, or -1 */             \
+    X(a_loop)          /* the source's unit-stride dim's loop (rows: a block's runs'), or -1 */ \
     X(b_loop)          /* the loop of the destination's unit-stride dim, or -1 */        \
     X(lanes)           /* K of an interleave, deinterleave or compress (2 .. 4) */       \
     X(lane_stride)     /* the lanes' stride on their other side */                      \
@@ -74,6 +74,8 @@
 /* The micro-kernels, with what they move for a block of extents ea (along a_loop) and eb
    (along b_loop) at offsets so, do:
    rows          dst[do + y] = src[so + y]                        y < eb (b: stride 1 both)
+                 (with an a loop: dst[do + x*da + y] = src[so + x*sa + y], x < ea, its
+                 strides sa and da)
    transpose     dst[do + A(x0 + x) + y] = src[so + x + B(y0 + y)]  x < ea, y < eb
                  (x0, y0: the block's first index along the a and b loops, whose strides
                  are 1 and 0, 0 and 1; A, B: the sides' offsets on the other side)

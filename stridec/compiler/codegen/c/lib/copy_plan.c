@@ -67,6 +67,7 @@ typedef struct {
     i64 act[MAXL], nact;          /* the loops of more than one block, outermost first */
     i64 sstep[MAXL], dstep[MAXL]; /* source and destination elements a block on */
     i64 ssb, dsb;                 /* the b loop's strides */
+    i64 ssa, dsa;                 /* the a loop's strides (a rows block's runs apart) */
     i64 ga, gb;                   /* dims of a transpose's a and b sides */
     i64 ga_n[STRIDEC_COPY_MAX_GROUP], ga_s[STRIDEC_COPY_MAX_GROUP];
     i64 gb_n[STRIDEC_COPY_MAX_GROUP], gb_s[STRIDEC_COPY_MAX_GROUP];
@@ -130,6 +131,106 @@ ALWAYS_INLINE void put(const job_t* J, dst_t* d, const elem_t* s, i64 n) {
 ALWAYS_INLINE void put_out(int stream, dst_t* d, const dst_t* s, i64 n) {
     if (stream) stream_copy(d, s, (size_t)n * DST_BYTES);
     else memcpy(d, s, (size_t)n * DST_BYTES);
+}
+
+/* n bytes from s to d for a short run: 32-byte vectors, the last one moved back to end
+   with the run (a library call costs as much as copying a short run); longer runs:
+   memcpy. */
+#define SHORT_RUN_BYTES 512
+typedef unsigned char run_vec __attribute__((vector_size(32), aligned(1)));
+ALWAYS_INLINE void copy_run(void* d, const void* s, size_t n) {
+    char* dp = (char*)d;
+    const char* sp = (const char*)s;
+    if (n > SHORT_RUN_BYTES) {
+        memcpy(dp, sp, n);
+    } else if (n >= 32) {
+        size_t k = 0;
+        for (; k + 32 < n; k += 32) *(run_vec*)(dp + k) = *(const run_vec*)(sp + k);
+        *(run_vec*)(dp + n - 32) = *(const run_vec*)(sp + n - 32);
+    } else if (n >= 16) {
+        uint64_t a, b, c, e;
+        memcpy(&a, sp, 8); memcpy(&b, sp + 8, 8);
+        memcpy(&c, sp + n - 16, 8); memcpy(&e, sp + n - 8, 8);
+        memcpy(dp, &a, 8); memcpy(dp + 8, &b, 8);
+        memcpy(dp + n - 16, &c, 8); memcpy(dp + n - 8, &e, 8);
+    } else {
+        memcpy(dp, sp, n);
+    }
+}
+
+/* The next block's source runs, prefetched a share at a time while a rows block runs. */
+typedef struct {
+    const elem_t* base; /* the next block's source, or 0 where there is none */
+    i64 y0, na, nb;     /* (transpose: its first index along b) its extents */
+    i64 done;           /* its rows (runs) prefetched so far */
+} next_t;
+
+/* Runs [P->done, upto) of the next rows block into L2 (prefetcht1), every line of each. */
+static void prefetch_runs(const job_t* J, next_t* P, i64 upto) {
+    if (!P->base || upto <= P->done) return;
+    if (upto > P->na) upto = P->na;
+    const i64 step = 64 / ELEM_BYTES, nb = P->nb;
+    for (i64 x = P->done; x < upto; x++) {
+        const elem_t* r = P->base + x * J->ssa;
+        for (i64 k = 0; k < nb; k += step) __builtin_prefetch(r + k, 0, 2);
+        __builtin_prefetch(r + nb - 1, 0, 2);
+    }
+    P->done = upto;
+}
+
+/* A block of the rows kernel: ea runs of eb elements along the a loop (its strides ssa and
+   dsa), the next block's source prefetched as it goes (P, or 0). Streamed, runs that
+   follow on in the destination are built in L1 and streamed out as one run. */
+static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb, next_t* P) {
+    const i64 sa = J->ssa, da = J->dsa;
+#ifndef CAST_SRC
+    if (!J->stream) {
+        const size_t n = (size_t)eb * ELEM_BYTES;
+        for (i64 x = 0; x < ea; x++) {
+            if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+            copy_run(d + x * da, s + x * sa, n);
+        }
+        return;
+    }
+    const size_t n = (size_t)eb * ELEM_BYTES;
+    if (n % 64 == 0 && ((uintptr_t)d & 63) == 0 && (da * ELEM_BYTES) % 64 == 0) {
+        /* Runs of whole lines, each starting one: streamed line by line from the source
+           (attention heads' 256-byte rows), no copy through L1. */
+        for (i64 x = 0; x < ea; x++) {
+            if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+            const char* sp = (const char*)(s + x * sa);
+            char* dp = (char*)(d + x * da);
+            for (size_t k = 0; k < n; k += 64) stream_line(dp + k, sp + k);
+        }
+        return;
+    }
+    if (da == eb && eb * ELEM_BYTES <= STRIP_BYTES / 2) {
+        /* The block's destination is one run: built in L1 and streamed up to the last
+           whole line, the part of a line after it kept for the next part, so that no
+           line but the block's first and last is written in pieces. */
+        unsigned char buf[STRIP_BYTES + 64] __attribute__((aligned(64)));
+        char* out = (char*)d;
+        size_t have = 0;
+        for (i64 x = 0; x < ea; x++) {
+            if (have + n > sizeof buf) {
+                size_t whole = (size_t)(((uintptr_t)out + have) & ~(uintptr_t)63) - (uintptr_t)out;
+                stream_copy(out, buf, whole);
+                memmove(buf, buf + whole, have - whole);
+                out += whole;
+                have -= whole;
+            }
+            if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+            copy_run(buf + have, s + x * sa, n);
+            have += n;
+        }
+        stream_copy(out, buf, have);
+        return;
+    }
+#endif
+    for (i64 x = 0; x < ea; x++) {
+        if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+        put(J, d + x * da, s + x * sa, eb);
+    }
 }
 
 /* ---- masks */
@@ -322,13 +423,6 @@ static void tr_rows(src_rows s, int stab, i64 x0, dst_rows d, int dtab, i64 na, 
 /* Source rows of a staged block lie this many elements more than the block's width apart,
    so that a column of them does not fall into one set of L1. */
 #define STAGE_PAD (64 / ELEM_BYTES)
-
-/* The next block's source lines, prefetched a share at a time while a block runs. */
-typedef struct {
-    const elem_t* base; /* the next block's source, or 0 where there is none */
-    i64 y0, na, nb;     /* its first index along b, its extents */
-    i64 done;           /* its rows prefetched so far */
-} next_t;
 
 /* Rows [P->done, upto) of the next block into L2 (prefetcht1), every line of each. */
 static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
@@ -797,7 +891,10 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
         return;
     }
     switch (J->kernel) {
-    case K_rows: put(J, d, s, eb); break;
+    case K_rows:
+        if (J->a >= 0) tile_rows(J, s, d, ea, eb, P);
+        else put(J, d, s, eb);
+        break;
     case K_transpose:
         tile_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea, eb, 0,
                        P);
@@ -823,7 +920,7 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         dof += idx[l] * J->dstep[l];
         for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
     }
-    const int pf = J->prefetch && J->kernel == K_transpose;
+    const int pf = J->prefetch && J->a >= 0 && (J->kernel == K_transpose || J->kernel == K_rows);
     for (u = u0; u < u1; u++) {
         i64 here[MAXL], hso = so, hdo = dof, hmb[MAXM];
         for (i64 l = 0; l < L; l++) here[l] = idx[l];
@@ -930,6 +1027,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         J->sstep[l] = J->t[l] * q[L_src_stride];
         J->dstep[l] = J->t[l] * q[L_dst_stride];
         if (l == J->b) J->ssb = q[L_src_stride], J->dsb = q[L_dst_stride];
+        if (l == J->a) J->ssa = q[L_src_stride], J->dsa = q[L_dst_stride];
         units *= J->cnt[l];
         numel *= J->n[l];
         if (J->cnt[l] > 1) J->act[J->nact++] = l;
@@ -942,7 +1040,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     if (J->M < 0 || J->M > MAXM || J->has_fill < 0 || J->has_fill > 1
         || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
         return 0;
-    if (J->M && (J->kernel == K_deinterleave
+    if (J->M && (J->kernel == K_deinterleave || (J->kernel == K_rows && J->a >= 0)
                  || (J->kernel == K_transpose && (J->ga != 1 || J->gb != 1))
                  || (J->kernel == K_interleave && !J->has_fill)))
         return 0;  /* masks the blocks below do not take (the planner makes none) */
@@ -987,7 +1085,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         }
     }
     if (J->M) J->prefetch = 0;
-    if (J->prefetch && J->b < 0) J->prefetch = 0;
+    if (J->prefetch && (J->a < 0 || J->b < 0)) J->prefetch = 0;
     if (units == 0) return 0;
     J->units = units;
     J->stream = stream_wanted(p[H_stream_bytes]);
