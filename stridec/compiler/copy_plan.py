@@ -124,7 +124,8 @@ class Loop:
 @dataclass(frozen=True, slots=True)
 class CopyPlan:
     """A copy as loops around a micro-kernel (module docstring). `loops` run outermost
-    first; `a_loop` and `b_loop` index the micro-kernel's dims in it (-1: none);
+    first; `a_loop` and `b_loop` index the micro-kernel's dims in it (-1: none; a rows
+    plan's `a_loop`: the loop along which a block holds several runs, `_blocked_rows`);
     `lanes` / `lane_stride`: K and the lanes' stride on their other side for the
     (de)interleaves and compress; `parallel`: the most threads it may run on;
     `stream_bytes`: bytes it writes (a cast: the mean of those it reads and writes), which
@@ -651,6 +652,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                         plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
                     if kernel == "transpose":
                         plan = _transpose_memory(plan, moved, caches)
+                    if kernel == "rows" and not canon.masks and moved > caches.l2:
+                        plan = _with(plan, prefetch=True)  # the next row, while one runs
                     plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
 
