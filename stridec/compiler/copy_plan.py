@@ -652,8 +652,6 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                         plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
                     if kernel == "transpose":
                         plan = _transpose_memory(plan, moved, caches)
-                    if kernel == "rows" and not canon.masks and moved > caches.l2:
-                        plan = _with(plan, prefetch=True)  # the next row, while one runs
                     plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
 

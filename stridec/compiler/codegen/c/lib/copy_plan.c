@@ -892,7 +892,7 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     }
     switch (J->kernel) {
     case K_rows:
-        if (J->a >= 0 || P) tile_rows(J, s, d, ea, eb, P);
+        if (J->a >= 0) tile_rows(J, s, d, ea, eb, P);
         else put(J, d, s, eb);
         break;
     case K_transpose:
@@ -920,8 +920,7 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         dof += idx[l] * J->dstep[l];
         for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
     }
-    const int pf = J->prefetch && J->b >= 0
-                   && ((J->kernel == K_transpose && J->a >= 0) || J->kernel == K_rows);
+    const int pf = J->prefetch && J->a >= 0 && (J->kernel == K_transpose || J->kernel == K_rows);
     for (u = u0; u < u1; u++) {
         i64 here[MAXL], hso = so, hdo = dof, hmb[MAXM];
         for (i64 l = 0; l < L; l++) here[l] = idx[l];
@@ -938,14 +937,14 @@ static void work(const job_t* J, i64 u0, i64 u1) {
             for (i64 m = 0; m < M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
             idx[l] = 0;
         }
-        /* a transpose or rows block prefetches the next block's source lines as it goes */
+        /* a transpose block prefetches the next block's source lines as it goes */
         next_t P = {0, 0, 0, 0, 0};
         if (pf && u + 1 < u1) {
-            i64 ra = J->a >= 0 ? J->n[J->a] - idx[J->a] * J->t[J->a] : 1;
+            i64 ra = J->n[J->a] - idx[J->a] * J->t[J->a];
             i64 rb = J->n[J->b] - idx[J->b] * J->t[J->b];
             P.base = J->src + so;
             P.y0 = idx[J->b] * J->t[J->b];
-            P.na = J->a < 0 || ra < J->t[J->a] ? ra : J->t[J->a];
+            P.na = ra < J->t[J->a] ? ra : J->t[J->a];
             P.nb = rb < J->t[J->b] ? rb : J->t[J->b];
         }
         block(J, here, hso, hdo, hmb, pf ? &P : 0);
@@ -1086,7 +1085,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         }
     }
     if (J->M) J->prefetch = 0;
-    if (J->prefetch && (J->b < 0 || (J->a < 0 && J->kernel != K_rows))) J->prefetch = 0;
+    if (J->prefetch && (J->a < 0 || J->b < 0)) J->prefetch = 0;
     if (units == 0) return 0;
     J->units = units;
     J->stream = stream_wanted(p[H_stream_bytes]);
