@@ -151,6 +151,15 @@ typedef struct {
 ALWAYS_INLINE const elem_t* src_row(src_rows s, int tab, i64 b) {
     return tab ? s.rows[b] : s.base + b * s.stride;
 }
+/* A block's rows converted and stored one after the other in a loop, not unrolled: each
+   conversion reads its row from memory anyway, and unrolled, TV inlined conversions of
+   some pairs (bytes to and from bfloat16) took gcc's combiner 20-60 s a unit. */
+#ifdef CAST_SRC
+#define CAST_STORES_ROLLED _Pragma("GCC unroll 1")
+#else
+#define CAST_STORES_ROLLED _Pragma("GCC unroll 64")
+#endif
+
 ALWAYS_INLINE dst_t* dst_row(dst_rows d, int tab, i64 a) {
     return tab ? d.rows[a] : d.base + a * d.stride;
 }
@@ -162,7 +171,7 @@ ALWAYS_INLINE void tr_block(src_rows s, int stab, i64 x, dst_rows d, int dtab, i
 #pragma GCC unroll 64
     for (int b = 0; b < TV; b++) memcpy(&r[b], src_row(s, stab, y + b) + x, TV_BYTES);
     tv_transpose(r);
-#pragma GCC unroll 64
+    CAST_STORES_ROLLED
     for (int a = 0; a < TV; a++) STORE_N(dst_row(d, dtab, dx + a) + y, &r[a], TV);
 }
 
@@ -321,7 +330,7 @@ ALWAYS_INLINE void tr_line_nt(src_rows s, int stab, i64 x, dst_t* const* d, i64 
         for (int b = 0; b < TV; b++) memcpy(&r[k][b], src_row(s, stab, y + k * TV + b) + x, TV_BYTES);
         tv_transpose(r[k]);
     }
-#pragma GCC unroll 64
+    CAST_STORES_ROLLED
     for (int a = 0; a < TV; a++) {
         dst_t line[CV_LINE] __attribute__((aligned(64)));
 #pragma GCC unroll 8
