@@ -177,8 +177,11 @@ def test_cat_members(streaming, dtype):
                                       1).reshape(-1)
     launch(kernel, dst, *srcs)
     assert torch.equal(dst, expected)
-    # Every member's call carries the batch's destination bytes: they stream together.
-    assert {params[6] for _, _, _, params in kernel.calls} == {n * total * dtype.itemsize}
+    # Every member's call carries the batch's destination bytes (they stream together),
+    # but a member whose plan never streams (-1: short runs that start or end inside a
+    # line, copy_plan._blocked_rows).
+    words = {params[6] for _, _, _, params in kernel.calls}
+    assert words <= {n * total * dtype.itemsize, -1}, words
 
 
 @pytest.mark.parametrize("dtype", SIZES, ids=lambda d: d.name)
