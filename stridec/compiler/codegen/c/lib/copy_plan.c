@@ -907,36 +907,49 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     }
 }
 
+/* The nest's position at block u (its loops' indices, the source and destination
+   offsets, the masks' bases), found by divisions. */
+ALWAYS_INLINE void odometer_seek(const job_t* J, i64 u, i64* idx, i64* so, i64* dof,
+                                 i64* mb) {
+    *so = J->soff;
+    *dof = J->doff;
+    for (i64 m = 0; m < J->M; m++) mb[m] = 0;
+    for (i64 l = J->L - 1; l >= 0; l--) {
+        idx[l] = u % J->cnt[l];
+        u /= J->cnt[l];
+        *so += idx[l] * J->sstep[l];
+        *dof += idx[l] * J->dstep[l];
+        for (i64 m = 0; m < J->M; m++) mb[m] += idx[l] * J->mstep[m][l];
+    }
+}
+
+/* On to the next block by additions: an odometer over the loops of more than one block. */
+ALWAYS_INLINE void odometer_step(const job_t* J, i64* idx, i64* so, i64* dof, i64* mb) {
+    for (i64 j = J->nact - 1; j >= 0; j--) {
+        const i64 l = J->act[j];
+        *so += J->sstep[l];
+        *dof += J->dstep[l];
+        for (i64 m = 0; m < J->M; m++) mb[m] += J->mstep[m][l];
+        if (++idx[l] < J->cnt[l]) break;
+        *so -= J->cnt[l] * J->sstep[l];
+        *dof -= J->cnt[l] * J->dstep[l];
+        for (i64 m = 0; m < J->M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
+        idx[l] = 0;
+    }
+}
+
 /* Blocks [u0, u1) of the nest, in its order (the last loop fastest): the position of u0
    found by divisions, the others by additions. */
 static void work(const job_t* J, i64 u0, i64 u1) {
     const i64 L = J->L, M = J->M;
-    i64 idx[MAXL], so = J->soff, dof = J->doff, u = u0, mb[MAXM];
-    for (i64 m = 0; m < M; m++) mb[m] = 0;
-    for (i64 l = L - 1; l >= 0; l--) {
-        idx[l] = u % J->cnt[l];
-        u /= J->cnt[l];
-        so += idx[l] * J->sstep[l];
-        dof += idx[l] * J->dstep[l];
-        for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
-    }
+    i64 idx[MAXL], so, dof, u, mb[MAXM];
+    odometer_seek(J, u0, idx, &so, &dof, mb);
     const int pf = J->prefetch && J->a >= 0 && (J->kernel == K_transpose || J->kernel == K_rows);
     for (u = u0; u < u1; u++) {
         i64 here[MAXL], hso = so, hdo = dof, hmb[MAXM];
         for (i64 l = 0; l < L; l++) here[l] = idx[l];
         for (i64 m = 0; m < M; m++) hmb[m] = mb[m];
-        /* on to the next block: an odometer over the loops of more than one block */
-        for (i64 j = J->nact - 1; j >= 0; j--) {
-            const i64 l = J->act[j];
-            so += J->sstep[l];
-            dof += J->dstep[l];
-            for (i64 m = 0; m < M; m++) mb[m] += J->mstep[m][l];
-            if (++idx[l] < J->cnt[l]) break;
-            so -= J->cnt[l] * J->sstep[l];
-            dof -= J->cnt[l] * J->dstep[l];
-            for (i64 m = 0; m < M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
-            idx[l] = 0;
-        }
+        odometer_step(J, idx, &so, &dof, mb);
         /* a transpose block prefetches the next block's source lines as it goes */
         next_t P = {0, 0, 0, 0, 0};
         if (pf && u + 1 < u1) {
@@ -955,30 +968,13 @@ static void work(const job_t* J, i64 u0, i64 u1) {
    moved before the odometer moves on, without the general block's dispatch, so a short
    row costs little more than its clip. */
 static void work_masked_rows(const job_t* J, i64 u0, i64 u1) {
-    const i64 L = J->L, M = J->M, b = J->b, tb = J->t[b], nb = J->n[b];
-    i64 idx[MAXL], so = J->soff, dof = J->doff, u = u0, mb[MAXM];
-    for (i64 m = 0; m < M; m++) mb[m] = 0;
-    for (i64 l = L - 1; l >= 0; l--) {
-        idx[l] = u % J->cnt[l];
-        u /= J->cnt[l];
-        so += idx[l] * J->sstep[l];
-        dof += idx[l] * J->dstep[l];
-        for (i64 m = 0; m < M; m++) mb[m] += idx[l] * J->mstep[m][l];
-    }
-    for (u = u0; u < u1; u++) {
+    const i64 b = J->b, tb = J->t[b], nb = J->n[b];
+    i64 idx[MAXL], so, dof, mb[MAXM];
+    odometer_seek(J, u0, idx, &so, &dof, mb);
+    for (i64 u = u0; u < u1; u++) {
         const i64 rest = nb - idx[b] * tb;
         masked_row(J, J->src + so, J->dst + dof, mb, rest < tb ? rest : tb);
-        for (i64 j = J->nact - 1; j >= 0; j--) {
-            const i64 l = J->act[j];
-            so += J->sstep[l];
-            dof += J->dstep[l];
-            for (i64 m = 0; m < M; m++) mb[m] += J->mstep[m][l];
-            if (++idx[l] < J->cnt[l]) break;
-            so -= J->cnt[l] * J->sstep[l];
-            dof -= J->cnt[l] * J->dstep[l];
-            for (i64 m = 0; m < M; m++) mb[m] -= J->cnt[l] * J->mstep[m][l];
-            idx[l] = 0;
-        }
+        odometer_step(J, idx, &so, &dof, mb);
     }
 }
 
