@@ -578,12 +578,14 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _load_text(runs: list[list[dict[str, Any]]]) -> str:
+def _load_text(runs: list[list[dict[str, Any]]], clock: str | None) -> str:
     loads = [r["load"] for rows in runs for r in rows if r.get("load") is not None]
     if not loads:
         return "not recorded"
+    timed = ("times are the calling thread's CPU time" if clock == "thread"
+             else "times are wall-clock")
     return (f"median {statistics.median(loads):.1f}, {min(loads):.1f}–{max(loads):.1f}; above "
-            f"{_cores()} other processes were running: times are wall-clock, ratios same-run")
+            f"{_cores()} other processes were running: {timed}, ratios same-run")
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -601,7 +603,7 @@ def markdown(report: dict[str, Any]) -> str:
                                           if report.get("seed") is not None else ""),
         f"- timing: {st['timer']}; {len(runs)} run(s), values of each run separated by `/`",
         f"- machine load (1-minute load average at each row's start, {_cores()} cores): "
-        + _load_text(runs),
+        + _load_text(runs, st.get("clock")),
         "- × eager, × compile: their median time over stridec's (above 1: stridec is "
         "faster); of memcpy, of stream: the same-run `dst.copy_(src)` of the row's bytes "
         "and the streaming copy (non-temporal stores), their time over stridec's; bound × "
