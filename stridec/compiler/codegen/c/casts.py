@@ -1,11 +1,13 @@
-"""C source for converting between stridec's element types bit for bit as torch's CPU `.to()`.
+"""Converting between stridec's element types bit for bit as torch's CPU `.to()`, in C.
 
-Interface for the C kernel generators:
+The conversions are C in the package: the element helpers in `lib/casts.h`, the vector
+ones (float32 ↔ float16 / bfloat16) in `lib/cast_vectors.h`; this module chooses among
+them for a pair of dtypes. Interface for the C kernel generators:
 
 * `c_type(dtype)` — the C type holding one element: float16 and bfloat16 are held as their
   `uint16_t` bit patterns, bool as a `uint8_t` 0 or 1.
-* `C_PRELUDE` — `#include`s and `static inline` helpers, pasted once at the top of a
-  compile unit.
+* `C_PRELUDE` — `#include`s and `static inline` helpers (`lib/casts.h`), pasted once at
+  the top of a compile unit.
 * `c_convert(src, dst, expr)` — a C expression turning `expr`, a value of `c_type(src)`,
   into the `c_type(dst)` value torch's `.to(dst)` gives. `expr` appears once in the result,
   so it may have side effects or cost.
@@ -56,8 +58,7 @@ without `-ffast-math` (or `-ffinite-math-only`), and with flush-to-zero off (the
 
 from __future__ import annotations
 
-from importlib import resources
-
+from stridec.compiler.codegen.c.library import library_text
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
 
@@ -78,7 +79,7 @@ C_TYPES: dict[str, str] = {
 }
 
 # The helpers, C in the package (lib/casts.h).
-C_PRELUDE = (resources.files("stridec.compiler.codegen.c") / "lib" / "casts.h").read_text("utf-8")
+C_PRELUDE = library_text("casts.h")
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -140,116 +141,44 @@ def c_convert(src: DType | str, dst: DType | str, expr: str) -> str:
     return f"(({C_TYPES[d]})({expr}))"
 
 
-# The vector loops of the pairs x86's F16C instructions convert exactly as the helpers
-# above (which are written after them): float32 -> float16 rounds to nearest even and
-# keeps a NaN's sign and top payload bits quieted (`vcvtps2ph`), float16 -> float32 is
-# exact (`vcvtph2ps`). gcc does not vectorize the helpers for these pairs itself.
-_F16C_RUNS = {
-    ("float32", "float16"): (
-        "_mm256_storeu_si256((__m256i *)(d + j), _mm512_cvtps_ph(_mm512_loadu_ps(s + j), "
-        "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));",
-        "_mm_storeu_si128((__m128i *)(d + j), _mm256_cvtps_ph(_mm256_loadu_ps(s + j), "
-        "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));",
-    ),
-    ("float16", "float32"): (
-        "_mm512_storeu_ps(d + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + j))));",
-        "_mm256_storeu_ps(d + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + j))));",
-    ),
-}
+# Vector conversions of float32 <-> float16 / bfloat16 (C in the package): x86's
+# instructions where they give the helpers' bits, integer bit arithmetic elsewhere.
+CAST_VECTORS = library_text("cast_vectors.h")
+# The pairs with a `stridec_run_<src>_<dst>` (`c_convert_run`) and with
+# `stridec_lanes_<src>_<dst>` (`c_convert_lanes`) there.
+_VECTOR_RUNS = (("float32", "float16"), ("float16", "float32"))
+_LANE_PAIRS = (*_VECTOR_RUNS, ("float32", "bfloat16"), ("bfloat16", "float32"))
+# The ISA the 16 lanes need (the transposing casts' 16-bit shuffles too): AVX-512 with its
+# 16-bit lanes (BW) on 256-bit registers as well (VL); of the 8 lanes: AVX2 (its 256-bit
+# integer shuffles) and F16C. lib/cast_vectors.h defines the lanes under the same tests.
+LANES_ISA = "defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
+LANES_8_ISA = "defined(__AVX2__) && defined(__F16C__)"
+assert f"#if {LANES_ISA}\n" in CAST_VECTORS and f"#elif {LANES_8_ISA}\n" in CAST_VECTORS
 
 
 def c_convert_run(src: DType | str, dst: DType | str, name: str = "convert_run") -> str:
     """C text of `static void name(const S *s, D *d, int64_t n)`, S and D the `c_type`s:
     `d[j] = c_convert(src, dst, s[j])` for `j < n`, in vector instructions where x86
-    converts exactly as the helpers (`_F16C_RUNS`), else in a loop gcc vectorizes."""
+    converts exactly as the helpers (float32 <-> float16: `stridec_run_<src>_<dst>` of
+    lib/cast_vectors.h, pasted before it), else in a loop gcc vectorizes."""
     s = as_dtype(src, "c_convert_run src").name
     d = as_dtype(dst, "c_convert_run dst").name
-    lines = [f"static void {name}(const {C_TYPES[s]} *restrict s, {C_TYPES[d]} *restrict d, "
-             "int64_t n) {", "    int64_t j = 0;"]
-    runs = _F16C_RUNS.get((s, d))
-    if runs is not None:
-        wide, narrow = runs
-        lines += ["#if defined(__AVX512F__)", f"    for (; j + 16 <= n; j += 16) {wide}",
-                  "#elif defined(__F16C__) && defined(__AVX__)",
-                  f"    for (; j + 8 <= n; j += 8) {narrow}", "#endif"]
-    lines += [f"    for (; j < n; j++) d[j] = {c_convert(s, d, 's[j]')};", "}"]
-    if runs is not None:  # the intrinsics' header only where they are used: it is large
-        lines[:0] = ["#if defined(__F16C__) || defined(__AVX512F__)", "#include <immintrin.h>",
-                     "#endif"]
-    return "\n".join(lines)
-
-
-# 16 lanes in registers: float32 -> half takes a `__m512` and gives the 16 halves' bits in
-# a `__m256i`, half -> float32 the reverse. float16 as `_F16C_RUNS`; bfloat16 -> float32
-# is the bits shifted up; float32 -> bfloat16 rounds to nearest even on the integer bits,
-# every NaN 0xffff, as `stridec_f32_to_bf16` (AVX512_BF16's `vcvtneps2bf16` would quiet
-# NaNs instead and flush subnormal inputs to zero).
-_LANES = {
-    ("float32", "float16"): (
-        "static inline __m256i convert_lanes(__m512 v) {",
-        "    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);",
-    ),
-    ("float32", "bfloat16"): (
-        "typedef uint32_t lanes_u32 __attribute__((vector_size(64)));",
-        "static inline __m256i convert_lanes(__m512 v) {",
-        "    lanes_u32 w = (lanes_u32)v;",
-        "    lanes_u32 nan = (lanes_u32)((w & 0x7fffffffu) > 0x7f800000u);",
-        "    lanes_u32 r = ((w + 0x7fffu + ((w >> 16) & 1u)) >> 16) | (nan & 0xffffu);",
-        "    return _mm512_cvtepi32_epi16((__m512i)r);",
-    ),
-    ("float16", "float32"): (
-        "static inline __m512 convert_lanes(__m256i h) {",
-        "    return _mm512_cvtph_ps(h);",
-    ),
-    ("bfloat16", "float32"): (
-        "static inline __m512 convert_lanes(__m256i h) {",
-        "    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));",
-    ),
-}
-# The ISA the lanes need (the transposing casts' 16-bit shuffles too): AVX-512 with its
-# 16-bit lanes (BW) on 256-bit registers as well (VL).
-LANES_ISA = "defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
-
-# Without AVX-512, 8 lanes: float32 in a `__m256`, the 8 halves' bits in a `__m128i`, by
-# the same rules (F16C's 256-bit `vcvtps2ph` / `vcvtph2ps`; float32 -> bfloat16 on the
-# integer bits of a `ymm`, the 8 results packed to 16 bits by `vpackusdw`, which leaves
-# every value up to 0xffff as it is).
-_LANES_8 = {
-    ("float32", "float16"): (
-        "static inline __m128i convert_lanes(__m256 v) {",
-        "    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);",
-    ),
-    ("float32", "bfloat16"): (
-        "typedef uint32_t lanes_u32 __attribute__((vector_size(32)));",
-        "static inline __m128i convert_lanes(__m256 v) {",
-        "    lanes_u32 w = (lanes_u32)v;",
-        "    lanes_u32 nan = (lanes_u32)((w & 0x7fffffffu) > 0x7f800000u);",
-        "    __m256i r = (__m256i)(((w + 0x7fffu + ((w >> 16) & 1u)) >> 16) | (nan & 0xffffu));",
-        "    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));",
-    ),
-    ("float16", "float32"): (
-        "static inline __m256 convert_lanes(__m128i h) {",
-        "    return _mm256_cvtph_ps(h);",
-    ),
-    ("bfloat16", "float32"): (
-        "static inline __m256 convert_lanes(__m128i h) {",
-        "    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));",
-    ),
-}
-# The ISA of the 8 lanes: AVX2 (its 256-bit integer shuffles) and F16C.
-LANES_8_ISA = "defined(__AVX2__) && defined(__F16C__)"
+    vector = (s, d) in _VECTOR_RUNS
+    start = f"stridec_run_{s}_{d}(s, d, n)" if vector else "0"
+    source = (f"static void {name}(const {C_TYPES[s]} *restrict s, {C_TYPES[d]} *restrict d, "
+              f"int64_t n) {{\n    int64_t j = {start};\n"
+              f"    for (; j < n; j++) d[j] = {c_convert(s, d, 's[j]')};\n}}")
+    return f"{CAST_VECTORS}\n{source}" if vector else source
 
 
 def c_convert_lanes(src: DType | str, dst: DType | str) -> str | None:
-    """C text of `convert_lanes` for `src` -> `dst`, defined with `CONVERT_LANES` (the lanes
-    it converts): 16 where the unit is built for `LANES_ISA` (`_LANES`), 8 where it is built
-    for `LANES_8_ISA` (`_LANES_8`); None for a pair without one. Each lane converts as
+    """C text of `convert_lanes` for `src` -> `dst` (lib/cast_vectors.h and its
+    `stridec_lanes_<src>_<dst>` by that name), defined with `CONVERT_LANES` (the lanes it
+    converts): 16 where the unit is built for `LANES_ISA`, 8 where it is built for
+    `LANES_8_ISA`; None for a pair without one. Each lane converts as
     `c_convert(src, dst, ...)`."""
     s = as_dtype(src, "c_convert_lanes src").name
     d = as_dtype(dst, "c_convert_lanes dst").name
-    body = _LANES.get((s, d))
-    if body is None:
+    if (s, d) not in _LANE_PAIRS:
         return None
-    return "\n".join([f"#if {LANES_ISA}", "#include <immintrin.h>", "#define CONVERT_LANES 16",
-                      *body, "}", f"#elif {LANES_8_ISA}", "#include <immintrin.h>",
-                      "#define CONVERT_LANES 8", *_LANES_8[(s, d)], "}", "#endif"])
+    return f"{CAST_VECTORS}\n#define convert_lanes stridec_lanes_{s}_{d}"
