@@ -88,6 +88,8 @@ STRIP_ELEMENTS = 512
 # second dim (`_blocked_rows`), of about these many bytes.
 ROWS_SHORT_BYTES = 4096
 ROWS_BLOCK_BYTES = (2048, 8192)
+# A block of runs along two dims (`_blocked_rows`) holds at most this many bytes.
+ROWS_PAIR_BYTES = 256 << 10
 # A streamed transpose block whose destination rows are runs of this many bytes or more
 # streams even where they start or end inside a line: those lines are few (docs/cpu.md).
 LONG_RUN_BYTES = 2048
@@ -125,7 +127,8 @@ class Loop:
 class CopyPlan:
     """A copy as loops around a micro-kernel (module docstring). `loops` run outermost
     first; `a_loop` and `b_loop` index the micro-kernel's dims in it (-1: none; a rows
-    plan's `a_loop`: the loop along which a block holds several runs, `_blocked_rows`);
+    plan's `a_loop`: the loop along which a block holds several runs, and `c_loop` a
+    second such loop, `_blocked_rows`);
     `lanes` / `lane_stride`: K and the lanes' stride on their other side for the
     (de)interleaves and compress; `parallel`: the most threads it may run on;
     `stream_bytes`: bytes it writes (a cast: the mean of those it reads and writes), which
@@ -158,6 +161,7 @@ class CopyPlan:
     fill_bits: int | None = None
     cost: float = 0.0
     cast: tuple[str, str] = ()
+    c_loop: int = -1
 
     @property
     def dst_bytes(self) -> int:
@@ -175,7 +179,8 @@ class CopyPlan:
         """One line a loop, outermost first, then the kernel: what `plan.kernels` shows."""
         lines = []
         for k, loop in enumerate(self.loops):
-            role = " (a)" if k == self.a_loop else " (b)" if k == self.b_loop else ""
+            role = (" (a)" if k == self.a_loop else " (b)" if k == self.b_loop
+                    else " (c)" if k == self.c_loop else "")
             lines.append(f"loop d{loop.dim}{role}: 0..{loop.extent} step {loop.step}, "
                          f"src stride {loop.src_stride}, dst stride {loop.dst_stride}")
         lanes = f", {self.lanes} lanes {self.lane_stride} apart" if self.lanes else ""
@@ -265,7 +270,7 @@ class _Side:
     """One side of a block: `runs` contiguous runs of `run` elements each, `spacing`
     elements apart; `moves[l]`: how far (elements) loop l moves them."""
 
-    runs: int
+    runs: float
     run: int
     spacing: int
     moves: tuple[int, ...]
@@ -306,9 +311,12 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
     if kernel == "rows":
         if plan.a_loop < 0:
             return _Side(1, eb, 0, tuple(src_moves)), _Side(1, eb, 0, tuple(dst_moves))
-        a_loop = loops[plan.a_loop]
-        return (_rows_side(ea, eb, a_loop.src_stride, src_moves),
-                _rows_side(ea, eb, a_loop.dst_stride, dst_moves))
+        # a block's mean runs along each loop: the last block holds what is left
+        block = [loops[k] for k in (plan.a_loop, plan.c_loop) if k >= 0]
+        return (_rows_side([(lp.extent / lp.count, lp.src_stride) for lp in block], eb,
+                           src_moves),
+                _rows_side([(lp.extent / lp.count, lp.dst_stride) for lp in block], eb,
+                           dst_moves))
     if kernel == "fill":  # nothing is read
         return (_Side(0, 0, 0, tuple(0 for _ in src_moves)),
                 _Side(1, eb, 0, tuple(dst_moves)))
@@ -348,12 +356,17 @@ def _joined(rows: int, run: int, dims: tuple[tuple[int, int], ...], short: bool,
     return _Side(max(1, round(count)), max(1, round(length)), spacing, moves)
 
 
-def _rows_side(runs: int, run: int, spacing: int, moves: Sequence[int]) -> _Side:
-    """A side of a rows block of `runs` runs `spacing` apart: one run where they follow
-    on."""
-    if spacing == run:
-        return _Side(1, runs * run, 0, tuple(moves))
-    return _Side(runs, run, spacing, tuple(moves))
+def _rows_side(dims: list[tuple[float, int]], run: int, moves: Sequence[int]) -> _Side:
+    """A side of a rows block of runs of `run` elements along `dims` (mean runs, stride on
+    this side): a dim whose stride is the run so far lengthens it, the others multiply
+    the runs."""
+    dims, runs, length = list(dims), 1.0, run
+    while (k := next((k for k, (_, s) in enumerate(dims) if s == length), None)) is not None:
+        length = round(length * dims.pop(k)[0])
+    for n, _ in dims:
+        runs *= n
+    spacing = min((abs(s) for _, s in dims), default=0)
+    return _Side(runs, length, spacing, tuple(moves))
 
 
 def _pages(side: _Side, size: int) -> float:
@@ -464,14 +477,15 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
 # --------------------------------------------------------------------------- planning
 
 
-def _tile(extent: int, target: int, cap: int = 1 << 62) -> int:
+def _tile(extent: int, target: int, cap: int = 1 << 62, multiple: int = 16) -> int:
     """A block side for a dim of `extent`: the whole dim if it is at most 1.5 times
-    `target` (and `cap`), else even blocks of about `target` (multiples of 16)."""
+    `target` (and `cap`), else even blocks of about `target` (multiples of `multiple`:
+    a transpose's register tiles)."""
     if extent <= min(target + target // 2, cap):
         return extent
     count = -(-extent // target)
     side = -(-extent // count)
-    return min(extent, -(-side // 16) * 16)
+    return min(extent, -(-side // multiple) * multiple)
 
 
 def _loop(canon: CopySpec, k: int, step: int = 1) -> Loop:
@@ -679,7 +693,7 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
         key = ((lambda k: (-abs(canon.dst_strides[k]), k)) if on_src
                else (lambda k: (-abs(canon.src_strides[k]), k)))
         for target in ROWS_BLOCK_BYTES:
-            ta = _tile(canon.sizes[a], max(1, target // (nb * size)), MAX_BLOCK_ROWS)
+            ta = _tile(canon.sizes[a], max(1, target // (nb * size)), MAX_BLOCK_ROWS, 1)
             for where in ("outer", "sorted"):
                 if where == "outer":
                     order = [a, *sorted(others, key=key)]
@@ -693,6 +707,30 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
                 if moved > caches.l2:
                     plan = _with(plan, prefetch=True)
                 plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
+    # Blocks of two dims: `a` whose runs follow on in the destination, `c` whose runs
+    # follow on in the source, so both sides of a block are runs of several (runs of 56
+    # bytes: a line or less on either side with one dim).
+    for a in range(canon.rank - 1):
+        if canon.sizes[a] < 2 or canon.dst_strides[a] != nb:
+            continue
+        for c in range(canon.rank - 1):
+            if c == a or canon.sizes[c] < 2 or canon.src_strides[c] != nb:
+                continue
+            others = [k for k in range(canon.rank - 1) if k not in (a, c)]
+            tc = _tile(canon.sizes[c], max(1, ROWS_BLOCK_BYTES[-1] // (nb * size)),
+                       MAX_BLOCK_ROWS, 1)
+            for target in (*ROWS_BLOCK_BYTES, ROWS_PAIR_BYTES):
+                ta = _tile(canon.sizes[a], max(1, target // (nb * size)), MAX_BLOCK_ROWS, 1)
+                if ta * tc * nb * size > ROWS_PAIR_BYTES:
+                    continue
+                for key in ((lambda k: (-abs(canon.src_strides[k]), k)),
+                            (lambda k: (-abs(canon.dst_strides[k]), k))):
+                    order = [a, c, *sorted(others, key=key)]
+                    plan = _nest(canon, "rows", a, b, [*order, b], {a: ta, c: tc, b: nb}, base)
+                    plan = _with(plan, c_loop=[lp.dim for lp in plan.loops].index(c))
+                    if moved > caches.l2:
+                        plan = _with(plan, prefetch=True)
+                    plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
     return list(plans.values())
 
 

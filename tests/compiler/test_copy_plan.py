@@ -110,7 +110,7 @@ def test_a_block_the_library_does_not_read_writes_nothing():
     spec = permute_spec((40, 50), (1, 0))
     plan = plan_copy(spec, CACHES)
     fn = _library(4)
-    for change in ({"loops": 0}, {"kernel": 99}, {"abi": 0}, {"lanes": 9}):
+    for change in ({"loops": 0}, {"kernel": 99}, {"abi": 0}, {"lanes": 9}, {"c_loop": 0}):
         params = list(cplan.plan_params(plan))
         for field, value in change.items():
             params[cplan.ABI.index(field)] = value
@@ -211,10 +211,24 @@ def test_short_rows_are_blocked_along_a_second_dim():
     assert inner == sorted(inner, reverse=True) and inner[-1] == 26, plan.describe()
 
 
+def test_rows_shorter_than_a_line_are_blocked_along_two_dims():
+    # (13, 13, 26, 13, 26, 14).permute(4, 1, 0, 3, 2, 5), a TTC permutation: rows of 56
+    # bytes. Blocked along one dim, one side's runs stay 56 bytes apart; a block of the 26
+    # rows that follow on in the destination by the 26 that follow on in the source is
+    # runs of 1456 bytes on both sides, and the loop inside goes on with all of them.
+    spec = permute_spec((13, 13, 26, 13, 26, 14), (4, 1, 0, 3, 2, 5))
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "rows" and plan.a_loop >= 0 and plan.c_loop >= 0, plan.describe()
+    a, c = plan.loops[plan.a_loop], plan.loops[plan.c_loop]
+    assert (a.dst_stride, a.step, c.src_stride, c.step) == (14, 26, 14, 26), plan.describe()
+    assert plan.loops[-2].src_stride == plan.loops[-2].dst_stride == 26 * 14, plan.describe()
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
 def test_blocked_rows_match_torch(stream):
-    # Every blocked candidate of row-keeping permutations, each element size, runs shorter
-    # and longer than a vector, blocks whole and cut (edges), prefetching, 1 and 3 threads.
+    # Every blocked candidate of row-keeping permutations (along one dim and along two),
+    # each element size, runs shorter and longer than a vector, blocks whole and cut
+    # (edges), prefetching, 1 and 3 threads.
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
         for dtype in SIZES:

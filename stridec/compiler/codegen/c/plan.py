@@ -245,7 +245,7 @@ def plan_params(plan: CopyPlan) -> tuple[int, ...]:
         "lane_stride": plan.lane_stride, "chunk": plan.chunk, "prefetch": int(plan.prefetch),
         "stage": int(plan.stage), "a_dims": len(plan.a_side), "b_dims": len(plan.b_side),
         "masks": len(plan.masks), "fill": int(plan.fill_bits is not None),
-        "fill_bits": plan.fill_bits or 0,
+        "fill_bits": plan.fill_bits or 0, "c_loop": plan.c_loop,
     }
     words = [values[name] for name in ABI.header]
     for loop in plan.loops:

@@ -29,7 +29,7 @@
 #ifndef STRIDEC_COPY_ABI_H
 #define STRIDEC_COPY_ABI_H
 
-#define STRIDEC_COPY_ABI 2
+#define STRIDEC_COPY_ABI 3
 /* Loops of a nest and dims of a transpose's side: the rank limit (stridec.ir.affine.MAX_RANK,
    checked by codegen/c/plan.py); a nest has no more loops than its copy has dims. */
 #define STRIDEC_COPY_MAX_LOOPS 25
@@ -56,7 +56,8 @@
     X(b_dims)          /* and of its b side */                                         \
     X(masks)           /* mask records after the sides (0 .. STRIDEC_COPY_MAX_MASKS) */   \
     X(fill)            /* 1: masked elements get fill_bits; 0: they are not written */   \
-    X(fill_bits)       /* the fill's bits, in the low ELEM_BYTES bytes */
+    X(fill_bits)       /* the fill's bits, in the low ELEM_BYTES bytes */                \
+    X(c_loop)          /* rows: a second loop a block holds several runs along, or -1 */
 
 /* Masks of a copy at most: a bound on each side of every dim, and a few more. */
 #define STRIDEC_COPY_MAX_MASKS 64
@@ -75,7 +76,7 @@
    (along b_loop) at offsets so, do:
    rows          dst[do + y] = src[so + y]                        y < eb (b: stride 1 both)
                  (with an a loop: dst[do + x*da + y] = src[so + x*sa + y], x < ea, its
-                 strides sa and da)
+                 strides sa and da; with a c loop too, also over z < ec at z*sc and z*dc)
    transpose     dst[do + A(x0 + x) + y] = src[so + x + B(y0 + y)]  x < ea, y < eb
                  (x0, y0: the block's first index along the a and b loops, whose strides
                  are 1 and 0, 0 and 1; A, B: the sides' offsets on the other side)

@@ -68,6 +68,7 @@ typedef struct {
     i64 sstep[MAXL], dstep[MAXL]; /* source and destination elements a block on */
     i64 ssb, dsb;                 /* the b loop's strides */
     i64 ssa, dsa;                 /* the a loop's strides (a rows block's runs apart) */
+    i64 c, ssc, dsc;              /* a rows block's second loop of runs and its strides */
     i64 ga, gb;                   /* dims of a transpose's a and b sides */
     i64 ga_n[STRIDEC_COPY_MAX_GROUP], ga_s[STRIDEC_COPY_MAX_GROUP];
     i64 gb_n[STRIDEC_COPY_MAX_GROUP], gb_s[STRIDEC_COPY_MAX_GROUP];
@@ -163,31 +164,37 @@ typedef struct {
     const elem_t* base; /* the next block's source, or 0 where there is none */
     i64 y0, na, nb;     /* (transpose: its first index along b) its extents */
     i64 done;           /* its rows (runs) prefetched so far */
+    i64 nc;             /* (rows) its extent along the c loop: na * nc runs */
 } next_t;
 
-/* Runs [P->done, upto) of the next rows block into L2 (prefetcht1), every line of each. */
+/* Runs [P->done, upto) of the next rows block (x along a fastest, then along c) into L2
+   (prefetcht1), every line of each. */
 static void prefetch_runs(const job_t* J, next_t* P, i64 upto) {
     if (!P->base || upto <= P->done) return;
-    if (upto > P->na) upto = P->na;
+    if (upto > P->na * P->nc) upto = P->na * P->nc;
     const i64 step = 64 / ELEM_BYTES, nb = P->nb;
     for (i64 x = P->done; x < upto; x++) {
-        const elem_t* r = P->base + x * J->ssa;
+        const elem_t* r = P->base + x % P->na * J->ssa + x / P->na * J->ssc;
         for (i64 k = 0; k < nb; k += step) __builtin_prefetch(r + k, 0, 2);
         __builtin_prefetch(r + nb - 1, 0, 2);
     }
     P->done = upto;
 }
 
-/* A block of the rows kernel: ea runs of eb elements along the a loop (its strides ssa and
-   dsa), the next block's source prefetched as it goes (P, or 0). Streamed, runs that
-   follow on in the destination are built in L1 and streamed out as one run. */
-static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb, next_t* P) {
+/* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
+   strides ssa and dsa), the next block's source prefetched as it goes (P, or 0: its share
+   for part z). Streamed, runs that follow on in the destination are built in L1 and
+   streamed out as one run. */
+static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb, next_t* P,
+                      i64 z, i64 ez) {
     const i64 sa = J->ssa, da = J->dsa;
+#define PREFETCH_RUNS(x) \
+    if (P) prefetch_runs(J, P, (z * ea + (x) + 1) * (P->na * P->nc) / (ez * ea))
 #ifndef CAST_SRC
     if (!J->stream) {
         const size_t n = (size_t)eb * ELEM_BYTES;
         for (i64 x = 0; x < ea; x++) {
-            if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+            PREFETCH_RUNS(x);
             copy_run(d + x * da, s + x * sa, n);
         }
         return;
@@ -197,7 +204,7 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
         /* Runs of whole lines, each starting one: streamed line by line from the source
            (attention heads' 256-byte rows), no copy through L1. */
         for (i64 x = 0; x < ea; x++) {
-            if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+            PREFETCH_RUNS(x);
             const char* sp = (const char*)(s + x * sa);
             char* dp = (char*)(d + x * da);
             for (size_t k = 0; k < n; k += 64) stream_line(dp + k, sp + k);
@@ -219,7 +226,7 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
                 out += whole;
                 have -= whole;
             }
-            if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+            PREFETCH_RUNS(x);
             copy_run(buf + have, s + x * sa, n);
             have += n;
         }
@@ -228,9 +235,10 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
     }
 #endif
     for (i64 x = 0; x < ea; x++) {
-        if (P) prefetch_runs(J, P, (x + 1) * P->na / ea);
+        PREFETCH_RUNS(x);
         put(J, d + x * da, s + x * sa, eb);
     }
+#undef PREFETCH_RUNS
 }
 
 /* ---- masks */
@@ -869,7 +877,11 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
                          next_t* P) {
     const elem_t* s = J->src + so;
     dst_t* d = J->dst + dof;
-    i64 ea = 1, eb = 1;
+    i64 ea = 1, eb = 1, ec = 1;
+    if (J->c >= 0) {
+        i64 rest = J->n[J->c] - idx[J->c] * J->t[J->c];
+        ec = rest < J->t[J->c] ? rest : J->t[J->c];
+    }
     if (J->a >= 0) {
         i64 rest = J->n[J->a] - idx[J->a] * J->t[J->a];
         ea = rest < J->t[J->a] ? rest : J->t[J->a];
@@ -892,7 +904,9 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     }
     switch (J->kernel) {
     case K_rows:
-        if (J->a >= 0) tile_rows(J, s, d, ea, eb, P);
+        if (J->a >= 0)
+            for (i64 z = 0; z < ec; z++)
+                tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, P, z, ec);
         else put(J, d, s, eb);
         break;
     case K_transpose:
@@ -951,7 +965,7 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         for (i64 m = 0; m < M; m++) hmb[m] = mb[m];
         odometer_step(J, idx, &so, &dof, mb);
         /* a transpose block prefetches the next block's source lines as it goes */
-        next_t P = {0, 0, 0, 0, 0};
+        next_t P = {0, 0, 0, 0, 0, 1};
         if (pf && u + 1 < u1) {
             i64 ra = J->n[J->a] - idx[J->a] * J->t[J->a];
             i64 rb = J->n[J->b] - idx[J->b] * J->t[J->b];
@@ -959,6 +973,10 @@ static void work(const job_t* J, i64 u0, i64 u1) {
             P.y0 = idx[J->b] * J->t[J->b];
             P.na = ra < J->t[J->a] ? ra : J->t[J->a];
             P.nb = rb < J->t[J->b] ? rb : J->t[J->b];
+            if (J->c >= 0) {
+                i64 rc = J->n[J->c] - idx[J->c] * J->t[J->c];
+                P.nc = rc < J->t[J->c] ? rc : J->t[J->c];
+            }
         }
         block(J, here, hso, hdo, hmb, pf ? &P : 0);
     }
@@ -1006,8 +1024,13 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->K = p[H_lanes];
     J->ls = p[H_lane_stride];
     J->prefetch = p[H_prefetch];
+    J->c = p[H_c_loop];
     if (p[H_abi] != STRIDEC_COPY_ABI || J->L < 1 || J->L > MAXL || J->kernel < K_rows
-        || J->kernel > K_fill || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L)
+        || J->kernel > K_fill || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L
+        || J->c < -1 || J->c >= J->L)
+        return 0;
+    /* a second loop of runs: a rows block's, beside its a loop */
+    if (J->c >= 0 && (J->kernel != K_rows || J->a < 0 || J->c == J->a || J->c == J->b))
         return 0;
     int lanes = J->kernel >= K_deinterleave && J->kernel <= K_compress;
     if ((lanes && (J->K < 2 || J->K > 4)) || (J->kernel == K_interleave ? J->a : J->b) < 0
@@ -1024,6 +1047,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         J->dstep[l] = J->t[l] * q[L_dst_stride];
         if (l == J->b) J->ssb = q[L_src_stride], J->dsb = q[L_dst_stride];
         if (l == J->a) J->ssa = q[L_src_stride], J->dsa = q[L_dst_stride];
+        if (l == J->c) J->ssc = q[L_src_stride], J->dsc = q[L_dst_stride];
         units *= J->cnt[l];
         numel *= J->n[l];
         if (J->cnt[l] > 1) J->act[J->nact++] = l;
@@ -1037,6 +1061,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
         return 0;
     if (J->M && (J->kernel == K_deinterleave || (J->kernel == K_rows && J->a >= 0)
+                 || J->c >= 0
                  || (J->kernel == K_transpose && (J->ga != 1 || J->gb != 1))
                  || (J->kernel == K_interleave && !J->has_fill)))
         return 0;  /* masks the blocks below do not take (the planner makes none) */
