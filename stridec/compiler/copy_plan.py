@@ -618,6 +618,13 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
         base = _with(base, lanes=canon.src_strides[b])
     if kernel == "deinterleave":
         base = _with(base, lane_stride=canon.dst_strides[a])
+        # Streamed, each lane's run is written in pieces of a few KiB: where a lane does
+        # not start on a line, every piece starts and ends inside one, written through
+        # the cache between streamed ones (as a transpose's rows, `_transpose_memory`).
+        starts = (canon.dst_offset, *(canon.dst_strides[k] for k in range(canon.rank)
+                                      if k != b))
+        if any(x * out % caches.line for x in starts):
+            base = _with(base, stream_bytes=-1)
     if kernel == "interleave":
         base = _with(base, lanes=canon.sizes[b], lane_stride=canon.src_strides[b])
     consumed = {"deinterleave": a, "interleave": b}.get(kernel)

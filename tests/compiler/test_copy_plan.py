@@ -300,6 +300,16 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
     assert not plan_copy(permute_spec((100, 30), (1, 0), f32), CACHES).prefetch
 
 
+def test_a_deinterleave_streams_only_lanes_that_start_on_a_line():
+    # (N, 3) -> (3, N): each lane's run is streamed in pieces of a few KiB; where a lane
+    # starts inside a line (N odd), so does every piece, written through the cache.
+    for n, dst_offset, streams in ((1 << 20, 0, True), ((1 << 20) + 1, 0, False),
+                                   (1 << 20, 3, False)):
+        plan = plan_copy(permute_spec((n, 3), (1, 0), f32, dst_offset=dst_offset), CACHES)
+        assert plan.kernel == "deinterleave"
+        assert (plan.stream_bytes > 0) == streams, (n, dst_offset, plan.describe())
+
+
 def test_plans_are_data_and_the_same_for_the_same_copy():
     spec = permute_spec((6, 40, 50), (2, 0, 1))
     first, again = candidate_plans(spec, CACHES), candidate_plans(spec, CACHES)
