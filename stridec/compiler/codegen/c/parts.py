@@ -7,7 +7,8 @@ once, the k-th compiled with `-DSTRIDEC_PART=k`, then linked into one library
 (`runtime/backends/cpu.py`); on a machine with two cores the build takes a little more
 than its largest part.
 
-The source is written for both builds with `PARTS_DECLARATION`, pasted near its top:
+The source is written for both builds with `PARTS_DECLARATION` (`lib/parts.h`), pasted
+near its top:
 
 * `#if IN_PART(k) … #endif` around what part k alone defines. What no part claims (the
   prelude, the `static inline` helpers) is in every part; the compiler drops a static
@@ -26,15 +27,11 @@ from __future__ import annotations
 
 import re
 
+from stridec.compiler.codegen.c.library import library_text
+
 __all__ = ["PARTS_DECLARATION", "unit_parts"]
 
-PARTS_DECLARATION = r"""#ifdef STRIDEC_PART
-#define IN_PART(k) (STRIDEC_PART == (k))
-#define PART_FN __attribute__((visibility("hidden"), noinline))
-#else
-#define IN_PART(k) 1
-#define PART_FN static __attribute__((noinline))
-#endif"""
+PARTS_DECLARATION = library_text("parts.h")
 
 _PARTS = re.compile(r"^#define STRIDEC_PARTS ([1-9][0-9]*)$", re.M)
 
