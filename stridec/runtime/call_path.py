@@ -245,22 +245,18 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
                 return self._call(tensors, None, named)
         hits = self._hits
         hit = hits.data.get(key)
-        if hit is None:
-            return self._call(tensors, None, named, called)
         # The hit counted and its program's entry stamped used, as a hit in `_programs`
-        # is (`Lru.touch`, inline: this is every cached call); where `_hits` was replaced
-        # since the read (an eviction: the hit may name the evicted program), the full path.
-        with self._lock:
-            if self._hits is not hits:
-                hit = None
-            else:
-                programs = self._programs
-                programs.clock += 1
-                hit.used[0] = programs.clock
-                self.stats.cache_hits += 1
-        if hit is None:
+        # is (`Lru.touch`, inline); where `_hits` was replaced since the read (an eviction:
+        # the hit may name the evicted program), the full path. No lock: nothing from the
+        # check to the last store calls out, so no other thread runs between them (GIL).
+        if hit is None or self._hits is not hits:
             return self._call(tensors, None, named, called)
-        self.stats.launches += hit.launches
+        programs = self._programs
+        programs.clock += 1
+        hit.used[0] = programs.clock
+        stats = self.stats
+        stats.cache_hits += 1
+        stats.launches += hit.launches
         if hit.direct is not None:  # the C kernels, on the pointers the key read; the
             # result finished as `_finish` finishes it (`Runner.direct`)
             return hit.direct(tensors, pointers, torch.get_num_threads())
@@ -278,30 +274,25 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
                 return self._call(tensors, out, named)
         hits = self._hits
         found = hits.data.get(key)
-        if found is not None:
+        if found is not None and self._hits is hits:  # (counted and stamped as above)
             hit, storage_outs, bound = found
-            with self._lock:  # (counted and stamped as above)
-                if self._hits is not hits:
-                    hit = None
-                else:
-                    programs = self._programs
-                    programs.clock += 1
-                    hit.used[0] = programs.clock
-                    self.stats.cache_hits += 1
-            if hit is not None:
-                if bound is not None:  # the C kernels, on the pointers the key read
-                    bound(pointers, torch.get_num_threads())
-                else:
-                    outs = (out,) if type(out) is torch.Tensor else out
-                    launch.launch_with(hit.runner,
-                                       (*tensors, *(outs[i] for i in storage_outs)),
-                                       hit.device)
-                self.stats.launches += hit.launches
-                if self.bump_versions:
-                    bump_versions((out,) if type(out) is torch.Tensor else out)
-                    if self._written:
-                        self._bump_written(tensors)
-                return out
+            programs = self._programs
+            programs.clock += 1
+            hit.used[0] = programs.clock
+            stats = self.stats
+            stats.cache_hits += 1
+            stats.launches += hit.launches
+            outs = (out,) if type(out) is _Tensor else out
+            if bound is not None:  # the C kernels, on the pointers the key read
+                bound(pointers, torch.get_num_threads())
+            else:
+                launch.launch_with(hit.runner, (*tensors, *(outs[i] for i in storage_outs)),
+                                   hit.device)
+            if self.bump_versions:
+                bump_versions(outs)
+                if self._written:
+                    self._bump_written(tensors)
+            return out
         if self.symbols:
             return self._call(tensors, out, named, called)
         return self._call_out(tensors, out, called)
