@@ -18,7 +18,9 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from stridec.compiler.codegen.program import Program
+from stridec.compiler.copy_plan import PARALLEL_BYTES
 from stridec.errors import CallError, StridecError, UnsupportedError
+from stridec.ir.dtypes import DTYPES
 from stridec.runtime import launch
 from stridec.runtime.arguments import as_fake, check_arguments, requires_grad
 from stridec.runtime.backends import cpu
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ClassCall", "ClassOutHit", "Hit", "OutHit", "bump_versions", "cached_call",
            "call_aligned", "call_out", "call_reviewing", "call_shared", "call_under_modes",
-           "fake_call", "full_call", "out_call_key", "out_key", "plain_call_key",
+           "fake_call", "full_call", "one_thread", "out_call_key", "out_key", "plain_call_key",
            "read_out_key", "read_plain_key", "refuse_keywords", "use_builtin_keys",
            "written_shared"]
 
@@ -43,8 +45,9 @@ class Hit:
     """A call key's cached answer: the program and its runner, the device the arguments
     are on, the key of `CompiledGraph._programs` the program sits under, the program's
     launch count, the recency cell of its entry in `_programs` (a hit stamps it, `Lru.touch`,
-    without hashing the key again), and for a plain call of C kernels the runner's
-    `direct` function (None: `run_with`)."""
+    without hashing the key again), for a plain call of C kernels the runner's
+    `direct` function (None: `run_with`), and the thread count its kernels run on where
+    it is known without asking torch (`one_thread`)."""
 
     program: Program
     runner: launch.Runner
@@ -53,16 +56,19 @@ class Hit:
     launches: int
     used: list[int]
     direct: Callable[[Sequence[torch.Tensor], list[int], int], list[torch.Tensor]] | None
+    threads: int = 0  # `one_thread`: 1, or 0 where each call asks torch
 
 
 class OutHit(NamedTuple):
     """A cached `out=` call's answer: its `Hit`, for each tensor the program writes
     (its storage slots after the inputs') the out it is, and the C runner's `bound`
-    function on the call key's pointers (None: `launch_with`)."""
+    function on the call key's pointers (None: `launch_with`), and the thread count as
+    `Hit.threads`."""
 
     hit: Hit
     storage_outs: tuple[int, ...]
     bound: Callable[[list[int], int], None] | None
+    threads: int = 0
 
 
 class ClassCall(NamedTuple):
@@ -81,6 +87,25 @@ class ClassOutHit(NamedTuple):
     cls: tuple
     device: torch.device
     writes: tuple[bool, ...]
+
+
+def one_thread(program: Program, written: Sequence[tuple[int, int]]) -> int:
+    """1 where every kernel of `program` is a C copy and all of them together move fewer
+    than `PARALLEL_BYTES` (each element written read at the widest size the program
+    holds), so each would run on the calling thread whatever it is given (the kernels'
+    own test, `lib/copy_plan.c`); else 0: the call asks `torch.get_num_threads()`.
+    `written`: (elements, element bytes) of each tensor the kernels may write (the outs,
+    the fresh buffers), besides the program's buffers."""
+    if not program.kernels or any(k.kind != "copy" or k.lang != "c" for k in program.kernels):
+        return 0
+    buffers = [(b.elements, DTYPES[b.dtype].itemsize) for b in program.buffers]
+    if any(type(n) is not int for n, _ in buffers):
+        return 0  # (symbolic sizes)
+    inputs = ([DTYPES[d].itemsize for d in program.input_dtypes]
+              if len(program.input_dtypes) == program.n_inputs else [16])
+    widest = max([size for _, size in (*written, *buffers)] + inputs)
+    moved = sum(n * (size + widest) for n, size in (*written, *buffers))
+    return 1 if moved < PARALLEL_BYTES else 0
 
 
 def out_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
@@ -259,7 +284,7 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
         stats.launches += hit.launches
         if hit.direct is not None:  # the C kernels, on the pointers the key read; the
             # result finished as `_finish` finishes it (`Runner.direct`)
-            return hit.direct(tensors, pointers, torch.get_num_threads())
+            return hit.direct(tensors, pointers, hit.threads or torch.get_num_threads())
         outs = launch.run_with(hit.runner, tensors, hit.device)
         result = outs[0] if len(outs) == 1 else tuple(outs)
         return self._finish(tensors, result) if self._after else result
@@ -275,7 +300,7 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
         hits = self._hits
         found = hits.data.get(key)
         if found is not None and self._hits is hits:  # (counted and stamped as above)
-            hit, storage_outs, bound = found
+            hit, storage_outs, bound, threads = found
             programs = self._programs
             programs.clock += 1
             hit.used[0] = programs.clock
@@ -284,7 +309,7 @@ def cached_call(self: Any, *tensors: torch.Tensor, out: Any = None, **named: Any
             stats.launches += hit.launches
             outs = (out,) if type(out) is _Tensor else out
             if bound is not None:  # the C kernels, on the pointers the key read
-                bound(pointers, torch.get_num_threads())
+                bound(pointers, threads or torch.get_num_threads())
             else:
                 launch.launch_with(hit.runner, (*tensors, *(outs[i] for i in storage_outs)),
                                    hit.device)
@@ -355,8 +380,9 @@ def full_call(self: CompiledGraph, tensors: tuple[Any, ...], out: Any, named: di
         key, _ = called
         direct = runner.direct(len(tensors), self._itself,
                                self._written if self.bump_versions else ())
+        threads = 0 if self._written else one_thread(program, ())
         with self._lock:
-            hit = self._hit(program, runner, device, local_key, direct)
+            hit = self._hit(program, runner, device, local_key, direct, threads)
             if hit is not None:
                 self._remember(key, hit)
     outs = launch.run_with(runner, tensors, device)
@@ -550,10 +576,12 @@ def call_out(self: CompiledGraph, tensors: tuple[torch.Tensor, ...], out: Any,
             n = len(tensors)
             bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
                                  n + len(call.outs))
+            threads = 0 if self._written else one_thread(
+                program, [(t.numel(), t.element_size()) for t in call.outs])
             with self._lock:
                 hit = self._hit(program, runner, device, local_key, None)
                 if hit is not None:
-                    self._remember(key, OutHit(hit, storage_outs, bound))
+                    self._remember(key, OutHit(hit, storage_outs, bound, threads))
         launch.run_with(runner, (*tensors, *call.storage_tensors), device)
         self.stats.launches += program.launch_count
         if self.bump_versions:

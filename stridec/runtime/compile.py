@@ -457,14 +457,15 @@ class CompiledGraph:
         return tuple(outs)
 
     def _hit(self, program: Program, runner: launch.Runner, device: torch.device,
-             local_key: tuple, direct: Callable[..., Any] | None) -> Hit | None:
+             local_key: tuple, direct: Callable[..., Any] | None, threads: int = 0
+             ) -> Hit | None:
         """The `Hit` of a call that passed every check and found `program` under
         `local_key`, or None where the program has left `_programs` since (evicted, or
         evicted and refilled: then the entry's cell is another). Callers hold `_lock`."""
         if self._programs.data.get(local_key) is not program:
             return None
         return Hit(program, runner, device, local_key, program.launch_count,
-                    self._programs.cell(local_key), direct)
+                    self._programs.cell(local_key), direct, threads)
 
     def _remember(self, key: tuple, entry: Hit | OutHit) -> None:
         """`_hits[key] = entry`, as recent as its program (keys hold storage bytes, so a

@@ -292,3 +292,43 @@ def test_cached_keys_are_bounded(monkeypatch) -> None:
             assert torch.equal(fn(x), x.t().contiguous())
         assert len(fn._hits) <= 2
     assert fn.stats.compiles + fn.stats.cache_hits == 16
+
+
+def test_cached_calls_of_copies_too_small_to_split_ask_no_thread_count(monkeypatch) -> None:
+    """A cached call of C copies that move fewer bytes together than any of them splits
+    (`call_path.one_thread`) runs them on the calling thread without asking torch for
+    its thread count; one that could split asks on every call (a later
+    `torch.set_num_threads` counts). Both match torch, with and without `out=`, and a
+    cat (one batch) too."""
+    from stridec.compiler.copy_plan import PARALLEL_BYTES
+
+    asked = []
+    real = torch.get_num_threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: asked.append(1) or real())
+    # float32 transpose: each element read and written, 8 bytes; rows of 16 elements.
+    small_rows = PARALLEL_BYTES // 8 // 16 - 1
+    for rows, splits in ((small_rows, False), (small_rows + 2, True)):
+        g = stridec.Graph(f"cpu_threads_{rows}")
+        g.output(g.input("x", (rows, 16), "float32").t().contiguous())
+        fn = stridec.compile(g, backend="cpu")
+        x = torch.randn(rows, 16)
+        out = torch.full((16, rows), -1.0)
+        fn(x), fn(x, out=out)  # the full path, each remembered
+        asked.clear()
+        for _ in range(2):
+            assert torch.equal(fn(x), x.t().contiguous())
+            out.fill_(-1.0)
+            assert fn(x, out=out) is out and torch.equal(out, x.t().contiguous())
+        assert len(asked) == (4 if splits else 0)
+    # A cat of three members in one batch, into out=, small.
+    g = stridec.Graph("cpu_threads_cat")
+    xs = [g.input(f"x{k}", (2, c, 3, 5), "float16") for k, c in enumerate((3, 1, 4))]
+    g.output(stridec.cat(xs, 1))
+    fn = stridec.compile(g, backend="cpu")
+    ts = [torch.randn(2, c, 3, 5).half() for c in (3, 1, 4)]
+    out = torch.empty(2, 8, 3, 5, dtype=torch.float16)
+    fn(*ts, out=out)
+    asked.clear()
+    out.zero_()
+    assert fn(*ts, out=out) is out and torch.equal(out, torch.cat(ts, 1))
+    assert asked == []
