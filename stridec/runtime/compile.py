@@ -252,8 +252,9 @@ class CompiledGraph:
         # recent as its program (they share its cell). Only calls that passed every check
         # enter, under the lock and while their program is in `_programs`; any eviction
         # from `_programs` replaces `_hits` by an empty one, so a hit read from the one
-        # that is still `_hits` (checked under the lock) is a call the full path would
-        # answer from `_programs` (same program, same stats). Keys hold storage bytes.
+        # that is still `_hits` (checked with no call before the hit's stores: under the
+        # GIL no eviction runs between them) is a call the full path would answer from
+        # `_programs` (same program, same stats). Keys hold storage bytes.
         self._hits: Lru[tuple, Hit | OutHit] = Lru(HITS_CAPACITY)
         self._lock = threading.Lock()
         _GRAPHS.add(self)
