@@ -54,15 +54,27 @@ class Stats:
     tune_seconds: float = 0.0
 
 
+# The package's sources a cached plan depends on: its Python and the C a plan's kernels
+# are built from (codegen/c/lib), whose text a cached program holds.
+SOURCE_SUFFIXES = (".py", ".c", ".h")
+
+
+def source_files() -> list[Path]:
+    """The files of the stridec package whose text `versions` hashes, sorted."""
+    package = Path(__file__).parent.parent  # the stridec package
+    return sorted(p for p in package.rglob("*") if p.suffix in SOURCE_SUFFIXES and p.is_file())
+
+
 @functools.cache
 def versions() -> dict[str, str]:
     """The versions a cached plan depends on. stridec's own is its release number plus a
-    hash of its sources, so a changed compiler never reuses plans of an older one."""
+    hash of its sources (`source_files`), so a changed compiler never reuses plans of an
+    older one."""
     from stridec.runtime.backends import triton_version
 
     digest = hashlib.sha256()
     package = Path(__file__).parent.parent  # the stridec package
-    for path in sorted(package.rglob("*.py")):
+    for path in source_files():
         digest.update(path.relative_to(package).as_posix().encode())
         digest.update(path.read_bytes())
     return {

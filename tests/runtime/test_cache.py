@@ -22,6 +22,7 @@ from stridec.compiler.codegen.program import BufferSpec, KernelInfo, Launch, Out
 from stridec.runtime import compile as compile_module
 from stridec.runtime.backends import triton as launch
 from stridec.runtime.cache import MEMORY_CACHE, PlanCache
+from stridec.runtime.specialization import source_files as specialization_sources
 
 
 @pytest.fixture
@@ -99,6 +100,13 @@ def run_child(cache_dir: Path, mode: str) -> dict[str, Any]:
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_key_hashes_the_c_library_too() -> None:
+    # A cached program holds its kernels' C text: a change to lib/*.c or *.h alone must
+    # not reuse programs built from the old text.
+    names = {path.name for path in specialization_sources()}
+    assert {"copy_plan.c", "copy_abi.h", "copy_micro.h", "specialization.py"} <= names
 
 
 def test_a_second_process_reuses_the_disk_entry(cache_dir: Path) -> None:
