@@ -165,6 +165,7 @@ typedef struct {
     i64 y0, na, nb;     /* (transpose: its first index along b) its extents */
     i64 done;           /* its rows (runs) prefetched so far */
     i64 nc;             /* (rows) its extent along the c loop: na * nc runs */
+    dst_t* dbase;       /* (rows) the next block's destination */
 } next_t;
 
 /* Runs [P->done, upto) of the next rows block (x along a fastest, then along c) into L2
@@ -904,10 +905,20 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     }
     switch (J->kernel) {
     case K_rows:
-        if (J->a >= 0)
+        if (J->a >= 0) {
+            /* Streamed, each part's destination run (built in L1) is written through the
+               cache at its first and last line, which start and end inside a line: the
+               next block's are asked for (read for ownership) a block ahead. */
+            if (P && P->base && J->stream && J->dsa == eb)
+                for (i64 z = 0; z < P->nc; z++) {
+                    __builtin_prefetch(P->dbase + z * J->dsc, 1, 3);
+                    __builtin_prefetch(P->dbase + z * J->dsc + P->na * eb - 1, 1, 3);
+                }
             for (i64 z = 0; z < ec; z++)
                 tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, P, z, ec);
-        else put(J, d, s, eb);
+        } else {
+            put(J, d, s, eb);
+        }
         break;
     case K_transpose:
         tile_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea, eb, 0,
@@ -965,11 +976,12 @@ static void work(const job_t* J, i64 u0, i64 u1) {
         for (i64 m = 0; m < M; m++) hmb[m] = mb[m];
         odometer_step(J, idx, &so, &dof, mb);
         /* a transpose block prefetches the next block's source lines as it goes */
-        next_t P = {0, 0, 0, 0, 0, 1};
+        next_t P = {0, 0, 0, 0, 0, 1, 0};
         if (pf && u + 1 < u1) {
             i64 ra = J->n[J->a] - idx[J->a] * J->t[J->a];
             i64 rb = J->n[J->b] - idx[J->b] * J->t[J->b];
             P.base = J->src + so;
+            P.dbase = J->dst + dof;
             P.y0 = idx[J->b] * J->t[J->b];
             P.na = ra < J->t[J->a] ? ra : J->t[J->a];
             P.nb = rb < J->t[J->b] ? rb : J->t[J->b];
