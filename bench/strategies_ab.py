@@ -89,6 +89,23 @@ def permute_spec(shape, perm, dtype) -> tuple[CopySpec, int, int]:
     return spec, n, n
 
 
+def view_spec(shape, take, dtype) -> tuple[CopySpec, int, int]:
+    """take(x).contiguous() of a contiguous x of `shape` (`take` a view: a slice, an
+    expand)."""
+    x = torch.empty(shape, dtype=dtype)
+    v = take(x)
+    d = _dtype(dtype)
+    spec = CopySpec(tuple(v.shape), v.stride(), v.storage_offset(),
+                    torch.empty(v.shape).stride(), 0, d, d)
+    return spec, x.numel(), v.numel()
+
+
+def flip_spec(rows: int, n: int, dtype) -> tuple[CopySpec, int, int]:
+    """x.flip(-1) of a contiguous x of (rows, n)."""
+    d = _dtype(dtype)
+    return CopySpec((rows, n), (n, -1), n - 1, (n, 1), 0, d, d), rows * n, rows * n
+
+
 f16, f32, i8 = torch.float16, torch.float32, torch.int8
 IMG = ((0, 0), (0, 0), (1, 1), (1, 1))
 CASES = {
@@ -116,6 +133,24 @@ CASES = {
     "fill_i8_64M": lambda: fill_spec((8192, 8192), i8),
     "fill_f64_1M": lambda: fill_spec((256, 512), torch.float64),
     "fill_f32_strided": lambda: fill_spec((2048, 2048), f32, (4096, 2)),
+    # long rows: the race's strided slice (runs of 7.5 KiB, 16 KiB apart), runs of 5 KiB
+    # and 60 KiB, one row broadcast, a TTC permutation's runs of 6 KiB, runs past the
+    # 64 KiB block
+    "slice_rows_f32": lambda: view_spec((4, 2048, 2048), lambda x: x[:, 1::2, 64:-64], f32),
+    "slice_rows_f16_5K": lambda: view_spec((4096, 4096), lambda x: x[:, 100:2660], f16),
+    "slice_rows_f32_60K": lambda: view_spec((512, 16384), lambda x: x[::2, 64:-64], f32),
+    "expand_rows_f32": lambda: view_spec((1, 4096), lambda x: x.expand(2048, 4096), f32),
+    "ttc_021_f32": lambda: permute_spec((268, 44, 1498), (1, 0, 2), f32),
+    "slice_rows_f32_128K": lambda: view_spec((256, 65536), lambda x: x[::2, 8:-8], f32),
+    # gathers and flips of short runs: a strided slice of both dims, a flip of runs of 7,
+    # of bytes, a strided destination, a 3-D subsample
+    "gather_f32": lambda: view_spec((4096, 4096), lambda x: x[::2, ::5], f32),
+    "gather_i8": lambda: view_spec((4096, 8192), lambda x: x[::2, ::5], i8),
+    "flip7_f32": lambda: flip_spec(1 << 20, 7, f32),
+    "flip9_i8": lambda: flip_spec(1 << 21, 9, i8),
+    "flip5_f32_small": lambda: flip_spec(1000, 5, f32),
+    "gather3d_f16": lambda: view_spec((64, 256, 512), lambda x: x[:, ::2, ::5], f16),
+    "gather_small_f32": lambda: view_spec((256, 256), lambda x: x[::2, ::5], f32),
     # transposes of bytes: the race's rows, a small one, the random suite's (seed 90417)
     "t2d_i8": lambda: permute_spec((4096, 8192), (1, 0), i8),
     "t2d_i8_odd": lambda: permute_spec((4097, 8191), (1, 0), i8),

@@ -90,6 +90,10 @@ ROWS_SHORT_BYTES = 4096
 ROWS_BLOCK_BYTES = (2048, 8192)
 # A block of runs along two dims (`_blocked_rows`) holds at most this many bytes.
 ROWS_PAIR_BYTES = 256 << 10
+# Longer plain runs are grouped (`_grouped_rows`): blocks of about this many bytes, their
+# runs streamed ROW_GROUP at a time (lib/copy_plan.c).
+ROWS_GROUP_BLOCK_BYTES = 65536
+ROW_GROUP = 4
 # A streamed transpose block whose destination rows are runs of this many bytes or more
 # streams even where they start or end inside a line: those lines are few (docs/cpu.md).
 LONG_RUN_BYTES = 2048
@@ -673,6 +677,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                         plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
                     if kernel == "transpose":
                         plan = _transpose_memory(plan, moved, caches)
+                    if kernel == "rows" and not canon.masks and not cast:
+                        plan = _grouped_rows(plan, moved, caches)
                     plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
 
@@ -739,6 +745,26 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
                         plan = _with(plan, prefetch=True)
                     plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
     return list(plans.values())
+
+
+def _grouped_rows(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
+    """A plain rows plan whose whole runs are longer than `ROWS_SHORT_BYTES` and apart in
+    the source (a slice; not a broadcast row, not runs that follow on there: one stream)
+    as blocks of `ROWS_GROUP_BLOCK_BYTES` of runs along the loop outside them: the library
+    streams such a block's runs `ROW_GROUP` at a time, line by line, with a software
+    prefetch ahead of each (lib/copy_plan.c, `stream_row_groups`)."""
+    b = plan.loops[plan.b_loop] if plan.b_loop >= 1 else None
+    if b is None or b.step != b.extent or b.extent * plan.elem_bytes <= ROWS_SHORT_BYTES:
+        return plan
+    a_loop = plan.b_loop - 1
+    a = plan.loops[a_loop]
+    if a.src_stride in (0, b.extent):
+        return plan
+    rows = max(ROW_GROUP, ROWS_GROUP_BLOCK_BYTES // (b.extent * plan.elem_bytes)
+               // ROW_GROUP * ROW_GROUP)
+    loops = list(plan.loops)
+    loops[a_loop] = dataclasses.replace(a, step=min(a.extent, rows))
+    return _with(plan, loops=tuple(loops), a_loop=a_loop, prefetch=moved > caches.l2)
 
 
 def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None) -> tuple[PlanMask, ...]:

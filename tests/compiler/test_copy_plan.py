@@ -371,6 +371,30 @@ def test_flips_of_runs_of_a_vector_run_on_the_library():
         assert short.strategy == "gather"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_long_rows_run_in_groups_on_the_library(stream):
+    # Runs longer than 4 KiB apart in the source (a slice's rows): blocks of runs along the
+    # loop outside them, streamed four at a time line by line; 11 rows leave a partial
+    # group, blocks of 4 and 8 rows prefetch the next block's runs, an odd destination
+    # offset gives every run a head before its first whole line.
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for dtype in SIZES:
+            n = 4096 // dtype.itemsize + 5
+            spec = _spec((11, n), (n + 7, 1), 3, dtype, dst_offset=1)
+            plan = plan_copy(spec, CACHES)
+            assert plan.kernel == "rows" and plan.a_loop == 0, plan.describe()
+            kernel = generate_c_copy(spec)
+            assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(dtype.itemsize)]
+            for rows in (4, 8, 11):
+                loops = (dataclasses.replace(plan.loops[0], step=rows), plan.loops[1])
+                for threads in (1, 3):
+                    run_plan(dataclasses.replace(plan, loops=loops, prefetch=True,
+                                                 parallel=threads), spec, threads)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
 def test_caches_are_read_from_sysfs(tmp_path):
     for index, (level, kind, size, ways) in enumerate(
             [(1, "Data", "48K", 12), (1, "Instruction", "32K", 8), (2, "Unified", "2048K", 16),

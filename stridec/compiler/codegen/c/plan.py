@@ -32,7 +32,6 @@ from stridec.compiler.copy_plan import (
     KERNELS,
     MAX_BLOCK_ROWS,
     MAX_MASKS,
-    ROWS_SHORT_BYTES,
     CopyPlan,
     candidate_plans,
     plan_copy,
@@ -140,18 +139,16 @@ LANE_KERNELS = ("deinterleave", "interleave", "compress")
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
-    the lane kernels, fills, rows (masked: pads; plain runs of at most ROWS_SHORT_BYTES or
-    blocked: slices, row-keeping permutations; longer plain runs measured faster in the
-    strategies' prefetched row groups, the race's strided_slice_float32),
+    the lane kernels, fills, rows (masked: pads; blocked: slices, row-keeping permutations;
+    runs longer than ROWS_SHORT_BYTES in streamed groups, copy_plan._grouped_rows),
     transposes (masked or not), flips of runs of a vector or longer; a cast's every kernel
     (masked or not) but transposes of 1-byte sources."""
     if plan.cast:  # masked or not
         return plan.kernel != "transpose" or plan.elem_bytes > 1
     if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
         return True
-    if plan.kernel == "rows":  # long plain runs: the strategies' streamed row groups
-        return bool(plan.masks) or plan.a_loop >= 0 or plan.b_loop < 0 or (
-            plan.loops[plan.b_loop].step * plan.elem_bytes <= ROWS_SHORT_BYTES)
+    if plan.kernel == "rows":
+        return True
     if plan.kernel == "reverse":
         return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
     return plan.kernel == "transpose"

@@ -182,25 +182,91 @@ static void prefetch_runs(const job_t* J, next_t* P, i64 upto) {
     P->done = upto;
 }
 
+/* Runs longer than this many bytes form a rows block only as a group (copy_plan.py's
+   ROWS_SHORT_BYTES: shorter ones are blocked along a dim they follow on in). */
+#define ROWS_SHORT_BYTES 4096
+#define ROW_GROUP 4
+#define ROW_AHEAD 16
+
+/* Source run x of a block's ea runs and then of the next block's (P: x along a fastest,
+   then along c), or 0 past them. */
+ALWAYS_INLINE const char* group_run(const job_t* J, const elem_t* s, i64 ea, const next_t* P,
+                                    i64 x) {
+    if (x < ea) return (const char*)(s + x * J->ssa);
+    x -= ea;
+    if (P && P->base && x < P->na * P->nc)
+        return (const char*)(P->base + x % P->na * J->ssa + x / P->na * J->ssc);
+    return 0;
+}
+
+/* ea streamed runs of n bytes (longer than ROWS_SHORT_BYTES: a slice's rows, apart in the
+   source): ROW_GROUP runs at a time, line by line in turn, from the source to the
+   destination without L1, each run's source prefetched ROW_AHEAD lines ahead, on into the
+   next group's runs and the next block's (P). A run that does not go on from the one
+   before starts a stream the hardware prefetcher first has to find; the software prefetch
+   keeps the lines of every run in flight across that gap (docs/cpu.md). A last partial
+   group goes run by run. */
+static void stream_row_groups(const job_t* J, const elem_t* s, dst_t* d, i64 ea, size_t n,
+                              const next_t* P) {
+    const i64 da = J->dsa, total_lines = (i64)((n + 63) / 64);
+    i64 pr = 0, pk = ROW_AHEAD;  /* the prefetch cursor: line pk of runs r + pr .. */
+    while (pk >= total_lines) { pk -= total_lines; pr += ROW_GROUP; }
+    i64 r = 0;
+    for (; r + ROW_GROUP <= ea; r += ROW_GROUP, pr -= ROW_GROUP) {
+        const char* sp[ROW_GROUP];
+        char* dp[ROW_GROUP];
+        size_t lines = n / 64, head[ROW_GROUP];
+        for (int g = 0; g < ROW_GROUP; g++) {
+            sp[g] = (const char*)(s + (r + g) * J->ssa);
+            dp[g] = (char*)(d + (r + g) * da);
+            head[g] = (size_t)(-(uintptr_t)dp[g]) & 63;
+            memcpy(dp[g], sp[g], head[g]);  /* ordinary stores up to the first line */
+            sp[g] += head[g];
+            dp[g] += head[g];
+            if ((n - head[g]) / 64 < lines) lines = (n - head[g]) / 64;
+        }
+        for (size_t k = 0; k < lines; k++) {
+            for (int g = 0; g < ROW_GROUP; g++) {
+                const char* p = group_run(J, s, ea, P, r + pr + g);
+                if (p) __builtin_prefetch(p + 64 * pk, 0, 0);
+            }
+            if (++pk == total_lines) { pk = 0; pr += ROW_GROUP; }
+            for (int g = 0; g < ROW_GROUP; g++) stream_line(dp[g] + 64 * k, sp[g] + 64 * k);
+        }
+        for (int g = 0; g < ROW_GROUP; g++)  /* the rest of each run: a line, a tail */
+            stream_copy(dp[g] + 64 * lines, sp[g] + 64 * lines, n - head[g] - 64 * lines);
+        /* the cursor moved on by `lines` lines, not a whole run's: on by the rest, so it
+           stays ROW_AHEAD lines ahead of the next group */
+        pk += total_lines - (i64)lines;
+        if (pk >= total_lines) { pk -= total_lines; pr += ROW_GROUP; }
+    }
+    for (; r < ea; r++) stream_copy(d + r * da, s + r * J->ssa, n);
+}
+
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
    strides ssa and dsa), the next block's source prefetched as it goes (P, or 0: its share
    for part z). Streamed, runs that follow on in the destination are built in L1 and
-   streamed out as one run. */
+   streamed out as one run; long runs of a block of one part go in groups
+   (stream_row_groups). */
 static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb, next_t* P,
                       i64 z, i64 ez) {
     const i64 sa = J->ssa, da = J->dsa;
 #define PREFETCH_RUNS(x) \
     if (P) prefetch_runs(J, P, (z * ea + (x) + 1) * (P->na * P->nc) / (ez * ea))
 #ifndef CAST_SRC
+    const size_t n = (size_t)eb * ELEM_BYTES;
     if (!J->stream) {
-        const size_t n = (size_t)eb * ELEM_BYTES;
+        if (n > ROWS_SHORT_BYTES) P = 0;  /* long runs: the prefetchers follow them */
         for (i64 x = 0; x < ea; x++) {
             PREFETCH_RUNS(x);
             copy_run(d + x * da, s + x * sa, n);
         }
         return;
     }
-    const size_t n = (size_t)eb * ELEM_BYTES;
+    if (n > ROWS_SHORT_BYTES && ez == 1) {
+        stream_row_groups(J, s, d, ea, n, P);
+        return;
+    }
     if (n % 64 == 0 && ((uintptr_t)d & 63) == 0 && (da * ELEM_BYTES) % 64 == 0) {
         /* Runs of whole lines, each starting one: streamed line by line from the source
            (attention heads' 256-byte rows), no copy through L1. */
