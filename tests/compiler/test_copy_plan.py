@@ -361,14 +361,37 @@ def test_a_chosen_candidate_is_the_call_of_that_plan():
     run_plan(plans[1], spec)
 
 
-def test_flips_of_runs_of_a_vector_run_on_the_library():
+def test_flips_and_gathers_run_on_the_library():
+    # flips of runs of a vector (a vector reversed in a register) and shorter (an element
+    # at a time), gathers: library calls
     for size, dtype in ((1, i8), (4, f32)):
-        long_run = generate_c_copy(CopySpec((30, 64 // size), (64, -1), 64 // size - 1,
-                                            (64 // size, 1), 0, dtype, dtype))
-        assert [call[0] for call in long_run.calls] == [cplan.plan_symbol(size)]
-        assert long_run.strategy == "reverse"
-        short = generate_c_copy(CopySpec((30, 7), (7, -1), 6, (7, 1), 0, dtype, dtype))
-        assert short.strategy == "gather"
+        for spec in (CopySpec((30, 64 // size), (64, -1), 64 // size - 1, (64 // size, 1), 0,
+                              dtype, dtype),
+                     CopySpec((30, 7), (7, -1), 6, (7, 1), 0, dtype, dtype),
+                     CopySpec((19, 23), (50, 7), 1, (23, 1), 0, dtype, dtype)):
+            kernel = generate_c_copy(spec)
+            assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(size)]
+            assert kernel.strategy == ("gather" if spec.src_strides[1] == 7 else "reverse")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_gathers_and_short_flips_go_an_element_at_a_time(threads):
+    # work_elements: the blocks along the innermost loop of several walked by additions,
+    # the odometer moved at the end of them, a thread's share starting and ending inside
+    # such a walk (blocks of one row: 1 and 3 threads, several blocks a thread); runs cut
+    # into blocks (no walk); a flip inside a third dim, and a cast's gather
+    for dtype in SIZES:
+        specs = [CopySpec((5, 37, 7), (300, 7, -1), 6, (259, 7, 1), 0, dtype, dtype),
+                 CopySpec((3, 41, 13), (-700, 17, 5), 2000, (533, 13, 1), 0, dtype, dtype),
+                 CopySpec((4, 9), (-2, -29), 300, (1, 4), 0, dtype, dtype)]
+        for spec in specs:
+            plan = plan_copy(spec, CACHES)
+            assert plan.kernel in ("gather", "reverse"), plan.describe()
+            run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+            b = plan.loops[plan.b_loop]
+            cut = tuple(dataclasses.replace(loop, step=min(loop.extent, 3)) if loop == b
+                        else loop for loop in plan.loops)
+            run_plan(dataclasses.replace(plan, parallel=threads, loops=cut), spec, threads)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])

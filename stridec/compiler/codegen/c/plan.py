@@ -128,10 +128,6 @@ class PlannedClass:
         return plan_symbol(self.elem_bytes, self.cast)
 
 
-# A flip's runs shorter than this many bytes go element by element faster than through a
-# vector in L1 each (docs/cpu.md).
-REVERSE_MIN_BYTES = 64
-
 # The micro-kernels of K interleaved lanes (lib/copy_lanes.h).
 LANE_KERNELS = ("deinterleave", "interleave", "compress")
 
@@ -139,19 +135,10 @@ LANE_KERNELS = ("deinterleave", "interleave", "compress")
 def routed(plan: CopyPlan) -> bool:
     """Whether a copy with this plan runs on the planned library rather than on the
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
-    the lane kernels, fills, rows (masked: pads; blocked: slices, row-keeping permutations;
-    runs longer than ROWS_SHORT_BYTES in streamed groups, copy_plan._grouped_rows),
-    transposes (masked or not), flips of runs of a vector or longer; a cast's every kernel
-    (masked or not) but transposes of 1-byte sources."""
-    if plan.cast:  # masked or not
-        return plan.kernel != "transpose" or plan.elem_bytes > 1
-    if plan.kernel in LANE_KERNELS or plan.kernel == "fill":  # every element size
-        return True
-    if plan.kernel == "rows":
-        return True
-    if plan.kernel == "reverse":
-        return plan.loops[plan.b_loop].extent * plan.elem_bytes >= REVERSE_MIN_BYTES
-    return plan.kernel == "transpose"
+    every copy's plan (rows: runs longer than ROWS_SHORT_BYTES in streamed groups,
+    copy_plan._grouped_rows; gathers and flips of short runs an element at a time), a
+    cast's every plan (masked or not) but transposes of 1-byte sources."""
+    return not (plan.cast and plan.kernel == "transpose" and plan.elem_bytes == 1)
 
 
 Chooser = Callable[[CopySpec, list[CopyPlan]], CopyPlan]

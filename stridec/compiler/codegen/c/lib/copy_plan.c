@@ -1074,10 +1074,64 @@ static void work_masked_rows(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
+/* A flip's runs shorter than this many bytes go an element at a time (work_elements):
+   faster than a vector through L1 each (copy_plan.py's REVERSE_MIN_BYTES). */
+#define REVERSE_MIN_BYTES 64
+
+#ifdef CAST_SRC
+#define MOVE_ONE(x) cast_one(x)
+#else
+#define MOVE_ONE(x) (x)
+#endif
+
+/* eb elements ss apart from s to d, ds apart; a flip's (ss -1, ds 1) in a loop of its
+   own, whose constant strides gcc can vectorize. */
+ALWAYS_INLINE void move_elements(const elem_t* s, dst_t* d, i64 eb, i64 ss, i64 ds) {
+    if (ss == -1 && ds == 1)
+        for (i64 y = 0; y < eb; y++) d[y] = MOVE_ONE(s[-y]);
+    else
+        for (i64 y = 0; y < eb; y++) d[y * ds] = MOVE_ONE(s[y * ss]);
+}
+
+/* work() of a gather's blocks, or a flip's of short runs, none masked: each block's
+   elements moved one at a time, without the general block's dispatch; where a block is
+   a whole run, the blocks along the innermost loop of several walked by additions and
+   the odometer moved once at the end of them (a flip of rows of 7 costs 7 moves and two
+   additions a row). */
+static void work_elements(const job_t* J, i64 u0, i64 u1) {
+    const i64 b = J->b, tb = J->t[b], nb = J->n[b], ss = J->ssb, ds = J->dsb;
+    const i64 q = J->cnt[b] == 1 && J->nact > 0 ? J->act[J->nact - 1] : -1;
+    i64 idx[MAXL], so, dof, mb[MAXM];
+    odometer_seek(J, u0, idx, &so, &dof, mb);
+    for (i64 u = u0; u < u1;) {
+        if (q >= 0) {
+            i64 k = J->cnt[q] - idx[q];
+            if (k > u1 - u) k = u1 - u;
+            const i64 sq = J->sstep[q], dq = J->dstep[q];
+            const elem_t* s = J->src + so;
+            dst_t* d = J->dst + dof;
+            for (i64 r = 0; r < k; r++, s += sq, d += dq) move_elements(s, d, nb, ss, ds);
+            so += (k - 1) * sq;
+            dof += (k - 1) * dq;
+            idx[q] += k - 1;
+            odometer_step(J, idx, &so, &dof, mb);
+            u += k;
+            continue;
+        }
+        const i64 rest = nb - idx[b] * tb;
+        move_elements(J->src + so, J->dst + dof, rest < tb ? rest : tb, ss, ds);
+        odometer_step(J, idx, &so, &dof, mb);
+        u++;
+    }
+}
+
 static void work_task(void* arg, i64 u0, i64 u1) {
     const job_t* J = (const job_t*)arg;
     if (J->M && J->kernel != K_transpose && J->kernel != K_interleave && J->kernel != K_fill)
         work_masked_rows(J, u0, u1);
+    else if (!J->M && (J->kernel == K_gather || (J->kernel == K_reverse
+                                                 && J->n[J->b] * ELEM_BYTES < REVERSE_MIN_BYTES)))
+        work_elements(J, u0, u1);
     else
         work(J, u0, u1);
     if (J->stream) stream_end();
