@@ -178,3 +178,27 @@ def test_a_symbolic_kernel_compiles_for_sm90_with_16_byte_accesses(hint: int) ->
                            options={"num_warps": kernel.num_warps}).asm["ptx"]
     stores = set(re.findall(r"\bst\.global[\w.]*", ptx))
     assert any(".v4" in s for s in stores), stores
+
+
+
+def test_dims_that_merge_at_the_hint_only_stay_on_the_library() -> None:
+    """Rows of N written into rows of 64: at N = 64 one contiguous run (the dims merge),
+    at N = 48 rows 64 apart. The symbolic copy is planned on its dims unmerged, so one
+    library call serves both (not the strategies of codegen/c/copy.py)."""
+    from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
+    from stridec.ir.symbols import evaluate
+    from stridec.runtime.backends import cpu
+
+    f32 = DTYPES["float32"]
+    spec = CopySpec((5, N), (N, 1), 0, (64, 1), 0, f32, f32)
+    kernel = generate_c_copy_symbolic([spec], [(0, 1)], {"N": 64})
+    ((name, src_arg, dst_arg, params),) = kernel.calls
+    assert name == "stridec_plan_bits4"
+    for n in (64, 48, 16):
+        bound = [(name, src_arg, dst_arg, tuple(evaluate(p, {"N": n}) for p in params))]
+        x = torch.randn(5, n)
+        dst = torch.full((5 * 64,), -1.0)
+        cpu.load_c_kernel(kernel.name, kernel.source, bound)(None, x.reshape(-1), dst)
+        want = torch.full((5, 64), -1.0)
+        want[:, :n] = x
+        assert torch.equal(dst.view(5, 64), want)

@@ -361,13 +361,14 @@ def coalesce_copy_dims(spec: CopySpec) -> CopySpec:
     )
 
 
-def canonicalize_copy(spec: CopySpec) -> CopySpec:
-    """All rewrites, in order: unit dims, masks, orientation, write order, coalescing."""
+def canonicalize_copy(spec: CopySpec, coalesce: bool = True) -> CopySpec:
+    """All rewrites, in order: unit dims, masks, orientation, write order, coalescing (but
+    with `coalesce` False: a symbolic copy's dims that merge at one binding only)."""
     spec = drop_unit_dims(spec)
     spec = simplify_masks(spec)
     spec = orient_for_writes(spec)
     spec = order_for_writes(spec)
-    return coalesce_copy_dims(spec)
+    return coalesce_copy_dims(spec) if coalesce else spec
 
 
 def dst_box(

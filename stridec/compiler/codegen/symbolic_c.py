@@ -17,7 +17,8 @@ stride, K lanes, a side's dims contiguous) is checked to hold for every value of
 symbols; where one does not, the copy takes the next of the model's candidates whose
 premises all hold (a transpose of the lanes an interleave at `hint` had), down to the
 library's gather, which has none, so a copy the planner routes at `hint` never takes the
-strategies above.
+strategies above. Dims that merge at `hint` only are planned unmerged, on the symbolic
+copy's own dims.
 """
 
 from __future__ import annotations
@@ -85,12 +86,18 @@ def _planned_call(canon: CopySpec, at: CopySpec
     if not copy_symbols(canon):  # the hint's 0s and 1s left no symbol: the static copy
         return planned.planned_call(canon)
     fill = _fills_always(canon)
-    canonical = canonicalize_copy(at)
-    if fill:  # its never-holding mask is written another way there: the dims must agree
-        canonical = dataclasses.replace(canonical, masks=at.masks)
-    if canonical != at:  # dims the hint alone lets merge: not the same problem
+
+    def canonical(coalesce: bool) -> CopySpec:
+        found = canonicalize_copy(at, coalesce)
+        if fill:  # its never-holding mask is written another way there: the dims must agree
+            found = dataclasses.replace(found, masks=at.masks)
+        return found
+
+    # Dims the hint alone lets merge: planned unmerged, on the symbolic copy's own dims.
+    coalesce = canonical(True) == at
+    if not coalesce and canonical(False) != at:
         return None
-    plans = candidate_plans(at, limit=64, gather=True)
+    plans = candidate_plans(at, limit=64, gather=True, coalesce=coalesce)
     natural = [p for p in plans if p.kernel != "gather"] or plans  # the gather's last
     plans = natural + [p for p in plans if p not in natural]
     # A fill at the hint only (masks that hold nowhere there) may copy at other values: it
