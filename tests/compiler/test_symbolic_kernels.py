@@ -180,7 +180,6 @@ def test_a_symbolic_kernel_compiles_for_sm90_with_16_byte_accesses(hint: int) ->
     assert any(".v4" in s for s in stores), stores
 
 
-
 def test_dims_that_merge_at_the_hint_only_stay_on_the_library() -> None:
     """Rows of N written into rows of 64: at N = 64 one contiguous run (the dims merge),
     at N = 48 rows 64 apart. The symbolic copy is planned on its dims unmerged, so one
@@ -202,3 +201,21 @@ def test_dims_that_merge_at_the_hint_only_stay_on_the_library() -> None:
         want = torch.full((5, 64), -1.0)
         want[:, :n] = x
         assert torch.equal(dst.view(5, 64), want)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_a_symbolic_batch_streams_as_the_static_one(dim: int) -> None:
+    """The members of a batch stream or not together, by the batch's total bytes: over
+    symbolic sizes each call's word (an expression) is, at a binding, the static batch's
+    number there, not the member's own bytes."""
+    from stridec.compiler.codegen.c.copy import generate_c_copy_batch
+    from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
+    from stridec.ir.symbols import evaluate
+
+    for bindings in ({"N": 5, "M": 7}, {"N": 4096, "M": 1}):
+        bindings = bindings if dim == 0 else {"N": bindings["N"]}
+        hint = {k: 16 if v % 16 == 0 else 3 for k, v in bindings.items()}
+        symbolic = generate_c_copy_symbolic(cat_specs(dim), [(1, 0), (2, 0)], hint)
+        static = generate_c_copy_batch([bind_copy(s, bindings) for s in cat_specs(dim)])
+        words = [evaluate(p[6], bindings) for _, _, _, p in symbolic.calls]
+        assert words == [p[6] for _, _, _, p in static.calls]

@@ -264,10 +264,11 @@ def assemble_kernel(
         call_classes.append(cls)
         if all(c.symbol != cls.symbol for c in classes):
             classes.append(cls)
-    if len(calls) > 1 and all(type(w) is int for call in calls for w in call[3]):
-        # A batch writes one buffer: its members stream or not together, by its total.
+    if len(calls) > 1:
+        # A batch writes one buffer: its members stream or not together, by its total (an
+        # expression of the symbols over symbolic sizes, as the static plan's number).
         total = sum(s.numel * s.dst_dtype.itemsize for s in specs if s.numel)
-        calls = [(sym, a, b, (*p[:6], total if p[6] >= 0 else p[6], *p[7:]))
+        calls = [(sym, a, b, (*p[:6], p[6] if _never_streams(p[6]) else total, *p[7:]))
                  for sym, a, b, p in calls]
     source = UNIT_SEPARATOR.join(_unit_source(c) for c in classes)
     sources = tuple(_source_digest(c) for c in classes)
@@ -276,6 +277,10 @@ def assemble_kernel(
     strategy = strategies[0] if len(strategies) == 1 else f"{label}({','.join(strategies)})"
     numel = sum(s.numel for s in specs) if calls else 0
     return CCopyKernel(f"stridec_c_copy_{digest}", strategy, source, tuple(calls), numel)
+
+
+def _never_streams(stream_bytes: object) -> bool:
+    return type(stream_bytes) is int and stream_bytes < 0
 
 
 def _unit_source(cls: CopyClass | plan.PlannedClass) -> str:
