@@ -484,6 +484,14 @@ def _fresh_buffer(elements: int, dtype: torch.dtype) -> Callable[[int], None] | 
     return cpu.fresh_buffer(elements * dtype.itemsize)
 
 
+def _huge_pages() -> tuple[Callable[[int, int], None], int] | None:
+    """(`huge(address, nbytes)`, the least bytes it is asked for) of the C kernels'
+    fresh buffers (`backends.cpu.huge_pages`), or None where that is off."""
+    from stridec.runtime.backends import cpu
+
+    return cpu.huge_pages()
+
+
 def _whole_outputs(outputs: Sequence[tuple[int, tuple[int, ...], tuple[int, ...], int,
                                           torch.dtype | None]],
                    buffers: Sequence[tuple[int, torch.dtype]], n_inputs: int) -> dict[int, int]:
@@ -548,17 +556,30 @@ def _call_function(program: Program, launchers: Sequence[Launcher],
         body.append(f"o{k} = outs[{k}]")
         body.append(f"if o{k} is not None and o{k}.stride() != "
                     f"{_source(o.strides, where)}: o{k} = None")
+    # A fresh buffer the C kernels write gets huge pages where it is large, as a static
+    # program's does (`_fresh_buffer`); its size is known only at the call.
+    huge = _huge_pages() if program.launches and all(
+        getattr(launchers[launch.kernel], "pointers_only", False)
+        for launch in program.launches) else None
+    if huge is not None:
+        scope["_huge"], scope["_HUGE_BYTES"] = huge
     for j, b in enumerate(program.buffers):
         s = program.n_inputs + j
         slot[s] = f"b{j}"
         scope[f"_d{j}"] = as_dtype(b.dtype).torch
-        new = f"_empty({_source(b.elements, where)}, dtype=_d{j}, device=device)"
+        elements = _source(b.elements, where)
+        new = f"_empty({elements}, dtype=_d{j}, device=device)"
         outputs = [k for k, v in direct.items() if v == j]
         if outputs:
             k = outputs[0]
             new = (f"{new} if o{k} is None else _as_strided(o{k}, "
-                   f"({_source(b.elements, where)},), (1,), o{k}.storage_offset())")
+                   f"({elements},), (1,), o{k}.storage_offset())")
         body.append(f"b{j} = {new}")
+        if huge is not None:
+            nbytes = f"({elements}) * {as_dtype(b.dtype).torch.itemsize}"
+            fresh = f" and o{outputs[0]} is None" if outputs else ""
+            body.append(f"if {nbytes} >= _HUGE_BYTES{fresh}: "
+                        f"_huge(b{j}.data_ptr(), {nbytes})")
     reads, derived = _reads(program)
     first = program.n_inputs + len(program.buffers)
     for j, (s, dtype) in enumerate(derived):  # a storage read as elements of another size

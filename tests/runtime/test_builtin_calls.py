@@ -123,9 +123,11 @@ def test_malformed_arguments_raise(calls):
         calls.plain_key(src)
 
 
-def test_large_fresh_buffers_ask_for_huge_pages(calls, monkeypatch):
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "symbolic"])
+def test_large_fresh_buffers_ask_for_huge_pages(calls, monkeypatch, dynamic):
     """A plain call's fresh output of at least HUGE_PAGE_BYTES is advised before the kernel
-    writes it (its address and bytes), a smaller one is not; the values are torch's."""
+    writes it (its address and bytes), a smaller one is not; the values are torch's. The
+    same over symbolic sizes, where the buffer's size is known only at the call."""
     advised: list[tuple[int, int]] = []
 
     def spy(huge, nbytes: int, address: int) -> None:
@@ -137,7 +139,7 @@ def test_large_fresh_buffers_ask_for_huge_pages(calls, monkeypatch):
     for sizes, expected in (((512, 600), True), ((64, 60), False)):
         advised.clear()
         t = torch.randn(*sizes)
-        fn = stridec.compile(stridec.trace(lambda x: x.t().contiguous(), t))
+        fn = stridec.compile(stridec.trace(lambda x: x.t().contiguous(), t, dynamic=dynamic))
         for _ in range(2):
             got = fn(t)
             assert torch.equal(got, t.t())

@@ -713,6 +713,22 @@ def fresh_buffer(nbytes: int) -> Callable[[int], None] | None:
     return functools.partial(_advise, module.huge, nbytes)
 
 
+def huge_pages() -> tuple[Callable[[int, int], None], int] | None:
+    """(`huge(address, nbytes)`, HUGE_PAGE_BYTES): what `fresh_buffer` runs, for a caller
+    that learns a buffer's size only at each call (a symbolic program); None where huge
+    pages are off or the builtins did not load."""
+    if not HUGE_PAGE_BYTES:
+        return None
+    module = calls_module()
+    if module is None:
+        return None
+    huge = module.huge
+
+    def advise(address: int, nbytes: int) -> None:
+        _advise(huge, nbytes, address)
+    return advise, HUGE_PAGE_BYTES
+
+
 def _advise(huge: Callable[[int, int], None], nbytes: int, address: int) -> None:
     huge(address, nbytes)
 
