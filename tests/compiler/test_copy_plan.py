@@ -345,6 +345,13 @@ def test_routed_copies_run_on_the_library():
     assert kernel.source == cplan.plan_unit_source(4)
 
 
+def test_byte_casts_transposed_into_4_byte_elements_run_on_the_library():
+    for dst, library in (("float32", True), ("int32", True), ("float16", False)):
+        spec = permute_spec((300, 500), (1, 0), DTYPES["uint8"], DTYPES[dst])
+        kernel = generate_c_copy(spec)
+        assert kernel.calls[0][0].startswith(cplan.CAST_PREFIX) == library, dst
+
+
 def test_byte_transposes_run_on_the_library():
     kernel = generate_c_copy(permute_spec((300, 500), (1, 0), DTYPES["int8"]))
     assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(1)]
