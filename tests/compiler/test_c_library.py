@@ -3,8 +3,13 @@ with their includes pasted in, argument blocks laid out by the headers' field li
 
 from __future__ import annotations
 
-from stridec.compiler.codegen.c import philox
+import re
+
+import pytest
+
+from stridec.compiler.codegen.c import philox, pool
 from stridec.compiler.codegen.c.library import library_text, macro_fields, unit_text
+from stridec.compiler.codegen.c.plan import plan_unit_source
 from stridec.compiler.codegen.philox_plan import PhiloxSpec
 from stridec.ir.dtypes import as_dtype
 
@@ -34,3 +39,17 @@ def test_the_philox_blocks_are_filled_by_the_headers_field_names():
     advance = dict(zip(philox.ADVANCE, philox.advance_params(24, range(6), range(6, 12)),
                        strict=True))
     assert advance["blocks"] == 6 and advance["new_state0"] == 6 and advance["state5"] == 5
+
+
+def test_the_pools_names_are_read_from_its_c():
+    source = pool.POOL_C_SOURCE
+    assert '#include "' not in source
+    for name in (pool.POOL_SYMBOL, pool.POOL_BATCH_SYMBOL, pool.POOL_OPENMP_SYMBOL):
+        assert re.search(rf"^void {name}\(", source, re.M), name  # defined by the library
+    assert re.search(rf"^int64_t {pool.STREAM_SYMBOL} = -1;$", source, re.M)
+    # Each kernel unit holds the declarations once, so it names the same versions.
+    for unit in (philox.PHILOX_C_SOURCE, plan_unit_source(2)):
+        assert unit.count(pool.POOL_DECLARATION.strip("\n")) == 1
+    assert plan_unit_source(2).count(pool.STREAM_DECLARATION.strip("\n")) == 1
+    with pytest.raises(ValueError, match="stridec_pool_run_v<N>"):
+        pool._versioned("stridec_pool_run_v1(); stridec_pool_run_v2();", "stridec_pool_run")

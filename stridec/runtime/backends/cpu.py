@@ -52,6 +52,7 @@ from stridec.compiler.codegen.c.parts import unit_parts
 from stridec.compiler.codegen.c.pool import (
     POOL_BATCH_SYMBOL,
     POOL_C_SOURCE,
+    POOL_OPENMP_SYMBOL,
     POOL_SYMBOL,
     STREAM_SYMBOL,
 )
@@ -375,7 +376,7 @@ def use_torch_openmp(enabled: bool, lib: Any = None) -> bool:
     threads in one process fight for the cores: after each parallel loop torch's threads
     spin for a while, and a worker of another pool then gets a share of a core."""
     entry = torch_openmp_entry() if enabled else None
-    (lib or load_pool()).stridec_pool_use_openmp_v1(ctypes.c_void_p(entry))
+    getattr(lib or load_pool(), POOL_OPENMP_SYMBOL)(ctypes.c_void_p(entry))
     return entry is not None
 
 

@@ -54,7 +54,6 @@ from typing import Any
 from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.c.copy import CKernel
 from stridec.compiler.codegen.c.library import define_number, library_text, macro_fields, unit_text
-from stridec.compiler.codegen.c.pool import POOL_DECLARATION
 from stridec.compiler.codegen.philox_plan import (
     UNIFORM_BITS,
     PhiloxPlan,
@@ -100,8 +99,8 @@ assert define_number(_ABI, "STRIDEC_PHILOX_MAX_RANK") == MAX_RANK, "lib/philox_a
 assert all(define_number(_ABI, f"STRIDEC_PHILOX_UNIFORM_BITS_{name.upper()}") == bits
            for name, bits in UNIFORM_BITS.items()), "lib/philox_abi.h: UNIFORM_BITS"
 
-# The conversions and the thread pool's declarations, then lib/philox.c (one unit).
-PHILOX_C_SOURCE = "\n".join([C_PRELUDE, POOL_DECLARATION, unit_text("philox.c")])
+# The conversions, then lib/philox.c (one unit).
+PHILOX_C_SOURCE = "\n".join([C_PRELUDE, unit_text("philox.c")])
 
 
 def philox_symbol(spec: PhiloxSpec) -> str:

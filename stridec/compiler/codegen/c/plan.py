@@ -5,7 +5,7 @@ The library's sources are package data (`lib/casts.h`, `lib/copy_abi.h`,
 `lib/copy_cast.h`, `lib/copy_micro.h`, `lib/copy_lanes.h`, `lib/copy_plan.c`); a unit is
 their text after a few `#define`s (the element size, or a cast's two dtypes; the entry
 point's name) and the thread pool's and streaming stores' declarations
-(`codegen/c/pool.py`). Everything a copy needs -- sizes, strides, the loop order, the
+(`lib/pool.h`, `lib/stream.h`). Everything a copy needs -- sizes, strides, the loop order, the
 blocking, the micro-kernel -- is its argument block, whose layout `lib/copy_abi.h` states
 once as X-macro field lists; `ABI` reads those lists, so the Python that fills a block and
 the C that reads it share one description.

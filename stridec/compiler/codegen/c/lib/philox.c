@@ -1,8 +1,8 @@
 /* stridec's Philox4x32-10 kernels on the CPU: one compile unit for every philox op (the
    semantics: stridec/compiler/codegen/c/philox.py and docs/philox.md). Every spec reaches
    it at run time as an argument block (philox_abi.h), so one library is built per machine.
-   codegen/c/philox.py pastes before it the conversions (casts.h) and the thread pool's
-   declarations (codegen/c/pool.py), and the files it includes in their place.
+   codegen/c/philox.py pastes before it the conversions (casts.h), and the files it
+   includes in their place.
 
    The linear path (a contiguous output, index == position - dst_offset, no mask) walks
    counters: block q gives elements 4q ... 4q+3. Anything else walks the iteration space
@@ -18,6 +18,7 @@
 #define STRIDEC_PARTS 2
 #include <stdlib.h>
 #include "parts.h"
+#include "pool.h"
 #include "philox_abi.h"
 
 /* Random123 philox.h constants, written out again (not imported): the C kernel, the Triton
