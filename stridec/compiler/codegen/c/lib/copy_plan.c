@@ -135,8 +135,8 @@ ALWAYS_INLINE void put_out(int stream, dst_t* d, const dst_t* s, i64 n) {
 }
 
 /* n bytes from s to d for a short run: 32-byte vectors, the last one moved back to end
-   with the run (a library call costs as much as copying a short run); longer runs:
-   memcpy. */
+   with the run, under 32 bytes two words that overlap (a library call costs as much as
+   copying a short run); longer runs: memcpy. */
 #define SHORT_RUN_BYTES 512
 typedef unsigned char run_vec __attribute__((vector_size(32), aligned(1)));
 ALWAYS_INLINE void copy_run(void* d, const void* s, size_t n) {
@@ -154,8 +154,20 @@ ALWAYS_INLINE void copy_run(void* d, const void* s, size_t n) {
         memcpy(&c, sp + n - 16, 8); memcpy(&e, sp + n - 8, 8);
         memcpy(dp, &a, 8); memcpy(dp + 8, &b, 8);
         memcpy(dp + n - 16, &c, 8); memcpy(dp + n - 8, &e, 8);
-    } else {
-        memcpy(dp, sp, n);
+    } else if (n >= 8) {  /* two words that overlap: no library call for a few bytes */
+        uint64_t a, b;
+        memcpy(&a, sp, 8); memcpy(&b, sp + n - 8, 8);
+        memcpy(dp, &a, 8); memcpy(dp + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, sp, 4); memcpy(&b, sp + n - 4, 4);
+        memcpy(dp, &a, 4); memcpy(dp + n - 4, &b, 4);
+    } else if (n >= 2) {
+        uint16_t a, b;
+        memcpy(&a, sp, 2); memcpy(&b, sp + n - 2, 2);
+        memcpy(dp, &a, 2); memcpy(dp + n - 2, &b, 2);
+    } else if (n) {
+        *dp = *sp;
     }
 }
 
@@ -255,6 +267,9 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
     if (P) prefetch_runs(J, P, (z * ea + (x) + 1) * (P->na * P->nc) / (ez * ea))
 #ifndef CAST_SRC
     const size_t n = (size_t)eb * ELEM_BYTES;
+    /* Runs of a few bytes: asking for each of the next block's runs costs more than its
+       copy, and the runs of a line come in together anyway. */
+    if (n < 16) P = 0;
     if (!J->stream) {
         if (n > ROWS_SHORT_BYTES) P = 0;  /* long runs: the prefetchers follow them */
         for (i64 x = 0; x < ea; x++) {
