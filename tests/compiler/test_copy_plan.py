@@ -234,7 +234,7 @@ def test_blocked_rows_match_torch(stream):
         for dtype in SIZES:
             for sizes, perm in (((7, 9, 5, 13), (2, 1, 0, 3)), ((5, 3, 33, 3), (2, 0, 1, 3)),
                                 ((6, 17, 70), (1, 0, 2)), ((4, 5, 3, 300), (1, 2, 0, 3)),
-                                ((5, 3, 9, 64), (2, 0, 1, 3))):
+                                ((5, 3, 9, 64), (2, 0, 1, 3)), ((3, 40, 7, 33), (1, 2, 0, 3))):
                 spec = permute_spec(sizes, perm, dtype)
                 plans = [p for p in candidate_plans(spec, CACHES, limit=16) if p.a_loop >= 0]
                 assert plans, spec

@@ -323,6 +323,39 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
 #undef PREFETCH_RUNS
 }
 
+#ifndef CAST_SRC
+/* A streamed rows block whose destination is one run over all its parts (the c loop goes
+   on where the a loop's runs end there): built in L1 across the parts and streamed whole
+   lines at a time, so that only the block's first and last lines are written in pieces;
+   part by part, each part's few runs would start and end inside lines. */
+static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
+                             i64 ec, next_t* P) {
+    const size_t n = (size_t)eb * ELEM_BYTES;
+    unsigned char buf[STRIP_BYTES + 64] __attribute__((aligned(64)));
+    char* out = (char*)d;
+    size_t have = 0;
+    /* Runs shorter than a line: the next block's, asked for one by one, cost more than
+       they save (the hardware's prefetchers follow the source's few streams). */
+    if (n < 64) P = 0;
+    for (i64 z = 0; z < ec; z++) {
+        const elem_t* sz = s + z * J->ssc;
+        if (P) prefetch_runs(J, P, (z + 1) * (P->na * P->nc) / ec);  /* a part's share */
+        for (i64 x = 0; x < ea; x++) {
+            if (have + n > sizeof buf) {
+                size_t whole = (size_t)(((uintptr_t)out + have) & ~(uintptr_t)63) - (uintptr_t)out;
+                stream_copy(out, buf, whole);
+                memmove(buf, buf + whole, have - whole);
+                out += whole;
+                have -= whole;
+            }
+            copy_run(buf + have, sz + x * J->ssa, n);
+            have += n;
+        }
+    }
+    stream_copy(out, buf, have);
+}
+#endif
+
 /* ---- masks */
 
 static inline i64 floordiv(i64 a, i64 b) {  /* b > 0 */
@@ -995,6 +1028,13 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
                     __builtin_prefetch(P->dbase + z * J->dsc, 1, 3);
                     __builtin_prefetch(P->dbase + z * J->dsc + P->na * eb - 1, 1, 3);
                 }
+#ifndef CAST_SRC
+            if (ec > 1 && J->stream && J->dsa == eb && J->dsc == ea * eb &&
+                eb * ELEM_BYTES <= STRIP_BYTES / 2) {
+                tile_rows_joined(J, s, d, ea, eb, ec, P);
+                break;
+            }
+#endif
             for (i64 z = 0; z < ec; z++)
                 tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, P, z, ec);
         } else {
