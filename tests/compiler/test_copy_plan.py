@@ -357,6 +357,18 @@ def test_byte_transposes_run_on_the_library():
     assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(1)]
 
 
+def test_padded_byte_transposes_run_on_the_strategies():
+    # A masked transpose of 1-byte elements (a pack padding 3 channels to 4) is the
+    # strategies' (plan.routed); the same transpose of 2-byte elements the library's.
+    for dtype, library in ((DTYPES["int8"], False), (DTYPES["float16"], True)):
+        spec = dataclasses.replace(permute_spec((40, 300), (1, 0), dtype),
+                                   masks=(MaskBound((1, 0), 0, 30),))
+        plan = candidate_plans(spec)[0]
+        assert plan.kernel == "transpose" and plan.masks
+        kernel = generate_c_copy(spec)
+        assert (kernel.calls[0][0] == cplan.plan_symbol(dtype.itemsize)) == library, dtype
+
+
 def test_a_chosen_candidate_is_the_call_of_that_plan():
     # What a measured choice does: take another candidate, get its block, run it.
     spec = permute_spec((7, 300, 45), (2, 1, 0), i16)

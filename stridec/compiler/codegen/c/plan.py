@@ -138,7 +138,11 @@ def routed(plan: CopyPlan) -> bool:
     every copy's plan (rows: runs longer than ROWS_SHORT_BYTES in streamed groups,
     copy_plan._grouped_rows; gathers and flips of short runs an element at a time), a
     cast's every plan (masked or not) but transposes of 1-byte sources into 2- or 8-byte
-    elements (to float16: 0.29-0.45 of the strategies' speed)."""
+    elements (to float16: 0.29-0.45 of the strategies' speed); not masked transposes of
+    1-byte elements (padded packs: the race's pack_chwn4_c3_int8 at 0.16 of the
+    strategies' speed, NCHW32 / NCHW64 of 3 channels a draw)."""
+    if plan.kernel == "transpose" and plan.elem_bytes == 1 and plan.masks and not plan.cast:
+        return False  # padded byte packs: CHWN4 of 3 channels 53.5 ms here against 8.7
     return not (plan.cast and plan.kernel == "transpose" and plan.elem_bytes == 1
                 and plan.dst_bytes != 4)
 
