@@ -27,7 +27,7 @@ LONG_TAIL = (
     "tests/bench/test_suites.py::test_smoke_checks_every_row",
     "tests/bench/test_smoke.py::test_smoke_run_end_to_end",
     "tests/bench/test_smoke.py::test_tune_smoke_checks_every_variant",
-    # the graph fuzzer's CI profile (about 300 graphs)
+    # the graph fuzzer's CI profile (about 150 graphs)
     "tests/reliability/test_fuzz.py::test_fuzz_graphs_against_the_reference",
     # Inductor compiles, processes started, forked or racing: the copy planner's library
     # against guard pages and the C units under the sanitizers, each in a child process

@@ -3,7 +3,7 @@
 Two hypothesis profiles, both without a deadline (a new specialization compiles and its
 kernels are imported on first use, so example times vary by far more than any deadline):
 
-- `stridec-fuzz-ci` (the default): about 300 examples, for every CI run;
+- `stridec-fuzz-ci` (the default): about 150 examples, for every CI run;
 - `stridec-fuzz-long`: 10,000 examples, selected with
 
       python -m pytest tests/reliability --fuzz-long
@@ -31,7 +31,7 @@ _SHARED = dict(
                            HealthCheck.filter_too_much],
     print_blob=True,
 )
-settings.register_profile(CI_PROFILE, max_examples=300, **_SHARED)
+settings.register_profile(CI_PROFILE, max_examples=150, **_SHARED)
 settings.register_profile(LONG_PROFILE, max_examples=10000, **_SHARED)
 
 

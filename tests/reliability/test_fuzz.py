@@ -48,7 +48,7 @@ A tenth as many graphs run under a random pipeline (some of the passes, in some 
 each must come back right, as above, or be refused with a StridecError (a pass it needs
 is missing), never a raw error of torch or of a kernel.
 
-Profiles (tests/reliability/conftest.py): 300 examples by default, 10,000 with
+Profiles (tests/reliability/conftest.py): 150 examples by default, 10,000 with
 `--fuzz-long` (`--fuzz-examples N` sets the count). A failure found here becomes a named
 test in test_regressions.py.
 """
