@@ -255,6 +255,31 @@ static void stream_row_groups(const job_t* J, const elem_t* s, dst_t* d, i64 ea,
     for (; r < ea; r++) stream_copy(d + r * da, s + r * J->ssa, n);
 }
 
+#ifndef CAST_SRC
+/* One run of the destination built in L1 (buf, JOINED_BYTES) from runs appended to it and
+   streamed up to the last whole line whenever the next run does not fit, the part of a
+   line after it kept, so that no line but the run's first and last is written in pieces.
+   The buffer stays apart from the cursor: once its address escapes into a call, a cursor
+   beside it would be reloaded from memory after every run. */
+#define JOINED_BYTES (STRIP_BYTES + 64)
+typedef struct {
+    char* out;    /* where buf[0] goes */
+    size_t have;  /* bytes in buf */
+} joined_t;
+
+ALWAYS_INLINE void joined_append(unsigned char* buf, joined_t* B, const elem_t* s, size_t n) {
+    if (B->have + n > JOINED_BYTES) {
+        size_t whole = (size_t)(((uintptr_t)B->out + B->have) & ~(uintptr_t)63) - (uintptr_t)B->out;
+        stream_copy(B->out, buf, whole);
+        memmove(buf, buf + whole, B->have - whole);
+        B->out += whole;
+        B->have -= whole;
+    }
+    copy_run(buf + B->have, s, n);
+    B->have += n;
+}
+#endif
+
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
    strides ssa and dsa), the next block's source prefetched as it goes (P, or 0: its share
    for part z). Streamed, runs that follow on in the destination are built in L1 and
@@ -294,25 +319,14 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
         return;
     }
     if (da == eb && eb * ELEM_BYTES <= STRIP_BYTES / 2) {
-        /* The block's destination is one run: built in L1 and streamed up to the last
-           whole line, the part of a line after it kept for the next part, so that no
-           line but the block's first and last is written in pieces. */
-        unsigned char buf[STRIP_BYTES + 64] __attribute__((aligned(64)));
-        char* out = (char*)d;
-        size_t have = 0;
+        /* The block's destination is one run. */
+        unsigned char buf[JOINED_BYTES] __attribute__((aligned(64)));
+        joined_t B = {(char*)d, 0};
         for (i64 x = 0; x < ea; x++) {
-            if (have + n > sizeof buf) {
-                size_t whole = (size_t)(((uintptr_t)out + have) & ~(uintptr_t)63) - (uintptr_t)out;
-                stream_copy(out, buf, whole);
-                memmove(buf, buf + whole, have - whole);
-                out += whole;
-                have -= whole;
-            }
             PREFETCH_RUNS(x);
-            copy_run(buf + have, s + x * sa, n);
-            have += n;
+            joined_append(buf, &B, s + x * sa, n);
         }
-        stream_copy(out, buf, have);
+        stream_copy(B.out, buf, B.have);
         return;
     }
 #endif
@@ -331,28 +345,17 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
 static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
                              i64 ec, next_t* P) {
     const size_t n = (size_t)eb * ELEM_BYTES;
-    unsigned char buf[STRIP_BYTES + 64] __attribute__((aligned(64)));
-    char* out = (char*)d;
-    size_t have = 0;
+    unsigned char buf[JOINED_BYTES] __attribute__((aligned(64)));
+    joined_t B = {(char*)d, 0};
     /* Runs shorter than a line: the next block's, asked for one by one, cost more than
        they save (the hardware's prefetchers follow the source's few streams). */
     if (n < 64) P = 0;
     for (i64 z = 0; z < ec; z++) {
         const elem_t* sz = s + z * J->ssc;
         if (P) prefetch_runs(J, P, (z + 1) * (P->na * P->nc) / ec);  /* a part's share */
-        for (i64 x = 0; x < ea; x++) {
-            if (have + n > sizeof buf) {
-                size_t whole = (size_t)(((uintptr_t)out + have) & ~(uintptr_t)63) - (uintptr_t)out;
-                stream_copy(out, buf, whole);
-                memmove(buf, buf + whole, have - whole);
-                out += whole;
-                have -= whole;
-            }
-            copy_run(buf + have, sz + x * J->ssa, n);
-            have += n;
-        }
+        for (i64 x = 0; x < ea; x++) joined_append(buf, &B, sz + x * J->ssa, n);
     }
-    stream_copy(out, buf, have);
+    stream_copy(B.out, buf, B.have);
 }
 #endif
 
