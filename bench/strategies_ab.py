@@ -5,13 +5,14 @@
     python bench/strategies_ab.py --threads 1 --clock thread --rounds 15 pad_img_f32_64M
     python bench/strategies_ab.py --threads 1 --clock thread --rounds 9 t2d_i8 t2d_i8_odd ...
 
-Each case is a `CopySpec` (pads of images, rows and transposed sources; NCHW4/32 packs with
-padded channels and unpacks; fills; transposes of bytes), built into two kernels -- the strategies'
-(`_strategy_plan`) and the planned library's (`plan.planned_call`) -- called straight, in
-one process, alternating (the order flipped every round), the caches flushed before each
-call by a 64 MB read; medians. `old/new` above 1: the library is faster. `--clock thread` times the
-calling thread's CPU time (with `--threads 1`: the whole copy), which a machine other
-processes share disturbs far less than wall time.
+Each case is a `CopySpec` (pads of images, rows and transposed sources; NCHW4/32 and CHWN4
+packs with padded channels and unpacks; fills; transposes of bytes), built into two
+kernels -- the strategies' (`_strategy_plan`) and the planned library's
+(`plan.planned_call`) -- called straight, in one process, alternating (the order flipped
+every round), the caches flushed before each call by a 64 MB read; medians. `old/new`
+above 1: the library is faster. `--clock thread` times the calling thread's CPU time
+(with `--threads 1`: the whole copy), which a machine other processes share disturbs far
+less than wall time.
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ def pack_spec(n, c, h, w, k, dtype) -> tuple[CopySpec, int, int]:
                     (cb * h * w * k, h * w * k, 1, w * k, k), 0, d, d,
                     (MaskBound((0, k, 1, 0, 0), 0, c),), 0)
     return spec, n * c * h * w, n * cb * k * h * w
+
+
+def chwn4_spec(n, c, h, w, dtype) -> tuple[CopySpec, int, int]:
+    """NCHW -> CHWN4, the channels padded with 0 to a multiple of 4."""
+    cb = -(-c // 4)
+    d = _dtype(dtype)
+    spec = CopySpec((n, cb, 4, h, w), (c * h * w, 4 * h * w, h * w, w, 1), 0,
+                    (4, h * w * n * 4, 1, w * n * 4, n * 4), 0, d, d,
+                    (MaskBound((0, 4, 1, 0, 0), 0, c),), 0)
+    return spec, n * c * h * w, n * cb * 4 * h * w
 
 
 def unpack_spec(n, c, h, w, k, dtype) -> tuple[CopySpec, int, int]:
@@ -127,6 +138,9 @@ CASES = {
     "pack32_c3_f32": lambda: pack_spec(1, 3, 512, 512, 32, f32),
     "pack32_c3_f16_1M": lambda: pack_spec(1, 3, 128, 128, 32, f16),
     "pack32_c40_f16": lambda: pack_spec(4, 40, 256, 256, 32, f16),
+    "chwn4_c3_i8": lambda: chwn4_spec(32, 3, 512, 512, i8),
+    "chwn4_c3_f16": lambda: chwn4_spec(16, 3, 512, 512, f16),
+    "chwn4_c3_f32": lambda: chwn4_spec(8, 3, 512, 512, f32),
     "unpack32_c40_f16": lambda: unpack_spec(4, 40, 256, 256, 32, f16),
     "unpack32_c3_f32": lambda: unpack_spec(2, 3, 512, 512, 32, f32),
     "fill_f32_64M": lambda: fill_spec((4096, 4096), f32),

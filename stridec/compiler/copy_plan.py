@@ -103,12 +103,15 @@ LONG_RUN_BYTES = 2048
 class PlanMask:
     """A mask of a plan: the element at loop indices i (and lane k of a lane kernel) is
     copied where `lo <= lane * k + sum(coeffs[l] * i[l]) < hi` holds for every mask, one
-    coefficient per loop of the nest (`CopyPlan.loops`)."""
+    coefficient per loop of the nest (`CopyPlan.loops`); `sides`: a transpose's, one per
+    dim of its a side and then of its b side (a side loop's coefficient is its first
+    dim's; a side of several dims is valued by its digits)."""
 
     lo: int
     hi: int
     lane: int
     coeffs: tuple[int, ...]
+    sides: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,11 +641,9 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
     side_choices: list[tuple[list[int], list[int]] | None] = [None]
     if kernel == "transpose":
         side_choices = []
-        # A mask is linear in each dim, not in a side's flattened index: masked sides are
-        # one dim each.
-        for first in ("a", "b", None) if not canon.masks else (None,):
+        for first in ("a", "b", None):
             sides = _sides(canon, a, b, first)
-            if sides not in side_choices:
+            if sides not in side_choices and _masks_take(canon, sides, cast):
                 side_choices.append(sides)
     plans = []
     if kernel == "rows" and not canon.masks:
@@ -677,7 +678,7 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                 for i in inner_orders:
                     plan = _nest(canon, kernel, a, b, [*o, *i], steps, base, sides)
                     if canon.masks:
-                        plan = _with(plan, masks=_plan_masks(canon, plan, consumed))
+                        plan = _with(plan, masks=_plan_masks(canon, plan, consumed, sides))
                     if kernel == "transpose":
                         plan = _transpose_memory(plan, moved, caches)
                     if kernel == "rows" and not canon.masks and not cast:
@@ -770,22 +771,37 @@ def _grouped_rows(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
     return _with(plan, loops=tuple(loops), a_loop=a_loop, prefetch=moved > caches.l2)
 
 
-def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None) -> tuple[PlanMask, ...]:
+def _masks_take(canon: CopySpec, sides: tuple[list[int], list[int]], cast: tuple) -> bool:
+    """Whether the library's transpose runs `canon`'s masks on `sides`: one dim each (a
+    mask is linear in each), or several where no mask depends on the a side, so that each
+    source row is valid or masked whole (a CHWN4 pack's lanes, then the batch: one b side
+    whose masked rows are read from a row of the fill) and the copy is not a cast (whose
+    fill is no source row)."""
+    if not canon.masks or (len(sides[0]) == 1 and len(sides[1]) == 1):
+        return True
+    return not cast and all(m.coeffs[j] == 0 for m in canon.masks for j in sides[0])
+
+
+def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None,
+                sides: tuple[list[int], list[int]] | None = None) -> tuple[PlanMask, ...]:
     """`canon`'s masks on `plan`'s loops: each loop's coefficient is its dim's, the lanes'
-    that of the dim the lane kernel consumes."""
+    that of the dim the lane kernel consumes; a transpose's `sides` each dim's."""
+    side_dims = [*sides[0], *sides[1]] if sides else []
     return tuple(PlanMask(m.lo, m.hi, m.coeffs[consumed] if consumed is not None else 0,
-                          tuple(m.coeffs[loop.dim] for loop in plan.loops))
+                          tuple(m.coeffs[loop.dim] for loop in plan.loops),
+                          tuple(m.coeffs[j] for j in side_dims))
                  for m in canon.masks)
 
 
 def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
-    """A transpose's prefetch and streaming: a copy larger than L2 prefetches each next
-    block's source lines while a block runs (the rows of a block are as many streams as it
-    has rows, more than the prefetchers follow); its stores stream only where a block's
-    destination is whole lines (its rows start on a line and are whole lines long, or they
-    are one run) or long runs: a streamed row that starts or ends inside a line writes
-    that line through the cache, mixed with the streamed ones, slower than not streaming
-    at all where the rows are short (docs/cpu.md)."""
+    """A transpose's prefetch, streaming and staging: a copy larger than L2 prefetches each
+    next block's source lines while a block runs (the rows of a block are as many streams
+    as it has rows, more than the prefetchers follow); its stores stream only where a
+    block's destination is whole lines (its rows start on a line and are whole lines long,
+    or they are one run) or long runs: a streamed row that starts or ends inside a line
+    writes that line through the cache, mixed with the streamed ones, slower than not
+    streaming at all where the rows are short (docs/cpu.md). A block masked by rows stages
+    its source rows."""
     if moved > caches.l2:
         plan = _with(plan, prefetch=True)
     size, line = plan.elem_bytes, caches.line
@@ -798,6 +814,10 @@ def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
     long_runs = b_loop.step * size >= LONG_RUN_BYTES
     if not (rows_whole or joined or long_runs):
         plan = _with(plan, stream_bytes=-1)
+    if plan.masks and plan.prefetch and (len(plan.a_side) > 1 or len(plan.b_side) > 1):
+        # masked by rows (a CHWN4 pack of padded lanes): each block's valid rows are
+        # staged, read as runs the prefetchers follow (docs/cpu.md)
+        plan = _with(plan, stage=True)
     return plan
 
 

@@ -213,3 +213,38 @@ def test_masks_the_library_does_not_take_stay_on_the_strategies():
                     tuple(MaskBound((1,), k, 70 + k) for k in range(1, 66)), 0)
     assert len(many.masks) > 64 and candidate_plans(many) == []
     assert not generate_c_copy(many).calls[0][0].startswith(cplan.SYMBOL_PREFIX)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+@pytest.mark.parametrize("name", ("int8", "float32"))
+def test_chwn4_packs_are_masked_by_rows(name, stream):
+    # CHWN4 of 3 channels: the 4 lanes and the batch are one b side (128 bytes of int8 a
+    # row for a batch of 32), each source row valid or masked whole: masked rows are read
+    # from a row of the fill, or with no fill their columns are left as they were;
+    # staged and prefetched as a large copy's blocks are, or not.
+    n, c, h, w, k = 6, 3, 5, 37, 4
+    gen = torch.Generator().manual_seed(7)
+    x = _values((n, c, h, w), name, gen)
+    dtype = DTYPES[name]
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for fill in (-2, None):
+            out_shape = (1, h, w, n, k)
+            spec = CopySpec((n, 1, k, h, w), (c * h * w, k * h * w, h * w, w, 1), 0,
+                            (k, n * k * h * w, 1, w * n * k, n * k), 0, dtype, dtype,
+                            (MaskBound((0, k, 1, 0, 0), 0, c),), fill)
+            plans = [p for p in candidate_plans(spec, limit=8) if len(p.b_side) > 1]
+            assert plans and plans[0] == candidate_plans(spec, limit=1)[0], spec
+            want = torch.full(out_shape, 5, dtype=dtype.torch)
+            want[0, :, :, :, :c] = x.permute(2, 3, 0, 1)
+            if fill is not None:
+                want[0, :, :, :, c:] = fill
+            for plan in plans:
+                for extra in ({}, {"stage": True, "prefetch": True}):
+                    run = dataclasses.replace(plan, parallel=3, **extra)
+                    out = torch.full(out_shape, 5, dtype=dtype.torch)
+                    with _team(True, 3):
+                        _run_block(cplan.plan_params(run), x, out, dtype.itemsize, 3)
+                    assert torch.equal(out, want), (run.describe(), fill)
+    finally:
+        cpu.set_stream_threshold(previous)

@@ -196,9 +196,14 @@ def _symbolic_plan(plan: CopyPlan, canon: CopySpec, at: CopySpec) -> CopyPlan | 
         changes["lane_stride"] = dst[a] if kernel == "deinterleave" else src[b]
     if plan.masks:  # `canon`'s masks, one to one with `at`'s (none simplified away there)
         lane = lane_dims[0] if kernel in ("deinterleave", "interleave") else None
+        side_dims = [*side_a, *side_b] if kernel == "transpose" else []
+        if len(side_dims) > 2 and any(not (type(m.coeffs[j]) is int and m.coeffs[j] == 0)
+                                      for m in canon.masks for j in side_a):
+            return None  # each source row valid or masked whole at every value
         changes["masks"] = tuple(
             PlanMask(m.lo, m.hi, m.coeffs[lane] if lane is not None else 0,
-                     tuple(m.coeffs[loop.dim] for loop in loops))
+                     tuple(m.coeffs[loop.dim] for loop in loops),
+                     tuple(m.coeffs[j] for j in side_dims))
             for m in canon.masks)
     # a cast streams by the mean of the bytes it reads and writes (copy_plan._plans_of)
     moved = math.prod(sizes) * (plan.elem_bytes + plan.dst_bytes)

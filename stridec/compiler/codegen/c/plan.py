@@ -138,11 +138,13 @@ def routed(plan: CopyPlan) -> bool:
     every copy's plan (rows: runs longer than ROWS_SHORT_BYTES in streamed groups,
     copy_plan._grouped_rows; gathers and flips of short runs an element at a time), a
     cast's every plan (masked or not) but transposes of 1-byte sources into 2- or 8-byte
-    elements (to float16: 0.29-0.45 of the strategies' speed); not masked transposes of
-    1-byte elements (padded packs: the race's pack_chwn4_c3_int8 at 0.16 of the
-    strategies' speed, NCHW32 / NCHW64 of 3 channels a draw)."""
-    if plan.kernel == "transpose" and plan.elem_bytes == 1 and plan.masks and not plan.cast:
-        return False  # padded byte packs: CHWN4 of 3 channels 53.5 ms here against 8.7
+    elements (to float16: 0.29-0.45 of the strategies' speed); masked transposes of 1-byte
+    elements only where a side has several dims (masked by rows: the race's
+    pack_chwn4_c3_int8), not with one dim each (NCHW32 / NCHW64 of 3 channels: 0.54 and
+    0.61 of the strategies' speed, the fill's columns around 3 copied ones)."""
+    if (plan.kernel == "transpose" and plan.elem_bytes == 1 and plan.masks and not plan.cast
+            and len(plan.a_side) == 1 and len(plan.b_side) == 1):
+        return False  # padded byte packs of one lane dim: NCHW32 of 3 channels
     return not (plan.cast and plan.kernel == "transpose" and plan.elem_bytes == 1
                 and plan.dst_bytes != 4)
 
@@ -245,9 +247,14 @@ def plan_params(plan: CopyPlan) -> tuple[int, ...]:
     for extent, stride in (*plan.a_side, *plan.b_side):
         fields = {"extent": extent, "stride": stride}
         words += [fields[name] for name in ABI.group]
+    sides = len(plan.a_side) + len(plan.b_side)
     for mask in plan.masks:
+        if len(mask.coeffs) != len(plan.loops) or len(mask.sides) != sides:
+            raise ValueError(f"plan_params: a mask of {len(mask.coeffs)} loop and "
+                             f"{len(mask.sides)} side coefficients in a plan of "
+                             f"{len(plan.loops)} loops and {sides} side dims")
         fields = {"lo": mask.lo, "hi": mask.hi, "lane": mask.lane}
-        words += [fields[name] for name in ABI.mask] + list(mask.coeffs)
+        words += [fields[name] for name in ABI.mask] + list(mask.coeffs) + list(mask.sides)
     return tuple(words)
 
 
@@ -262,5 +269,5 @@ def plan_call_fits(symbol: str, params) -> bool:
     return (p[ABI.index("abi")] == ABI.version and 1 <= loops <= ABI.max_loops
             and 0 <= sides <= 2 * ABI.max_group and 0 <= masks <= ABI.max_masks
             and len(p) == (len(ABI.header) + len(ABI.loop) * loops + len(ABI.group) * sides
-                           + (len(ABI.mask) + loops) * masks)
+                           + (len(ABI.mask) + loops + sides) * masks)
             and p[ABI.index("kernel")] in ABI.kernels.values())

@@ -19,17 +19,22 @@
    digits): a dim of 4 beside one of 15 makes one side of 60, so the blocks stay whole.
 
    A masked copy (`masks` > 0) ends with one record of STRIDEC_COPY_MASK fields per mask,
-   each followed by one coefficient per loop of the nest (outermost first): the element
-   at loop indices i (and lane k of a lane kernel) is copied where every mask holds,
-   lo <= lane * k + sum(coefficient_l * i_l) < hi, and elsewhere gets the fill's bits
-   (`fill` 1) or is left as it is (`fill` 0). Along a row the masks hold on one interval,
-   so a row is fill, a copy, fill; a transpose or interleave block is wholly valid (the
-   kernel), wholly masked (fill) or mixed (its source staged with the fill around each
-   row's interval, then the kernel). */
+   each followed by one coefficient per loop of the nest (outermost first), then one per
+   dim of a transpose's a side and of its b side (a_dims + b_dims, as the side records):
+   the element at loop indices i (and lane k of a lane kernel) is copied where every mask
+   holds, lo <= lane * k + sum(coefficient_l * i_l) < hi, and elsewhere gets the fill's
+   bits (`fill` 1) or is left as it is (`fill` 0). A side loop's coefficient is that of
+   its side's first dim; where a side has several dims, the value at its index is the sum
+   of its digits times their coefficients, and the a side's must be 0 (a copy, not a
+   cast: each source row valid or masked whole). Along a row the masks hold on one
+   interval, so a row is fill, a copy, fill; a transpose or interleave block is wholly
+   valid (the kernel), wholly masked (fill) or mixed (its source staged with the fill
+   around each row's interval, or masked rows read from a row of the fill, then the
+   kernel). */
 #ifndef STRIDEC_COPY_ABI_H
 #define STRIDEC_COPY_ABI_H
 
-#define STRIDEC_COPY_ABI 3
+#define STRIDEC_COPY_ABI 4
 /* Loops of a nest and dims of a transpose's side: the rank limit (stridec.ir.affine.MAX_RANK,
    checked by codegen/c/plan.py); a nest has no more loops than its copy has dims. */
 #define STRIDEC_COPY_MAX_LOOPS 25
@@ -69,7 +74,7 @@
 #define STRIDEC_COPY_GROUP(X) X(extent) X(stride)
 
 /* A mask: its bounds and its coefficient of the lanes of a lane kernel (0 for the
-   others); the loops' coefficients follow it. */
+   others); the loops' coefficients follow it, then the sides' dims'. */
 #define STRIDEC_COPY_MASK(X) X(lo) X(hi) X(lane)
 
 /* The micro-kernels, with what they move for a block of extents ea (along a_loop) and eb

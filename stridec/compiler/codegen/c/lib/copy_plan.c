@@ -82,6 +82,9 @@ typedef struct {
     /* masks m < M (last, and not cleared: 25 KiB): bounds, the lanes' coefficient, each
        loop's coefficient and its move a block */
     i64 mlo[MAXM], mhi[MAXM], mlane[MAXM], mc[MAXM][MAXL], mstep[MAXM][MAXL];
+    /* a transpose's: each mask's coefficient of each dim of its b side (those of its a
+       side are 0 where a side has several dims: the blocks of masked_rows_table) */
+    i64 mgb[MAXM][STRIDEC_COPY_MAX_GROUP];
 } job_t;
 
 #ifdef CAST_SRC
@@ -178,6 +181,9 @@ typedef struct {
     i64 done;           /* its rows (runs) prefetched so far */
     i64 nc;             /* (rows) its extent along the c loop: na * nc runs */
     dst_t* dbase;       /* (rows) the next block's destination */
+    const i64* mb;      /* (a transpose masked by rows) the next block's mask bases, */
+    unsigned char* ok;  /* its rows that hold them (rows_valid, once `ready`) */
+    int ready;
 } next_t;
 
 /* Runs [P->done, upto) of the next rows block (x along a fastest, then along c) into L2
@@ -550,11 +556,42 @@ static void tr_rows(src_rows s, int stab, i64 x0, dst_rows d, int dtab, i64 na, 
    so that a column of them does not fall into one set of L1. */
 #define STAGE_PAD (64 / ELEM_BYTES)
 
-/* Rows [P->done, upto) of the next block into L2 (prefetcht1), every line of each. */
+/* ok[y] for rows [0, nb) of a block of a transpose masked by rows (masked_rows_table)
+   whose mask bases are mb and first index along b y0: whether every mask holds on the
+   row, by its index's digits on the b side; returns the rows that hold. */
+static i64 rows_valid(const job_t* J, const i64* mb, i64 y0, i64 nb, unsigned char* ok) {
+    i64 val[MAXM], digit[STRIDEC_COPY_MAX_GROUP], rest = y0, valid = 0;
+    for (i64 m = 0; m < J->M; m++) val[m] = mb[m] - J->mc[m][J->b] * y0;
+    for (i64 k = 0; k < J->gb; k++) {
+        digit[k] = rest % J->gb_n[k];
+        rest /= J->gb_n[k];
+        for (i64 m = 0; m < J->M; m++) val[m] += digit[k] * J->mgb[m][k];
+    }
+    for (i64 y = 0; y < nb; y++) {
+        int holds = 1;
+        for (i64 m = 0; m < J->M; m++) holds &= J->mlo[m] <= val[m] && val[m] < J->mhi[m];
+        ok[y] = (unsigned char)holds;
+        valid += holds;
+        for (i64 k = 0; k < J->gb; k++) {
+            for (i64 m = 0; m < J->M; m++) val[m] += J->mgb[m][k];
+            if (++digit[k] < J->gb_n[k]) break;
+            for (i64 m = 0; m < J->M; m++) val[m] -= J->gb_n[k] * J->mgb[m][k];
+            digit[k] = 0;
+        }
+    }
+    return valid;
+}
+
+/* Rows [P->done, upto) of the next block into L2 (prefetcht1), every line of each (of a
+   block masked by rows, the rows it reads). */
 static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
     if (!P->base || upto <= P->done) return;
     if (upto > P->nb) upto = P->nb;
     const i64 step = 64 / ELEM_BYTES, na = P->na;
+    if (P->mb && !P->ready) {
+        rows_valid(J, P->mb, P->y0, P->nb, P->ok);
+        P->ready = 1;
+    }
     i64 digit[STRIDEC_COPY_MAX_GROUP], off = 0, rest = P->y0 + P->done;
     for (i64 k = 0; k < J->gb; k++) {
         digit[k] = rest % J->gb_n[k];
@@ -563,8 +600,10 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
     }
     for (i64 y = P->done; y < upto; y++) {
         const elem_t* r = P->base + off;
-        for (i64 k = 0; k < na; k += step) __builtin_prefetch(r + k, 0, 2);
-        __builtin_prefetch(r + na - 1, 0, 2);
+        if (!P->mb || P->ok[y]) {
+            for (i64 k = 0; k < na; k += step) __builtin_prefetch(r + k, 0, 2);
+            __builtin_prefetch(r + na - 1, 0, 2);
+        }
         for (i64 k = 0; k < J->gb; k++) {
             off += J->gb_s[k];
             if (++digit[k] < J->gb_n[k]) break;
@@ -615,16 +654,30 @@ static void streamed_rows(src_rows s, int stab, i64 x, dst_t* const* outs, i64 h
     }
 }
 
+static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
+                                i64 nb, const i64* mb, next_t* P, const elem_t** table,
+                                const elem_t* keep);
+
 /* P: the next block, whose source lines this one prefetches as it goes, or 0. */
 static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na, i64 nb,
                            const i64* mb, next_t* P) {
+    tile_transpose_from(J, so, dof, x0, y0, na, nb, mb, P, 0, 0);
+}
+
+/* tile_transpose, its source rows `table` where given: rows at `keep` (a row of the fill)
+   are not staged. */
+static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
+                                i64 nb, const i64* mb, next_t* P, const elem_t** table,
+                                const elem_t* keep) {
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
     dst_t* outs[TW];
     i64 off[STRIDEC_COPY_MAX_ROWS > TW ? STRIDEC_COPY_MAX_ROWS : TW];
     /* The source rows: a table where the b side has several dims, else base and stride. */
     src_rows s = {rows, J->src + so + J->gb_s[0] * (y0 % J->gb_n[0]), J->gb_s[0]};
-    int stab = J->gb > 1;
-    if (stab) {
+    int stab = J->gb > 1 || table;
+    if (table) {
+        s.rows = table;
+    } else if (stab) {
         side_offsets(J->gb_n, J->gb_s, J->gb, y0, nb, off);
         for (i64 y = 0; y < nb; y++) rows[y] = J->src + so + off[y];
     }
@@ -651,10 +704,12 @@ static void tile_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 
                 const elem_t* next = src_row(s, stab, y + 2);
                 for (i64 k = 0; k < na; k += 64 / ELEM_BYTES) __builtin_prefetch(next + k);
             }
+            if (table && r == keep) continue;
             memcpy(stage + y * ps, r, (size_t)na * ELEM_BYTES);
+            if (table) table[y] = stage + y * ps;
         }
-        s = (src_rows){0, stage, ps};
-        stab = 0;
+        if (!table) s = (src_rows){0, stage, ps};
+        stab = table != 0;
     }
     const int dtab = J->ga > 1;
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
@@ -918,11 +973,58 @@ static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0
     return 1;
 }
 
+/* A fill row of a masked_rows_table block holds this many elements at most. */
+#define FILL_ROW_BYTES 4096
+
+/* A masked block of a transpose whose sides have several dims (a CHWN4 pack: the lanes,
+   then the batch, one b side of whole lines): no mask depends on the a side, so each
+   source row is valid or masked whole, by the digits of its index on the b side. With
+   the fill, a masked row is read from a row of the fill and the block is one transpose;
+   without, each run of valid rows is transposed on its own. */
+static void masked_rows_table(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
+                              i64 nb, const i64* mb, next_t* P) {
+#ifdef CAST_SRC
+    (void)J, (void)so, (void)dof, (void)x0, (void)y0, (void)na, (void)nb, (void)mb, (void)P;
+#else
+    const i64 cap = FILL_ROW_BYTES / ELEM_BYTES;
+    if (J->has_fill && na > cap) {  /* no mask depends on a: the same rows in each part */
+        for (i64 x = 0; x < na; x += cap)
+            masked_rows_table(J, so + x, dof, x0 + x, y0, na - x < cap ? na - x : cap, nb, mb,
+                              x + cap < na ? 0 : P);
+        return;
+    }
+    unsigned char ok[STRIDEC_COPY_MAX_ROWS];
+    const i64 valid = rows_valid(J, mb, y0, nb, ok);
+    if (valid == nb) {
+        tile_transpose(J, so, dof, x0, y0, na, nb, 0, P);
+        return;
+    }
+    if (!J->has_fill) {  /* masked rows' destination columns left as they are */
+        for (i64 y = 0, e; y < nb; y = e) {
+            for (e = y + 1; e < nb && ok[e] == ok[y]; e++) {}
+            if (ok[y]) tile_transpose(J, so, dof + y, x0, y0 + y, na, e - y, 0, P);
+        }
+        return;
+    }
+    elem_t fill_row[FILL_ROW_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
+    fill_to(J, 0, fill_row, 1, na);
+    const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
+    i64 off[STRIDEC_COPY_MAX_ROWS];
+    side_offsets(J->gb_n, J->gb_s, J->gb, y0, nb, off);
+    for (i64 y = 0; y < nb; y++) rows[y] = ok[y] ? J->src + so + off[y] : fill_row;
+    tile_transpose_from(J, so, dof, x0, y0, na, nb, 0, P, rows, fill_row);
+#endif
+}
+
 /* A transpose block where masks apply: the kernel where every element is valid, the fill
    of its destination rows where none is, else its source rows staged (tile_transpose),
    in parts that fit the thread's scratch buffer. */
 static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
-                             i64 nb, const i64* mb) {
+                             i64 nb, const i64* mb, next_t* P) {
+    if (J->ga > 1 || J->gb > 1) {  /* P: the next block, of a transpose masked by rows */
+        masked_rows_table(J, so, dof, x0, y0, na, nb, mb, P);
+        return;
+    }
     int state = block_state(J, mb, na, nb, 1);
     if (state == 1) {
         tile_transpose(J, so, dof, x0, y0, na, nb, 0, 0);
@@ -972,9 +1074,9 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
     if (!fill) {  /* no fill to stage with: halves along a, down to columns (by_b) */
 #endif
         i64 h = na / 2, base[MAXM];
-        masked_transpose(J, so, dof, x0, y0, h, nb, mb);
+        masked_transpose(J, so, dof, x0, y0, h, nb, mb, 0);
         for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->a] * h;
-        masked_transpose(J, so + h, dof, x0 + h, y0, na - h, nb, base);
+        masked_transpose(J, so + h, dof, x0 + h, y0, na - h, nb, base, 0);
         return;
     }
     i64 rows = STRIDEC_SCRATCH_BYTES / ((na + STAGE_PAD) * ELEM_BYTES);
@@ -985,7 +1087,8 @@ static void masked_transpose(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i6
     i64 base[MAXM];
     for (i64 y = 0; y < nb; y += rows) {
         for (i64 m = 0; m < J->M; m++) base[m] = mb[m] + J->mc[m][J->b] * y;
-        masked_transpose(J, so, dof + y, x0, y0 + y, na, nb - y < rows ? nb - y : rows, base);
+        masked_transpose(J, so, dof + y, x0, y0 + y, na, nb - y < rows ? nb - y : rows, base,
+                         0);
     }
 }
 
@@ -1015,7 +1118,7 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     if (J->M) {
         if (J->kernel == K_transpose)
             masked_transpose(J, so, dof, idx[J->a] * J->t[J->a], idx[J->b] * J->t[J->b], ea,
-                             eb, mb);
+                             eb, mb, P);
         else if (J->kernel == K_interleave) masked_join(J, s, d, mb, ea);
         else masked_row(J, s, d, mb, eb);
         return;
@@ -1094,13 +1197,14 @@ static void work(const job_t* J, i64 u0, i64 u1) {
     i64 idx[MAXL], so, dof, u, mb[MAXM];
     odometer_seek(J, u0, idx, &so, &dof, mb);
     const int pf = J->prefetch && J->a >= 0 && (J->kernel == K_transpose || J->kernel == K_rows);
+    unsigned char next_ok[STRIDEC_COPY_MAX_ROWS];
     for (u = u0; u < u1; u++) {
         i64 here[MAXL], hso = so, hdo = dof, hmb[MAXM];
         for (i64 l = 0; l < L; l++) here[l] = idx[l];
         for (i64 m = 0; m < M; m++) hmb[m] = mb[m];
         odometer_step(J, idx, &so, &dof, mb);
         /* a transpose block prefetches the next block's source lines as it goes */
-        next_t P = {0, 0, 0, 0, 0, 1, 0};
+        next_t P = {0, 0, 0, 0, 0, 1, 0, 0, next_ok, 0};
         if (pf && u + 1 < u1) {
             i64 ra = J->n[J->a] - idx[J->a] * J->t[J->a];
             i64 rb = J->n[J->b] - idx[J->b] * J->t[J->b];
@@ -1109,6 +1213,7 @@ static void work(const job_t* J, i64 u0, i64 u1) {
             P.y0 = idx[J->b] * J->t[J->b];
             P.na = ra < J->t[J->a] ? ra : J->t[J->a];
             P.nb = rb < J->t[J->b] ? rb : J->t[J->b];
+            if (M) P.mb = mb;  /* the next block's, after odometer_step */
             if (J->c >= 0) {
                 i64 rc = J->n[J->c] - idx[J->c] * J->t[J->c];
                 P.nc = rc < J->t[J->c] ? rc : J->t[J->c];
@@ -1252,7 +1357,6 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         return 0;
     if (J->M && (J->kernel == K_deinterleave || (J->kernel == K_rows && J->a >= 0)
                  || J->c >= 0
-                 || (J->kernel == K_transpose && (J->ga != 1 || J->gb != 1))
                  || (J->kernel == K_interleave && !J->has_fill)))
         return 0;  /* masks the blocks below do not take (the planner makes none) */
     {
@@ -1285,7 +1389,13 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     if (J->ga < 0 || J->gb < 0 || J->ga > STRIDEC_COPY_MAX_GROUP || J->gb > STRIDEC_COPY_MAX_GROUP)
         return 0;
     q = p + HEADER_WORDS + J->L * LOOP_WORDS + (J->ga + J->gb) * GROUP_WORDS;
-    for (i64 m = 0; m < J->M; m++, q += J->L) {
+    /* masks on a transpose's sides of several dims: none of its a side's (each row valid
+       or masked whole), and not a cast's (its fill is no source row) */
+    const int by_rows = J->kernel == K_transpose && (J->ga > 1 || J->gb > 1);
+#ifdef CAST_SRC
+    if (J->M && by_rows) return 0;
+#endif
+    for (i64 m = 0; m < J->M; m++, q += J->L + J->ga + J->gb) {
         J->mlo[m] = q[M_lo];
         J->mhi[m] = q[M_hi];
         J->mlane[m] = q[M_lane];
@@ -1294,8 +1404,12 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
             J->mc[m][l] = q[l];
             J->mstep[m][l] = J->t[l] * q[l];
         }
+        for (i64 k = 0; k < J->ga; k++)
+            if (by_rows && q[J->L + k]) return 0;
+        for (i64 k = 0; k < J->gb; k++) J->mgb[m][k] = q[J->L + J->ga + k];
+        if (by_rows && J->mc[m][J->a]) return 0;
     }
-    if (J->M) J->prefetch = 0;
+    if (J->M && !by_rows) J->prefetch = 0;
     if (J->prefetch && (J->a < 0 || J->b < 0)) J->prefetch = 0;
     if (units == 0) return 0;
     J->units = units;
