@@ -49,13 +49,16 @@ def cases(total: int) -> list[tuple[str, CopySpec]]:
         out.append((f"rows_{s}_{d}", _permute((total,), (0,), s, d)))
     for s, d in (("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"),
                  ("bfloat16", "float32"), ("uint8", "float32"), ("float32", "float64"),
-                 ("int32", "int64")):
+                 ("int32", "int64"), ("uint8", "float16"), ("uint8", "bfloat16"),
+                 ("int8", "float64"), ("uint8", "int16"), ("bool", "float16")):
         out.append((f"transpose_{s}_{d}", _permute((side, side), (1, 0), s, d)))
     # image bytes HWC -> CHW float (a deinterleave of 3), and back (an interleave)
     out.append(("hwc_to_chw_uint8_float32", _permute((hw, hw, 3), (2, 0, 1), "uint8", "float32")))
     out.append(("chw_to_hwc_float32_uint8", _permute((3, hw, hw), (1, 2, 0), "float32", "uint8")))
     out.append(("nchw_to_nhwc_float32_float16",
                 _permute((1, 64, side // 8, side // 8), (0, 2, 3, 1), "float32", "float16")))
+    out.append(("nchw_to_nhwc_uint8_float16",
+                _permute((1, 64, side // 8, side // 8), (0, 2, 3, 1), "uint8", "float16")))
     flip = _permute((side, side), (0, 1), "float32", "float16")
     out.append(("flip_float32_float16", CopySpec(flip.sizes, (side, -1), side - 1,
                                                  flip.dst_strides, 0, flip.src_dtype,

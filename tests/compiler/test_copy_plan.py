@@ -345,8 +345,9 @@ def test_routed_copies_run_on_the_library():
     assert kernel.source == cplan.plan_unit_source(4)
 
 
-def test_byte_casts_transposed_into_4_byte_elements_run_on_the_library():
-    for dst, library in (("float32", True), ("int32", True), ("float16", False)):
+def test_byte_casts_transposed_into_2_and_4_byte_elements_run_on_the_library():
+    for dst, library in (("float32", True), ("int32", True), ("float16", True),
+                         ("bfloat16", True), ("int16", True), ("float64", False)):
         spec = permute_spec((300, 500), (1, 0), DTYPES["uint8"], DTYPES[dst])
         kernel = generate_c_copy(spec)
         assert kernel.calls[0][0].startswith(cplan.CAST_PREFIX) == library, dst

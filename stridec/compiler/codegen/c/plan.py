@@ -137,16 +137,17 @@ def routed(plan: CopyPlan) -> bool:
     strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
     every copy's plan (rows: runs longer than ROWS_SHORT_BYTES in streamed groups,
     copy_plan._grouped_rows; gathers and flips of short runs an element at a time), a
-    cast's every plan (masked or not) but transposes of 1-byte sources into 2- or 8-byte
-    elements (to float16: 0.29-0.45 of the strategies' speed); masked transposes of 1-byte
-    elements only where a side has several dims (masked by rows: the race's
+    cast's every plan (masked or not; 1-byte sources widen in vector instructions,
+    lib/copy_cast.h) but transposes of 1-byte sources into 8-byte elements (0.83-0.97 of
+    the strategies' speed at 2048 x 2048, 1.3-1.5 at 1024 and 4096); masked transposes of
+    1-byte elements only where a side has several dims (masked by rows: the race's
     pack_chwn4_c3_int8), not with one dim each (NCHW32 / NCHW64 of 3 channels: 0.54 and
     0.61 of the strategies' speed, the fill's columns around 3 copied ones)."""
-    if (plan.kernel == "transpose" and plan.elem_bytes == 1 and plan.masks and not plan.cast
-            and len(plan.a_side) == 1 and len(plan.b_side) == 1):
-        return False  # padded byte packs of one lane dim: NCHW32 of 3 channels
-    return not (plan.cast and plan.kernel == "transpose" and plan.elem_bytes == 1
-                and plan.dst_bytes != 4)
+    if plan.kernel != "transpose" or plan.elem_bytes != 1:
+        return True
+    if plan.cast:
+        return plan.dst_bytes != 8
+    return not (plan.masks and len(plan.a_side) == 1 and len(plan.b_side) == 1)
 
 
 Chooser = Callable[[CopySpec, list[CopyPlan]], CopyPlan]

@@ -4,7 +4,8 @@
    (STRIDEC_DT_*): its kernels read the source's bits (elem_t) as a copy of that size
    does and store each vector converted as torch's CPU .to() converts (casts.h, the rules
    in stridec/compiler/codegen/c/casts.py), in x86's conversion instructions where they
-   give the same bits (float32 <-> float16), elsewhere in loops gcc vectorizes. */
+   give the same bits (float32 <-> float16, bytes widened), elsewhere in loops gcc
+   vectorizes. */
 #ifndef STRIDEC_COPY_CAST_H
 #define STRIDEC_COPY_CAST_H
 
@@ -176,10 +177,11 @@ ALWAYS_INLINE dst_t cast_one(elem_t b) {
 
 #if (CAST_SRC == STRIDEC_DT_FLOAT32 && CAST_DST == STRIDEC_DT_FLOAT16) \
     || (CAST_SRC == STRIDEC_DT_FLOAT16 && CAST_DST == STRIDEC_DT_FLOAT32)
-#if defined(__F16C__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #define CAST_F16C 1
+#endif
+#if (defined(CAST_F16C) && (defined(__F16C__) || defined(__AVX512F__))) \
+    || (ELEM_BYTES == 1 && (defined(__AVX2__) || defined(__AVX512F__)))
+#include <immintrin.h>
 #endif
 /* The pairs whose runs convert in explicit vectors: a streamed run converts line by line
    in registers (the others convert a buffer's worth at a time: gcc's loops lose on lines). */
@@ -190,7 +192,8 @@ ALWAYS_INLINE dst_t cast_one(elem_t b) {
 
 /* d[j] = the cast of s[j], j < n: float32 <-> float16 in vcvtps2ph / vcvtph2ps (16 lanes
    with AVX-512, 8 with F16C), which give the helpers' bits; float32 <-> bfloat16 on
-   vectors of integer bits; everything else, and the rest, in a loop gcc vectorizes. */
+   vectors of integer bits; 1-byte sources widened in vpmovzx / vpmovsx; everything else,
+   and the rest, in a loop gcc vectorizes. */
 ALWAYS_INLINE void cast_run(dst_t* restrict d, const elem_t* restrict s, i64 n) {
     i64 j = 0;
 #if defined(CAST_F16C) && CAST_SRC == STRIDEC_DT_FLOAT32
@@ -236,6 +239,74 @@ ALWAYS_INLINE void cast_run(dst_t* restrict d, const elem_t* restrict s, i64 n) 
     BF16_NARROW(16)
 #endif
     BF16_NARROW(8)
+#elif ELEM_BYTES == 1 && DST_BYTES > 1 && (defined(__AVX512F__) || defined(__AVX2__))
+    /* Bytes widen exactly into every wider type, 16 at a time (AVX-512; AVX2: 8, the
+       floats but float64): zero- or sign-extended (vpmovzx / vpmovsx; a bool's 0 or 1),
+       to float32 (vcvtdq2ps) for the floats. A float32 of a byte's value is a half's and
+       a bfloat16's exactly (8 significant bits at most), so vcvtps2ph and the bits' top
+       half give the helpers' bits. gcc vectorizes none of the helpers' loops for the
+       halves itself, and widens bytes in scalar inserts. */
+#if CAST_SRC == STRIDEC_DT_INT8
+#define BYTES_TO(n, bits) _mm##n##_cvtepi8_epi##bits
+#else
+#define BYTES_TO(n, bits) _mm##n##_cvtepu8_epi##bits
+#endif
+#define CAST_FLOAT_DST (CAST_DST == STRIDEC_DT_FLOAT16 || CAST_DST == STRIDEC_DT_BFLOAT16 \
+                        || CAST_DST == STRIDEC_DT_FLOAT32)
+#if defined(__AVX512F__)
+#if DST_BYTES == 2 && !CAST_FLOAT_DST && defined(__AVX512BW__)
+    for (; j + 32 <= n; j += 32)  /* int16: 32 at a time (vpmovzxbw / vpmovsxbw) */
+        _mm512_storeu_si512((void*)(d + j), BYTES_TO(512, 16)(
+            _mm256_loadu_si256((const __m256i*)(const void*)(s + j))));
+#endif
+    for (; j + 16 <= n; j += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(s + j));
+#if CAST_SRC == STRIDEC_DT_BOOL
+        b = _mm_min_epu8(b, _mm_set1_epi8(1));
+#endif
+        void* o = (void*)(d + j);
+#if CAST_FLOAT_DST
+        const __m512 f = _mm512_cvtepi32_ps(BYTES_TO(512, 32)(b));
+#if CAST_DST == STRIDEC_DT_FLOAT16
+        _mm256_storeu_si256((__m256i*)o, _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+#elif CAST_DST == STRIDEC_DT_BFLOAT16
+        _mm256_storeu_si256((__m256i*)o,
+                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)));
+#else
+        _mm512_storeu_ps(o, f);
+#endif
+#elif CAST_DST == STRIDEC_DT_FLOAT64
+        const __m512i w = BYTES_TO(512, 32)(b);
+        _mm512_storeu_pd(o, _mm512_cvtepi32_pd(_mm512_castsi512_si256(w)));
+        _mm512_storeu_pd((double*)o + 8, _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(w, 1)));
+#elif DST_BYTES == 2
+        _mm256_storeu_si256((__m256i*)o, BYTES_TO(256, 16)(b));
+#elif DST_BYTES == 4
+        _mm512_storeu_si512(o, BYTES_TO(512, 32)(b));
+#else
+        _mm512_storeu_si512(o, BYTES_TO(512, 64)(b));
+        _mm512_storeu_si512((char*)o + 64, BYTES_TO(512, 64)(_mm_srli_si128(b, 8)));
+#endif
+    }
+#elif CAST_FLOAT_DST && (CAST_DST != STRIDEC_DT_FLOAT16 || defined(__F16C__))
+    for (; j + 8 <= n; j += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i*)(const void*)(s + j));
+#if CAST_SRC == STRIDEC_DT_BOOL
+        b = _mm_min_epu8(b, _mm_set1_epi8(1));
+#endif
+        const __m256 f = _mm256_cvtepi32_ps(BYTES_TO(256, 32)(b));
+        void* o = (void*)(d + j);
+#if CAST_DST == STRIDEC_DT_FLOAT16
+        _mm_storeu_si128((__m128i*)o, _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+#elif CAST_DST == STRIDEC_DT_BFLOAT16
+        const __m256i h = _mm256_srli_epi32(_mm256_castps_si256(f), 16);
+        _mm_storeu_si128((__m128i*)o, _mm_packus_epi32(_mm256_castsi256_si128(h),
+                                                       _mm256_extracti128_si256(h, 1)));
+#else
+        _mm256_storeu_ps(o, f);
+#endif
+    }
+#endif
 #elif CAST_SRC == STRIDEC_DT_BFLOAT16 && CAST_DST == STRIDEC_DT_FLOAT32
 #define BF16_WIDEN(L)                                                                       \
     {                                                                                       \
