@@ -84,8 +84,9 @@ TRANSPOSE_TILES = ((1024, 256), (512, 256), (1024, 128))
 # The most destination elements a row of a streamed transpose builds in L1 before it
 # streams them (lib/copy_plan.c, STRIP_BYTES over its TV rows).
 STRIP_ELEMENTS = 512
-# Rows of at most this many bytes are also planned in blocks of several runs along a
-# second dim (`_blocked_rows`), of about these many bytes.
+# Rows shorter than `LONG_RUN_BYTES` are also planned in blocks of several runs along a
+# second dim (`_blocked_rows`), of about ROWS_BLOCK_BYTES; rows longer than
+# ROWS_SHORT_BYTES apart in the source, in groups (`_grouped_rows`).
 ROWS_SHORT_BYTES = 4096
 ROWS_BLOCK_BYTES = (2048, 8192)
 # A block of runs along two dims (`_blocked_rows`) holds at most this many bytes.
@@ -95,7 +96,8 @@ ROWS_PAIR_BYTES = 256 << 10
 ROWS_GROUP_BLOCK_BYTES = 65536
 ROW_GROUP = 4
 # A streamed transpose block whose destination rows are runs of this many bytes or more
-# streams even where they start or end inside a line: those lines are few (docs/cpu.md).
+# streams even where they start or end inside a line: those lines are few (docs/cpu.md);
+# rows this long are not blocked: a block of them restarts a stream a run.
 LONG_RUN_BYTES = 2048
 
 
@@ -682,7 +684,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                     if kernel == "transpose":
                         plan = _transpose_memory(plan, moved, caches)
                     if kernel == "rows" and not canon.masks and not cast:
-                        plan = _grouped_rows(plan, moved, caches)
+                        plan = _prefetched_rows(_grouped_rows(plan, moved, caches), moved,
+                                                caches)
                     plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
 
@@ -695,9 +698,12 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
     loops in the other side's order, so that the blocks after it go on with each of its
     runs there (HPTT's blocking of the outer dims where the stride-1 dim is shared). Its
     stores stream only where the block's destination is one run (through a buffer in L1),
-    its runs are whole lines or long: a short streamed run starts or ends inside a line."""
+    its runs are whole lines or long: a short streamed run starts or ends inside a line.
+    Runs of `LONG_RUN_BYTES` or more are not blocked: their edge lines are few, and a
+    block of them restarts its runs' streams at every block where the plain plan in the
+    source's order reads one stream (Swin's window partition, runs of 2688 bytes)."""
     nb = canon.sizes[b]
-    if canon.rank < 2 or nb * size > ROWS_SHORT_BYTES:
+    if canon.rank < 2 or nb * size >= LONG_RUN_BYTES:
         return []
     plans: dict[tuple[Loop, ...], CopyPlan] = {}
     for a in range(canon.rank - 1):
@@ -780,6 +786,25 @@ def _masks_take(canon: CopySpec, sides: tuple[list[int], list[int]], cast: tuple
     if not canon.masks or (len(sides[0]) == 1 and len(sides[1]) == 1):
         return True
     return not cast and all(m.coeffs[j] == 0 for m in canon.masks for j in sides[0])
+
+
+def _prefetched_rows(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
+    """A plain rows plan larger than L2 whose streamed runs are long (`LONG_RUN_BYTES`:
+    not blocked, `_blocked_rows`) and start or end inside a line, as blocks of one run
+    along the loop outside them: the library then asks for the next run's source lines
+    and for its destination's first and last lines (written through the cache, so read
+    first) a run ahead (lib/copy_plan.c, `block`), as it does for a rows block's."""
+    if plan.a_loop >= 0 or plan.b_loop < 1 or moved <= caches.l2:
+        return plan
+    b = plan.loops[plan.b_loop]
+    if (b.step != b.extent or b.extent * plan.elem_bytes < LONG_RUN_BYTES
+            or plan.stream_bytes <= caches.last_level // 2):
+        return plan
+    size, line = plan.dst_bytes, caches.line
+    if all(x * size % line == 0 for x in (b.extent, plan.dst_offset,
+                                          *(lp.dst_stride for lp in plan.loops if lp != b))):
+        return plan  # whole lines: streamed from the source, nothing to read first
+    return _with(plan, a_loop=plan.b_loop - 1, prefetch=True)
 
 
 def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None,

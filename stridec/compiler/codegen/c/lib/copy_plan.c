@@ -1126,10 +1126,11 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
     switch (J->kernel) {
     case K_rows:
         if (J->a >= 0) {
-            /* Streamed, each part's destination run (built in L1) is written through the
-               cache at its first and last line, which start and end inside a line: the
-               next block's are asked for (read for ownership) a block ahead. */
-            if (P && P->base && J->stream && J->dsa == eb)
+            /* Streamed, each part's destination run (built in L1, or a block's one run)
+               is written through the cache at its first and last line, which start and
+               end inside a line: the next block's are asked for (read for ownership) a
+               block ahead. */
+            if (P && P->base && J->stream && (J->dsa == eb || P->na == 1))
                 for (i64 z = 0; z < P->nc; z++) {
                     __builtin_prefetch(P->dbase + z * J->dsc, 1, 3);
                     __builtin_prefetch(P->dbase + z * J->dsc + P->na * eb - 1, 1, 3);
