@@ -89,16 +89,19 @@ class ClassOutHit(NamedTuple):
     writes: tuple[bool, ...]
 
 
-def one_thread(program: Program, written: Sequence[tuple[int, int]]) -> int:
+def one_thread(program: Program, written: Sequence[tuple[int, int]],
+               buffers: Sequence[tuple[int, int]] | None = None) -> int:
     """1 where every kernel of `program` is a C copy and all of them together move fewer
     than `PARALLEL_BYTES` (each element written read at the widest size the program
     holds), so each would run on the calling thread whatever it is given (the kernels'
     own test, `lib/copy_plan.c`); else 0: the call asks `torch.get_num_threads()`.
     `written`: (elements, element bytes) of each tensor the kernels may write (the outs,
-    the fresh buffers), besides the program's buffers."""
+    the fresh buffers), besides the program's buffers; `buffers`: those of a symbolic
+    program bound to one binding (default: the program's own)."""
     if not program.kernels or any(k.kind != "copy" or k.lang != "c" for k in program.kernels):
         return 0
-    buffers = [(b.elements, DTYPES[b.dtype].itemsize) for b in program.buffers]
+    if buffers is None:
+        buffers = [(b.elements, DTYPES[b.dtype].itemsize) for b in program.buffers]
     if any(type(n) is not int for n, _ in buffers):
         return 0  # (symbolic sizes)
     inputs = ([DTYPES[d].itemsize for d in program.input_dtypes]

@@ -28,7 +28,7 @@ from stridec.ir.symbols import compile_template, evaluate
 from stridec.ir.types import TensorType
 from stridec.runtime import launch
 from stridec.runtime.arguments import check_arguments, requires_grad
-from stridec.runtime.call_path import ClassCall, ClassOutHit, Hit, OutHit, out_key
+from stridec.runtime.call_path import ClassCall, ClassOutHit, Hit, OutHit, one_thread, out_key
 from stridec.runtime.lru import Lru
 from stridec.runtime.outs import OutCall, check_outs, into_outs
 from stridec.runtime.symbolic import (
@@ -402,10 +402,13 @@ class ClassPlans:
                 return
         program = entry.program
         runner = entry.runner.bind(found.values)
+        # This binding's buffers: (elements, bytes) each, for `one_thread`.
+        buffers = [(n, dtype.itemsize) for n, dtype in runner.buffers]
         if outs is None:
+            threads = 0 if fn._written else one_thread(program, (), buffers)
             hit: Any = Hit(program, runner, found.device, (), entry.launches, [0],
                             runner.direct(n_inputs, fn._itself,
-                                          fn._written if fn.bump_versions else ()))
+                                          fn._written if fn.bump_versions else ()), threads)
         else:
             into = {j: (k, outs[k].storage_offset() * outs[k].element_size())
                     for k, j in direct_outputs(program).items()}
@@ -414,8 +417,11 @@ class ClassPlans:
             bound = runner.bound_into(n_inputs, len(outs), into)
             if bound is None:
                 return
+            threads = 0 if fn._written else one_thread(
+                program, [(t.numel(), t.element_size()) for t in outs],
+                [b for j, b in enumerate(buffers) if j not in into])
             hit = OutHit(Hit(program, runner, found.device, (), entry.launches, [0], None),
-                          (), bound)
+                          (), bound, threads)
         with fn._lock:
             if self.class_calls.data.get((found.cls, found.device)) is entry:
                 fn._remember(key, hit)

@@ -231,6 +231,18 @@ class Runner:
         where `bound` is."""
         if self.derived:
             return None  # (a storage read as another type: `launch` and `run` make it)
+        if all(into.get(j, (0, 1))[1] == 0 for j in range(len(self.buffers))):
+            # Every buffer an out from its storage's first byte (most copies): the kernels
+            # bound to the outs' pointers themselves, no Python between the call and C.
+            ordered = self._bound_runs([*range(n_inputs), *(n_inputs + into[j][0]
+                                                            for j in range(len(self.buffers)))])
+            if ordered is None or len(ordered) == 1:
+                return None if ordered is None else ordered[0]
+
+            def run_each(pointers: list[int], threads: int) -> None:
+                for run in ordered:
+                    run(pointers, threads)
+            return run_each
         n = n_inputs + n_outs
         ordered = self._bound_runs([*range(n_inputs), *range(n, n + len(self.buffers))])
         if ordered is None:

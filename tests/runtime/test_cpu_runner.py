@@ -332,3 +332,31 @@ def test_cached_calls_of_copies_too_small_to_split_ask_no_thread_count(monkeypat
     out.zero_()
     assert fn(*ts, out=out) is out and torch.equal(out, torch.cat(ts, 1))
     assert asked == []
+
+
+def test_symbolic_cached_calls_ask_the_thread_count_as_static_ones(monkeypatch) -> None:
+    """A graph over a symbolic batch, called again at a size it served (its key in
+    `_hits`, `ClassPlans.class_hit`), asks torch for its thread count exactly where the
+    static graph of that size does (`call_path.one_thread` of the binding's buffers):
+    never at a size too small to split, on every call at one that could; into `out=`
+    and not, each matching torch."""
+    from stridec.compiler.copy_plan import PARALLEL_BYTES
+
+    asked = []
+    real = torch.get_num_threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: asked.append(1) or real())
+    fn = stridec.compile(stridec.trace(lambda x: x.transpose(1, 2).contiguous(),
+                                       torch.randn(2, 16, 16), dynamic={0: [0]}),
+                         backend="cpu")
+    small = PARALLEL_BYTES // 8 // 256 - 1  # float32 (16, 16) planes, 8 bytes an element
+    for batch, splits in ((small, False), (small + 2, True)):
+        x = torch.randn(batch, 16, 16)
+        out = torch.full((batch, 16, 16), -1.0)
+        for _ in range(4):  # the fourth call of a key is a cached one
+            fn(x), fn(x, out=out)
+        asked.clear()
+        for _ in range(2):
+            assert torch.equal(fn(x), x.transpose(1, 2).contiguous())
+            out.fill_(-1.0)
+            assert fn(x, out=out) is out and torch.equal(out, x.transpose(1, 2).contiguous())
+        assert len(asked) == (4 if splits else 0), batch
