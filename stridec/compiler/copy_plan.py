@@ -549,8 +549,8 @@ def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int
 
 
 def candidate_plans(spec: CopySpec, caches: Caches | None = None,
-                    limit: int = 4, gather: bool = False, coalesce: bool = True
-                    ) -> list[CopyPlan]:
+                    limit: int = 4, gather: bool = False, coalesce: bool = True,
+                    simplify: bool = True) -> list[CopyPlan]:
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
     the planner does not take the copy (symbolic sizes, a fill of nothing, masks of a
     deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
@@ -561,12 +561,14 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
     that relies on none: a symbolic copy's where another plan's premise holds at one
     binding only, `codegen/symbolic_c.py`). With `coalesce` False, dims that are
     contiguous in both are planned as they are, not merged (a symbolic copy's that merge
-    at one binding only)."""
+    at one binding only); with `simplify` False, masks as they are, none dropped and
+    none making the copy a fill (a symbolic copy's that hold everywhere or nowhere at
+    one binding only)."""
     caches = caches or host_caches()
     if copy_symbols(spec) or spec.numel == 0:
         return []
-    canon = canonicalize_copy(spec, coalesce)
-    fill_only = is_fill_only(canon)
+    canon = canonicalize_copy(spec, coalesce, simplify)
+    fill_only = simplify and is_fill_only(canon)
     if (fill_only and canon.fill is None) or len(canon.masks) > MAX_MASKS:
         return []
     if fill_only:  # nothing is read or converted: a fill of the destination's dtype

@@ -257,6 +257,14 @@ def test_simplify_masks():
     assert simplify_masks(spec).masks == (some,)
     spec = CopySpec(sizes, (4, 1), 0, (4, 1), 0, f32, f32, (some, never))
     assert simplify_masks(spec).masks == (MaskBound((0, 0), 0, 0),)
+    # masks of one direction are one: 1 <= i + j < 5, i + j < 4, -(i + j) >= -3
+    rows = (MaskBound((1, 1), 1, 5), MaskBound((1, 1), -9, 4), MaskBound((-1, -1), -3, 9),
+            some)
+    spec = CopySpec(sizes, (4, 1), 0, (4, 1), 0, f32, f32, rows)
+    assert simplify_masks(spec).masks == (MaskBound((1, 1), 1, 4), some)
+    apart = (MaskBound((1, 0), 0, 1), MaskBound((1, 0), 2, 3))  # i < 1 and i >= 2: none
+    spec = CopySpec(sizes, (4, 1), 0, (4, 1), 0, f32, f32, apart)
+    assert simplify_masks(spec).masks == (MaskBound((0, 0), 0, 0),)
 
 
 def test_canonical_nchw_to_nhwc_is_a_transpose_of_two_dims_over_n():

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from stridec.compiler.codegen.c import plan as cplan
 from stridec.compiler.codegen.c.copy import generate_c_copy
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
-from stridec.compiler.copy_plan import candidate_plans
+from stridec.compiler.copy_plan import PlanMask, candidate_plans
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
 from tests.compiler.test_codegen_c_copy import _team
@@ -209,8 +209,13 @@ def test_masks_the_library_does_not_take_stay_on_the_strategies():
                       (MaskBound((0, 1, 0, 0), 0, 3),), None)
     assert candidate_plans(unpack)
     assert all(p.kernel != "deinterleave" for p in candidate_plans(unpack))
-    many = CopySpec((70,), (1,), 0, (1,), 0, f32, f32,
-                    tuple(MaskBound((1,), k, 70 + k) for k in range(1, 66)), 0)
+    # 65 masks of one direction are one; of 65 directions, the strategies'
+    one = CopySpec((70,), (1,), 0, (1,), 0, f32, f32,
+                   tuple(MaskBound((1,), k, 70 + k) for k in range(1, 66)), 0)
+    assert len(one.masks) > 64 and candidate_plans(one)[0].masks == (PlanMask(65, 71, 0, (1,)),)
+    assert generate_c_copy(one).calls[0][0].startswith(cplan.SYMBOL_PREFIX)
+    many = CopySpec((70, 2), (2, 1), 0, (2, 1), 0, f32, f32,
+                    tuple(MaskBound((1, k), 0, 68 + k) for k in range(1, 66)), 0)
     assert len(many.masks) > 64 and candidate_plans(many) == []
     assert not generate_c_copy(many).calls[0][0].startswith(cplan.SYMBOL_PREFIX)
 

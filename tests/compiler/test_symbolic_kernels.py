@@ -203,6 +203,32 @@ def test_dims_that_merge_at_the_hint_only_stay_on_the_library() -> None:
         assert torch.equal(dst.view(5, 64), want)
 
 
+@pytest.mark.parametrize(("lo", "hi", "fill"), [(0, 40, -1.0), (40, 99, -1.0), (40, 99, None)])
+def test_masks_that_hold_everywhere_or_nowhere_at_the_hint_only_stay_on_the_library(
+        lo: int, hi: int, fill: float | None) -> None:
+    """Rows of N whose columns [lo, hi) are copied, the others the fill (or left): at N =
+    32 the mask holds on every element, or on none (the static copy there has no mask, or
+    is a fill); at N = 64 neither. The symbolic copy is planned with its mask as it is, so
+    one library call serves every N (not the strategies of codegen/c/copy.py)."""
+    from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
+    from stridec.ir.symbols import evaluate
+    from stridec.runtime.backends import cpu
+
+    f32 = DTYPES["float32"]
+    spec = CopySpec((5, N), (N, 1), 0, (N, 1), 0, f32, f32, (MaskBound((0, 1), lo, hi),), fill)
+    kernel = generate_c_copy_symbolic([spec], [(0, 1)], {"N": 32})
+    ((name, src_arg, dst_arg, params),) = kernel.calls
+    assert name == "stridec_plan_bits4"
+    for n in (32, 64, 48):
+        bound = [(name, src_arg, dst_arg, tuple(evaluate(p, {"N": n}) for p in params))]
+        x = torch.randn(5, n)
+        dst = torch.full((5 * n,), 7.0)
+        cpu.load_c_kernel(kernel.name, kernel.source, bound)(None, x.reshape(-1), dst)
+        want = torch.full((5, n), 7.0 if fill is None else fill)
+        want[:, lo:hi] = x[:, lo:hi]
+        assert torch.equal(dst.view(5, n), want)
+
+
 @pytest.mark.parametrize("dim", [0, 1])
 def test_a_symbolic_batch_streams_as_the_static_one(dim: int) -> None:
     """The members of a batch stream or not together, by the batch's total bytes: over

@@ -219,14 +219,30 @@ def simplify_masks(spec: CopySpec) -> CopySpec:
     """Drop masks that hold on the whole box; collapse to one empty mask if one never holds.
 
     The empty mask `MaskBound((0,)*rank, 0, 0)` means "every element is `fill`" (see
-    `is_fill_only`). Duplicate masks are removed; the order of the rest is kept.
+    `is_fill_only`). Masks of the same coefficients (or their negation) and constant
+    bounds are one, their intervals intersected: `0 <= i < 5` and `2 <= i < 9` are
+    `2 <= i < 5`, and `-2 <= -i < 100` (`i < 3`) makes them `2 <= i < 3`; the order of
+    the rest is kept.
     """
     if spec.numel == 0 or not spec.masks:
         return spec
+    merged: dict[tuple, MaskBound] = {}
+    for k, m in enumerate(spec.masks):
+        key: tuple = ("symbolic", k)
+        if type(m.lo) is int and type(m.hi) is int and all(type(c) is int for c in m.coeffs):
+            lead = next((c for c in m.coeffs if c), 0)
+            if lead < 0:  # lo <= c.x < hi  <=>  1 - hi <= -c.x < 1 - lo
+                m = MaskBound(tuple(-c for c in m.coeffs), 1 - m.hi, 1 - m.lo)
+            key = (m.coeffs,)
+        if key in merged:
+            have = merged[key]
+            m = MaskBound(m.coeffs, max(have.lo, m.lo), min(have.hi, m.hi))
+        merged[key] = m
     kept: list[MaskBound] = []
-    for m in spec.masks:
+    for m in merged.values():
         low, high = linear_span(spec.sizes, m.coeffs)
-        if high < m.lo or low >= m.hi:
+        empty = type(m.lo) is int and type(m.hi) is int and m.hi <= m.lo
+        if empty or high < m.lo or low >= m.hi:
             return _replace(spec, masks=(MaskBound((0,) * spec.rank, 0, 0),))
         if m.lo <= low and high < m.hi:
             continue
@@ -361,11 +377,15 @@ def coalesce_copy_dims(spec: CopySpec) -> CopySpec:
     )
 
 
-def canonicalize_copy(spec: CopySpec, coalesce: bool = True) -> CopySpec:
+def canonicalize_copy(spec: CopySpec, coalesce: bool = True, simplify: bool = True
+                      ) -> CopySpec:
     """All rewrites, in order: unit dims, masks, orientation, write order, coalescing (but
-    with `coalesce` False: a symbolic copy's dims that merge at one binding only)."""
+    with `coalesce` False: a symbolic copy's dims that merge at one binding only; with
+    `simplify` False, its masks as they are: they may hold everywhere, or nowhere, at one
+    binding only)."""
     spec = drop_unit_dims(spec)
-    spec = simplify_masks(spec)
+    if simplify:
+        spec = simplify_masks(spec)
     spec = orient_for_writes(spec)
     spec = order_for_writes(spec)
     return coalesce_copy_dims(spec) if coalesce else spec

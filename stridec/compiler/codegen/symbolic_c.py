@@ -18,7 +18,8 @@ symbols; where one does not, the copy takes the next of the model's candidates w
 premises all hold (a transpose of the lanes an interleave at `hint` had), down to the
 library's gather, which has none, so a copy the planner routes at `hint` never takes the
 strategies above. Dims that merge at `hint` only are planned unmerged, on the symbolic
-copy's own dims.
+copy's own dims; masks that hold everywhere or nowhere at `hint` only, with the masks as
+they are (none dropped, the copy no fill).
 """
 
 from __future__ import annotations
@@ -87,22 +88,24 @@ def _planned_call(canon: CopySpec, at: CopySpec
         return planned.planned_call(canon)
     fill = _fills_always(canon)
 
-    def canonical(coalesce: bool) -> CopySpec:
-        found = canonicalize_copy(at, coalesce)
+    def canonical(coalesce: bool, simplify: bool = True) -> CopySpec:
+        found = canonicalize_copy(at, coalesce, simplify)
         if fill:  # its never-holding mask is written another way there: the dims must agree
             found = dataclasses.replace(found, masks=at.masks)
         return found
 
-    # Dims the hint alone lets merge: planned unmerged, on the symbolic copy's own dims.
-    coalesce = canonical(True) == at
+    # Dims the hint alone lets merge: planned unmerged, on the symbolic copy's own dims;
+    # masks that hold everywhere or nowhere at the hint only: planned as they are.
+    coalesce, simplify = canonical(True) == at, True
     if not coalesce and canonical(False) != at:
-        return None
-    plans = candidate_plans(at, limit=64, gather=True, coalesce=coalesce)
+        if fill or canonical(False, simplify=False) != at:
+            return None
+        simplify = False
+    plans = candidate_plans(at, limit=64, gather=True, coalesce=coalesce, simplify=simplify)
     natural = [p for p in plans if p.kernel != "gather"] or plans  # the gather's last
     plans = natural + [p for p in plans if p not in natural]
-    # A fill at the hint only (masks that hold nowhere there) may copy at other values: it
-    # stays on the strategies; a fill of every value (a mask of constants that never
-    # holds) is the fill kernel.
+    # A fill of every value (a mask of constants that never holds) is the fill kernel; a
+    # fill at the hint only is planned with its masks as they are (above).
     if not plans or not planned.routed(plans[0]) or (plans[0].kernel == "fill") != fill:
         return None
     # The model's plan where its premises hold for every value; else the next of its
