@@ -111,6 +111,12 @@ def one_thread(program: Program, written: Sequence[tuple[int, int]],
     return 1 if moved < PARALLEL_BYTES else 0
 
 
+def written_sizes(tensors: Sequence[Any], written: Sequence[int]) -> list[tuple[int, int]]:
+    """(elements, element bytes) of each argument a graph writes in place (`written`: their
+    positions), for `one_thread`: a write into an argument stays inside it."""
+    return [(tensors[i].numel(), tensors[i].element_size()) for i in written]
+
+
 def out_key(tensors: tuple[Any, ...], out: Any) -> tuple | None:
     """The call key of a call with `out=` (`out_call_key`'s first part)."""
     found = out_call_key(tensors, out)
@@ -383,7 +389,7 @@ def full_call(self: CompiledGraph, tensors: tuple[Any, ...], out: Any, named: di
         key, _ = called
         direct = runner.direct(len(tensors), self._itself,
                                self._written if self.bump_versions else ())
-        threads = 0 if self._written else one_thread(program, ())
+        threads = one_thread(program, written_sizes(tensors, self._written_args))
         with self._lock:
             hit = self._hit(program, runner, device, local_key, direct, threads)
             if hit is not None:
@@ -579,8 +585,8 @@ def call_out(self: CompiledGraph, tensors: tuple[torch.Tensor, ...], out: Any,
             n = len(tensors)
             bound = runner.bound([*range(n), *(n + i for i in storage_outs)],
                                  n + len(call.outs))
-            threads = 0 if self._written else one_thread(
-                program, [(t.numel(), t.element_size()) for t in call.outs])
+            threads = one_thread(program, [(t.numel(), t.element_size()) for t in call.outs]
+                                 + written_sizes(tensors, self._written_args))
             with self._lock:
                 hit = self._hit(program, runner, device, local_key, None)
                 if hit is not None:

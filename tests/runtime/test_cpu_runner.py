@@ -360,3 +360,31 @@ def test_symbolic_cached_calls_ask_the_thread_count_as_static_ones(monkeypatch) 
             out.fill_(-1.0)
             assert fn(x, out=out) is out and torch.equal(out, x.transpose(1, 2).contiguous())
         assert len(asked) == (4 if splits else 0), batch
+
+
+def test_cached_calls_writing_in_place_ask_the_thread_count_by_size(monkeypatch) -> None:
+    """A graph that writes into its argument (a KV-cache write) too small to split runs
+    its cached calls on the calling thread (`call_path.one_thread`, the written argument
+    counted whole); one that could split asks torch on every call. Both write what torch
+    writes, and bump the argument's version."""
+    from stridec.compiler.copy_plan import PARALLEL_BYTES
+
+    def write(cache: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        cache[:, 1 : 1 + x.shape[1]] = x
+        return cache
+
+    asked = []
+    real = torch.get_num_threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: asked.append(1) or real())
+    small = PARALLEL_BYTES // 8 // 64 // 2 - 1  # float32 rows of 64: (small, 64) caches
+    for rows, splits in ((small, False), (16 * small, True)):
+        cache, x = torch.zeros(rows, 64), torch.randn(rows, 8)
+        fn = stridec.compile(stridec.trace(write, cache.clone(), x), backend="cpu")
+        fn(cache, x)  # the full path, remembered
+        asked.clear()
+        for _ in range(2):
+            version = cache._version
+            want = write(cache.clone(), x)
+            assert fn(cache, x) is not None and torch.equal(cache, want)
+            assert cache._version > version
+        assert len(asked) == (2 if splits else 0), rows
