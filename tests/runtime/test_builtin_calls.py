@@ -103,7 +103,7 @@ def test_malformed_arguments_raise(calls):
     pointers = [src.data_ptr(), dst.data_ptr()]
     with pytest.raises(TypeError):
         calls.run(b"", (1, 2), 1)
-    with pytest.raises(ValueError, match="quadruples"):
+    with pytest.raises(ValueError, match="whole records"):
         calls.run(b"\0" * 24, pointers, 1)
     with pytest.raises(IndexError, match="slot 5"):
         calls.run(bytes(torch.tensor([0, 0, 5, 0]).numpy()), pointers, 1)

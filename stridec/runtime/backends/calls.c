@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "calls_abi.h"
 
 /* A copy class's entry point (lib/copy_plan.c, codegen/c/copy.py). */
 typedef void (*stridec_kernel_fn)(const void *src, void *dst, const int64_t *params,
@@ -33,9 +34,10 @@ static int pointer_at(PyObject *pointers, int64_t slot, void **out) {
     return 0;
 }
 
-/* run(calls, pointers, threads): `calls` packed int64 quadruples (kernel address, source
-   slot, destination slot, parameters address), each run on pointers[source slot] and
-   pointers[destination slot] with `threads`, in order, the GIL released (as ctypes does). */
+/* run(calls, pointers, threads): `calls` packed records of STRIDEC_RUN_CALL (calls_abi.h:
+   kernel address, source slot, destination slot, parameters address), each run on
+   pointers[source slot] and pointers[destination slot] with `threads`, in order, the GIL
+   released (as ctypes does). */
 static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3 || !PyBytes_CheckExact(args[0]) || !PyList_Check(args[1])) {
@@ -44,13 +46,13 @@ static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         return NULL;
     }
     Py_ssize_t bytes = PyBytes_GET_SIZE(args[0]);
-    if (bytes % (4 * (Py_ssize_t)sizeof(int64_t)) != 0) {
-        PyErr_SetString(PyExc_ValueError, "stridec calls: calls is not whole quadruples");
+    if (bytes % (RC_WORDS * (Py_ssize_t)sizeof(int64_t)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "stridec calls: calls is not whole records");
         return NULL;
     }
     long long threads = PyLong_AsLongLong(args[2]);
     if (threads == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t n = bytes / (4 * (Py_ssize_t)sizeof(int64_t));
+    Py_ssize_t n = bytes / (RC_WORDS * (Py_ssize_t)sizeof(int64_t));
     const char *packed = PyBytes_AS_STRING(args[0]);
     stridec_call stack[STACK_CALLS];
     stridec_call *calls = stack;
@@ -59,17 +61,18 @@ static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         if (calls == NULL) return PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t q[4];
+        int64_t q[RC_WORDS];
         void *src, *dst;
         memcpy(q, packed + i * (Py_ssize_t)sizeof(q), sizeof(q));
-        if (pointer_at(args[1], q[1], &src) < 0 || pointer_at(args[1], q[2], &dst) < 0) {
+        if (pointer_at(args[1], q[RC_src_slot], &src) < 0
+            || pointer_at(args[1], q[RC_dst_slot], &dst) < 0) {
             if (calls != stack) PyMem_Free(calls);
             return NULL;
         }
-        calls[i].fn = (stridec_kernel_fn)(intptr_t)q[0];
+        calls[i].fn = (stridec_kernel_fn)(intptr_t)q[RC_entry];
         calls[i].src = src;
         calls[i].dst = dst;
-        calls[i].params = (const int64_t *)(intptr_t)q[3];
+        calls[i].params = (const int64_t *)(intptr_t)q[RC_params];
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++)
@@ -87,9 +90,8 @@ typedef void (*stridec_batch_fn)(int64_t n, const void *prepares, const void *wo
 enum { STACK_JOB_BYTES = 16384 };
 
 /* batch(spec, pointers, threads): a batch's calls in one parallel region. `spec` packed
-   int64s: the entry point, the call count n, the addresses of its prepares and works
-   arrays, the bytes of every job together, then per call its source slot, destination
-   slot, parameters address and job offset (a multiple of 64 below that size). */
+   int64s: a record of STRIDEC_BATCH_SPEC_HEAD, then one of STRIDEC_BATCH_SPEC_CALL per
+   call (calls_abi.h); the calls go to the entry point as STRIDEC_BATCH_CALL records. */
 static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3 || !PyBytes_CheckExact(args[0]) || !PyList_Check(args[1])) {
@@ -99,50 +101,53 @@ static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     }
     Py_ssize_t bytes = PyBytes_GET_SIZE(args[0]);
     const char *packed = PyBytes_AS_STRING(args[0]);
-    int64_t head[5];
+    int64_t head[BH_WORDS];
     if (bytes < (Py_ssize_t)sizeof(head)) goto malformed;
     memcpy(head, packed, sizeof(head));
-    int64_t n = head[1], job_bytes = head[4];
+    int64_t n = head[BH_calls], job_bytes = head[BH_job_bytes];
     if (n < 1 || n > (1 << 20) || job_bytes < 0 || job_bytes > (1LL << 30)
-        || bytes != (Py_ssize_t)(sizeof(head) + (size_t)n * 4 * sizeof(int64_t)))
+        || bytes != (Py_ssize_t)(sizeof(head) + (size_t)n * BS_WORDS * sizeof(int64_t)))
         goto malformed;
     long long threads = PyLong_AsLongLong(args[2]);
     if (threads == -1 && PyErr_Occurred()) return NULL;
-    int64_t stack_calls[3 * STACK_CALLS];
+    int64_t stack_calls[BC_WORDS * STACK_CALLS];
     void *stack_jobs[STACK_CALLS];
     _Alignas(64) char stack_memory[STACK_JOB_BYTES];
     int64_t *calls = stack_calls;
     void **jobs = stack_jobs;
     char *memory = stack_memory, *held = NULL;
     if (n > STACK_CALLS || job_bytes > STACK_JOB_BYTES) {
-        held = PyMem_Malloc((size_t)n * (3 * sizeof(int64_t) + sizeof(void *))
+        held = PyMem_Malloc((size_t)n * (BC_WORDS * sizeof(int64_t) + sizeof(void *))
                             + (size_t)job_bytes + 64);
         if (held == NULL) return PyErr_NoMemory();
         calls = (int64_t *)held;
-        jobs = (void **)(calls + 3 * n);
+        jobs = (void **)(calls + BC_WORDS * n);
         memory = (char *)(((uintptr_t)(jobs + n) + 63) & ~(uintptr_t)63);
     }
     for (int64_t k = 0; k < n; k++) {
-        int64_t q[4];
+        int64_t q[BS_WORDS];
         void *src, *dst;
         memcpy(q, packed + sizeof(head) + (size_t)k * sizeof(q), sizeof(q));
-        if (q[3] < 0 || q[3] > job_bytes || q[3] % 64 != 0) {
+        const int64_t at = q[BS_job_offset];
+        if (at < 0 || at > job_bytes || at % 64 != 0) {
             PyMem_Free(held);
             goto malformed;
         }
-        if (pointer_at(args[1], q[0], &src) < 0 || pointer_at(args[1], q[1], &dst) < 0) {
+        if (pointer_at(args[1], q[BS_src_slot], &src) < 0
+            || pointer_at(args[1], q[BS_dst_slot], &dst) < 0) {
             PyMem_Free(held);
             return NULL;
         }
-        calls[3 * k] = (int64_t)(intptr_t)src;
-        calls[3 * k + 1] = (int64_t)(intptr_t)dst;
-        calls[3 * k + 2] = q[2];
-        jobs[k] = memory + q[3];
+        int64_t *call = calls + BC_WORDS * k;
+        call[BC_src] = (int64_t)(intptr_t)src;
+        call[BC_dst] = (int64_t)(intptr_t)dst;
+        call[BC_params] = q[BS_params];
+        jobs[k] = memory + at;
     }
-    stridec_batch_fn run_batch = (stridec_batch_fn)(intptr_t)head[0];
+    stridec_batch_fn run_batch = (stridec_batch_fn)(intptr_t)head[BH_entry];
     Py_BEGIN_ALLOW_THREADS
-    run_batch(n, (const void *)(intptr_t)head[2], (const void *)(intptr_t)head[3], calls,
-              jobs, (int64_t)threads);
+    run_batch(n, (const void *)(intptr_t)head[BH_prepares],
+              (const void *)(intptr_t)head[BH_works], calls, jobs, (int64_t)threads);
     Py_END_ALLOW_THREADS
     PyMem_Free(held);
     Py_RETURN_NONE;

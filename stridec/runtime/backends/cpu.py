@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from stridec.compiler.codegen.c.copy import UNIT_SEPARATOR
+from stridec.compiler.codegen.c.library import library_text, macro_fields, with_includes
 from stridec.compiler.codegen.c.parts import unit_parts
 from stridec.compiler.codegen.c.pool import (
     POOL_BATCH_SYMBOL,
@@ -672,7 +673,8 @@ def _load_calls() -> Any:
     include = sysconfig.get_paths().get("include")
     if not include or not os.path.exists(os.path.join(include, "Python.h")):
         return None
-    source = (resources.files("stridec.runtime.backends") / "calls.c").read_text("utf-8")
+    source = with_includes(
+        (resources.files("stridec.runtime.backends") / "calls.c").read_text("utf-8"))
     source += (f"\n/* for {sys.implementation.cache_tag} "
                f"{sysconfig.get_config_var('EXT_SUFFIX')} {include} */\n")
     try:
@@ -753,6 +755,21 @@ def _key_descriptors() -> tuple[Any, ...] | None:
     return tuple(found)
 
 
+# The calls' records (lib/calls_abi.h), as the C reads them: a batch's call, a call of
+# calls.c's run(), and the head and calls of calls.c's batch().
+_CALLS_ABI = library_text("calls_abi.h")
+BATCH_CALL = macro_fields(_CALLS_ABI, "STRIDEC_BATCH_CALL")
+RUN_CALL = macro_fields(_CALLS_ABI, "STRIDEC_RUN_CALL")
+BATCH_SPEC_HEAD = macro_fields(_CALLS_ABI, "STRIDEC_BATCH_SPEC_HEAD")
+BATCH_SPEC_CALL = macro_fields(_CALLS_ABI, "STRIDEC_BATCH_SPEC_CALL")
+_BC = {name: k for k, name in enumerate(BATCH_CALL)}
+
+
+def _record(fields: tuple[str, ...], **values: int) -> list[int]:
+    """The words of a record of `fields` (lib/calls_abi.h), each named in `values`."""
+    return [values[name] for name in fields]
+
+
 class _Batch:
     """The calls of a batch (a `cat`) in one parallel region, entered once from Python:
     `stridec_pool_run_batch_v1` sets up each call's job with its class's
@@ -783,17 +800,17 @@ class _Batch:
         self.local = threading.local()
 
     def calls(self, addresses: list[int | None]) -> tuple[Any, int, int, Any]:
-        """This thread's array of calls (src, dst, params per call; the static parameters'
-        addresses filled in), its address, that of the jobs' addresses, and the memory
-        they live in (`local.held`, made on a thread's first call)."""
+        """This thread's array of calls (a record of `BATCH_CALL` a call; the static
+        parameters' addresses filled in), its address, that of the jobs' addresses, and
+        the memory they live in (`local.held`, made on a thread's first call)."""
         held = getattr(self.local, "held", None)
         if held is None:
             raw = ctypes.create_string_buffer(self.size + 64)
             base = -(-ctypes.addressof(raw) // 64) * 64
             jobs = (ctypes.c_void_p * self.n)(*[base + at for at in self.offsets])
-            calls = (ctypes.c_int64 * (3 * self.n))()
+            calls = (ctypes.c_int64 * (len(BATCH_CALL) * self.n))()
             for k, address in enumerate(addresses):
-                calls[3 * k + 2] = address or 0
+                calls[len(BATCH_CALL) * k + _BC["params"]] = address or 0
             held = self.local.held = (calls, ctypes.addressof(calls), ctypes.addressof(jobs),
                                       (raw, jobs))
         return held
@@ -885,8 +902,9 @@ class CpuKernel:
             fast = calls_module()
             if fast is not None:
                 fast = fast.run  # one builtin call, no ctypes (`calls_module`)
-                packed = array.array("q", [v for fn, src, dst, address in calls for v in (
-                    ctypes.cast(fn, ctypes.c_void_p).value, src, dst, address)]).tobytes()
+                packed = array.array("q", [v for fn, src, dst, address in calls for v in _record(
+                    RUN_CALL, entry=ctypes.cast(fn, ctypes.c_void_p).value, src_slot=src,
+                    dst_slot=dst, params=address)]).tobytes()
                 bound = functools.partial(fast, packed)
                 bound.params = params  # type: ignore[attr-defined]  # (held: its memory is read)
                 return bound
@@ -898,18 +916,22 @@ class CpuKernel:
             return run
         fast = calls_module()
         if fast is not None:  # the calls and jobs on the builtin's stack (`calls_module`)
-            head = [ctypes.cast(batch.run, ctypes.c_void_p).value, batch.n,
-                    ctypes.addressof(batch.prepares), ctypes.addressof(batch.works), batch.size]
+            head = _record(BATCH_SPEC_HEAD, entry=ctypes.cast(batch.run, ctypes.c_void_p).value,
+                           calls=batch.n, prepares=ctypes.addressof(batch.prepares),
+                           works=ctypes.addressof(batch.works), job_bytes=batch.size)
             packed = array.array("q", head + [v for (_fn, src, dst, _a), address, at in zip(
-                self._calls, addresses, batch.offsets, strict=True) for v in (
-                    slots[src], slots[dst], address, at)]).tobytes()
+                self._calls, addresses, batch.offsets, strict=True) for v in _record(
+                    BATCH_SPEC_CALL, src_slot=slots[src], dst_slot=slots[dst], params=address,
+                    job_offset=at)]).tobytes()
             bound = functools.partial(fast.batch, packed)
             bound.params = params  # type: ignore[attr-defined]
             bound.batch = batch  # type: ignore[attr-defined]  # (its arrays are read)
             return bound
         # A thread's array of calls is shared by every binding of the kernel: a symbolic
         # one writes its parameters' addresses on each call.
-        pairs = tuple((3 * k, slots[src], slots[dst], addresses[k] if params is not None
+        width, at_src, at_dst, at_params = (len(BATCH_CALL), _BC["src"], _BC["dst"],
+                                            _BC["params"])
+        pairs = tuple((width * k, slots[src], slots[dst], addresses[k] if params is not None
                        else None) for k, (_fn, src, dst, _a) in enumerate(self._calls))
         prepares, works = ctypes.addressof(batch.prepares), ctypes.addressof(batch.works)
         local, run, n = batch.local, batch.run, batch.n
@@ -920,10 +942,10 @@ class CpuKernel:
             except AttributeError:  # the thread's first call
                 calls, calls_at, jobs_at, _ = batch.calls(addresses)
             for k, src, dst, address in pairs:
-                calls[k] = pointers[src]
-                calls[k + 1] = pointers[dst]
+                calls[k + at_src] = pointers[src]
+                calls[k + at_dst] = pointers[dst]
                 if address is not None:
-                    calls[k + 2] = address
+                    calls[k + at_params] = address
             run(n, prepares, works, calls_at, jobs_at, threads)
         run_batch.params = params  # type: ignore[attr-defined]
         return run_batch
@@ -935,13 +957,13 @@ class CpuKernel:
         k = 0
         for (_fn, src_arg, dst_arg, address), at in zip(self._calls, self._offsets,
                                                        strict=True):
-            calls[k] = storages[src_arg].data_ptr()
-            calls[k + 1] = storages[dst_arg].data_ptr()
+            calls[k + _BC["src"]] = storages[src_arg].data_ptr()
+            calls[k + _BC["dst"]] = storages[dst_arg].data_ptr()
             if base is not None:
-                calls[k + 2] = base + at
+                calls[k + _BC["params"]] = base + at
             elif address is None:
                 raise _symbolic(self.name)
-            k += 3
+            k += len(BATCH_CALL)
         batch.run(batch.n, ctypes.addressof(batch.prepares), ctypes.addressof(batch.works),
                   calls_at, jobs_at, threads)
 

@@ -5,6 +5,7 @@
   a library file replaced by that file's text (recursively, every time it appears: a
   header written to be included once per variant is), so a unit's source is all of what
   the compiler reads and the build cache's key covers it. `#include <...>` stays.
+  `with_includes(text)` does the same for a C text kept outside `lib/`.
 * `macro_fields(text, name)` — the field names of an X-macro list
   `#define name(X) X(a) X(b) ...` (an argument block's layout, declared once in a header
   that the C reads and Python fills from); `define_number(text, name)` — the value of
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-__all__ = ["define_number", "library_text", "macro_fields", "unit_text"]
+__all__ = ["define_number", "library_text", "macro_fields", "unit_text", "with_includes"]
 
 _INCLUDE = re.compile(r'^#include "([\w.]+)"$', re.M)
 
@@ -27,7 +28,13 @@ def library_text(name: str) -> str:
 
 def unit_text(name: str) -> str:
     """lib/`name` with its includes of library files pasted in place."""
-    return _INCLUDE.sub(lambda found: unit_text(found.group(1)).rstrip("\n"), library_text(name))
+    return with_includes(library_text(name))
+
+
+def with_includes(text: str) -> str:
+    """`text` (C) with its includes of library files pasted in place (a C file kept
+    elsewhere that includes one of them: `runtime/backends/calls.c`)."""
+    return _INCLUDE.sub(lambda found: unit_text(found.group(1)).rstrip("\n"), text)
 
 
 def _macro_body(text: str, name: str) -> str:

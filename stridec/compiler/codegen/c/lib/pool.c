@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "calls_abi.h"
 #include "pool.h"
 #include "stream.h"
 
@@ -299,9 +300,9 @@ void *stridec_pool_scratch_v1(void) {
 }
 
 /* A batch of n copy calls: call k's job is set up in jobs[k] by
-   prepares[k](src, dst, params, nthreads, jobs[k]) (its source, destination and
-   parameters' addresses at calls[3k .. 3k+2]), then all run in one parallel region of
-   works[k] (stridec_pool_run_many_v1). One entry from Python for the whole batch. */
+   prepares[k](src, dst, params, nthreads, jobs[k]) (its record of STRIDEC_BATCH_CALL at
+   calls[k * BC_WORDS], calls_abi.h), then all run in one parallel region of works[k]
+   (stridec_pool_run_many_v1). One entry from Python for the whole batch. */
 typedef i64 (*stridec_prepare_fn)(const void *, void *, const i64 *, i64, void *);
 
 void stridec_pool_run_batch_v1(i64 n, stridec_prepare_fn const *prepares,
@@ -309,8 +310,10 @@ void stridec_pool_run_batch_v1(i64 n, stridec_prepare_fn const *prepares,
                                void *const *jobs, i64 nthreads) {
     if (n <= 0) return;
     i64 units[n];
-    for (i64 k = 0; k < n; k++)
-        units[k] = prepares[k]((const void *)calls[3 * k], (void *)calls[3 * k + 1],
-                               (const i64 *)calls[3 * k + 2], nthreads, jobs[k]);
+    for (i64 k = 0; k < n; k++) {
+        const i64 *call = calls + k * BC_WORDS;
+        units[k] = prepares[k]((const void *)call[BC_src], (void *)call[BC_dst],
+                               (const i64 *)call[BC_params], nthreads, jobs[k]);
+    }
     stridec_pool_run_many_v1(n, works, jobs, units, nthreads);
 }
