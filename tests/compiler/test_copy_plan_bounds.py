@@ -159,15 +159,16 @@ def run_specs(specs: list[CopySpec], rows: bool = False) -> int:
 
 def test_plans_stay_inside_their_storages():
     seed = random.randrange(1 << 30)
-    script = ("from tests.compiler.test_copy_plan_bounds import (WIDE_BYTES, _permuted,"
-              " run_guarded, run_specs)\n"
+    script = ("from tests.compiler.test_copy_plan_bounds import (SHORT_RUNS, WIDE_BYTES,"
+              " _permuted, run_guarded, run_specs)\n"
               f"print(run_guarded({seed}, 40) + run_guarded({seed}, 40, rows=True)"
-              f" + run_specs([_permuted(*a) for a in WIDE_BYTES]))")
+              f" + run_specs([_permuted(*a) for a in WIDE_BYTES])"
+              f" + run_specs([_permuted(*a) for a in SHORT_RUNS], rows=True))")
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (script, done.returncode, done.stderr[-3000:])
-    assert int(done.stdout.split()[-1]) >= 40 + len(WIDE_BYTES)
+    assert int(done.stdout.split()[-1]) >= 40 + len(WIDE_BYTES) + len(SHORT_RUNS)
 
 
 def _permuted(sizes, perm, dtype, out=None) -> CopySpec:
@@ -183,3 +184,9 @@ def _permuted(sizes, perm, dtype, out=None) -> CopySpec:
 WIDE_BYTES = (((192, 256), (1, 0), "int8"), ((67, 131), (1, 0), "uint8"),
               ((2, 80, 9, 13), (0, 2, 3, 1), "int8"), ((3, 17, 40, 7), (3, 0, 2, 1), "int8"))
 
+# Runs of a few bytes that follow on in the destination, each moved as one wider word
+# (lib/copy_plan.c, gather_runs): the words of the runs at the source's end must not
+# read past it (a 3-byte run moved as 8 bytes), nor those at a block's end write past
+# it; 3-, 5- and 33-byte runs, the source's last run last in the walk.
+SHORT_RUNS = (((7, 33, 9, 3), (0, 2, 1, 3), "uint8"), ((5, 9, 13, 5), (2, 0, 1, 3), "int8"),
+              ((3, 17, 5, 33), (1, 2, 0, 3), "uint8"), ((9, 5, 3), (1, 0, 2), "int16"))

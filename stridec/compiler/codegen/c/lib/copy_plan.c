@@ -73,6 +73,7 @@ typedef struct {
     i64 ga_n[STRIDEC_COPY_MAX_GROUP], ga_s[STRIDEC_COPY_MAX_GROUP];
     i64 gb_n[STRIDEC_COPY_MAX_GROUP], gb_s[STRIDEC_COPY_MAX_GROUP];
     i64 units;
+    const char* send;             /* past the last source byte the copy reads */
     int stream, stage;
     i64 M, has_fill;
     dst_t fill;  /* in the destination's type: a cast's fill is the destination's bits */
@@ -174,6 +175,46 @@ ALWAYS_INLINE void copy_run(void* d, const void* s, size_t n) {
     }
 }
 
+/* Runs shorter than this many bytes that follow on in the destination go a word each
+   (gather_runs). */
+#define SMALL_RUN_BYTES 64
+/* Runs a short-run block moves between its shares of the next block's prefetch. */
+#define GATHER_PART 64
+#define GATHER_WORDS(W) \
+    for (; x < fast; x++) memcpy(d + x * (i64)n, s + x * sa, W)
+
+/* `count` runs of n bytes, run x from s + x*sa (bytes) to d + x*n (they follow on in the
+   destination): a run shorter than SMALL_RUN_BYTES moved as one word of W >= n bytes
+   (8, 16, 32 or 64), whose store the next run's overwrites, so that a run costs one load
+   and one store, not a copy of n bytes in pieces and their branches. Words stay within
+   `room` bytes from d (what follows the last run there is written later, or is a
+   buffer's slack) and below the source's end (J->send); the runs past either go one by
+   one, exactly. */
+static void gather_runs(const job_t* J, char* d, const char* s, i64 sa, i64 count, size_t n,
+                        size_t room) {
+    i64 x = 0;
+    if (n < SMALL_RUN_BYTES) {
+        const size_t W = n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
+        i64 fast = room >= W ? (i64)((room - W) / n) + 1 : 0;
+        if (fast > count) fast = count;
+        if (sa > 0) {  /* the last run's word below the source's end */
+            i64 left = (i64)(J->send - s) - (i64)W;
+            i64 lim = left >= 0 ? left / sa + 1 : 0;
+            if (fast > lim) fast = lim;
+        } else if ((i64)(J->send - s) < (i64)W) {
+            fast = 0;  /* the first run's word is the highest */
+        }
+        switch (W) {
+        case 8: GATHER_WORDS(8); break;
+        case 16: GATHER_WORDS(16); break;
+        case 32: GATHER_WORDS(32); break;
+        default: GATHER_WORDS(64); break;
+        }
+    }
+    for (; x < count; x++) copy_run(d + x * (i64)n, s + x * sa, n);
+}
+#undef GATHER_WORDS
+
 /* The next block's source runs, prefetched a share at a time while a rows block runs. */
 typedef struct {
     const elem_t* base; /* the next block's source, or 0 where there is none */
@@ -196,6 +237,21 @@ static void prefetch_runs(const job_t* J, next_t* P, i64 upto) {
         const elem_t* r = P->base + x % P->na * J->ssa + x / P->na * J->ssc;
         for (i64 k = 0; k < nb; k += step) __builtin_prefetch(r + k, 0, 2);
         __builtin_prefetch(r + nb - 1, 0, 2);
+    }
+    P->done = upto;
+}
+
+/* Source rows [P->done, upto) of the next rows block (along a) into L2, each the segment
+   its nc runs along c make where they follow on in the source (J->ssc == nb): a line a
+   prefetch, where short runs, each asked for alone, would cost a prefetch or two a run. */
+static void prefetch_segments(const job_t* J, next_t* P, i64 upto) {
+    if (!P->base || upto <= P->done) return;
+    if (upto > P->na) upto = P->na;
+    const i64 step = 64 / ELEM_BYTES, len = P->nc * P->nb;
+    for (i64 x = P->done; x < upto; x++) {
+        const elem_t* r = P->base + x * J->ssa;
+        for (i64 k = 0; k < len; k += step) __builtin_prefetch(r + k, 0, 2);
+        __builtin_prefetch(r + len - 1, 0, 2);
     }
     P->done = upto;
 }
@@ -262,27 +318,37 @@ static void stream_row_groups(const job_t* J, const elem_t* s, dst_t* d, i64 ea,
 }
 
 #ifndef CAST_SRC
-/* One run of the destination built in L1 (buf, JOINED_BYTES) from runs appended to it and
-   streamed up to the last whole line whenever the next run does not fit, the part of a
-   line after it kept, so that no line but the run's first and last is written in pieces.
-   The buffer stays apart from the cursor: once its address escapes into a call, a cursor
-   beside it would be reloaded from memory after every run. */
+/* One run of the destination built in L1 (buf, JOINED_BUF bytes, filled up to
+   JOINED_BYTES) from runs appended to it and streamed up to the last whole line whenever
+   the next run does not fit, the part of a line after it kept, so that no line but the
+   run's first and last is written in pieces; the slack past JOINED_BYTES takes the words
+   of the last short runs (gather_runs). The buffer stays apart from the cursor: once its
+   address escapes into a call, a cursor beside it would be reloaded from memory after
+   every run. */
 #define JOINED_BYTES (STRIP_BYTES + 64)
+#define JOINED_BUF (JOINED_BYTES + SMALL_RUN_BYTES)
 typedef struct {
     char* out;    /* where buf[0] goes */
     size_t have;  /* bytes in buf */
 } joined_t;
 
-ALWAYS_INLINE void joined_append(unsigned char* buf, joined_t* B, const elem_t* s, size_t n) {
-    if (B->have + n > JOINED_BYTES) {
-        size_t whole = (size_t)(((uintptr_t)B->out + B->have) & ~(uintptr_t)63) - (uintptr_t)B->out;
-        stream_copy(B->out, buf, whole);
-        memmove(buf, buf + whole, B->have - whole);
-        B->out += whole;
-        B->have -= whole;
+/* count runs of n bytes, run x from s + x*sa (bytes), appended to the run in buf. */
+ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B,
+                                 const char* s, i64 sa, i64 count, size_t n) {
+    for (i64 x = 0; x < count;) {
+        if (B->have + n > JOINED_BYTES) {
+            size_t whole = (size_t)(((uintptr_t)B->out + B->have) & ~(uintptr_t)63) - (uintptr_t)B->out;
+            stream_copy(B->out, buf, whole);
+            memmove(buf, buf + whole, B->have - whole);
+            B->out += whole;
+            B->have -= whole;
+        }
+        i64 k = (i64)((JOINED_BYTES - B->have) / n);
+        if (k > count - x) k = count - x;
+        gather_runs(J, (char*)buf + B->have, s + x * sa, sa, k, n, JOINED_BUF - B->have);
+        B->have += (size_t)k * n;
+        x += k;
     }
-    copy_run(buf + B->have, s, n);
-    B->have += n;
 }
 #endif
 
@@ -303,6 +369,15 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
     if (n < 16) P = 0;
     if (!J->stream) {
         if (n > ROWS_SHORT_BYTES) P = 0;  /* long runs: the prefetchers follow them */
+        if (da == eb && n < SMALL_RUN_BYTES) {  /* one run in the destination: words */
+            for (i64 x = 0; x < ea; x += GATHER_PART) {
+                const i64 e = ea - x < GATHER_PART ? ea : x + GATHER_PART;
+                PREFETCH_RUNS(e - 1);
+                gather_runs(J, (char*)(d + x * eb), (const char*)(s + x * sa), sa * ELEM_BYTES,
+                            e - x, n, (size_t)(ea - x) * n);
+            }
+            return;
+        }
         for (i64 x = 0; x < ea; x++) {
             PREFETCH_RUNS(x);
             copy_run(d + x * da, s + x * sa, n);
@@ -326,11 +401,12 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
     }
     if (da == eb && eb * ELEM_BYTES <= STRIP_BYTES / 2) {
         /* The block's destination is one run. */
-        unsigned char buf[JOINED_BYTES] __attribute__((aligned(64)));
+        unsigned char buf[JOINED_BUF] __attribute__((aligned(64)));
         joined_t B = {(char*)d, 0};
-        for (i64 x = 0; x < ea; x++) {
-            PREFETCH_RUNS(x);
-            joined_append(buf, &B, s + x * sa, n);
+        for (i64 x = 0; x < ea; x += GATHER_PART) {
+            const i64 e = ea - x < GATHER_PART ? ea : x + GATHER_PART;
+            PREFETCH_RUNS(e - 1);
+            joined_append(J, buf, &B, (const char*)(s + x * sa), sa * ELEM_BYTES, e - x, n);
         }
         stream_copy(B.out, buf, B.have);
         return;
@@ -351,15 +427,18 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
 static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
                              i64 ec, next_t* P) {
     const size_t n = (size_t)eb * ELEM_BYTES;
-    unsigned char buf[JOINED_BYTES] __attribute__((aligned(64)));
+    unsigned char buf[JOINED_BUF] __attribute__((aligned(64)));
     joined_t B = {(char*)d, 0};
     /* Runs shorter than a line: the next block's, asked for one by one, cost more than
-       they save (the hardware's prefetchers follow the source's few streams). */
-    if (n < 64) P = 0;
+       they save; where they follow on in the source along c, each of its source rows
+       along a is one segment, asked for a line at a time. */
+    const int segments = J->ssc == eb;
+    if (n < 64 && !segments) P = 0;
     for (i64 z = 0; z < ec; z++) {
         const elem_t* sz = s + z * J->ssc;
-        if (P) prefetch_runs(J, P, (z + 1) * (P->na * P->nc) / ec);  /* a part's share */
-        for (i64 x = 0; x < ea; x++) joined_append(buf, &B, sz + x * J->ssa, n);
+        if (P && segments) prefetch_segments(J, P, (z + 1) * P->na / ec);
+        else if (P) prefetch_runs(J, P, (z + 1) * (P->na * P->nc) / ec);  /* a part's share */
+        joined_append(J, buf, &B, (const char*)sz, J->ssa * ELEM_BYTES, ea, n);
     }
     stream_copy(B.out, buf, B.have);
 }
@@ -1142,6 +1221,17 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
                 break;
             }
 #endif
+#ifndef CAST_SRC
+            if (P && J->c >= 0 && J->ssc == eb && eb * ELEM_BYTES < 64) {
+                /* short runs that follow on in the source along c: the next block's
+                   source rows asked for a segment at a time (prefetch_segments) */
+                for (i64 z = 0; z < ec; z++) {
+                    prefetch_segments(J, P, (z + 1) * P->na / ec);
+                    tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, 0, z, ec);
+                }
+                break;
+            }
+#endif
             for (i64 z = 0; z < ec; z++)
                 tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, P, z, ec);
         } else {
@@ -1332,7 +1422,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     if ((lanes && (J->K < 2 || J->K > 4)) || (J->kernel == K_interleave ? J->a : J->b) < 0
         || (J->kernel == K_transpose && J->a < 0))
         return 0;
-    i64 units = 1, numel = 1;
+    i64 units = 1, numel = 1, send = J->soff + 1;  /* (elements) */
     const i64* q = p + HEADER_WORDS;
     for (i64 l = 0; l < J->L; l++, q += LOOP_WORDS) {
         J->n[l] = q[L_extent];
@@ -1346,8 +1436,10 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         if (l == J->c) J->ssc = q[L_src_stride], J->dsc = q[L_dst_stride];
         units *= J->cnt[l];
         numel *= J->n[l];
+        if (q[L_src_stride] > 0 && J->n[l] > 0) send += (J->n[l] - 1) * q[L_src_stride];
         if (J->cnt[l] > 1) J->act[J->nact++] = l;
     }
+    J->send = (const char*)(J->src + send);
     J->ga = p[H_a_dims];
     J->gb = p[H_b_dims];
     J->stage = (int)p[H_stage];
