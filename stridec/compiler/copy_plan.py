@@ -433,6 +433,11 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # streams in between) left them start over (the prefetchers lose them); streamed
     # stores do not wait on them.
     continued = counts[cont[-1]] if cont and (between == 1 or streams_between <= STREAMS) else 1
+    if run_bytes < line and side.runs + other.runs > STREAMS:
+        # Runs shorter than a line, more of them at once than the prefetchers follow:
+        # each starts over though the next block goes on with it (a transpose's side of
+        # 3 beside one of 49: 3-element destination rows 160 KB apart, docs/cpu.md).
+        continued = 1
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))
     restarts = blocks * side.runs / continued
@@ -597,7 +602,9 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                                    cast, join=False)
         if gather and kernel != "gather":
             plans += _plans_of(canon, "gather", None, canon.rank - 1, size, caches, cast)
-    plans.sort(key=lambda p: p.cost)
+    # Distinct plans only: tilings and orders that come out the same (a side shorter than
+    # every tile) would fill the `limit` with one plan.
+    plans = sorted(dict.fromkeys(plans), key=lambda p: p.cost)
     return plans[:limit]
 
 

@@ -187,6 +187,33 @@ def test_short_rows_that_follow_on_are_one_run(sizes, perm, dtype, a_dims, b_dim
         run_plan(plan, spec)
 
 
+@pytest.mark.parametrize(("sizes", "perm"), [
+    # the random suite's (495, 3, 9, 3, 49).permute(4, 0, 2, 3, 1) float32: a side of 3
+    # beside one of 49, blocks of 49 x 3 whose 49 destination rows of 12 bytes lie 160 KB
+    # apart; the b side grown over the 27 and 495 that continue it makes rows of 128
+    ((495, 3, 9, 3, 49), (4, 0, 2, 3, 1)),
+    ((15, 3, 9, 3, 49), (4, 0, 2, 3, 1)),
+    # (5, 201, 45).permute(2, 1, 0) float32 (seed 3's rand31): blocks of 45 x 5
+    ((5, 201, 45), (2, 1, 0)),
+])
+def test_many_short_rows_at_once_are_not_priced_as_going_on(sizes, perm):
+    # A block of more runs shorter than a line than the prefetchers follow: each starts
+    # over, though the next block goes on with it (a side of 3: 4.9x slower, docs/cpu.md).
+    spec = permute_spec(sizes, perm)
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "transpose" and len(plan.b_side) > 1, plan.describe()
+    if math.prod(sizes) < 1 << 16:  # meaning: the library against torch
+        run_plan(plan, spec)
+
+
+def test_the_candidates_are_distinct():
+    # Sides shorter than every tile make one plan of each tiling: the `limit` best are
+    # distinct plans, so measured choice has more than one to time.
+    plans = candidate_plans(permute_spec((7, 117, 35, 19, 13), (1, 4, 2, 3, 0)), CACHES,
+                            limit=8)
+    assert len(plans) == 8 and len(set(plans)) == 8
+
+
 def test_rows_are_read_in_the_sources_order():
     # (384, 384, 89).permute(1, 0, 2): rows of 89 elements; walked in the source's order the
     # source is one stream, in the destination's every row starts a new one.
