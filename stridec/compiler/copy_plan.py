@@ -12,7 +12,9 @@ they are contiguous in both source and destination), then planned:
   `interleave` (the reverse: the destination's innermost dim is K lanes),
   `compress` (the source steps by K = 2 .. 4 along b, a strided slice), `reverse`
   (the source steps by -1 along b: a flip), `gather` (anything else: an element at a
-  time), `fill` (a copy whose masks never hold: the fill's bits, nothing read); a masked
+  time), `fill` (a copy whose masks never hold: the fill's bits, nothing read),
+  `permute` (the innermost dims a matrix of at most `PERMUTE_BYTES` contiguous on both
+  sides, a batch of small transposes: each matrix permuted whole); a masked
   copy keeps its masks (`CopyPlan.masks`, a coefficient per loop: each row is the fill,
   an interval copied, the fill);
 - the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
@@ -63,15 +65,18 @@ from stridec.compiler.codegen.spec import (
 from stridec.compiler.host import Caches, host_caches
 from stridec.ir.dtypes import DTYPES, bit_pattern
 
-__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "MAX_MASKS", "CopyPlan", "Loop", "PlanMask",
-           "candidate_plans", "plan_copy", "plan_cost"]
+__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "MAX_MASKS", "PERMUTE_BYTES", "CopyPlan", "Loop",
+           "PlanMask", "candidate_plans", "plan_copy", "plan_cost"]
 
 KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather", "reverse",
-           "fill")
+           "fill", "permute")
 # Masks of a copy the library takes at most (lib/copy_abi.h's STRIDEC_COPY_MAX_MASKS).
 MAX_MASKS = 64
 # Lanes of the (de)interleave and compress micro-kernels.
 MAX_LANES = 4
+# The largest matrix of the permute micro-kernel, in bytes (lib/copy_abi.h's
+# STRIDEC_COPY_MAX_PERMUTE).
+PERMUTE_BYTES = 64
 # A call moving fewer bytes (read and written) runs on the calling thread.
 PARALLEL_BYTES = 1 << 18
 # Threads a parallel plan may use at most (the run time's count decides below it).
@@ -255,6 +260,8 @@ def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
 RESTART_BYTES = 160
 PAGE_BYTES = 512
 BLOCK_BYTES = 96
+# A matrix of the permute kernel: its loop's step and the vector's load, permute and store.
+PERMUTE_BLOCK_BYTES = 16
 VECTOR_BYTES = 4
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
@@ -326,6 +333,9 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
                            src_moves),
                 _rows_side([(lp.extent / lp.count, lp.dst_stride) for lp in block], eb,
                            dst_moves))
+    if kernel == "permute":  # a matrix contiguous on both sides
+        matrix = math.prod(loop.extent for loop in loops[plan.a_loop:])
+        return (_Side(1, matrix, 0, tuple(src_moves)), _Side(1, matrix, 0, tuple(dst_moves)))
     if kernel == "fill":  # nothing is read
         return (_Side(0, 0, 0, tuple(0 for _ in src_moves)),
                 _Side(1, eb, 0, tuple(dst_moves)))
@@ -476,7 +486,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
     blocks = math.prod(counts)
     size = max(plan.elem_bytes, plan.dst_bytes)
     vectors = max(src.runs * src.run, dst.runs * dst.run) * size / 64
-    padding = 0.0
+    padding, fixed = 0.0, BLOCK_BYTES if plan.kernel != "permute" else PERMUTE_BLOCK_BYTES
     if plan.kernel == "transpose":  # partial blocks move whole vectors
         ea, eb = plan.loops[plan.a_loop].step, plan.loops[plan.b_loop].step
         vectors = (-(-ea * size // 64)) * (-(-eb * size // 64)) * 64 / size
@@ -485,7 +495,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
         padding = ((-(-ea // tv)) * (-(-eb // tv)) * tv * tv - ea * eb) * size
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
-            + blocks * (BLOCK_BYTES + vectors * VECTOR_BYTES + padding))
+            + blocks * (fixed + vectors * VECTOR_BYTES + padding))
 
 
 # --------------------------------------------------------------------------- planning
@@ -602,10 +612,60 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                                    cast, join=False)
         if gather and kernel != "gather":
             plans += _plans_of(canon, "gather", None, canon.rank - 1, size, caches, cast)
+        if not canon.masks and not cast:
+            plans += _permute_plans(canon, size, caches)
     # Distinct plans only: tilings and orders that come out the same (a side shorter than
     # every tile) would fill the `limit` with one plan.
     plans = sorted(dict.fromkeys(plans), key=lambda p: p.cost)
     return plans[:limit]
+
+
+def _matrix(canon: CopySpec, size: int) -> int | None:
+    """The first of the innermost dims (two or more) that make a matrix of at most
+    `PERMUTE_BYTES` contiguous on both sides (each side's strides over them those of a
+    contiguous tensor in some order: a batch of small transposes, 3 x 3 or 33 x 9), the
+    most dims that do; None if none do."""
+    best = None
+    for k in range(canon.rank - 2, -1, -1):
+        dims = range(k, canon.rank)
+        matrix = math.prod(canon.sizes[j] for j in dims)
+        if matrix * size > PERMUTE_BYTES:
+            break
+        if all(_dense([(canon.sizes[j], strides[j]) for j in dims])
+               for strides in (canon.src_strides, canon.dst_strides)):
+            best = k
+    return best
+
+
+def _dense(dims: list[tuple[int, int]]) -> bool:
+    """Whether dims of (extent, stride) cover 0 .. their product - 1 once each."""
+    run = 1
+    for n, stride in sorted(dims, key=lambda d: d[1]):
+        if stride != run:
+            return False
+        run *= n
+    return True
+
+
+def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]:
+    """The permute kernel's plans of `canon`: its innermost dims a matrix contiguous on
+    both sides (`_matrix`), moved whole, a block each, the outer dims in the source's or
+    the destination's order."""
+    k = _matrix(canon, size)
+    if k is None:
+        return []
+    moved = canon.numel * size * 2
+    base = CopyPlan("permute", size, (), canon.src_offset, canon.dst_offset,
+                    parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1, stream_bytes=-1)
+    outer = list(range(k))
+    plans = []
+    for key in ((lambda j: (-abs(canon.src_strides[j]), j)),
+                (lambda j: (-abs(canon.dst_strides[j]), j))):
+        order = [*sorted(outer, key=key), *range(k, canon.rank)]
+        loops = tuple(_loop(canon, j, canon.sizes[j] if j >= k else 1) for j in order)
+        plan = _with(base, loops=loops, a_loop=k, b_loop=canon.rank - 1)
+        plans.append(_with(plan, cost=plan_cost(plan, caches)))
+    return plans
 
 
 def _takes_masks(canon: CopySpec, kernel: str) -> bool:

@@ -137,7 +137,7 @@ def run_specs(specs: list[CopySpec], rows: bool = False) -> int:
         if rows:
             plans += [dataclasses.replace(p, prefetch=True, loops=tuple(
                 dataclasses.replace(loop, step=min(loop.step, 4)) for loop in p.loops))
-                for p in plans if p.a_loop >= 0]
+                for p in plans if p.a_loop >= 0 and p.kernel != "permute"]
         for plan in plans:
             for at_end, threads, stream in ((True, 1, False), (False, 3, True),
                                             (True, 3, True), (False, 1, False)):
@@ -187,6 +187,11 @@ WIDE_BYTES = (((192, 256), (1, 0), "int8"), ((67, 131), (1, 0), "uint8"),
 # Runs of a few bytes that follow on in the destination, each moved as one wider word
 # (lib/copy_plan.c, gather_runs): the words of the runs at the source's end must not
 # read past it (a 3-byte run moved as 8 bytes), nor those at a block's end write past
-# it; 3-, 5- and 33-byte runs, the source's last run last in the walk.
+# it; 3-, 5- and 33-byte runs, the source's last run last in the walk; and the permute
+# kernel's matrices, each loaded as a 64-byte vector.
 SHORT_RUNS = (((7, 33, 9, 3), (0, 2, 1, 3), "uint8"), ((5, 9, 13, 5), (2, 0, 1, 3), "int8"),
-              ((3, 17, 5, 33), (1, 2, 0, 3), "uint8"), ((9, 5, 3), (1, 0, 2), "int16"))
+              ((3, 17, 5, 33), (1, 2, 0, 3), "uint8"), ((9, 5, 3), (1, 0, 2), "int16"),
+              # small matrices permuted whole (the permute kernel's 64-byte loads and
+              # stores), one after the other and apart
+              ((11, 3, 3), (0, 2, 1), "int16"), ((5, 9, 3, 7), (1, 0, 3, 2), "int8"),
+              ((7, 5, 9), (0, 2, 1), "float64"))

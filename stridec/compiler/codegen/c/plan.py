@@ -32,6 +32,7 @@ from stridec.compiler.copy_plan import (
     KERNELS,
     MAX_BLOCK_ROWS,
     MAX_MASKS,
+    PERMUTE_BYTES,
     CopyPlan,
     candidate_plans,
     plan_copy,
@@ -92,6 +93,8 @@ def _read_abi() -> PlanABI:
     mask = tuple(re.findall(r"X\((\w+)\)", _macro_body(text, "STRIDEC_COPY_MASK")))
     kernels = {n: int(v) for n, v in
                re.findall(r"X\((\w+), (\d+)\)", _macro_body(text, "STRIDEC_COPY_KERNELS"))}
+    assert number("STRIDEC_COPY_MAX_PERMUTE") == PERMUTE_BYTES, \
+        "lib/copy_abi.h and copy_plan.PERMUTE_BYTES disagree"
     return PlanABI(number("STRIDEC_COPY_ABI"), number("STRIDEC_COPY_MAX_LOOPS"),
                    number("STRIDEC_COPY_MAX_GROUP"), number("STRIDEC_COPY_MAX_ROWS"),
                    number("STRIDEC_COPY_MAX_MASKS"), header, loop, group, mask, kernels)
@@ -109,7 +112,7 @@ assert ABI.index("stream_bytes") == 6, "lib/copy_abi.h: stream_bytes must be wor
 # the strategies of codegen/c/copy.py use for the same walk.
 STRATEGIES = {"rows": "linear", "transpose": "tiled_transpose", "gather": "gather",
               "deinterleave": "deinterleave", "interleave": "interleave", "compress": "compress",
-              "reverse": "reverse", "fill": "fill"}
+              "reverse": "reverse", "fill": "fill", "permute": "gather"}
 
 
 @dataclass(frozen=True, slots=True)

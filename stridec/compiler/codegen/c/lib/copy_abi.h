@@ -91,9 +91,17 @@
    gather        dst[do + y*ddb] = src[so + y*ssb]                 y < eb
    reverse       dst[do + y] = src[so - y]                         y < eb (a flip)
    fill          dst[do + y*ddb] = fill_bits                       y < eb (src unread)
+   permute       dst[do + j] = src[so + T(j)]                      j < M
+                 (a small matrix contiguous on both sides: the loops from a_loop on, each
+                 one block, whose indices' destination offsets make 0 .. M - 1 and whose
+                 source offsets do too; T the permutation they make, M * ELEM_BYTES at most
+                 STRIDEC_COPY_MAX_PERMUTE bytes; b_loop is the last loop)
    (ssb, ddb: the b loop's strides.) */
 #define STRIDEC_COPY_KERNELS(X) \
     X(rows, 0) X(transpose, 1) X(deinterleave, 2) X(interleave, 3) X(compress, 4) X(gather, 5) \
-    X(reverse, 6) X(fill, 7)
+    X(reverse, 6) X(fill, 7) X(permute, 8)
+
+/* The largest matrix of the permute kernel, in bytes: a vector's. */
+#define STRIDEC_COPY_MAX_PERMUTE 64
 
 #endif

@@ -80,6 +80,11 @@ typedef struct {
     /* line[j]: the fill's byte at every address j modulo 64 (the fill's phase follows the
        destination's address, which need not be aligned to its elements) */
     unsigned char line[64] __attribute__((aligned(64)));
+    /* permute: the matrix's M elements (pbytes bytes), destination element j from source
+       element perm[j]; pv: the same for bytes, where the matrix fits a 64-byte vector */
+    i64 pm, pbytes;
+    unsigned char pv[64] __attribute__((aligned(64)));
+    int32_t perm[STRIDEC_COPY_MAX_PERMUTE];
     /* masks m < M (last, and not cleared: 25 KiB): bounds, the lanes' coefficient, each
        loop's coefficient and its move a block */
     i64 mlo[MAXM], mhi[MAXM], mlane[MAXM], mc[MAXM][MAXL], mstep[MAXM][MAXL];
@@ -1379,9 +1384,102 @@ static void work_elements(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
+/* ---- permute: small matrices contiguous on both sides */
+
+typedef unsigned char pvec __attribute__((vector_size(64)));
+
+/* Matrix s (pm elements) permuted into d: where the matrix fits a vector, one load, one
+   byte permute and one store (`wide`: of the whole vector, whose bytes past the matrix
+   the matrices after it overwrite; else the matrix's bytes alone), else element by
+   element through the table. A load stays below the source's end (J->send). */
+ALWAYS_INLINE void permute_one(const job_t* J, const elem_t* s, dst_t* d, int wide) {
+#if defined(__AVX512VBMI__) && !defined(CAST_SRC)
+    if (J->pbytes <= 64) {
+        pvec v = {0};
+        const pvec idx = *(const pvec*)J->pv;
+        if (J->send - (const char*)s >= 64) memcpy(&v, s, 64);
+        else memcpy(&v, s, (size_t)J->pbytes);
+        v = __builtin_shuffle(v, idx);
+        if (wide) memcpy(d, &v, 64);
+        else copy_run(d, &v, (size_t)J->pbytes);
+        return;
+    }
+#else
+    (void)wide;
+#endif
+    for (i64 j = 0; j < J->pm; j++) d[j] = MOVE_ONE(s[J->perm[j]]);
+}
+
+/* work() of the permute kernel: each block one matrix, moved before the odometer moves
+   on; the matrices along the innermost loop of several walked by additions, a matrix
+   stored whole (64 bytes) where the ones after it in that walk overwrite the rest. */
+static void work_permute(const job_t* J, i64 u0, i64 u1) {
+    const i64 q = J->nact > 0 ? J->act[J->nact - 1] : -1;
+    const i64 cover = J->pbytes < 64 ? (64 - J->pbytes + J->pbytes - 1) / J->pbytes : 0;
+    const int follow = q >= 0 && J->dstep[q] == J->pm;
+    i64 idx[MAXL], so, dof, mb[MAXM];
+    odometer_seek(J, u0, idx, &so, &dof, mb);
+    for (i64 u = u0; u < u1;) {
+        i64 k = q >= 0 ? J->cnt[q] - idx[q] : 1;
+        if (k > u1 - u) k = u1 - u;
+        const i64 sq = q >= 0 ? J->sstep[q] : 0, dq = q >= 0 ? J->dstep[q] : 0;
+        const elem_t* s = J->src + so;
+        dst_t* d = J->dst + dof;
+        for (i64 r = 0; r < k; r++, s += sq, d += dq) permute_one(J, s, d, follow && r + cover < k);
+        if (q >= 0) {
+            so += (k - 1) * sq;
+            dof += (k - 1) * dq;
+            idx[q] += k - 1;
+        }
+        odometer_step(J, idx, &so, &dof, mb);
+        u += k;
+    }
+}
+
+/* The permute kernel's table from the matrix's loops (a_loop on): 0 where they are not a
+   matrix of at most STRIDEC_COPY_MAX_PERMUTE bytes contiguous on both sides. */
+static int permute_table(job_t* J, const i64* p) {
+    const i64* q = p + HEADER_WORDS;
+    i64 M = 1, n[MAXL], ss[MAXL], ds[MAXL], k = 0;
+    for (i64 l = 0; l < J->a; l++)
+        if (J->t[l] != 1) return 0;  /* a block is one matrix */
+    for (i64 l = J->a; l < J->L; l++, k++) {
+        const i64* r = q + l * LOOP_WORDS;
+        if (J->t[l] != J->n[l] || J->n[l] < 1) return 0;
+        n[k] = J->n[l];
+        ss[k] = r[L_src_stride];
+        ds[k] = r[L_dst_stride];
+        M *= n[k];
+        if (M * ELEM_BYTES > STRIDEC_COPY_MAX_PERMUTE) return 0;
+    }
+    unsigned char seen[STRIDEC_COPY_MAX_PERMUTE] = {0};
+    i64 i[MAXL] = {0}, so = 0, dof = 0;
+    for (i64 e = 0; e < M; e++) {
+        if (so < 0 || so >= M || dof < 0 || dof >= M || seen[dof]) return 0;
+        seen[dof] = 1;
+        J->perm[dof] = (int32_t)so;
+        for (i64 j = k - 1; j >= 0; j--) {  /* the next index, the last loop fastest */
+            so += ss[j];
+            dof += ds[j];
+            if (++i[j] < n[j]) break;
+            so -= n[j] * ss[j];
+            dof -= n[j] * ds[j];
+            i[j] = 0;
+        }
+    }
+    J->pm = M;
+    J->pbytes = M * ELEM_BYTES;
+    for (i64 b = 0; b < 64; b++)  /* byte b of the destination from byte pv[b] of the source */
+        J->pv[b] = (unsigned char)(b < J->pbytes ? J->perm[b / ELEM_BYTES] * ELEM_BYTES
+                                                       + b % ELEM_BYTES : 0);
+    return 1;
+}
+
 static void work_task(void* arg, i64 u0, i64 u1) {
     const job_t* J = (const job_t*)arg;
-    if (J->M && J->kernel != K_transpose && J->kernel != K_interleave && J->kernel != K_fill)
+    if (J->kernel == K_permute)
+        work_permute(J, u0, u1);
+    else if (J->M && J->kernel != K_transpose && J->kernel != K_interleave && J->kernel != K_fill)
         work_masked_rows(J, u0, u1);
     else if (!J->M && (J->kernel == K_gather || (J->kernel == K_reverse
                                                  && J->n[J->b] * ELEM_BYTES < REVERSE_MIN_BYTES)))
@@ -1412,7 +1510,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->prefetch = p[H_prefetch];
     J->c = p[H_c_loop];
     if (p[H_abi] != STRIDEC_COPY_ABI || J->L < 1 || J->L > MAXL || J->kernel < K_rows
-        || J->kernel > K_fill || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L
+        || J->kernel > K_permute || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L
         || J->c < -1 || J->c >= J->L)
         return 0;
     /* a second loop of runs: a rows block's, beside its a loop */
@@ -1447,6 +1545,8 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->has_fill = p[H_fill];
     if (J->M < 0 || J->M > MAXM || J->has_fill < 0 || J->has_fill > 1
         || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
+        return 0;
+    if (J->kernel == K_permute && (J->M || J->a < 0 || J->c >= 0 || !permute_table(J, p)))
         return 0;
     if (J->M && (J->kernel == K_deinterleave || (J->kernel == K_rows && J->a >= 0)
                  || J->c >= 0
