@@ -456,12 +456,14 @@ def test_byte_transposes_run_on_the_library():
     assert [call[0] for call in kernel.calls] == [cplan.plan_symbol(1)]
 
 
-def test_padded_byte_transposes_run_on_the_strategies():
-    # A masked transpose of 1-byte elements (a pack padding 3 channels to 4) is the
-    # strategies' (plan.routed); the same transpose of 2-byte elements the library's.
-    for dtype, library in ((DTYPES["int8"], False), (DTYPES["float16"], True)):
-        spec = dataclasses.replace(permute_spec((40, 300), (1, 0), dtype),
-                                   masks=(MaskBound((1, 0), 0, 30),))
+def test_padded_byte_transposes_of_few_lanes_run_on_the_strategies():
+    # A masked transpose of 1-byte elements into rows of 32 holding 3 valid bytes (an
+    # NCHW32 pack of 3 channels) is the strategies' (plan.routed); of 2-byte elements,
+    # or rows holding 30 valid bytes, the library's.
+    for dtype, valid, library in ((DTYPES["int8"], 3, False), (DTYPES["float16"], 3, True),
+                                  (DTYPES["int8"], 30, True)):
+        spec = dataclasses.replace(permute_spec((32, 300), (1, 0), dtype),
+                                   masks=(MaskBound((0, 1), 0, valid),))
         plan = candidate_plans(spec)[0]
         assert plan.kernel == "transpose" and plan.masks
         kernel = generate_c_copy(spec)

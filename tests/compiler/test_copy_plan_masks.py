@@ -253,3 +253,29 @@ def test_chwn4_packs_are_masked_by_rows(name, stream):
                     assert torch.equal(out, want), (run.describe(), fill)
     finally:
         cpu.set_stream_threshold(previous)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_byte_packs_of_few_channels_match_torch(stream):
+    # NCHW16/32/64 packs of 1 to 5 int8 channels into an output on a line: the valid
+    # channels' bytes as words (byte_words, and byte_lines where the rows make whole
+    # lines), 5 channels through the transpose; 38 pixels: two blocks of 16 and a rest.
+    gen = torch.Generator().manual_seed(3)
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for k, c in ((16, 3), (32, 3), (64, 1), (64, 4), (32, 5), (128, 3)):
+            n, h, w = 2, 2, 19
+            x = _values((n, c, h, w), "int8", gen)
+            padded = F.pad(x, (0, 0, 0, 0, 0, k - c), value=-7).reshape(n, 1, k, h, w)
+            want = padded.permute(0, 1, 3, 4, 2).contiguous()
+            spec = CopySpec((n, 1, k, h, w), (c * h * w, k * h * w, h * w, w, 1), 0,
+                            (h * w * k, h * w * k, 1, w * k, k), 0, DTYPES["int8"],
+                            DTYPES["int8"], (MaskBound((0, k, 1, 0, 0), 0, c),), -7)
+            for plan in candidate_plans(spec, limit=3):
+                out = torch.full(want.shape, 5, dtype=torch.int8)
+                assert out.data_ptr() % 64 == 0
+                _run_block(cplan.plan_params(dataclasses.replace(plan, parallel=1)), x, out,
+                           1, 1)
+                assert torch.equal(out, want), (plan.describe(), k, c)
+    finally:
+        cpu.set_stream_threshold(previous)

@@ -143,14 +143,16 @@ def routed(plan: CopyPlan) -> bool:
     cast's every plan (masked or not; 1-byte sources widen in vector instructions,
     lib/copy_cast.h) but transposes of 1-byte sources into 8-byte elements (0.83-0.97 of
     the strategies' speed at 2048 x 2048, 1.3-1.5 at 1024 and 4096); masked transposes of
-    1-byte elements only where a side has several dims (masked by rows: the race's
-    pack_chwn4_c3_int8), not with one dim each (NCHW32 / NCHW64 of 3 channels: 0.54 and
-    0.61 of the strategies' speed, the fill's columns around 3 copied ones)."""
+    1-byte elements but rows of 32 bytes or fewer holding 4 valid bytes or fewer (NCHW16
+    and NCHW32 packs of 3 channels: 0.82 and 0.76-1.08 of the strategies' speed, whose
+    padded_words build each line in registers; NCHW64 0.96-1.10)."""
     if plan.kernel != "transpose" or plan.elem_bytes != 1:
         return True
     if plan.cast:
         return plan.dst_bytes != 8
-    return not (plan.masks and len(plan.a_side) == 1 and len(plan.b_side) == 1)
+    return not (plan.masks and len(plan.b_side) == 1 and plan.b_side[0][0] <= 32
+                and any(abs(m.coeffs[plan.b_loop]) == 1 and m.hi - m.lo <= 4
+                        for m in plan.masks))
 
 
 Chooser = Callable[[CopySpec, list[CopyPlan]], CopyPlan]

@@ -1033,6 +1033,54 @@ static void masked_join(const job_t* J, const elem_t* s, dst_t* d, const i64* mb
    at a time built in L1 (the fill, once, then the valid rows' transpose into its columns
    [ya, yb)) and written whole, so each destination line is written once (a pack's padded
    lanes: NCHW32 of 3 channels). 0 where nb is wider than a strip. */
+#if ELEM_BYTES == 1 && !defined(CAST_SRC) && defined(__AVX512F__)
+#include <immintrin.h>
+#define BYTE_WORDS 1
+/* Rows [0, 16) of a padded block of bytes, row a at d + a*nb: the k <= 4 valid columns'
+   bytes (source rows s + j*ss, element x + a) and the fill up to 4 columns, as 16 words
+   of 4 bytes (each row's bytes zero-extended, vpmovzxbd, shifted into place) stored by
+   one scatter: a pack of 3 channels into NCHW32 is 3 loads a 16 rows, not a 16 x 16
+   transpose of 3 rows. */
+ALWAYS_INLINE __m512i byte_word_lanes(const elem_t* s, i64 ss, i64 x, i64 k, uint32_t fill) {
+    const uint32_t f = fill * 0x01010101u;
+    __m512i w = _mm512_set1_epi32((int)(k == 4 ? 0u : f & (~0u << (8 * k))));
+    for (i64 j = 0; j < k; j++)
+        w = _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i*)(const void*)(s + j * ss + x))), (unsigned)(8 * j)));
+    return w;
+}
+
+ALWAYS_INLINE void byte_words(const elem_t* s, i64 ss, i64 x, i64 k, elem_t* d, i64 nb,
+                              uint32_t fill) {
+    const __m512i w = byte_word_lanes(s, ss, x, k, fill);
+    const __m512i at = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)nb));
+    _mm512_i32scatter_epi32((void*)d, at, w, 1);
+}
+
+/* The same 16 rows where they are whole lines together (nb 16, 32 or 64, d on a line,
+   the valid columns from a multiple of 4): each line one two-source permute of the words
+   and the fill (vpermt2d), stored whole, streamed with `nt`. */
+ALWAYS_INLINE void byte_lines(const elem_t* s, i64 ss, i64 x, i64 k, elem_t* d, i64 nb,
+                              i64 ya, uint32_t fill, int nt) {
+    const __m512i w = byte_word_lanes(s, ss, x, k, fill);
+    const __m512i f = _mm512_set1_epi32((int)(fill * 0x01010101u));
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const int per = (int)(nb / 4), shift = __builtin_ctz((unsigned)per), rows = (int)(64 / nb);
+    const __mmask16 on = _mm512_cmpeq_epi32_mask(_mm512_and_si512(lane, _mm512_set1_epi32(per - 1)),
+                                                 _mm512_set1_epi32((int)(ya / 4)));
+    const __m512i row = _mm512_srli_epi32(lane, (unsigned)shift);
+    for (int l = 0; l < 16 / rows; l++) {
+        const __m512i idx = _mm512_mask_add_epi32(_mm512_set1_epi32(16), on, row,
+                                                  _mm512_set1_epi32(l * rows));
+        const __m512i v = _mm512_permutex2var_epi32(w, idx, f);
+        if (nt) _mm512_stream_si512((void*)(d + 64 * l), v);
+        else _mm512_storeu_si512((void*)(d + 64 * l), v);
+    }
+}
+#endif
+
 static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i64 na,
                                  i64 nb, i64 ya, i64 yb) {
     if (nb > STRIP_COLS) return 0;
@@ -1042,13 +1090,35 @@ static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0
     const i64 ds = J->ga_s[0];
     const src_rows s = {0, J->src + so + J->gb_s[0] * (y0 + ya), J->gb_s[0]};
     dst_t* const d = J->dst + dof + x0 * ds;
+#ifdef BYTE_WORDS
+    /* rows of 16 bytes or more whose valid columns are 4 or fewer, the fill after them */
+    const int words = yb - ya <= 4 && ya + 4 <= nb && nb * TV < (1LL << 31) && TV == 16;
+    const int lines = words && ds == nb && (nb == 16 || nb == 32 || nb == 64) && ya % 4 == 0
+                      && ((uintptr_t)d & 63) == 0;
+#endif
     for (i64 x = 0; x < na; x += TV) {
         i64 h = na - x < TV ? na - x : TV;
+#ifdef BYTE_WORDS
+        if (lines && h == TV) {
+            byte_lines(s.base, s.stride, x, yb - ya, d + x * ds, nb, ya, J->fill, stream);
+            continue;
+        }
+#endif
         if (!stream && ds == nb) {  /* the fill, then the valid columns over it in L1 */
             fill_to(J, 0, d + x * ds, 1, h * nb);
+#ifdef BYTE_WORDS
+            if (words && h == TV) {
+                byte_words(s.base, s.stride, x, yb - ya, d + x * ds + ya, nb, J->fill);
+                continue;
+            }
+#endif
             tr_rows(s, 0, x, (dst_rows){0, d + x * ds + ya, nb}, 0, h, yb - ya);
             continue;
         }
+#ifdef BYTE_WORDS
+        if (words && h == TV) byte_words(s.base, s.stride, x, yb - ya, buf + ya, nb, J->fill);
+        else
+#endif
         tr_rows(s, 0, x, (dst_rows){0, buf + ya, nb}, 0, h, yb - ya);
         if (ds == nb) put_out(stream, d + x * ds, buf, h * nb);
         else
