@@ -347,6 +347,28 @@ def test_blocked_rows_match_torch(stream):
         cpu.set_stream_threshold(previous)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_lane_blocks_walked_along_a_loop_match_torch(streaming, threads):
+    # MAE's unpatchify, x.view(n, h, w, p, q, c).permute(0, 5, 1, 3, 2, 4) (a deinterleave
+    # of c lanes), and its patchify (the interleave back), for 2, 3 and 4 lanes of every
+    # element size: blocks of one run of q pixels walked along the loop outside them, each
+    # lane's run one or two whole lines from a line (streamed from the registers) or, at
+    # a destination offset of one element, not; on 3 threads a thread's blocks start and
+    # end inside that loop.
+    for dtype, lanes in itertools.product(SIZES, (2, 3, 4)):
+        for q, offset in ((64 // dtype.itemsize, 0), (128 // dtype.itemsize, 0),
+                          (64 // dtype.itemsize, 1)):
+            for sizes, perm, kernel in (((2, 3, 5, 4, q, lanes), (0, 5, 1, 3, 2, 4),
+                                         "deinterleave"),
+                                        ((2, lanes, 3, 4, 5, q), (0, 2, 4, 3, 5, 1),
+                                         "interleave")):
+                spec = permute_spec(sizes, perm, dtype, dst_offset=offset)
+                plan = plan_copy(spec, CACHES)
+                assert plan.kernel == kernel, plan.describe()
+                with _team(True, threads):
+                    run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+
+
 @pytest.mark.parametrize(
     ("sizes", "perm"),
     [((16, 16, 2, 2, 128, 128), (0, 1, 4, 2, 5, 3)),   # F.pixel_shuffle(x, 2)

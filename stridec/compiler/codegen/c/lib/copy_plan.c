@@ -840,6 +840,19 @@ static void split_rows(const elem_t* s, dst_t* d, i64 ls, i64 n, int K, int all)
     lanes_split(s, d, ls, n, K, !all);  /* copy_lanes.h */
 }
 
+#if LV_BYTES == 64 && !defined(CAST_SRC)
+/* Pixels [0, n) of K lanes (n a whole number of vectors, each lane's run starting a line):
+   each output vector is a line, streamed from the registers. */
+ALWAYS_INLINE void split_lines_k(const elem_t* s, dst_t* d, i64 ls, i64 n, int K) {
+    for (i64 y = 0; y < n; y += LV) {
+        lvec v[4], o[4];
+        for (int j = 0; j < K; j++) memcpy(&v[j], s + K * y + j * LV, LV_BYTES);
+        lanes_split_vec(v, o, K, 0);
+        for (int k = 0; k < K; k++) stream_line(d + k * ls + y, &o[k]);
+    }
+}
+#endif
+
 static void tile_split(const job_t* J, const elem_t* s, dst_t* d, i64 nb, int all) {
     const int K = (int)J->K, rows = all ? K : 1;
     const i64 ls = J->ls;
@@ -847,6 +860,14 @@ static void tile_split(const job_t* J, const elem_t* s, dst_t* d, i64 nb, int al
         split_rows(s, d, ls, nb, K, all);
         return;
     }
+#if LV_BYTES == 64 && !defined(CAST_SRC)
+    if (all && nb % LV == 0 && ((uintptr_t)d & 63) == 0 && (ls * ELEM_BYTES) % 64 == 0) {
+        if (K == 2) split_lines_k(s, d, ls, nb, 2);
+        else if (K == 3) split_lines_k(s, d, ls, nb, 3);
+        else split_lines_k(s, d, ls, nb, 4);
+        return;
+    }
+#endif
     const i64 run = RUN_BYTES / WIDE_BYTES;
     dst_t buf[4 * (RUN_BYTES / WIDE_BYTES)] __attribute__((aligned(64)));
     for (i64 y = 0; y < nb; y += run) {
@@ -1506,6 +1527,33 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
+/* work() of a lane kernel's unmasked blocks where its micro-kernel's dim (b: a
+   deinterleave's, a compress's; a: an interleave's) is one block: the blocks along the
+   innermost loop of several walked by additions, without the general block's dispatch. */
+static void work_lanes(const job_t* J, i64 u0, i64 u1) {
+    const i64 q = J->act[J->nact - 1], sq = J->sstep[q], dq = J->dstep[q];
+    i64 idx[MAXL], so, dof, mb[MAXM];
+    odometer_seek(J, u0, idx, &so, &dof, mb);
+    for (i64 u = u0; u < u1;) {
+        i64 k = J->cnt[q] - idx[q];
+        if (k > u1 - u) k = u1 - u;
+        const elem_t* s = J->src + so;
+        dst_t* d = J->dst + dof;
+        if (J->kernel == K_interleave) {
+            for (i64 r = 0; r < k; r++, s += sq, d += dq)
+                tile_join(J, s, J->ls, d, J->n[J->a], 0, (int)J->K);
+        } else {
+            const int all = J->kernel == K_deinterleave;
+            for (i64 r = 0; r < k; r++, s += sq, d += dq) tile_split(J, s, d, J->n[J->b], all);
+        }
+        so += (k - 1) * sq;
+        dof += (k - 1) * dq;
+        idx[q] += k - 1;
+        odometer_step(J, idx, &so, &dof, mb);
+        u += k;
+    }
+}
+
 /* The permute kernel's table from the matrix's loops (a_loop on): 0 where they are not a
    matrix of at most STRIDEC_COPY_MAX_PERMUTE bytes contiguous on both sides. */
 static int permute_table(job_t* J, const i64* p) {
@@ -1547,10 +1595,14 @@ static int permute_table(job_t* J, const i64* p) {
 
 static void work_task(void* arg, i64 u0, i64 u1) {
     const job_t* J = (const job_t*)arg;
+    const i64 lane_dim = J->kernel == K_interleave ? J->a : J->b;
     if (J->kernel == K_permute)
         work_permute(J, u0, u1);
     else if (J->M && J->kernel != K_transpose && J->kernel != K_interleave && J->kernel != K_fill)
         work_masked_rows(J, u0, u1);
+    else if (!J->M && J->kernel >= K_deinterleave && J->kernel <= K_compress && J->nact > 0
+             && lane_dim >= 0 && J->cnt[lane_dim] == 1)
+        work_lanes(J, u0, u1);
     else if (!J->M && (J->kernel == K_gather || (J->kernel == K_reverse
                                                  && J->n[J->b] * ELEM_BYTES < REVERSE_MIN_BYTES)))
         work_elements(J, u0, u1);
