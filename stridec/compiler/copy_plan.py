@@ -260,6 +260,10 @@ def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
 RESTART_BYTES = 160
 PAGE_BYTES = 512
 BLOCK_BYTES = 96
+# A transpose block's own fixed work: its rows' and sides' offsets, the next block's
+# prefetch, a register tile's edges (blocks of 3 x 5 elements took 50-90 ns each; 1024
+# would move a TTC row to blocks 8 % slower, docs/cpu.md).
+TRANSPOSE_BLOCK_BYTES = 384
 # A matrix of the permute kernel: its loop's step and the vector's load, permute and store.
 PERMUTE_BLOCK_BYTES = 16
 VECTOR_BYTES = 4
@@ -488,6 +492,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
     vectors = max(src.runs * src.run, dst.runs * dst.run) * size / 64
     padding, fixed = 0.0, BLOCK_BYTES if plan.kernel != "permute" else PERMUTE_BLOCK_BYTES
     if plan.kernel == "transpose":  # partial blocks move whole vectors
+        fixed = TRANSPOSE_BLOCK_BYTES
         ea, eb = plan.loops[plan.a_loop].step, plan.loops[plan.b_loop].step
         vectors = (-(-ea * size // 64)) * (-(-eb * size // 64)) * 64 / size
         # a register tile's lanes past a block's edge are moved as if they were elements

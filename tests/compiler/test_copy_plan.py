@@ -206,6 +206,21 @@ def test_many_short_rows_at_once_are_not_priced_as_going_on(sizes, perm):
         run_plan(plan, spec)
 
 
+@pytest.mark.parametrize(("sizes", "perm", "blocks"), [
+    # the random suite's (5, 15, 77, 9, 3).permute(1, 4, 3, 2, 0) int32: 10395 blocks of
+    # 3 x 5 (0.90 ms) or sides grown over the dims that continue them (0.19 ms)
+    ((5, 15, 77, 9, 3), (1, 4, 3, 2, 0), 10395),
+    # (7, 117, 35, 19, 13).permute(1, 4, 2, 3, 0) float32: 77805 blocks of 13 x 7
+    ((7, 117, 35, 19, 13), (1, 4, 2, 3, 0), 77805),
+])
+def test_a_transpose_block_has_a_fixed_cost(sizes, perm, blocks):
+    # A block's own work (its offsets, the next block's prefetch, a register tile's
+    # edges) is more than a tiny block's traffic: not tens of thousands of them.
+    plan = plan_copy(permute_spec(sizes, perm, DTYPES["int32"]), CACHES)
+    assert plan.kernel == "transpose"
+    assert math.prod(loop.count for loop in plan.loops) < blocks // 10, plan.describe()
+
+
 def test_the_candidates_are_distinct():
     # Sides shorter than every tile make one plan of each tiling: the `limit` best are
     # distinct plans, so measured choice has more than one to time.
