@@ -200,14 +200,19 @@ static void gather_runs(const job_t* J, char* d, const char* s, i64 sa, i64 coun
     i64 x = 0;
     if (n < SMALL_RUN_BYTES) {
         const size_t W = n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
-        i64 fast = room >= W ? (i64)((room - W) / n) + 1 : 0;
-        if (fast > count) fast = count;
-        if (sa > 0) {  /* the last run's word below the source's end */
-            i64 left = (i64)(J->send - s) - (i64)W;
-            i64 lim = left >= 0 ? left / sa + 1 : 0;
-            if (fast > lim) fast = lim;
-        } else if ((i64)(J->send - s) < (i64)W) {
-            fast = 0;  /* the first run's word is the highest */
+        const char* top = sa > 0 ? s + (count - 1) * sa : s;  /* the highest run's source */
+        i64 fast = count;
+        /* every run's word inside both (the common case: no division) */
+        if ((size_t)(count - 1) * n + W > room || (i64)(J->send - top) < (i64)W) {
+            fast = room >= W ? (i64)((room - W) / n) + 1 : 0;
+            if (fast > count) fast = count;
+            if (sa > 0) {  /* the last run's word below the source's end */
+                i64 left = (i64)(J->send - s) - (i64)W;
+                i64 lim = left >= 0 ? left / sa + 1 : 0;
+                if (fast > lim) fast = lim;
+            } else if ((i64)(J->send - s) < (i64)W) {
+                fast = 0;  /* the first run's word is the highest */
+            }
         }
         switch (W) {
         case 8: GATHER_WORDS(8); break;
@@ -249,6 +254,7 @@ static void prefetch_runs(const job_t* J, next_t* P, i64 upto) {
 /* Source rows [P->done, upto) of the next rows block (along a) into L2, each the segment
    its nc runs along c make where they follow on in the source (J->ssc == nb): a line a
    prefetch, where short runs, each asked for alone, would cost a prefetch or two a run. */
+#define SEGMENT_BYTES 256  /* shorter: the prefetches cost more than the block's copy */
 static void prefetch_segments(const job_t* J, next_t* P, i64 upto) {
     if (!P->base || upto <= P->done) return;
     if (upto > P->na) upto = P->na;
@@ -348,8 +354,8 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
             B->out += whole;
             B->have -= whole;
         }
-        i64 k = (i64)((JOINED_BYTES - B->have) / n);
-        if (k > count - x) k = count - x;
+        i64 k = count - x;
+        if (B->have + (size_t)k * n > JOINED_BYTES) k = (i64)((JOINED_BYTES - B->have) / n);
         gather_runs(J, (char*)buf + B->have, s + x * sa, sa, k, n, JOINED_BUF - B->have);
         B->have += (size_t)k * n;
         x += k;
@@ -374,7 +380,8 @@ static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb,
     if (n < 16) P = 0;
     if (!J->stream) {
         if (n > ROWS_SHORT_BYTES) P = 0;  /* long runs: the prefetchers follow them */
-        if (da == eb && n < SMALL_RUN_BYTES) {  /* one run in the destination: words */
+        if (da == eb && n < SMALL_RUN_BYTES && (size_t)ea * n >= SEGMENT_BYTES) {
+            /* one run in the destination, several words long: a word a run */
             for (i64 x = 0; x < ea; x += GATHER_PART) {
                 const i64 e = ea - x < GATHER_PART ? ea : x + GATHER_PART;
                 PREFETCH_RUNS(e - 1);
@@ -437,7 +444,7 @@ static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, 
     /* Runs shorter than a line: the next block's, asked for one by one, cost more than
        they save; where they follow on in the source along c, each of its source rows
        along a is one segment, asked for a line at a time. */
-    const int segments = J->ssc == eb;
+    const int segments = J->ssc == eb && ec * eb * ELEM_BYTES >= SEGMENT_BYTES;
     if (n < 64 && !segments) P = 0;
     for (i64 z = 0; z < ec; z++) {
         const elem_t* sz = s + z * J->ssc;
@@ -1318,7 +1325,8 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
             }
 #endif
 #ifndef CAST_SRC
-            if (P && J->c >= 0 && J->ssc == eb && eb * ELEM_BYTES < 64) {
+            if (P && J->c >= 0 && J->ssc == eb && eb * ELEM_BYTES < 64
+                && ec * eb * ELEM_BYTES >= SEGMENT_BYTES) {
                 /* short runs that follow on in the source along c: the next block's
                    source rows asked for a segment at a time (prefetch_segments) */
                 for (i64 z = 0; z < ec; z++) {
