@@ -197,7 +197,8 @@ def _run_all(src: str, dst: str, fn, threads_list=(1, 3)) -> set[str]:
 
 @pytest.mark.parametrize(("src", "dst"), KERNEL_PAIRS, ids=lambda n: n)
 def test_every_kernel_converts_as_torch(src, dst):
-    assert _run_all(src, dst, _fn(src, dst)) == set(KERNELS) - {"fill"}  # fills: copies
+    # fills: copies; permutes (a matrix in one vector): not casts
+    assert _run_all(src, dst, _fn(src, dst)) == set(KERNELS) - {"fill", "permute"}
 
 
 @pytest.mark.parametrize(("src", "dst"), KERNEL_PAIRS[:4], ids=lambda n: n)

@@ -255,9 +255,13 @@ ALWAYS_INLINE void cast_run(dst_t* restrict d, const elem_t* restrict s, i64 n) 
                         || CAST_DST == STRIDEC_DT_FLOAT32)
 #if defined(__AVX512F__)
 #if DST_BYTES == 2 && !CAST_FLOAT_DST && defined(__AVX512BW__)
-    for (; j + 32 <= n; j += 32)  /* int16: 32 at a time (vpmovzxbw / vpmovsxbw) */
-        _mm512_storeu_si512((void*)(d + j), BYTES_TO(512, 16)(
-            _mm256_loadu_si256((const __m256i*)(const void*)(s + j))));
+    for (; j + 32 <= n; j += 32) {  /* int16: 32 at a time (vpmovzxbw / vpmovsxbw) */
+        __m256i b = _mm256_loadu_si256((const __m256i*)(const void*)(s + j));
+#if CAST_SRC == STRIDEC_DT_BOOL
+        b = _mm256_min_epu8(b, _mm256_set1_epi8(1));  /* any byte but 0 is true: 1 */
+#endif
+        _mm512_storeu_si512((void*)(d + j), BYTES_TO(512, 16)(b));
+    }
 #endif
     for (; j + 16 <= n; j += 16) {
         __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(s + j));
