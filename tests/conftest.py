@@ -83,7 +83,10 @@ else:  # a worker of the run: the run's folder is its own, removed when the run 
 os.environ["STRIDEC_TESTS_ROOT"] = _ROOT
 os.environ["TMPDIR"] = _ROOT
 tempfile.tempdir = None  # gettempdir() reads TMPDIR again
-os.environ.setdefault("STRIDEC_CACHE_DIR", os.path.join(_ROOT, "stridec-cache"))
+# .ci/run names one build cache for its three runs (STRIDEC_TESTS_CACHE_DIR), so the long
+# tail and the oldest torch's run reuse the suite's C builds instead of compiling them again.
+os.environ.setdefault("STRIDEC_CACHE_DIR", os.environ.get("STRIDEC_TESTS_CACHE_DIR")
+                      or os.path.join(_ROOT, "stridec-cache"))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_ROOT, "inductor-cache"))
 
 

@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_everything_temporary_lives_in_the_runs_folder(tmp_path: Path) -> None:
     root = Path(tempfile.gettempdir())
     assert root.name.startswith("stridec-tests-")
-    for path in (tmp_path, Path(os.environ["STRIDEC_CACHE_DIR"]),
-                 Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])):
+    cache = Path(os.environ["STRIDEC_CACHE_DIR"])
+    for path in (tmp_path, Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])):
         assert root in path.parents, path
+    shared = os.environ.get("STRIDEC_TESTS_CACHE_DIR")  # the build cache of CI's runs
+    assert cache == Path(shared) if shared else root in cache.parents, cache
 
 
 def test_a_run_leaves_its_temporary_folder_empty(tmp_path: Path) -> None:
@@ -35,7 +37,7 @@ def test_a_run_leaves_its_temporary_folder_empty(tmp_path: Path) -> None:
         (temp / name / "stridec-cache").mkdir(parents=True)
         (temp / name / "pid").write_text(pid)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("STRIDEC_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+           if k not in ("STRIDEC_CACHE_DIR", "STRIDEC_TESTS_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
     env["TMPDIR"] = str(temp)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
