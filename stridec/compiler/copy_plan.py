@@ -42,10 +42,11 @@ The interface others build on (kept stable):
   `dataclasses.replace` makes a variant (another tile, thread count, streaming choice);
 - turning a plan into a kernel's parameters: `codegen/c/plan.py`'s `plan_params(plan)`
   (the argument block, laid out by `lib/copy_abi.h`), `planned_call(spec, plan)` (the
-  library class and block of a copy, the model's plan unless `plan` is given), and
-  `routed(plan)` (whether the C target runs a plan on the library today); `ranked_plans`
-  (the distinct routed candidates) and `choosing(chooser)` (who picks among them while
-  lowering: measured choice).
+  library class and block of a copy, the model's plan unless `plan` is given),
+  `planned_calls(spec)` (the calls that run any copy: the gather where the model takes no
+  plan, halves of a copy of more than `MAX_MASKS` masks); `ranked_plans` (the distinct
+  candidates) and `choosing(chooser)` (who picks among them while lowering: measured
+  choice).
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ MAX_BLOCK_ROWS = 1024
 # A transpose's blocks: (bytes of each source row, source rows) the model chooses among
 # (measured on the TTC permutations, docs/cpu.md).
 TRANSPOSE_TILES = ((1024, 256), (512, 256), (1024, 128))
+# The a tiles of a transpose of bytes built as words (`_byte_words`) are this many times
+# longer: NCHW16 and NCHW32 packs of 3-4 int8 channels took 4-7 % longer in blocks of 1024
+# rows than of 16384 (docs/cpu.md, "Every copy on the library").
+BYTE_WORDS_TILE = 16
 # The most destination elements a row of a streamed transpose builds in L1 before it
 # streams them (lib/copy_plan.c, STRIP_BYTES over its TV rows).
 STRIP_ELEMENTS = 512
@@ -575,7 +580,7 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
     """The `limit` best plans of `spec` by the model (`plan_cost`), best first; empty when
     the planner does not take the copy (symbolic sizes, a fill of nothing, masks of a
     deinterleave or more than `MAX_MASKS`, masks that leave points of an interleave
-    unwritten: the strategies of `codegen/c/copy.py` run those). A cast is planned as a
+    unwritten: `codegen/c/plan.py`'s `planned_calls` runs those). A cast is planned as a
     copy of its source's elements that converts them as it stores; its fill is the
     destination's bits (a cast that only fills reads nothing: the destination dtype's
     fill). With `gather`, the gather's plans are among them whatever the strides (a walk
@@ -733,8 +738,11 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
         if kernel == "transpose":
             na = math.prod(canon.sizes[j] for j in sides[0])
             nb = math.prod(canon.sizes[j] for j in sides[1])
+            tiles = TRANSPOSE_TILES
+            if _byte_words(canon, sides, size, cast):
+                tiles = tuple((ta * BYTE_WORDS_TILE, tb) for ta, tb in tiles)
             tilings = [{a: _tile(na, max(16, ta // size)), b: _tile(nb, tb, MAX_BLOCK_ROWS)}
-                       for ta, tb in TRANSPOSE_TILES]
+                       for ta, tb in tiles]
         elif kernel in ("rows", "reverse", "deinterleave", "compress", "fill"):
             tilings = [{b: min(canon.sizes[b], max(1, (64 << 10) // size))}]
         elif kernel == "interleave":
@@ -857,6 +865,18 @@ def _grouped_rows(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
     loops = list(plan.loops)
     loops[a_loop] = dataclasses.replace(a, step=min(a.extent, rows))
     return _with(plan, loops=tuple(loops), a_loop=a_loop, prefetch=moved > caches.l2)
+
+
+def _byte_words(canon: CopySpec, sides: tuple[list[int], list[int]], size: int,
+                cast: tuple) -> bool:
+    """Whether a masked transpose of bytes writes destination rows of 32 bytes or fewer from
+    4 valid source rows or fewer (NCHW16 and NCHW32 packs of a few channels): the library
+    moves those as words of 4 bytes, 16 rows a few instructions (lib/copy_plan.c,
+    `byte_lines`), so a block's fixed work weighs more than the model's price of it."""
+    b = sides[1]
+    return (size == 1 and not cast and bool(canon.masks) and len(b) == 1
+            and canon.sizes[b[0]] <= 32
+            and any(abs(m.coeffs[b[0]]) == 1 and m.hi - m.lo <= 4 for m in canon.masks))
 
 
 def _masks_take(canon: CopySpec, sides: tuple[list[int], list[int]], cast: tuple) -> bool:

@@ -21,7 +21,7 @@ from stridec.compiler.codegen.spec import CopySpec, MaskBound
 from stridec.compiler.copy_plan import PlanMask, candidate_plans
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
-from tests.compiler.test_codegen_c_copy import _team
+from tests.compiler.test_codegen_c_copy import _team, run_c
 from tests.compiler.test_copy_plan import _library
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="needs a C compiler")
@@ -202,22 +202,34 @@ def test_the_c_target_runs_pads_packs_and_fills_on_the_library():
     assert generate_c_copy(fill).strategy == "fill"
 
 
-def test_masks_the_library_does_not_take_stay_on_the_strategies():
-    # A masked deinterleave (its transposes take it), and more masks than the block holds.
+def test_masks_the_library_does_not_take_by_a_kernel():
+    # A masked deinterleave: its transposes take it.
     f32 = DTYPES["float32"]
     unpack = CopySpec((2, 4, 9, 31), (1116, 1, 124, 4), 0, (837, 279, 31, 1), 0, f32, f32,
                       (MaskBound((0, 1, 0, 0), 0, 3),), None)
     assert candidate_plans(unpack)
     assert all(p.kernel != "deinterleave" for p in candidate_plans(unpack))
-    # 65 masks of one direction are one; of 65 directions, the strategies'
+
+
+@pytest.mark.parametrize("fill", [0, None])
+def test_more_masks_than_the_block_holds_run_on_the_library_in_pieces(fill):
+    # 65 masks of one direction are one; of 65 directions, more than an argument block
+    # holds: the copies of halves of the dims, each with the masks that do not hold on
+    # all of it, every one on the library, together the copy.
+    f32 = DTYPES["float32"]
     one = CopySpec((70,), (1,), 0, (1,), 0, f32, f32,
-                   tuple(MaskBound((1,), k, 70 + k) for k in range(1, 66)), 0)
+                   tuple(MaskBound((1,), k, 70 + k) for k in range(1, 66)), fill)
     assert len(one.masks) > 64 and candidate_plans(one)[0].masks == (PlanMask(65, 71, 0, (1,)),)
-    assert generate_c_copy(one).calls[0][0].startswith(cplan.SYMBOL_PREFIX)
-    many = CopySpec((70, 2), (2, 1), 0, (2, 1), 0, f32, f32,
-                    tuple(MaskBound((1, k), 0, 68 + k) for k in range(1, 66)), 0)
-    assert len(many.masks) > 64 and candidate_plans(many) == []
-    assert not generate_c_copy(many).calls[0][0].startswith(cplan.SYMBOL_PREFIX)
+    assert [call[0] for call in generate_c_copy(one).calls] == [cplan.plan_symbol(4)]
+    for many in (CopySpec((70, 2), (2, 1), 0, (2, 1), 0, f32, f32,
+                          tuple(MaskBound((1, k), 0, 68 + k) for k in range(1, 66)), fill),
+                 CopySpec((9, 8, 7), (1, 63, 9), 3, (56, 7, 1), 0, f32, f32,
+                          tuple(MaskBound((1, k % 5 + 1, k), k // 4, 6 * k + 24 + k % 3)
+                                for k in range(70)), fill)):
+        assert len(many.masks) > 64 and candidate_plans(many) == []
+        kernel = run_c(many)
+        assert len(kernel.calls) > 1
+        assert all(call[0] == cplan.plan_symbol(4) for call in kernel.calls)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
@@ -263,7 +275,7 @@ def test_byte_packs_of_few_channels_match_torch(stream):
     gen = torch.Generator().manual_seed(3)
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
-        for k, c in ((16, 3), (32, 3), (64, 1), (64, 4), (32, 5), (128, 3)):
+        for k, c in ((16, 3), (16, 4), (32, 3), (64, 1), (64, 4), (32, 5), (128, 3)):
             n, h, w = 2, 2, 19
             x = _values((n, c, h, w), "int8", gen)
             padded = F.pad(x, (0, 0, 0, 0, 0, k - c), value=-7).reshape(n, 1, k, h, w)

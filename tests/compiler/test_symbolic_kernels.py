@@ -183,7 +183,7 @@ def test_a_symbolic_kernel_compiles_for_sm90_with_16_byte_accesses(hint: int) ->
 def test_dims_that_merge_at_the_hint_only_stay_on_the_library() -> None:
     """Rows of N written into rows of 64: at N = 64 one contiguous run (the dims merge),
     at N = 48 rows 64 apart. The symbolic copy is planned on its dims unmerged, so one
-    library call serves both (not the strategies of codegen/c/copy.py)."""
+    library call serves both."""
     from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
     from stridec.ir.symbols import evaluate
     from stridec.runtime.backends import cpu
@@ -209,7 +209,7 @@ def test_masks_that_hold_everywhere_or_nowhere_at_the_hint_only_stay_on_the_libr
     """Rows of N whose columns [lo, hi) are copied, the others the fill (or left): at N =
     32 the mask holds on every element, or on none (the static copy there has no mask, or
     is a fill); at N = 64 neither. The symbolic copy is planned with its mask as it is, so
-    one library call serves every N (not the strategies of codegen/c/copy.py)."""
+    one library call serves every N."""
     from stridec.compiler.codegen.symbolic_c import generate_c_copy_symbolic
     from stridec.ir.symbols import evaluate
     from stridec.runtime.backends import cpu

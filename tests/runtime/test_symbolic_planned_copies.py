@@ -69,7 +69,7 @@ def test_a_plan_whose_lanes_are_the_symbol_at_the_hint_holds_for_other_values(
         sizes: tuple, perm: tuple[int, ...], masked: bool) -> None:
     # At N = 3 the copy is a deinterleave (an interleave) of 3 lanes; at N = 5 it is not:
     # the symbolic plan must not take the hint's lanes for every N, and takes another of
-    # the library's (a transpose, or the gather), not the strategies of codegen/c/copy.py.
+    # the library's (a transpose, or the gather), never a kernel of its own.
     for dtype in ("float32", "int8"):
         g = stridec.Graph("lanes")
         x = g.input("x", sizes, dtype)

@@ -1,25 +1,20 @@
 """The C kernels of copies over symbolic sizes (the `cpu` backend).
 
-A C copy kernel already serves a class — one strategy, one pair of element types — and
-takes every size, stride, offset and mask bound in an int64 array
-(`codegen/c/copy.py`). Over symbolic sizes that array holds expressions: the copy is
-canonicalized for every value of its symbols (`canonicalize_symbolic`, with `hint`, a
-binding, ordering the dims), its strategy is the one `codegen.c.copy` picks at `hint`
-where the unit strides it relies on are 1 for every value (else a gather), and the
-parameters are `copy_params` of the symbolic canonical copy. `Program.bind` evaluates
-them per call, so one compiled library and one plan serve every binding of the class.
-
-A copy the planner takes at `hint` (`copy_plan.candidate_plans`, `plan.routed`) runs on the
-planned library as a static copy of that size would: the plan's decisions (micro-kernel,
-loop order, blocks, a transpose's sides) are taken at `hint`, its extents, strides and
-offsets are the symbolic copy's, and each decision the micro-kernel relies on (a unit
+A copy over symbolic sizes runs on the planned library (`codegen/c/plan.py`) as a static
+copy of the size of `hint` (a binding) would: the copy is canonicalized for every value of
+its symbols (`canonicalize_symbolic`, `hint` ordering the dims), the plan's decisions
+(micro-kernel, loop order, blocks, a transpose's sides) are taken at `hint`, and its
+extents, strides and offsets are the symbolic copy's, so its argument block holds
+expressions that `Program.bind` evaluates per call: one compiled library and one plan
+serve every binding of the class. Each decision the micro-kernel relies on (a unit
 stride, K lanes, a side's dims contiguous) is checked to hold for every value of the
 symbols; where one does not, the copy takes the next of the model's candidates whose
 premises all hold (a transpose of the lanes an interleave at `hint` had), down to the
-library's gather, which has none, so a copy the planner routes at `hint` never takes the
-strategies above. Dims that merge at `hint` only are planned unmerged, on the symbolic
-copy's own dims; masks that hold everywhere or nowhere at `hint` only, with the masks as
-they are (none dropped, the copy no fill).
+library's gather, which has none. Dims that merge at `hint` only are planned unmerged, on
+the symbolic copy's own dims; masks that hold everywhere or nowhere at `hint` only, with
+the masks as they are (none dropped, the copy no fill); where the model's candidates do
+not fit the symbolic copy's dims at all (a dim that `hint` orients or orders otherwise
+than other bindings do), the gather over the symbolic canonical dims as they are.
 """
 
 from __future__ import annotations
@@ -32,50 +27,75 @@ from stridec.compiler.codegen.c import copy as c
 from stridec.compiler.codegen.c import plan as planned
 from stridec.compiler.codegen.spec import (
     CopySpec,
+    MaskBound,
     bind_copy,
     canonicalize_copy,
     canonicalize_symbolic,
-    copy_strategy,
     copy_symbols,
     is_fill_only,
 )
-from stridec.compiler.copy_plan import MAX_THREADS, CopyPlan, Loop, PlanMask, candidate_plans
+from stridec.compiler.copy_plan import (
+    MAX_MASKS,
+    MAX_THREADS,
+    CopyPlan,
+    Loop,
+    PlanMask,
+    candidate_plans,
+)
+from stridec.errors import UnsupportedError
+from stridec.ir.dtypes import bit_pattern
 
 __all__ = ["generate_c_copy_symbolic"]
 
 
 def _plan(spec: CopySpec, hint: Mapping[str, int]
-          ) -> tuple[c.CopyClass | planned.PlannedClass, tuple] | None:
-    """(class, symbolic params) of one copy, as `codegen.c.copy._plan` of a static one."""
+          ) -> list[tuple[planned.PlannedClass, tuple]]:
+    """The calls (class, symbolic params) of one copy, as `plan.planned_calls` of a static
+    one."""
     symbols = copy_symbols(spec)
     constants = {k: hint[k] for k in symbols if hint[k] in (0, 1)}
     if constants:
         spec = bind_copy(spec, constants)
     canon = canonicalize_symbolic(spec, hint) if copy_symbols(spec) else spec
+    if not copy_symbols(canon):  # the hint's 0s and 1s left no symbol: the static copy
+        return planned.planned_calls(canon)
     at = bind_copy(canon, hint)
     if at.numel == 0:
-        return None
+        return []
     on_library = _planned_call(canon, at)
     if on_library is not None:
-        return on_library
-    fill_only = is_fill_only(at)
-    if fill_only and canon.fill is None:
-        return None
-    canon, at = c._rank1(canon), c._rank1(at)
-    if fill_only:  # nothing is read or converted: the class of a same-dtype copy
-        canon = dataclasses.replace(canon, src_dtype=canon.dst_dtype)
-    strategy, unit = copy_strategy(at, fill_only)
-    if canon.dst_strides[-1] != 1:
-        strategy, unit = "gather", None
-    elif strategy == "linear" and not (fill_only or canon.src_strides[-1] == 1):
-        strategy, unit = "gather", None
-    elif strategy == "tiled_transpose" and (unit is None or canon.src_strides[unit] != 1):
-        strategy, unit = "gather", None
-    order = list(range(canon.rank))
-    if unit is not None:  # the source's unit dim goes next to the innermost
-        order.remove(unit)
-        order.insert(len(order) - 1, unit)
-    return c.copy_class(canon, strategy), c.copy_params(canon, order)
+        return [on_library]
+    if is_fill_only(at) and canon.fill is None:
+        return []
+    if len(canon.masks) > MAX_MASKS:
+        raise UnsupportedError(
+            f"copy: at most {MAX_MASKS} masks over symbolic sizes are supported; got "
+            f"{len(canon.masks)} (bind the sizes, or compile the graph with static shapes)")
+    return [planned.planned_call(at, _gather_plan(canon, at))]
+
+
+def _gather_plan(canon: CopySpec, at: CopySpec) -> CopyPlan:
+    """The library's gather of the symbolic canonical copy `canon` (`at` at the hint): an
+    element at a time along its last dim, the others looped over as they are, masks and
+    fill as they are; it relies on no stride, so it holds for every value of the
+    symbols."""
+    if not canon.rank:
+        canon = dataclasses.replace(canon, sizes=(1,), src_strides=(1,), dst_strides=(1,),
+                                    masks=tuple(MaskBound((0,), m.lo, m.hi) for m in canon.masks))
+    sizes, src, dst = canon.sizes, canon.src_strides, canon.dst_strides
+    last = canon.rank - 1
+    loops = tuple(Loop(j, sizes[j], sizes[j] if j == last else 1, src[j], dst[j])
+                  for j in range(canon.rank))
+    cast = (() if canon.src_dtype == canon.dst_dtype
+            else (canon.src_dtype.name, canon.dst_dtype.name))
+    size = canon.src_dtype.itemsize
+    fill = None if canon.fill is None or not canon.masks else bit_pattern(canon.fill,
+                                                                         canon.dst_dtype)
+    masks = tuple(PlanMask(m.lo, m.hi, 0, tuple(m.coeffs)) for m in canon.masks)
+    moved = math.prod(sizes) * (size + canon.dst_dtype.itemsize)
+    return CopyPlan("gather", size, loops, canon.src_offset, canon.dst_offset, a_loop=-1,
+                    b_loop=last, parallel=MAX_THREADS, stream_bytes=moved // 2, masks=masks,
+                    fill_bits=fill, cast=cast)
 
 
 def _planned_call(canon: CopySpec, at: CopySpec
@@ -84,8 +104,6 @@ def _planned_call(canon: CopySpec, at: CopySpec
     planned library, with the plan the model takes for `at` (`canon` at the hint); None
     where the planner takes no plan there, or one of its decisions does not hold for every
     value of the symbols."""
-    if not copy_symbols(canon):  # the hint's 0s and 1s left no symbol: the static copy
-        return planned.planned_call(canon)
     fill = _fills_always(canon)
 
     def canonical(coalesce: bool, simplify: bool = True) -> CopySpec:
@@ -106,14 +124,12 @@ def _planned_call(canon: CopySpec, at: CopySpec
     plans = natural + [p for p in plans if p not in natural]
     # A fill of every value (a mask of constants that never holds) is the fill kernel; a
     # fill at the hint only is planned with its masks as they are (above).
-    if not plans or not planned.routed(plans[0]) or (plans[0].kernel == "fill") != fill:
+    if not plans or (plans[0].kernel == "fill") != fill:
         return None
     # The model's plan where its premises hold for every value; else the next of its
     # candidates whose premises do (a transpose of the lanes the hint's interleave was),
     # down to the gather's, which has none.
     for plan in plans:
-        if plan.kernel != "gather" and not planned.routed(plan):
-            continue
         symbolic = _symbolic_plan(plan, canon, at)
         if symbolic is not None:
             return planned.planned_call(at, symbolic)

@@ -216,16 +216,6 @@ class CCopyKernel(CKernel):
     launch passes storages `(src, dst)`, or `(dst, src_0, …)` for a batch."""
 
 
-def _plan(spec: CopySpec) -> tuple[CopyClass | plan.PlannedClass, tuple[int, ...]] | None:
-    """(class, runtime params) of one copy; None when it writes nothing. A copy the
-    planner takes (`stridec.compiler.copy_plan`) and `plan.routed` sends to it runs on the
-    planned copies' library; the others on the classes below."""
-    planned = plan.planned_call(spec)
-    if planned is not None:
-        return planned
-    return _strategy_plan(spec)
-
-
 def _strategy_plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
     """(class, runtime params) of one copy on the strategies of this module."""
     canon = canonicalize_copy(spec)
@@ -245,25 +235,22 @@ def _strategy_plan(spec: CopySpec) -> tuple[CopyClass, tuple[int, ...]] | None:
 
 def assemble_kernel(
     specs: Sequence[CopySpec], args: Sequence[tuple[int, int]], label: str,
-    plan_one: Callable[[CopySpec], tuple[CopyClass | plan.PlannedClass, tuple] | None],
+    plan_one: Callable[[CopySpec], Sequence[tuple[CopyClass | plan.PlannedClass, tuple]]],
 ) -> CCopyKernel:
-    """One C kernel of `specs`, each planned by `plan_one` (its class and parameters, or
-    None when it writes nothing), `args` giving each call's storages: one unit of the
-    libraries met, one call per copy."""
+    """One C kernel of `specs`, each planned by `plan_one` (the class and parameters of
+    each of its calls: none where it writes nothing), `args` giving each call's storages:
+    one unit of the libraries met."""
     calls = []
     call_classes: list[CopyClass | plan.PlannedClass] = []
     classes: list[CopyClass | plan.PlannedClass] = []
     for spec, (src_arg, dst_arg) in zip(specs, args, strict=True):
         if spec.numel == 0:
             continue
-        planned = plan_one(spec)
-        if planned is None:
-            continue
-        cls, params = planned
-        calls.append((cls.symbol, src_arg, dst_arg, params))
-        call_classes.append(cls)
-        if all(c.symbol != cls.symbol for c in classes):
-            classes.append(cls)
+        for cls, params in plan_one(spec):
+            calls.append((cls.symbol, src_arg, dst_arg, params))
+            call_classes.append(cls)
+            if all(c.symbol != cls.symbol for c in classes):
+                classes.append(cls)
     if len(calls) > 1:
         # A batch writes one buffer: its members stream or not together, by its total (an
         # expression of the symbols over symbolic sizes, as the static plan's number).
@@ -299,13 +286,14 @@ def _source_digest(cls: CopyClass | plan.PlannedClass) -> str:
 def generate_c_copy(spec: CopySpec) -> CCopyKernel:
     """The C kernel of one copy, launched as `(src_storage, dst_storage)`; casts convert
     as torch's CPU `.to()` (`codegen/c/casts.py`)."""
-    return assemble_kernel([spec], [(0, 1)], "copy", _plan)
+    return assemble_kernel([spec], [(0, 1)], "copy", plan.planned_calls)
 
 
 def generate_c_copy_batch(specs: Sequence[CopySpec]) -> CCopyKernel:
     """The C kernel of copies into one buffer, launched as `(dst, src_0, …, src_{k-1})`;
     the copies run one after another, each on every thread."""
-    return assemble_kernel(list(specs), [(j + 1, 0) for j in range(len(specs))], "batch", _plan)
+    return assemble_kernel(list(specs), [(j + 1, 0) for j in range(len(specs))], "batch",
+                           plan.planned_calls)
 
 
 # --------------------------------------------------------------------------- C text

@@ -18,6 +18,7 @@ choice, `stridec.runtime.tune`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from importlib import resources
 
 from stridec.compiler.codegen.c.casts import C_PRELUDE
 from stridec.compiler.codegen.c.pool import POOL_DECLARATION, STREAM_DECLARATION
-from stridec.compiler.codegen.spec import CopySpec
+from stridec.compiler.codegen.spec import CopySpec, MaskBound, canonicalize_copy, is_fill_only
 from stridec.compiler.copy_plan import (
     KERNELS,
     MAX_BLOCK_ROWS,
@@ -37,11 +38,12 @@ from stridec.compiler.copy_plan import (
     candidate_plans,
     plan_copy,
 )
+from stridec.errors import UnsupportedError
 from stridec.ir.affine import MAX_RANK
 
 __all__ = ["ABI", "CAST_PREFIX", "LANE_KERNELS", "LIBRARY_FILES", "PlanABI", "PlannedClass",
            "SYMBOL_PREFIX", "choosing", "is_plan_symbol", "plan_call_fits", "plan_params",
-           "plan_symbol", "plan_unit_source", "planned_call", "ranked_plans", "routed"]
+           "plan_symbol", "plan_unit_source", "planned_call", "planned_calls", "ranked_plans"]
 
 LIBRARY_FILES = ("copy_abi.h", "copy_cast.h", "copy_micro.h", "copy_lanes.h", "copy_plan.c")
 SYMBOL_PREFIX = "stridec_plan_bits"
@@ -108,8 +110,8 @@ assert ABI.max_loops >= MAX_RANK and ABI.max_group >= MAX_RANK, "lib/copy_abi.h:
 # A batch sets word 6 of each member's call to the whole batch's bytes (codegen/c/copy.py).
 assert ABI.index("stream_bytes") == 6, "lib/copy_abi.h: stream_bytes must be word 6"
 
-# The strategy a planned kernel reports, by micro-kernel: the names the Triton target and
-# the strategies of codegen/c/copy.py use for the same walk.
+# The strategy a planned kernel reports, by micro-kernel: the names the Triton target uses
+# for the same walk.
 STRATEGIES = {"rows": "linear", "transpose": "tiled_transpose", "gather": "gather",
               "deinterleave": "deinterleave", "interleave": "interleave", "compress": "compress",
               "reverse": "reverse", "fill": "fill", "permute": "gather"}
@@ -135,42 +137,17 @@ class PlannedClass:
 LANE_KERNELS = ("deinterleave", "interleave", "compress")
 
 
-def routed(plan: CopyPlan) -> bool:
-    """Whether a copy with this plan runs on the planned library rather than on the
-    strategies of `codegen/c/copy.py`: where it was measured to win or draw (docs/cpu.md):
-    every copy's plan (rows: runs longer than ROWS_SHORT_BYTES in streamed groups,
-    copy_plan._grouped_rows; gathers and flips of short runs an element at a time), a
-    cast's every plan (masked or not; 1-byte sources widen in vector instructions,
-    lib/copy_cast.h) but transposes of 1-byte sources into 8-byte elements (0.83-0.97 of
-    the strategies' speed at 2048 x 2048, 1.3-1.5 at 1024 and 4096); masked transposes of
-    1-byte elements but rows of 32 bytes or fewer holding 4 valid bytes or fewer (NCHW16
-    and NCHW32 packs of 3 channels: 0.82 and 0.76-1.08 of the strategies' speed, whose
-    padded_words build each line in registers; NCHW64 0.96-1.10)."""
-    if plan.kernel != "transpose" or plan.elem_bytes != 1:
-        return True
-    if plan.cast:
-        return plan.dst_bytes != 8
-    return not (plan.masks and len(plan.b_side) == 1 and plan.b_side[0][0] <= 32
-                and any(abs(m.coeffs[plan.b_loop]) == 1 and m.hi - m.lo <= 4
-                        for m in plan.masks))
-
-
 Chooser = Callable[[CopySpec, list[CopyPlan]], CopyPlan]
 # The chooser of the copies lowered in this context (`choosing`); None: the model's first.
 _CHOOSER: ContextVar[Chooser | None] = ContextVar("stridec_plan_chooser", default=None)
 
 
 def ranked_plans(spec: CopySpec, limit: int = 4) -> list[CopyPlan]:
-    """The distinct plans of `spec` that run on the planned library, at most `limit`, best
-    first by the model (`candidate_plans`); empty where the model's best is not `routed`
-    (the copy runs on the strategies of `codegen/c/copy.py`)."""
-    plans = candidate_plans(spec, limit=limit)
-    if not plans or not routed(plans[0]):
-        return []
+    """The distinct plans of `spec`, at most `limit`, best first by the model
+    (`candidate_plans`)."""
     ranked: dict[tuple[int, ...], CopyPlan] = {}
-    for plan in plans:
-        if routed(plan):
-            ranked.setdefault(plan_params(plan), plan)
+    for plan in candidate_plans(spec, limit=limit):
+        ranked.setdefault(plan_params(plan), plan)
     return list(ranked.values())
 
 
@@ -189,8 +166,7 @@ def planned_call(spec: CopySpec, plan: CopyPlan | None = None
                  ) -> tuple[PlannedClass, tuple[int, ...]] | None:
     """(class, argument block) of `spec` on the planned library, with `plan` (one of
     `candidate_plans(spec)`), else the one the chooser of `choosing` picks, else the
-    model's; None where the planner takes no plan or the model's plan is not `routed`
-    there."""
+    model's; None where the planner takes no plan (`planned_calls` runs every copy)."""
     if plan is None:
         chooser = _CHOOSER.get()
         plans = ranked_plans(spec) if chooser is not None else []
@@ -198,10 +174,45 @@ def planned_call(spec: CopySpec, plan: CopyPlan | None = None
             plan = plans[0] if len(plans) == 1 else chooser(spec, plans)
         else:  # the model's plan
             plan = plan_copy(spec)
-            if plan is None or not routed(plan):
+            if plan is None:
                 return None
     cls = PlannedClass(plan.elem_bytes, STRATEGIES[plan.kernel], plan.cast)
     return cls, plan_params(plan)
+
+
+def planned_calls(spec: CopySpec) -> list[tuple[PlannedClass, tuple[int, ...]]]:
+    """The calls of the planned library that run `spec`: none where it writes nothing; the
+    model's plan (`planned_call`); else its gather, which relies on no stride; a copy of
+    more masks than the argument block holds (`MAX_MASKS` directions) as the copies of
+    the halves of its largest masked dim, recursively, each of which drops the masks that
+    hold on all of it (at one element, every mask)."""
+    call = planned_call(spec)
+    if call is not None:
+        return [call]
+    plans = candidate_plans(spec, limit=1, gather=True)
+    if plans:
+        return [planned_call(spec, plans[0])]
+    canon = canonicalize_copy(spec)
+    if canon.numel == 0 or (is_fill_only(canon) and canon.fill is None):
+        return []
+    if len(canon.masks) <= MAX_MASKS:
+        raise UnsupportedError(f"copy: the planner takes no plan of {spec}")
+    k = max((j for j in range(canon.rank)
+             if canon.sizes[j] > 1 and any(m.coeffs[j] for m in canon.masks)),
+            key=lambda j: canon.sizes[j])
+    half = canon.sizes[k] // 2
+    low = dataclasses.replace(canon, sizes=_at(canon.sizes, k, half))
+    high = dataclasses.replace(
+        canon, sizes=_at(canon.sizes, k, canon.sizes[k] - half),
+        src_offset=canon.src_offset + half * canon.src_strides[k],
+        dst_offset=canon.dst_offset + half * canon.dst_strides[k],
+        masks=tuple(MaskBound(m.coeffs, m.lo - m.coeffs[k] * half, m.hi - m.coeffs[k] * half)
+                    for m in canon.masks))
+    return planned_calls(low) + planned_calls(high)
+
+
+def _at(values: tuple[int, ...], k: int, value: int) -> tuple[int, ...]:
+    return (*values[:k], value, *values[k + 1:])
 
 
 def plan_symbol(elem_bytes: int, cast: tuple[str, str] = ()) -> str:

@@ -1095,11 +1095,12 @@ ALWAYS_INLINE void byte_lines(const elem_t* s, i64 ss, i64 x, i64 k, elem_t* d, 
     const __m512i w = byte_word_lanes(s, ss, x, k, fill);
     const __m512i f = _mm512_set1_epi32((int)(fill * 0x01010101u));
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const int per = (int)(nb / 4), shift = __builtin_ctz((unsigned)per), rows = (int)(64 / nb);
+    /* shifts, not divisions: this runs every 16 rows */
+    const int per = (int)(nb >> 2), shift = __builtin_ctz((unsigned)per), rows = 16 >> shift;
     const __mmask16 on = _mm512_cmpeq_epi32_mask(_mm512_and_si512(lane, _mm512_set1_epi32(per - 1)),
                                                  _mm512_set1_epi32((int)(ya / 4)));
     const __m512i row = _mm512_srli_epi32(lane, (unsigned)shift);
-    for (int l = 0; l < 16 / rows; l++) {
+    for (int l = 0; l < per; l++) {  /* 16 rows are per lines */
         const __m512i idx = _mm512_mask_add_epi32(_mm512_set1_epi32(16), on, row,
                                                   _mm512_set1_epi32(l * rows));
         const __m512i v = _mm512_permutex2var_epi32(w, idx, f);
@@ -1123,20 +1124,23 @@ static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0
     const int words = yb - ya <= 4 && ya + 4 <= nb && nb * TV < (1LL << 31) && TV == 16;
     const int lines = words && ds == nb && (nb == 16 || nb == 32 || nb == 64) && ya % 4 == 0
                       && ((uintptr_t)d & 63) == 0;
+    const uint32_t fw = (uint32_t)J->fill;  /* a local: the stores below may alias J */
 #endif
-    for (i64 x = 0; x < na; x += TV) {
-        i64 h = na - x < TV ? na - x : TV;
+    i64 x = 0;
 #ifdef BYTE_WORDS
-        if (lines && h == TV) {
-            byte_lines(s.base, s.stride, x, yb - ya, d + x * ds, nb, ya, J->fill, stream);
-            continue;
-        }
+    if (lines) {  /* a loop of its own: nothing but the lines, its operands in registers */
+        const elem_t* const sb = s.base;
+        const i64 ss = s.stride, k = yb - ya;
+        for (; x + TV <= na; x += TV) byte_lines(sb, ss, x, k, d + x * ds, nb, ya, fw, stream);
+    }
 #endif
+    for (; x < na; x += TV) {
+        i64 h = na - x < TV ? na - x : TV;
         if (!stream && ds == nb) {  /* the fill, then the valid columns over it in L1 */
             fill_to(J, 0, d + x * ds, 1, h * nb);
 #ifdef BYTE_WORDS
             if (words && h == TV) {
-                byte_words(s.base, s.stride, x, yb - ya, d + x * ds + ya, nb, J->fill);
+                byte_words(s.base, s.stride, x, yb - ya, d + x * ds + ya, nb, fw);
                 continue;
             }
 #endif
@@ -1144,7 +1148,7 @@ static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0
             continue;
         }
 #ifdef BYTE_WORDS
-        if (words && h == TV) byte_words(s.base, s.stride, x, yb - ya, buf + ya, nb, J->fill);
+        if (words && h == TV) byte_words(s.base, s.stride, x, yb - ya, buf + ya, nb, fw);
         else
 #endif
         tr_rows(s, 0, x, (dst_rows){0, buf + ya, nb}, 0, h, yb - ya);
