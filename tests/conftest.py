@@ -88,6 +88,9 @@ tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 os.environ.setdefault("STRIDEC_CACHE_DIR", os.environ.get("STRIDEC_TESTS_CACHE_DIR")
                       or os.path.join(_ROOT, "stridec-cache"))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_ROOT, "inductor-cache"))
+# Call keys through torch's getters: the TensorImpl reader is a C++ build against torch's
+# headers (backends/cpu.py, `_load_fields`), which the long tail's tests make and check.
+os.environ.setdefault("STRIDEC_TENSOR_FIELDS", "0")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

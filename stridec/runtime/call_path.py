@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["ClassCall", "ClassOutHit", "Hit", "OutHit", "bump_versions", "cached_call",
            "call_aligned", "call_out", "call_reviewing", "call_shared", "call_under_modes",
            "fake_call", "full_call", "one_thread", "out_call_key", "out_key", "plain_call_key",
-           "read_out_key", "read_plain_key", "refuse_keywords", "use_builtin_keys",
-           "written_shared"]
+           "read_out_key", "read_plain_key", "refuse_keywords", "use_builtin_bump",
+           "use_builtin_keys", "written_shared"]
 
 _Tensor = torch.Tensor
 
@@ -225,6 +225,17 @@ cpu.keys_loaded.append(use_builtin_keys)
 # tensors have none and are skipped): autograd then refuses a backward that saved the
 # out before the write.
 bump_versions = launch.bump_versions
+
+
+def use_builtin_bump(bump: Callable[[tuple[torch.Tensor, ...]], Any]) -> None:
+    """Bump cached calls' versions with `bump` from now on: the cpu backend's builtin
+    (`backends/cpu.py`, `_load_fields`), which bumps as `torch._C._increment_version`
+    does without a torch call."""
+    global bump_versions
+    bump_versions = launch.bump_versions = bump
+
+
+cpu.bump_loaded.append(use_builtin_bump)
 
 
 def written_shared(tensors: tuple[Any, ...], written: tuple[int, ...]) -> bool:

@@ -6,6 +6,8 @@ and malformed arguments raise instead of touching memory."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -52,13 +54,25 @@ def _arguments() -> list[tuple[tuple, object]]:
     ]
 
 
+@pytest.fixture
+def getters(calls):
+    """The builtin keys read through torch's getters (the TensorImpl reader off where it
+    is on: `STRIDEC_TENSOR_FIELDS=1`), for one test."""
+    on = list(cpu.fields_on)
+    if on:
+        calls.fields(0, None, 0, torch._C._increment_version)
+    yield calls
+    if on:
+        calls.fields(*on[0])
+
+
 @pytest.mark.parametrize("case", range(len(_arguments())))
-def test_builtin_keys_are_the_python_keys(calls, case):
+def test_builtin_keys_are_the_python_keys(getters, case):
     tensors, out = _arguments()[case]
     if out is None:
-        assert calls.plain_key(tensors) == call_path.plain_call_key(tensors)
+        assert getters.plain_key(tensors) == call_path.plain_call_key(tensors)
     else:
-        assert calls.out_key(tensors, out) == call_path.out_call_key(tensors, out)
+        assert getters.out_key(tensors, out) == call_path.out_call_key(tensors, out)
 
 
 def test_cached_calls_read_the_builtin_keys(calls):
@@ -154,3 +168,77 @@ def test_huge_takes_any_range(calls):
         calls.huge(address, nbytes)  # a hint over whole pages inside the range: no error
     with pytest.raises(TypeError):
         calls.huge(buffer.data_ptr())
+
+
+@pytest.fixture
+def fields(calls, monkeypatch):
+    """The builtin keys read from the tensors' TensorImpls (`cpu._load_fields`, a C++ build
+    against torch's headers: the long tail), for one test; the getters' keys after it
+    where the run read those before."""
+    if not os.path.exists(os.path.join(os.path.dirname(torch.__file__), "include", "c10")):
+        pytest.skip("no torch C++ headers")
+    was = list(cpu.fields_on)
+    if not was:
+        monkeypatch.setenv("STRIDEC_TENSOR_FIELDS", "1")
+        assert cpu._load_fields(calls)
+    yield calls
+    if not was:
+        calls.fields(0, None, 0, torch._C._increment_version)
+        cpu.fields_on.clear()
+
+
+def _more_arguments() -> list[tuple[tuple, object]]:
+    """Tensors the TensorImpl reader leaves to the getters, or reads from odd places."""
+    shared = torch.randn(4, 5)
+    with torch.inference_mode():
+        inference = torch.randn(3, 2)
+    return [
+        ((torch._lazy_clone(shared),), None),  # copy-on-write: the getters materialize it
+        ((inference,), torch.empty(2, 3)), ((torch.empty(2, 3, device="meta"),), None),
+        ((torch.randn(1, 2, 3, 4).contiguous(memory_format=torch.channels_last),), None),
+        ((torch.randn(5).expand(3, 5)[:, 1:],), torch.empty(3, 4, dtype=torch.float64)),
+        ((torch.ones(3, dtype=torch.complex64).conj(),), None), ((torch.tensor(True),), None),
+    ]
+
+
+def test_keys_read_from_the_tensor_fields_tell_calls_apart_as_the_getters(fields):
+    """The same calls with the same keys (a bytes object of the fields) as the getters'
+    keys, the same pointers, None for the same calls; a call of a plain CPU tensor gets
+    the fields' key, and another size, stride, offset, dtype, bit or storage another."""
+    cases = _arguments() + _more_arguments()
+    x = torch.randn(4, 6)
+    for other in (x[:, :5], x[:, 1:], x.t(), x.double(), x.view(torch.int32), x._neg_view(),
+                  x.detach().requires_grad_(), torch.randn(5, 6)[:4]):
+        cases += [((x,), None), ((other,), None), ((x,), x.clone()), ((x,), other.clone())]
+    keys = [fields.plain_key(t) if out is None else fields.out_key(t, out) for t, out in cases]
+    python = [call_path.plain_call_key(t) if out is None else call_path.out_call_key(t, out)
+              for t, out in cases]
+    assert cpu.same_calls(keys, python)
+    assert type(fields.plain_key((x,))[0]) is bytes
+    assert fields.out_key((x,), x)[0][0] == "out"
+    assert len({k[0] for k in keys[-31::4]} | {keys[-32][0]}) == 9  # x and each other
+
+
+def test_versions_bumped_through_the_tensor_fields(fields):
+    assert call_path.bump_versions is fields.bump
+    x = torch.randn(4, 3)
+    view, grad = x[1:], torch.randn(2, requires_grad=True)
+    with torch.inference_mode():
+        inference = torch.ones(2)
+    fields.bump((view, grad, inference, torch.nn.Parameter(torch.ones(1))))
+    assert (x._version, view._version, grad._version) == (1, 1, 1)
+    with pytest.raises(RuntimeError, match="tensor"):
+        fields.bump((x, 1))
+    assert x._version == 2  # (torch's answer too: the items before a refused one bumped)
+
+
+def test_cached_calls_on_keys_from_the_tensor_fields(fields):
+    for fn, inputs, want in _graphs():
+        out = torch.empty_like(want)
+        for _ in range(3):
+            assert torch.equal(fn(*inputs), want)
+            out.zero_()
+            version = out._version
+            assert fn(*inputs, out=out) is out
+            assert torch.equal(out, want) and out._version > version
+        assert fn.stats.cache_hits >= 4

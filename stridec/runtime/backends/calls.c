@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "calls_abi.h"
+#include "tensor_fields.h"
 
 /* A copy class's entry point (lib/copy_plan.c, codegen/c/copy.py). */
 typedef void (*stridec_kernel_fn)(const void *src, void *dst, const int64_t *params,
@@ -189,11 +190,78 @@ static PyObject *read_attr(int i, PyObject *t) {
     return PyObject_Vectorcall(d, &t, 1, NULL);
 }
 
+/* The TensorImpl reader of tensor_fields.cpp (`fields`; NULL: the getters), and each
+   c10::ScalarType's torch.dtype (None where it has none). */
+static stridec_tensor_fields_fn fields_fn;
+static PyObject *scalar_dtypes;
+/* tensor_fields.cpp's version bump, and torch._C._increment_version for other tensors. */
+static void (*bump_fn)(const void *impl);
+static PyObject *increment_version;
+
+/* The address of tensor `t`'s TensorImpl: a torch.Tensor object is PyObject_HEAD, then an
+   at::Tensor, one pointer to it (`fields` checks that against `Tensor._cdata`). */
+static const void *impl_of(PyObject *t) {
+    const void *impl;
+    memcpy(&impl, (const char *)t + sizeof(PyObject), sizeof(impl));
+    return impl;
+}
+
+/* A tuple of `n` ints; NULL with an error set. */
+static PyObject *int_tuple(const int64_t *v, int64_t n) {
+    PyObject *tuple = PyTuple_New((Py_ssize_t)n);
+    if (tuple == NULL) return NULL;
+    for (int64_t k = 0; k < n; k++) {
+        PyObject *x = PyLong_FromLongLong(v[k]);
+        if (x == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)k, x);
+    }
+    return tuple;
+}
+
+/* `key_part` from the tensor's fields (tensor_fields.cpp): the same values the getters
+   give, read without a torch call. 1 done, 0 read the getters instead, -1 an error. */
+static int key_part_of_fields(PyObject *t, PyObject *key, PyObject *ptrs, int conj,
+                              uintptr_t *low) {
+    stridec_tensor_fields f;
+    if (fields_fn(impl_of(t), &f) != 1 || f.scalar_type < 0
+        || f.scalar_type >= PyTuple_GET_SIZE(scalar_dtypes))
+        return 0;
+    PyObject *dtype = PyTuple_GET_ITEM(scalar_dtypes, f.scalar_type);
+    if (dtype == Py_None) return 0;
+    PyObject *v[9] = {Py_NewRef(dtype), int_tuple(f.sizes, f.ndim),
+                      int_tuple(f.strides, f.ndim), PyLong_FromLongLong(f.offset),
+                      Py_NewRef(Py_True), PyBool_FromLong(f.is_neg),
+                      PyLong_FromLongLong(f.nbytes), PyBool_FromLong(f.requires_grad),
+                      conj ? PyBool_FromLong(f.is_conj) : NULL};
+    int n = conj ? 9 : 8, done = -1;
+    PyObject *ptr = PyLong_FromVoidPtr((void *)f.data);
+    if (ptr != NULL) {
+        done = 0;
+        for (int i = 0; i < n && done == 0; i++) done = v[i] == NULL ? -1 : 0;
+    }
+    if (done == 0) done = PyList_Append(ptrs, ptr);
+    for (int i = 0; i < n && done == 0; i++) done = PyList_Append(key, v[i]);
+    if (done == 0) {
+        *low |= f.data;
+        done = 1;
+    }
+    Py_XDECREF(ptr);
+    for (int i = 0; i < 9; i++) Py_XDECREF(v[i]);
+    return done;
+}
+
 /* Appends tensor `t`'s part of a call key to `key` and its storage's address to `ptrs`
    (`call_path.out_call_key`); 1 done, 0 not a plain strided tensor (a RuntimeError, or
    another type), -1 an error. */
 static int key_part(PyObject *t, PyObject *key, PyObject *ptrs, int conj, uintptr_t *low) {
     if (Py_TYPE(t) != tensor_type) return 0;
+    if (fields_fn != NULL) {
+        int part = key_part_of_fields(t, key, ptrs, conj, low);
+        if (part != 0) return part;
+    }
     PyObject *storage = read_attr(A_STORAGE, t);
     PyObject *v[9] = {NULL};
     int n = conj ? 9 : 8, done = -1;
@@ -244,6 +312,87 @@ failed:
     return done;
 }
 
+enum { STACK_TENSORS = 8, FIELD_WORDS = 5 };  /* a tensor's words besides its sizes, strides */
+
+/* The call key of `tensors` and `outs` (NULL: none) read from every tensor's fields
+   (`fields`): the words of each tensor (its scalar type, dims, sizes, strides, storage
+   offset, neg bit, requires_grad and for an out its conj bit, storage bytes; with `out=`
+   the input count and which storages are shared, each one's first index) as one bytes
+   object, the getters' key told apart by its type (`("out", bytes)` with `out=`): one
+   object to hash and compare instead of a tuple of tuples. NULL with no error set where
+   some tensor is not read so (the getters' key then), NULL with an error on failure. */
+static PyObject *packed_key(PyObject *tensors, PyObject *out, Py_ssize_t n,
+                            Py_ssize_t n_outs) {
+    Py_ssize_t count = n + n_outs;
+    stridec_tensor_fields stack[STACK_TENSORS], *f = stack;
+    if (count > STACK_TENSORS) {
+        f = PyMem_Malloc((size_t)count * sizeof(*f));
+        if (f == NULL) return PyErr_NoMemory();
+    }
+    PyObject *result = NULL, *ptrs = NULL, *bytes = NULL;
+    Py_ssize_t words = out != NULL ? 1 + count : 0;
+    uintptr_t low = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *t = i < n ? PyTuple_GET_ITEM(tensors, i)
+                            : (Py_TYPE(out) == tensor_type ? out : PyTuple_GET_ITEM(out, i - n));
+        if (Py_TYPE(t) != tensor_type || fields_fn(impl_of(t), &f[i]) != 1) goto done;
+        words += FIELD_WORDS + 2 * f[i].ndim;
+        low |= f[i].data;
+    }
+    if (low & 7) goto done;  /* (misaligned: the getters' key gives None) */
+    ptrs = PyList_New(count);
+    bytes = PyBytes_FromStringAndSize(NULL, words * (Py_ssize_t)sizeof(int64_t));
+    if (ptrs == NULL || bytes == NULL) goto failed;
+    int64_t *w = (int64_t *)PyBytes_AS_STRING(bytes);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *ptr = PyLong_FromVoidPtr((void *)f[i].data);
+        if (ptr == NULL) goto failed;
+        PyList_SET_ITEM(ptrs, i, ptr);
+        *w++ = f[i].scalar_type;
+        *w++ = f[i].ndim;
+        memcpy(w, f[i].sizes, (size_t)f[i].ndim * sizeof(int64_t));
+        w += f[i].ndim;
+        memcpy(w, f[i].strides, (size_t)f[i].ndim * sizeof(int64_t));
+        w += f[i].ndim;
+        *w++ = f[i].offset;
+        *w++ = f[i].is_neg | f[i].requires_grad << 1 | (i >= n && f[i].is_conj) << 2;
+        *w++ = f[i].nbytes;
+    }
+    if (out != NULL) {
+        *w++ = n;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            Py_ssize_t first = i;
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (f[j].data == f[i].data) {
+                    first = j;
+                    break;
+                }
+            *w++ = first;
+        }
+    }
+    PyObject *key = bytes;
+    bytes = NULL;
+    if (out != NULL) {
+        PyObject *word = PyUnicode_InternFromString("out");
+        PyObject *pair = word == NULL ? NULL : PyTuple_Pack(2, word, key);
+        Py_XDECREF(word);
+        Py_DECREF(key);
+        if (pair == NULL) goto failed;
+        key = pair;
+    }
+    result = PyTuple_Pack(2, key, ptrs);
+    Py_DECREF(key);
+    goto done;
+failed:
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    result = NULL;
+done:
+    Py_XDECREF(bytes);
+    Py_XDECREF(ptrs);
+    if (f != stack) PyMem_Free(f);
+    return result;
+}
+
 /* The call key of `tensors` with `out` (NULL: none) and the storages' addresses, or None. */
 static PyObject *make_key(PyObject *tensors, PyObject *out) {
     if (!PyTuple_CheckExact(tensors) || tensor_type == NULL) {
@@ -256,6 +405,10 @@ static PyObject *make_key(PyObject *tensors, PyObject *out) {
         if (Py_TYPE(out) == tensor_type) n_outs = 1;
         else if (PyTuple_CheckExact(out)) n_outs = PyTuple_GET_SIZE(out);
         else Py_RETURN_NONE;
+    }
+    if (fields_fn != NULL) {
+        PyObject *packed = packed_key(tensors, out, n, n_outs);
+        if (packed != NULL || PyErr_Occurred()) return packed;
     }
     PyObject *key = PyList_New(0), *ptrs = PyList_New(0), *result = NULL;
     uintptr_t low = 0;
@@ -336,6 +489,74 @@ static PyObject *plain_key(PyObject *self, PyObject *tensors) {
     return make_key(tensors, NULL);
 }
 
+/* fields(reader, dtypes, bumper, increment): read keys through the TensorImpl reader at
+   address `reader` (tensor_fields.cpp) from now on, `dtypes` each c10::ScalarType's
+   torch.dtype (None where it has none), and bump versions (`bump`) through `bumper`,
+   `increment` (torch._C._increment_version) for tensors of other types;
+   fields(0, None, 0, increment) goes back to the getters and to `increment`. */
+static PyObject *fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4 || !(PyTuple_CheckExact(args[1]) || args[1] == Py_None)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stridec calls: fields(reader, dtypes, bumper, increment)");
+        return NULL;
+    }
+    void *reader = PyLong_AsVoidPtr(args[0]);
+    if (reader == NULL && PyErr_Occurred()) return NULL;
+    void *bumper = PyLong_AsVoidPtr(args[2]);
+    if (bumper == NULL && PyErr_Occurred()) return NULL;
+    if ((reader != NULL && args[1] == Py_None) || args[3] == Py_None) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stridec calls: fields(reader, dtypes, bumper, increment)");
+        return NULL;
+    }
+    fields_fn = NULL;
+    bump_fn = NULL;
+    Py_XSETREF(scalar_dtypes, reader == NULL ? NULL : Py_NewRef(args[1]));
+    Py_XSETREF(increment_version, Py_NewRef(args[3]));
+    fields_fn = (stridec_tensor_fields_fn)(intptr_t)reader;
+    bump_fn = (void (*)(const void *))(intptr_t)bumper;
+    Py_RETURN_NONE;
+}
+
+/* bump(tensors): torch._C._increment_version(tensors) for a tuple, each torch.Tensor's
+   version bumped through `fields`'s bumper, any other item handed to `increment` (which
+   bumps a tensor subclass's and raises for what is no tensor). */
+static PyObject *bump(PyObject *self, PyObject *tensors) {
+    (void)self;
+    if (increment_version == NULL) {
+        PyErr_SetString(PyExc_TypeError, "stridec calls: bump before fields");
+        return NULL;
+    }
+    if (bump_fn == NULL || !PyTuple_CheckExact(tensors))
+        return PyObject_CallOneArg(increment_version, tensors);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tensors); i++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, i);
+        if (Py_TYPE(t) == tensor_type) {
+            bump_fn(impl_of(t));
+            continue;
+        }
+        PyObject *one = PyTuple_Pack(1, t);
+        if (one == NULL) return NULL;
+        PyObject *done = PyObject_CallOneArg(increment_version, one);
+        Py_DECREF(one);
+        if (done == NULL) return NULL;
+        Py_DECREF(done);
+    }
+    Py_RETURN_NONE;
+}
+
+/* impl(tensor): the address `fields` reads a tensor's TensorImpl at, for the caller to
+   check against `Tensor._cdata` before it turns the reader on. */
+static PyObject *impl(PyObject *self, PyObject *t) {
+    (void)self;
+    if (tensor_type == NULL || Py_TYPE(t) != tensor_type) {
+        PyErr_SetString(PyExc_TypeError, "stridec calls: impl(a torch.Tensor), after setup");
+        return NULL;
+    }
+    return PyLong_FromVoidPtr((void *)impl_of(t));
+}
+
 /* huge(address, nbytes): ask for transparent huge pages over the whole 2 MiB pages of a
    fresh buffer before anything writes it (madvise MADV_HUGEPAGE, a hint: where the
    kernel has them, a 64 MiB buffer's first writes fault 32 times instead of 16,384). */
@@ -359,6 +580,10 @@ static PyObject *huge(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 static PyMethodDef methods[] = {
+    {"fields", (PyCFunction)(void (*)(void))fields, METH_FASTCALL,
+     "fields(reader, dtypes): keys read through a TensorImpl reader"},
+    {"impl", impl, METH_O, "impl(tensor): the TensorImpl address `fields` reads"},
+    {"bump", bump, METH_O, "bump(tensors): torch._C._increment_version(tensors)"},
     {"huge", (PyCFunction)(void (*)(void))huge, METH_FASTCALL,
      "huge(address, nbytes): transparent huge pages over a fresh buffer's whole pages"},
     {"batch", (PyCFunction)(void (*)(void))batch, METH_FASTCALL,

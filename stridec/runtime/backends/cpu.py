@@ -688,9 +688,137 @@ def _load_calls() -> Any:
     descriptors = _key_descriptors()
     if descriptors is not None:
         module.setup(torch.Tensor, descriptors)
+        _load_fields(module)
         for use in keys_loaded:
             use(module.out_key, module.plain_key)
     return module
+
+
+_FIELDS_SYMBOL = "stridec_tensor_fields_v1"
+# `calls.c`'s `fields` arguments while the TensorImpl reader is on (`_load_fields`).
+fields_on: list[tuple[Any, ...]] = []
+
+
+def _load_fields(module: Any) -> bool:
+    """Turn on `calls.c`'s keys read from the tensors' TensorImpls (`tensor_fields.cpp`,
+    built once against the installed torch's headers, cached as the units are) where it
+    builds, loads and tells apart, on probe tensors of every kind, the calls the getters'
+    keys tell apart (`same_calls`) and bumps versions as torch does;
+    else the keys stay the getters' (logged). Off with `STRIDEC_TENSOR_FIELDS=0`. Whether
+    it turned them on."""
+    if os.environ.get("STRIDEC_TENSOR_FIELDS", "1") == "0":
+        return False
+    root = os.path.dirname(torch.__file__)
+    include, libs = os.path.join(root, "include"), os.path.join(root, "lib")
+    if not os.path.exists(os.path.join(include, "c10", "core", "TensorImpl.h")):
+        logger.info("call keys read through torch's getters: no torch C++ headers")
+        return False
+    source = with_includes(
+        (resources.files("stridec.runtime.backends") / "tensor_fields.cpp").read_text("utf-8"))
+    source += f"\n/* for torch {torch.__version__} {torch.version.git_version} {root} */\n"
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+    try:
+        lib = load_unit(source, extra=(
+            "-x", "c++", "-std=c++17", "-w", "-I", include, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            "-Wl,--no-as-needed", "-L", libs, "-lc10", "-lstdc++", f"-Wl,-rpath,{libs}"))
+        reader = ctypes.cast(getattr(lib, _FIELDS_SYMBOL), ctypes.c_void_p).value
+        bumper = ctypes.cast(lib.stridec_bump_version_v1, ctypes.c_void_p).value
+        scalar_type = lib.stridec_scalar_type_v1
+    except (BuildError, OSError, AttributeError) as e:
+        logger.info("call keys read through torch's getters: %s", e)
+        return False
+    scalar_type.argtypes, scalar_type.restype = (ctypes.c_void_p,), ctypes.c_int64
+    probes = _field_probes()
+    if any(module.impl(t) != t._cdata for t in probes):
+        logger.info("call keys read through torch's getters: a tensor's TensorImpl is not "
+                    "where calls.c reads it")
+        return False
+    setup = lib.stridec_tensor_fields_setup_v1
+    setup.argtypes, setup.restype = (ctypes.c_void_p,), ctypes.c_int
+    if setup(module.impl(probes[0])) != 1:
+        logger.info("call keys read through torch's getters: a plain tensor's TensorImpl "
+                    "is of a subclass")
+        return False
+    dtypes: dict[int, torch.dtype] = {}
+    for dtype in {d for d in vars(torch).values() if isinstance(d, torch.dtype)}:
+        try:
+            with warnings.catch_warnings():  # (experimental and deprecated dtypes say so)
+                warnings.simplefilter("ignore")
+                t = torch.empty(0, dtype=dtype)
+        except (RuntimeError, TypeError):
+            continue  # (a dtype torch makes no tensor of)
+        dtypes[scalar_type(module.impl(t))] = dtype
+    dtypes.pop(-1, None)
+    getters = _probe_keys(module, probes)
+    increment = torch._C._increment_version
+    table = tuple(dtypes.get(k) for k in range(max(dtypes, default=-1) + 1))
+    module.fields(reader, table, bumper, increment)
+    if not (same_calls(_probe_keys(module, probes), getters)
+            and all(_bumps(module.bump, t) for t in probes)):
+        module.fields(0, None, 0, increment)
+        logger.info("call keys read through torch's getters: the TensorImpl reader told "
+                    "other calls apart than the getters, or bumped another version")
+        return False
+    for use in bump_loaded:
+        use(module.bump)
+    fields_on[:] = [(reader, table, bumper, increment)]
+    return True
+
+
+def _probe_keys(module: Any, probes: Sequence[torch.Tensor]) -> list[Any]:
+    """The builtin keys of calls on `probes`: alone, with an out (the last probe), in
+    pairs."""
+    out = probes[-1]
+    keys = []
+    for t in probes:
+        keys += [module.plain_key((t,)), module.out_key((t,), out), module.out_key((t,), t),
+                 module.plain_key((t, probes[0]))]
+    return keys
+
+
+def same_calls(keys: Sequence[Any], others: Sequence[Any]) -> bool:
+    """Whether two readings of the same calls' keys (`(key, pointers)` or None each) tell
+    the same calls apart: None at the same places, the same pointers, and two keys equal
+    in one exactly where they are in the other."""
+    if len(keys) != len(others):
+        return False
+    for a, b in zip(keys, others, strict=True):
+        if (a is None) != (b is None) or a is not None and a[1] != b[1]:
+            return False
+    found = [k[0] for k in keys if k is not None]
+    other = [k[0] for k in others if k is not None]
+    return all((x == y) == (u == v) for x, u in zip(found, other, strict=True)
+               for y, v in zip(found, other, strict=True))
+
+
+def _bumps(bump: Callable[[tuple[torch.Tensor, ...]], None], t: torch.Tensor) -> bool:
+    """Whether `bump` bumps `t`'s version (and its views') by one, as torch does."""
+    view = t.view(t.shape)
+    before = t._version
+    bump((view,))
+    return t._version == view._version == before + 1
+
+
+# Called with `calls.c`'s `bump` once the TensorImpl reader is on (`_load_fields`): what
+# bumps the versions of a cached call's outs (`runtime/call_path.py`).
+bump_loaded: list[Callable[[Any], None]] = []
+
+
+def _field_probes() -> list[torch.Tensor]:
+    """Tensors of every kind a key reads (`_load_fields`): views, offsets, neg and conj
+    bits, grads, a shrunk storage, every dtype."""
+    base = torch.randn(6, 8)
+    z = torch.complex(torch.randn(2, 3), torch.randn(2, 3))
+    shrunk = torch.randn(12)
+    view = shrunk[4:10]
+    shrunk.untyped_storage().resize_(32)
+    probes = [base, base.t(), base[1:, ::2], z.conj(), z.conj().imag, z.imag, view,
+              torch.randn(3, requires_grad=True), torch.empty(0), torch.empty(0, 3),
+              torch.zeros(2, 3, dtype=torch.bool).expand(4, 2, 3), torch.tensor(1.5)]
+    for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8,
+                  torch.int16, torch.int32, torch.int64, torch.complex128):
+        probes.append(torch.ones(2, 3, dtype=dtype)[:, 1:])
+    return [*probes, torch.empty(8, 6)]
 
 
 # Called with the builtin key functions once they are loaded (`runtime/call_path.py`
