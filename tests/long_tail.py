@@ -5,19 +5,8 @@ takes and how that was measured). tests/conftest.py marks them `long`."""
 
 # Each entry is a node id prefix (a test function covers all its parameters).
 LONG_TAIL = (
-    # C units built for other ISAs than the host's, and the L2-staged tiles' profiles
+    # C units built for other ISAs than the host's
     "tests/compiler/test_c_isas.py::test_every_unit_builds_for_avx512",
-    "tests/compiler/test_c_streaming_tiles.py::test_padded_rows_built_as_words",
-    "tests/compiler/test_c_streaming_tiles.py::test_packs_staged_in_l2",
-    "tests/compiler/test_c_streaming_tiles.py::test_casts_staged_in_l2",
-    "tests/compiler/test_c_streaming_tiles.py::test_int8_tiles_of_the_avx2_build",
-    "tests/compiler/test_c_streaming_tiles.py::test_float16_tiles_of_the_avx2_build",
-    "tests/compiler/test_c_streaming_tiles.py::test_wide_padded_rows",
-    "tests/compiler/test_c_streaming_tiles.py::test_streamed_strips_of_other_isas",
-    "tests/compiler/test_c_streaming_tiles.py::test_deinterleaves_built_for_other_isas",
-    "tests/compiler/test_c_streaming_tiles.py::test_transposing_casts_of_other_isas",
-    "tests/compiler/test_c_streaming_tiles.py::test_transposing_casts_keep_torchs_bits_on_avx2",
-    "tests/compiler/test_c_streaming_tiles.py::test_tiles_built_at_o2_keep_their_blocks_inline",
     "tests/compiler/test_copy_plan_casts.py::test_every_pair_converts_as_torch[avx2",
     "tests/compiler/test_copy_plan_casts.py::test_every_pair_converts_as_torch[portable",
     "tests/compiler/test_copy_plan_casts.py::test_kernels_built_for_avx2",

@@ -17,7 +17,7 @@ import itertools
 import pytest
 import torch
 
-from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_convert_run, c_type
+from stridec.compiler.codegen.c.casts import C_PRELUDE, c_convert, c_type
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES
 from tests.compiler.c_build import NATIVE, PORTABLE, build_shared, host_has, needs_gcc
@@ -37,7 +37,6 @@ def harness_source() -> str:
             f"int64_t n) {{\n"
             f"    for (int64_t i = 0; i < n; i++) y[i] = {c_convert(s, d, 'x[i]')};\n}}"
         )
-        lines.append(c_convert_run(s, d, f"run_{s}_{d}").replace("static void", "void"))
     return "\n".join(lines) + "\n"
 
 
@@ -140,10 +139,9 @@ def _random_floats(src: str, g: torch.Generator) -> torch.Tensor:
     return torch.cat(pieces)
 
 
-def _run(lib: ctypes.CDLL, src: str, dst: str, x: torch.Tensor, kind: str = "conv"
-         ) -> torch.Tensor:
+def _run(lib: ctypes.CDLL, src: str, dst: str, x: torch.Tensor) -> torch.Tensor:
     y = torch.empty(x.numel(), dtype=DTYPES[dst].torch)
-    fn = getattr(lib, f"{kind}_{src}_{dst}")
+    fn = getattr(lib, f"conv_{src}_{dst}")
     fn(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_int64(x.numel()))
     return y
 
@@ -152,16 +150,15 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(_BITS[t.element_size()]) if t.dtype != torch.bool else t
 
 
-@pytest.mark.parametrize("kind", ["conv", "run"])
 @pytest.mark.parametrize("src", NAMES)
-def test_every_pair_matches_torch(lib: ctypes.CDLL, src: str, kind: str) -> None:
-    # conv: the element helper in a plain loop; run: `c_convert_run`, the copy kernels'
-    # loop (x86's vector conversions for float32 <-> float16).
+def test_every_pair_matches_torch(lib: ctypes.CDLL, src: str) -> None:
+    # The element helper in a plain loop (the planned library's casts: every pair's
+    # kernels against torch in tests/compiler/test_copy_plan_casts.py).
     x = special_values(src).contiguous()
     assert x.numel() % 64 == 0
     for dst in NAMES:
         want = x.to(DTYPES[dst].torch)
-        got = _run(lib, src, dst, x, kind)
+        got = _run(lib, src, dst, x)
         bad = (_bits(got) != _bits(want)).nonzero().flatten()
         if bad.numel():
             k = int(bad[0])
@@ -214,8 +211,7 @@ def _scalar_without_avx512(src: str, dst: str) -> bool:
     """The pairs whose loops gcc (12) leaves scalar in a native build without AVX-512 (a
     Zen 3 with AVX2, F16C): AVX2 has no packed conversion between floats and 64-bit
     integers (float -> uint8 and uint32 go through int64), and the float16 helpers are
-    not vectorized there. The float32 <-> float16 runs use F16C's instructions instead
-    (`c_convert_run`)."""
+    not vectorized there."""
     if dst == "bool":
         return False
     floats = ("float16", "bfloat16", "float32", "float64")

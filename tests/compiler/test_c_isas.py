@@ -3,14 +3,13 @@
 A unit is built with `-march=native`, and most of its fast paths are chosen by the
 preprocessor (`#if defined(__AVX512BW__) ...`): on a host without AVX-512 those blocks are
 never compiled, so nothing else in the suite would notice an edit that breaks them. Here
-each kind of unit -- the transposes of 1-, 2-, 4- and 8-byte elements, the transposing
-and the row casts between float32 and float16 / bfloat16, a row copy, a gather, the
-planned copies' libraries, the Philox unit and the thread pool -- is compiled (not run)
-for `x86-64-v4` (AVX-512 F, BW, VL, DQ, CD), with the backend's flags at -O0 (the code is
-not run, and every builtin is still checked against the ISA) and linked into one library
-that may leave no symbol undefined; the transposes' objects must hold `zmm` instructions
-and the planned libraries' masked stores: the AVX-512 variants were compiled in, not
-skipped by their conditions.
+each kind of unit -- the planned copies' libraries of 1-, 2-, 4- and 8-byte elements and
+of the casts between float32 and float16 / bfloat16 and from bytes, the Philox unit and
+the thread pool -- is compiled (not run) for `x86-64-v4` (AVX-512 F, BW, VL, DQ, CD),
+with the backend's flags at -O0 (the code is not run, and every builtin is still checked
+against the ISA) and linked into one library that may leave no symbol undefined; the
+planned libraries' objects must hold `zmm` instructions and masked stores: the AVX-512
+variants were compiled in, not skipped by their conditions.
 """
 
 from __future__ import annotations
@@ -22,11 +21,11 @@ import subprocess
 
 import pytest
 
-from stridec.compiler.codegen.c.copy import CopyClass, emit_class_source
 from stridec.compiler.codegen.c.parts import unit_parts
 from stridec.compiler.codegen.c.philox import PHILOX_C_SOURCE
 from stridec.compiler.codegen.c.plan import plan_unit_source
 from stridec.compiler.codegen.c.pool import POOL_C_SOURCE
+from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
 
 pytestmark = pytest.mark.skipif(
@@ -35,16 +34,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 _CASTS = [("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"),
-          ("bfloat16", "float32")]
+          ("bfloat16", "float32"), ("uint8", "float32"), ("int8", "float64")]
 UNITS: dict[str, str] = {
-    **{f"transpose_bits{n}": emit_class_source(CopyClass("tiled_transpose", f"bits{n}",
-                                                         f"bits{n}")) for n in (1, 2, 4, 8)},
-    **{f"transpose_{s}_{d}": emit_class_source(CopyClass("tiled_transpose", s, d))
-       for s, d in _CASTS},
-    **{f"rows_{s}_{d}": emit_class_source(CopyClass("linear", s, d)) for s, d in _CASTS},
-    "rows_bits4": emit_class_source(CopyClass("linear", "bits4", "bits4")),
-    "gather_bits4": emit_class_source(CopyClass("gather", "bits4", "bits4")),
     **{f"plan_bits{n}": plan_unit_source(n) for n in (1, 2, 4, 8)},
+    **{f"plan_{s}_{d}": plan_unit_source(DTYPES[s].itemsize, (s, d)) for s, d in _CASTS},
     "philox": PHILOX_C_SOURCE,
     "pool": POOL_C_SOURCE,
 }
@@ -71,13 +64,10 @@ def test_every_unit_builds_for_avx512(tmp_path):
     if objdump is None:
         return
     for name in UNITS:
-        if name.startswith("transpose_"):
-            text = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")],
-                                  capture_output=True, text=True, check=True).stdout
-            assert "zmm" in text, f"{name}: no AVX-512 instruction in its x86-64-v4 build"
         if name.startswith("plan_"):  # the masked loads and stores of a block's edges
             text = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")],
                                   capture_output=True, text=True, check=True).stdout
+            assert "zmm" in text, f"{name}: no AVX-512 instruction in its x86-64-v4 build"
             assert re.search(r"vmovdq[ua](8|16|32|64)\s.*\{%k", text), (
                 f"{name}: no masked store in its x86-64-v4 build")
 

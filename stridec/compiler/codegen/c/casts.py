@@ -1,8 +1,8 @@
 """Converting between stridec's element types bit for bit as torch's CPU `.to()`, in C.
 
-The conversions are C in the package: the element helpers in `lib/casts.h`, the vector
-ones (float32 ↔ float16 / bfloat16) in `lib/cast_vectors.h`; this module chooses among
-them for a pair of dtypes. Interface for the C kernel generators:
+The conversions are C in the package: the element helpers in `lib/casts.h` (the planned
+library's casts, `lib/copy_cast.h`, convert with them and with vector instructions where
+those give the same bits); this module names them for a pair of dtypes. Interface:
 
 * `c_type(dtype)` — the C type holding one element: float16 and bfloat16 are held as their
   `uint16_t` bit patterns, bool as a `uint8_t` 0 or 1.
@@ -11,12 +11,6 @@ them for a pair of dtypes. Interface for the C kernel generators:
 * `c_convert(src, dst, expr)` — a C expression turning `expr`, a value of `c_type(src)`,
   into the `c_type(dst)` value torch's `.to(dst)` gives. `expr` appears once in the result,
   so it may have side effects or cost.
-* `c_convert_run(src, dst, name)` — a C function converting a contiguous run the same way,
-  with x86's conversion instructions where they give the same bits (float32 ↔ float16).
-* `c_convert_lanes(src, dst)` — for float32 ↔ float16 and float32 ↔ bfloat16, a C function
-  `convert_lanes` converting 16 elements held in AVX-512 registers the same way, or 8 in
-  AVX2 registers on a unit built without AVX-512 (the transposing casts convert their
-  blocks with it between the shuffles and the stores), or None for the other pairs.
 
 The oracle is torch's `.to()` on a contiguous CPU tensor, the loop that covers the bulk of
 every large tensor. torch does not give one answer everywhere: for a few NaN and
@@ -62,7 +56,7 @@ from stridec.compiler.codegen.c.library import library_text
 from stridec.errors import UnsupportedError
 from stridec.ir.dtypes import DTYPES, DType, as_dtype
 
-__all__ = ["C_PRELUDE", "C_TYPES", "c_convert", "c_convert_lanes", "c_convert_run", "c_type"]
+__all__ = ["C_PRELUDE", "C_TYPES", "c_convert", "c_type"]
 
 C_TYPES: dict[str, str] = {
     "float16": "uint16_t",
@@ -139,46 +133,3 @@ def c_convert(src: DType | str, dst: DType | str, expr: str) -> str:
     if s in _FLOATS and d not in _FLOATS:
         return _float_to_int(s, d, expr)
     return f"(({C_TYPES[d]})({expr}))"
-
-
-# Vector conversions of float32 <-> float16 / bfloat16 (C in the package): x86's
-# instructions where they give the helpers' bits, integer bit arithmetic elsewhere.
-CAST_VECTORS = library_text("cast_vectors.h")
-# The pairs with a `stridec_run_<src>_<dst>` (`c_convert_run`) and with
-# `stridec_lanes_<src>_<dst>` (`c_convert_lanes`) there.
-_VECTOR_RUNS = (("float32", "float16"), ("float16", "float32"))
-_LANE_PAIRS = (*_VECTOR_RUNS, ("float32", "bfloat16"), ("bfloat16", "float32"))
-# The ISA the 16 lanes need (the transposing casts' 16-bit shuffles too): AVX-512 with its
-# 16-bit lanes (BW) on 256-bit registers as well (VL); of the 8 lanes: AVX2 (its 256-bit
-# integer shuffles) and F16C. lib/cast_vectors.h defines the lanes under the same tests.
-LANES_ISA = "defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
-LANES_8_ISA = "defined(__AVX2__) && defined(__F16C__)"
-assert f"#if {LANES_ISA}\n" in CAST_VECTORS and f"#elif {LANES_8_ISA}\n" in CAST_VECTORS
-
-
-def c_convert_run(src: DType | str, dst: DType | str, name: str = "convert_run") -> str:
-    """C text of `static void name(const S *s, D *d, int64_t n)`, S and D the `c_type`s:
-    `d[j] = c_convert(src, dst, s[j])` for `j < n`, in vector instructions where x86
-    converts exactly as the helpers (float32 <-> float16: `stridec_run_<src>_<dst>` of
-    lib/cast_vectors.h, pasted before it), else in a loop gcc vectorizes."""
-    s = as_dtype(src, "c_convert_run src").name
-    d = as_dtype(dst, "c_convert_run dst").name
-    vector = (s, d) in _VECTOR_RUNS
-    start = f"stridec_run_{s}_{d}(s, d, n)" if vector else "0"
-    source = (f"static void {name}(const {C_TYPES[s]} *restrict s, {C_TYPES[d]} *restrict d, "
-              f"int64_t n) {{\n    int64_t j = {start};\n"
-              f"    for (; j < n; j++) d[j] = {c_convert(s, d, 's[j]')};\n}}")
-    return f"{CAST_VECTORS}\n{source}" if vector else source
-
-
-def c_convert_lanes(src: DType | str, dst: DType | str) -> str | None:
-    """C text of `convert_lanes` for `src` -> `dst` (lib/cast_vectors.h and its
-    `stridec_lanes_<src>_<dst>` by that name), defined with `CONVERT_LANES` (the lanes it
-    converts): 16 where the unit is built for `LANES_ISA`, 8 where it is built for
-    `LANES_8_ISA`; None for a pair without one. Each lane converts as
-    `c_convert(src, dst, ...)`."""
-    s = as_dtype(src, "c_convert_lanes src").name
-    d = as_dtype(dst, "c_convert_lanes dst").name
-    if (s, d) not in _LANE_PAIRS:
-        return None
-    return f"{CAST_VECTORS}\n#define convert_lanes stridec_lanes_{s}_{d}"
