@@ -55,6 +55,11 @@ enum {
    of TV rows, then streamed whole. */
 #define STRIP_BYTES 16384
 #define STRIP_COLS (STRIP_BYTES / (TV * WIDE_BYTES))
+/* A streamed block's strip of destination rows that follow on, where TV of them are a run
+   shorter than SHORT_STRIP_BYTES: a run this long, small enough that the block's source
+   rows stay in L1 beside it. */
+#define JOINED_ROWS_BYTES 4096
+#define SHORT_STRIP_BYTES 512
 /* Streamed (de)interleaves build this many bytes of each destination run in L1. */
 #define RUN_BYTES 4096
 
@@ -805,6 +810,23 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
     const int dtab = J->ga > 1;
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
     dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
+    /* Streamed rows that follow on (the block's destination one run), whose TV rows are a
+       run of a few lines (SHORT_STRIP_BYTES), not whole lines: strips of as many rows as
+       make about JOINED_ROWS_BYTES, each streamed as one run (TV rows at a time, most of
+       the run's lines are cut at an end and written through the cache). */
+    const i64 joined = JOINED_ROWS_BYTES / DST_BYTES < TV * STRIP_COLS
+                           ? JOINED_ROWS_BYTES / DST_BYTES : TV * STRIP_COLS;
+    const i64 strip_rows = joined / nb / TV * TV;  /* buf holds strip_rows x nb */
+    if (J->stream && !dtab && J->ga_s[0] == nb && TV * nb * DST_BYTES < SHORT_STRIP_BYTES
+        && nb * DST_BYTES % 64) {
+        for (i64 x = 0; x < na; x += strip_rows) {
+            i64 h = na - x < strip_rows ? na - x : strip_rows;
+            if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
+            tr_rows(s, stab, x, (dst_rows){0, buf, nb}, 0, h, nb);
+            stream_copy(dbase + x * nb, buf, (size_t)(h * nb) * DST_BYTES);
+        }
+        return;
+    }
 #ifdef TR_LINES_WIDE
     const i64 strip = TW;  /* destination rows a strip */
 #else
