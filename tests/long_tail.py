@@ -28,7 +28,7 @@ LONG_TAIL = (
     "tests/reliability/test_sanitized.py::test_the_sanitizers_report_a_read_past_a_tensor",
     "tests/compiler/test_codegen_c_copy.py::test_a_corrupt_cached_library_is_rebuilt",
     # the call keys' TensorImpl reader: a C++ build against torch's headers
-    "tests/runtime/test_builtin_calls.py::test_keys_read_from_the_tensor_fields_tell_calls_apart",
+    "tests/runtime/test_builtin_calls.py::test_keys_read_from_the_tensor_fields_tell_calls_apart_as_the_getters",
     "tests/runtime/test_builtin_calls.py::test_versions_bumped_through_the_tensor_fields",
     "tests/runtime/test_builtin_calls.py::test_cached_calls_on_keys_from_the_tensor_fields",
     "tests/runtime/test_cache.py::test_a_second_process_reuses_the_disk_entry",
