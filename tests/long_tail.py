@@ -9,6 +9,8 @@ LONG_TAIL = (
     "tests/compiler/test_c_isas.py::test_every_unit_builds_for_avx512",
     "tests/compiler/test_copy_plan_casts.py::test_every_pair_converts_as_torch[avx2",
     "tests/compiler/test_copy_plan_casts.py::test_every_pair_converts_as_torch[portable",
+    "tests/compiler/test_copy_plan_casts.py::test_half_round_trip_through_float32_is_exact[avx2",
+    "tests/compiler/test_copy_plan_casts.py::test_half_round_trip_through_float32_is_exact[portable",
     "tests/compiler/test_copy_plan_casts.py::test_kernels_built_for_avx2",
     "tests/compiler/test_copy_plan_casts.py::test_kernels_built_without_vectors",
     # every bench row run small, end to end; the GPU first-contact script's dry run

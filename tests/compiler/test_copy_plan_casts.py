@@ -22,7 +22,7 @@ from stridec.compiler.copy_plan import KERNELS, CopyPlan, candidate_plans, plan_
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
 from tests.compiler.c_build import AVX2, GCC, NATIVE, PORTABLE, build_shared, host_has, needs_gcc
-from tests.compiler.test_c_casts import special_values
+from tests.compiler.cast_values import special_values
 from tests.compiler.test_codegen_c_copy import _team
 from tests.compiler.test_codegen_copy import (
     contiguous_strides,
@@ -114,6 +114,25 @@ def test_every_pair_converts_as_torch(pairs_lib, src, kind):
             raise AssertionError(f"{kind} {src} -> {dst}: {bad.numel()} of {x.numel()} "
                                  f"differ; first at {k}: {x[k].item()!r} gives "
                                  f"{int(_bits(got)[k]):#x}, torch {int(_bits(want)[k]):#x}")
+
+
+def _convert(lib, src: str, dst: str, x: torch.Tensor) -> torch.Tensor:
+    got = torch.empty(x.numel(), dtype=DTYPES[dst].torch)
+    getattr(lib, f"run_{src}_{dst}")(ctypes.c_void_p(x.data_ptr()),
+                                     ctypes.c_void_p(got.data_ptr()), ctypes.c_int64(x.numel()))
+    return got
+
+
+def test_half_round_trip_through_float32_is_exact(pairs_lib):
+    """Every float16 / bfloat16 pattern widened to float32 and narrowed again is itself,
+    NaNs aside (float16 NaNs come back quieted, bfloat16 NaNs as 0xffff, as torch's)."""
+    for half in ("float16", "bfloat16"):
+        x = special_values(half)
+        back = _convert(pairs_lib, "float32", half, _convert(pairs_lib, half, "float32", x))
+        want = x.to(torch.float32).to(DTYPES[half].torch)
+        assert torch.equal(_bits(back), _bits(want))
+        finite = ~torch.isnan(x)
+        assert torch.equal(_bits(back)[finite], _bits(x)[finite])
 
 
 # --------------------------------------------------------------------------- the kernels

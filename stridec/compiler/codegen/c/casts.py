@@ -1,16 +1,9 @@
 """Converting between stridec's element types bit for bit as torch's CPU `.to()`, in C.
 
-The conversions are C in the package: the element helpers in `lib/casts.h` (the planned
-library's casts, `lib/copy_cast.h`, convert with them and with vector instructions where
-those give the same bits); this module names them for a pair of dtypes. Interface:
-
-* `c_type(dtype)` — the C type holding one element: float16 and bfloat16 are held as their
-  `uint16_t` bit patterns, bool as a `uint8_t` 0 or 1.
-* `C_PRELUDE` — `#include`s and `static inline` helpers (`lib/casts.h`), pasted once at
-  the top of a compile unit.
-* `c_convert(src, dst, expr)` — a C expression turning `expr`, a value of `c_type(src)`,
-  into the `c_type(dst)` value torch's `.to(dst)` gives. `expr` appears once in the result,
-  so it may have side effects or cost.
+The conversions are C in the package: the element helpers in `lib/casts.h`, with which
+the planned library's casts (`lib/copy_cast.h`) convert, and with vector instructions
+where those give the same bits. This module hands the helpers to the units that paste
+them: `C_PRELUDE`, the `#include`s and `static inline` helpers of `lib/casts.h`.
 
 The oracle is torch's `.to()` on a contiguous CPU tensor, the loop that covers the bulk of
 every large tensor. torch does not give one answer everywhere: for a few NaN and
@@ -53,83 +46,8 @@ without `-ffast-math` (or `-ffinite-math-only`), and with flush-to-zero off (the
 from __future__ import annotations
 
 from stridec.compiler.codegen.c.library import library_text
-from stridec.errors import UnsupportedError
-from stridec.ir.dtypes import DTYPES, DType, as_dtype
 
-__all__ = ["C_PRELUDE", "C_TYPES", "c_convert", "c_type"]
-
-C_TYPES: dict[str, str] = {
-    "float16": "uint16_t",
-    "bfloat16": "uint16_t",
-    "float32": "float",
-    "float64": "double",
-    "int8": "int8_t",
-    "uint8": "uint8_t",
-    "int16": "int16_t",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "uint32": "uint32_t",
-    "bool": "uint8_t",
-}
+__all__ = ["C_PRELUDE"]
 
 # The helpers, C in the package (lib/casts.h).
 C_PRELUDE = library_text("casts.h")
-
-_FLOATS = ("float16", "bfloat16", "float32", "float64")
-
-
-def c_type(dtype: DType | str) -> str:
-    """The C type holding one element of `dtype` (float16/bfloat16: `uint16_t` bits)."""
-    d = as_dtype(dtype, "c_type dtype")
-    return C_TYPES[d.name]
-
-
-def _as_f32(src: str, expr: str) -> str:
-    """`expr` (of `src`, a float16/bfloat16/float32 type) as a C float."""
-    if src == "float16":
-        return f"stridec_f16_to_f32({expr})"
-    if src == "bfloat16":
-        return f"stridec_bf16_to_f32({expr})"
-    return f"({expr})"
-
-
-def _float_to_int(src: str, dst: str, expr: str) -> str:
-    """float16/bfloat16/float32/float64 → an integer type (not bool)."""
-    wide = "f64" if src == "float64" else "f32"
-    value = expr if src == "float64" else _as_f32(src, expr)
-    if dst == "uint32" and src != "float16":
-        return f"stridec_{wide}_to_u32({value})"
-    if dst in ("int64", "uint8", "uint32"):  # uint8 (and float16 → uint32) via int64
-        return f"(({C_TYPES[dst]})stridec_{wide}_to_i64({value}))"
-    return f"(({C_TYPES[dst]})stridec_{wide}_to_i32({value}))"
-
-
-def c_convert(src: DType | str, dst: DType | str, expr: str) -> str:
-    """A C expression converting `expr` (a `c_type(src)` value) to `c_type(dst)` as torch's
-    CPU `.to(dst)` does; see the module docstring for the rules. `expr` appears once."""
-    s = as_dtype(src, "c_convert src").name
-    d = as_dtype(dst, "c_convert dst").name
-    if s not in DTYPES or d not in DTYPES:  # pragma: no cover - as_dtype admits only these
-        raise UnsupportedError(f"c_convert: no C conversion from {s} to {d}")
-    if s == d:
-        return f"({expr})"
-    if s == "bool":  # any byte but 0 is true (a bool made by a uint8 view), as torch reads it
-        expr, s = f"((uint8_t)(({expr}) != 0))", "uint8"
-    if d == "bool":
-        if s in ("float16", "bfloat16"):  # ±0 has only the sign bit set
-            return f"((uint8_t)((({expr}) & 0x7fffu) != 0))"
-        return f"((uint8_t)(({expr}) != 0))"
-    if d == "float16":
-        return f"stridec_f32_to_f16({_as_f32(s, expr) if s in _FLOATS else f'(float)({expr})'})"
-    if d == "bfloat16":
-        nan = "0x7fc0u" if s == "float16" else "0xffffu"
-        value = _as_f32(s, expr) if s in _FLOATS else f"(float)({expr})"
-        return f"stridec_f32_to_bf16({value}, {nan})"
-    if s in ("float16", "bfloat16"):
-        if d == "float32":
-            return _as_f32(s, expr)
-        if d == "float64":
-            return f"((double){_as_f32(s, expr)})"
-    if s in _FLOATS and d not in _FLOATS:
-        return _float_to_int(s, d, expr)
-    return f"(({C_TYPES[d]})({expr}))"
