@@ -408,16 +408,36 @@ def _flush_buffer(mb: int) -> torch.Tensor | None:
     return torch.ones(mb << 17, dtype=torch.int64) if mb > 0 else None
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of `n` systems for successive rounds in which every system runs right after
+    every other one equally often (a Williams design): the flush before each call empties
+    the caches, not the branch predictors, so a system timed after one running the same
+    code would otherwise gain on the others for the whole row."""
+    base, lo, hi = [0], 1, n - 1
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    orders = [[(b + i) % n for b in base] for i in range(n)]
+    return orders if n % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
 def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, written: int,
-                      s: Session, row: dict[str, Any], progress: Progress) -> None:
+                      s: Session, row: dict[str, Any], progress: Progress,
+                      instances: dict[str, str] | None = None) -> None:
     """CPU timing: every system of the row, a `dst.copy_(src)` of `total / 2` bytes
     each way (memcpy) and the same copy with streaming stores (`bench/stream_copy.py`)
-    called in turn, the order rotated each round, `s.interleave` rounds after one untimed
-    call each; medians, each system's ratios to memcpy, eager and torch.compile, and
-    eager's time over the streaming copy's (the most a copy of the row's bytes could gain
-    on eager). A row that writes more than it reads (`written` of `total` bytes) also
-    times a streaming write of its `written` bytes, and its bound is eager's time over
-    the slower of the two: no kernel writes those bytes faster."""
+    called in turn, each round in another order of `balanced_orders`, `s.interleave`
+    rounds after one untimed call each; medians, each system's ratios to memcpy, eager and
+    torch.compile, and eager's time over the streaming copy's (the most a copy of the
+    row's bytes could gain on eager). A row that writes more than it reads (`written` of
+    `total` bytes) also times a streaming write of its `written` bytes, and its bound is
+    eager's time over the slower of the two: no kernel writes those bytes faster.
+    `instances` maps calls that are instances of one system (graphs compiled alike) to
+    its name: their samples are pooled under it, each instance's median kept in its
+    entry's `instances`."""
     n = max(total // 2, 1)
     src = torch.randint(0, 256, (n,), dtype=torch.uint8)
     dst = torch.empty_like(src)
@@ -437,17 +457,26 @@ def _time_interleaved(calls: dict[str, Callable[[], Any]], total: int, written: 
             failed[name] = _error(e, "timing")
     names = [name for name in names if name not in failed]
     flush = _flush_buffer(s.flush_mb)
+    orders = balanced_orders(len(names))
     for r in range(s.interleave):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in (names[i] for i in orders[r % len(orders)]):
             if flush is not None:
                 flush.sum()  # clean lines only: nothing dirty left for the timed call to write back
             t0 = s.clock()
             everything[name]()
             samples[name].append((s.clock() - t0) * 1e3)
+    of_instances: dict[str, dict[str, float]] = {}
+    for name, system in (instances or {}).items():
+        if name in names:
+            of_instances.setdefault(system, {})[name] = statistics.median(samples[name])
+            samples.setdefault(system, []).extend(samples.pop(name))
+    names = list(dict.fromkeys((instances or {}).get(name, name) for name in names))
     for name in names:
         ms = statistics.median(samples[name])
         entry = {"ms": ms, "ms_q20": _quantile(samples[name], 0.2),
                  "ms_q80": _quantile(samples[name], 0.8), "gbps": total / (ms * 1e6)}
+        if name in of_instances:
+            entry["instances"] = of_instances[name]
         if name == "stream_fill":
             row["stream_fill"] = {**entry, "gbps": written / (ms * 1e6), "bytes": written}
         elif name in ("memcpy", "stream"):
@@ -783,8 +812,7 @@ def run(args: argparse.Namespace,
     if cpu:
         timer, how = wall_timer(args.cpu_repeats), (
             f"host clock; the row's systems, a same-run memcpy and streaming copy "
-            f"interleaved, order "
-            f"rotated, {args.cpu_repeats} rounds, medians; "
+            f"interleaved, orders balanced, {args.cpu_repeats} rounds, medians; "
             + (f"caches flushed before each timed call (a {args.cpu_flush_mb} MB read); "
                if args.cpu_flush_mb else "caches not flushed (warm); ")
             + f"{torch.get_num_threads()} threads")

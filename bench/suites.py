@@ -268,9 +268,11 @@ def measure_case(case: Case, s: Session, progress: Progress, smoke: bool) -> dic
 def measure_symbolic(case: Case, s: Session, progress: Progress, smoke: bool,
                      static_first: bool = False) -> dict[str, Any]:
     """The function traced with a symbolic batch against the same function traced static,
-    at the same size: time of each, kernels each call launches. `static_first`: compile the
-    static graph first (of two graphs compiled for the same inputs, the later one's cold
-    calls read faster at 64 KiB, whichever it is; run_suite alternates the order)."""
+    at the same size: time of each, kernels each call launches. Each is compiled twice, in
+    the order first, second, second, first, and its time is the median of both graphs'
+    calls: two graphs compiled alike read up to 10 % apart at 64 KiB, and which one reads
+    faster follows neither the kind nor the order. `static_first`: the static graph is
+    the first (run_suite alternates)."""
     row = _new_row(case)
     row["compiled_first"] = "static" if static_first else "symbolic"
     inputs = case.inputs()
@@ -284,17 +286,22 @@ def measure_symbolic(case: Case, s: Session, progress: Progress, smoke: bool,
     calls: dict[str, Callable[[], Any]] = {}
     kernels: dict[str, int] = {}
     systems = (("symbolic", case.dynamic), ("static", False))
-    for system, dynamic in systems[::-1] if static_first else systems:
+    first, second = systems[::-1] if static_first else systems
+    instances: dict[str, str] = {}
+    for k, (system, dynamic) in enumerate((first, second, second, first)):
+        instance = f"{system} {1 + k // 2}"
+        instances[instance] = system
         fn = _stridec(case, inputs, s.backend, row, dynamic=dynamic)
         if fn is None:
             row["error"] = f"{system}: {row['error']}"
             progress.step("!")
             return row
         try:
-            kernels[system], got = _first_call(fn, inputs, outs)
+            launched, got = _first_call(fn, inputs, outs)
+            kernels[system] = max(launched, kernels.get(system, 0))
             _check(outs if outs is not None else got, expected, f"stridec {system}")
-            calls[system] = ((lambda f=fn: f(*inputs, out=outs)) if outs is not None
-                             else (lambda f=fn: f(*inputs)))
+            calls[instance] = ((lambda f=fn: f(*inputs, out=outs)) if outs is not None
+                               else (lambda f=fn: f(*inputs)))
         except Mismatch as e:
             row["status"], row["error"] = "mismatch", f"{system}: {e}"
             return row
@@ -310,7 +317,7 @@ def measure_symbolic(case: Case, s: Session, progress: Progress, smoke: bool,
     into = case.into
     calls["eager"] = ((lambda: into(outs, *inputs)) if outs is not None and into is not None
                       else (lambda: case.fn(*inputs)))
-    _time_interleaved(calls, read + written, written, s, row, progress)
+    _time_interleaved(calls, read + written, written, s, row, progress, instances)
     sym = row["systems"].get("symbolic", {}).get("ms")
     static = row["systems"].get("static", {}).get("ms")
     eager = row["systems"].get("eager", {}).get("ms")
@@ -747,7 +754,7 @@ def run_suite(args: argparse.Namespace) -> int:
              else "host clock")
     how = ("none (smoke: tiny sizes, correctness only)" if smoke else
            f"{clock}; the row's systems, a same-run memcpy and streaming copy interleaved, "
-           f"order rotated, {repeats} rounds, medians; "
+           f"orders balanced, {repeats} rounds, medians; "
            + (f"caches flushed before each timed call (a {args.cpu_flush_mb} MB read); "
               if args.cpu_flush_mb else "caches not flushed (warm); ")
            + f"{torch.get_num_threads()} threads")

@@ -158,6 +158,32 @@ def test_summary_targets() -> None:
     assert suites.summarize("symbolic", sym)["kernels_unequal"] == ["s"]
 
 
+@pytest.mark.parametrize("n", range(1, 9))
+def test_balanced_orders_put_every_system_after_every_other_equally_often(n: int) -> None:
+    orders = bench_run.balanced_orders(n)
+    follows: dict[tuple[int, int], int] = {}
+    for order in orders:
+        assert sorted(order) == list(range(n))
+        for a, b in zip(order, order[1:], strict=False):
+            follows[a, b] = follows.get((a, b), 0) + 1
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) <= 1
+
+
+def test_instances_of_a_system_are_pooled(capsys: pytest.CaptureFixture[str]) -> None:
+    """Calls named as instances of one system are timed apart and reported as one system:
+    the median of all their samples, each instance's own median beside it."""
+    s = bench_run.Session(torch.device("cpu"), "cpu", "cpu", None, False, interleave=4)
+    ran: list[str] = []
+    names = ("symbolic 1", "static 1", "static 2", "symbolic 2")
+    calls = {name: (lambda name=name: ran.append(name)) for name in names}
+    row: dict[str, Any] = {"systems": {}}
+    bench_run._time_interleaved(calls, 64, 32, s, row, bench_run.Progress(0),
+                                {name: name.split()[0] for name in names})
+    assert set(row["systems"]) == {"symbolic", "static"}
+    assert set(row["systems"]["static"]["instances"]) == {"static 1", "static 2"}
+    assert {name: ran.count(name) for name in names} == dict.fromkeys(names, 5)
+
+
 @pytest.mark.skipif(not cpu_backend.available(), reason="no C compiler")
 def test_quick_times_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--quick --only ROW`: one row timed beside eager, the memcpy and the streaming copy,
