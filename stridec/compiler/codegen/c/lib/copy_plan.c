@@ -1645,6 +1645,35 @@ static void work_task(void* arg, i64 u0, i64 u1) {
     if (J->stream) stream_end();
 }
 
+/* A small copy's pages asked for at once, a line of each, before its first block: with
+   cold caches and TLB the page walks then run side by side, not one after another as the
+   blocks reach each page (docs/cpu.md, "The call path with cold caches"). Only for copies of at most TOUCH_BYTES whose spans
+   are not much larger than the bytes they move (a step slice's gaps are not asked for). */
+#define TOUCH_BYTES ((i64)4 << 20)
+static void touch_pages(const job_t* J, const i64* p) {
+    i64 slo = J->soff, shi = J->soff, dlo = J->doff, dhi = J->doff, numel = 1;
+    const i64* q = p + HEADER_WORDS;
+    for (i64 l = 0; l < J->L; l++, q += LOOP_WORDS) {
+        numel *= J->n[l];
+        const i64 ds = q[L_src_stride] * (J->n[l] - 1), dd = q[L_dst_stride] * (J->n[l] - 1);
+        if (ds < 0) slo += ds; else shi += ds;
+        if (dd < 0) dlo += dd; else dhi += dd;
+    }
+    if (J->kernel >= K_deinterleave && J->kernel <= K_compress) {  /* K lanes an element */
+        const i64 lanes = (J->K - 1) * (J->ls < 0 ? -J->ls : J->ls);
+        numel *= J->K;
+        shi += lanes;
+        dhi += lanes;
+    }
+    const i64 moved = numel * (ELEM_BYTES + DST_BYTES);
+    const i64 sb = (shi - slo + 1) * ELEM_BYTES, db = (dhi - dlo + 1) * DST_BYTES;
+    if (moved > TOUCH_BYTES || sb + db > 2 * moved) return;
+    const char* s0 = (const char*)(J->src + slo);
+    const char* d0 = (const char*)(J->dst + dlo);
+    for (i64 k = 0; k < sb; k += 4096) __builtin_prefetch(s0 + k, 0, 3);
+    for (i64 k = 0; k < db; k += 4096) __builtin_prefetch(d0 + k, 1, 3);
+}
+
 /* The job of one call, set up in `job` (CAT(STRIDEC_SYMBOL, _job_bytes)() bytes): its
    blocks, negated when they run on the calling thread alone, 0 if none (or the block is
    not one this library reads). CAT(STRIDEC_SYMBOL, _work)(job, u0, u1) runs blocks
@@ -1766,7 +1795,11 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     if (nthreads > p[H_parallel]) nthreads = p[H_parallel];
     if (nthreads > MAXT) nthreads = MAXT;
     if ((double)numel * (lanes ? J->K : 1) * (ELEM_BYTES + DST_BYTES) < PARALLEL_BYTES) nthreads = 1;
-    return nthreads <= 1 || units < 2 ? -units : units;
+    if (nthreads <= 1 || units < 2) {  /* on the calling thread: its pages asked for first */
+        if (numel > 0) touch_pages(J, p);
+        return -units;
+    }
+    return units;
 }
 
 void CAT(STRIDEC_SYMBOL, _work)(void* job, i64 u0, i64 u1) { work_task(job, u0, u1); }
