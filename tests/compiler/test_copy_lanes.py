@@ -157,3 +157,38 @@ def test_a_size_2_transpose_is_not_a_tiled_transpose():
     assert generate_c_copy(pairs).strategy == "deinterleave"
     half = CopySpec((10, 500), (1000, 2), 0, (500, 1), 0, DTYPES["float16"], DTYPES["float16"])
     assert generate_c_copy(half).strategy == "compress"
+
+
+def _short_spec(kind: str, n: int, k: int, dtype, q: int, offset: int) -> CopySpec:
+    """q blocks of n pixels of k lanes whose lanes' runs follow on along q: a deinterleave
+    whose source pixels are q runs apart (a gap between them), or an interleave into pixel
+    runs q apart (a gap between them): the blocks the library joins in L1."""
+    if kind == "deinterleave":
+        sizes, src, dst = (k, q, n), (1, k * n + 5, k), (q * n, n, 1)
+    else:
+        sizes, src, dst = (q, n, k), (n, 1, q * n), (k * n + 3, k, 1)
+    return CopySpec(sizes, src, offset, dst, offset, dtype, dtype)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("kind", ["deinterleave", "interleave"])
+def test_short_blocks_joined_along_the_loop(kind, streamed, threads):
+    # rand05_r6_bfloat16 of the random suite's seed 1440765935: a deinterleave of 3
+    # pixels a block, 64155 blocks along loops whose lanes' runs follow on
+    previous = cpu.set_stream_threshold(0 if streamed else -1)
+    try:
+        for dtype in ("int8", "int16", "float32", "float64"):
+            for k in (2, 3, 4):
+                for n, q in ((2, 600), (3, 300), (5, 9)):
+                    spec = _short_spec(kind, n, k, DTYPES[dtype], q, n % 2)
+                    plans = candidate_plans(spec, limit=100)
+                    plan = next(p for p in plans if p.kernel == kind)
+                    # blocks of n pixels along a loop that moves the lanes' runs n on
+                    inner, along = plan.loops[-1], plan.loops[-2]
+                    assert inner.extent == inner.step == n, plan.describe()
+                    assert (along.dst_stride if kind == "deinterleave"
+                            else along.src_stride) == n, plan.describe()
+                    run_plan(plan, spec, threads, seed=n)
+    finally:
+        cpu.set_stream_threshold(previous)

@@ -400,6 +400,38 @@ def test_blocked_rows_match_torch(stream):
         cpu.set_stream_threshold(previous)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_short_runs_of_a_block_that_is_one_run_match_torch(stream):
+    # (A, C, n).permute(1, 0, 2) with runs of n elements shorter than 16 bytes (the random
+    # suite's rand16_r3_int8 of seed 393691538, 9 x 64255 x 3 int8: a transpose of 3-byte
+    # elements): a block of runs along both dims whose destination is one run moves each
+    # run as one word (lib/copy_plan.c, rows_words; streamed, through L1); its last runs'
+    # words would pass the block's destination (a thread's neighbour's) or the source's
+    # end. Every element size, 1 and 3 threads, blocks whole and cut along c.
+    previous = cpu.set_stream_threshold(0 if stream else -1)
+    try:
+        for dtype in SIZES:
+            for n in range(1, 16 // dtype.itemsize):
+                if dtype.itemsize * n in (1, 2, 4, 8):
+                    continue  # whole elements of the library's sizes
+                spec = permute_spec((9, 301, n), (1, 0, 2), dtype, dst_offset=1)
+                plans = [p for p in candidate_plans(spec, CACHES, limit=16)
+                         if p.kernel == "rows" and p.a_loop >= 0 and p.c_loop >= 0]
+                assert plans, spec
+                for plan, threads in itertools.product(plans[:1], (1, 3)):
+                    a, c = plan.loops[plan.a_loop], plan.loops[plan.c_loop]
+                    assert a.step == a.extent and a.dst_stride == n
+                    assert c.dst_stride == a.extent * n, plan.describe()
+                    for step in (c.step, 7):
+                        loops = list(plan.loops)
+                        loops[plan.c_loop] = dataclasses.replace(c, step=min(step, c.step))
+                        with _team(True, threads):
+                            run_plan(dataclasses.replace(plan, loops=tuple(loops),
+                                                         parallel=threads), spec, threads)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_lane_blocks_walked_along_a_loop_match_torch(streaming, threads):
     # MAE's unpatchify, x.view(n, h, w, p, q, c).permute(0, 5, 1, 3, 2, 4) (a deinterleave
@@ -789,6 +821,9 @@ def test_builds_without_avx512(tmp_path, flags, dtype):
     fn = _library(size, lib)
     specs = [spec for _, spec in KERNEL_CASES if spec.src_dtype == dtype]
     specs += [permute_spec((rows, cols), (1, 0), dtype) for rows, cols in ((5, 7), (9, 17))]
+    # blocks of 3 pixels joined along a loop (lanes_joined), a deinterleave and back
+    specs += [permute_spec((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), dtype),
+              permute_spec((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), dtype)]
     previous = cpu.set_stream_threshold(-1)
     try:
         for spec, threads, stream in itertools.product(specs, (1, 3), (False, True)):

@@ -187,11 +187,18 @@ WIDE_BYTES = (((192, 256), (1, 0), "int8"), ((67, 131), (1, 0), "uint8"),
 # Runs of a few bytes that follow on in the destination, each moved as one wider word
 # (lib/copy_plan.c, gather_runs): the words of the runs at the source's end must not
 # read past it (a 3-byte run moved as 8 bytes), nor those at a block's end write past
-# it; 3-, 5- and 33-byte runs, the source's last run last in the walk; and the permute
-# kernel's matrices, each loaded as a 64-byte vector.
+# it; 3-, 5- and 33-byte runs, the source's last run last in the walk; the permute
+# kernel's matrices, each loaded as a 64-byte vector; short lane blocks gathered in L1.
 SHORT_RUNS = (((7, 33, 9, 3), (0, 2, 1, 3), "uint8"), ((5, 9, 13, 5), (2, 0, 1, 3), "int8"),
               ((3, 17, 5, 33), (1, 2, 0, 3), "uint8"), ((9, 5, 3), (1, 0, 2), "int16"),
               # small matrices permuted whole (the permute kernel's 64-byte loads and
               # stores), one after the other and apart
               ((11, 3, 3), (0, 2, 1), "int16"), ((5, 9, 3, 7), (1, 0, 3, 2), "int8"),
-              ((7, 5, 9), (0, 2, 1), "float64"))
+              ((7, 5, 9), (0, 2, 1), "float64"),
+              # a block of runs whose destination is one run, a word a run over the whole
+              # block (rows_words): 3- and 14-byte runs
+              ((9, 301, 3), (1, 0, 2), "int8"), ((5, 41, 7), (1, 0, 2), "int16"),
+              # blocks of 3 pixels of 3 lanes joined along the loop outside them
+              # (lanes_joined): a deinterleave and the interleave back
+              ((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), "int16"),
+              ((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), "int16"))

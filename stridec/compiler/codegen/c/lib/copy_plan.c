@@ -368,6 +368,53 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
 }
 #endif
 
+/* Runs shorter than this many bytes of a rows block whose destination is one run go a
+   word each over the whole block (rows_words). */
+#define WORD_RUN_BYTES 16
+
+/* Runs [z0, z1) along c of a rows block (ea runs of n bytes along a, sa bytes apart in
+   the source; sc along c) into o, where they follow on: run r (z * ea + x) one word of
+   W bytes loaded and stored, the next run's store overwriting its tail, for r < fast and
+   where the word stays below the source's end (send); the others exactly. */
+#define ROWS_WORDS(W)                                                                   \
+    for (i64 z = z0; z < z1; z++, r += ea, o += ea * (i64)n) {                         \
+        const char* sz = s + z * sc;                                                    \
+        i64 k = fast - r >= ea ? ea : fast - r > 0 ? fast - r : 0;                      \
+        if (sa > 0) {                                                                   \
+            const i64 left = (i64)(send - sz) - (i64)(W);                               \
+            const i64 lim = left >= 0 ? left / sa + 1 : 0;                              \
+            k = k < lim ? k : lim;                                                      \
+        } else if ((i64)(send - sz) < (i64)(W)) {                                       \
+            k = 0;                                                                      \
+        }                                                                               \
+        for (i64 x = 0; x < k; x++) {                                                   \
+            char w[W];                                                                  \
+            memcpy(w, sz + x * sa, W);                                                  \
+            memcpy(o + x * (i64)n, w, W);                                               \
+        }                                                                               \
+        for (i64 x = k; x < ea; x++) copy_run(o + x * (i64)n, sz + x * sa, n);          \
+    }
+ALWAYS_INLINE void rows_words_part(const char* s, const char* send, char* o, i64 ea, size_t n,
+                                   i64 sa, i64 sc, i64 z0, i64 z1, i64 r, i64 fast) {
+    if (n <= 8) ROWS_WORDS(8) else ROWS_WORDS(16)
+}
+#undef ROWS_WORDS
+
+/* A rows block of runs shorter than WORD_RUN_BYTES whose destination is one run (the a
+   loop's runs follow on there, then the c loop's: a transpose of elements of a few bytes,
+   3-byte pixels of a 9 x 64255 x 3 .permute(1, 0, 2)), not streamed: each run one word in
+   the destination's order, over the whole block (part by part, a part of 9 runs cost a
+   call and its checks: 2.5 ns a run). A run whose word would pass the block's destination
+   or the source's end is copied exactly. */
+static __attribute__((noinline)) void rows_words(const job_t* J, const elem_t* s, dst_t* d,
+                                                 i64 ea, i64 eb, i64 ec) {
+    const size_t n = (size_t)eb * ELEM_BYTES, W = n <= 8 ? 8 : 16;
+    const i64 runs = ea * ec;
+    const i64 fast = (size_t)runs * n < W ? 0 : (i64)(((size_t)runs * n - W) / n) + 1;
+    rows_words_part((const char*)s, J->send, (char*)d, ea, n, J->ssa * ELEM_BYTES,
+                    J->ssc * ELEM_BYTES, 0, ec, 0, fast);
+}
+
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
    strides ssa and dsa), the next block's source prefetched as it goes (P, or 0: its share
    for part z). Streamed, runs that follow on in the destination are built in L1 and
@@ -1344,6 +1391,11 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
                     __builtin_prefetch(P->dbase + z * J->dsc + P->na * eb - 1, 1, 3);
                 }
 #ifndef CAST_SRC
+            if (ec > 1 && !J->stream && J->dsa == eb && J->dsc == ea * eb
+                && eb * ELEM_BYTES < WORD_RUN_BYTES) {
+                rows_words(J, s, d, ea, eb, ec);
+                break;
+            }
             if (ec > 1 && J->stream && J->dsa == eb && J->dsc == ea * eb &&
                 eb * ELEM_BYTES <= STRIP_BYTES / 2) {
                 tile_rows_joined(J, s, d, ea, eb, ec, P);
@@ -1561,11 +1613,54 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
+/* Blocks of pixels shorter than this many bytes (K lanes), whose pixels end inside a
+   vector, that follow on along the innermost loop on the lanes' side are joined in L1
+   (lanes_joined), LANES_JOIN_BYTES at a time: blocks of whole vectors move as fast
+   alone (MAE's patchify, 16 float32 pixels a block). */
+#define LANES_SHORT_BYTES 256
+#define LANES_JOIN_BYTES 4096
+
+/* k blocks of n pixels along a loop q, whose lanes' runs follow on (q moves them n
+   elements): a deinterleave's pixels from s (q's source step sq apart) gathered into L1
+   and split as one run of k*n pixels into d; an interleave's lanes from s joined as one
+   run, its pixel runs then scattered to d (q's destination step dq apart). A block of 3
+   pixels split alone costs a vector's tail and its masked stores (26 ns). */
+static void lanes_joined(const job_t* J, const elem_t* s, dst_t* d, i64 k, i64 n, i64 sq,
+                         i64 dq) {
+    const int K = (int)J->K;
+    const i64 per = LANES_JOIN_BYTES / (K * n * WIDE_BYTES);
+    if (J->kernel == K_interleave) {
+        dst_t buf[LANES_JOIN_BYTES / DST_BYTES] __attribute__((aligned(64)));
+        for (i64 r = 0; r < k; r += per) {
+            const i64 w = k - r < per ? k - r : per;
+            join_rows(s + r * n, J->ls, buf, w * n, K);
+            for (i64 j = 0; j < w; j++) {
+                if (J->stream) stream_copy(d + (r + j) * dq, buf + j * K * n,
+                                           (size_t)(K * n) * DST_BYTES);
+                else copy_run(d + (r + j) * dq, buf + j * K * n, (size_t)(K * n) * DST_BYTES);
+            }
+        }
+        return;
+    }
+    elem_t buf[LANES_JOIN_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
+    for (i64 r = 0; r < k; r += per) {
+        const i64 w = k - r < per ? k - r : per;
+        for (i64 j = 0; j < w; j++)
+            copy_run(buf + j * K * n, s + (r + j) * sq, (size_t)(K * n) * ELEM_BYTES);
+        tile_split(J, buf, d + r * n, w * n, 1);
+    }
+}
+
 /* work() of a lane kernel's unmasked blocks where its micro-kernel's dim (b: a
    deinterleave's, a compress's; a: an interleave's) is one block: the blocks along the
-   innermost loop of several walked by additions, without the general block's dispatch. */
+   innermost loop of several walked by additions, without the general block's dispatch;
+   short ones whose lanes' runs follow on along it joined (lanes_joined). */
 static void work_lanes(const job_t* J, i64 u0, i64 u1) {
     const i64 q = J->act[J->nact - 1], sq = J->sstep[q], dq = J->dstep[q];
+    const int inter = J->kernel == K_interleave;
+    const i64 n = J->n[inter ? J->a : J->b];
+    const int joined = (J->kernel == K_deinterleave || inter) && (inter ? sq : dq) == n
+                       && n % LV && J->K * n * WIDE_BYTES < LANES_SHORT_BYTES;
     i64 idx[MAXL], so, dof, mb[MAXM];
     odometer_seek(J, u0, idx, &so, &dof, mb);
     for (i64 u = u0; u < u1;) {
@@ -1573,7 +1668,9 @@ static void work_lanes(const job_t* J, i64 u0, i64 u1) {
         if (k > u1 - u) k = u1 - u;
         const elem_t* s = J->src + so;
         dst_t* d = J->dst + dof;
-        if (J->kernel == K_interleave) {
+        if (joined && k > 1) {
+            lanes_joined(J, s, d, k, n, sq, dq);
+        } else if (inter) {
             for (i64 r = 0; r < k; r++, s += sq, d += dq)
                 tile_join(J, s, J->ls, d, J->n[J->a], 0, (int)J->K);
         } else {
