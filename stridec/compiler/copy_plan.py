@@ -323,7 +323,10 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
     if kernel == "transpose":
         size = plan.elem_bytes
         short_a = join and ea == loops[plan.a_loop].extent and ea * size < LINE_BYTES
-        short_b = join and eb == loops[plan.b_loop].extent and eb * plan.dst_bytes < LINE_BYTES
+        # destination rows of a line or more join along an outer dim of the a side only
+        # (rows 271 KB apart, each 132 bytes, whose neighbours 15 rows on follow on)
+        short_b = join and eb == loops[plan.b_loop].extent and (
+            eb * plan.dst_bytes < LINE_BYTES or plan.a_side[0][1] != eb)
         return (_joined(eb, ea, plan.b_side, short_a, tuple(src_moves)),
                 _joined(ea, eb, plan.a_side, short_b, tuple(dst_moves)))
     if kernel == "deinterleave":
@@ -367,7 +370,8 @@ def _joined(rows: int, run: int, dims: tuple[tuple[int, int], ...], short: bool,
     on its side and shorter than a line (`short`), rows along a dim whose stride is the
     run so far follow on: one longer run (rows of 9 along a dim of 147 at stride 9 are
     runs of 1323). Rows of a line or longer are priced as rows, as they were calibrated
-    (docs/cpu.md)."""
+    (docs/cpu.md), but destination rows that follow on along an outer dim of the a side
+    only (`_sides_of`)."""
     spacing = dims[0][1] if dims else 1
     if not short:
         return _Side(rows, run, spacing, moves)
