@@ -955,6 +955,20 @@ def _plan_masks(canon: CopySpec, plan: CopyPlan, consumed: int | None,
                  for m in canon.masks)
 
 
+def _rows_followed(plan: CopyPlan) -> bool:
+    """Whether a transpose's source rows, each a whole a side shorter than a line, join
+    over the whole b side into at most `2 * FOLLOWED_STREAMS` streams (`_joined`) and the
+    blocks walk along b: each next block goes on with the streams the hardware
+    prefetchers already follow, and a software prefetch of it only adds work."""
+    a, b = plan.loops[plan.a_loop], plan.loops[plan.b_loop]
+    moving = [k for k, loop in enumerate(plan.loops) if loop.count > 1]
+    if not moving or moving[-1] != plan.b_loop:
+        return False
+    if a.step != a.extent or a.step * plan.elem_bytes >= LINE_BYTES:
+        return False
+    return _joined(b.extent, a.step, plan.b_side, True, ()).runs <= 2 * FOLLOWED_STREAMS
+
+
 def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
     """A transpose's prefetch, streaming and staging: a copy larger than L2 prefetches each
     next block's source lines while a block runs (the rows of a block are as many streams
@@ -964,7 +978,7 @@ def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
     writes that line through the cache, mixed with the streamed ones, slower than not
     streaming at all where the rows are short (docs/cpu.md). A block masked by rows stages
     its source rows."""
-    if moved > caches.l2:
+    if moved > caches.l2 and (bool(plan.masks) or not _rows_followed(plan)):
         plan = _with(plan, prefetch=True)
     size, line = plan.elem_bytes, caches.line
     b_loop = plan.loops[plan.b_loop]
