@@ -73,6 +73,8 @@ KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gathe
            "fill", "permute")
 # Masks of a copy the library takes at most (lib/copy_abi.h's STRIDEC_COPY_MAX_MASKS).
 MAX_MASKS = 64
+# The element types of the library's sizes, for runs moved as one element (`_wide_spec`).
+WIDE_DTYPES = {2: "int16", 4: "int32", 8: "int64"}
 # Lanes of the (de)interleave and compress micro-kernels.
 MAX_LANES = 4
 # The largest matrix of the permute micro-kernel, in bytes (lib/copy_abi.h's
@@ -630,12 +632,38 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
                                    cast, join=False)
         if gather and kernel != "gather":
             plans += _plans_of(canon, "gather", None, canon.rank - 1, size, caches, cast)
+        wide = _wide_spec(canon) if kernel == "rows" else None
+        if wide is not None:  # the same copy, each run one element of the library's sizes
+            plans += candidate_plans(wide, caches, limit, gather, coalesce, simplify)
         if not canon.masks and not cast:
             plans += _permute_plans(canon, size, caches)
     # Distinct plans only: tilings and orders that come out the same (a side shorter than
     # every tile) would fill the `limit` with one plan.
     plans = sorted(dict.fromkeys(plans), key=lambda p: p.cost)
     return plans[:limit]
+
+
+def _wide_spec(canon: CopySpec) -> CopySpec | None:
+    """`canon` as the copy of elements that are each its innermost run, where that run
+    (contiguous on both sides) is 2, 4 or 8 bytes of several elements and every other
+    stride and both offsets are whole runs: a transpose of RGBA pixels of 4 bytes, of
+    complex-like pairs of float32 (the runs of a rows plan, moved one by one, took 10-14
+    times as long as the transpose of the wide elements, docs/cpu.md); None otherwise (a
+    cast, masks). The library of the wide size reads the storages at their pointers: the
+    call stages a storage whose address is not a multiple of 8 (runtime/tensors.py)."""
+    b = canon.rank - 1
+    n, size = canon.sizes[b], canon.src_dtype.itemsize
+    if (canon.rank < 2 or canon.masks or canon.src_dtype != canon.dst_dtype or n < 2
+            or canon.src_strides[b] != 1 or canon.dst_strides[b] != 1
+            or n * size not in WIDE_DTYPES):
+        return None
+    whole = (*canon.src_strides[:b], *canon.dst_strides[:b], canon.src_offset, canon.dst_offset)
+    if any(v % n for v in whole):
+        return None
+    dtype = DTYPES[WIDE_DTYPES[n * size]]
+    return CopySpec(canon.sizes[:b], tuple(v // n for v in canon.src_strides[:b]),
+                    canon.src_offset // n, tuple(v // n for v in canon.dst_strides[:b]),
+                    canon.dst_offset // n, dtype, dtype)
 
 
 def _matrix(canon: CopySpec, size: int) -> int | None:

@@ -52,22 +52,24 @@ def without_memory(t: torch.Tensor) -> str | None:
 
 def _misaligned(t: Any) -> bool:
     """Whether `t` is a strided tensor with elements and memory whose data pointer is not
-    a multiple of its element size."""
+    a multiple of its element size, or whose storage's is not a multiple of 8 (a copy of
+    runs of 2, 4 or 8 bytes moves them as elements of that size)."""
     if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.is_nested:
         return False
     try:
-        return bool(t.data_ptr() % t.element_size()) and bool(t.numel()) and (
-            without_memory(t) is None)
+        return bool(t.data_ptr() % t.element_size() or t.untyped_storage().data_ptr() % 8
+                    ) and bool(t.numel()) and without_memory(t) is None
     except (RuntimeError, NotImplementedError):  # no memory: the checks name it
         return False
 
 
 def misaligned(tensors: Iterable[Any]) -> bool:
     """Whether some tensor of `tensors` with elements has a data pointer that is not a
-    multiple of its element size. torch makes such tensors (`frombuffer` at an odd
-    offset, numpy views at odd byte offsets) and runs on them; the C kernels assume
-    aligned elements (a fill's pattern, vector loads), so a call stages them
-    (`AlignedStandIns`)."""
+    multiple of its element size, or a storage whose pointer is not a multiple of 8.
+    torch makes such tensors (`frombuffer` at an odd offset, numpy views at odd byte
+    offsets) and runs on them; the C kernels assume aligned elements (a fill's pattern,
+    vector loads; runs of a few bytes moved as elements of up to 8 bytes), so a call
+    stages them (`AlignedStandIns`)."""
     return any(_misaligned(t) for t in tensors)
 
 

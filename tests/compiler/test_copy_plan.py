@@ -18,6 +18,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import stridec
 from stridec.compiler.codegen.c import plan as cplan
 from stridec.compiler.codegen.c.copy import call_fits, generate_c_copy
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
@@ -33,6 +34,7 @@ from stridec.compiler.host import Caches, read_caches
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
+from stridec.runtime.tensors import misaligned
 from tests.compiler.c_build import AVX2, PORTABLE, build_shared, host_has, needs_gcc
 from tests.compiler.test_codegen_c_copy import _team
 from tests.compiler.test_codegen_copy import (
@@ -320,6 +322,58 @@ def test_transposes_whose_source_rows_are_a_few_streams_are_not_prefetched():
     assert [n for n, _ in plan.b_side] == [7, 665], plan.describe()
     run_plan(plan, spec)
     assert plan_copy(permute_spec((700, 700), (1, 0), f32), CACHES).prefetch
+
+
+@pytest.mark.parametrize(("sizes", "perm", "dtype", "wide"), [
+    ((64, 48, 4), (1, 0, 2), "uint8", 4),  # RGBA pixels transposed
+    ((3, 40, 70, 2), (0, 2, 1, 3), "float32", 8),  # complex-like pairs
+    ((33, 17, 2), (1, 0, 2), "int8", 2),
+    ((5, 33, 17, 2), (2, 0, 1, 3), "bfloat16", 4),
+    ((9, 31, 4), (1, 0, 2), "int16", 8),
+    ((7, 3, 5, 2), (2, 1, 0, 3), "int32", 8),  # a permute of small matrices of pairs
+])
+def test_runs_of_a_library_size_move_as_elements(sizes, perm, dtype, wide):
+    # Runs of 2, 4 or 8 bytes kept innermost are also planned as the copy of elements that
+    # wide (the library of that size), every candidate equal to torch; not where a stride
+    # or an offset is no whole run, nor for a cast.
+    spec = permute_spec(sizes, perm, DTYPES[dtype])
+    plans = candidate_plans(spec, CACHES, limit=8)
+    assert any(p.elem_bytes == wide for p in plans), [p.describe() for p in plans]
+    for candidate in plans:
+        run_plan(candidate, spec)
+    odd = dataclasses.replace(spec, src_offset=1)
+    assert all(p.elem_bytes == DTYPES[dtype].itemsize for p in candidate_plans(odd, CACHES))
+    cast = dataclasses.replace(spec, dst_dtype=DTYPES["float64"])
+    assert all(p.elem_bytes == DTYPES[dtype].itemsize for p in candidate_plans(cast, CACHES))
+
+
+@pytest.mark.parametrize(("sizes", "perm", "dtype", "wide"), [
+    ((1024, 1024, 4), (1, 0, 2), "uint8", 4), ((3, 1000, 700, 2), (0, 2, 1, 3), "float32", 8)])
+def test_a_transpose_of_pixels_or_pairs_moves_them_as_elements(sizes, perm, dtype, wide):
+    # RGBA pixels and complex-like pairs transposed: the transpose of 4- and 8-byte
+    # elements, not the rows plan that moved each run alone (1024 x 1024 x 4 uint8: 6.6 ms
+    # against 0.67, eager 3.9; the float32 pairs 22 ms against 1.8, eager 5.9).
+    spec = permute_spec(sizes, perm, DTYPES[dtype])
+    plan = plan_copy(spec, CACHES)
+    assert (plan.kernel, plan.elem_bytes) == ("transpose", wide), plan.describe()
+    ranked = cplan.ranked_plans(spec)
+    assert all(p.elem_bytes == ranked[0].elem_bytes for p in ranked)
+
+
+def test_wide_elements_from_a_storage_off_8_bytes():
+    # The library of the wide elements reads them at the storage's pointer: a storage 3 (or
+    # 4) bytes past a multiple of 8 is staged in an aligned copy for the call.
+    raw = bytearray(64 * 48 * 4 + 16)
+    shift = (-torch.frombuffer(raw, dtype=torch.uint8).data_ptr()) % 8 + 3
+    x = torch.frombuffer(raw, dtype=torch.uint8, offset=shift, count=64 * 48 * 4)
+    x = x.view(64, 48, 4)
+    x.copy_(torch.randint(0, 256, (64, 48, 4), dtype=torch.uint8))
+    pairs = torch.frombuffer(raw, dtype=torch.float32, offset=shift + 1, count=2 * 5 * 7)
+    assert misaligned([x]) and misaligned([pairs]) and not misaligned([x.clone()])
+    for t, fn in ((x, lambda t: t.permute(1, 0, 2).contiguous()),
+                  (pairs.view(5, 7, 2), lambda t: t.transpose(0, 1).contiguous())):
+        compiled = stridec.compile(stridec.trace(fn, t), backend="cpu")
+        assert torch.equal(compiled(t), fn(t))
 
 
 def test_long_rows_are_not_blocked():

@@ -2,9 +2,10 @@
 just past its end (or just before its start) lies on a `PROT_NONE` page, and, for
 element-misaligned data pointers, so that its address is 1 ... size - 1 bytes off its
 element size (and 4 bytes off 8: float32 and int32 aligned to their elements but not to
-8 bytes, which the kernels take as they are). A kernel that reads or writes one byte
-outside a storage faults; a kernel that assumed aligned elements would write rotated
-bytes (a streamed fill's pattern) or fault on an aligned vector access. Every copy
+8 bytes, staged too: a copy of runs of 8 bytes moves them as 8-byte elements). A kernel
+that reads or writes one byte outside a storage faults; a kernel that assumed aligned
+elements would write rotated bytes (a streamed fill's pattern) or fault on an aligned
+vector access. Every copy
 strategy (linear rows, tiled transposes of 1/2/4/8-byte elements, gathers, batched cats),
 fills (pad, pack, full; masked rows, transposes, interleaves and flips of the planned
 library), casts (plain, transposing, from bool, through the lane kernels, flips and

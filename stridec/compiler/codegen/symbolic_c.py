@@ -120,6 +120,8 @@ def _planned_call(canon: CopySpec, at: CopySpec
             return None
         simplify = False
     plans = candidate_plans(at, limit=64, gather=True, coalesce=coalesce, simplify=simplify)
+    # runs moved as wider elements are whole runs at the hint only
+    plans = [p for p in plans if p.elem_bytes == at.src_dtype.itemsize]
     natural = [p for p in plans if p.kernel != "gather"] or plans  # the gather's last
     plans = natural + [p for p in plans if p not in natural]
     # A fill of every value (a mask of constants that never holds) is the fill kernel; a

@@ -144,10 +144,13 @@ _CHOOSER: ContextVar[Chooser | None] = ContextVar("stridec_plan_chooser", defaul
 
 def ranked_plans(spec: CopySpec, limit: int = 4) -> list[CopyPlan]:
     """The distinct plans of `spec`, at most `limit`, best first by the model
-    (`candidate_plans`)."""
+    (`candidate_plans`), those of the first's library (a copy's runs moved as wider
+    elements run on another)."""
     ranked: dict[tuple[int, ...], CopyPlan] = {}
-    for plan in candidate_plans(spec, limit=limit):
-        ranked.setdefault(plan_params(plan), plan)
+    plans = candidate_plans(spec, limit=limit)
+    for plan in plans:
+        if (plan.elem_bytes, plan.cast) == (plans[0].elem_bytes, plans[0].cast):
+            ranked.setdefault(plan_params(plan), plan)
     return list(ranked.values())
 
 
