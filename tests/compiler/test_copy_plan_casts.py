@@ -157,6 +157,9 @@ def _cast_cases(src: str, dst: str) -> list[tuple[str, CopySpec]]:
         ("reverse", spec((19, 77), (80, -1), 76)),
         ("reverse_short", spec((40, 5), (7, -1), 4)),
         ("broadcast", CopySpec((31, 45, 3), (0, 1, 45), 0, (135, 3, 1), 0, s, d)),
+        # blocks of 3 pixels of 3 lanes joined along the loop outside them (lanes_joined)
+        ("deinterleave_joined", permute_spec((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), s, d)),
+        ("interleave_joined", permute_spec((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), s, d)),
     ]
     for k in (2, 3, 4):
         cases += [(f"deinterleave{k}", permute_spec((3, 37, 41, k), (0, 3, 1, 2), s, d)),
