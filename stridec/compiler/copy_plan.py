@@ -282,6 +282,9 @@ VECTOR_BYTES = 4
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
 # A cache line: transpose rows shorter than this that follow on are priced as one run.
 LINE_BYTES = 64
+# Source rows shorter than this that follow on along an outer dim of the b side are priced
+# as one run; longer ones gain little and were measured slower as larger blocks.
+JOINED_ROW_BYTES = 256
 PAGE = 4096
 # Streams (runs read or written in turn) the prefetchers follow at once: a run that goes on
 # where it left off a few blocks before, with no more runs than this in between on both
@@ -324,7 +327,11 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
     ssb = loops[plan.b_loop].src_stride if plan.b_loop >= 0 else 1
     if kernel == "transpose":
         size = plan.elem_bytes
-        short_a = join and ea == loops[plan.a_loop].extent and ea * size < LINE_BYTES
+        # source rows of a few lines join along an outer dim of the b side only (rows of
+        # 120 bytes 72 KB apart whose neighbours 5 rows on follow on)
+        short_a = join and ea == loops[plan.a_loop].extent and (
+            ea * size < LINE_BYTES
+            or ea * size < JOINED_ROW_BYTES and plan.b_side[0][1] != ea)
         # destination rows of a line or more join along an outer dim of the a side only
         # (rows 271 KB apart, each 132 bytes, whose neighbours 15 rows on follow on)
         short_b = join and eb == loops[plan.b_loop].extent and (
