@@ -481,6 +481,16 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # Pages: a page that holds several blocks' runs comes back from the TLB only if the
     # blocks in between touch fewer pages than it holds.
     pages = blocks * _pages(side, size)
+    # the innermost loop that moves the runs less than a page brings the block back to
+    # its pages after the loops inside it
+    near = [j for j, move in enumerate(side.moves)
+            if counts[j] > 1 and side.run <= abs(move) and abs(move) * size < PAGE]
+    if near and plan.kernel != "rows" and (not cont or near[-1] > cont[-1]):
+        inside = slice(near[-1] + 1, None)
+        p1, _, _ = _footprint(side, side.moves[inside], counts[inside], size)
+        p2, _, _ = _footprint(other, other.moves[inside], counts[inside],
+                              plan.elem_bytes if write else plan.dst_bytes)
+        pages_between = min(pages_between, p1 + p2)
     if run_bytes < PAGE:
         pages *= 1 - _kept(pages_between, caches.tlb_pages) * (1 - run_bytes / PAGE)
     return traffic + restarts * restart + pages * PAGE_BYTES

@@ -323,6 +323,20 @@ def test_source_rows_of_a_few_lines_that_follow_on_along_an_outer_dim_are_one_ru
     assert [n for n, _ in plan.b_side] == [5, 40], plan.describe()
 
 
+def test_blocks_whose_source_runs_come_back_to_their_pages_run_in_the_destinations_order():
+    # (31, N, 21, 3, 9, 3).permute(5, 3, 2, 0, 1, 4) float16: a deinterleave of 3 lanes,
+    # each block one source run of 54 bytes. In the destination's order the next block's
+    # run is 3.4 KB on, and the loop outside it comes back to the same pages while the
+    # TLB holds them; priced as pages each block touches anew, the source's order (18-byte
+    # destination runs that start over) looked cheaper and took 3.5-3.7 times as long
+    # (N = 13, the plans called straight).
+    spec = permute_spec((31, 5, 21, 3, 9, 3), (5, 3, 2, 0, 1, 4), DTYPES["float16"])
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "deinterleave", plan.describe()
+    outer = [loop.dst_stride for loop in plan.loops[:-1]]
+    assert outer == sorted(outer, reverse=True) and outer[-1] == 9, plan.describe()
+
+
 def test_transposes_whose_source_rows_are_a_few_streams_are_not_prefetched():
     # (7, N, 35, 19, 13).permute(1, 4, 2, 3, 0) float32: a side of 13 elements, a b side
     # of 7 x 665 whose source rows of 52 bytes follow on along the 665: the whole b side
