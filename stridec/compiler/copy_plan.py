@@ -7,8 +7,9 @@ they are contiguous in both source and destination), then planned:
 - the micro-kernel (`kernel`), from the canonical dims: `b` is the destination's innermost
   dim (stride 1), `a` the source's unit-stride dim:
   `rows` (a == b: runs contiguous on both sides), `transpose` (a != b: tiles of a x b
-  transposed in registers), `deinterleave` (the source holds K = 2 .. 4 lanes of dim a
-  interleaved along b: NHWC -> NCHW with C = 3, space-to-depth, complex pairs),
+  transposed in registers), `deinterleave` (the source holds K = 2 .. 8 lanes of dim a
+  interleaved along b: NHWC -> NCHW with C = 3, space-to-depth, complex pairs; K > 4
+  without masks or a cast, where `LANE_LOSSES` does not name it),
   `interleave` (the reverse: the destination's innermost dim is K lanes),
   `compress` (the source steps by K = 2 .. 4 along b, a strided slice), `reverse`
   (the source steps by -1 along b: a flip), `gather` (anything else: an element at a
@@ -75,8 +76,12 @@ KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gathe
 MAX_MASKS = 64
 # The element types of the library's sizes, for runs moved as one element (`_wide_spec`).
 WIDE_DTYPES = {2: "int16", 4: "int32", 8: "int64"}
-# Lanes of the (de)interleave and compress micro-kernels.
-MAX_LANES = 4
+# Lanes of the (de)interleave micro-kernels (lib/copy_lanes.h's LANES_MAX) and of compress.
+MAX_LANES = 8
+COMPRESS_LANES = 4
+# (kernel, element bytes, K) of K > 4 lanes the tiled transpose moves faster than the lane
+# kernel's chain of K - 1 permutes an output vector (docs/cpu.md, "The copy planner", K = 5 … 8 lanes).
+LANE_LOSSES = frozenset({("deinterleave", 4, 7), ("deinterleave", 4, 8)})
 # The largest matrix of the permute micro-kernel, in bytes (lib/copy_abi.h's
 # STRIDEC_COPY_MAX_PERMUTE).
 PERMUTE_BYTES = 64
@@ -235,6 +240,16 @@ def _unit_dim(canon: CopySpec, skip: int) -> int | None:
     return max(dims, key=lambda k: (canon.sizes[k], k)) if dims else None
 
 
+def _lanes_take(canon: CopySpec, kernel: str, k: int) -> bool:
+    """Whether the lane kernel `kernel` takes `k` lanes of `canon`: 2 .. 4 always; 5 ..
+    `MAX_LANES` without masks or a cast (a cast's library has 4) where it was measured
+    faster than the transpose (`LANE_LOSSES`)."""
+    if not 2 <= k <= MAX_LANES:
+        return False
+    return k <= 4 or (not canon.masks and canon.src_dtype == canon.dst_dtype
+                      and (kernel, canon.src_dtype.itemsize, k) not in LANE_LOSSES)
+
+
 def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
     """(kernel, a, b) of a canonical copy with at least one dim: `b` its last dim."""
     b = canon.rank - 1
@@ -245,16 +260,17 @@ def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
         return "rows", None, b
     if sb == -1:  # a flip: runs read backwards
         return "reverse", None, b
-    if 2 <= nb <= MAX_LANES:  # the destination's innermost dim is K lanes
+    if _lanes_take(canon, "interleave", nb):  # the destination's innermost dim is K lanes
         a = _unit_dim(canon, b)
         if a is not None and canon.dst_strides[a] == nb:
             return "interleave", a, b
     if 2 <= sb <= MAX_LANES:
         lanes = [k for k in range(canon.rank - 1)
                  if canon.sizes[k] == sb and canon.src_strides[k] == 1]
-        if lanes:
+        if lanes and _lanes_take(canon, "deinterleave", sb):
             return "deinterleave", lanes[-1], b
-        return "compress", None, b
+        if sb <= COMPRESS_LANES:
+            return "compress", None, b
     a = _unit_dim(canon, b)
     if a is not None:
         return "transpose", a, b

@@ -481,10 +481,10 @@ class CompiledGraph:
         serves the call.
 
         >>> g = stridec.Graph("t")
-        >>> x = g.input("x", (6, 8), "float32")
+        >>> x = g.input("x", (12, 10), "float32")
         >>> g.output(x.t().contiguous())
         >>> fn = stridec.compile(g)
-        >>> plan = stridec.compile(g, backend="cpu").plan_for(torch.randn(6, 8))
+        >>> plan = stridec.compile(g, backend="cpu").plan_for(torch.randn(12, 10))
         >>> plan
         <Plan 't' backend='cpu' kernels=[copy tiled_transpose]>
         >>> [k.strategy for k in plan.kernels]

@@ -86,18 +86,18 @@ class Plan:
         writes (names and shapes of the lowered IR), its language, and where its source is
         kept on disk once built or loaded (the file is named by its cache key), e.g.
 
-            kernel 0: copy tiled_transpose, %x 2x8x6x5xf16 -> %0 2x6x5x8xf16, C on cpu,
+            kernel 0: copy interleave, %x 2x8x6x5xf16 -> %0 2x6x5x8xf16, C on cpu,
               2,299 lines in ~/.cache/stridec/kernels/c/3d99….c (plan.kernels[0].source)
 
         (on one line).
 
         >>> g = stridec.Graph("t")
-        >>> x = g.input("x", (6, 8), "float32")
+        >>> x = g.input("x", (12, 10), "float32")
         >>> g.output(x.t().contiguous())
         >>> fn = stridec.compile(g)
-        >>> (line,) = stridec.compile(g, backend="cpu").plan_for(torch.randn(6, 8)).kernel_lines()
+        >>> (line,) = stridec.compile(g, backend="cpu").plan_for(torch.randn(12, 10)).kernel_lines()
         >>> line.split(", ")[:3]
-        ['kernel 0: copy tiled_transpose', '%x 6x8xf32 -> %0 8x6xf32', 'C on cpu']
+        ['kernel 0: copy tiled_transpose', '%x 12x10xf32 -> %0 10x12xf32', 'C on cpu']
         """
         from stridec.ir.parser import parse
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stridec
+from stridec.compiler import copy_plan
 from stridec.compiler.codegen.c import plan as cplan
 from stridec.compiler.codegen.c.copy import call_fits, generate_c_copy
 from stridec.compiler.codegen.spec import CopySpec, MaskBound
@@ -597,6 +598,53 @@ def test_deinterleaved_rows_are_read_in_the_sources_order(sizes, perm):
     assert plan.kernel == "deinterleave"
     outer = [loop.src_stride for loop in plan.loops[:-1]]
     assert outer == sorted(outer, reverse=True), plan.describe()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_five_to_eight_lanes_match_torch(monkeypatch, stream):
+    # K = 5 .. 8 lanes (a chain of K - 1 two-source permutes an output vector) at every
+    # element size, both directions, including the pairs the planner leaves to the
+    # transpose (LANE_LOSSES): whole vectors and a tail, a lane starting a line or not,
+    # a run of whole lines streamed from the registers, on 1 and 3 threads.
+    monkeypatch.setattr(copy_plan, "LANE_LOSSES", frozenset())
+    previous = cpu.set_stream_threshold(0 if stream else None)
+    try:
+        for dtype, k in itertools.product(SIZES, range(5, 9)):
+            line = 64 // dtype.itemsize
+            for sizes, perm, kernel, offset in (((2, 3 * line, k), (0, 2, 1), "deinterleave", 0),
+                                                ((3, 37, k), (2, 0, 1), "deinterleave", 1),
+                                                ((2, k, 3 * line), (0, 2, 1), "interleave", 0),
+                                                ((k, 3, 37), (1, 2, 0), "interleave", 1)):
+                spec = permute_spec(sizes, perm, dtype, dst_offset=offset)
+                plan = plan_copy(spec, CACHES)
+                assert (plan.kernel, plan.lanes) == (kernel, k), plan.describe()
+                for threads in (1, 3):
+                    with _team(True, threads):
+                        run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+    finally:
+        cpu.set_stream_threshold(previous)
+
+
+def test_five_to_eight_lanes_are_planned_where_they_win():
+    # A 7-lane byte deinterleave (the random suite's 2641869 x 3 x 7 .permute(2, 0, 1)) and
+    # its interleave are lane kernels; a pair measured slower than the transpose
+    # (LANE_LOSSES), a cast (its library has 4 lanes), a masked copy and a stride-7 slice
+    # (compress takes 4 lanes at most) are not.
+    seven = permute_spec((1000, 3, 7), (2, 0, 1), i8)
+    assert (plan_copy(seven, CACHES).kernel, plan_copy(seven, CACHES).lanes) == ("deinterleave", 7)
+    back = permute_spec((7, 3, 1000), (1, 2, 0), i8)
+    assert (plan_copy(back, CACHES).kernel, plan_copy(back, CACHES).lanes) == ("interleave", 7)
+    for kernel, size, k in copy_plan.LANE_LOSSES:
+        dtype = next(d for d in SIZES if d.itemsize == size)
+        spec = (permute_spec((1000, k), (1, 0), dtype) if kernel == "deinterleave"
+                else permute_spec((k, 1000), (1, 0), dtype))
+        assert plan_copy(spec, CACHES).kernel == "transpose", (kernel, size, k)
+    cast = permute_spec((1000, 6), (1, 0), f32, DTYPES["float16"])
+    assert plan_copy(cast, CACHES).kernel == "transpose"
+    masked = dataclasses.replace(back, masks=(MaskBound((0, 0, 1), 0, 5),), fill=0)
+    assert all(p.kernel != "interleave" for p in candidate_plans(masked, CACHES, limit=50))
+    sliced = CopySpec((64, 100), (1400, 7), 0, (100, 1), 0, f32, f32)
+    assert plan_copy(sliced, CACHES).kernel != "compress"
 
 
 def test_a_transpose_streams_only_blocks_of_whole_lines():

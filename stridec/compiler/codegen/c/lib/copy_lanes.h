@@ -1,5 +1,5 @@
 /* Lane micro-kernels of planned copies: the deinterleave, interleave and compress of
-   K = 2, 3 or 4 lanes (space-to-depth, pixel shuffle and unshuffle, YOLOv5 Focus, complex
+   K = 2 .. 8 lanes (space-to-depth, pixel shuffle and unshuffle, YOLOv5 Focus, complex
    pairs, NHWC <-> NCHW with C = 3, a transpose of 2, 3 or 4 rows, x[..., ::K]) as one
    streaming pass: K vector loads, a few two-source permutes, K vector stores.
 
@@ -13,7 +13,8 @@
 
    K = 2 and 4 are rounds of even/odd splits (deinterleave) or low/high interleaves
    (interleave), one permute an output vector a round; K = 3 a permute of the first two
-   inputs and one with the third. */
+   inputs and one with the third; K = 5 .. 8 the same chain over all K inputs (a permute
+   of the first two, then one with each further input, `SPLIT_OUT` / `JOIN_OUT`). */
 #ifndef STRIDEC_COPY_LANES_H
 #define STRIDEC_COPY_LANES_H
 
@@ -27,6 +28,12 @@
 #define LV_BYTES 16
 #endif
 #define LV (LV_BYTES / ELEM_BYTES)
+/* The most lanes (compiler/copy_plan.py's MAX_LANES; a cast's 4: no plan of a cast takes more) */
+#ifdef CAST_SRC
+#define LANES_MAX 4
+#else
+#define LANES_MAX 8
+#endif
 typedef elem_t lvec __attribute__((vector_size(LV_BYTES)));
 
 /* The index vectors, as constants: lane l of each is a constant expression of l,
@@ -75,6 +82,67 @@ typedef elem_t lvec __attribute__((vector_size(LV_BYTES)));
 
 #define LSH(a, b, m) __builtin_shuffle((a), (b), MASK(m))
 
+/* The chains of K = 5 .. 8 lanes: index vectors of (K, output k, step j, lane l), listed by
+   LANESX with K, k and j literals. Step 1 permutes inputs 0 and 1, step j > 1 the chain so
+   far (lane l kept) with input j; a step that takes nothing is the identity (folded). */
+#define LQX_(f, K, k, j, o) f(K, k, j, o), f(K, k, j, o + 1), f(K, k, j, o + 2), f(K, k, j, o + 3)
+#define L16X_(f, K, k, j, o) \
+    LQX_(f, K, k, j, o), LQX_(f, K, k, j, o + 4), LQX_(f, K, k, j, o + 8), LQX_(f, K, k, j, o + 12)
+#if LV == 2
+#define LANESX(f, K, k, j) f(K, k, j, 0), f(K, k, j, 1)
+#elif LV == 4
+#define LANESX(f, K, k, j) LQX_(f, K, k, j, 0)
+#elif LV == 8
+#define LANESX(f, K, k, j) LQX_(f, K, k, j, 0), LQX_(f, K, k, j, 4)
+#elif LV == 16
+#define LANESX(f, K, k, j) L16X_(f, K, k, j, 0)
+#elif LV == 32
+#define LANESX(f, K, k, j) L16X_(f, K, k, j, 0), L16X_(f, K, k, j, 16)
+#else
+#define LANESX(f, K, k, j) \
+    L16X_(f, K, k, j, 0), L16X_(f, K, k, j, 16), L16X_(f, K, k, j, 32), L16X_(f, K, k, j, 48)
+#endif
+/* split: lane l of output k is element e = Kl + k of the K inputs, input e / LV */
+#define SPE_(K, k, l) ((K) * (l) + (k))
+#define SPX(K, k, j, l) ((j) == 1 ? (SPE_(K, k, l) / LV == 0 ? SPE_(K, k, l) % LV            \
+                                     : SPE_(K, k, l) / LV == 1 ? LV + SPE_(K, k, l) % LV : 0) \
+                         : SPE_(K, k, l) / LV == (j) ? LV + SPE_(K, k, l) % LV : (l))
+/* join: lane l of output k is element e = kLV + l, element e / K of input e % K */
+#define JNE_(K, k, l) ((k) * LV + (l))
+#define JNX(K, k, j, l) ((j) == 1 ? (JNE_(K, k, l) % (K) == 0 ? JNE_(K, k, l) / (K)             \
+                                     : JNE_(K, k, l) % (K) == 1 ? LV + JNE_(K, k, l) / (K) : 0) \
+                         : JNE_(K, k, l) % (K) == (j) ? LV + JNE_(K, k, l) / (K) : (l))
+#define LSHX(a, b, f, K, k, j) __builtin_shuffle((a), (b), ((lvec){LANESX(f, K, k, j)}))
+#define CHAIN_STEP_(x, f, K, k, j) if ((j) < (K)) c_ = LSHX(c_, x[(j) < (K) ? (j) : 0], f, K, k, j)
+#define CHAIN_(x, f, K, k)                                                                   \
+    ({                                                                                       \
+        lvec c_ = LSHX(x[0], x[1], f, K, k, 1);                                              \
+        CHAIN_STEP_(x, f, K, k, 2); CHAIN_STEP_(x, f, K, k, 3); CHAIN_STEP_(x, f, K, k, 4);  \
+        CHAIN_STEP_(x, f, K, k, 5); CHAIN_STEP_(x, f, K, k, 6); CHAIN_STEP_(x, f, K, k, 7);  \
+        c_;                                                                                  \
+    })
+#define SPLIT_OUT(v, K, k) CHAIN_(v, SPX, K, k)
+#define JOIN_OUT(r, K, k) CHAIN_(r, JNX, K, k)
+/* Outputs 1 .. K-1 of a chain (o[0] done by the caller) */
+#define OUTS_(o, x, OUT, K)                                       \
+    do {                                                          \
+        o[1] = OUT(x, K, 1); o[2] = OUT(x, K, 2); o[3] = OUT(x, K, 3); \
+        o[4] = OUT(x, K, 4);                                      \
+        if (5 < (K)) o[5] = OUT(x, K, 5);                         \
+        if (6 < (K)) o[6] = OUT(x, K, 6);                         \
+        if (7 < (K)) o[7] = OUT(x, K, 7);                         \
+    } while (0)
+#define SPLIT_K_(K)                                         \
+    do {                                                    \
+        o[0] = SPLIT_OUT(v, K, 0);                          \
+        if (!first) OUTS_(o, v, SPLIT_OUT, K);              \
+    } while (0)
+#define JOIN_K_(K)                         \
+    do {                                   \
+        o[0] = JOIN_OUT(r, K, 0);          \
+        OUTS_(o, r, JOIN_OUT, K);          \
+    } while (0)
+
 /* Outputs o[k] (k < K; k < 1 with `first`: a compress) of K vectors v holding LV pixels of
    K interleaved lanes. */
 ALWAYS_INLINE void lanes_split_vec(const lvec* v, lvec* o, int K, int first) {
@@ -90,6 +158,16 @@ ALWAYS_INLINE void lanes_split_vec(const lvec* v, lvec* o, int K, int first) {
             o[2] = LSH(a0, a2, ODD);
             o[3] = LSH(a1, a3, ODD);
         }
+#if LANES_MAX > 4
+    } else if (K == 5) {
+        SPLIT_K_(5);
+    } else if (K == 6) {
+        SPLIT_K_(6);
+    } else if (K == 7) {
+        SPLIT_K_(7);
+    } else if (K == 8) {
+        SPLIT_K_(8);
+#endif
     } else {
         o[0] = LSH(LSH(v[0], v[1], S30A), v[2], S30B);
         if (!first) {
@@ -111,6 +189,16 @@ ALWAYS_INLINE void lanes_join_vec(const lvec* r, lvec* o, int K) {
         o[1] = LSH(b0, b2, HI);
         o[2] = LSH(b1, b3, LO);
         o[3] = LSH(b1, b3, HI);
+#if LANES_MAX > 4
+    } else if (K == 5) {
+        JOIN_K_(5);
+    } else if (K == 6) {
+        JOIN_K_(6);
+    } else if (K == 7) {
+        JOIN_K_(7);
+    } else if (K == 8) {
+        JOIN_K_(8);
+#endif
     } else {
         o[0] = LSH(LSH(r[0], r[1], J30A), r[2], J30B);
         o[1] = LSH(LSH(r[0], r[1], J31A), r[2], J31B);
@@ -125,13 +213,13 @@ ALWAYS_INLINE void lanes_split_k(const elem_t* s, dst_t* d, i64 ls, i64 n, int K
     const int outs = first ? 1 : K;
     i64 y = 0;
     for (; y + LV < n + !first; y += LV) {
-        lvec v[4], o[4];
+        lvec v[LANES_MAX], o[LANES_MAX];
         for (int j = 0; j < K; j++) memcpy(&v[j], s + K * y + j * LV, LV_BYTES);
         lanes_split_vec(v, o, K, first);
         for (int k = 0; k < outs; k++) STORE_N(d + k * ls + y, &o[k], LV);
     }
     if (y < n) {
-        lvec v[4] = {{0}}, o[4];
+        lvec v[LANES_MAX] = {{0}}, o[LANES_MAX];
         memcpy(v, s + K * y, (size_t)(K * (n - y) - (first ? K - 1 : 0)) * ELEM_BYTES);
         lanes_split_vec(v, o, K, first);
         for (int k = 0; k < outs; k++) STORE_PART(d + k * ls + y, &o[k], LV, n - y);
@@ -145,7 +233,7 @@ ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, dst_t* d, i64 n, int K,
     const lvec fv = (lvec){0} + f;
     i64 x = 0;
     for (; x + LV <= n; x += LV) {
-        lvec r[4], o[4];
+        lvec r[LANES_MAX], o[LANES_MAX];
         for (int k = 0; k < K; k++)
             if (k >= lo && k < hi) memcpy(&r[k], s + x + k * ls, LV_BYTES);
             else r[k] = fv;
@@ -153,7 +241,8 @@ ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, dst_t* d, i64 n, int K,
         for (int j = 0; j < K; j++) STORE_N(d + K * x + j * LV, &o[j], LV);
     }
     if (x < n) {
-        lvec r[4] = {fv, fv, fv, fv}, o[4];
+        lvec r[LANES_MAX], o[LANES_MAX];
+        for (int k = 0; k < K; k++) r[k] = fv;
         for (int k = lo; k < hi; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
         lanes_join_vec(r, o, K);
         STORE_PART(d + K * x, o, K * LV, K * (n - x));
@@ -164,7 +253,15 @@ static void lanes_split(const elem_t* s, dst_t* d, i64 ls, i64 n, int K, int fir
     switch (K) {
     case 2: lanes_split_k(s, d, ls, n, 2, first); break;
     case 3: lanes_split_k(s, d, ls, n, 3, first); break;
+#if LANES_MAX > 4
+    case 4: lanes_split_k(s, d, ls, n, 4, first); break;
+    case 5: lanes_split_k(s, d, ls, n, 5, first); break;
+    case 6: lanes_split_k(s, d, ls, n, 6, first); break;
+    case 7: lanes_split_k(s, d, ls, n, 7, first); break;
+    default: lanes_split_k(s, d, ls, n, 8, first); break;
+#else
     default: lanes_split_k(s, d, ls, n, 4, first); break;
+#endif
     }
 }
 
@@ -172,7 +269,15 @@ static void lanes_join(const elem_t* s, i64 ls, dst_t* d, i64 n, int K) {
     switch (K) {
     case 2: lanes_join_k(s, ls, d, n, 2, 0, 2, 0); break;
     case 3: lanes_join_k(s, ls, d, n, 3, 0, 3, 0); break;
+#if LANES_MAX > 4
+    case 4: lanes_join_k(s, ls, d, n, 4, 0, 4, 0); break;
+    case 5: lanes_join_k(s, ls, d, n, 5, 0, 5, 0); break;
+    case 6: lanes_join_k(s, ls, d, n, 6, 0, 6, 0); break;
+    case 7: lanes_join_k(s, ls, d, n, 7, 0, 7, 0); break;
+    default: lanes_join_k(s, ls, d, n, 8, 0, 8, 0); break;
+#else
     default: lanes_join_k(s, ls, d, n, 4, 0, 4, 0); break;
+#endif
     }
 }
 
@@ -182,7 +287,15 @@ static void lanes_join_filled(const elem_t* s, i64 ls, dst_t* d, i64 n, int K, i
     switch (K) {
     case 2: lanes_join_k(s, ls, d, n, 2, lo, hi, f); break;
     case 3: lanes_join_k(s, ls, d, n, 3, lo, hi, f); break;
+#if LANES_MAX > 4
+    case 4: lanes_join_k(s, ls, d, n, 4, lo, hi, f); break;
+    case 5: lanes_join_k(s, ls, d, n, 5, lo, hi, f); break;
+    case 6: lanes_join_k(s, ls, d, n, 6, lo, hi, f); break;
+    case 7: lanes_join_k(s, ls, d, n, 7, lo, hi, f); break;
+    default: lanes_join_k(s, ls, d, n, 8, lo, hi, f); break;
+#else
     default: lanes_join_k(s, ls, d, n, 4, lo, hi, f); break;
+#endif
     }
 }
 

@@ -921,7 +921,7 @@ static void split_rows(const elem_t* s, dst_t* d, i64 ls, i64 n, int K, int all)
    each output vector is a line, streamed from the registers. */
 ALWAYS_INLINE void split_lines_k(const elem_t* s, dst_t* d, i64 ls, i64 n, int K) {
     for (i64 y = 0; y < n; y += LV) {
-        lvec v[4], o[4];
+        lvec v[LANES_MAX], o[LANES_MAX];
         for (int j = 0; j < K; j++) memcpy(&v[j], s + K * y + j * LV, LV_BYTES);
         lanes_split_vec(v, o, K, 0);
         for (int k = 0; k < K; k++) stream_line(d + k * ls + y, &o[k]);
@@ -940,12 +940,16 @@ static void tile_split(const job_t* J, const elem_t* s, dst_t* d, i64 nb, int al
     if (all && nb % LV == 0 && ((uintptr_t)d & 63) == 0 && (ls * ELEM_BYTES) % 64 == 0) {
         if (K == 2) split_lines_k(s, d, ls, nb, 2);
         else if (K == 3) split_lines_k(s, d, ls, nb, 3);
-        else split_lines_k(s, d, ls, nb, 4);
+        else if (K == 4) split_lines_k(s, d, ls, nb, 4);
+        else if (K == 5) split_lines_k(s, d, ls, nb, 5);
+        else if (K == 6) split_lines_k(s, d, ls, nb, 6);
+        else if (K == 7) split_lines_k(s, d, ls, nb, 7);
+        else split_lines_k(s, d, ls, nb, 8);  /* not a cast's (LANES_MAX 8) */
         return;
     }
 #endif
     const i64 run = RUN_BYTES / WIDE_BYTES;
-    dst_t buf[4 * (RUN_BYTES / WIDE_BYTES)] __attribute__((aligned(64)));
+    dst_t buf[LANES_MAX * (RUN_BYTES / WIDE_BYTES)] __attribute__((aligned(64)));
     for (i64 y = 0; y < nb; y += run) {
         i64 w = nb - y < run ? nb - y : run;
         split_rows(s + K * y, buf, w, w, K, all);
@@ -1057,7 +1061,7 @@ static void masked_join_cast(const job_t* J, const elem_t* s, dst_t* d, const i6
     const i64 K = J->K, run = RUN_BYTES / WIDE_BYTES / 4;
     dst_t buf[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
     elem_t stage[RUN_BYTES / WIDE_BYTES] __attribute__((aligned(64)));
-    i64 base[MAXM], va[4], vb[4];
+    i64 base[MAXM], va[LANES_MAX], vb[LANES_MAX];
     for (i64 x = 0; x < ea; x += run) {
         const i64 w = ea - x < run ? ea - x : run;
         for (i64 k = 0; k < K; k++) {
@@ -1799,7 +1803,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     if (J->c >= 0 && (J->kernel != K_rows || J->a < 0 || J->c == J->a || J->c == J->b))
         return 0;
     int lanes = J->kernel >= K_deinterleave && J->kernel <= K_compress;
-    if ((lanes && (J->K < 2 || J->K > 4)) || (J->kernel == K_interleave ? J->a : J->b) < 0
+    if ((lanes && (J->K < 2 || J->K > LANES_MAX)) || (J->kernel == K_interleave ? J->a : J->b) < 0
         || (J->kernel == K_transpose && J->a < 0))
         return 0;
     i64 units = 1, numel = 1, send = J->soff + 1;  /* (elements) */
