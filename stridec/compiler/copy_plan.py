@@ -80,7 +80,7 @@ WIDE_DTYPES = {2: "int16", 4: "int32", 8: "int64"}
 MAX_LANES = 8
 COMPRESS_LANES = 4
 # (kernel, element bytes, K) of K > 4 lanes the tiled transpose moves faster than the lane
-# kernel's chain of K - 1 permutes an output vector (docs/cpu.md, "The copy planner", K = 5 … 8 lanes).
+# kernel's chain of K - 1 permutes an output vector (docs/cpu.md, "The copy planner").
 LANE_LOSSES = frozenset({("deinterleave", 4, 7), ("deinterleave", 4, 8)})
 # The largest matrix of the permute micro-kernel, in bytes (lib/copy_abi.h's
 # STRIDEC_COPY_MAX_PERMUTE).
@@ -260,14 +260,17 @@ def _kernel(canon: CopySpec) -> tuple[str, int | None, int | None]:
         return "rows", None, b
     if sb == -1:  # a flip: runs read backwards
         return "reverse", None, b
-    if _lanes_take(canon, "interleave", nb):  # the destination's innermost dim is K lanes
+    lanes = [k for k in range(canon.rank - 1)
+             if canon.sizes[k] == sb and canon.src_strides[k] == 1]
+    split = bool(lanes) and _lanes_take(canon, "deinterleave", sb)
+    # The destination's innermost dim is K lanes; K > 4 of them only where the copy is no
+    # deinterleave (a few pixels of a few lanes are both: the kernel of K <= 4 as before).
+    if _lanes_take(canon, "interleave", nb) and (nb <= 4 or not split):
         a = _unit_dim(canon, b)
         if a is not None and canon.dst_strides[a] == nb:
             return "interleave", a, b
     if 2 <= sb <= MAX_LANES:
-        lanes = [k for k in range(canon.rank - 1)
-                 if canon.sizes[k] == sb and canon.src_strides[k] == 1]
-        if lanes and _lanes_take(canon, "deinterleave", sb):
+        if split:
             return "deinterleave", lanes[-1], b
         if sb <= COMPRESS_LANES:
             return "compress", None, b
