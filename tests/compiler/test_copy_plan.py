@@ -978,6 +978,9 @@ def test_builds_without_avx512(tmp_path, flags, dtype):
     fn = _library(size, lib)
     specs = [spec for _, spec in KERNEL_CASES if spec.src_dtype == dtype]
     specs += [permute_spec((rows, cols), (1, 0), dtype) for rows, cols in ((5, 7), (9, 17))]
+    # deinterleaves and interleaves of 5 .. 8 lanes (chains of two-source permutes)
+    specs += [permute_spec((rows, cols), (1, 0), dtype)
+              for rows, cols in ((67, 5), (6, 70), (61, 7), (8, 66))]
     # blocks of 3 pixels joined along a loop (lanes_joined), a deinterleave and back
     specs += [permute_spec((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), dtype),
               permute_spec((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), dtype)]
