@@ -1748,27 +1748,26 @@ static void work_task(void* arg, i64 u0, i64 u1) {
 
 /* A small copy's pages asked for at once, a line of each, before its first block: with
    cold caches and TLB the page walks then run side by side, not one after another as the
-   blocks reach each page (docs/cpu.md, "The call path with cold caches"). Only for copies of at most TOUCH_BYTES whose spans
-   are not much larger than the bytes they move (a step slice's gaps are not asked for). */
+   blocks reach each page (docs/cpu.md, "The call path with cold caches"). Only for copies
+   moving at most TOUCH_BYTES (`moved`, read and written) whose spans are not much larger
+   than that (a step slice's gaps are not asked for). */
 #define TOUCH_BYTES ((i64)4 << 20)
-static void touch_pages(const job_t* J, const i64* p) {
-    i64 slo = J->soff, shi = J->soff, dlo = J->doff, dhi = J->doff, numel = 1;
+static void touch_pages(const job_t* J, const i64* p, double moved) {
+    if (moved > TOUCH_BYTES) return;
+    i64 slo = J->soff, shi = J->soff, dlo = J->doff, dhi = J->doff;
     const i64* q = p + HEADER_WORDS;
     for (i64 l = 0; l < J->L; l++, q += LOOP_WORDS) {
-        numel *= J->n[l];
         const i64 ds = q[L_src_stride] * (J->n[l] - 1), dd = q[L_dst_stride] * (J->n[l] - 1);
         if (ds < 0) slo += ds; else shi += ds;
         if (dd < 0) dlo += dd; else dhi += dd;
     }
     if (J->kernel >= K_deinterleave && J->kernel <= K_compress) {  /* K lanes an element */
         const i64 lanes = (J->K - 1) * (J->ls < 0 ? -J->ls : J->ls);
-        numel *= J->K;
         shi += lanes;
         dhi += lanes;
     }
-    const i64 moved = numel * (ELEM_BYTES + DST_BYTES);
     const i64 sb = (shi - slo + 1) * ELEM_BYTES, db = (dhi - dlo + 1) * DST_BYTES;
-    if (moved > TOUCH_BYTES || sb + db > 2 * moved) return;
+    if (sb + db > 2 * moved) return;
     const char* s0 = (const char*)(J->src + slo);
     const char* d0 = (const char*)(J->dst + dlo);
     for (i64 k = 0; k < sb; k += 4096) __builtin_prefetch(s0 + k, 0, 3);
@@ -1895,9 +1894,10 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     J->stream = stream_wanted(p[H_stream_bytes]);
     if (nthreads > p[H_parallel]) nthreads = p[H_parallel];
     if (nthreads > MAXT) nthreads = MAXT;
-    if ((double)numel * (lanes ? J->K : 1) * (ELEM_BYTES + DST_BYTES) < PARALLEL_BYTES) nthreads = 1;
+    const double moved = (double)numel * (lanes ? J->K : 1) * (ELEM_BYTES + DST_BYTES);
+    if (moved < PARALLEL_BYTES) nthreads = 1;
     if (nthreads <= 1 || units < 2) {  /* on the calling thread: its pages asked for first */
-        if (numel > 0) touch_pages(J, p);
+        if (numel > 0) touch_pages(J, p, moved);
         return -units;
     }
     return units;
