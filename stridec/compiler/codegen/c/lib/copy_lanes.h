@@ -36,6 +36,43 @@
 #endif
 typedef elem_t lvec __attribute__((vector_size(LV_BYTES)));
 
+/* Masked loads and stores of an lvec's first lanes (AVX-512): a run's tail moves in one
+   instruction a vector, not through a memcpy of a length known only at run time (about
+   20 ns a block of a few pixels, docs/cpu.md). */
+#if LV_BYTES == 64 && defined(__AVX512BW__)
+#define LV_MASKED 1
+#if ELEM_BYTES == 1
+typedef char lmvec __attribute__((vector_size(64)));
+#define LV_LOAD_MASKED(p, m) \
+    ((lvec)__builtin_ia32_loaddquqi512_mask((const char*)(p), (lmvec){0}, (m)))
+#define LV_STORE_MASKED(p, v, m) __builtin_ia32_storedquqi512_mask((char*)(p), (lmvec)(v), (m))
+#elif ELEM_BYTES == 2
+typedef short lmvec __attribute__((vector_size(64)));
+#define LV_LOAD_MASKED(p, m) \
+    ((lvec)__builtin_ia32_loaddquhi512_mask((const short*)(p), (lmvec){0}, (unsigned)(m)))
+#define LV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedquhi512_mask((short*)(p), (lmvec)(v), (unsigned)(m))
+#elif ELEM_BYTES == 4
+typedef int lmvec __attribute__((vector_size(64)));
+#define LV_LOAD_MASKED(p, m) \
+    ((lvec)__builtin_ia32_loaddqusi512_mask((const int*)(p), (lmvec){0}, (unsigned short)(m)))
+#define LV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedqusi512_mask((int*)(p), (lmvec)(v), (unsigned short)(m))
+#else
+typedef long long lmvec __attribute__((vector_size(64)));
+#define LV_LOAD_MASKED(p, m) \
+    ((lvec)__builtin_ia32_loaddqudi512_mask((const long long*)(p), (lmvec){0}, (unsigned char)(m)))
+#define LV_STORE_MASKED(p, v, m) \
+    __builtin_ia32_storedqudi512_mask((long long*)(p), (lmvec)(v), (unsigned char)(m))
+#endif
+/* The mask of a vector's first `count` lanes (none below 1, all from LV). */
+ALWAYS_INLINE unsigned long long lv_mask(i64 count) {
+    return count <= 0 ? 0 : count >= LV ? ~0ull >> (64 - LV) : (1ull << count) - 1;
+}
+#else
+#define LV_MASKED 0
+#endif
+
 /* The index vectors, as constants: lane l of each is a constant expression of l,
    listed for the LV lanes by LANES. EVEN / ODD pick the even / odd elements of two
    vectors, LO / HI interleave their low / high halves; S3k_A and S3k_B are the two steps
@@ -220,9 +257,18 @@ ALWAYS_INLINE void lanes_split_k(const elem_t* s, dst_t* d, i64 ls, i64 n, int K
     }
     if (y < n) {
         lvec v[LANES_MAX] = {{0}}, o[LANES_MAX];
-        memcpy(v, s + K * y, (size_t)(K * (n - y) - (first ? K - 1 : 0)) * ELEM_BYTES);
+        const i64 left = K * (n - y) - (first ? K - 1 : 0);
+#if LV_MASKED
+        for (int j = 0; j < K; j++) v[j] = LV_LOAD_MASKED(s + K * y + j * LV, lv_mask(left - j * LV));
+#else
+        memcpy(v, s + K * y, (size_t)left * ELEM_BYTES);
+#endif
         lanes_split_vec(v, o, K, first);
+#if LV_MASKED && !defined(CAST_SRC)
+        for (int k = 0; k < outs; k++) LV_STORE_MASKED(d + k * ls + y, o[k], lv_mask(n - y));
+#else
         for (int k = 0; k < outs; k++) STORE_PART(d + k * ls + y, &o[k], LV, n - y);
+#endif
     }
 }
 
@@ -243,9 +289,18 @@ ALWAYS_INLINE void lanes_join_k(const elem_t* s, i64 ls, dst_t* d, i64 n, int K,
     if (x < n) {
         lvec r[LANES_MAX], o[LANES_MAX];
         for (int k = 0; k < K; k++) r[k] = fv;
+#if LV_MASKED
+        for (int k = lo; k < hi; k++) r[k] = LV_LOAD_MASKED(s + x + k * ls, lv_mask(n - x));
+#else
         for (int k = lo; k < hi; k++) memcpy(&r[k], s + x + k * ls, (size_t)(n - x) * ELEM_BYTES);
+#endif
         lanes_join_vec(r, o, K);
+#if LV_MASKED && !defined(CAST_SRC)
+        for (int j = 0; j < K; j++)
+            LV_STORE_MASKED(d + K * x + j * LV, o[j], lv_mask(K * (n - x) - j * LV));
+#else
         STORE_PART(d + K * x, o, K * LV, K * (n - x));
+#endif
     }
 }
 
