@@ -488,10 +488,12 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # streams in between) left them start over (the prefetchers lose them); streamed
     # stores do not wait on them.
     continued = counts[cont[-1]] if cont and (between == 1 or streams_between <= STREAMS) else 1
-    if run_bytes < line and side.runs + other.runs > STREAMS:
-        # Runs shorter than a line, more of them at once than the prefetchers follow:
-        # each starts over though the next block goes on with it (a transpose's side of
-        # 3 beside one of 49: 3-element destination rows 160 KB apart, docs/cpu.md).
+    if side.runs + other.runs > STREAMS and (run_bytes < line or plan.kernel != "rows"):
+        # More runs at once than the prefetchers follow: each starts over though the next
+        # block goes on with it (a transpose's side of 3 beside one of 49: 3-element
+        # destination rows 160 KB apart; 256 rows of 512 bytes 1 MB apart, a Xeon's
+        # transposes 1.3-3x slower than of 1 KiB rows). A rows block's runs of a line or
+        # more, ever so many, do go on (halving them took 1.47x the time: docs/cpu.md).
         continued = 1
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))

@@ -284,6 +284,23 @@ def test_short_rows_are_blocked_along_a_second_dim():
     assert inner == sorted(inner, reverse=True) and inner[-1] == 26, plan.describe()
 
 
+@pytest.mark.parametrize("shape, perm", [
+    ((74, 57, 57, 74), (3, 2, 1, 0)),  # TTC (3,2,1,0) on 96x75x75x96, scaled
+    ((22, 22, 4, 38, 284), (2, 0, 4, 1, 3)),  # TTC (1,3,0,4,2) on 352x48x4x28x28, scaled
+])
+def test_many_destination_rows_are_long_rows(shape, perm):
+    # A transpose block of 256 or 284 destination rows, each on pages of its own: more
+    # rows than the prefetchers follow, so each block's piece of a row starts over even
+    # where the next block goes on with it. Rows of 512 or 152 bytes took 1.3-3x the time
+    # of the same blocks' rows of 1 KiB or 896 bytes (a Xeon, the plans called straight);
+    # priced as continued, they looked the cheapest.
+    spec = permute_spec(shape, perm, f32)
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "transpose", plan.describe()
+    assert plan.loops[plan.b_loop].step * 4 >= 896, plan.describe()
+    run_plan(plan, spec)
+
+
 def test_rows_shorter_than_a_line_are_blocked_along_two_dims():
     # (13, 13, 26, 13, 26, 14).permute(4, 1, 0, 3, 2, 5), a TTC permutation: rows of 56
     # bytes. Blocked along one dim, one side's runs stay 56 bytes apart; a block of the 26
