@@ -10,9 +10,12 @@ import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["Caches", "host_caches", "read_caches", "read_tlb_pages"]
+__all__ = ["LLC_PER_CPU", "Caches", "host_caches", "read_caches", "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
+# The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
+# for 8 cores, 12 MiB a core, 6 a hardware thread), with room to spare.
+LLC_PER_CPU = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +31,16 @@ class Caches:
     line: int = 64
     known: bool = False
     tlb_pages: int = 1536
+    l3_cpus: int = 0  # the CPUs that share the L3 (its shared_cpu_list); 0: unknown
 
     @property
     def last_level(self) -> int:
-        return self.l3 or self.l2
+        """The last-level cache a copy on these CPUs can count on: the L3, but at most
+        `LLC_PER_CPU` for each CPU that shares it (a virtual machine of 2 CPUs sees its
+        host's 300 MiB L3 whole, which its neighbours fill), else the L2."""
+        if not self.l3:
+            return self.l2
+        return min(self.l3, self.l3_cpus * LLC_PER_CPU) if self.l3_cpus else self.l3
 
 
 def _size(text: str) -> int | None:
@@ -58,6 +67,17 @@ def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
     return None
 
 
+def _cpu_count(cpu_list: str) -> int:
+    """The CPUs of a sysfs CPU list ("0-1", "0,2,4-7"), 0 where it cannot be read."""
+    count = 0
+    for part in cpu_list.strip().split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return 0
+        count += int(hi) - int(lo) + 1 if hi else 1
+    return count
+
+
 def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | None:
     """The data and unified caches under `root` (one `index*` folder each) and the TLB of
     `cpuinfo`, or None where no cache can be read."""
@@ -66,6 +86,7 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     except OSError:
         return None
     found: dict[int, tuple[int, int, int]] = {}
+    l3_cpus = 0
     for entry in entries:
         path = os.path.join(root, entry)
         try:
@@ -90,6 +111,12 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
             if value > 0:
                 ways, line = (value, line) if name.startswith("ways") else (ways, value)
         found[level] = (size, ways, line)
+        if level == 3:
+            try:
+                with open(os.path.join(path, "shared_cpu_list"), encoding="ascii") as f:
+                    l3_cpus = _cpu_count(f.read())
+            except OSError:
+                l3_cpus = 0
     if not found:
         return None
     default = Caches()
@@ -97,7 +124,7 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     l2 = found.get(2, (default.l2, default.l2_ways, l1[2]))
     l3 = found.get(3, (0, 0, l1[2]))
     tlb = read_tlb_pages(cpuinfo) or default.tlb_pages
-    return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb)
+    return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0)
 
 
 @functools.cache

@@ -31,7 +31,7 @@ from stridec.compiler.copy_plan import (
     plan_copy,
     plan_cost,
 )
-from stridec.compiler.host import Caches, read_caches
+from stridec.compiler.host import LLC_PER_CPU, Caches, read_caches
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
@@ -834,6 +834,14 @@ def test_caches_are_read_from_sysfs(tmp_path):
                                                              16, 64, True, 3584)
     assert read_caches(str(tmp_path), str(tmp_path / "none")).tlb_pages == Caches().tlb_pages
     assert read_caches(str(tmp_path / "none")) is None
+    # The L3 counts at most LLC_PER_CPU for each CPU that shares it.
+    for cpus, cpu_list in ((2, "0-1\n"), (8, "0,2-4,6-9\n")):
+        (tmp_path / "index3" / "shared_cpu_list").write_text(cpu_list)
+        caches = read_caches(str(tmp_path), str(cpuinfo))
+        assert caches.l3_cpus == cpus and caches.l3 == 96 << 20
+        assert caches.last_level == min(96 << 20, cpus * LLC_PER_CPU)
+    (tmp_path / "index3" / "shared_cpu_list").write_text("garbage\n")
+    assert read_caches(str(tmp_path), str(cpuinfo)).last_level == 96 << 20
 
 
 # --------------------------------------------------------------------------- the kernels
