@@ -69,6 +69,7 @@ from bench.workloads import (  # noqa: E402
     assert_same,
     by_name,
 )
+from stridec.compiler.host import read_caches  # noqa: E402
 from stridec.runtime.backends import cpu as cpu_backend  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -398,8 +399,11 @@ def measure_bandwidth(w: Workload, s: Session, progress: Progress) -> dict[str, 
 
 
 def last_level_cache_mb() -> int:
-    """The last-level cache in MB as the `cpu` backend reads it, or 32 where unknown."""
-    size = cpu_backend.last_level_cache_bytes()
+    """The largest cache in MB as sysfs reports it (`host.read_caches`: the whole L3, not
+    the share the planner counts on, so that a flush evicts all of it), or 32 where
+    unknown."""
+    caches = read_caches()
+    size = (caches.l3 or caches.l2) if caches is not None else 0
     return max(size >> 20, 1) if size else 32
 
 
