@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from stridec.compiler.codegen.c import plan as cplan
@@ -155,6 +156,18 @@ def run_specs(specs: list[CopySpec], rows: bool = False) -> int:
                 assert torch.equal(dst, expected), (plan.describe(), spec)
                 ran += 1
     return ran
+
+
+@pytest.mark.parametrize("seed", [1005, 5008])
+def test_wide_runs_that_flip_or_gather_are_right(seed):
+    # Seeds whose copies of runs of 2 moved as wider elements, planned as a reverse (int8
+    # pairs read backwards) or a gather (int16 pairs), wrote bits torch does not.
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    script = ("from tests.compiler.test_copy_plan_bounds import run_guarded\n"
+              f"print(run_guarded({seed}, 40))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (seed, done.stderr[-3000:])
 
 
 def test_plans_stay_inside_their_storages():
