@@ -672,12 +672,7 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
             plans += _plans_of(canon, "gather", None, canon.rank - 1, size, caches, cast)
         wide = _wide_spec(canon) if kernel == "rows" else None
         if wide is not None:  # the same copy, each run one element of the library's sizes
-            # not as a gather or a reverse: their plans of the wider elements wrote wrong
-            # bits under the guard-page test (tests/compiler/test_copy_plan_bounds.py,
-            # seeds 1005 and 5008), not yet found why
-            plans += [p for p in candidate_plans(wide, caches, limit, gather, coalesce,
-                                                 simplify)
-                      if p.kernel not in ("gather", "reverse")]
+            plans += candidate_plans(wide, caches, limit, gather, coalesce, simplify)
         if not canon.masks and not cast:
             plans += _permute_plans(canon, size, caches)
     # Distinct plans only: tilings and orders that come out the same (a side shorter than

@@ -1016,6 +1016,7 @@ def test_builds_without_avx512(tmp_path, flags, dtype):
         for spec, threads, stream in itertools.product(specs, (1, 3), (False, True)):
             cpu.set_stream_threshold(0 if stream else -1)
             for plan in candidate_plans(spec, CACHES, limit=2):
+                assert plan.elem_bytes == size, "the build is of one element size"
                 run_plan(dataclasses.replace(plan, parallel=threads), spec, threads, fn)
     finally:
         cpu.set_stream_threshold(previous)
