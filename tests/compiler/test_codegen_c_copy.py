@@ -37,7 +37,7 @@ from tests.compiler.test_codegen_copy import (
     span,
 )
 
-u8 = DTYPES["uint8"]
+u8, i16, u32 = DTYPES["uint8"], DTYPES["int16"], DTYPES["uint32"]
 
 
 def launch(kernel, *storages: torch.Tensor) -> None:
@@ -195,8 +195,10 @@ def test_flips_offsets_broadcasts_rank_0():
     run_c(CopySpec((4, 6), (12, 2), 5, (6, 1), 11, i8, i8))
 
 
-SIMPLE_CASTS = [(i8, f32), (i32, f64), (i64, i32), (f64, f32), (f32, f64), (f32, b1),
-                (f16, b1), (bf16, b1), (b1, f32), (b1, f16), (b1, bf16), (i32, u8)]
+# Widening, narrowing, float <-> int and <-> bool, of the suite's cast libraries
+# (tests/cast_pairs.py).
+SIMPLE_CASTS = [(i8, f32), (i16, f64), (i64, i32), (f32, f64), (f64, i8), (f32, b1),
+                (bf16, b1), (b1, f32), (b1, f16), (b1, bf16), (i32, u32), (u8, i32)]
 
 
 @pytest.mark.parametrize(("src", "dst"), SIMPLE_CASTS, ids=[f"{a}-{b}" for a, b in SIMPLE_CASTS])

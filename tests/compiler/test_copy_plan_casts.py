@@ -41,7 +41,7 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 # The pairs every kernel runs for: the ones with vector paths of their own (float32 <->
 # float16 and bfloat16), and widening, narrowing and float -> int ones on the generic loop.
 KERNEL_PAIRS = [("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"),
-                ("bfloat16", "float32"), ("uint8", "float32"), ("float64", "int32"),
+                ("bfloat16", "float32"), ("int8", "float32"), ("float64", "int8"),
                 ("bool", "float16")]
 
 

@@ -15,6 +15,7 @@ import torch
 import stridec
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
+from tests.cast_pairs import cpu_marks
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="needs a C compiler")
 
@@ -34,8 +35,9 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
-@pytest.mark.parametrize("dst", TARGETS)
-@pytest.mark.parametrize("backend", ["cpu", "interpret"])
+@pytest.mark.parametrize(("dst", "backend"), [
+    pytest.param(dst, backend, id=f"{backend}-{dst}", marks=cpu_marks(backend, "bool", dst))
+    for dst in TARGETS for backend in ("cpu", "interpret")])
 def test_odd_bool_bytes_cast_to_one_as_torch(dst: str, backend: str) -> None:
     sizes = (37, 70) if backend == "cpu" else (5, 9)
     x = odd_bools(*sizes)

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stridec
+from tests.cast_pairs import cpu_marks
 
 DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 ARRANGEMENTS = ("contiguous", "offset", "transposed", "padded")
@@ -140,11 +141,14 @@ def run_both(graph: stridec.Graph, tensors: Sequence[torch.Tensor]) -> tuple[tup
     return compiled, reference
 
 
-def check_graph(graph: stridec.Graph, tensors: Sequence[torch.Tensor], expected: Any) -> None:
+def check_graph(graph: stridec.Graph, tensors: Sequence[torch.Tensor], expected: Any,
+                backends: Sequence[str] | None = None) -> None:
+    """`graph` on `tensors` by the reference backend and each kernel backend (`backends`,
+    else `kernel_backends`), every output `expected`."""
     reference = _as_tuple(stridec.compile(graph, backend="reference")(*tensors))
     expected = _as_tuple(expected)
     device = tensors[0].device if tensors else torch.device("cpu")
-    for backend in kernel_backends(tensors):
+    for backend in backends or kernel_backends(tensors):
         compiled = _as_tuple(stridec.compile(graph, backend=backend)(*tensors))
         assert len(compiled) == len(reference) == len(expected)
         for i, (c, r, e) in enumerate(zip(compiled, reference, expected, strict=True)):
@@ -322,10 +326,21 @@ CASTS = [
 ]
 
 
+# Each pair on each kernel backend; on the cpu backend a pair outside the suite's cast
+# libraries with -m slow only (tests/cast_pairs.py).
+CAST_RUNS = [
+    pytest.param(src, dst, device, backend, id=f"{device}-{backend}-{src}-{dst}", marks=marks)
+    for src, dst in CASTS
+    for device, backend, marks in (("cpu", "cpu", cpu_marks("cpu", src, dst)),
+                                   ("cpu", "interpret", []),
+                                   ("cuda", "auto", [pytest.mark.gpu]))
+]
+
+
 @pytest.mark.parametrize("how", ("contiguous", "padded"))
-@pytest.mark.parametrize(("src", "dst"), CASTS, ids=[f"{a}-{b}" for a, b in CASTS])
-@pytest.mark.parametrize("device", DEVICES)
-def test_casts_fused_in_a_copy(src: str, dst: str, how: str, device: str) -> None:
+@pytest.mark.parametrize(("src", "dst", "device", "backend"), CAST_RUNS)
+def test_casts_fused_in_a_copy(src: str, dst: str, device: str, backend: str,
+                               how: str) -> None:
     """A cast alone, a cast through a transpose, and a cast of a packing: one kernel each."""
     case = _case(
         f"cast_{src}_{dst}", X(4, 6, dtype=src),
@@ -335,7 +350,7 @@ def test_casts_fused_in_a_copy(src: str, dst: str, how: str, device: str) -> Non
         nonneg=dst in ("uint8", "uint32"),
     )
     tensors = case.tensors(how, device)
-    check_graph(case.graph(), tensors, case.expect(*tensors))
+    check_graph(case.graph(), tensors, case.expect(*tensors), (backend,))
 
 
 # --------------------------------------------------------------------------- formats

@@ -1,5 +1,5 @@
 """Casts bit for bit against torch's CPU `.to()`, every dtype pair, every CPU backend (the
-cpu backend's 110 pair libraries with -m slow; 21 of them in the suite: `CPU_SUITE_PAIRS`).
+cpu backend's 110 pair libraries with -m slow; in the suite, those of tests/cast_pairs.py).
 
 The oracle is torch's vector loop: each input value sits at a multiple of 64 in a
 contiguous tensor whose length is a multiple of 64, so torch converts it in its vectorized
@@ -23,6 +23,7 @@ from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
 from stridec.runtime.backends.reference_casts import cast
 from stridec.runtime.compile import BACKENDS
+from tests.cast_pairs import cpu_marks
 
 # The interpreter's numpy warns when it converts a signalling NaN; the bits are checked.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning",
@@ -100,29 +101,18 @@ def assert_same_bits(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor, wha
         )
 
 
-# The cpu backend builds a library per pair (a 132 KB unit, about 4.5 s of gcc): the suite
-# runs 21 pairs in which every dtype is a source and a destination, all pairs the suite's
-# other cpu tests build anyway (the float32 <-> float16 / bfloat16 ones with vector paths
-# of their own among them); all 110 run with -m slow. Every pair's conversion code is
-# checked in the suite, in one build, by tests/compiler/test_copy_plan_casts.py.
+# Every pair on the interpreter; on the cpu backend, which builds a library per pair, the
+# suite's pairs (tests/cast_pairs.py) and all 110 with -m slow. Every pair's conversion
+# code is checked in the suite, in one build, by tests/compiler/test_copy_plan_casts.py.
 PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d]
-CPU_SUITE_PAIRS = {
-    ("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"),
-    ("bfloat16", "float32"), ("bool", "int16"), ("bfloat16", "bool"), ("bool", "bfloat16"),
-    ("float16", "int8"), ("float32", "int8"), ("float32", "uint32"), ("float64", "bfloat16"),
-    ("float64", "float16"), ("int16", "float64"), ("int32", "float16"), ("int32", "uint32"),
-    ("int64", "float16"), ("int64", "int32"), ("int8", "float32"), ("uint32", "int64"),
-    ("uint8", "int32"), ("bool", "uint8"),
-}
 
 
 def _cast_cases() -> list:
     cases = []
     for src, dst in PAIRS:
         for backend in CPU_BACKENDS:
-            slow = backend == "cpu" and (src, dst) not in CPU_SUITE_PAIRS
             cases.append(pytest.param(src, dst, backend, id=f"{src}-{dst}-{backend}",
-                                      marks=[pytest.mark.slow] if slow else []))
+                                      marks=cpu_marks(backend, src, dst)))
     return cases
 
 

@@ -54,7 +54,7 @@ PROGRAMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "mT_int": lambda x: x.mT.int(),
     "expand_permute": lambda x: x.unsqueeze(1).expand(6, 3, 4).permute(2, 1, 0).bfloat16(),
     "to_dtype_kw": lambda x: x.transpose(0, 1).to(dtype=torch.float64),
-    "type_as": lambda x: x.t().type(torch.int16),
+    "type_as": lambda x: x.t().type(torch.float64),
     "cast_chain": lambda x: x.t().half().float(),
 }
 
