@@ -599,17 +599,30 @@ def _nest(canon: CopySpec, kernel: str, a: int | None, b: int | None, order: Seq
     return plan
 
 
-def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int], list[int]]:
+def _sides(canon: CopySpec, a: int, b: int, first: str | None,
+           whole: bool = False) -> tuple[list[int], list[int]]:
     """A transpose's sides: `a`, then each dim that continues them contiguously in the
     source; `b`, then each that continues them in the destination. A dim that could join
-    either joins side `first` ("a" or "b"); with `first` None, neither side grows."""
+    either joins side `first` ("a" or "b"); with `first` None, neither side grows. The
+    sides grow a dim at a time in turn; with `whole`, side `first` grows as far as it
+    goes before the other starts (a dim that continues `first` only once it has grown,
+    as a destination row of 3 x 5 pixels continues into 379 of them)."""
     side_a, side_b = [a], [b]
     if first is None:
         return side_a, side_b
+    other = "b" if first == "a" else "a"
+    turns = [(first,), (other,)] if whole else [(first, other)]
+    for names in turns:
+        _grow(canon, side_a, side_b, names)
+    return side_a, side_b
+
+
+def _grow(canon: CopySpec, side_a: list[int], side_b: list[int], names: tuple[str, ...]) -> None:
+    """Grow the sides `names` in turn, a dim at a time, while any continues one."""
     grown = True
     while grown:
         grown = False
-        for name in (first, "b" if first == "a" else "a"):
+        for name in names:
             side = side_a if name == "a" else side_b
             strides = canon.src_strides if name == "a" else canon.dst_strides
             run = math.prod(canon.sizes[j] for j in side)
@@ -618,7 +631,6 @@ def _sides(canon: CopySpec, a: int, b: int, first: str | None) -> tuple[list[int
                     side.append(k)
                     grown = True
                     break
-    return side_a, side_b
 
 
 def candidate_plans(spec: CopySpec, caches: Caches | None = None,
@@ -796,8 +808,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
     side_choices: list[tuple[list[int], list[int]] | None] = [None]
     if kernel == "transpose":
         side_choices = []
-        for first in ("a", "b", None):
-            sides = _sides(canon, a, b, first)
+        for first, whole in (("a", False), ("b", False), (None, False), ("b", True)):
+            sides = _sides(canon, a, b, first, whole)
             if sides not in side_choices and _masks_take(canon, sides, cast):
                 side_choices.append(sides)
     plans = []

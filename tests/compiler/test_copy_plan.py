@@ -209,6 +209,24 @@ def test_many_short_rows_at_once_are_not_priced_as_going_on(sizes, perm):
         run_plan(plan, spec)
 
 
+def test_a_destination_side_grown_whole_takes_the_dim_both_sides_continue():
+    # The random suite's (3, 5, 379, 103, 3).permute(3, 4, 2, 1, 0) float64 (seed
+    # 1335759423's rand15): destination rows of 3 x 5 continue into the 379 that also
+    # continues the source's 309. Grown a dim at a time in turn, the source's side took it
+    # and the blocks wrote rows of 120 bytes 45 KB apart (12.5 ms); on the destination's
+    # side it makes rows of 5685 elements (3.6 ms, docs/cpu.md).
+    plan = plan_copy(permute_spec((3, 5, 379, 103, 3), (3, 4, 2, 1, 0), f64), CACHES)
+    assert plan.kernel == "transpose", plan.describe()
+    assert (plan.a_side, [n for n, _ in plan.b_side]) == (((309, 5685),), [3, 5, 379])
+    # the same sides at a size the library runs here against torch
+    spec = permute_spec((3, 5, 37, 13, 3), (3, 4, 2, 1, 0), f64)
+    grown = [p for p in candidate_plans(spec, CACHES, limit=64)
+             if p.kernel == "transpose" and [n for n, _ in p.b_side] == [3, 5, 37]]
+    assert grown
+    for p in grown:
+        run_plan(p, spec)
+
+
 @pytest.mark.parametrize(("sizes", "perm", "blocks"), [
     # the random suite's (5, 15, 77, 9, 3).permute(1, 4, 3, 2, 0) int32: 10395 blocks of
     # 3 x 5 (0.90 ms) or sides grown over the dims that continue them (0.19 ms)
