@@ -12,8 +12,7 @@ and every pair through the cpu backend with `-m slow` (tests/runtime/test_cast_b
 Every dtype is a source and a destination here: the vector paths of float32 <-> float16 /
 bfloat16, float64 -> float16 (rounded through float32, as torch does), the widest widening
 and narrowing (int8 <-> float64), float -> unsigned, `.double()` and `.int()` of float32,
-bool both ways (every width bool
-casts to in tests/reliability/test_odd_bools.py).
+bool both ways (every width bool casts to in tests/reliability/test_odd_bools.py).
 """
 
 from __future__ import annotations
