@@ -23,7 +23,7 @@ SUITE_CASTS: frozenset[tuple[str, str]] = frozenset({
     ("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"),
     ("bfloat16", "float32"), ("float64", "float16"), ("int8", "float64"),
     ("float64", "int8"), ("int8", "float32"), ("int16", "float64"), ("uint8", "int32"),
-    ("int64", "int32"), ("int32", "uint32"), ("uint32", "int64"), ("float32", "uint32"),
+    ("int64", "int32"), ("int32", "uint32"), ("uint32", "float32"), ("float32", "uint32"),
     ("float32", "float64"), ("float32", "int32"), ("float32", "bool"), ("bfloat16", "bool"),
     ("bool", "float32"), ("bool", "float16"), ("bool", "bfloat16"), ("bool", "uint8"),
     ("bool", "int64"), ("bool", "int16"),

@@ -159,12 +159,18 @@ def _cache_warnings(caught: list[warnings.WarningMessage]) -> tuple[list[str], l
 
 
 def _run_three_graphs(folder: Path) -> list[warnings.WarningMessage]:
-    t = sample()
+    """Three Philox graphs (their C unit builds in a second, a copy's in several), each
+    against the reference backend."""
+    start = torch.tensor([5, 0xFFFFFFFF, 0, 0, 7, 9], dtype=torch.int64).to(torch.uint32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for dim, name in ((0, "ro_a"), (1, "ro_b"), (0, "ro_c")):
-            fn = stridec.compile(flip_graph(dim, name))
-            assert torch.equal(fn(t), t.flip(dim))
+        for sizes, name in (((3, 5), "ro_a"), ((5, 3), "ro_b"), ((3, 5), "ro_c")):
+            g = stridec.Graph(name)
+            g.output(*g.philox(g.input("state", (6,), "uint32"), sizes))
+            fn = stridec.compile(g)
+            got, want = fn(start.clone()), stridec.run_reference(g, start.clone())
+            for a, b in zip(got, want, strict=True):
+                assert torch.equal(a.view(torch.int32), b.view(torch.int32))
             assert fn.stats.compiles == 1
     return caught
 
@@ -353,12 +359,13 @@ def _tmpfs(folder: Path, options: str) -> str:
 @pytest.mark.parametrize("scenario", [
     "", pytest.param("no_room_check", marks=pytest.mark.slow)], ids=["free-space", "writes"])
 def test_a_full_cache_folder(tmp_path: Path, scenario: str) -> None:
-    """The cache on a full filesystem (a 256 KiB tmpfs): the C kernels are built in the
-    process's private folder, one warning; the plans live in memory, one warning. Found
-    by the free space, or (`writes`) by the writes themselves failing with ENOSPC."""
+    """The cache on a full filesystem (a 16 KiB tmpfs, less than any unit's source): the C
+    kernels are built in the process's private folder, one warning; the plans live in
+    memory, one warning. Found by the free space, or (`writes`) by the writes themselves
+    failing with ENOSPC."""
     _mountable(tmp_path)
     cache = tmp_path / "full"
-    got = _scenario(_scenario_env(cache, tmp_path), _tmpfs(cache, "size=256k"), scenario)
+    got = _scenario(_scenario_env(cache, tmp_path), _tmpfs(cache, "size=16k"), scenario)
     assert got["done"] and got["errors"] == [] and got["builds"] > 0
     c_warnings = [w for w in got["warnings"] if "C kernels are built in" in w]
     assert len(c_warnings) == 1 and str(cache) in c_warnings[0], got["warnings"]
@@ -370,7 +377,7 @@ def test_a_full_cache_and_temp_folder_is_a_build_error_saying_what_to_change(
     _mountable(tmp_path)
     cache, tmp = tmp_path / "full", tmp_path / "full-tmp"
     got = _scenario(_scenario_env(cache, tmp),
-                    _tmpfs(cache, "size=256k") + "\n" + _tmpfs(tmp, "size=256k"))
+                    _tmpfs(cache, "size=16k") + "\n" + _tmpfs(tmp, "size=16k"))
     assert got["done"] and len(got["errors"]) == 1, got
     error = got["errors"][0]
     assert error.startswith("BuildError: cpu backend: cannot write the files of a C kernel")

@@ -14,9 +14,11 @@ in CI, 3,333 with `--fuzz-long`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import torch
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
@@ -24,6 +26,7 @@ from torch_oracle import check_against_torch
 
 import stridec
 from stridec.errors import StridecError
+from tests.cast_pairs import cpu_marks
 
 DTYPES = (torch.float32, torch.float16, torch.int32, torch.uint8)
 SIZES = (0, 1, 2, 3, 4, 5, 7, 9, 16, 17, 32)
@@ -70,10 +73,12 @@ class Step:
 
 
 @st.composite
-def steps(draw: Any, rank: int, dims: tuple[int, ...], symbolic: tuple[int, ...]) -> list[Step]:
+def steps(draw: Any, rank: int, dims: tuple[int, ...], symbolic: tuple[int, ...],
+          dtype: torch.dtype, casts: Callable[[torch.dtype, torch.dtype], bool]) -> list[Step]:
     """1 to 5 steps on a tensor of `rank` dims whose example sizes are `dims` (the dims
-    `symbolic` symbolic: dim 0, the batch, and perhaps dim 1); slices and flips of the
-    batch dim drawn often."""
+    `symbolic` symbolic: dim 0, the batch, and perhaps dim 1) and whose dtype is `dtype`;
+    slices and flips of the batch dim drawn often; a cast to a dtype that `casts` takes
+    from the one before it."""
     chain: list[Step] = []
     for _ in range(draw(st.integers(1, 5))):
         op = draw(st.sampled_from(
@@ -98,7 +103,8 @@ def steps(draw: Any, rank: int, dims: tuple[int, ...], symbolic: tuple[int, ...]
             start = draw(st.integers(0, rank - 2))
             step, rank = Step(op, (start,)), start + 1
         elif op == "to":
-            step = Step(op, (draw(st.sampled_from(DTYPES)),))
+            dtype = draw(st.sampled_from([d for d in DTYPES if d == dtype or casts(dtype, d)]))
+            step = Step(op, (dtype,))
         elif op == "unsqueeze_expand":
             if rank >= 5:
                 continue
@@ -118,6 +124,10 @@ def steps(draw: Any, rank: int, dims: tuple[int, ...], symbolic: tuple[int, ...]
     return chain
 
 
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def _function(chain: list[Step], keep: int | None) -> Any:
     """The chain as a function of one tensor: its last result, and the result of step
     `keep` too where given (two outputs, which may share memory)."""
@@ -133,13 +143,16 @@ def _function(chain: list[Step], keep: int | None) -> Any:
     return layout_chain
 
 
-def test_fuzz_symbolic_graphs_against_torch(fuzz_settings: settings,
-                                            fuzz_stats: Counter) -> None:
+def test_fuzz_symbolic_graphs_against_torch(fuzz_settings: settings, fuzz_stats: Counter,
+                                            pytestconfig: pytest.Config) -> None:
     """Counted in the terminal summary: `symbolic examples` (graphs traced and compiled),
     `symbolic calls` (calls compared with torch), `symbolic untraceable` (chains the
     tracer does not take over a symbolic batch: rejected)."""
 
     examples = max(fuzz_settings.max_examples // 3, 10)
+    # The cpu backend's casts: every pair with --fuzz-long; else the suite's cast libraries
+    # (tests/cast_pairs.py), each built once for the whole suite.
+    long = bool(pytestconfig.getoption("--fuzz-long", default=False))
 
     @settings(fuzz_settings, max_examples=examples)
     @given(data=st.data())
@@ -149,9 +162,10 @@ def test_fuzz_symbolic_graphs_against_torch(fuzz_settings: settings,
         if 1 in symbolic:
             dims = (9, 7, *dims[2:])
         dtype = data.draw(st.sampled_from(DTYPES))
-        chain = data.draw(steps(len(dims), dims, symbolic))
-        keep = data.draw(st.none() | st.integers(0, len(chain) - 2)) if len(chain) > 1 else None
         backend = data.draw(st.sampled_from(["cpu", "cpu", "cpu", "interpret"]))
+        chain = data.draw(steps(len(dims), dims, symbolic, dtype,
+                                lambda a, b: long or not cpu_marks(backend, _name(a), _name(b))))
+        keep = data.draw(st.none() | st.integers(0, len(chain) - 2)) if len(chain) > 1 else None
         sizes = data.draw(st.lists(st.tuples(st.sampled_from(SIZES), st.sampled_from(SIZES)),
                                    min_size=3, max_size=7))
         note(f"input {dims} {dtype}, symbolic dims {symbolic}, {backend}: "

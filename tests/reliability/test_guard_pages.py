@@ -112,13 +112,13 @@ CASES: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
     "cast_transpose": ((70, 130), "float32", lambda x: x.t().to("bfloat16").contiguous()),
     "cast_int": ((37, 130), "int8", lambda x: x.to("float64")),
     # casts through the planned library's lane kernels, flips and gathers
-    "cast_deinterleave": ((2, 9, 31, 3), "uint8",
+    "cast_deinterleave": ((2, 9, 31, 3), "int8",
                           lambda x: x.permute(0, 3, 1, 2).to("float32").contiguous()),
     "cast_interleave": ((2, 3, 9, 31), "float32",
                         lambda x: x.permute(0, 2, 3, 1).to("float16").contiguous()),
     "cast_flip": ((37, 130), "float32", lambda x: x.flip(1).to("float16").contiguous()),
     "cast_slice": ((37, 130), "float16", lambda x: x[:, ::2].to("float32").contiguous()),
-    "cast_gather": ((40, 66), "int32", lambda x: x[::2, ::3].t().to("float64").contiguous()),
+    "cast_gather": ((40, 66), "int16", lambda x: x[::2, ::3].t().to("float64").contiguous()),
     "cat": ((20, 64), "float32", lambda x: stridec.cat([x, x.flip(0), x[:, ::2]], 1)),
 }
 

@@ -93,13 +93,13 @@ def test_odd_bool_bytes_in_fused_casts(backend: str) -> None:
     v = g.input("x", (2, 5, 3, 4), "bool")
     w = g.input("h", (2, 5, 3, 4), "float16")
     g.output(v.to("float16").pack("NCHW4", fill=0.5), stridec.cat([v, w], 1),
-             v.permute(0, 2, 3, 1).to("int32").contiguous())
+             v.permute(0, 2, 3, 1).to("int64").contiguous())
     packed, cat, nhwc = stridec.compile(g, backend=backend)(x, h)
     ref_pack = torch.nn.functional.pad(x.half(), (0, 0, 0, 0, 0, 3), value=0.5)
     ref_pack = ref_pack.reshape(2, 2, 4, 3, 4).permute(0, 1, 3, 4, 2)
     assert same_bits(packed, ref_pack.contiguous())
     assert same_bits(cat, torch.cat([x, h], 1))
-    assert same_bits(nhwc, x.permute(0, 2, 3, 1).to(torch.int32).contiguous())
+    assert same_bits(nhwc, x.permute(0, 2, 3, 1).to(torch.int64).contiguous())
 
 
 def test_bool_copies_keep_torchs_truth_values() -> None:

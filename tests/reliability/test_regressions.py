@@ -80,16 +80,17 @@ def test_copy_of_an_empty_generators_new_state() -> None:
 
 
 def test_a_pack_fill_converts_before_a_fused_cast() -> None:
-    """`x.pack("NCHW4", fill=254.75).to(float32)` on uint8: the padded channels hold the
-    fill as uint8 holds it, 254 (torch.full((2,), 254.75, dtype=uint8)), and the cast
-    gives 254.0 -- not 254.75, which the fused copy wrote when it cast the raw fill (fixed
-    in compiler/copy_fusion.py: the producer's fill goes through its dtype). (The
-    first form of this test packed fill=-2, which wrapped to 254; a fill never wraps now.)"""
+    """`x.pack("NCHW4", fill=-3.75).to(float32)` on int8: the padded channels hold the
+    fill as int8 holds it, -3 (torch.full((2,), -3.75, dtype=int8)), and the cast gives
+    -3.0 -- not -3.75, which the fused copy wrote when it cast the raw fill (fixed in
+    compiler/copy_fusion.py: the producer's fill goes through its dtype). (Found on uint8
+    and fill=254.75; int8 -> float32 is one of the suite's cast libraries,
+    tests/cast_pairs.py. A fill never wraps now.)"""
     g = stridec.Graph("pack_fill_cast")
-    x = g.input("x", (1, 1, 1, 1), "uint8")
-    g.output(x.pack("NCHW4", fill=254.75).to("float32"))
-    t = torch.full((1, 1, 1, 1), 7, dtype=torch.uint8)
-    held = torch.full((2,), 254.75, dtype=torch.uint8)[0].item()
+    x = g.input("x", (1, 1, 1, 1), "int8")
+    g.output(x.pack("NCHW4", fill=-3.75).to("float32"))
+    t = torch.full((1, 1, 1, 1), 7, dtype=torch.int8)
+    held = torch.full((2,), -3.75, dtype=torch.int8)[0].item()
     want = torch.tensor([7.0, held, held, held]).reshape(1, 1, 1, 1, 4)
     assert torch.equal(compiled(g, t), want)
 

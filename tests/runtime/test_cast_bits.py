@@ -123,10 +123,14 @@ def test_cast_matches_torch_bit_for_bit(src: str, dst: str, backend: str) -> Non
     assert_same_bits(got, torch_vector_cast(x, DTYPES[dst].torch), x, f"{src} -> {dst}")
 
 
-@pytest.mark.parametrize("backend", CPU_BACKENDS)
-@pytest.mark.parametrize(("src", "dst"), [("float32", "bfloat16"), ("float32", "float16"),
-                                          ("float16", "float32"), ("float64", "bfloat16"),
-                                          ("float32", "uint32"), ("bfloat16", "float16")])
+LAYOUT_PAIRS = [("float32", "bfloat16"), ("float32", "float16"), ("float16", "float32"),
+                ("float64", "bfloat16"), ("float32", "uint32"), ("bfloat16", "float16")]
+
+
+@pytest.mark.parametrize(("src", "dst", "backend"), [
+    pytest.param(src, dst, backend, id=f"{src}-{dst}-{backend}",
+                 marks=cpu_marks(backend, src, dst))
+    for src, dst in LAYOUT_PAIRS for backend in CPU_BACKENDS])
 def test_cast_bits_do_not_depend_on_the_layout(src: str, dst: str, backend: str) -> None:
     """A strided, an offset and a one-element input give the bits of the vector loop
     (torch's own strided loop and scalar tail would not)."""

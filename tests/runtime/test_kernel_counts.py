@@ -28,7 +28,9 @@ def _launches(fn: stridec.CompiledGraph, *args: torch.Tensor) -> int:
 @pytest.mark.parametrize("before", ["cast", "transpose", "slice"])
 def test_a_copy_then_a_pack_is_one_kernel(before: str, fmt: str, channels: int) -> None:
     g = stridec.Graph("copy_then_pack")
-    x = g.input("x", (2, channels, 3, 4), "float32")
+    # the cast: float64 -> int8, one of the suite's cast libraries (tests/cast_pairs.py)
+    dtype = "float64" if before == "cast" else "float32"
+    x = g.input("x", (2, channels, 3, 4), dtype)
     if before == "cast":
         y = x.to("int8")
     elif before == "transpose":
@@ -37,7 +39,7 @@ def test_a_copy_then_a_pack_is_one_kernel(before: str, fmt: str, channels: int) 
         y = x[:, :, 1:].contiguous()
     g.output(y.pack(fmt))
     fn = stridec.compile(g, backend="cpu")
-    t = torch.randn(2, channels, 3, 4) * 40
+    t = (torch.randn(2, channels, 3, 4) * 40).to(getattr(torch, dtype))
     assert _launches(fn, t) == 1
     got, (want,) = fn(t), stridec.run_reference(g, t)
     assert torch.equal(got, want) and got.stride() == want.stride()

@@ -24,6 +24,7 @@ from stridec.ir.builder import FUNCTIONS, SURFACE
 from stridec.ir.dtypes import DTYPES
 from stridec.ir.graph import Value
 from stridec.runtime.compile import BACKENDS
+from tests.cast_pairs import cpu_marks
 
 trace_module = importlib.import_module("stridec.torch.trace")
 CPU_BACKENDS = [b for b in BACKENDS if b in ("interpret", "reference", "cpu")]
@@ -83,7 +84,11 @@ PROGRAMS: dict[str, Callable] = {
     "tile": lambda x: x.tile((2,)),
     "repeat_interleave": lambda x: x.repeat_interleave(2, 0),
     "roll": lambda x: x.roll((1, -2), (0, 1)),
-    "casts": lambda x: x.half().float().double().bfloat16().int().long().short().char(),
+    # Chains of the suite's cast libraries (tests/cast_pairs.py): every method once.
+    "casts": lambda x: x.half().float().bfloat16().float().double().char().double().half()
+    .float().int(),
+    "casts_of_bools": lambda x: x.bool().short().double().half(),
+    "casts_to_long": lambda x: x.bool().long().int(),
     "byte_bool": lambda x: x.abs().byte().bool() if isinstance(x, torch.Tensor) else None,
     "type_as": lambda x: x.t().type_as(x.half()),
     "len": lambda x: x[: len(x) - 1].contiguous(),
@@ -165,8 +170,16 @@ MIXED = [("float32", "float16"), ("float16", "bfloat16"), ("int8", "uint8"), ("b
          ("int64", "float16"), ("uint32", "float32"), ("bool", "bfloat16"), ("int16", "float64")]
 
 
-@pytest.mark.parametrize("backend", CPU_BACKENDS)
-@pytest.mark.parametrize(("a", "b"), MIXED)
+def _promoted(a: str, b: str) -> str:
+    return str(torch.promote_types(DTYPES[a].torch, DTYPES[b].torch)).removeprefix("torch.")
+
+
+# On the cpu backend, a pair that casts outside the suite's cast libraries with -m slow only.
+@pytest.mark.parametrize(("a", "b", "backend"), [
+    pytest.param(a, b, backend, id=f"{a}-{b}-{backend}",
+                 marks=[m for src in (a, b) if src != _promoted(a, b)
+                        for m in cpu_marks(backend, src, _promoted(a, b))][:1])
+    for a, b in MIXED for backend in CPU_BACKENDS])
 def test_cat_promotes_as_torch(a: str, b: str, backend: str) -> None:
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(2, 3, generator=gen) * 50).to(DTYPES[a].torch)
