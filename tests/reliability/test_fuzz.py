@@ -36,7 +36,10 @@ must refuse it with the same error class.
 
 Casts are drawn only where both sides define the result: a float is cast to an integer
 type only when its values are known finite, small (|v| <= 8) and, for an unsigned type,
-not negative (C leaves the others undefined, and torch and Triton differ there).
+not negative (C leaves the others undefined, and torch and Triton differ there). In CI,
+the explicit casts are of the pairs the suite builds the cpu backend's libraries of
+(tests/cast_pairs.py: each pair is a C unit of 5-10 s of gcc); every pair with
+`--fuzz-long`.
 
 About a third of the graphs are also called with `out=`: each output written into a
 window of a bigger buffer (dims in a drawn order, each padded, at an offset), now and then
@@ -72,6 +75,7 @@ from stridec.ir import builder as SB
 from stridec.ir import ops as O
 from stridec.ir.graph import Graph, Value
 from stridec.ir.layout import Layout
+from tests.cast_pairs import SUITE_CASTS
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32",
           "int64", "uint32", "bool")
@@ -167,6 +171,12 @@ class Builder:
     state_input: Value | None = None
     limit: int = MAX_NUMEL  # the largest value a growing op may make
     dtypes: tuple[str, ...] = DTYPES  # what inputs, casts and fills are drawn from
+    casts: frozenset[tuple[str, str]] | None = None  # the pairs a cast may be; None: any
+
+    def cast_targets(self, dtype: str) -> tuple[str, ...]:
+        """The dtypes a value of `dtype` may be cast to (itself among them)."""
+        return tuple(t for t in self.dtypes
+                     if t == dtype or self.casts is None or (dtype, t) in self.casts)
 
     def fits(self, v: Value, factor: int = 1) -> bool:
         return v.numel() <= factor * self.limit
@@ -335,7 +345,7 @@ def _step(b: Builder, v: Value) -> Value | None:
         if how == "flip" and rank:
             fresh = v.flip(*sorted({d.int(0, rank - 1) for _ in range(d.int(1, rank))}))
         elif how == "cast":
-            new_dtype = d.choice(b.dtypes)
+            new_dtype = d.choice(b.cast_targets(dtype))
             out_r = cast_range(r, dtype, new_dtype)
             if out_r is None:
                 return None
@@ -360,13 +370,13 @@ def _step(b: Builder, v: Value) -> Value | None:
             return b.add(fresh.view(*new), r) if ok else None
         return b.add(fresh.reshape(*new), r)
     if kind == "copy":
-        new_dtype = d.choice((None, None, *b.dtypes))
+        new_dtype = d.choice((None, None, *b.cast_targets(dtype)))
         out_r = r if new_dtype is None else cast_range(r, dtype, new_dtype)
         if out_r is None:
             return None
         return b.add(v.copy_to(_copy_layout(d, sizes), dtype=new_dtype), out_r)
     if kind == "cast":
-        new_dtype = d.choice(b.dtypes)
+        new_dtype = d.choice(b.cast_targets(dtype))
         out_r = cast_range(r, dtype, new_dtype)
         return None if out_r is None else b.add(v.to(new_dtype), out_r)
     if kind == "pack" and rank in FORMATS_BY_RANK:
@@ -666,11 +676,13 @@ class Case:
         return f"{self.graph}\narguments:\n{args}"
 
 
-def random_case(d: Draw, dtypes: tuple[str, ...] = DTYPES) -> Case:
+def random_case(d: Draw, dtypes: tuple[str, ...] = DTYPES,
+                casts: frozenset[tuple[str, str]] | None = None) -> Case:
     """A random graph and its arguments; `dtypes`: what its inputs, casts and fills are
-    drawn from (fewer dtypes, fewer C classes: the sanitized profile)."""
+    drawn from (fewer dtypes, fewer C classes: the sanitized profile); `casts`: the
+    (source, destination) pairs its casts may be, any where None."""
     g = stridec.Graph("fuzz")
-    b = Builder(d, g, dtypes=dtypes)
+    b = Builder(d, g, dtypes=dtypes, casts=casts)
     declared: list[tuple[Value, Range]] = []
     for k in range(d.int(1, 3)):
         rank = d.choice((3, 4, 2, 1, 0, 5))
@@ -960,17 +972,24 @@ def known_bug(case: Case) -> str | None:
 # --------------------------------------------------------------------------- the test
 
 
+def _casts(config: pytest.Config) -> frozenset[tuple[str, str]] | None:
+    """The casts the fuzzer draws: any with --fuzz-long, else the suite's pairs."""
+    return None if config.getoption("--fuzz-long", default=False) else SUITE_CASTS
+
+
 # Triton's interpreter casts with numpy, which warns where a value becomes inf (a uint32
 # or a large float to float16): defined, and what torch gives too.
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
-def test_fuzz_graphs_against_the_reference(fuzz_settings: settings, fuzz_stats: Counter) -> None:
+def test_fuzz_graphs_against_the_reference(fuzz_settings: settings, fuzz_stats: Counter,
+                                           pytestconfig: pytest.Config) -> None:
     """The examples are counted in the terminal summary: `examples` (graphs compiled and
     compared), `passed`, and `rejected <test>` for graphs that show an open bug."""
+    casts = _casts(pytestconfig)
 
     @fuzz_settings
     @given(st.data())
     def run(data: Any) -> None:
-        case = random_case(Draw(data))
+        case = random_case(Draw(data), casts=casts)
         note(case.describe())
         bug = known_bug(case)
         if bug is not None:
@@ -998,16 +1017,18 @@ def random_pipeline(d: Draw) -> str:
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
-def test_fuzz_graphs_under_any_pipeline(fuzz_settings: settings, fuzz_stats: Counter) -> None:
+def test_fuzz_graphs_under_any_pipeline(fuzz_settings: settings, fuzz_stats: Counter,
+                                        pytestconfig: pytest.Config) -> None:
     """A pipeline the compiler accepts either runs the graph right -- values, strides,
     storage shared -- or refuses it with a StridecError (a pass it needs is missing),
     never a raw error from torch or Triton. A tenth of the fuzzer's examples."""
+    casts = _casts(pytestconfig)
 
     @settings(fuzz_settings, max_examples=max(fuzz_settings.max_examples // 10, 10))
     @given(st.data())
     def run(data: Any) -> None:
         d = Draw(data)
-        case = random_case(d)
+        case = random_case(d, casts=casts)
         pipeline = random_pipeline(d)
         note(f"pipeline: {pipeline}\n{case.describe()}")
         assume(known_bug(case) is None)
