@@ -5,7 +5,8 @@ The cpu backend builds one planned-copy library for each pair of dtypes it casts
 suite's cpu tests of casts take their pairs from `SUITE_CASTS`, so that together they
 build each of these libraries once (CI's three test runs share one build cache); a test
 that also draws other pairs runs them on the cpu backend with `-m slow` only
-(`cpu_marks`), and on the others in the suite. Every pair's conversions are checked in
+(`cpu_marks`), and on the others in the suite. The fuzzers draw their casts from these
+pairs too, and from every pair with `--fuzz-long`. Every pair's conversions are checked in
 the suite all the same, in one build of them all (tests/compiler/test_copy_plan_casts.py),
 and every pair through the cpu backend with `-m slow` (tests/runtime/test_cast_bits.py).
 
