@@ -555,14 +555,15 @@ def test_short_runs_of_a_block_that_is_one_run_match_torch(stream):
     # run as one word (lib/copy_plan.c, rows_words; streamed, through L1); its last runs'
     # words would pass the block's destination (a thread's neighbour's) or the source's
     # end. Every element size, 1 and 3 threads, blocks whole and cut along c; streamed,
-    # blocks of more parts than L1's buffer takes at once (2001 of 9 runs: several fills).
+    # blocks of more parts than L1's buffer takes at once (2001 of 9 runs: several fills)
+    # and blocks that end inside the line they start in (2 x 3 runs).
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
-        for dtype, parts in itertools.product(SIZES, (301, 2001)):
+        for dtype, (runs, parts) in itertools.product(SIZES, ((9, 301), (9, 2001), (2, 3))):
             for n in range(1, 16 // dtype.itemsize):
                 if dtype.itemsize * n in (1, 2, 4, 8):
                     continue  # whole elements of the library's sizes
-                spec = permute_spec((9, parts, n), (1, 0, 2), dtype, dst_offset=1)
+                spec = permute_spec((runs, parts, n), (1, 0, 2), dtype, dst_offset=1)
                 plans = [p for p in candidate_plans(spec, CACHES, limit=16)
                          if p.kernel == "rows" and p.a_loop >= 0 and p.c_loop >= 0]
                 assert plans, spec

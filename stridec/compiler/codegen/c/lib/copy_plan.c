@@ -509,7 +509,10 @@ static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, 
             rows_words_part((const char*)s, J->send, (char*)buf + B.have, ea, n,
                             J->ssa * ELEM_BYTES, J->ssc * ELEM_BYTES, z0, z1, 0, INT64_MAX / 2);
             B.have += (size_t)(z1 - z0) * (size_t)ea * n;
-            size_t whole = (size_t)(((uintptr_t)B.out + B.have) & ~(uintptr_t)63) - (uintptr_t)B.out;
+            /* up to the last whole line; none where the run so far ends in its first */
+            const uintptr_t end = ((uintptr_t)B.out + B.have) & ~(uintptr_t)63;
+            if (end <= (uintptr_t)B.out) continue;
+            const size_t whole = end - (uintptr_t)B.out;
             stream_copy(B.out, buf, whole);
             memmove(buf, buf + whole, B.have - whole);
             B.out += whole;
