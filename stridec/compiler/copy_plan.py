@@ -15,7 +15,9 @@ they are contiguous in both source and destination), then planned:
   (the source steps by -1 along b: a flip), `gather` (anything else: an element at a
   time), `fill` (a copy whose masks never hold: the fill's bits, nothing read),
   `permute` (the innermost dims a matrix of at most `PERMUTE_BYTES` contiguous on both
-  sides, a batch of small transposes: each matrix permuted whole); a masked
+  sides, a batch of small transposes: each matrix permuted whole in a vector; in a copy
+  larger than L2, up to `PERMUTE_TABLE_BYTES`, an element at a time through a table in
+  L1: a slab of 3 x 47 x 13 reversed); a masked
   copy keeps its masks (`CopyPlan.masks`, a coefficient per loop: each row is the fill,
   an interval copied, the fill);
 - the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
@@ -67,7 +69,8 @@ from stridec.compiler.codegen.spec import (
 from stridec.compiler.host import Caches, host_caches
 from stridec.ir.dtypes import DTYPES, bit_pattern
 
-__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "MAX_MASKS", "PERMUTE_BYTES", "CopyPlan", "Loop",
+__all__ = ["KERNELS", "MAX_BLOCK_ROWS", "MAX_MASKS", "PERMUTE_BYTES", "PERMUTE_TABLE_BYTES",
+           "PERMUTE_TABLE_ELEMENTS", "CopyPlan", "Loop",
            "PlanMask", "candidate_plans", "plan_copy", "plan_cost"]
 
 KERNELS = ("rows", "transpose", "deinterleave", "interleave", "compress", "gather", "reverse",
@@ -85,6 +88,10 @@ LANE_LOSSES = frozenset({("deinterleave", 4, 7), ("deinterleave", 4, 8)})
 # The largest matrix of the permute micro-kernel, in bytes (lib/copy_abi.h's
 # STRIDEC_COPY_MAX_PERMUTE).
 PERMUTE_BYTES = 64
+# The largest matrix it moves through its table, an element at a time (lib/copy_abi.h's
+# STRIDEC_COPY_MAX_PERMUTE_TABLE and _ELEMENTS): a block in L1 beside its destination.
+PERMUTE_TABLE_BYTES = 16384
+PERMUTE_TABLE_ELEMENTS = 2048
 # A call moving fewer bytes (read and written) runs on the calling thread.
 PARALLEL_BYTES = 1 << 18
 # Threads a parallel plan may use at most (the run time's count decides below it).
@@ -296,6 +303,9 @@ BLOCK_BYTES = 96
 TRANSPOSE_BLOCK_BYTES = 384
 # A matrix of the permute kernel: its loop's step and the vector's load, permute and store.
 PERMUTE_BLOCK_BYTES = 16
+# An element of a matrix moved through the table: its entry's load, the element's, the store
+# (calibrated on ten random rows that plan a table permute: docs/cpu.md, "The copy planner").
+PERMUTE_TABLE_ELEMENT_BYTES = 3.5
 VECTOR_BYTES = 4
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
@@ -551,6 +561,10 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
         # a register tile's lanes past a block's edge are moved as if they were elements
         tv = TILE_LANES[plan.elem_bytes]
         padding = ((-(-ea // tv)) * (-(-eb // tv)) * tv * tv - ea * eb) * size
+    if plan.kernel == "permute":
+        matrix = math.prod(loop.step for loop in plan.loops[plan.a_loop:])
+        if matrix * size > PERMUTE_BYTES:  # through the table, an element at a time
+            fixed += matrix * PERMUTE_TABLE_ELEMENT_BYTES
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
             + blocks * (fixed + vectors * VECTOR_BYTES + padding))
@@ -716,16 +730,17 @@ def _wide_spec(canon: CopySpec) -> CopySpec | None:
                     canon.dst_offset // n, dtype, dtype)
 
 
-def _matrix(canon: CopySpec, size: int) -> int | None:
-    """The first of the innermost dims (two or more) that make a matrix of at most
-    `PERMUTE_BYTES` contiguous on both sides (each side's strides over them those of a
-    contiguous tensor in some order: a batch of small transposes, 3 x 3 or 33 x 9), the
-    most dims that do; None if none do."""
+def _matrix(canon: CopySpec, size: int, limit: int = PERMUTE_BYTES,
+            elements: int = PERMUTE_BYTES) -> int | None:
+    """The first of the innermost dims (two or more) that make a matrix of at most `limit`
+    bytes and `elements` elements contiguous on both sides (each side's strides over them
+    those of a contiguous tensor in some order: a batch of small transposes, 3 x 3 or
+    33 x 9), the most dims that do; None if none do."""
     best = None
     for k in range(canon.rank - 2, -1, -1):
         dims = range(k, canon.rank)
         matrix = math.prod(canon.sizes[j] for j in dims)
-        if matrix * size > PERMUTE_BYTES:
+        if matrix * size > limit or matrix > elements:
             break
         if all(_dense([(canon.sizes[j], strides[j]) for j in dims])
                for strides in (canon.src_strides, canon.dst_strides)):
@@ -746,13 +761,26 @@ def _dense(dims: list[tuple[int, int]]) -> bool:
 def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]:
     """The permute kernel's plans of `canon`: its innermost dims a matrix contiguous on
     both sides (`_matrix`), moved whole, a block each, the outer dims in the source's or
-    the destination's order."""
+    the destination's order: a vector's matrix, else one of up to `PERMUTE_TABLE_BYTES`
+    moved through its table in L1 (a slab of 3 x 47 x 13 reversed, `.permute(2, 1, 0)`
+    of its dims: tiles of a transpose would be a few elements wide)."""
+    moved = canon.numel * size * 2
     k = _matrix(canon, size)
+    # Through the table only where memory bounds the copy: in L2 an element of the table
+    # (1.3 ns) costs twice a transposed one, and a table of bytes costs an entry's load
+    # for each byte moved (int8 and uint8 rows took 1.3x as long).
+    if k is None and size > 1 and moved > caches.l2:
+        k = _matrix(canon, size, PERMUTE_TABLE_BYTES, PERMUTE_TABLE_ELEMENTS)
     if k is None:
         return []
-    moved = canon.numel * size * 2
+    # A matrix of a few lines or more is built in L1 and streams as one run where the copy
+    # is large (the 14.6 KB slabs of (3, 541, 13, 47, 3).permute(0, 1, 4, 3, 2) float64
+    # 1.2x faster); smaller ones, all of whose lines a neighbour shares, go through the cache
+    # (702-byte matrices streamed took 1.3x as long).
+    long = math.prod(canon.sizes[k:]) * size >= LONG_RUN_BYTES
     base = CopyPlan("permute", size, (), canon.src_offset, canon.dst_offset,
-                    parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1, stream_bytes=-1)
+                    parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1,
+                    stream_bytes=moved // 2 if long else -1)
     outer = list(range(k))
     plans = []
     for key in ((lambda j: (-abs(canon.src_strides[j]), j)),

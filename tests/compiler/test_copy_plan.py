@@ -264,18 +264,41 @@ def test_a_batch_of_small_matrices_is_permuted_a_matrix_at_a_time():
     ((37, 3, 3), (0, 2, 1), 9),           # matrices one after the other: whole vectors stored
     ((5, 7, 3, 3), (1, 0, 3, 2), 9),      # the outer dims permuted too: each matrix exact
     ((4, 5, 3, 7), (0, 1, 3, 2), 21),
-    ((6, 9, 33), (0, 2, 1), 297),         # beyond a vector: none
-    ((3, 2, 3, 5, 2), (0, 4, 2, 3, 1), 60),  # int8 only
+    ((6, 9, 33), (0, 2, 1), 297),         # beyond a vector: none (in L2)
+    ((3, 2, 3, 5, 2), (0, 4, 2, 3, 1), 60),  # a vector of int8 only
+    ((300, 9, 33), (0, 2, 1), 297),       # through the table (beyond L2), not for bytes
+    ((80, 13, 47, 3), (0, 3, 2, 1), 1833),  # a slab reversed: streamed
+    ((90, 9, 240), (0, 2, 1), 2160),      # beyond the table's elements: none
 ])
 def test_permuted_matrices_match_torch(sizes, perm, matrix):
-    # Every permute plan, each element size, 1 and 3 threads.
+    # Every permute plan, each element size, 1 and 3 threads; streamed where the plan says.
     for dtype in SIZES:
+        size = dtype.itemsize
         spec = permute_spec(sizes, perm, dtype)
         plans = [p for p in candidate_plans(spec, CACHES, limit=16) if p.kernel == "permute"]
-        assert bool(plans) == (matrix * dtype.itemsize <= 64), (sizes, dtype)
-        for plan, threads in itertools.product(plans, (1, 3)):
-            with _team(True, threads):
-                run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+        table = (size > 1 and matrix * size <= copy_plan.PERMUTE_TABLE_BYTES
+                 and matrix <= copy_plan.PERMUTE_TABLE_ELEMENTS
+                 and spec.numel * size * 2 > CACHES.l2)
+        assert bool(plans) == (matrix * size <= 64 or table), (sizes, dtype)
+        assert all((p.stream_bytes > 0) == (matrix * size >= copy_plan.LONG_RUN_BYTES)
+                   for p in plans), (sizes, dtype)
+        for plan, threads, stream in itertools.product(plans, (1, 3), (False, True)):
+            previous = cpu.set_stream_threshold(0 if stream else -1)
+            try:
+                with _team(True, threads):
+                    run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+            finally:
+                cpu.set_stream_threshold(previous)
+
+
+def test_a_slab_reversed_is_permuted_through_the_table():
+    # The random suite's (3, 541, 13, 47, 3).permute(0, 1, 4, 3, 2) float64 of seed
+    # 321289196: slabs of 3 x 47 x 13 elements (14.6 KB) contiguous on both sides, reversed;
+    # as transposes of 141 x 13 blocks 7.4-8.7 ms called straight, through the table and
+    # streamed 4.2 (eager 7.3). Bytes are not (a table entry for each byte moved).
+    for dtype, kernel in ((DTYPES["float64"], "permute"), (DTYPES["int8"], "transpose")):
+        plan = plan_copy(permute_spec((3, 541, 13, 47, 3), (0, 1, 4, 3, 2), dtype), CACHES)
+        assert plan.kernel == kernel, plan.describe()
 
 
 def test_rows_are_read_in_the_sources_order():

@@ -215,4 +215,8 @@ SHORT_RUNS = (((7, 33, 9, 3), (0, 2, 1, 3), "uint8"), ((5, 9, 13, 5), (2, 0, 1, 
               # blocks of 3 pixels of 3 lanes joined along the loop outside them
               # (lanes_joined): a deinterleave and the interleave back
               ((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), "int16"),
-              ((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), "int16"))
+              ((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), "int16"),
+              # matrices permuted through the table (copies larger than L2): slabs of
+              # 14.6 KB streamed, and of 630 bytes through the cache
+              ((300, 13, 47, 3), (0, 3, 2, 1), "float64"),
+              ((4000, 5, 7, 9), (0, 3, 2, 1), "int16"))

@@ -34,6 +34,8 @@ from stridec.compiler.copy_plan import (
     MAX_BLOCK_ROWS,
     MAX_MASKS,
     PERMUTE_BYTES,
+    PERMUTE_TABLE_BYTES,
+    PERMUTE_TABLE_ELEMENTS,
     CopyPlan,
     candidate_plans,
     plan_copy,
@@ -97,6 +99,9 @@ def _read_abi() -> PlanABI:
                re.findall(r"X\((\w+), (\d+)\)", _macro_body(text, "STRIDEC_COPY_KERNELS"))}
     assert number("STRIDEC_COPY_MAX_PERMUTE") == PERMUTE_BYTES, \
         "lib/copy_abi.h and copy_plan.PERMUTE_BYTES disagree"
+    assert (number("STRIDEC_COPY_MAX_PERMUTE_TABLE"), number("STRIDEC_COPY_MAX_PERMUTE_ELEMENTS")) \
+        == (PERMUTE_TABLE_BYTES, PERMUTE_TABLE_ELEMENTS), \
+        "lib/copy_abi.h and copy_plan.PERMUTE_TABLE_BYTES / _ELEMENTS disagree"
     return PlanABI(number("STRIDEC_COPY_ABI"), number("STRIDEC_COPY_MAX_LOOPS"),
                    number("STRIDEC_COPY_MAX_GROUP"), number("STRIDEC_COPY_MAX_ROWS"),
                    number("STRIDEC_COPY_MAX_MASKS"), header, loop, group, mask, kernels)

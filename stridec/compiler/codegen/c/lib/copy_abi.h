@@ -95,7 +95,9 @@
                  (a small matrix contiguous on both sides: the loops from a_loop on, each
                  one block, whose indices' destination offsets make 0 .. M - 1 and whose
                  source offsets do too; T the permutation they make, M * ELEM_BYTES at most
-                 STRIDEC_COPY_MAX_PERMUTE bytes; b_loop is the last loop)
+                 STRIDEC_COPY_MAX_PERMUTE bytes moved as one vector, or at most
+                 STRIDEC_COPY_MAX_PERMUTE_TABLE bytes and STRIDEC_COPY_MAX_PERMUTE_ELEMENTS
+                 elements moved an element at a time in L1; b_loop is the last loop)
    (ssb, ddb: the b loop's strides.) */
 #define STRIDEC_COPY_KERNELS(X) \
     X(rows, 0) X(transpose, 1) X(deinterleave, 2) X(interleave, 3) X(compress, 4) X(gather, 5) \
@@ -103,5 +105,9 @@
 
 /* The largest matrix of the permute kernel, in bytes: a vector's. */
 #define STRIDEC_COPY_MAX_PERMUTE 64
+/* The largest matrix it moves through its table of T, in bytes (a block in L1 beside its
+   destination) and in elements (the table's). */
+#define STRIDEC_COPY_MAX_PERMUTE_TABLE 16384
+#define STRIDEC_COPY_MAX_PERMUTE_ELEMENTS 2048
 
 #endif

@@ -86,16 +86,18 @@ typedef struct {
        destination's address, which need not be aligned to its elements) */
     unsigned char line[64] __attribute__((aligned(64)));
     /* permute: the matrix's M elements (pbytes bytes), destination element j from source
-       element perm[j]; pv: the same for bytes, where the matrix fits a 64-byte vector */
+       element perm[j] (below); pv: the same for bytes, where the matrix fits a 64-byte
+       vector */
     i64 pm, pbytes;
     unsigned char pv[64] __attribute__((aligned(64)));
-    int32_t perm[STRIDEC_COPY_MAX_PERMUTE];
     /* masks m < M (last, and not cleared: 25 KiB): bounds, the lanes' coefficient, each
        loop's coefficient and its move a block */
     i64 mlo[MAXM], mhi[MAXM], mlane[MAXM], mc[MAXM][MAXL], mstep[MAXM][MAXL];
     /* a transpose's: each mask's coefficient of each dim of its b side (those of its a
        side are 0 where a side has several dims: the blocks of masked_rows_table) */
     i64 mgb[MAXM][STRIDEC_COPY_MAX_GROUP];
+    /* permute's table (not cleared either: permute_table writes the M it reads) */
+    int32_t perm[STRIDEC_COPY_MAX_PERMUTE_ELEMENTS];
 } job_t;
 
 #ifdef CAST_SRC
@@ -1619,6 +1621,25 @@ ALWAYS_INLINE void permute_one(const job_t* J, const elem_t* s, dst_t* d, int wi
     for (i64 j = 0; j < J->pm; j++) d[j] = MOVE_ONE(s[J->perm[j]]);
 }
 
+/* A matrix larger than a vector, through the table; the next one's source (`next`, or 0)
+   asked for a line each line's worth of elements moved: the reads jump about the matrix,
+   where the prefetchers do not follow them. Streamed: built in L1, streamed whole. */
+#define PERMUTE_LINE (64 / ELEM_BYTES)
+static void permute_table_one(const job_t* J, const elem_t* s, dst_t* d, const elem_t* next) {
+    dst_t buf[STRIDEC_COPY_MAX_PERMUTE_TABLE / DST_BYTES] __attribute__((aligned(64)));
+    dst_t* o = J->stream ? buf : d;
+    const i64 m = J->pm;
+    i64 j = 0;
+    if (next)  /* a line of the next matrix a line's worth of elements moved */
+        for (; j + PERMUTE_LINE <= m; j += PERMUTE_LINE) {
+            __builtin_prefetch(next + j, 0, 2);
+            for (i64 e = j; e < j + PERMUTE_LINE; e++) o[e] = MOVE_ONE(s[J->perm[e]]);
+        }
+    for (; j < m; j++) o[j] = MOVE_ONE(s[J->perm[j]]);
+    if (J->stream) stream_copy(d, buf, (size_t)m * DST_BYTES);
+}
+#undef PERMUTE_LINE
+
 /* work() of the permute kernel: each block one matrix, moved before the odometer moves
    on; the matrices along the innermost loop of several walked by additions, a matrix
    stored whole (64 bytes) where the ones after it in that walk overwrite the rest. */
@@ -1634,7 +1655,12 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
         const i64 sq = q >= 0 ? J->sstep[q] : 0, dq = q >= 0 ? J->dstep[q] : 0;
         const elem_t* s = J->src + so;
         dst_t* d = J->dst + dof;
-        for (i64 r = 0; r < k; r++, s += sq, d += dq) permute_one(J, s, d, follow && r + cover < k);
+        if (J->pbytes > 64)
+            for (i64 r = 0; r < k; r++, s += sq, d += dq)
+                permute_table_one(J, s, d, r + 1 < k ? s + sq : 0);
+        else
+            for (i64 r = 0; r < k; r++, s += sq, d += dq)
+                permute_one(J, s, d, follow && r + cover < k);
         if (q >= 0) {
             so += (k - 1) * sq;
             dof += (k - 1) * dq;
@@ -1718,7 +1744,8 @@ static void work_lanes(const job_t* J, i64 u0, i64 u1) {
 }
 
 /* The permute kernel's table from the matrix's loops (a_loop on): 0 where they are not a
-   matrix of at most STRIDEC_COPY_MAX_PERMUTE bytes contiguous on both sides. */
+   matrix contiguous on both sides of at most STRIDEC_COPY_MAX_PERMUTE_TABLE bytes and
+   STRIDEC_COPY_MAX_PERMUTE_ELEMENTS elements. */
 static int permute_table(job_t* J, const i64* p) {
     const i64* q = p + HEADER_WORDS;
     i64 M = 1, n[MAXL], ss[MAXL], ds[MAXL], k = 0;
@@ -1731,9 +1758,10 @@ static int permute_table(job_t* J, const i64* p) {
         ss[k] = r[L_src_stride];
         ds[k] = r[L_dst_stride];
         M *= n[k];
-        if (M * ELEM_BYTES > STRIDEC_COPY_MAX_PERMUTE) return 0;
+        if (M * ELEM_BYTES > STRIDEC_COPY_MAX_PERMUTE_TABLE
+            || M > STRIDEC_COPY_MAX_PERMUTE_ELEMENTS) return 0;
     }
-    unsigned char seen[STRIDEC_COPY_MAX_PERMUTE] = {0};
+    unsigned char seen[STRIDEC_COPY_MAX_PERMUTE_ELEMENTS] = {0};
     i64 i[MAXL] = {0}, so = 0, dof = 0;
     for (i64 e = 0; e < M; e++) {
         if (so < 0 || so >= M || dof < 0 || dof >= M || seen[dof]) return 0;
