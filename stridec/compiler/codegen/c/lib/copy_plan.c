@@ -350,17 +350,23 @@ typedef struct {
     size_t have;  /* bytes in buf */
 } joined_t;
 
+/* buf's run streamed up to its last whole line, the rest kept at buf's start; nothing
+   where the run so far ends in the line it starts in. */
+ALWAYS_INLINE void joined_flush(unsigned char* buf, joined_t* B) {
+    const uintptr_t end = ((uintptr_t)B->out + B->have) & ~(uintptr_t)63;
+    if (end <= (uintptr_t)B->out) return;
+    const size_t whole = end - (uintptr_t)B->out;
+    stream_copy(B->out, buf, whole);
+    memmove(buf, buf + whole, B->have - whole);
+    B->out += whole;
+    B->have -= whole;
+}
+
 /* count runs of n bytes, run x from s + x*sa (bytes), appended to the run in buf. */
 ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B,
                                  const char* s, i64 sa, i64 count, size_t n) {
     for (i64 x = 0; x < count;) {
-        if (B->have + n > JOINED_BYTES) {
-            size_t whole = (size_t)(((uintptr_t)B->out + B->have) & ~(uintptr_t)63) - (uintptr_t)B->out;
-            stream_copy(B->out, buf, whole);
-            memmove(buf, buf + whole, B->have - whole);
-            B->out += whole;
-            B->have -= whole;
-        }
+        if (B->have + n > JOINED_BYTES) joined_flush(buf, B);
         i64 k = count - x;
         if (B->have + (size_t)k * n > JOINED_BYTES) k = (i64)((JOINED_BYTES - B->have) / n);
         gather_runs(J, (char*)buf + B->have, s + x * sa, sa, k, n, JOINED_BUF - B->have);
@@ -511,14 +517,7 @@ static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, 
             rows_words_part((const char*)s, J->send, (char*)buf + B.have, ea, n,
                             J->ssa * ELEM_BYTES, J->ssc * ELEM_BYTES, z0, z1, 0, INT64_MAX / 2);
             B.have += (size_t)(z1 - z0) * (size_t)ea * n;
-            /* up to the last whole line; none where the run so far ends in its first */
-            const uintptr_t end = ((uintptr_t)B.out + B.have) & ~(uintptr_t)63;
-            if (end <= (uintptr_t)B.out) continue;
-            const size_t whole = end - (uintptr_t)B.out;
-            stream_copy(B.out, buf, whole);
-            memmove(buf, buf + whole, B.have - whole);
-            B.out += whole;
-            B.have -= whole;
+            joined_flush(buf, &B);
         }
         stream_copy(B.out, buf, B.have);
         return;
@@ -1655,7 +1654,7 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
         const i64 sq = q >= 0 ? J->sstep[q] : 0, dq = q >= 0 ? J->dstep[q] : 0;
         const elem_t* s = J->src + so;
         dst_t* d = J->dst + dof;
-        if (J->pbytes > 64)
+        if (J->pbytes > STRIDEC_COPY_MAX_PERMUTE)
             for (i64 r = 0; r < k; r++, s += sq, d += dq)
                 permute_table_one(J, s, d, r + 1 < k ? s + sq : 0);
         else
