@@ -17,7 +17,9 @@ they are contiguous in both source and destination), then planned:
   `permute` (the innermost dims a matrix of at most `PERMUTE_BYTES` contiguous on both
   sides, a batch of small transposes: each matrix permuted whole in a vector; in a copy
   larger than L2, up to `PERMUTE_TABLE_BYTES`, an element at a time through a table in
-  L1: a slab of 3 x 47 x 13 reversed); a masked
+  L1: a slab of 3 x 47 x 13 reversed; there too, blocks of the innermost dims contiguous
+  in the destination alone, each element gathered through the table, the outermost in
+  tiles: destination rows of 3 x 3 transposes of 3-byte source runs); a masked
   copy keeps its masks (`CopyPlan.masks`, a coefficient per loop: each row is the fill,
   an interval copied, the fill);
 - the blocking of the micro-kernel's dims (`Loop.step`: the tile), the order of every loop
@@ -127,6 +129,8 @@ ROW_GROUP = 4
 # streams even where they start or end inside a line: those lines are few (docs/cpu.md);
 # rows this long are not blocked: a block of them restarts a stream a run.
 LONG_RUN_BYTES = 2048
+# Blocks of a gathered matrix's outermost dim besides the most its table takes.
+GATHER_TILES = (8, 32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +169,8 @@ class CopyPlan:
     """A copy as loops around a micro-kernel (module docstring). `loops` run outermost
     first; `a_loop` and `b_loop` index the micro-kernel's dims in it (-1: none; a rows
     plan's `a_loop`: the loop along which a block holds several runs, and `c_loop` a
-    second such loop, `_blocked_rows`);
+    second such loop, `_blocked_rows`; a permute plan's `c_loop`: its matrix's outermost
+    dim in tiles, among the outer loops, `_matrix_plans`);
     `lanes` / `lane_stride`: K and the lanes' stride on their other side for the
     (de)interleaves and compress; `parallel`: the most threads it may run on;
     `stream_bytes`: bytes it writes (a cast: the mean of those it reads and writes), which
@@ -387,9 +392,11 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
                            src_moves),
                 _rows_side([(lp.extent / lp.count, lp.dst_stride) for lp in block], eb,
                            dst_moves))
-    if kernel == "permute":  # a matrix contiguous on both sides
-        matrix = math.prod(loop.extent for loop in loops[plan.a_loop:])
-        return (_Side(1, matrix, 0, tuple(src_moves)), _Side(1, matrix, 0, tuple(dst_moves)))
+    if kernel == "permute":  # a matrix contiguous on the destination
+        block = _matrix_loops(plan)
+        matrix = math.prod(loop.step for loop in block)
+        return (_rows_side([(loop.step, loop.src_stride) for loop in block], 1, src_moves),
+                _Side(1, matrix, 0, tuple(dst_moves)))
     if kernel == "fill":  # nothing is read
         return (_Side(0, 0, 0, tuple(0 for _ in src_moves)),
                 _Side(1, eb, 0, tuple(dst_moves)))
@@ -562,8 +569,8 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
         tv = TILE_LANES[plan.elem_bytes]
         padding = ((-(-ea // tv)) * (-(-eb // tv)) * tv * tv - ea * eb) * size
     if plan.kernel == "permute":
-        matrix = math.prod(loop.step for loop in plan.loops[plan.a_loop:])
-        if matrix * size > PERMUTE_BYTES:  # through the table, an element at a time
+        matrix = math.prod(loop.step for loop in _matrix_loops(plan))
+        if matrix * size > PERMUTE_BYTES or src.run < matrix:  # through the table
             fixed += matrix * PERMUTE_TABLE_ELEMENT_BYTES
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
@@ -763,7 +770,9 @@ def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]
     both sides (`_matrix`), moved whole, a block each, the outer dims in the source's or
     the destination's order: a vector's matrix, else one of up to `PERMUTE_TABLE_BYTES`
     moved through its table in L1 (a slab of 3 x 47 x 13 reversed, `.permute(2, 1, 0)`
-    of its dims: tiles of a transpose would be a few elements wide)."""
+    of its dims: tiles of a transpose would be a few elements wide); in a copy larger
+    than L2, also blocks of the innermost dims contiguous in the destination alone,
+    gathered through the table (`_gathered_blocks`)."""
     moved = canon.numel * size * 2
     k = _matrix(canon, size)
     # Through the table only where memory bounds the copy: in L2 an element of the table
@@ -771,25 +780,74 @@ def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]
     # for each byte moved (int8 and uint8 rows took 1.3x as long).
     if k is None and size > 1 and moved > caches.l2:
         k = _matrix(canon, size, PERMUTE_TABLE_BYTES, PERMUTE_TABLE_ELEMENTS)
-    if k is None:
-        return []
-    # A matrix of a few lines or more is built in L1 and streams as one run where the copy
-    # is large (the 14.6 KB slabs of (3, 541, 13, 47, 3).permute(0, 1, 4, 3, 2) float64
-    # 1.2x faster); smaller ones, all of whose lines a neighbour shares, go through the cache
-    # (702-byte matrices streamed took 1.3x as long).
-    long = math.prod(canon.sizes[k:]) * size >= LONG_RUN_BYTES
     base = CopyPlan("permute", size, (), canon.src_offset, canon.dst_offset,
-                    parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1,
-                    stream_bytes=moved // 2 if long else -1)
-    outer = list(range(k))
+                    parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1, stream_bytes=-1)
     plans = []
+    if k is not None:
+        # A matrix of a few lines or more is built in L1 and streams as one run where the
+        # copy is large (the 14.6 KB slabs of (3, 541, 13, 47, 3).permute(0, 1, 4, 3, 2)
+        # float64 1.2x faster); smaller ones, all of whose lines a neighbour shares, go
+        # through the cache (702-byte matrices streamed took 1.3x as long).
+        long = math.prod(canon.sizes[k:]) * size >= LONG_RUN_BYTES
+        plans += _matrix_plans(canon, k, canon.sizes[k],
+                               _with(base, stream_bytes=moved // 2 if long else -1), caches)
+    if moved > caches.l2:
+        # (a destination row of 3 x 3 bytes from 3 source runs of 3, 1871 of them 29 KB
+        # apart, each 3 x 3 a transpose)
+        for j, step in _gathered_blocks(canon, size):
+            plans += _matrix_plans(canon, j, step, base, caches)
+    return plans
+
+
+def _matrix_plans(canon: CopySpec, k: int, step: int, base: CopyPlan,
+                  caches: Caches) -> list[CopyPlan]:
+    """The permute kernel's plans of the matrix of dims `k` on, its outer dims in the
+    source's or the destination's order; dim k in blocks of `step` where that is less
+    than its extent, that loop (`c_loop`) anywhere among the outer ones (a tile of 16 of
+    1871 rows whose 219 matrices read its source lines in turn)."""
+    plans = []
+    tiled = step < canon.sizes[k]
+    inner = [_loop(canon, j, canon.sizes[j]) for j in range(k + 1, canon.rank)]
     for key in ((lambda j: (-abs(canon.src_strides[j]), j)),
                 (lambda j: (-abs(canon.dst_strides[j]), j))):
-        order = [*sorted(outer, key=key), *range(k, canon.rank)]
-        loops = tuple(_loop(canon, j, canon.sizes[j] if j >= k else 1) for j in order)
-        plan = _with(base, loops=loops, a_loop=k, b_loop=canon.rank - 1)
-        plans.append(_with(plan, cost=plan_cost(plan, caches)))
-    return plans
+        outer = [_loop(canon, j, 1) for j in sorted(range(k), key=key)]
+        if not tiled:
+            loops = (*outer, _loop(canon, k, step), *inner)
+            plans.append(_with(base, loops=loops, a_loop=k, b_loop=canon.rank - 1))
+            continue
+        for at in range(len(outer) + 1):
+            loops = (*outer[:at], _loop(canon, k, step), *outer[at:], *inner)
+            plans.append(_with(base, loops=loops, a_loop=k + 1, b_loop=canon.rank - 1,
+                               c_loop=at))
+    return [_with(plan, cost=plan_cost(plan, caches)) for plan in plans]
+
+
+def _matrix_loops(plan: CopyPlan) -> tuple[Loop, ...]:
+    """A permute plan's loops of its matrix, outermost first: a tiled one (`c_loop`), then
+    those from `a_loop` on."""
+    return ((plan.loops[plan.c_loop],) if plan.c_loop >= 0 else ()) + plan.loops[plan.a_loop:]
+
+
+def _gathered_blocks(canon: CopySpec, size: int) -> list[tuple[int, int]]:
+    """(first dim, its step) of each block of two or more of the innermost dims that is
+    contiguous in the destination but not in the source, as many elements as the permute
+    kernel's table takes: the first dim in blocks where the dims from it on are more."""
+    cap = min(PERMUTE_TABLE_ELEMENTS, PERMUTE_TABLE_BYTES // size)
+    blocks, inner = [], 1
+    for k in range(canon.rank - 1, -1, -1):
+        if canon.dst_strides[k] != inner or inner * 2 > cap:
+            break
+        step = min(canon.sizes[k], cap // inner)
+        dims = [(step if j == k else canon.sizes[j], canon.src_strides[j])
+                for j in range(k, canon.rank)]
+        if k < canon.rank - 1 and not _dense(dims):
+            blocks.append((k, step))
+            # tiles whose source lines L1 holds, too
+            blocks += [(k, t) for t in GATHER_TILES if t < step < canon.sizes[k]]
+        if step < canon.sizes[k]:
+            break
+        inner *= canon.sizes[k]
+    return blocks
 
 
 def _takes_masks(canon: CopySpec, kernel: str) -> bool:

@@ -275,20 +275,60 @@ def test_permuted_matrices_match_torch(sizes, perm, matrix):
     for dtype in SIZES:
         size = dtype.itemsize
         spec = permute_spec(sizes, perm, dtype)
-        plans = [p for p in candidate_plans(spec, CACHES, limit=16) if p.kernel == "permute"]
+        every = [p for p in candidate_plans(spec, CACHES, limit=64) if p.kernel == "permute"]
+        plans = [p for p in every if _dense_matrix(p)]  # not gathered
         table = (size > 1 and matrix * size <= copy_plan.PERMUTE_TABLE_BYTES
                  and matrix <= copy_plan.PERMUTE_TABLE_ELEMENTS
                  and spec.numel * size * 2 > CACHES.l2)
         assert bool(plans) == (matrix * size <= 64 or table), (sizes, dtype)
         assert all((p.stream_bytes > 0) == (matrix * size >= copy_plan.LONG_RUN_BYTES)
                    for p in plans), (sizes, dtype)
-        for plan, threads, stream in itertools.product(plans, (1, 3), (False, True)):
+        for plan, threads, stream in itertools.product(every, (1, 3), (False, True)):
             previous = cpu.set_stream_threshold(0 if stream else -1)
             try:
                 with _team(True, threads):
                     run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
             finally:
                 cpu.set_stream_threshold(previous)
+
+
+def _dense_matrix(plan: CopyPlan) -> bool:
+    """Whether a permute plan's matrix is contiguous in the source too (not gathered)."""
+    block = copy_plan._matrix_loops(plan)
+    return copy_plan._dense([(loop.step, loop.src_stride) for loop in block])
+
+
+def test_destination_rows_of_small_transposes_are_gathered_through_the_table():
+    # The random suite's (1871, 15, 3, 73, 3, 3).permute(1, 4, 3, 0, 5, 2) uint8 of seed
+    # 550211740: each destination row of 1871 x 3 x 3 bytes is 3 x 3 transposes from 3
+    # source runs of 3 bytes, 1871 of them 29 KB apart; no matrix is contiguous on both
+    # sides. As transposes of 657 x 3 blocks it took 138-244 ms (torch.compile 130, eager
+    # 600); gathered through the table in blocks of 8 x 3 x 3 bytes, 62-96 ms.
+    spec = permute_spec((1871, 15, 3, 73, 3, 3), (1, 4, 3, 0, 5, 2), DTYPES["uint8"])
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "permute" and not _dense_matrix(plan), plan.describe()
+    block = copy_plan._matrix_loops(plan)
+    assert [loop.dst_stride for loop in block] == [9, 3, 1], plan.describe()
+    assert plan.c_loop >= 0 and block[0].step < 1871, plan.describe()
+
+
+@pytest.mark.parametrize(("sizes", "perm"), [
+    ((37, 2, 3, 11, 3, 3), (1, 4, 3, 0, 5, 2)),  # the suite's row, small: 37 = 4 x 8 + 5
+    ((301, 13), (1, 0)),                          # a transpose of 13 rows, tiles of 301
+    ((7, 5, 3, 3), (1, 3, 0, 2)),                 # blocks of the whole inner dims
+])
+def test_gathered_matrices_match_torch(sizes, perm):
+    # Every gathered plan (each place of a tiled loop, each tile, its last tile shorter),
+    # each element size, 1 and 3 threads, planned as if the copy were larger than L2.
+    small = dataclasses.replace(CACHES, l2=64)
+    for dtype in SIZES:
+        spec = permute_spec(sizes, perm, dtype)
+        plans = [p for p in candidate_plans(spec, small, limit=256)
+                 if p.kernel == "permute" and not _dense_matrix(p)]
+        assert plans, (sizes, dtype)
+        for plan, threads in itertools.product(plans, (1, 3)):
+            with _team(True, threads):
+                run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
 
 
 def test_a_slab_reversed_is_permuted_through_the_table():
@@ -716,8 +756,9 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
     for sizes, dst_offset, streams in (((2048, 1024), 0, True), ((2048, 1024), 3, False),
                                        ((2050, 1030), 0, False), ((40, 4000), 0, True)):
         spec = permute_spec(sizes, (1, 0), f32, dst_offset=dst_offset)
-        plan = plan_copy(spec, CACHES)
-        assert plan.kernel == "transpose"
+        # the best transpose (40 rows may gather through the table as fast)
+        plan = next(p for p in candidate_plans(spec, CACHES, limit=64)
+                    if p.kernel == "transpose")
         assert (plan.stream_bytes > 0) == streams, (sizes, dst_offset, plan.describe())
         # A copy larger than L2 prefetches each next block's source; a small one does not.
         assert plan.prefetch

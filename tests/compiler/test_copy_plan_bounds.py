@@ -219,4 +219,8 @@ SHORT_RUNS = (((7, 33, 9, 3), (0, 2, 1, 3), "uint8"), ((5, 9, 13, 5), (2, 0, 1, 
               # matrices permuted through the table (copies larger than L2): slabs of
               # 14.6 KB streamed, and of 630 bytes through the cache
               ((300, 13, 47, 3), (0, 3, 2, 1), "float64"),
-              ((4000, 5, 7, 9), (0, 3, 2, 1), "int16"))
+              ((4000, 5, 7, 9), (0, 3, 2, 1), "int16"),
+              # blocks contiguous in the destination alone, gathered through the table,
+              # in tiles of the outermost dim whose last is shorter (300 = 37 x 8 + 4)
+              ((300, 5, 3, 73, 3, 3), (1, 4, 3, 0, 5, 2), "uint8"),
+              ((13, 20011), (1, 0), "float64"))

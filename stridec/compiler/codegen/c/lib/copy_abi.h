@@ -62,7 +62,8 @@
     X(masks)           /* mask records after the sides (0 .. STRIDEC_COPY_MAX_MASKS) */   \
     X(fill)            /* 1: masked elements get fill_bits; 0: they are not written */   \
     X(fill_bits)       /* the fill's bits, in the low ELEM_BYTES bytes */                \
-    X(c_loop)          /* rows: a second loop a block holds several runs along, or -1 */
+    X(c_loop)          /* rows: a second loop a block holds several runs along; permute:
+                          the matrix's outermost dim in blocks, outside the others; or -1 */
 
 /* Masks of a copy at most: a bound on each side of every dim, and a few more. */
 #define STRIDEC_COPY_MAX_MASKS 64
@@ -92,10 +93,12 @@
    reverse       dst[do + y] = src[so - y]                         y < eb (a flip)
    fill          dst[do + y*ddb] = fill_bits                       y < eb (src unread)
    permute       dst[do + j] = src[so + T(j)]                      j < M
-                 (a small matrix contiguous on both sides: the loops from a_loop on, each
-                 one block, whose indices' destination offsets make 0 .. M - 1 and whose
-                 source offsets do too; T the permutation they make, M * ELEM_BYTES at most
-                 STRIDEC_COPY_MAX_PERMUTE bytes moved as one vector, or at most
+                 (a small matrix contiguous on the destination: the loops from a_loop
+                 on, each one block, and c_loop's block (its step) where c_loop >= 0, else
+                 a_loop's, whose indices' destination offsets make 0 .. M - 1, the blocked
+                 loop's the largest (its last block the first elements); T their source
+                 offsets: where they make 0 .. M - 1 too and M * ELEM_BYTES is at most
+                 STRIDEC_COPY_MAX_PERMUTE bytes, moved as one vector, else at most
                  STRIDEC_COPY_MAX_PERMUTE_TABLE bytes and STRIDEC_COPY_MAX_PERMUTE_ELEMENTS
                  elements moved an element at a time in L1; b_loop is the last loop)
    (ssb, ddb: the b loop's strides.) */

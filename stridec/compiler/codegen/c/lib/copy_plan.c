@@ -73,7 +73,8 @@ typedef struct {
     i64 sstep[MAXL], dstep[MAXL]; /* source and destination elements a block on */
     i64 ssb, dsb;                 /* the b loop's strides */
     i64 ssa, dsa;                 /* the a loop's strides (a rows block's runs apart) */
-    i64 c, ssc, dsc;              /* a rows block's second loop of runs and its strides */
+    i64 c, ssc, dsc;              /* a rows block's second loop of runs and its strides;
+                                     a permute's matrix's outermost loop */
     i64 ga, gb;                   /* dims of a transpose's a and b sides */
     i64 ga_n[STRIDEC_COPY_MAX_GROUP], ga_s[STRIDEC_COPY_MAX_GROUP];
     i64 gb_n[STRIDEC_COPY_MAX_GROUP], gb_s[STRIDEC_COPY_MAX_GROUP];
@@ -89,6 +90,11 @@ typedef struct {
        element perm[j] (below); pv: the same for bytes, where the matrix fits a 64-byte
        vector */
     i64 pm, pbytes;
+    /* pdense: the matrix is contiguous in the source too (else each element is gathered
+       through the table); pinner: elements an index of the a loop, whose last block may be
+       shorter (the table's first elements: the a loop is the matrix's outermost on the
+       destination) */
+    i64 pdense, pinner;
     unsigned char pv[64] __attribute__((aligned(64)));
     /* masks m < M (last, and not cleared: 25 KiB): bounds, the lanes' coefficient, each
        loop's coefficient and its move a block */
@@ -1620,18 +1626,19 @@ ALWAYS_INLINE void permute_one(const job_t* J, const elem_t* s, dst_t* d, int wi
     for (i64 j = 0; j < J->pm; j++) d[j] = MOVE_ONE(s[J->perm[j]]);
 }
 
-/* A matrix larger than a vector, through the table; the next one's source (`next`, or 0)
-   asked for a line each line's worth of elements moved: the reads jump about the matrix,
-   where the prefetchers do not follow them. Streamed: built in L1, streamed whole. */
+/* The first m elements of a matrix larger than a vector (or gathered), through the table;
+   the next one's source (`next`, or 0) asked for a line each line's worth of elements
+   moved: the reads jump about the matrix, where the prefetchers do not follow them.
+   Streamed: built in L1, streamed whole. */
 #define PERMUTE_LINE (64 / ELEM_BYTES)
-static void permute_table_one(const job_t* J, const elem_t* s, dst_t* d, const elem_t* next) {
+static void permute_table_one(const job_t* J, const elem_t* s, dst_t* d, const elem_t* next,
+                              i64 m) {
     dst_t buf[STRIDEC_COPY_MAX_PERMUTE_TABLE / DST_BYTES] __attribute__((aligned(64)));
     dst_t* o = J->stream ? buf : d;
-    const i64 m = J->pm;
     i64 j = 0;
     if (next)  /* a line of the next matrix a line's worth of elements moved */
         for (; j + PERMUTE_LINE <= m; j += PERMUTE_LINE) {
-            __builtin_prefetch(next + j, 0, 2);
+            __builtin_prefetch(J->pdense ? next + j : next + J->perm[j], 0, 2);
             for (i64 e = j; e < j + PERMUTE_LINE; e++) o[e] = MOVE_ONE(s[J->perm[e]]);
         }
     for (; j < m; j++) o[j] = MOVE_ONE(s[J->perm[j]]);
@@ -1646,6 +1653,7 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
     const i64 q = J->nact > 0 ? J->act[J->nact - 1] : -1;
     const i64 cover = J->pbytes < 64 ? (64 - J->pbytes + J->pbytes - 1) / J->pbytes : 0;
     const int follow = q >= 0 && J->dstep[q] == J->pm;
+    const i64 tl = J->c >= 0 ? J->c : J->a;  /* the matrix's outermost loop */
     i64 idx[MAXL], so, dof, mb[MAXM];
     odometer_seek(J, u0, idx, &so, &dof, mb);
     for (i64 u = u0; u < u1;) {
@@ -1654,9 +1662,13 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
         const i64 sq = q >= 0 ? J->sstep[q] : 0, dq = q >= 0 ? J->dstep[q] : 0;
         const elem_t* s = J->src + so;
         dst_t* d = J->dst + dof;
-        if (J->pbytes > STRIDEC_COPY_MAX_PERMUTE)
-            for (i64 r = 0; r < k; r++, s += sq, d += dq)
-                permute_table_one(J, s, d, r + 1 < k ? s + sq : 0);
+        if (J->pbytes > STRIDEC_COPY_MAX_PERMUTE || !J->pdense)
+            for (i64 r = 0; r < k; r++, s += sq, d += dq) {
+                /* a tiled a loop's last block: the table's first elements */
+                const i64 left = J->n[tl] - (idx[tl] + (q == tl ? r : 0)) * J->t[tl];
+                const i64 m = left < J->t[tl] ? left * J->pinner : J->pm;
+                permute_table_one(J, s, d, r + 1 < k ? s + sq : 0, m);
+            }
         else
             for (i64 r = 0; r < k; r++, s += sq, d += dq)
                 permute_one(J, s, d, follow && r + cover < k);
@@ -1742,29 +1754,40 @@ static void work_lanes(const job_t* J, i64 u0, i64 u1) {
     }
 }
 
-/* The permute kernel's table from the matrix's loops (a_loop on): 0 where they are not a
-   matrix contiguous on both sides of at most STRIDEC_COPY_MAX_PERMUTE_TABLE bytes and
-   STRIDEC_COPY_MAX_PERMUTE_ELEMENTS elements. */
+/* The permute kernel's table from the matrix's loops (a_loop on, the a loop's block its
+   step, the others whole): 0 where they are not a matrix contiguous on the destination of
+   at most STRIDEC_COPY_MAX_PERMUTE_TABLE bytes and STRIDEC_COPY_MAX_PERMUTE_ELEMENTS
+   elements, a tiled a loop the matrix's outermost there. pdense: contiguous in the source
+   too. */
 static int permute_table(job_t* J, const i64* p) {
     const i64* q = p + HEADER_WORDS;
+    const i64 tl = J->c >= 0 ? J->c : J->a;  /* the matrix's outermost loop */
     i64 M = 1, n[MAXL], ss[MAXL], ds[MAXL], k = 0;
     for (i64 l = 0; l < J->a; l++)
-        if (J->t[l] != 1) return 0;  /* a block is one matrix */
-    for (i64 l = J->a; l < J->L; l++, k++) {
+        if (l != tl && J->t[l] != 1) return 0;  /* a block is one matrix */
+    for (i64 l = tl; l < J->L; l = l < J->a ? J->a : l + 1, k++) {
         const i64* r = q + l * LOOP_WORDS;
-        if (J->t[l] != J->n[l] || J->n[l] < 1) return 0;
-        n[k] = J->n[l];
+        if ((l != tl && J->t[l] != J->n[l]) || J->t[l] < 1 || J->t[l] > J->n[l]) return 0;
+        n[k] = J->t[l];
         ss[k] = r[L_src_stride];
         ds[k] = r[L_dst_stride];
+        if (ss[k] > INT32_MAX / STRIDEC_COPY_MAX_PERMUTE_ELEMENTS
+            || ss[k] < -(INT32_MAX / STRIDEC_COPY_MAX_PERMUTE_ELEMENTS)) return 0;
         M *= n[k];
         if (M * ELEM_BYTES > STRIDEC_COPY_MAX_PERMUTE_TABLE
             || M > STRIDEC_COPY_MAX_PERMUTE_ELEMENTS) return 0;
     }
+    J->pinner = M / n[0];
+    if (J->t[tl] < J->n[tl] && ds[0] != J->pinner) return 0;
     unsigned char seen[STRIDEC_COPY_MAX_PERMUTE_ELEMENTS] = {0};
+    unsigned char read[STRIDEC_COPY_MAX_PERMUTE_ELEMENTS] = {0};
     i64 i[MAXL] = {0}, so = 0, dof = 0;
+    J->pdense = 1;
     for (i64 e = 0; e < M; e++) {
-        if (so < 0 || so >= M || dof < 0 || dof >= M || seen[dof]) return 0;
+        if (dof < 0 || dof >= M || seen[dof]) return 0;
         seen[dof] = 1;
+        if (so < 0 || so >= M || read[so]) J->pdense = 0;
+        else read[so] = 1;
         J->perm[dof] = (int32_t)so;
         for (i64 j = k - 1; j >= 0; j--) {  /* the next index, the last loop fastest */
             so += ss[j];
@@ -1777,7 +1800,7 @@ static int permute_table(job_t* J, const i64* p) {
     }
     J->pm = M;
     J->pbytes = M * ELEM_BYTES;
-    for (i64 b = 0; b < 64; b++)  /* byte b of the destination from byte pv[b] of the source */
+    for (i64 b = 0; b < 64 && J->pdense; b++)  /* destination byte b from source byte pv[b] */
         J->pv[b] = (unsigned char)(b < J->pbytes ? J->perm[b / ELEM_BYTES] * ELEM_BYTES
                                                        + b % ELEM_BYTES : 0);
     return 1;
@@ -1853,8 +1876,10 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
         || J->kernel > K_permute || J->a < -1 || J->a >= J->L || J->b < -1 || J->b >= J->L
         || J->c < -1 || J->c >= J->L)
         return 0;
-    /* a second loop of runs: a rows block's, beside its a loop */
-    if (J->c >= 0 && (J->kernel != K_rows || J->a < 0 || J->c == J->a || J->c == J->b))
+    /* a second loop of runs: a rows block's, beside its a loop; a permute's: its matrix's
+       outermost dim, in blocks, outside the loops of the others */
+    if (J->c >= 0 && (J->kernel == K_permute ? J->c >= J->a
+                      : J->kernel != K_rows || J->a < 0 || J->c == J->a || J->c == J->b))
         return 0;
     int lanes = J->kernel >= K_deinterleave && J->kernel <= K_compress;
     if ((lanes && (J->K < 2 || J->K > LANES_MAX)) || (J->kernel == K_interleave ? J->a : J->b) < 0
@@ -1886,7 +1911,7 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     if (J->M < 0 || J->M > MAXM || J->has_fill < 0 || J->has_fill > 1
         || (J->kernel == K_fill && (J->b < 0 || !J->has_fill)))
         return 0;
-    if (J->kernel == K_permute && (J->M || J->a < 0 || J->c >= 0 || !permute_table(J, p)))
+    if (J->kernel == K_permute && (J->M || J->a < 0 || !permute_table(J, p)))
         return 0;
     if (J->M && (J->kernel == K_deinterleave || (J->kernel == K_rows && J->a >= 0)
                  || J->c >= 0
