@@ -1631,16 +1631,34 @@ ALWAYS_INLINE void permute_one(const job_t* J, const elem_t* s, dst_t* d, int wi
    moved: the reads jump about the matrix, where the prefetchers do not follow them.
    Streamed: built in L1, streamed whole. */
 #define PERMUTE_LINE (64 / ELEM_BYTES)
+#if defined(__AVX512F__) && !defined(CAST_SRC) && (ELEM_BYTES == 4 || ELEM_BYTES == 8)
+#include <immintrin.h>
+/* A line's worth of elements, e from e0, by one vector gather */
+#define PERMUTE_GATHER 1
+ALWAYS_INLINE void permute_gather_line(const job_t* J, const elem_t* s, dst_t* o, i64 e0) {
+#if ELEM_BYTES == 4
+    const __m512i idx = _mm512_loadu_si512((const void*)(J->perm + e0));
+    _mm512_storeu_si512((void*)(o + e0), _mm512_i32gather_epi32(idx, (const void*)s, 4));
+#else
+    const __m256i idx = _mm256_loadu_si256((const __m256i*)(J->perm + e0));
+    _mm512_storeu_si512((void*)(o + e0), _mm512_i32gather_epi64(idx, (const void*)s, 8));
+#endif
+}
+#endif
 static void permute_table_one(const job_t* J, const elem_t* s, dst_t* d, const elem_t* next,
                               i64 m) {
     dst_t buf[STRIDEC_COPY_MAX_PERMUTE_TABLE / DST_BYTES] __attribute__((aligned(64)));
     dst_t* o = J->stream ? buf : d;
     i64 j = 0;
-    if (next)  /* a line of the next matrix a line's worth of elements moved */
-        for (; j + PERMUTE_LINE <= m; j += PERMUTE_LINE) {
-            __builtin_prefetch(J->pdense ? next + j : next + J->perm[j], 0, 2);
-            for (i64 e = j; e < j + PERMUTE_LINE; e++) o[e] = MOVE_ONE(s[J->perm[e]]);
-        }
+    for (; j + PERMUTE_LINE <= m; j += PERMUTE_LINE) {
+        /* a line of the next matrix a line's worth of elements moved */
+        if (next) __builtin_prefetch(J->pdense ? next + j : next + J->perm[j], 0, 2);
+#ifdef PERMUTE_GATHER
+        permute_gather_line(J, s, o, j);
+#else
+        for (i64 e = j; e < j + PERMUTE_LINE; e++) o[e] = MOVE_ONE(s[J->perm[e]]);
+#endif
+    }
     for (; j < m; j++) o[j] = MOVE_ONE(s[J->perm[j]]);
     if (J->stream) stream_copy(d, buf, (size_t)m * DST_BYTES);
 }
