@@ -311,6 +311,9 @@ PERMUTE_BLOCK_BYTES = 16
 # An element of a matrix moved through the table: its entry's load, the element's, the store
 # (calibrated on ten random rows that plan a table permute: docs/cpu.md, "The copy planner").
 PERMUTE_TABLE_ELEMENT_BYTES = 3.5
+# The same of 4- and 8-byte elements where the CPU gathers them a vector at a time
+# (`Caches.gathers`), set on transposes of 5 to 100 rows of float32 and float64 (docs/cpu.md).
+PERMUTE_GATHER_ELEMENT_BYTES = 1.0
 VECTOR_BYTES = 4
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
@@ -571,7 +574,9 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
     if plan.kernel == "permute":
         matrix = math.prod(loop.step for loop in _matrix_loops(plan))
         if matrix * size > PERMUTE_BYTES or src.run < matrix:  # through the table
-            fixed += matrix * PERMUTE_TABLE_ELEMENT_BYTES
+            fixed += matrix * (PERMUTE_GATHER_ELEMENT_BYTES
+                               if caches.gathers and size in (4, 8) and not plan.cast
+                               else PERMUTE_TABLE_ELEMENT_BYTES)
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
             + blocks * (fixed + vectors * VECTOR_BYTES + padding))

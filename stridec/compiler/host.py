@@ -1,6 +1,7 @@
 """What the copy planner knows of the machine it plans for: the data caches of CPU 0, read
 from `/sys/devices/system/cpu/cpu0/cache` (sizes, ways, line), and the pages its TLB holds
-(`/proc/cpuinfo`'s "TLB size", on AMD), with typical values where they cannot be read.
+(`/proc/cpuinfo`'s "TLB size", on AMD) and whether it gathers vectors (AVX-512), with
+typical values where they cannot be read.
 Plain data, no torch: the planner (`copy_plan.py`) and the C backend's
 streaming threshold (`runtime/backends/cpu.py`) read the same numbers."""
 
@@ -10,7 +11,8 @@ import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["LLC_PER_CPU", "Caches", "host_caches", "read_caches", "read_tlb_pages"]
+__all__ = ["LLC_PER_CPU", "Caches", "host_caches", "read_caches", "read_gathers",
+           "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
@@ -32,6 +34,9 @@ class Caches:
     known: bool = False
     tlb_pages: int = 1536
     l3_cpus: int = 0  # the CPUs that share the L3 (its shared_cpu_list); 0: unknown
+    # The CPU loads a vector of 4- or 8-byte elements through a table of offsets in one
+    # instruction (AVX-512's vpgatherdd: /proc/cpuinfo's avx512f), as the C library does.
+    gathers: bool = False
 
     @property
     def last_level(self) -> int:
@@ -65,6 +70,20 @@ def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
     except OSError:
         pass
     return None
+
+
+def read_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the first processor of `cpuinfo` has AVX-512 (its vector gathers)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split(":", 1)[1].split()
+                if not line.strip():
+                    break
+    except OSError:
+        pass
+    return False
 
 
 def _cpu_count(cpu_list: str) -> int:
@@ -124,7 +143,8 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     l2 = found.get(2, (default.l2, default.l2_ways, l1[2]))
     l3 = found.get(3, (0, 0, l1[2]))
     tlb = read_tlb_pages(cpuinfo) or default.tlb_pages
-    return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0)
+    return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0,
+                  read_gathers(cpuinfo))
 
 
 @functools.cache
