@@ -326,7 +326,7 @@ static void stream_row_groups(const job_t* J, const elem_t* s, dst_t* d, i64 ea,
         for (size_t k = 0; k < lines; k++) {
             for (int g = 0; g < ROW_GROUP; g++) {
                 const char* p = group_run(J, s, ea, P, r + pr + g);
-                if (p) __builtin_prefetch(p + 64 * pk, 0, 0);
+                if (p) __builtin_prefetch(p + 64 * pk, 0, 3);  /* t0: NTA lost them */
             }
             if (++pk == total_lines) { pk = 0; pr += ROW_GROUP; }
             for (int g = 0; g < ROW_GROUP; g++) stream_line(dp[g] + 64 * k, sp[g] + 64 * k);
