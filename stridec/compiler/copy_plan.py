@@ -996,12 +996,18 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
                 plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
     # Blocks of two dims: `a` whose runs follow on in the destination, `c` whose runs
     # follow on in the source, so both sides of a block are runs of several (runs of 56
-    # bytes: a line or less on either side with one dim).
+    # bytes: a line or less on either side with one dim); or `c` whose blocks of the whole
+    # of `a` follow on in both, its runs permuted (rotate_half's halves swapped: 2 x 128
+    # bytes a row, 64 rows a block, not a block a row; where the source's runs lie apart,
+    # as in TTC's (0,3,2,5,4,1), such blocks measured slower).
     for a in range(canon.rank - 1):
         if canon.sizes[a] < 2 or canon.dst_strides[a] != nb:
             continue
         for c in range(canon.rank - 1):
-            if c == a or canon.sizes[c] < 2 or canon.src_strides[c] != nb:
+            whole = nb * canon.sizes[a]  # the a runs, then c's, on both sides
+            after = (abs(canon.src_strides[a]) == nb
+                     and canon.dst_strides[c] == canon.src_strides[c] == whole)
+            if c == a or canon.sizes[c] < 2 or not (canon.src_strides[c] == nb or after):
                 continue
             others = [k for k in range(canon.rank - 1) if k not in (a, c)]
             tc = _tile(canon.sizes[c], max(1, ROWS_BLOCK_BYTES[-1] // (nb * size)),
@@ -1015,7 +1021,8 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
             cap = 2 * caches.l1 if whole else ROWS_PAIR_BYTES
             for target in (*ROWS_BLOCK_BYTES, caches.l1 // tc if whole else ROWS_PAIR_BYTES):
                 ta = _tile(canon.sizes[a], max(1, target // (nb * size)), MAX_BLOCK_ROWS, 1)
-                if ta * tc * nb * size > cap:
+                if ta * tc * nb * size > cap or (canon.src_strides[c] != nb
+                                                 and ta != canon.sizes[a]):
                     continue
                 for key in ((lambda k: (-abs(canon.src_strides[k]), k)),
                             (lambda k: (-abs(canon.dst_strides[k]), k))):
