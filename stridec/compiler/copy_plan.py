@@ -311,8 +311,9 @@ PERMUTE_BLOCK_BYTES = 16
 # An element of a matrix moved through the table: its entry's load, the element's, the store
 # (calibrated on ten random rows that plan a table permute: docs/cpu.md, "The copy planner").
 PERMUTE_TABLE_ELEMENT_BYTES = 3.5
-# The same of 4- and 8-byte elements where the CPU gathers them a vector at a time
-# (`Caches.gathers`), set on transposes of 5 to 100 rows of float32 and float64 (docs/cpu.md).
+# The same where the CPU gathers them a vector at a time (`Caches.gathers`: 16 words of 4
+# bytes, elements of 1 and 2 bytes their low bytes), set on transposes of 5 to 100 rows of
+# float32 and float64 (docs/cpu.md).
 PERMUTE_GATHER_ELEMENT_BYTES = 1.0
 VECTOR_BYTES = 4
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
@@ -398,7 +399,8 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
     if kernel == "permute":  # a matrix contiguous on the destination
         block = _matrix_loops(plan)
         matrix = math.prod(loop.step for loop in block)
-        return (_rows_side([(loop.step, loop.src_stride) for loop in block], 1, src_moves),
+        return (_gathered_side([(loop.step, loop.src_stride) for loop in block],
+                               plan.elem_bytes, src_moves),
                 _Side(1, matrix, 0, tuple(dst_moves)))
     if kernel == "fill":  # nothing is read
         return (_Side(0, 0, 0, tuple(0 for _ in src_moves)),
@@ -450,6 +452,24 @@ def _rows_side(dims: list[tuple[float, int]], run: int, moves: Sequence[int]) ->
     for n, _ in dims:
         runs *= n
     spacing = min((abs(s) for _, s in dims), default=0)
+    return _Side(runs, length, spacing, tuple(moves))
+
+
+def _gathered_side(dims: list[tuple[int, int]], size: int, moves: Sequence[int]) -> _Side:
+    """The source side of a permute block of `dims` (extent, source stride): runs as a
+    rows block's, but a dim whose elements lie less than a line apart lengthens the run
+    by its elements (a stride of 3 reads a third of each line of the run it strides over:
+    the neighbouring blocks read the rest, the lines still in L1)."""
+    runs, length = 1.0, 1
+    spacing = 0
+    for n, stride in sorted(dims, key=lambda d: abs(d[1])):
+        if n == 1:
+            continue
+        if abs(stride) == length or abs(stride) * size < LINE_BYTES:
+            length *= n
+        else:
+            runs *= n
+            spacing = spacing or abs(stride)
     return _Side(runs, length, spacing, tuple(moves))
 
 
@@ -575,7 +595,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
         matrix = math.prod(loop.step for loop in _matrix_loops(plan))
         if matrix * size > PERMUTE_BYTES or src.run < matrix:  # through the table
             fixed += matrix * (PERMUTE_GATHER_ELEMENT_BYTES
-                               if caches.gathers and size in (4, 8) and not plan.cast
+                               if caches.gathers and not plan.cast
                                else PERMUTE_TABLE_ELEMENT_BYTES)
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
@@ -782,8 +802,9 @@ def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]
     k = _matrix(canon, size)
     # Through the table only where memory bounds the copy: in L2 an element of the table
     # (1.3 ns) costs twice a transposed one, and a table of bytes costs an entry's load
-    # for each byte moved (int8 and uint8 rows took 1.3x as long).
-    if k is None and size > 1 and moved > caches.l2:
+    # for each byte moved (int8 and uint8 rows took 1.3x as long), unless the CPU gathers
+    # them 16 at a time.
+    if k is None and (size > 1 or caches.gathers) and moved > caches.l2:
         k = _matrix(canon, size, PERMUTE_TABLE_BYTES, PERMUTE_TABLE_ELEMENTS)
     base = CopyPlan("permute", size, (), canon.src_offset, canon.dst_offset,
                     parallel=MAX_THREADS if moved >= PARALLEL_BYTES else 1, stream_bytes=-1)
@@ -843,7 +864,9 @@ def _gathered_blocks(canon: CopySpec, size: int) -> list[tuple[int, int]]:
         if canon.dst_strides[k] != inner or inner * 2 > cap:
             break
         step = min(canon.sizes[k], cap // inner)
-        dims = [(step if j == k else canon.sizes[j], canon.src_strides[j])
+        # (a block whose source is a contiguous range too, some dims backwards, is left to
+        # the rows blocks: rotate_half's halves swapped, 1.3-2x as fast)
+        dims = [(step if j == k else canon.sizes[j], abs(canon.src_strides[j]))
                 for j in range(k, canon.rank)]
         if k < canon.rank - 1 and not _dense(dims):
             blocks.append((k, step))

@@ -296,7 +296,8 @@ def test_narrow_transposes_gather_where_the_cpu_gathers_vectors():
     # The random suite's (13, 3, 16871).permute(1, 2, 0) int32 of seed 550211740: 13-element
     # destination rows. With AVX-512's gathers, 16 table elements in one instruction, the
     # table took 0.63-0.66 ms against the transpose's 0.97-0.99 (eager 0.90); an element at
-    # a time the transpose is the faster. Its int16 twin: no gather instruction.
+    # a time the transpose is the faster. Its int16 twin, twice the elements a line for the
+    # same gathers, keeps the transpose.
     spec = permute_spec((13, 3, 16871), (1, 2, 0), DTYPES["int32"])
     gathers = dataclasses.replace(CACHES, gathers=True)
     assert plan_copy(spec, CACHES).kernel == "transpose"

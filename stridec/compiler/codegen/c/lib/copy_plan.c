@@ -93,8 +93,8 @@ typedef struct {
     /* pdense: the matrix is contiguous in the source too (else each element is gathered
        through the table); pinner: elements an index of the a loop, whose last block may be
        shorter (the table's first elements: the a loop is the matrix's outermost on the
-       destination) */
-    i64 pdense, pinner;
+       destination); pmax: the table's largest source offset */
+    i64 pdense, pinner, pmax;
     unsigned char pv[64] __attribute__((aligned(64)));
     /* masks m < M (last, and not cleared: 25 KiB): bounds, the lanes' coefficient, each
        loop's coefficient and its move a block */
@@ -1631,17 +1631,29 @@ ALWAYS_INLINE void permute_one(const job_t* J, const elem_t* s, dst_t* d, int wi
    moved: the reads jump about the matrix, where the prefetchers do not follow them.
    Streamed: built in L1, streamed whole. */
 #define PERMUTE_LINE (64 / ELEM_BYTES)
-#if defined(__AVX512F__) && !defined(CAST_SRC) && (ELEM_BYTES == 4 || ELEM_BYTES == 8)
+#if defined(__AVX512F__) && !defined(CAST_SRC)
 #include <immintrin.h>
-/* A line's worth of elements, e from e0, by one vector gather */
+/* A line's worth of elements, e from e0, by vector gathers: of 4 and 8 bytes one; of 1 and
+   2 bytes, 16 at a time, the 4-byte word at each kept to its low element (vpmovdb,
+   vpmovdw), so the caller makes sure the words stay below the source's end. */
 #define PERMUTE_GATHER 1
 ALWAYS_INLINE void permute_gather_line(const job_t* J, const elem_t* s, dst_t* o, i64 e0) {
-#if ELEM_BYTES == 4
+#if ELEM_BYTES == 8
+    const __m256i idx = _mm256_loadu_si256((const __m256i*)(J->perm + e0));
+    _mm512_storeu_si512((void*)(o + e0), _mm512_i32gather_epi64(idx, (const void*)s, 8));
+#elif ELEM_BYTES == 4
     const __m512i idx = _mm512_loadu_si512((const void*)(J->perm + e0));
     _mm512_storeu_si512((void*)(o + e0), _mm512_i32gather_epi32(idx, (const void*)s, 4));
 #else
-    const __m256i idx = _mm256_loadu_si256((const __m256i*)(J->perm + e0));
-    _mm512_storeu_si512((void*)(o + e0), _mm512_i32gather_epi64(idx, (const void*)s, 8));
+    for (i64 g = e0; g < e0 + PERMUTE_LINE; g += 16) {
+        const __m512i idx = _mm512_loadu_si512((const void*)(J->perm + g));
+        const __m512i w = _mm512_i32gather_epi32(idx, (const void*)s, ELEM_BYTES);
+#if ELEM_BYTES == 1
+        _mm_storeu_si128((__m128i*)(o + g), _mm512_cvtepi32_epi8(w));
+#else
+        _mm256_storeu_si256((__m256i*)(o + g), _mm512_cvtepi32_epi16(w));
+#endif
+    }
 #endif
 }
 #endif
@@ -1650,14 +1662,20 @@ static void permute_table_one(const job_t* J, const elem_t* s, dst_t* d, const e
     dst_t buf[STRIDEC_COPY_MAX_PERMUTE_TABLE / DST_BYTES] __attribute__((aligned(64)));
     dst_t* o = J->stream ? buf : d;
     i64 j = 0;
+#ifdef PERMUTE_GATHER
+    /* the words gathered for elements of 1 or 2 bytes end below the source's end */
+    const int gather = ELEM_BYTES >= 4 || (const char*)(s + J->pmax) + 4 <= J->send;
+#endif
     for (; j + PERMUTE_LINE <= m; j += PERMUTE_LINE) {
         /* a line of the next matrix a line's worth of elements moved */
         if (next) __builtin_prefetch(J->pdense ? next + j : next + J->perm[j], 0, 2);
 #ifdef PERMUTE_GATHER
-        permute_gather_line(J, s, o, j);
-#else
-        for (i64 e = j; e < j + PERMUTE_LINE; e++) o[e] = MOVE_ONE(s[J->perm[e]]);
+        if (gather) {
+            permute_gather_line(J, s, o, j);
+            continue;
+        }
 #endif
+        for (i64 e = j; e < j + PERMUTE_LINE; e++) o[e] = MOVE_ONE(s[J->perm[e]]);
     }
     for (; j < m; j++) o[j] = MOVE_ONE(s[J->perm[j]]);
     if (J->stream) stream_copy(d, buf, (size_t)m * DST_BYTES);
@@ -1801,7 +1819,9 @@ static int permute_table(job_t* J, const i64* p) {
     unsigned char read[STRIDEC_COPY_MAX_PERMUTE_ELEMENTS] = {0};
     i64 i[MAXL] = {0}, so = 0, dof = 0;
     J->pdense = 1;
+    J->pmax = 0;
     for (i64 e = 0; e < M; e++) {
+        if (so > J->pmax) J->pmax = so;
         if (dof < 0 || dof >= M || seen[dof]) return 0;
         seen[dof] = 1;
         if (so < 0 || so >= M || read[so]) J->pdense = 0;
