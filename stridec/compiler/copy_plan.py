@@ -594,8 +594,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
     if plan.kernel == "permute":
         matrix = math.prod(loop.step for loop in _matrix_loops(plan))
         if matrix * size > PERMUTE_BYTES or src.run < matrix:  # through the table
-            fixed += matrix * (PERMUTE_GATHER_ELEMENT_BYTES
-                               if caches.gathers and not plan.cast
+            fixed += matrix * (PERMUTE_GATHER_ELEMENT_BYTES if caches.gathers
                                else PERMUTE_TABLE_ELEMENT_BYTES)
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)

@@ -34,8 +34,8 @@ class Caches:
     known: bool = False
     tlb_pages: int = 1536
     l3_cpus: int = 0  # the CPUs that share the L3 (its shared_cpu_list); 0: unknown
-    # The CPU loads a vector of 4- or 8-byte elements through a table of offsets in one
-    # instruction (AVX-512's vpgatherdd: /proc/cpuinfo's avx512f), as the C library does.
+    # The CPU loads a vector of elements through a table of offsets in one instruction
+    # (AVX-512's vpgatherdd: /proc/cpuinfo's avx512f), as the C library's table does.
     gathers: bool = False
 
     @property
@@ -55,16 +55,14 @@ def _size(text: str) -> int | None:
     return int(digits) * scale if digits.isdigit() else None
 
 
-def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
-    """The 4 KiB pages the last-level TLB holds, where /proc/cpuinfo says ("TLB size:
-    3584 4K pages"), else None."""
+def _cpuinfo_words(cpuinfo: str, field: str) -> list[str] | None:
+    """The words of `field` ("TLB size", "flags") of the first processor in `cpuinfo`,
+    or None where it has none or the file cannot be read."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("TLB size"):
-                    words = line.split(":", 1)[1].split()
-                    if len(words) >= 2 and words[0].isdigit() and words[1] == "4K":
-                        return int(words[0])
+                if line.startswith(field):
+                    return line.split(":", 1)[1].split()
                 if not line.strip():
                     break  # the first processor's fields only
     except OSError:
@@ -72,18 +70,18 @@ def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
     return None
 
 
+def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
+    """The 4 KiB pages the last-level TLB holds, where /proc/cpuinfo says ("TLB size:
+    3584 4K pages"), else None."""
+    words = _cpuinfo_words(cpuinfo, "TLB size") or []
+    if len(words) >= 2 and words[0].isdigit() and words[1] == "4K":
+        return int(words[0])
+    return None
+
+
 def read_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether the first processor of `cpuinfo` has AVX-512 (its vector gathers)."""
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return "avx512f" in line.split(":", 1)[1].split()
-                if not line.strip():
-                    break
-    except OSError:
-        pass
-    return False
+    return "avx512f" in (_cpuinfo_words(cpuinfo, "flags") or [])
 
 
 def _cpu_count(cpu_list: str) -> int:

@@ -83,6 +83,18 @@ def run_plan(plan: CopyPlan, spec: CopySpec, threads: int = 1, fn=None, seed: in
     assert torch.equal(dst, expected), (plan.describe(), spec, threads)
 
 
+def _run_every(plans, spec: CopySpec, streams=(False, True)) -> None:
+    """Each of `plans` of `spec` against torch (`run_plan`) on 1 and 3 threads, its stores
+    streamed or not (`streams`)."""
+    for plan, threads, stream in itertools.product(plans, (1, 3), streams):
+        previous = cpu.set_stream_threshold(0 if stream else -1)
+        try:
+            with _team(True, threads):
+                run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+        finally:
+            cpu.set_stream_threshold(previous)
+
+
 def _spec(sizes, src_strides, src_offset=0, dtype=f32, dst_offset=0):
     return CopySpec(sizes, src_strides, src_offset, contiguous_strides(sizes), dst_offset,
                     dtype, dtype)
@@ -283,13 +295,7 @@ def test_permuted_matrices_match_torch(sizes, perm, matrix):
         assert bool(plans) == (matrix * size <= 64 or table), (sizes, dtype)
         assert all((p.stream_bytes > 0) == (matrix * size >= copy_plan.LONG_RUN_BYTES)
                    for p in plans), (sizes, dtype)
-        for plan, threads, stream in itertools.product(every, (1, 3), (False, True)):
-            previous = cpu.set_stream_threshold(0 if stream else -1)
-            try:
-                with _team(True, threads):
-                    run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
-            finally:
-                cpu.set_stream_threshold(previous)
+        _run_every(every, spec)
 
 
 def test_narrow_transposes_gather_where_the_cpu_gathers_vectors():
@@ -341,9 +347,7 @@ def test_gathered_matrices_match_torch(sizes, perm):
         plans = [p for p in candidate_plans(spec, small, limit=256)
                  if p.kernel == "permute" and not _dense_matrix(p)]
         assert plans, (sizes, dtype)
-        for plan, threads in itertools.product(plans, (1, 3)):
-            with _team(True, threads):
-                run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
+        _run_every(plans, spec, streams=(False,))
 
 
 def test_a_slab_reversed_is_permuted_through_the_table():
@@ -384,13 +388,7 @@ def test_swapped_halves_are_blocked_along_the_rows():
         plans = [p for p in candidate_plans(spec, dataclasses.replace(CACHES, l2=1024),
                                             limit=32) if p.kernel == "rows" and p.c_loop >= 0]
         assert plans, dtype
-        for plan, threads, stream in itertools.product(plans, (1, 3), (False, True)):
-            previous = cpu.set_stream_threshold(0 if stream else -1)
-            try:
-                with _team(True, threads):
-                    run_plan(dataclasses.replace(plan, parallel=threads), spec, threads)
-            finally:
-                cpu.set_stream_threshold(previous)
+        _run_every(plans, spec)
 
 
 def test_short_rows_are_blocked_along_a_second_dim():

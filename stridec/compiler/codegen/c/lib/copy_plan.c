@@ -1700,7 +1700,7 @@ static void work_permute(const job_t* J, i64 u0, i64 u1) {
         dst_t* d = J->dst + dof;
         if (J->pbytes > STRIDEC_COPY_MAX_PERMUTE || !J->pdense)
             for (i64 r = 0; r < k; r++, s += sq, d += dq) {
-                /* a tiled a loop's last block: the table's first elements */
+                /* the tiled loop's last block: the table's first elements */
                 const i64 left = J->n[tl] - (idx[tl] + (q == tl ? r : 0)) * J->t[tl];
                 const i64 m = left < J->t[tl] ? left * J->pinner : J->pm;
                 permute_table_one(J, s, d, r + 1 < k ? s + sq : 0, m);
