@@ -129,6 +129,10 @@ ROW_GROUP = 4
 # streams even where they start or end inside a line: those lines are few (docs/cpu.md);
 # rows this long are not blocked: a block of them restarts a stream a run.
 LONG_RUN_BYTES = 2048
+# Where the CPU streams partial lines well (`Caches.partial_streams`), a transpose block
+# streams rows of this many bytes or more (rows of 106 bytes streamed took 1.33x as long,
+# of 296-656 bytes 0.34-0.46x).
+PARTIAL_STREAM_BYTES = 128
 # Blocks of a gathered matrix's outermost dim besides the most its table takes.
 GATHER_TILES = (8, 32)
 
@@ -505,7 +509,11 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     size, line = plan.dst_bytes if write else plan.elem_bytes, caches.line
     blocks = math.prod(counts)
     run_bytes = side.run * size
-    streamed = plan.stream_bytes > caches.last_level // 2
+    # A transpose's rows that start or end inside a line, streamed (`Caches.partial_streams`),
+    # are priced as written through the cache: priced streamed, plans of whole lines lost
+    # to them on the TTC, up to 2.25x as slow.
+    streamed = (plan.stream_bytes > caches.last_level // 2
+                and (plan.kernel != "transpose" or _streams_whole_lines(plan, caches)))
     # The loop along which the runs go on (its move is one run), and what both sides
     # touch between a block and that neighbour (the loops inside it).
     cont = [j for j, move in enumerate(side.moves) if move == side.run and counts[j] > 1]
@@ -1173,17 +1181,10 @@ def _rows_followed(plan: CopyPlan) -> bool:
     return _joined(b.extent, a.step, plan.b_side, True, ()).runs <= 2 * FOLLOWED_STREAMS
 
 
-def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
-    """A transpose's prefetch, streaming and staging: a copy larger than L2 prefetches each
-    next block's source lines while a block runs (the rows of a block are as many streams
-    as it has rows, more than the prefetchers follow); its stores stream only where a
-    block's destination is whole lines (its rows start on a line and are whole lines long,
-    or they are one run) or long runs: a streamed row that starts or ends inside a line
-    writes that line through the cache, mixed with the streamed ones, slower than not
-    streaming at all where the rows are short (docs/cpu.md). A block masked by rows stages
-    its source rows."""
-    if moved > caches.l2 and (bool(plan.masks) or not _rows_followed(plan)):
-        plan = _with(plan, prefetch=True)
+def _streams_whole_lines(plan: CopyPlan, caches: Caches) -> bool:
+    """Whether a transpose's blocks write whole lines: its rows start on a line and are
+    whole lines long, or a block's rows are one run, or its rows are long runs (their edge
+    lines are few)."""
     size, line = plan.elem_bytes, caches.line
     b_loop = plan.loops[plan.b_loop]
     rows_whole = (all(stride * size % line == 0 for _, stride in plan.a_side)
@@ -1191,8 +1192,23 @@ def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
                   and b_loop.step * size % line == 0 and b_loop.extent * size % line == 0)
     joined = (b_loop.step == b_loop.extent <= STRIP_ELEMENTS
               and plan.a_side[0][1] == b_loop.extent)
-    long_runs = b_loop.step * size >= LONG_RUN_BYTES
-    if not (rows_whole or joined or long_runs):
+    return rows_whole or joined or b_loop.step * size >= LONG_RUN_BYTES
+
+
+def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
+    """A transpose's prefetch, streaming and staging: a copy larger than L2 prefetches each
+    next block's source lines while a block runs (the rows of a block are as many streams
+    as it has rows, more than the prefetchers follow); its stores stream only where a
+    block's destination is whole lines (`_streams_whole_lines`) or the CPU streams partial
+    lines well (`Caches.partial_streams`): elsewhere a streamed row that starts or ends
+    inside a line writes that line through the cache, mixed with the streamed ones, slower
+    than not streaming at all where the rows are short (docs/cpu.md). A block masked by
+    rows stages its source rows."""
+    if moved > caches.l2 and (bool(plan.masks) or not _rows_followed(plan)):
+        plan = _with(plan, prefetch=True)
+    partial = (caches.partial_streams
+               and plan.loops[plan.b_loop].step * plan.elem_bytes >= PARTIAL_STREAM_BYTES)
+    if not (partial or _streams_whole_lines(plan, caches)):
         plan = _with(plan, stream_bytes=-1)
     if plan.masks and plan.prefetch and (len(plan.a_side) > 1 or len(plan.b_side) > 1):
         # masked by rows (a CHWN4 pack of padded lanes): each block's valid rows are

@@ -1,7 +1,8 @@
 """What the copy planner knows of the machine it plans for: the data caches of CPU 0, read
 from `/sys/devices/system/cpu/cpu0/cache` (sizes, ways, line), and the pages its TLB holds
-(`/proc/cpuinfo`'s "TLB size", on AMD) and whether it gathers vectors (AVX-512), with
-typical values where they cannot be read.
+(`/proc/cpuinfo`'s "TLB size", on AMD), whether it gathers vectors (AVX-512) and whether
+its streamed stores pay where they start or end inside a line (Intel), with typical values
+where they cannot be read.
 Plain data, no torch: the planner (`copy_plan.py`) and the C backend's
 streaming threshold (`runtime/backends/cpu.py`) read the same numbers."""
 
@@ -12,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["LLC_PER_CPU", "Caches", "host_caches", "read_caches", "read_gathers",
-           "read_tlb_pages"]
+           "read_partial_streams", "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
@@ -37,6 +38,10 @@ class Caches:
     # The CPU loads a vector of elements through a table of offsets in one instruction
     # (AVX-512's vpgatherdd: /proc/cpuinfo's avx512f), as the C library's table does.
     gathers: bool = False
+    # Streamed stores of rows that start or end inside a line still beat ordinary ones
+    # (Intel's write-combining buffers: a transpose's 1072-byte rows twice as fast streamed
+    # on the Xeon; the EPYC wrote such lines through the cache, twice as slow, docs/cpu.md).
+    partial_streams: bool = False
 
     @property
     def last_level(self) -> int:
@@ -82,6 +87,11 @@ def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
 def read_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether the first processor of `cpuinfo` has AVX-512 (its vector gathers)."""
     return "avx512f" in (_cpuinfo_words(cpuinfo, "flags") or [])
+
+
+def read_partial_streams(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the first processor of `cpuinfo` is Intel's (its streamed partial lines)."""
+    return (_cpuinfo_words(cpuinfo, "vendor_id") or [""])[0] == "GenuineIntel"
 
 
 def _cpu_count(cpu_list: str) -> int:
@@ -142,7 +152,7 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     l3 = found.get(3, (0, 0, l1[2]))
     tlb = read_tlb_pages(cpuinfo) or default.tlb_pages
     return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0,
-                  read_gathers(cpuinfo))
+                  read_gathers(cpuinfo), read_partial_streams(cpuinfo))
 
 
 @functools.cache

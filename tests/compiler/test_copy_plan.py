@@ -802,6 +802,22 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
         assert (plan.stream_bytes > 0) == streams, (sizes, dst_offset, plan.describe())
         # A copy larger than L2 prefetches each next block's source; a small one does not.
         assert plan.prefetch
+        # Where the CPU streams partial lines well (Intel) every block streams, but the
+        # model prices those lines as written through the cache: the same plans, ranked
+        # the same, only streamed.
+        partial = dataclasses.replace(CACHES, partial_streams=True)
+        plans = candidate_plans(spec, CACHES, limit=64)
+        again = candidate_plans(spec, partial, limit=64)
+        assert [dataclasses.replace(p, stream_bytes=0) for p in plans] == \
+               [dataclasses.replace(p, stream_bytes=0) for p in again]
+        assert all(p.stream_bytes > 0 for p in again if p.kernel == "transpose"
+                   and p.loops[p.b_loop].step * 4 >= copy_plan.PARTIAL_STREAM_BYTES)
+        assert all(p.cost == plan_cost(p, partial) for p in again)
+    # Rows shorter than PARTIAL_STREAM_BYTES do not stream there either (pitched, not one
+    # run).
+    short = CopySpec((1 << 16, 21), (1, 1 << 16), 0, (24, 1), 1, f32, f32)
+    plans = [p for p in candidate_plans(short, partial, limit=64) if p.kernel == "transpose"]
+    assert plans and all(p.stream_bytes < 0 for p in plans)
     assert not plan_copy(permute_spec((100, 30), (1, 0), f32), CACHES).prefetch
 
 
@@ -963,6 +979,11 @@ def test_caches_are_read_from_sysfs(tmp_path):
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n"
                            "processor\t: 1\nflags\t\t: avx512f\n")
         assert read_caches(str(tmp_path), str(cpuinfo)).gathers == gathers
+    # Streamed partial lines from the first processor's vendor (Intel's).
+    for vendor, partial in (("GenuineIntel", True), ("AuthenticAMD", False)):
+        cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\n\n"
+                           "processor\t: 1\nvendor_id\t: GenuineIntel\n")
+        assert read_caches(str(tmp_path), str(cpuinfo)).partial_streams == partial
     cpuinfo.write_text("processor\t: 0\nTLB size\t: 3584 4K pages\n\nprocessor\t: 1\n")
     # The L3 counts at most LLC_PER_CPU for each CPU that shares it.
     for cpus, cpu_list in ((2, "0-1\n"), (8, "0,2-4,6-9\n")):
