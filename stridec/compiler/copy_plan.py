@@ -739,7 +739,8 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
         if wide is not None:  # the same copy, each run one element of the library's sizes
             plans += candidate_plans(wide, caches, limit, gather, coalesce, simplify)
         if not canon.masks and not cast:
-            plans += _permute_plans(canon, size, caches)
+            own = kernel in ("deinterleave", "interleave", "compress", "reverse")
+            plans += _permute_plans(canon, size, caches, own)
     # Distinct plans only: tilings and orders that come out the same (a side shorter than
     # every tile) would fill the `limit` with one plan.
     plans = sorted(dict.fromkeys(plans), key=lambda p: p.cost)
@@ -797,20 +798,23 @@ def _dense(dims: list[tuple[int, int]]) -> bool:
     return True
 
 
-def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]:
+def _permute_plans(canon: CopySpec, size: int, caches: Caches,
+                   own_kernel: bool = False) -> list[CopyPlan]:
     """The permute kernel's plans of `canon`: its innermost dims a matrix contiguous on
     both sides (`_matrix`), moved whole, a block each, the outer dims in the source's or
     the destination's order: a vector's matrix, else one of up to `PERMUTE_TABLE_BYTES`
     moved through its table in L1 (a slab of 3 x 47 x 13 reversed, `.permute(2, 1, 0)`
     of its dims: tiles of a transpose would be a few elements wide); in a copy larger
-    than L2, also blocks of the innermost dims contiguous in the destination alone,
-    gathered through the table (`_gathered_blocks`)."""
+    than L2, or where the CPU gathers vectors (`Caches.gathers`), the destination's rows
+    are narrow and the copy has no kernel of its own (`own_kernel`: lanes, flips), also
+    blocks of the innermost dims contiguous in the destination alone, gathered through
+    the table (`_gathered_blocks`)."""
     moved = canon.numel * size * 2
     k = _matrix(canon, size)
     # Through the table only where memory bounds the copy: in L2 an element of the table
-    # (1.3 ns) costs twice a transposed one, and a table of bytes costs an entry's load
-    # for each byte moved (int8 and uint8 rows took 1.3x as long), unless the CPU gathers
-    # them 16 at a time.
+    # (1.3 ns) costs twice a transposed one (with the gathers too: 40 x 50 float32 hot,
+    # 9.9 us against 2.3), and a table of bytes costs an entry's load for each byte moved
+    # (int8 and uint8 rows took 1.3x as long), unless the CPU gathers them 16 at a time.
     if k is None and (size > 1 or caches.gathers) and moved > caches.l2:
         k = _matrix(canon, size, PERMUTE_TABLE_BYTES, PERMUTE_TABLE_ELEMENTS)
     base = CopyPlan("permute", size, (), canon.src_offset, canon.dst_offset,
@@ -824,9 +828,15 @@ def _permute_plans(canon: CopySpec, size: int, caches: Caches) -> list[CopyPlan]
         long = math.prod(canon.sizes[k:]) * size >= LONG_RUN_BYTES
         plans += _matrix_plans(canon, k, canon.sizes[k],
                                _with(base, stream_bytes=moved // 2 if long else -1), caches)
-    if moved > caches.l2:
+    narrow = canon.sizes[-1] < TILE_LANES[size]
+    if moved > caches.l2 or (caches.gathers and narrow and not own_kernel):
         # (a destination row of 3 x 3 bytes from 3 source runs of 3, 1871 of them 29 KB
-        # apart, each 3 x 3 a transpose)
+        # apart, each 3 x 3 a transpose). Gathered in L2 too where the CPU gathers and
+        # the destination's rows are narrower than a register tile, mostly padding for a
+        # transpose (a 0.56 MB copy of 3 x 3 transposes of float16 0.27x as long; 64 x 64
+        # float32 hot 4.2x as long gathered), but not over a lane kernel's or a flip's
+        # copy (an interleave of 3 int8 lanes 1.67x as long gathered; a flip reverses
+        # vectors in registers).
         for j, step in _gathered_blocks(canon, size):
             plans += _matrix_plans(canon, j, step, base, caches)
     return plans

@@ -313,6 +313,29 @@ def test_narrow_transposes_gather_where_the_cpu_gathers_vectors():
     assert plan_copy(half, gathers).kernel != "permute"
 
 
+def test_copies_in_l2_gather_where_the_cpu_gathers_vectors():
+    # The random suite's (3, 3, 3, 3, 1153, 3).permute(2, 1, 3, 5, 4, 0) float16 of seed
+    # 321289196 (here half its size, in L2 by this model's caches): destination rows of
+    # 3 x 3 transposes of stride-3 runs. Transposed in blocks of 512 x 3 it took 0.87-0.90
+    # ms (eager 0.36-0.44); gathered through the table, 16 elements an instruction, 0.24.
+    spec = permute_spec((3, 3, 3, 3, 577, 3), (2, 1, 3, 5, 4, 0), DTYPES["float16"])
+    gathers = dataclasses.replace(CACHES, gathers=True)
+    assert spec.numel * 2 * 2 <= CACHES.l2
+    assert plan_copy(spec, CACHES).kernel == "transpose"  # an element at a time: no table
+    plan = plan_copy(spec, gathers)
+    assert plan.kernel == "permute" and not _dense_matrix(plan), plan.describe()
+    # A lane kernel's copy keeps its kernel (3 int8 lanes interleaved: 1.67x as long
+    # gathered), and a flip's (vectors reversed in registers).
+    lanes = permute_spec((3, 3067, 43), (1, 2, 0), DTYPES["int8"])
+    flip = CopySpec((30, 16), (64, -1), 15, (16, 1), 0, f32, f32)
+    for spec in (lanes, flip):
+        assert all(p.kernel != "permute" for p in candidate_plans(spec, gathers, limit=64))
+    # Destination rows as wide as a register tile keep the transposes (64 x 64 float32,
+    # hot: 4.2x as long gathered).
+    wide = permute_spec((64, 64), (1, 0), f32)
+    assert all(p.kernel != "permute" for p in candidate_plans(wide, gathers, limit=64))
+
+
 def _dense_matrix(plan: CopyPlan) -> bool:
     """Whether a permute plan's matrix is contiguous in the source too (not gathered)."""
     block = copy_plan._matrix_loops(plan)
