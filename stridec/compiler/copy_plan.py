@@ -739,7 +739,7 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
         if wide is not None:  # the same copy, each run one element of the library's sizes
             plans += candidate_plans(wide, caches, limit, gather, coalesce, simplify)
         if not canon.masks and not cast:
-            own = kernel in ("deinterleave", "interleave", "compress", "reverse")
+            own = kernel in ("rows", "deinterleave", "interleave", "compress", "reverse")
             plans += _permute_plans(canon, size, caches, own)
     # Distinct plans only: tilings and orders that come out the same (a side shorter than
     # every tile) would fill the `limit` with one plan.
@@ -806,7 +806,7 @@ def _permute_plans(canon: CopySpec, size: int, caches: Caches,
     moved through its table in L1 (a slab of 3 x 47 x 13 reversed, `.permute(2, 1, 0)`
     of its dims: tiles of a transpose would be a few elements wide); in a copy larger
     than L2, or where the CPU gathers vectors (`Caches.gathers`), the destination's rows
-    are narrow and the copy has no kernel of its own (`own_kernel`: lanes, flips), also
+    are narrow and the copy has no kernel of its own (`own_kernel`: runs, lanes, flips), also
     blocks of the innermost dims contiguous in the destination alone, gathered through
     the table (`_gathered_blocks`)."""
     moved = canon.numel * size * 2
@@ -834,9 +834,9 @@ def _permute_plans(canon: CopySpec, size: int, caches: Caches,
         # apart, each 3 x 3 a transpose). Gathered in L2 too where the CPU gathers and
         # the destination's rows are narrower than a register tile, mostly padding for a
         # transpose (a 0.56 MB copy of 3 x 3 transposes of float16 0.27x as long; 64 x 64
-        # float32 hot 4.2x as long gathered), but not over a lane kernel's or a flip's
-        # copy (an interleave of 3 int8 lanes 1.67x as long gathered; a flip reverses
-        # vectors in registers).
+        # float32 hot 4.2x as long gathered), but not over a copy of runs, a lane
+        # kernel's or a flip's (runs move as runs; an interleave of 3 int8 lanes 1.67x as
+        # long gathered; a flip reverses vectors in registers).
         for j, step in _gathered_blocks(canon, size):
             plans += _matrix_plans(canon, j, step, base, caches)
     return plans

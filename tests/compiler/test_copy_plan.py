@@ -325,10 +325,11 @@ def test_copies_in_l2_gather_where_the_cpu_gathers_vectors():
     plan = plan_copy(spec, gathers)
     assert plan.kernel == "permute" and not _dense_matrix(plan), plan.describe()
     # A lane kernel's copy keeps its kernel (3 int8 lanes interleaved: 1.67x as long
-    # gathered), and a flip's (vectors reversed in registers).
+    # gathered), a flip's (vectors reversed in registers) and a copy of runs (a row slice).
     lanes = permute_spec((3, 3067, 43), (1, 2, 0), DTYPES["int8"])
     flip = CopySpec((30, 16), (64, -1), 15, (16, 1), 0, f32, f32)
-    for spec in (lanes, flip):
+    rows = CopySpec((3, 6), (12, 1), 6, (6, 1), 0, f32, f32)
+    for spec in (lanes, flip, rows):
         assert all(p.kernel != "permute" for p in candidate_plans(spec, gathers, limit=64))
     # Destination rows as wide as a register tile keep the transposes (64 x 64 float32,
     # hot: 4.2x as long gathered).
