@@ -94,6 +94,9 @@ PERMUTE_BYTES = 64
 # STRIDEC_COPY_MAX_PERMUTE_TABLE and _ELEMENTS): a block in L1 beside its destination.
 PERMUTE_TABLE_BYTES = 16384
 PERMUTE_TABLE_ELEMENTS = 2048
+# The largest source stride of a matrix the table takes (copy_plan.c's permute_table: its
+# offsets are 32-bit).
+TABLE_STRIDE = (2**31 - 1) // PERMUTE_TABLE_ELEMENTS
 # A call moving fewer bytes (read and written) runs on the calling thread.
 PARALLEL_BYTES = 1 << 18
 # Threads a parallel plan may use at most (the run time's count decides below it).
@@ -885,7 +888,11 @@ def _gathered_blocks(canon: CopySpec, size: int) -> list[tuple[int, int]]:
         # the rows blocks: rotate_half's halves swapped, 1.3-2x as fast)
         dims = [(step if j == k else canon.sizes[j], abs(canon.src_strides[j]))
                 for j in range(k, canon.rank)]
-        if k < canon.rank - 1 and not _dense(dims):
+        # the library's table holds 32-bit offsets: it takes no dim whose stride could
+        # overflow one (copy_plan.c's permute_table refuses the plan, which then moves
+        # nothing)
+        near = all(abs(canon.src_strides[j]) <= TABLE_STRIDE for j in range(k, canon.rank))
+        if k < canon.rank - 1 and not _dense(dims) and near:
             blocks.append((k, step))
             # tiles whose source lines L1 holds, too
             blocks += [(k, t) for t in GATHER_TILES if t < step < canon.sizes[k]]

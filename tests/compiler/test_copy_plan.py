@@ -337,6 +337,20 @@ def test_copies_in_l2_gather_where_the_cpu_gathers_vectors():
     assert all(p.kernel != "permute" for p in candidate_plans(wide, gathers, limit=64))
 
 
+def test_gathered_blocks_keep_to_the_tables_offsets():
+    # The long tail's guard-page seed 1005: a block of 12 x 7 int16 whose outer dim strides
+    # 2494800 elements. The library's table holds 32-bit offsets and refuses such a matrix
+    # (copy_plan.c's permute_table), and the plan then moved nothing; the planner offers
+    # none (its strides at most TABLE_STRIDE), and what it offers is right.
+    spec = CopySpec((7, 17, 1, 12, 22, 3), (70, -2, 92400, 2494800, 2100, 277200), 32,
+                    (1, 84, 125664, 7, -5712, 1428), 119952, DTYPES["int16"], DTYPES["int16"])
+    small = dataclasses.replace(CACHES, l2=64, gathers=True)  # gathered blocks planned
+    plans = candidate_plans(spec, small, limit=64)
+    assert all(abs(loop.src_stride) <= copy_plan.TABLE_STRIDE
+               for p in plans if p.kernel == "permute" for loop in copy_plan._matrix_loops(p))
+    _run_every(plans[:4], spec, streams=(False,))
+
+
 def _dense_matrix(plan: CopyPlan) -> bool:
     """Whether a permute plan's matrix is contiguous in the source too (not gathered)."""
     block = copy_plan._matrix_loops(plan)
