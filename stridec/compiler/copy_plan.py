@@ -998,6 +998,8 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                     if kernel == "rows" and not canon.masks and not cast:
                         plan = _prefetched_rows(_grouped_rows(plan, moved, caches), moved,
                                                 caches)
+                    if kernel == "rows":
+                        plan = _rows_streams(plan, caches)
                     plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
     return plans
 
@@ -1040,6 +1042,7 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
                         or nb * size >= LONG_RUN_BYTES):
                     plan = _with(plan, stream_bytes=-1)
                 plan = _with(plan, prefetch=moved > caches.l2 and not _source_followed(plan))
+                plan = _rows_streams(plan, caches)
                 plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
     # Blocks of two dims: `a` whose runs follow on in the destination, `c` whose runs
     # follow on in the source, so both sides of a block are runs of several (runs of 56
@@ -1078,8 +1081,23 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
                     plan = _with(plan, c_loop=[lp.dim for lp in plan.loops].index(c))
                     plan = _with(plan, prefetch=moved > caches.l2
                                  and not _source_followed(plan))
+                    plan = _rows_streams(plan, caches)
                     plans.setdefault(plan.loops, _with(plan, cost=plan_cost(plan, caches)))
     return list(plans.values())
+
+
+def _rows_streams(plan: CopyPlan, caches: Caches) -> CopyPlan:
+    """A rows plan streams its stores only where a block's destination run (its runs
+    joined where they follow on there) is two lines or longer: the library streams a
+    run's whole lines only, so a shorter one is written through the cache all the same,
+    after a detour through a buffer in L1 (blocks of 3 x 213 runs of 19 bytes, 57 a
+    part: 2.2x as long streamed)."""
+    if plan.stream_bytes <= 0:
+        return plan
+    _, dst = _sides_of(plan)
+    if dst.run * plan.dst_bytes < 2 * caches.line:
+        return _with(plan, stream_bytes=-1)
+    return plan
 
 
 def _source_followed(plan: CopyPlan) -> bool:

@@ -136,6 +136,7 @@ def test_a_block_the_library_does_not_read_writes_nothing():
         assert torch.equal(dst, torch.full((2000,), 7.0)), change
 
 
+
 # --------------------------------------------------------------------------- decisions
 
 
@@ -442,6 +443,21 @@ def test_short_rows_are_blocked_along_a_second_dim():
     inner = [loop.src_stride for loop in plan.loops[:-1] if loop is not a]
     assert inner == sorted(inner, reverse=True) and inner[-1] == 26, plan.describe()
 
+
+
+def test_rows_whose_destination_runs_are_shorter_than_two_lines_do_not_stream():
+    # (3, 3, 489, 213, 19).permute(1, 3, 2, 0, 4) uint8 (`rand20_r5_uint8` of seed
+    # 404552431), scaled: runs of 19 bytes, 3 of them one 57-byte run in the destination.
+    # The library streams a run's whole lines only: such a run was built in a buffer in L1
+    # and then written through the cache all the same, 2.2x as long as not streamed.
+    spec = permute_spec((3, 3, 49, 21, 19), (1, 3, 2, 0, 4), i8)
+    plans = [p for p in candidate_plans(spec, CACHES, limit=64) if p.kernel == "rows"]
+    assert plans
+    for plan in plans:  # (a block of runs that is one run of 2 lines or more streams:
+        # test_short_rows_are_blocked_along_a_second_dim)
+        assert plan.stream_bytes <= 0 or copy_plan._sides_of(plan)[1].run >= 128, plan.describe()
+    assert plans[0].loops[plans[0].a_loop].dst_stride == 19, plans[0].describe()
+    _run_every(plans[:2], spec, streams=(False,))
 
 @pytest.mark.parametrize("shape, perm", [
     ((74, 57, 57, 74), (3, 2, 1, 0)),  # TTC (3,2,1,0) on 96x75x75x96, scaled
