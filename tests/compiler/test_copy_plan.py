@@ -137,6 +137,32 @@ def test_a_block_the_library_does_not_read_writes_nothing():
 
 
 
+def test_the_runtime_refuses_to_load_a_block_the_library_does_not_read():
+    # A refused block moves nothing (above): the runtime asks the library (`<symbol>_check`)
+    # as it loads each kernel, so that a plan it cannot read is a bug found at once, not
+    # an output silently left as it was.
+    spec = permute_spec((40, 50), (1, 0))
+    good = list(cplan.plan_params(plan_copy(spec, CACHES)))
+    source, symbol = cplan.plan_unit_source(4), cplan.plan_symbol(4)
+    check = cpu._checker(cpu.load_unit(source), symbol)
+
+    def takes(params) -> bool:
+        block = (ctypes.c_int64 * len(params))(*params)  # held while the library reads it
+        return bool(check(ctypes.addressof(block)))
+
+    # an empty copy is one it reads (it moves nothing, rightly): a symbolic size bound to 0
+    empty = list(cplan.plan_params(plan_copy(_spec((40, 50), (100, 2)), CACHES)))
+    empty[len(cplan.ABI.header) + cplan.ABI.loop.index("extent")] = 0
+    assert takes(good) and takes(empty)
+    cpu.load_c_kernel("fine", source, [(symbol, 0, 1, tuple(good))])
+    for field, value in (("loops", 0), ("kernel", 99), ("abi", 0), ("c_loop", 0)):
+        params = list(good)
+        params[cplan.ABI.index(field)] = value
+        assert not takes(params), field
+        with pytest.raises(stridec.InternalError, match="refuses"):
+            cpu.load_c_kernel("refused", source, [(symbol, 0, 1, tuple(params))])
+
+
 # --------------------------------------------------------------------------- decisions
 
 

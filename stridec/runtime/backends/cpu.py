@@ -59,7 +59,7 @@ from stridec.compiler.codegen.c.pool import (
 )
 from stridec.compiler.codegen.program import KernelInfo, Program
 from stridec.compiler.host import read_caches
-from stridec.errors import BuildError, CallError, VerificationError
+from stridec.errors import BuildError, CallError, InternalError, VerificationError
 from stridec.runtime.backends import CallForm
 from stridec.runtime.cache import (
     disk_cache_dir,
@@ -954,7 +954,7 @@ class CpuKernel:
     (an `array.array("q")`: `launch.SymbolicRunner`) holding this binding's parameters of
     every call, one call's after another's; each call reads its own at a byte offset."""
 
-    __slots__ = ("name", "_calls", "_arrays", "_offsets", "_batch")
+    __slots__ = ("name", "_calls", "_arrays", "_offsets", "_batch", "_checks")
     # Reads each storage's `data_ptr()` only: a runner may pass untyped storages.
     pointers_only = True
 
@@ -988,9 +988,11 @@ class CpuKernel:
                 array = (ctypes.c_int64 * len(params))(*params)
                 self._arrays.append(array)  # kept alive with the kernel
                 address = ctypes.addressof(array)
+                _check_block(name, _checker(libs[symbol], symbol), address)
             resolved.append((functions[symbol], int(src_arg), int(dst_arg), address))
         self._calls = tuple(resolved)
         self._offsets = tuple(offsets)
+        self._checks = tuple(_checker(libs[symbol], symbol) for symbol, *_ in calls)
 
     def __call__(self, grid: Any, *storages: torch.Tensor, params: Any = None,
                  **_: Any) -> None:
@@ -1020,6 +1022,8 @@ class CpuKernel:
         if params is not None:
             base = params.buffer_info()[0]
             addresses = [base + at for at in self._offsets]
+            for check, address in zip(self._checks, addresses, strict=True):
+                _check_block(self.name, check, address)  # this binding's blocks, once
         else:
             addresses = [c[3] for c in self._calls]
             if None in addresses:
@@ -1096,6 +1100,25 @@ class CpuKernel:
             k += len(BATCH_CALL)
         batch.run(batch.n, ctypes.addressof(batch.prepares), ctypes.addressof(batch.works),
                   calls_at, jobs_at, threads)
+
+
+def _checker(lib: Any, symbol: str) -> Any:
+    """A copy class's `<symbol>_check` (1 where its library reads an argument block), or
+    None for a class without one (Philox)."""
+    check = getattr(lib, f"{symbol}_check", None)
+    if check is not None:
+        check.argtypes = (ctypes.c_void_p,)
+        check.restype = ctypes.c_int64
+    return check
+
+
+def _check_block(name: str, check: Any, address: int) -> None:
+    """Raise where a copy class's library would refuse the argument block at `address`
+    (it then moves nothing): a plan the planner made that the library does not read is a
+    bug, found as the kernel loads (or a symbolic one binds), not an output left as it was."""
+    if check is not None and not check(address):
+        raise InternalError(f"bug in stridec: kernel {name}: its library refuses the "
+                            f"argument block at {address:#x} (its plan moves nothing)")
 
 
 def _symbolic(name: str) -> CallError:

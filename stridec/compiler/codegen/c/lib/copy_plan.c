@@ -1890,13 +1890,9 @@ static void touch_pages(const job_t* J, const i64* p, double moved) {
     for (i64 k = 0; k < db; k += 4096) __builtin_prefetch(d0 + k, 1, 3);
 }
 
-/* The job of one call, set up in `job` (CAT(STRIDEC_SYMBOL, _job_bytes)() bytes): its
-   blocks, negated when they run on the calling thread alone, 0 if none (or the block is
-   not one this library reads). CAT(STRIDEC_SYMBOL, _work)(job, u0, u1) runs blocks
-   [u0, u1) (a batch's one parallel region, stridec_pool_run_many_v1). */
-i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 nthreads,
-                                  void* job) {
-    job_t* J = (job_t*)job;
+/* Sets up J, the job of the call of argument block p from src into dst: 1, or 0 where
+   the block is not one this library reads (its numel in *numel). */
+static int setup(const void* src, void* dst, const i64* p, job_t* J, i64* numel_out) {
     memset(J, 0, offsetof(job_t, mlo));
     J->src = (const elem_t*)src;
     J->dst = (dst_t*)dst;
@@ -2007,12 +2003,26 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     }
     if (J->M && !by_rows) J->prefetch = 0;
     if (J->prefetch && (J->a < 0 || J->b < 0)) J->prefetch = 0;
-    if (units == 0) return 0;
     J->units = units;
     J->stream = stream_wanted(p[H_stream_bytes]);
+    *numel_out = numel * (lanes ? J->K : 1);
+    return 1;
+}
+
+/* The job of one call, set up in `job` (CAT(STRIDEC_SYMBOL, _job_bytes)() bytes): its
+   blocks, negated when they run on the calling thread alone, 0 if none (or the block is
+   not one this library reads: CAT(STRIDEC_SYMBOL, _check) tells which).
+   CAT(STRIDEC_SYMBOL, _work)(job, u0, u1) runs blocks [u0, u1) (a batch's one parallel
+   region, stridec_pool_run_many_v1). */
+i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 nthreads,
+                                  void* job) {
+    job_t* J = (job_t*)job;
+    i64 numel = 0;
+    if (!setup(src, dst, p, J, &numel) || J->units == 0) return 0;
+    const i64 units = J->units;
     if (nthreads > p[H_parallel]) nthreads = p[H_parallel];
     if (nthreads > MAXT) nthreads = MAXT;
-    const double moved = (double)numel * (lanes ? J->K : 1) * (ELEM_BYTES + DST_BYTES);
+    const double moved = (double)numel * (ELEM_BYTES + DST_BYTES);
     if (moved < PARALLEL_BYTES) nthreads = 1;
     if (nthreads <= 1 || units < 2) {  /* on the calling thread: its pages asked for first */
         if (numel > 0) touch_pages(J, p, moved);
@@ -2021,6 +2031,15 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     return units;
 }
 
+
+/* 1 where this library reads argument block p (every plan the planner makes), 0 where it
+   would refuse it and move nothing: the runtime asks once, as it loads a kernel. */
+i64 CAT(STRIDEC_SYMBOL, _check)(const i64* p) {
+    static char none[64] __attribute__((aligned(64)));  /* addresses nothing reads */
+    job_t J;
+    i64 numel = 0;
+    return setup(none, none, p, &J, &numel);
+}
 void CAT(STRIDEC_SYMBOL, _work)(void* job, i64 u0, i64 u1) { work_task(job, u0, u1); }
 
 i64 CAT(STRIDEC_SYMBOL, _job_bytes)(void) { return (i64)sizeof(job_t); }
