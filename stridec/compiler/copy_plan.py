@@ -490,10 +490,10 @@ def _pages(side: _Side, size: int) -> float:
 
 
 def _footprint(side: _Side, moves: Sequence[int], counts: Sequence[int],
-               size: int) -> tuple[float, float, float]:
-    """(pages, bytes, runs) the loops of `moves` and `counts` (innermost last) touch on
-    `side` around one block: a loop that moves the runs one run on lengthens them, any
-    other that moves them adds as many runs again."""
+               size: int) -> tuple[float, float, float, float]:
+    """(pages, bytes, runs, bytes of the lines) the loops of `moves` and `counts`
+    (innermost last) touch on `side` around one block: a loop that moves the runs one run
+    on lengthens them, any other that moves them adds as many runs again."""
     runs, run = float(side.runs), side.run
     for move, count in zip(reversed(moves), reversed(counts), strict=True):
         if count == 1 or move == 0:
@@ -503,7 +503,7 @@ def _footprint(side: _Side, moves: Sequence[int], counts: Sequence[int],
         else:
             runs *= count
     wide = _Side(int(runs), run, side.spacing if runs == side.runs else PAGE, ())
-    return _pages(wide, size), runs * run * size, runs
+    return _pages(wide, size), runs * run * size, runs, runs * (run * size + LINE_BYTES)
 
 
 def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
@@ -521,13 +521,14 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # touch between a block and that neighbour (the loops inside it).
     cont = [j for j, move in enumerate(side.moves) if move == side.run and counts[j] > 1]
     between = math.prod(counts[cont[-1] + 1:]) if cont else None
-    pages_between = bytes_between = streams_between = math.inf
+    pages_between = bytes_between = streams_between = lines_between = math.inf
     if cont:
         inside = slice(cont[-1] + 1, None)
-        p1, b1, r1 = _footprint(side, side.moves[inside], counts[inside], size)
-        p2, b2, r2 = _footprint(other, other.moves[inside], counts[inside],
-                                plan.elem_bytes if write else plan.dst_bytes)
+        p1, b1, r1, l1 = _footprint(side, side.moves[inside], counts[inside], size)
+        p2, b2, r2, l2 = _footprint(other, other.moves[inside], counts[inside],
+                                    plan.elem_bytes if write else plan.dst_bytes)
         pages_between, bytes_between, streams_between = p1 + p2, b1 + b2, r1 + r2
+        lines_between = l1 + l2
     # Lines: a run of R bytes at a random alignment touches (line - size)/line lines more
     # than R/line; the neighbour along the runs finishes those edge lines if it comes
     # while they are still in L2.
@@ -549,6 +550,17 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))
     restarts = blocks * side.runs / continued
+    if (plan.kernel == "permute" and not write and cont and run_bytes < line
+            and size >= 2):
+        # A gathered block's source runs shorter than a line that a later block goes on
+        # with land in the line the run before ended in, still in L2 where the blocks in
+        # between touch less than it holds: only those that start a line start over
+        # (3 x 3 x 29 float16 pixels of 6 bytes, 111 blocks on: 0.20 of the time gathered,
+        # priced so). Not for bytes: their gathers cost more than the table's price, which
+        # such restarts made up for (an 87 x N transpose of uint8, gathered, 3.6x as long).
+        share = run_bytes / line
+        restarts = min(restarts, blocks * side.runs
+                       * (share + (1 - share) * (1 - _kept(lines_between, caches.l2 // 2))))
     restart = RESTART_BYTES if not (write and streamed) else RESTART_BYTES / 4
     # Pages: a page that holds several blocks' runs comes back from the TLB only if the
     # blocks in between touch fewer pages than it holds.
@@ -559,9 +571,9 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
             if counts[j] > 1 and side.run <= abs(move) and abs(move) * size < PAGE]
     if near and plan.kernel != "rows" and (not cont or near[-1] > cont[-1]):
         inside = slice(near[-1] + 1, None)
-        p1, _, _ = _footprint(side, side.moves[inside], counts[inside], size)
-        p2, _, _ = _footprint(other, other.moves[inside], counts[inside],
-                              plan.elem_bytes if write else plan.dst_bytes)
+        p1, *_ = _footprint(side, side.moves[inside], counts[inside], size)
+        p2, *_ = _footprint(other, other.moves[inside], counts[inside],
+                            plan.elem_bytes if write else plan.dst_bytes)
         pages_between = min(pages_between, p1 + p2)
     if run_bytes < PAGE:
         pages *= 1 - _kept(pages_between, caches.tlb_pages) * (1 - run_bytes / PAGE)

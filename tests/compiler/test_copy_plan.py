@@ -398,6 +398,20 @@ def test_destination_rows_of_small_transposes_are_gathered_through_the_table():
     assert plan.c_loop >= 0 and block[0].step < 1871, plan.describe()
 
 
+
+def test_pixels_a_later_block_reads_on_in_l2_are_gathered():
+    # (49, 3, 29, 3, 111, 3).permute(4, 3, 0, 2, 1, 5) float16 (`rand30_r6_float16` of seed
+    # 628843782), here with 13 for 49: 6-byte pixels, each destination run of 29 x 3
+    # pixels gathered from 87 source lines, which the block one pixel on (111 of them,
+    # the blocks in between 0.8 MB) reads again from L2. Priced as 87 runs starting over
+    # at every block, rows blocks of 3 x 111 pixels looked cheaper: they took 5x as long.
+    spec = permute_spec((13, 3, 29, 3, 111, 3), (4, 3, 0, 2, 1, 5), DTYPES["float16"])
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "permute", plan.describe()
+    assert [loop.dst_stride for loop in copy_plan._matrix_loops(plan)] == [9, 3, 1], plan.describe()
+    assert any(loop.src_stride == 3 and loop.count == 111 for loop in plan.loops), plan.describe()
+    run_plan(plan, spec)
+
 @pytest.mark.parametrize(("sizes", "perm"), [
     ((37, 2, 3, 11, 3, 3), (1, 4, 3, 0, 5, 2)),  # the suite's row, small: 37 = 4 x 8 + 5
     ((301, 13), (1, 0)),                          # a transpose of 13 rows, tiles of 301
