@@ -323,6 +323,14 @@ PERMUTE_TABLE_ELEMENT_BYTES = 3.5
 # float32 and float64 (docs/cpu.md).
 PERMUTE_GATHER_ELEMENT_BYTES = 1.0
 VECTOR_BYTES = 4
+# A rows block's runs shorter than TINY_RUN_BYTES: each run's copy (a load, a store and
+# their branches) and each part's call along its c loop weigh more than their bytes, and
+# their lines are what a later block goes on with (`_side_cost`). In L2 a 19-byte run took
+# 3.6 ns and a part 12 ns more; the prices are lower, as the memory in those times is
+# priced apart: at 200 a part, blocks of two dims that measured 1.7x faster lost (docs/cpu.md).
+TINY_RUN_BYTES = 32
+TINY_RUN_COST_BYTES = 40
+ROWS_PART_BYTES = 50
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
 # A cache line: transpose rows shorter than this that follow on are priced as one run.
@@ -550,14 +558,15 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))
     restarts = blocks * side.runs / continued
-    if (plan.kernel == "permute" and not write and cont and run_bytes < line
-            and size >= 2):
-        # A gathered block's source runs shorter than a line that a later block goes on
-        # with land in the line the run before ended in, still in L2 where the blocks in
-        # between touch less than it holds: only those that start a line start over
-        # (3 x 3 x 29 float16 pixels of 6 bytes, 111 blocks on: 0.20 of the time gathered,
-        # priced so). Not for bytes: their gathers cost more than the table's price, which
-        # such restarts made up for (an 87 x N transpose of uint8, gathered, 3.6x as long).
+    if ((plan.kernel == "permute" and not write and size >= 2 or _tiny_rows(plan))
+            and cont and run_bytes < line):
+        # A gathered block's source runs, or tiny runs, shorter than a line that a later
+        # block goes on with land in the line the run before ended in, still in L2 where
+        # the blocks in between touch less than it holds: only those that start a line
+        # start over (3 x 3 x 29 float16 pixels of 6 bytes, 111 blocks on: 0.20 of the time
+        # gathered, priced so). Not for bytes gathered: their gathers cost more than the
+        # table's price, which such restarts made up for (an 87 x N transpose of uint8,
+        # gathered, 3.6x as long); tiny runs pay their copies instead (`plan_cost`).
         share = run_bytes / line
         restarts = min(restarts, blocks * side.runs
                        * (share + (1 - share) * (1 - _kept(lines_between, caches.l2 // 2))))
@@ -578,6 +587,11 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     if run_bytes < PAGE:
         pages *= 1 - _kept(pages_between, caches.tlb_pages) * (1 - run_bytes / PAGE)
     return traffic + restarts * restart + pages * PAGE_BYTES
+
+
+def _tiny_rows(plan: CopyPlan) -> bool:
+    """Whether `plan` copies runs of fewer than `TINY_RUN_BYTES` bytes (a rows kernel)."""
+    return plan.kernel == "rows" and plan.loops[plan.b_loop].step * plan.elem_bytes < TINY_RUN_BYTES
 
 
 def _continued_runs(side: _Side, counts: Sequence[int], size: int, line: int) -> float:
@@ -614,6 +628,11 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
         # a register tile's lanes past a block's edge are moved as if they were elements
         tv = TILE_LANES[plan.elem_bytes]
         padding = ((-(-ea // tv)) * (-(-eb // tv)) * tv * tv - ea * eb) * size
+    if _tiny_rows(plan):  # each run a copy of its own, each part of a block a call
+        runs = math.prod(plan.loops[k].step for k in (plan.a_loop, plan.c_loop) if k >= 0)
+        fixed += runs * TINY_RUN_COST_BYTES
+        if plan.c_loop >= 0:
+            fixed += plan.loops[plan.c_loop].step * ROWS_PART_BYTES
     if plan.kernel == "permute":
         matrix = math.prod(loop.step for loop in _matrix_loops(plan))
         if matrix * size > PERMUTE_BYTES or src.run < matrix:  # through the table
