@@ -517,7 +517,8 @@ def test_tiny_runs_pay_their_copies_and_go_on_in_their_lines():
     spec = permute_spec((7, 9, 9, 759, 3), (0, 1, 3, 2, 4), f32)
     plan = plan_copy(spec, CACHES)
     assert plan.kernel == "permute", plan.describe()
-    assert [loop.dst_stride for loop in copy_plan._matrix_loops(plan)] == [27, 3, 1], plan.describe()
+    matrix = copy_plan._matrix_loops(plan)
+    assert [loop.dst_stride for loop in matrix] == [27, 3, 1], plan.describe()
     run_plan(plan, spec)
 
 @pytest.mark.parametrize("shape, perm", [
