@@ -978,9 +978,10 @@ class CpuKernel:
             self._batch = _Batch([(libs[sym], sym) for sym, *_ in calls])
         self.name = name
         self._arrays = []
+        self._checks = tuple(_checker(libs[symbol], symbol) for symbol, *_ in calls)
         resolved = []
         offsets, at = [], 0
-        for symbol, src_arg, dst_arg, params in calls:
+        for (symbol, src_arg, dst_arg, params), check in zip(calls, self._checks, strict=True):
             offsets.append(at)
             at += 8 * len(params)
             address = None
@@ -988,11 +989,10 @@ class CpuKernel:
                 array = (ctypes.c_int64 * len(params))(*params)
                 self._arrays.append(array)  # kept alive with the kernel
                 address = ctypes.addressof(array)
-                _check_block(name, _checker(libs[symbol], symbol), address)
+                _check_block(name, check, address)
             resolved.append((functions[symbol], int(src_arg), int(dst_arg), address))
         self._calls = tuple(resolved)
         self._offsets = tuple(offsets)
-        self._checks = tuple(_checker(libs[symbol], symbol) for symbol, *_ in calls)
 
     def __call__(self, grid: Any, *storages: torch.Tensor, params: Any = None,
                  **_: Any) -> None:

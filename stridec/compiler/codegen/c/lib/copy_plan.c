@@ -2031,7 +2031,6 @@ i64 CAT(STRIDEC_SYMBOL, _prepare)(const void* src, void* dst, const i64* p, i64 
     return units;
 }
 
-
 /* 1 where this library reads argument block p (every plan the planner makes), 0 where it
    would refuse it and move nothing: the runtime asks once, as it loads a kernel. */
 i64 CAT(STRIDEC_SYMBOL, _check)(const i64* p) {
@@ -2040,6 +2039,7 @@ i64 CAT(STRIDEC_SYMBOL, _check)(const i64* p) {
     i64 numel = 0;
     return setup(none, none, p, &J, &numel);
 }
+
 void CAT(STRIDEC_SYMBOL, _work)(void* job, i64 u0, i64 u1) { work_task(job, u0, u1); }
 
 i64 CAT(STRIDEC_SYMBOL, _job_bytes)(void) { return (i64)sizeof(job_t); }
