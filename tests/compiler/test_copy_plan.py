@@ -1278,6 +1278,10 @@ def test_builds_without_avx512(tmp_path, flags, dtype):
     # blocks of 3 pixels joined along a loop (lanes_joined), a deinterleave and back
     specs += [permute_spec((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), dtype),
               permute_spec((3, 3, 35, 5, 3), (1, 3, 2, 4, 0), dtype)]
+    # destination rows of two dims whose last strip overlaps the one before (the walk
+    # along them steps back)
+    specs += [permute_spec((3, 13, 5, 7), (3, 2, 0, 1), dtype),
+              permute_spec((5, 3, 9, 7), (2, 3, 1, 0), dtype)]
     previous = cpu.set_stream_threshold(-1)
     try:
         for spec, threads, stream in itertools.product(specs, (1, 3), (False, True)):

@@ -664,26 +664,43 @@ static void stage_row(const job_t* J, elem_t* d, const elem_t* s, i64 n, i64 a, 
 
 /* ---- transpose: the block [x0, x0 + na) x [y0, y0 + nb) of the a and b sides */
 
-/* The offsets on the other side of a side's indices [i0, i0 + n): the sum of each index's
-   digits (the side's dims, innermost first) times their strides, found for i0 by
-   divisions and on by additions. */
-static void side_offsets(const i64* extent, const i64* stride, i64 dims, i64 i0, i64 n,
-                         i64* out) {
-    i64 digit[STRIDEC_COPY_MAX_GROUP], off = 0, rest = i0;
+/* A walk along a side's indices: index `at`'s offset on the other side, the sum of its
+   digits (the side's dims, innermost first) times their strides, found by divisions where
+   the walk starts and on by additions. The offsets go out as pointers, each stored once:
+   an array of offsets read back as vectors stalled every block on store forwarding. */
+typedef struct {
+    i64 digit[STRIDEC_COPY_MAX_GROUP], off, at;
+} side_walk;
+
+static void side_seek(side_walk* w, const i64* extent, const i64* stride, i64 dims, i64 i0) {
+    i64 rest = i0;
+    w->off = 0;
+    w->at = i0;
     for (i64 k = 0; k < dims; k++) {
-        digit[k] = rest % extent[k];
+        w->digit[k] = rest % extent[k];
         rest /= extent[k];
-        off += digit[k] * stride[k];
+        w->off += w->digit[k] * stride[k];
     }
-    for (i64 i = 0; i < n; i++) {
-        out[i] = off;
-        for (i64 k = 0; k < dims; k++) {
-            off += stride[k];
-            if (++digit[k] < extent[k]) break;
-            off -= extent[k] * stride[k];
-            digit[k] = 0;
-        }
+}
+
+ALWAYS_INLINE i64 side_step(side_walk* w, const i64* extent, const i64* stride, i64 dims) {
+    const i64 off = w->off;
+    for (i64 k = 0; k < dims; k++) {
+        w->off += stride[k];
+        if (++w->digit[k] < extent[k]) break;
+        w->off -= extent[k] * stride[k];
+        w->digit[k] = 0;
     }
+    w->at++;
+    return off;
+}
+
+/* Source rows [y0, y0 + n) of the b side from `base`. */
+static void side_src_rows(const job_t* J, const elem_t* base, i64 y0, i64 n,
+                          const elem_t** out) {
+    side_walk w;
+    side_seek(&w, J->gb_n, J->gb_s, J->gb, y0);
+    for (i64 i = 0; i < n; i++) out[i] = base + side_step(&w, J->gb_n, J->gb_s, J->gb);
 }
 
 /* Rows [0, na) x columns [0, nb) of source rows s (element x of row y at row y, x0 + x)
@@ -714,8 +731,13 @@ ALWAYS_INLINE void tr_rows_with(src_rows s, int stab, i64 x0, dst_rows d, int dt
     }
 }
 
-/* d's rows start at x: dst_row(d, x) is destination row x of the block. */
-static void tr_rows(src_rows s, int stab, i64 x0, dst_rows d, int dtab, i64 na, i64 nb) {
+/* d's rows start at x: dst_row(d, x) is destination row x of the block. The rows come by
+   address: a struct passed by value was stored a field at a time and loaded as a vector,
+   stalling each call on store forwarding. */
+static void tr_rows(const src_rows* sp, int stab, i64 x0, const dst_rows* dp, int dtab,
+                    i64 na, i64 nb) {
+    const src_rows s = {sp->rows, sp->base, sp->stride};
+    const dst_rows d = {dp->rows, dp->base, dp->stride};
     if (stab) {
         if (dtab) tr_rows_with(s, 1, x0, d, 1, na, nb);
         else tr_rows_with(s, 1, x0, d, 0, na, nb);
@@ -765,23 +787,13 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
         rows_valid(J, P->mb, P->y0, P->nb, P->ok);
         P->ready = 1;
     }
-    i64 digit[STRIDEC_COPY_MAX_GROUP], off = 0, rest = P->y0 + P->done;
-    for (i64 k = 0; k < J->gb; k++) {
-        digit[k] = rest % J->gb_n[k];
-        rest /= J->gb_n[k];
-        off += digit[k] * J->gb_s[k];
-    }
+    side_walk w;
+    side_seek(&w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
     for (i64 y = P->done; y < upto; y++) {
-        const elem_t* r = P->base + off;
+        const elem_t* r = P->base + side_step(&w, J->gb_n, J->gb_s, J->gb);
         if (!P->mb || P->ok[y]) {
             for (i64 k = 0; k < na; k += step) __builtin_prefetch(r + k, 0, 2);
             __builtin_prefetch(r + na - 1, 0, 2);
-        }
-        for (i64 k = 0; k < J->gb; k++) {
-            off += J->gb_s[k];
-            if (++digit[k] < J->gb_n[k]) break;
-            off -= J->gb_n[k] * J->gb_s[k];
-            digit[k] = 0;
         }
     }
     P->done = upto;
@@ -819,7 +831,7 @@ static void streamed_rows(src_rows s, int stab, i64 x, dst_t* const* outs, i64 h
         src_rows sy = s;
         if (stab) sy.rows += y;
         else sy.base += y * s.stride;
-        tr_rows(sy, stab, x, (dst_rows){0, buf, w}, 0, h, w);
+        tr_rows(&sy, stab, x, &(dst_rows){0, buf, w}, 0, h, w);
         for (i64 a = 0, e; a < h; a = e) {  /* each run of rows that follow on */
             for (e = a + 1; e < h && outs[e] == outs[e - 1] + w; e++) {}
             stream_copy(outs[a] + y, buf + a * w, (size_t)((e - a) * w) * DST_BYTES);
@@ -844,15 +856,13 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
                                 const elem_t* keep) {
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
     dst_t* outs[TW];
-    i64 off[STRIDEC_COPY_MAX_ROWS > TW ? STRIDEC_COPY_MAX_ROWS : TW];
     /* The source rows: a table where the b side has several dims, else base and stride. */
     src_rows s = {rows, J->src + so + J->gb_s[0] * (y0 % J->gb_n[0]), J->gb_s[0]};
     int stab = J->gb > 1 || table;
     if (table) {
         s.rows = table;
     } else if (stab) {
-        side_offsets(J->gb_n, J->gb_s, J->gb, y0, nb, off);
-        for (i64 y = 0; y < nb; y++) rows[y] = J->src + so + off[y];
+        side_src_rows(J, J->src + so, y0, nb, rows);
     }
     /* Staged: the block's source rows first copied, each as one run, into the thread's
        scratch buffer (in L2), then transposed from there. */
@@ -886,6 +896,8 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
     }
     const int dtab = J->ga > 1;
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
+    side_walk dw;  /* the destination rows' walk, where the a side has several dims */
+    if (dtab) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0);
     dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
     /* Streamed rows that follow on (the block's destination one run), whose TV rows are a
        run of a few lines (SHORT_STRIP_BYTES), not whole lines: strips of as many rows as
@@ -899,7 +911,7 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
         for (i64 x = 0; x < na; x += strip_rows) {
             i64 h = na - x < strip_rows ? na - x : strip_rows;
             if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
-            tr_rows(s, stab, x, (dst_rows){0, buf, nb}, 0, h, nb);
+            tr_rows(&s, stab, x, &(dst_rows){0, buf, nb}, 0, h, nb);
             stream_copy(dbase + x * nb, buf, (size_t)(h * nb) * DST_BYTES);
         }
         return;
@@ -916,14 +928,15 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
 #endif
         if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
         if (dtab) {
-            side_offsets(J->ga_n, J->ga_s, J->ga, x0 + x, h, off);
-            for (i64 a = 0; a < h; a++) outs[a] = J->dst + dof + off[a];
+            if (dw.at != x0 + x) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0 + x);
+            for (i64 a = 0; a < h; a++)
+                outs[a] = J->dst + dof + side_step(&dw, J->ga_n, J->ga_s, J->ga);
         } else {
             for (i64 a = 0; a < h; a++) outs[a] = dbase + (x + a) * J->ga_s[0];
         }
         if (!J->stream) {  /* TV destination rows written by the blocks straight */
-            if (dtab) tr_rows(s, stab, x, (dst_rows){outs, 0, 0}, 1, h, nb);
-            else tr_rows(s, stab, x, (dst_rows){0, outs[0], J->ga_s[0]}, 0, h, nb);
+            if (dtab) tr_rows(&s, stab, x, &(dst_rows){outs, 0, 0}, 1, h, nb);
+            else tr_rows(&s, stab, x, &(dst_rows){0, outs[0], J->ga_s[0]}, 0, h, nb);
             continue;
         }
 #ifdef TR_LINES_WIDE
@@ -1247,14 +1260,14 @@ static int tile_transpose_filled(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0
                 continue;
             }
 #endif
-            tr_rows(s, 0, x, (dst_rows){0, d + x * ds + ya, nb}, 0, h, yb - ya);
+            tr_rows(&s, 0, x, &(dst_rows){0, d + x * ds + ya, nb}, 0, h, yb - ya);
             continue;
         }
 #ifdef BYTE_WORDS
         if (words && h == TV) byte_words(s.base, s.stride, x, yb - ya, buf + ya, nb, fw);
         else
 #endif
-        tr_rows(s, 0, x, (dst_rows){0, buf + ya, nb}, 0, h, yb - ya);
+        tr_rows(&s, 0, x, &(dst_rows){0, buf + ya, nb}, 0, h, yb - ya);
         if (ds == nb) put_out(stream, d + x * ds, buf, h * nb);
         else
             for (i64 a = 0; a < h; a++) put_out(stream, d + (x + a) * ds, buf + a * nb, nb);
@@ -1298,9 +1311,8 @@ static void masked_rows_table(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0, i
     elem_t fill_row[FILL_ROW_BYTES / ELEM_BYTES] __attribute__((aligned(64)));
     fill_to(J, 0, fill_row, 1, na);
     const elem_t* rows[STRIDEC_COPY_MAX_ROWS];
-    i64 off[STRIDEC_COPY_MAX_ROWS];
-    side_offsets(J->gb_n, J->gb_s, J->gb, y0, nb, off);
-    for (i64 y = 0; y < nb; y++) rows[y] = ok[y] ? J->src + so + off[y] : fill_row;
+    side_src_rows(J, J->src + so, y0, nb, rows);
+    for (i64 y = 0; y < nb; y++) if (!ok[y]) rows[y] = fill_row;
     tile_transpose_from(J, so, dof, x0, y0, na, nb, 0, P, rows, fill_row);
 #endif
 }
