@@ -330,6 +330,9 @@ VECTOR_BYTES = 4
 # priced apart: at 200 a part, blocks of two dims that measured 1.7x faster lost (docs/cpu.md).
 TINY_RUN_BYTES = 32
 TINY_RUN_COST_BYTES = 40
+# A rows block whose destination is one run moves its runs shorter than this a word each,
+# over all its parts (lib/copy_plan.c, `rows_words`).
+WORD_RUN_BYTES = 32
 ROWS_PART_BYTES = 50
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
@@ -594,6 +597,17 @@ def _tiny_rows(plan: CopyPlan) -> bool:
     return plan.kernel == "rows" and plan.loops[plan.b_loop].step * plan.elem_bytes < TINY_RUN_BYTES
 
 
+def _rows_words(plan: CopyPlan) -> bool:
+    """Whether a rows plan's blocks are one run in the destination, along a and then c, of
+    runs shorter than `WORD_RUN_BYTES`: the library moves them a word each over the whole
+    block, no part a call of its own (lib/copy_plan.c, `rows_words`)."""
+    if plan.kernel != "rows" or plan.a_loop < 0 or plan.c_loop < 0:
+        return False
+    a, c, nb = plan.loops[plan.a_loop], plan.loops[plan.c_loop], plan.loops[plan.b_loop].step
+    return (nb * plan.elem_bytes < WORD_RUN_BYTES and a.dst_stride == nb
+            and c.dst_stride == a.step * nb)
+
+
 def _continued_runs(side: _Side, counts: Sequence[int], size: int, line: int) -> float:
     """Blocks a single run goes on over, on average: it goes on where the innermost loops'
     moves land one run (or less than a line) on."""
@@ -631,7 +645,7 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
     if _tiny_rows(plan):  # each run a copy of its own, each part of a block a call
         runs = math.prod(plan.loops[k].step for k in (plan.a_loop, plan.c_loop) if k >= 0)
         fixed += runs * TINY_RUN_COST_BYTES
-        if plan.c_loop >= 0:
+        if plan.c_loop >= 0 and not _rows_words(plan):
             fixed += plan.loops[plan.c_loop].step * ROWS_PART_BYTES
     if plan.kernel == "permute":
         matrix = math.prod(loop.step for loop in _matrix_loops(plan))
@@ -1088,7 +1102,11 @@ def _blocked_rows(canon: CopySpec, b: int, size: int, base: CopyPlan, moved: int
             whole = nb * canon.sizes[a]  # the a runs, then c's, on both sides
             after = (abs(canon.src_strides[a]) == nb
                      and canon.dst_strides[c] == canon.src_strides[c] == whole)
-            if c == a or canon.sizes[c] < 2 or not (canon.src_strides[c] == nb or after):
+            # or on in the destination only, runs of a word each (`WORD_RUN_BYTES`): the
+            # block's destination one run, its runs gathered a word each
+            gathered = canon.dst_strides[c] == whole and nb * size < WORD_RUN_BYTES
+            if c == a or canon.sizes[c] < 2 or not (canon.src_strides[c] == nb or after
+                                                    or gathered):
                 continue
             others = [k for k in range(canon.rank - 1) if k not in (a, c)]
             tc = _tile(canon.sizes[c], max(1, ROWS_BLOCK_BYTES[-1] // (nb * size)),

@@ -503,16 +503,18 @@ def test_rows_whose_destination_runs_are_shorter_than_two_lines_do_not_stream():
 def test_tiny_runs_pay_their_copies_and_go_on_in_their_lines():
     # Runs under TINY_RUN_BYTES: each is a copy of its own, and a later block that goes on
     # with it lands in the line it ended in. (3, 3, 489, 213, 19).permute(1, 3, 2, 0, 4)
-    # uint8 (`rand20_r5_uint8` of seed 404552431; here 49 for 489): blocks of the 213 runs
-    # of 19 bytes that follow on in the source took 0.71-0.88 of the time of blocks of
-    # 3 x 213 runs, a call for every 3; (35, 9, 9, 759, 3).permute(0, 1, 3, 2, 4) float32
+    # uint8 (`rand20_r5_uint8` of seed 404552431; here 49 for 489): its blocks are the
+    # 3 x 49 runs of 19 bytes that make one destination run, a 32-byte word each with the
+    # next block's asked for (rows_words), 0.33-0.37 of the time of blocks of the 213 runs
+    # that follow on in the source (which took 0.71-0.88 of the time of 3 x 213 runs, a
+    # call for every 3); (35, 9, 9, 759, 3).permute(0, 1, 3, 2, 4) float32
     # (`rand24_r5_float32` of seed 321289196; here 7 for 35): its 12-byte pixels gathered,
     # 0.79-0.95 of the time of rows blocks of them.
     spec = permute_spec((3, 3, 49, 213, 19), (1, 3, 2, 0, 4), i8)
     plan = plan_copy(spec, CACHES)
-    assert plan.kernel == "rows" and plan.c_loop < 0, plan.describe()
-    a = plan.loops[plan.a_loop]
-    assert (a.step, a.src_stride) == (213, 19), plan.describe()
+    assert plan.kernel == "rows" and plan.c_loop >= 0 and plan.prefetch, plan.describe()
+    a, c = plan.loops[plan.a_loop], plan.loops[plan.c_loop]
+    assert (a.step, a.dst_stride, c.step, c.dst_stride) == (3, 19, 49, 57), plan.describe()
     run_plan(plan, spec)
     spec = permute_spec((7, 9, 9, 759, 3), (0, 1, 3, 2, 4), f32)
     plan = plan_copy(spec, CACHES)
@@ -768,7 +770,7 @@ def test_blocked_rows_match_torch(stream):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
 def test_short_runs_of_a_block_that_is_one_run_match_torch(stream):
-    # (A, C, n).permute(1, 0, 2) with runs of n elements shorter than 16 bytes (the random
+    # (A, C, n).permute(1, 0, 2) with runs of n elements shorter than 32 bytes (the random
     # suite's rand16_r3_int8 of seed 393691538, 9 x 64255 x 3 int8: a transpose of 3-byte
     # elements): a block of runs along both dims whose destination is one run moves each
     # run as one word (lib/copy_plan.c, rows_words; streamed, through L1); its last runs'
@@ -779,7 +781,7 @@ def test_short_runs_of_a_block_that_is_one_run_match_torch(stream):
     previous = cpu.set_stream_threshold(0 if stream else -1)
     try:
         for dtype, (runs, parts) in itertools.product(SIZES, ((9, 301), (9, 2001), (2, 3))):
-            for n in range(1, 16 // dtype.itemsize):
+            for n in range(1, 32 // dtype.itemsize):
                 if dtype.itemsize * n in (1, 2, 4, 8):
                     continue  # whole elements of the library's sizes
                 spec = permute_spec((runs, parts, n), (1, 0, 2), dtype, dst_offset=1)

@@ -210,8 +210,11 @@ SHORT_RUNS = (((7, 33, 9, 3), (0, 2, 1, 3), "uint8"), ((5, 9, 13, 5), (2, 0, 1, 
               ((11, 3, 3), (0, 2, 1), "int16"), ((5, 9, 3, 7), (1, 0, 3, 2), "int8"),
               ((7, 5, 9), (0, 2, 1), "float64"),
               # a block of runs whose destination is one run, a word a run over the whole
-              # block (rows_words): 3- and 14-byte runs
+              # block (rows_words): 3-, 14-, 19- and 22-byte runs; runs whose source lies
+              # apart along both dims of the block (19 bytes, 32-byte words)
               ((9, 301, 3), (1, 0, 2), "int8"), ((5, 41, 7), (1, 0, 2), "int16"),
+              ((7, 23, 19), (1, 0, 2), "uint8"), ((5, 41, 11), (1, 0, 2), "int16"),
+              ((3, 3, 9, 5, 19), (1, 3, 2, 0, 4), "uint8"),
               # blocks of 3 pixels of 3 lanes joined along the loop outside them
               # (lanes_joined): a deinterleave and the interleave back
               ((3, 5, 7, 5, 3, 3), (5, 0, 2, 3, 1, 4), "int16"),

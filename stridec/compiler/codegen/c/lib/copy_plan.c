@@ -383,16 +383,21 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
 #endif
 
 /* Runs shorter than this many bytes of a rows block whose destination is one run go a
-   word each over the whole block (rows_words). */
-#define WORD_RUN_BYTES 16
+   word each over the whole block (rows_words): 8, 16 or 32 bytes. */
+#define WORD_RUN_BYTES 32
+#define RUN_WORD(n) ((n) <= 8 ? 8 : (n) <= 16 ? 16 : 32)
 
 /* Runs [z0, z1) along c of a rows block (ea runs of n bytes along a, sa bytes apart in
    the source; sc along c) into o, where they follow on: run r (z * ea + x) one word of
    W bytes loaded and stored, the next run's store overwriting its tail, for r < fast and
-   where the word stays below the source's end (send); the others exactly. */
-#define ROWS_WORDS(W)                                                                   \
+   where the word stays below the source's end (send); the others exactly. With PF, each
+   word's run in the next block (at pn, its runs where this block's are) is asked for
+   into L1: a block's runs lie apart in lines no prefetcher follows, and each load
+   waited on memory (86 % of the time of 1467 runs of 19 bytes a block). */
+#define ROWS_WORDS(W, PF)                                                               \
     for (i64 z = z0; z < z1; z++, r += ea, o += ea * (i64)n) {                         \
         const char* sz = s + z * sc;                                                    \
+        const char* pz = PF ? pn + (sz - s) : sz;                                       \
         i64 k = fast - r >= ea ? ea : fast - r > 0 ? fast - r : 0;                      \
         if (sa > 0) {                                                                   \
             const i64 left = (i64)(send - sz) - (i64)(W);                               \
@@ -403,15 +408,20 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
         }                                                                               \
         for (i64 x = 0; x < k; x++) {                                                   \
             char w[W];                                                                  \
+            if (PF) __builtin_prefetch(pz + x * sa + (W) - 1, 0, 3);                    \
             memcpy(w, sz + x * sa, W);                                                  \
             memcpy(o + x * (i64)n, w, W);                                               \
         }                                                                               \
         for (i64 x = k; x < ea; x++) copy_run(o + x * (i64)n, sz + x * sa, n);          \
     }
+#define ROWS_WORDS_OF(PF) \
+    if (n <= 8) ROWS_WORDS(8, PF) else if (n <= 16) ROWS_WORDS(16, PF) else ROWS_WORDS(32, PF)
 ALWAYS_INLINE void rows_words_part(const char* s, const char* send, char* o, i64 ea, size_t n,
-                                   i64 sa, i64 sc, i64 z0, i64 z1, i64 r, i64 fast) {
-    if (n <= 8) ROWS_WORDS(8) else ROWS_WORDS(16)
+                                   i64 sa, i64 sc, i64 z0, i64 z1, i64 r, i64 fast,
+                                   const char* pn) {
+    if (pn) ROWS_WORDS_OF(1) else ROWS_WORDS_OF(0)
 }
+#undef ROWS_WORDS_OF
 #undef ROWS_WORDS
 
 /* A rows block of runs shorter than WORD_RUN_BYTES whose destination is one run (the a
@@ -419,14 +429,15 @@ ALWAYS_INLINE void rows_words_part(const char* s, const char* send, char* o, i64
    3-byte pixels of a 9 x 64255 x 3 .permute(1, 0, 2)), not streamed: each run one word in
    the destination's order, over the whole block (part by part, a part of 9 runs cost a
    call and its checks: 2.5 ns a run). A run whose word would pass the block's destination
-   or the source's end is copied exactly. */
+   or the source's end is copied exactly. `next`: the next block's source, asked for as
+   the block goes, or 0. */
 static __attribute__((noinline)) void rows_words(const job_t* J, const elem_t* s, dst_t* d,
-                                                 i64 ea, i64 eb, i64 ec) {
-    const size_t n = (size_t)eb * ELEM_BYTES, W = n <= 8 ? 8 : 16;
+                                                 i64 ea, i64 eb, i64 ec, const elem_t* next) {
+    const size_t n = (size_t)eb * ELEM_BYTES, W = RUN_WORD(n);
     const i64 runs = ea * ec;
     const i64 fast = (size_t)runs * n < W ? 0 : (i64)(((size_t)runs * n - W) / n) + 1;
     rows_words_part((const char*)s, J->send, (char*)d, ea, n, J->ssa * ELEM_BYTES,
-                    J->ssc * ELEM_BYTES, 0, ec, 0, fast);
+                    J->ssc * ELEM_BYTES, 0, ec, 0, fast, (const char*)next);
 }
 
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
@@ -511,17 +522,20 @@ static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, 
        they save; where they follow on in the source along c, each of its source rows
        along a is one segment, asked for a line at a time. */
     const int segments = J->ssc == eb && ec * eb * ELEM_BYTES >= SEGMENT_BYTES;
+    const char* next = P && P->base ? (const char*)P->base : 0;  /* for rows_words_part */
     if (n < 64 && !segments) P = 0;
     if (n < WORD_RUN_BYTES && (size_t)ea * n <= JOINED_BYTES - 64) {
         /* Runs of a few bytes (12-byte pixels of a 9 x 759 transpose): a word each over
            as many parts as the buffer takes (rows_words_part), streamed out between;
-           part by part, and with the next block asked for, they took twice as long as
-           the same block not streamed. */
+           part by part, and with the next block's runs asked for by prefetch_runs, they
+           took twice as long as the same block not streamed (a word's prefetch is one
+           instruction). */
         const i64 per = (i64)((JOINED_BYTES - 64) / ((size_t)ea * n));
         for (i64 z0 = 0; z0 < ec; z0 += per) {
             const i64 z1 = ec - z0 < per ? ec : z0 + per;
             rows_words_part((const char*)s, J->send, (char*)buf + B.have, ea, n,
-                            J->ssa * ELEM_BYTES, J->ssc * ELEM_BYTES, z0, z1, 0, INT64_MAX / 2);
+                            J->ssa * ELEM_BYTES, J->ssc * ELEM_BYTES, z0, z1, 0, INT64_MAX / 2,
+                            next);
             B.have += (size_t)(z1 - z0) * (size_t)ea * n;
             joined_flush(buf, &B);
         }
@@ -1444,7 +1458,7 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
 #ifndef CAST_SRC
             if (ec > 1 && !J->stream && J->dsa == eb && J->dsc == ea * eb
                 && eb * ELEM_BYTES < WORD_RUN_BYTES) {
-                rows_words(J, s, d, ea, eb, ec);
+                rows_words(J, s, d, ea, eb, ec, P && P->base ? P->base : 0);
                 break;
             }
             if (ec > 1 && J->stream && J->dsa == eb && J->dsc == ea * eb &&
