@@ -358,12 +358,19 @@ def _kept(used: float, capacity: float) -> float:
 @dataclass(frozen=True, slots=True)
 class _Side:
     """One side of a block: `runs` contiguous runs of `run` elements each, `spacing`
-    elements apart; `moves[l]`: how far (elements) loop l moves them."""
+    elements apart; `moves[l]`: how far (elements) loop l moves them; `streams`: how
+    many streams the prefetchers see them as, where fewer than the runs (a rows block's
+    runs less than a line apart are one: `_rows_side`), else 0."""
 
     runs: float
     run: int
     spacing: int
     moves: tuple[int, ...]
+    streams: float = 0.0
+
+
+def _streams(side: _Side) -> float:
+    return side.streams or side.runs
 
 
 def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
@@ -411,9 +418,9 @@ def _sides_of(plan: CopyPlan, join: bool = True) -> tuple[_Side, _Side]:
         # a block's mean runs along each loop: the last block holds what is left
         block = [loops[k] for k in (plan.a_loop, plan.c_loop) if k >= 0]
         return (_rows_side([(lp.extent / lp.count, lp.src_stride) for lp in block], eb,
-                           src_moves),
+                           src_moves, plan.elem_bytes),
                 _rows_side([(lp.extent / lp.count, lp.dst_stride) for lp in block], eb,
-                           dst_moves))
+                           dst_moves, plan.dst_bytes))
     if kernel == "permute":  # a matrix contiguous on the destination
         block = _matrix_loops(plan)
         matrix = math.prod(loop.step for loop in block)
@@ -460,17 +467,23 @@ def _joined(rows: int, run: int, dims: tuple[tuple[int, int], ...], short: bool,
     return _Side(max(1, round(count)), max(1, round(length)), spacing, moves)
 
 
-def _rows_side(dims: list[tuple[float, int]], run: int, moves: Sequence[int]) -> _Side:
+def _rows_side(dims: list[tuple[float, int]], run: int, moves: Sequence[int],
+               size: int) -> _Side:
     """A side of a rows block of runs of `run` elements along `dims` (mean runs, stride on
-    this side): a dim whose stride is the run so far lengthens it, the others multiply
-    the runs."""
+    this side) of `size` bytes: a dim whose stride is the run so far lengthens it, the
+    others multiply the runs. The runs along a dim whose gaps between them are shorter
+    than a line are one stream: the block reads every line they span in order (runs of
+    30 bytes 90 apart, 273 of them, are one stream the prefetchers follow)."""
     dims, runs, length = list(dims), 1.0, run
     while (k := next((k for k, (_, s) in enumerate(dims) if s == length), None)) is not None:
         length = round(length * dims.pop(k)[0])
-    for n, _ in dims:
+    streams = 1.0
+    for n, s in dims:
         runs *= n
+        if not 0 < (abs(s) - length) * size < LINE_BYTES:
+            streams *= n
     spacing = min((abs(s) for _, s in dims), default=0)
-    return _Side(runs, length, spacing, tuple(moves))
+    return _Side(runs, length, spacing, tuple(moves), streams if streams < runs else 0.0)
 
 
 def _gathered_side(dims: list[tuple[int, int]], size: int, moves: Sequence[int]) -> _Side:
@@ -551,7 +564,8 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # streams in between) left them start over (the prefetchers lose them); streamed
     # stores do not wait on them.
     continued = counts[cont[-1]] if cont and (between == 1 or streams_between <= STREAMS) else 1
-    if side.runs + other.runs > STREAMS and (run_bytes < line or plan.kernel != "rows"):
+    if (_streams(side) + _streams(other) > STREAMS
+            and (run_bytes < line or plan.kernel != "rows")):
         # More runs at once than the prefetchers follow: each starts over though the next
         # block goes on with it (a transpose's side of 3 beside one of 49: 3-element
         # destination rows 160 KB apart; 256 rows of 512 bytes 1 MB apart, a Xeon's
@@ -560,7 +574,7 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
         continued = 1
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))
-    restarts = blocks * side.runs / continued
+    restarts = blocks * _streams(side) / continued
     if ((plan.kernel == "permute" and not write and size >= 2 or _tiny_rows(plan))
             and cont and run_bytes < line):
         # A gathered block's source runs, or tiny runs, shorter than a line that a later
@@ -571,7 +585,7 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
         # table's price, which such restarts made up for (an 87 x N transpose of uint8,
         # gathered, 3.6x as long); tiny runs pay their copies instead (`plan_cost`).
         share = run_bytes / line
-        restarts = min(restarts, blocks * side.runs
+        restarts = min(restarts, blocks * _streams(side)
                        * (share + (1 - share) * (1 - _kept(lines_between, caches.l2 // 2))))
     restart = RESTART_BYTES if not (write and streamed) else RESTART_BYTES / 4
     # Pages: a page that holds several blocks' runs comes back from the TLB only if the
