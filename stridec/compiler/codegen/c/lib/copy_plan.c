@@ -390,14 +390,15 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
 /* Runs [z0, z1) along c of a rows block (ea runs of n bytes along a, sa bytes apart in
    the source; sc along c) into o, where they follow on: run r (z * ea + x) one word of
    W bytes loaded and stored, the next run's store overwriting its tail, for r < fast and
-   where the word stays below the source's end (send); the others exactly. With PF, each
-   word's run in the next block (at pn, its runs where this block's are) is asked for
-   into L1: a block's runs lie apart in lines no prefetcher follows, and each load
-   waited on memory (86 % of the time of 1467 runs of 19 bytes a block). */
-#define ROWS_WORDS(W, PF)                                                               \
+   where the word stays below the source's end (send); the others exactly. Each word's
+   run in the next block (at pn, its runs where this block's are; pn == s: none, the word
+   itself) is asked for into L1: a block's runs lie apart in lines no prefetcher follows,
+   and each load waited on memory (86 % of the time of 1467 runs of 19 bytes a block).
+   Out of line, one copy for its two callers (gcc's time on the unit). */
+#define ROWS_WORDS(W)                                                                   \
     for (i64 z = z0; z < z1; z++, r += ea, o += ea * (i64)n) {                         \
         const char* sz = s + z * sc;                                                    \
-        const char* pz = PF ? pn + (sz - s) : sz;                                       \
+        const char* pz = pn + (sz - s);                                                 \
         i64 k = fast - r >= ea ? ea : fast - r > 0 ? fast - r : 0;                      \
         if (sa > 0) {                                                                   \
             const i64 left = (i64)(send - sz) - (i64)(W);                               \
@@ -408,20 +409,17 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
         }                                                                               \
         for (i64 x = 0; x < k; x++) {                                                   \
             char w[W];                                                                  \
-            if (PF) __builtin_prefetch(pz + x * sa + (W) - 1, 0, 3);                    \
+            __builtin_prefetch(pz + x * sa + (W) - 1, 0, 3);                            \
             memcpy(w, sz + x * sa, W);                                                  \
             memcpy(o + x * (i64)n, w, W);                                               \
         }                                                                               \
         for (i64 x = k; x < ea; x++) copy_run(o + x * (i64)n, sz + x * sa, n);          \
     }
-#define ROWS_WORDS_OF(PF) \
-    if (n <= 8) ROWS_WORDS(8, PF) else if (n <= 16) ROWS_WORDS(16, PF) else ROWS_WORDS(32, PF)
-ALWAYS_INLINE void rows_words_part(const char* s, const char* send, char* o, i64 ea, size_t n,
-                                   i64 sa, i64 sc, i64 z0, i64 z1, i64 r, i64 fast,
-                                   const char* pn) {
-    if (pn) ROWS_WORDS_OF(1) else ROWS_WORDS_OF(0)
+static __attribute__((noinline)) void rows_words_part(const char* s, const char* send, char* o,
+                                                      i64 ea, size_t n, i64 sa, i64 sc, i64 z0,
+                                                      i64 z1, i64 r, i64 fast, const char* pn) {
+    if (n <= 8) ROWS_WORDS(8) else if (n <= 16) ROWS_WORDS(16) else ROWS_WORDS(32)
 }
-#undef ROWS_WORDS_OF
 #undef ROWS_WORDS
 
 /* A rows block of runs shorter than WORD_RUN_BYTES whose destination is one run (the a
@@ -437,7 +435,7 @@ static __attribute__((noinline)) void rows_words(const job_t* J, const elem_t* s
     const i64 runs = ea * ec;
     const i64 fast = (size_t)runs * n < W ? 0 : (i64)(((size_t)runs * n - W) / n) + 1;
     rows_words_part((const char*)s, J->send, (char*)d, ea, n, J->ssa * ELEM_BYTES,
-                    J->ssc * ELEM_BYTES, 0, ec, 0, fast, (const char*)next);
+                    J->ssc * ELEM_BYTES, 0, ec, 0, fast, (const char*)(next ? next : s));
 }
 
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
@@ -522,7 +520,7 @@ static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, 
        they save; where they follow on in the source along c, each of its source rows
        along a is one segment, asked for a line at a time. */
     const int segments = J->ssc == eb && ec * eb * ELEM_BYTES >= SEGMENT_BYTES;
-    const char* next = P && P->base ? (const char*)P->base : 0;  /* for rows_words_part */
+    const char* next = P && P->base ? (const char*)P->base : (const char*)s;  /* rows_words_part */
     if (n < 64 && !segments) P = 0;
     if (n < WORD_RUN_BYTES && (size_t)ea * n <= JOINED_BYTES - 64) {
         /* Runs of a few bytes (12-byte pixels of a 9 x 759 transpose): a word each over
