@@ -196,6 +196,8 @@ ALWAYS_INLINE void copy_run(void* d, const void* s, size_t n) {
 /* Runs shorter than this many bytes that follow on in the destination go a word each
    (gather_runs). */
 #define SMALL_RUN_BYTES 64
+/* The word a run of n bytes (n <= 64) moves as. */
+#define RUN_WORD(n) ((n) <= 8 ? 8 : (n) <= 16 ? 16 : (n) <= 32 ? 32 : 64)
 /* Runs a short-run block moves between its shares of the next block's prefetch. */
 #define GATHER_PART 64
 #define GATHER_WORDS(W) \
@@ -212,7 +214,7 @@ static void gather_runs(const job_t* J, char* d, const char* s, i64 sa, i64 coun
                         size_t room) {
     i64 x = 0;
     if (n < SMALL_RUN_BYTES) {
-        const size_t W = n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
+        const size_t W = RUN_WORD(n);
         const char* top = sa > 0 ? s + (count - 1) * sa : s;  /* the highest run's source */
         i64 fast = count;
         /* every run's word inside both (the common case: no division) */
@@ -385,7 +387,6 @@ ALWAYS_INLINE void joined_append(const job_t* J, unsigned char* buf, joined_t* B
 /* Runs shorter than this many bytes of a rows block whose destination is one run go a
    word each over the whole block (rows_words): 8, 16 or 32 bytes. */
 #define WORD_RUN_BYTES 32
-#define RUN_WORD(n) ((n) <= 8 ? 8 : (n) <= 16 ? 16 : 32)
 
 /* Runs [z0, z1) along c of a rows block (ea runs of n bytes along a, sa bytes apart in
    the source; sc along c) into o, where they follow on: run r (z * ea + x) one word of
@@ -428,14 +429,14 @@ static __attribute__((noinline)) void rows_words_part(const char* s, const char*
    the destination's order, over the whole block (part by part, a part of 9 runs cost a
    call and its checks: 2.5 ns a run). A run whose word would pass the block's destination
    or the source's end is copied exactly. `next`: the next block's source, asked for as
-   the block goes, or 0. */
+   the block goes (s where there is none). */
 static __attribute__((noinline)) void rows_words(const job_t* J, const elem_t* s, dst_t* d,
                                                  i64 ea, i64 eb, i64 ec, const elem_t* next) {
     const size_t n = (size_t)eb * ELEM_BYTES, W = RUN_WORD(n);
     const i64 runs = ea * ec;
     const i64 fast = (size_t)runs * n < W ? 0 : (i64)(((size_t)runs * n - W) / n) + 1;
     rows_words_part((const char*)s, J->send, (char*)d, ea, n, J->ssa * ELEM_BYTES,
-                    J->ssc * ELEM_BYTES, 0, ec, 0, fast, (const char*)(next ? next : s));
+                    J->ssc * ELEM_BYTES, 0, ec, 0, fast, (const char*)next);
 }
 
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
@@ -520,7 +521,8 @@ static void tile_rows_joined(const job_t* J, const elem_t* s, dst_t* d, i64 ea, 
        they save; where they follow on in the source along c, each of its source rows
        along a is one segment, asked for a line at a time. */
     const int segments = J->ssc == eb && ec * eb * ELEM_BYTES >= SEGMENT_BYTES;
-    const char* next = P && P->base ? (const char*)P->base : (const char*)s;  /* rows_words_part */
+    /* the next block's source for the words' prefetch, or the block's own */
+    const char* next = P && P->base ? (const char*)P->base : (const char*)s;
     if (n < 64 && !segments) P = 0;
     if (n < WORD_RUN_BYTES && (size_t)ea * n <= JOINED_BYTES - 64) {
         /* Runs of a few bytes (12-byte pixels of a 9 x 759 transpose): a word each over
@@ -1456,7 +1458,7 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
 #ifndef CAST_SRC
             if (ec > 1 && !J->stream && J->dsa == eb && J->dsc == ea * eb
                 && eb * ELEM_BYTES < WORD_RUN_BYTES) {
-                rows_words(J, s, d, ea, eb, ec, P && P->base ? P->base : 0);
+                rows_words(J, s, d, ea, eb, ec, P && P->base ? P->base : s);
                 break;
             }
             if (ec > 1 && J->stream && J->dsa == eb && J->dsc == ea * eb &&
