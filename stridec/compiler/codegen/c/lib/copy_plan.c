@@ -697,24 +697,45 @@ static void side_seek(side_walk* w, const i64* extent, const i64* stride, i64 di
     }
 }
 
-ALWAYS_INLINE i64 side_step(side_walk* w, const i64* extent, const i64* stride, i64 dims) {
-    const i64 off = w->off;
-    for (i64 k = 0; k < dims; k++) {
+/* How many of the next n indices lie in the walk's current run of the innermost dim:
+   their offsets are w->off + j * stride[0] (j below that), no division, no carry. */
+ALWAYS_INLINE i64 side_run(const side_walk* w, const i64* extent, i64 n) {
+    const i64 left = extent[0] - w->digit[0];
+    return left < n ? left : n;
+}
+
+/* The walk `run` indices on (run <= side_run's count): the innermost digit advanced, and
+   the carry where it reaches its extent. */
+ALWAYS_INLINE void side_skip(side_walk* w, const i64* extent, const i64* stride, i64 dims,
+                             i64 run) {
+    w->at += run;
+    w->off += run * stride[0];
+    if ((w->digit[0] += run) < extent[0]) return;
+    w->off -= extent[0] * stride[0];
+    w->digit[0] = 0;
+    for (i64 k = 1; k < dims; k++) {
         w->off += stride[k];
         if (++w->digit[k] < extent[k]) break;
         w->off -= extent[k] * stride[k];
         w->digit[k] = 0;
     }
-    w->at++;
-    return off;
 }
 
-/* Source rows [y0, y0 + n) of the b side from `base`. */
+/* Source rows [y0, y0 + n) of the b side from `base`, a run of the innermost dim at a
+   time: stepped a row at a time, the digits carried through memory cost half as much as
+   transposing the rows' 15 elements. */
 static void side_src_rows(const job_t* J, const elem_t* base, i64 y0, i64 n,
                           const elem_t** out) {
     side_walk w;
+    const i64 s0 = J->gb_s[0];
     side_seek(&w, J->gb_n, J->gb_s, J->gb, y0);
-    for (i64 i = 0; i < n; i++) out[i] = base + side_step(&w, J->gb_n, J->gb_s, J->gb);
+    for (i64 i = 0; i < n;) {
+        const i64 run = side_run(&w, J->gb_n, n - i);
+        const elem_t* r = base + w.off;
+        for (i64 j = 0; j < run; j++) out[i + j] = r + j * s0;
+        i += run;
+        side_skip(&w, J->gb_n, J->gb_s, J->gb, run);
+    }
 }
 
 /* Rows [0, na) x columns [0, nb) of source rows s (element x of row y at row y, x0 + x)
@@ -802,13 +823,33 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
         P->ready = 1;
     }
     side_walk w;
+    const i64 s0 = J->gb_s[0];
+    const char* last = 0;  /* the line asked for last: rows under a line share theirs */
     side_seek(&w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
-    for (i64 y = P->done; y < upto; y++) {
-        const elem_t* r = P->base + side_step(&w, J->gb_n, J->gb_s, J->gb);
-        if (!P->mb || P->ok[y]) {
-            for (i64 k = 0; k < na; k += step) __builtin_prefetch(r + k, 0, 2);
-            __builtin_prefetch(r + na - 1, 0, 2);
+    for (i64 y = P->done; y < upto;) {
+        const i64 run = side_run(&w, J->gb_n, upto - y);
+        const elem_t* r = P->base + w.off;
+        if (!P->mb && s0 > 0 && s0 * ELEM_BYTES <= 64) {
+            /* rows less than a line apart: every line of the run's span, once */
+            const uintptr_t end = (uintptr_t)(r + (run - 1) * s0 + na);
+            for (uintptr_t line = (uintptr_t)r & ~(uintptr_t)63; line < end; line += 64)
+                if ((const char*)line != last) __builtin_prefetch((const char*)line, 0, 2);
+            last = (const char*)((end - 1) & ~(uintptr_t)63);
+        } else {
+            for (i64 j = 0; j < run; j++, r += s0) {
+                if (P->mb && !P->ok[y + j]) continue;
+                for (i64 k = 0; k < na; k += step) {
+                    const char* line = (const char*)((uintptr_t)(r + k) & ~(uintptr_t)63);
+                    if (line != last) __builtin_prefetch(line, 0, 2);
+                    last = line;
+                }
+                const char* end = (const char*)((uintptr_t)(r + na - 1) & ~(uintptr_t)63);
+                if (end != last) __builtin_prefetch(end, 0, 2);
+                last = end;
+            }
         }
+        y += run;
+        side_skip(&w, J->gb_n, J->gb_s, J->gb, run);
     }
     P->done = upto;
 }
@@ -910,7 +951,7 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
     }
     const int dtab = J->ga > 1;
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
-    side_walk dw;  /* the destination rows' walk, where the a side has several dims */
+    side_walk dw = {.at = -1};  /* the destination rows' walk, where the a side has dims */
     if (dtab) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0);
     dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
     /* Streamed rows that follow on (the block's destination one run), whose TV rows are a
@@ -943,8 +984,13 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
         if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
         if (dtab) {
             if (dw.at != x0 + x) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0 + x);
-            for (i64 a = 0; a < h; a++)
-                outs[a] = J->dst + dof + side_step(&dw, J->ga_n, J->ga_s, J->ga);
+            for (i64 a = 0; a < h;) {
+                const i64 run = side_run(&dw, J->ga_n, h - a);
+                dst_t* r = J->dst + dof + dw.off;
+                for (i64 j = 0; j < run; j++) outs[a + j] = r + j * J->ga_s[0];
+                a += run;
+                side_skip(&dw, J->ga_n, J->ga_s, J->ga, run);
+            }
         } else {
             for (i64 a = 0; a < h; a++) outs[a] = dbase + (x + a) * J->ga_s[0];
         }
