@@ -721,21 +721,24 @@ ALWAYS_INLINE void side_skip(side_walk* w, const i64* extent, const i64* stride,
     }
 }
 
-/* Source rows [y0, y0 + n) of the b side from `base`, a run of the innermost dim at a
-   time: stepped a row at a time, the digits carried through memory cost half as much as
-   transposing the rows' 15 elements. */
+/* out[0, n): `base` plus walk w's next n offsets, a run of the innermost dim at a time
+   (a step a row carried each row's digits through memory). A macro: the rows are source
+   or destination pointers. */
+#define SIDE_ROWS(w, extent, stride, dims, base, n, out)                                \
+    for (i64 i_ = 0; i_ < (n);) {                                                       \
+        const i64 run_ = side_run(&(w), extent, (n) - i_);                              \
+        for (i64 j_ = 0; j_ < run_; j_++)                                               \
+            (out)[i_ + j_] = (base) + (w).off + j_ * (stride)[0];                       \
+        i_ += run_;                                                                     \
+        side_skip(&(w), extent, stride, dims, run_);                                    \
+    }
+
+/* Source rows [y0, y0 + n) of the b side from `base`. */
 static void side_src_rows(const job_t* J, const elem_t* base, i64 y0, i64 n,
                           const elem_t** out) {
     side_walk w;
-    const i64 s0 = J->gb_s[0];
     side_seek(&w, J->gb_n, J->gb_s, J->gb, y0);
-    for (i64 i = 0; i < n;) {
-        const i64 run = side_run(&w, J->gb_n, n - i);
-        const elem_t* r = base + w.off;
-        for (i64 j = 0; j < run; j++) out[i + j] = r + j * s0;
-        i += run;
-        side_skip(&w, J->gb_n, J->gb_s, J->gb, run);
-    }
+    SIDE_ROWS(w, J->gb_n, J->gb_s, J->gb, base, n, out);
 }
 
 /* Rows [0, na) x columns [0, nb) of source rows s (element x of row y at row y, x0 + x)
@@ -812,41 +815,37 @@ static i64 rows_valid(const job_t* J, const i64* mb, i64 y0, i64 nb, unsigned ch
     return valid;
 }
 
+/* The lines of bytes [a, e) into L2 (prefetcht1), but `*last`, the line asked for
+   before; `*last` becomes e's. */
+ALWAYS_INLINE void prefetch_lines(uintptr_t a, uintptr_t e, uintptr_t* last) {
+    for (uintptr_t line = a & ~(uintptr_t)63; line < e; line += 64)
+        if (line != *last) __builtin_prefetch((const void*)line, 0, 2);
+    *last = (e - 1) & ~(uintptr_t)63;
+}
+
 /* Rows [P->done, upto) of the next block into L2 (prefetcht1), every line of each (of a
    block masked by rows, the rows it reads). */
 static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
     if (!P->base || upto <= P->done) return;
     if (upto > P->nb) upto = P->nb;
-    const i64 step = 64 / ELEM_BYTES, na = P->na;
+    const i64 na = P->na;
     if (P->mb && !P->ready) {
         rows_valid(J, P->mb, P->y0, P->nb, P->ok);
         P->ready = 1;
     }
     side_walk w;
     const i64 s0 = J->gb_s[0];
-    const char* last = 0;  /* the line asked for last: rows under a line share theirs */
+    uintptr_t last = 0;  /* the line asked for last: rows under a line share theirs */
     side_seek(&w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
     for (i64 y = P->done; y < upto;) {
         const i64 run = side_run(&w, J->gb_n, upto - y);
         const elem_t* r = P->base + w.off;
-        if (!P->mb && s0 > 0 && s0 * ELEM_BYTES <= 64) {
-            /* rows less than a line apart: every line of the run's span, once */
-            const uintptr_t end = (uintptr_t)(r + (run - 1) * s0 + na);
-            for (uintptr_t line = (uintptr_t)r & ~(uintptr_t)63; line < end; line += 64)
-                if ((const char*)line != last) __builtin_prefetch((const char*)line, 0, 2);
-            last = (const char*)((end - 1) & ~(uintptr_t)63);
+        if (!P->mb && s0 > 0 && s0 * ELEM_BYTES <= 64) {  /* rows under a line apart */
+            prefetch_lines((uintptr_t)r, (uintptr_t)(r + (run - 1) * s0 + na), &last);
         } else {
-            for (i64 j = 0; j < run; j++, r += s0) {
-                if (P->mb && !P->ok[y + j]) continue;
-                for (i64 k = 0; k < na; k += step) {
-                    const char* line = (const char*)((uintptr_t)(r + k) & ~(uintptr_t)63);
-                    if (line != last) __builtin_prefetch(line, 0, 2);
-                    last = line;
-                }
-                const char* end = (const char*)((uintptr_t)(r + na - 1) & ~(uintptr_t)63);
-                if (end != last) __builtin_prefetch(end, 0, 2);
-                last = end;
-            }
+            for (i64 j = 0; j < run; j++, r += s0)
+                if (!P->mb || P->ok[y + j])
+                    prefetch_lines((uintptr_t)r, (uintptr_t)(r + na), &last);
         }
         y += run;
         side_skip(&w, J->gb_n, J->gb_s, J->gb, run);
@@ -951,7 +950,8 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
     }
     const int dtab = J->ga > 1;
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
-    side_walk dw = {.at = -1};  /* the destination rows' walk, where the a side has dims */
+    /* the destination rows' walk, where the a side has several dims */
+    side_walk dw = {.at = -1};
     if (dtab) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0);
     dst_t buf[TV * STRIP_COLS] __attribute__((aligned(64)));
     /* Streamed rows that follow on (the block's destination one run), whose TV rows are a
@@ -984,13 +984,7 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
         if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
         if (dtab) {
             if (dw.at != x0 + x) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0 + x);
-            for (i64 a = 0; a < h;) {
-                const i64 run = side_run(&dw, J->ga_n, h - a);
-                dst_t* r = J->dst + dof + dw.off;
-                for (i64 j = 0; j < run; j++) outs[a + j] = r + j * J->ga_s[0];
-                a += run;
-                side_skip(&dw, J->ga_n, J->ga_s, J->ga, run);
-            }
+            SIDE_ROWS(dw, J->ga_n, J->ga_s, J->ga, J->dst + dof, h, outs);
         } else {
             for (i64 a = 0; a < h; a++) outs[a] = dbase + (x + a) * J->ga_s[0];
         }
