@@ -134,7 +134,9 @@ ROW_GROUP = 4
 LONG_RUN_BYTES = 2048
 # Where the CPU streams partial lines well (`Caches.partial_streams`), a transpose block
 # streams rows of this many bytes or more (rows of 106 bytes streamed took 1.33x as long,
-# of 296-656 bytes 0.34-0.46x).
+# of 296-656 bytes 0.34-0.46x) -- but not where a block's source rows are a line or
+# shorter (skinny matrices: 23-31 columns of float16 and int8 took 0.64-0.83x as long not
+# streamed, docs/cpu.md).
 PARTIAL_STREAM_BYTES = 128
 # Blocks of a gathered matrix's outermost dim besides the most its table takes.
 GATHER_TILES = (8, 32)
@@ -1305,7 +1307,8 @@ def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
     if moved > caches.l2 and (bool(plan.masks) or not _rows_followed(plan)):
         plan = _with(plan, prefetch=True)
     partial = (caches.partial_streams
-               and plan.loops[plan.b_loop].step * plan.elem_bytes >= PARTIAL_STREAM_BYTES)
+               and plan.loops[plan.b_loop].step * plan.elem_bytes >= PARTIAL_STREAM_BYTES
+               and plan.loops[plan.a_loop].step * plan.elem_bytes > LINE_BYTES)
     if not (partial or _streams_whole_lines(plan, caches)):
         plan = _with(plan, stream_bytes=-1)
     if plan.masks and plan.prefetch and (len(plan.a_side) > 1 or len(plan.b_side) > 1):

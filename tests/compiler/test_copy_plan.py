@@ -946,13 +946,22 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
         assert [dataclasses.replace(p, stream_bytes=0) for p in plans] == \
                [dataclasses.replace(p, stream_bytes=0) for p in again]
         assert all(p.stream_bytes > 0 for p in again if p.kernel == "transpose"
-                   and p.loops[p.b_loop].step * 4 >= copy_plan.PARTIAL_STREAM_BYTES)
+                   and p.loops[p.b_loop].step * 4 >= copy_plan.PARTIAL_STREAM_BYTES
+                   and p.loops[p.a_loop].step * 4 > copy_plan.LINE_BYTES)
         assert all(p.cost == plan_cost(p, partial) for p in again)
     # Rows shorter than PARTIAL_STREAM_BYTES do not stream there either (pitched, not one
     # run).
     short = CopySpec((1 << 16, 21), (1, 1 << 16), 0, (24, 1), 1, f32, f32)
     plans = [p for p in candidate_plans(short, partial, limit=64) if p.kernel == "transpose"]
     assert plans and all(p.stream_bytes < 0 for p in plans)
+    # Nor does a skinny matrix's transpose, whose blocks' source rows are a line or shorter
+    # (15 columns of float32, 31 of float16); 48 columns of float32 stream.
+    for cols, dtype, streams in ((15, f32, False), (31, DTYPES["float16"], False),
+                                 (48, f32, True)):
+        spec = permute_spec(((1 << 22) // cols, cols), (1, 0), dtype)
+        plan = next(p for p in candidate_plans(spec, partial, limit=64)
+                    if p.kernel == "transpose")
+        assert (plan.stream_bytes > 0) == streams, (cols, dtype, plan.describe())
     assert not plan_copy(permute_spec((100, 30), (1, 0), f32), CACHES).prefetch
 
 
