@@ -336,6 +336,15 @@ TINY_RUN_COST_BYTES = 40
 # over all its parts (lib/copy_plan.c, `rows_words`).
 WORD_RUN_BYTES = 32
 ROWS_PART_BYTES = 50
+# Tiny runs moved a word each into a destination they follow on in (`_runs_as_words`):
+# 0.6 ns a run in L2 against 3.6 copied one by one (121 x 409 pixels of 6 bytes); priced
+# above that share of TINY_RUN_COST_BYTES, as at 8 pixels of float32 that gather faster
+# through the permute's table went to words (docs/cpu.md).
+WORD_RUN_COST_BYTES = 16
+# Runs of a rows block that follow on in the destination go a word each where shorter than
+# SMALL_RUN_BYTES and the block's runs make SEGMENT_BYTES or more (lib/copy_plan.c).
+SMALL_RUN_BYTES = 64
+SEGMENT_BYTES = 256
 # The lanes of the transpose's register tile by element size (lib/copy_micro.h's TV).
 TILE_LANES = {1: 16, 2: 16, 4: 8, 8: 4}
 # A cache line: transpose rows shorter than this that follow on are priced as one run.
@@ -613,6 +622,22 @@ def _tiny_rows(plan: CopyPlan) -> bool:
     return plan.kernel == "rows" and plan.loops[plan.b_loop].step * plan.elem_bytes < TINY_RUN_BYTES
 
 
+def _runs_as_words(plan: CopyPlan, caches: Caches) -> bool:
+    """Whether a rows plan's tiny runs go a word each into a destination they follow on in:
+    over the whole block along a and c (`_rows_words`), or along a, in blocks of a few
+    words or more, where its stores do not stream and it casts nothing (lib/copy_plan.c,
+    `tile_rows`' `gather_runs`)."""
+    if plan.cast or plan.stream_bytes > caches.last_level // 2:
+        return False
+    if _rows_words(plan):
+        return True
+    if plan.kernel != "rows" or plan.a_loop < 0:
+        return False
+    a, nb = plan.loops[plan.a_loop], plan.loops[plan.b_loop].step
+    run = nb * plan.elem_bytes
+    return run < SMALL_RUN_BYTES and a.dst_stride == nb and a.step * run >= SEGMENT_BYTES
+
+
 def _rows_words(plan: CopyPlan) -> bool:
     """Whether a rows plan's blocks are one run in the destination, along a and then c, of
     runs shorter than `WORD_RUN_BYTES`: the library moves them a word each over the whole
@@ -660,7 +685,8 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
         padding = ((-(-ea // tv)) * (-(-eb // tv)) * tv * tv - ea * eb) * size
     if _tiny_rows(plan):  # each run a copy of its own, each part of a block a call
         runs = math.prod(plan.loops[k].step for k in (plan.a_loop, plan.c_loop) if k >= 0)
-        fixed += runs * TINY_RUN_COST_BYTES
+        fixed += runs * (WORD_RUN_COST_BYTES if _runs_as_words(plan, caches)
+                          else TINY_RUN_COST_BYTES)
         if plan.c_loop >= 0 and not _rows_words(plan):
             fixed += plan.loops[plan.c_loop].step * ROWS_PART_BYTES
     if plan.kernel == "permute":

@@ -523,6 +523,21 @@ def test_tiny_runs_pay_their_copies_and_go_on_in_their_lines():
     assert [loop.dst_stride for loop in matrix] == [27, 3, 1], plan.describe()
     run_plan(plan, spec)
 
+def test_tiny_runs_that_follow_on_in_the_destination_go_a_word_each():
+    # (121, 409, 3).permute(1, 0, 2) float16 (`rand00_r3_float16` of seed 849175564): a
+    # transpose of 6-byte pixels. Blocks of the 121 pixels that make one destination run go
+    # a word a pixel (tile_rows' gather_runs): 0.6 ns a pixel in L2 against 3.6 for blocks
+    # of the 409 that follow on in the source, each pixel a copy of its own; cold, 1.04-1.47x
+    # as fast. The model priced every tiny run as a copy.
+    spec = permute_spec((121, 409, 3), (1, 0, 2), DTYPES["float16"])
+    plan = plan_copy(spec, CACHES)
+    assert plan.kernel == "rows" and plan.loops[plan.b_loop].step == 3, plan.describe()
+    a = plan.loops[plan.a_loop]
+    assert (a.step, a.dst_stride) == (121, 3), plan.describe()
+    assert copy_plan._runs_as_words(plan, CACHES)
+    run_plan(plan, spec)
+
+
 def test_runs_less_than_a_line_apart_are_one_stream():
     # (7, 63807, 3, 15).permute(2, 1, 0, 3) float16 (`rand18_r4_float16` of seed 812352816;
     # here 6381 for 63807): runs of 30 bytes, 90 apart in each of 7 source planes. A block
