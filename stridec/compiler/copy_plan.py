@@ -550,7 +550,7 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     # A transpose's rows that start or end inside a line, streamed (`Caches.partial_streams`),
     # are priced as written through the cache: priced streamed, plans of whole lines lost
     # to them on the TTC, up to 2.25x as slow.
-    streamed = (plan.stream_bytes > caches.last_level // 2
+    streamed = (_stores_stream(plan, caches)
                 and (plan.kernel != "transpose" or _streams_whole_lines(plan, caches)))
     # The loop along which the runs go on (its move is one run), and what both sides
     # touch between a block and that neighbour (the loops inside it).
@@ -617,6 +617,12 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
     return traffic + restarts * restart + pages * PAGE_BYTES
 
 
+def _stores_stream(plan: CopyPlan, caches: Caches) -> bool:
+    """Whether `plan`'s stores stream on this host: it writes more than the runtime's
+    threshold, half the last-level cache (runtime/backends/cpu.py, `stream_threshold`)."""
+    return plan.stream_bytes > caches.last_level // 2
+
+
 def _tiny_rows(plan: CopyPlan) -> bool:
     """Whether `plan` copies runs of fewer than `TINY_RUN_BYTES` bytes (a rows kernel)."""
     return plan.kernel == "rows" and plan.loops[plan.b_loop].step * plan.elem_bytes < TINY_RUN_BYTES
@@ -627,7 +633,7 @@ def _runs_as_words(plan: CopyPlan, caches: Caches) -> bool:
     over the whole block along a and c (`_rows_words`), or along a, in blocks of a few
     words or more, where its stores do not stream and it casts nothing (lib/copy_plan.c,
     `tile_rows`' `gather_runs`)."""
-    if plan.cast or plan.stream_bytes > caches.last_level // 2:
+    if plan.cast or _stores_stream(plan, caches):
         return False
     if _rows_words(plan):
         return True
@@ -1273,7 +1279,7 @@ def _prefetched_rows(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:
         return plan
     b = plan.loops[plan.b_loop]
     if (b.step != b.extent or b.extent * plan.elem_bytes < LONG_RUN_BYTES
-            or plan.stream_bytes <= caches.last_level // 2):
+            or not _stores_stream(plan, caches)):
         return plan
     size, line = plan.dst_bytes, caches.line
     if all(x * size % line == 0 for x in (b.extent, plan.dst_offset,

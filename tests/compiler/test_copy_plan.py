@@ -523,6 +523,7 @@ def test_tiny_runs_pay_their_copies_and_go_on_in_their_lines():
     assert [loop.dst_stride for loop in matrix] == [27, 3, 1], plan.describe()
     run_plan(plan, spec)
 
+
 def test_tiny_runs_that_follow_on_in_the_destination_go_a_word_each():
     # (121, 409, 3).permute(1, 0, 2) float16 (`rand00_r3_float16` of seed 849175564): a
     # transpose of 6-byte pixels. Blocks of the 121 pixels that make one destination run go
