@@ -240,6 +240,14 @@ static void gather_runs(const job_t* J, char* d, const char* s, i64 sa, i64 coun
 }
 #undef GATHER_WORDS
 
+/* A walk along a side's indices: index `at`'s offset on the other side, the sum of its
+   digits (the side's dims, innermost first) times their strides, found by divisions where
+   the walk starts and on by additions. The offsets go out as pointers, each stored once:
+   an array of offsets read back as vectors stalled every block on store forwarding. */
+typedef struct {
+    i64 digit[STRIDEC_COPY_MAX_GROUP], off, at;
+} side_walk;
+
 /* The next block's source runs, prefetched a share at a time while a rows block runs. */
 typedef struct {
     const elem_t* base; /* the next block's source, or 0 where there is none */
@@ -250,20 +258,58 @@ typedef struct {
     const i64* mb;      /* (a transpose masked by rows) the next block's mask bases, */
     unsigned char* ok;  /* its rows that hold them (rows_valid, once `ready`) */
     int ready;
+    i64 xa, xc;         /* (rows) run `done`'s index along a and along c */
+    int walking;        /* (transpose) w walks its b side, at row `done` */
+    side_walk w;
 } next_t;
 
 /* Runs [P->done, upto) of the next rows block (x along a fastest, then along c) into L2
-   (prefetcht1), every line of each. */
+   (prefetcht1), every line of each. The run's indices are counted, not divided out: a
+   64-bit division costs 40-90 cycles on a Skylake, more than a short run's copy. */
 static void prefetch_runs(const job_t* J, next_t* P, i64 upto) {
     if (!P->base || upto <= P->done) return;
     if (upto > P->na * P->nc) upto = P->na * P->nc;
     const i64 step = 64 / ELEM_BYTES, nb = P->nb;
+    i64 xa = P->xa, xc = P->xc;
     for (i64 x = P->done; x < upto; x++) {
-        const elem_t* r = P->base + x % P->na * J->ssa + x / P->na * J->ssc;
+        const elem_t* r = P->base + xa * J->ssa + xc * J->ssc;
         for (i64 k = 0; k < nb; k += step) __builtin_prefetch(r + k, 0, 2);
         __builtin_prefetch(r + nb - 1, 0, 2);
+        if (++xa == P->na) {
+            xa = 0;
+            xc++;
+        }
     }
+    P->xa = xa;
+    P->xc = xc;
     P->done = upto;
+}
+
+/* The runs of the next rows block that a block of ez parts of ea runs has asked for by the
+   time its run x is done: its share, (x + 1) * total / (ez * ea), kept as a quotient and
+   a remainder as x grows, with no division a run or a part (P's counters, above); a
+   transpose block's rows, the next block's nb over its na. */
+typedef struct {
+    i64 x, q, r, total, den;
+} share_t;
+
+static share_t share_of(i64 total, i64 den) {
+    return (share_t){-1, 0, 0, total, den};
+}
+
+ALWAYS_INLINE i64 share_after(share_t* S, i64 x) {
+    S->r += (x - S->x) * S->total;
+    S->x = x;
+    if (S->r >= S->den) {
+        if (S->r < 2 * S->den) {  /* the common step: a run of a block as large as the next */
+            S->q++;
+            S->r -= S->den;
+        } else {
+            S->q += S->r / S->den;
+            S->r %= S->den;
+        }
+    }
+    return S->q;
 }
 
 /* Source rows [P->done, upto) of the next rows block (along a) into L2, each the segment
@@ -440,15 +486,15 @@ static __attribute__((noinline)) void rows_words(const job_t* J, const elem_t* s
 }
 
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
-   strides ssa and dsa), the next block's source prefetched as it goes (P, or 0: its share
-   for part z). Streamed, runs that follow on in the destination are built in L1 and
+   strides ssa and dsa), the next block's source prefetched as it goes (P, or 0; S: how
+   much of it the block's runs have asked for). Streamed, runs that follow on in the destination are built in L1 and
    streamed out as one run; long runs of a block of one part go in groups
    (stream_row_groups). */
 static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb, next_t* P,
-                      i64 z, i64 ez) {
+                      share_t* S, i64 z, i64 ez) {
     const i64 sa = J->ssa, da = J->dsa;
 #define PREFETCH_RUNS(x) \
-    if (P) prefetch_runs(J, P, (z * ea + (x) + 1) * (P->na * P->nc) / (ez * ea))
+    if (P) prefetch_runs(J, P, share_after(S, z * ea + (x)))
 #ifndef CAST_SRC
     const size_t n = (size_t)eb * ELEM_BYTES;
     /* Runs of a few bytes: asking for each of the next block's runs costs more than its
@@ -678,13 +724,6 @@ static void stage_row(const job_t* J, elem_t* d, const elem_t* s, i64 n, i64 a, 
 
 /* ---- transpose: the block [x0, x0 + na) x [y0, y0 + nb) of the a and b sides */
 
-/* A walk along a side's indices: index `at`'s offset on the other side, the sum of its
-   digits (the side's dims, innermost first) times their strides, found by divisions where
-   the walk starts and on by additions. The offsets go out as pointers, each stored once:
-   an array of offsets read back as vectors stalled every block on store forwarding. */
-typedef struct {
-    i64 digit[STRIDEC_COPY_MAX_GROUP], off, at;
-} side_walk;
 
 static void side_seek(side_walk* w, const i64* extent, const i64* stride, i64 dims, i64 i0) {
     i64 rest = i0;
@@ -833,10 +872,11 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
         rows_valid(J, P->mb, P->y0, P->nb, P->ok);
         P->ready = 1;
     }
-    side_walk w;
+    side_walk w = P->w;  /* where the call before left it: a seek divides by each dim */
     const i64 s0 = J->gb_s[0];
     uintptr_t last = 0;  /* the line asked for last: rows under a line share theirs */
-    side_seek(&w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
+    if (!P->walking) side_seek(&w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
+    P->walking = 1;
     for (i64 y = P->done; y < upto;) {
         const i64 run = side_run(&w, J->gb_n, upto - y);
         const elem_t* r = P->base + w.off;
@@ -850,6 +890,7 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
         y += run;
         side_skip(&w, J->gb_n, J->gb_s, J->gb, run);
     }
+    P->w = w;
     P->done = upto;
 }
 
@@ -949,6 +990,7 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
         stab = table != 0;
     }
     const int dtab = J->ga > 1;
+    share_t S = share_of(P ? P->nb : 0, na);  /* the next block's rows, as x goes */
     dst_t* const dbase = J->dst + dof + J->ga_s[0] * (x0 % J->ga_n[0]);
     /* the destination rows' walk, where the a side has several dims */
     side_walk dw = {.at = -1};
@@ -965,7 +1007,7 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
         && nb * DST_BYTES % 64) {
         for (i64 x = 0; x < na; x += strip_rows) {
             i64 h = na - x < strip_rows ? na - x : strip_rows;
-            if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
+            if (P) prefetch_rows(J, P, share_after(&S, x + h - 1));
             tr_rows(&s, stab, x, &(dst_rows){0, buf, nb}, 0, h, nb);
             stream_copy(dbase + x * nb, buf, (size_t)(h * nb) * DST_BYTES);
         }
@@ -981,7 +1023,7 @@ static void tile_transpose_from(const job_t* J, i64 so, i64 dof, i64 x0, i64 y0,
 #if !TV_MASKED
         if (h < TV && na >= TV) x = na - TV, h = TV;  /* overlap the strip before */
 #endif
-        if (P) prefetch_rows(J, P, (x + h) * P->nb / na);
+        if (P) prefetch_rows(J, P, share_after(&S, x + h - 1));
         if (dtab) {
             if (dw.at != x0 + x) side_seek(&dw, J->ga_n, J->ga_s, J->ga, x0 + x);
             SIDE_ROWS(dw, J->ga_n, J->ga_s, J->ga, J->dst + dof, h, outs);
@@ -1514,13 +1556,14 @@ ALWAYS_INLINE void block(const job_t* J, const i64* idx, i64 so, i64 dof, const 
                    source rows asked for a segment at a time (prefetch_segments) */
                 for (i64 z = 0; z < ec; z++) {
                     prefetch_segments(J, P, (z + 1) * P->na / ec);
-                    tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, 0, z, ec);
+                    tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, 0, 0, z, ec);
                 }
                 break;
             }
 #endif
+            share_t S = share_of(P ? P->na * P->nc : 0, ec * ea);
             for (i64 z = 0; z < ec; z++)
-                tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, P, z, ec);
+                tile_rows(J, s + z * J->ssc, d + z * J->dsc, ea, eb, P, &S, z, ec);
         } else {
             put(J, d, s, eb);
         }
