@@ -324,6 +324,10 @@ PERMUTE_TABLE_ELEMENT_BYTES = 3.5
 # bytes, elements of 1 and 2 bytes their low bytes), set on transposes of 5 to 100 rows of
 # float32 and float64 (docs/cpu.md).
 PERMUTE_GATHER_ELEMENT_BYTES = 1.0
+# The same where its gathers are slow (`Caches.slow_gathers`): on a Cascade Lake VM, of the
+# 11 rows of the TTC suite and five random seeds this re-plans, nine took 0.40-0.91 of the
+# time, two 1.28 and 1.61 (docs/cpu.md).
+PERMUTE_SLOW_GATHER_ELEMENT_BYTES = 3.0
 VECTOR_BYTES = 4
 # A rows block's runs shorter than TINY_RUN_BYTES: each run's copy (a load, a store and
 # their branches) and each part's call along its c loop weigh more than their bytes, and
@@ -698,11 +702,19 @@ def plan_cost(plan: CopyPlan, caches: Caches | None = None, join: bool = True) -
     if plan.kernel == "permute":
         matrix = math.prod(loop.step for loop in _matrix_loops(plan))
         if matrix * size > PERMUTE_BYTES or src.run < matrix:  # through the table
-            fixed += matrix * (PERMUTE_GATHER_ELEMENT_BYTES if caches.gathers
-                               else PERMUTE_TABLE_ELEMENT_BYTES)
+            fixed += matrix * _table_element_bytes(caches)
     return (_side_cost(src, dst, plan, counts, caches, False)
             + _side_cost(dst, src, plan, counts, caches, True)
             + blocks * (fixed + vectors * VECTOR_BYTES + padding))
+
+
+def _table_element_bytes(caches: Caches) -> float:
+    """The price of an element the permute kernel moves through its table on this host."""
+    if not caches.gathers:
+        return PERMUTE_TABLE_ELEMENT_BYTES
+    if caches.slow_gathers:
+        return PERMUTE_SLOW_GATHER_ELEMENT_BYTES
+    return PERMUTE_GATHER_ELEMENT_BYTES
 
 
 # --------------------------------------------------------------------------- planning

@@ -1,8 +1,8 @@
 """What the copy planner knows of the machine it plans for: the data caches of CPU 0, read
 from `/sys/devices/system/cpu/cpu0/cache` (sizes, ways, line), and the pages its TLB holds
-(`/proc/cpuinfo`'s "TLB size", on AMD), whether it gathers vectors (AVX-512) and whether
-its streamed stores pay where they start or end inside a line (Intel), with typical values
-where they cannot be read.
+(`/proc/cpuinfo`'s "TLB size", on AMD), whether it gathers vectors (AVX-512), and slowly
+(Intel's before Sapphire Rapids), and whether its streamed stores pay where they start or
+end inside a line (Intel), with typical values where they cannot be read.
 Plain data, no torch: the planner (`copy_plan.py`) and the C backend's
 streaming threshold (`runtime/backends/cpu.py`) read the same numbers."""
 
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["LLC_PER_CPU", "Caches", "host_caches", "read_caches", "read_gathers",
-           "read_partial_streams", "read_tlb_pages"]
+           "read_partial_streams", "read_slow_gathers", "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
@@ -42,6 +42,10 @@ class Caches:
     # (Intel's write-combining buffers: a transpose's 1072-byte rows twice as fast streamed
     # on the Xeon; the EPYC wrote such lines through the cache, twice as slow, docs/cpu.md).
     partial_streams: bool = False
+    # Its gathers are slow: Intel's AVX-512 CPUs before Sapphire Rapids (no avx512_fp16)
+    # gather under the microcode that closes Gather Data Sampling ("Downfall"): a 16-lane
+    # vpgatherdd from L1 took 19 ns on a Cascade Lake VM, 1.2 ns an element (docs/cpu.md).
+    slow_gathers: bool = False
 
     @property
     def last_level(self) -> int:
@@ -87,6 +91,14 @@ def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
 def read_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether the first processor of `cpuinfo` has AVX-512 (its vector gathers)."""
     return "avx512f" in (_cpuinfo_words(cpuinfo, "flags") or [])
+
+
+def read_slow_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the first processor of `cpuinfo` gathers vectors slowly: an Intel one with
+    AVX-512 but not its FP16 (Skylake to Ice Lake, whose gathers the GDS microcode slows)."""
+    flags = _cpuinfo_words(cpuinfo, "flags") or []
+    return (read_partial_streams(cpuinfo) and "avx512f" in flags
+            and "avx512_fp16" not in flags)
 
 
 def read_partial_streams(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -152,7 +164,8 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     l3 = found.get(3, (0, 0, l1[2]))
     tlb = read_tlb_pages(cpuinfo) or default.tlb_pages
     return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0,
-                  read_gathers(cpuinfo), read_partial_streams(cpuinfo))
+                  read_gathers(cpuinfo), read_partial_streams(cpuinfo),
+                  read_slow_gathers(cpuinfo))
 
 
 @functools.cache
