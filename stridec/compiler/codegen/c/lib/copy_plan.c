@@ -259,8 +259,7 @@ typedef struct {
     unsigned char* ok;  /* its rows that hold them (rows_valid, once `ready`) */
     int ready;
     i64 xa, xc;         /* (rows) run `done`'s index along a and along c */
-    int walking;        /* (transpose) w walks its b side, at row `done` */
-    side_walk w;
+    side_walk w;        /* (transpose) its b side's walk, where the last call left it */
 } next_t;
 
 /* Runs [P->done, upto) of the next rows block (x along a fastest, then along c) into L2
@@ -487,9 +486,9 @@ static __attribute__((noinline)) void rows_words(const job_t* J, const elem_t* s
 
 /* Part z of ez of a block of the rows kernel: ea runs of eb elements along the a loop (its
    strides ssa and dsa), the next block's source prefetched as it goes (P, or 0; S: how
-   much of it the block's runs have asked for). Streamed, runs that follow on in the destination are built in L1 and
-   streamed out as one run; long runs of a block of one part go in groups
-   (stream_row_groups). */
+   much of it the block's runs have asked for). Streamed, runs that follow on in the
+   destination are built in L1 and streamed out as one run; long runs of a block of one
+   part go in groups (stream_row_groups). */
 static void tile_rows(const job_t* J, const elem_t* s, dst_t* d, i64 ea, i64 eb, next_t* P,
                       share_t* S, i64 z, i64 ez) {
     const i64 sa = J->ssa, da = J->dsa;
@@ -872,14 +871,13 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
         rows_valid(J, P->mb, P->y0, P->nb, P->ok);
         P->ready = 1;
     }
-    side_walk w = P->w;  /* where the call before left it: a seek divides by each dim */
+    side_walk* w = &P->w;  /* a seek divides by each dim: only where the walk is elsewhere */
     const i64 s0 = J->gb_s[0];
     uintptr_t last = 0;  /* the line asked for last: rows under a line share theirs */
-    if (!P->walking) side_seek(&w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
-    P->walking = 1;
+    if (w->at != P->y0 + P->done) side_seek(w, J->gb_n, J->gb_s, J->gb, P->y0 + P->done);
     for (i64 y = P->done; y < upto;) {
-        const i64 run = side_run(&w, J->gb_n, upto - y);
-        const elem_t* r = P->base + w.off;
+        const i64 run = side_run(w, J->gb_n, upto - y);
+        const elem_t* r = P->base + w->off;
         if (!P->mb && s0 > 0 && s0 * ELEM_BYTES <= 64) {  /* rows under a line apart */
             prefetch_lines((uintptr_t)r, (uintptr_t)(r + (run - 1) * s0 + na), &last);
         } else {
@@ -888,9 +886,8 @@ static void prefetch_rows(const job_t* J, next_t* P, i64 upto) {
                     prefetch_lines((uintptr_t)r, (uintptr_t)(r + na), &last);
         }
         y += run;
-        side_skip(&w, J->gb_n, J->gb_s, J->gb, run);
+        side_skip(w, J->gb_n, J->gb_s, J->gb, run);
     }
-    P->w = w;
     P->done = upto;
 }
 
