@@ -815,6 +815,29 @@ def test_blocked_rows_match_torch(stream):
         cpu.set_stream_threshold(previous)
 
 
+def test_joined_runs_of_whole_lines_match_torch():
+    # LLaMA's rotate_half halves, merged into one copy (a dim of 2, source stride -h): a
+    # rows block along both dims whose destination is one run. Streamed, runs of whole
+    # lines that start on one go line by line from the source (lib/copy_plan.c,
+    # tile_rows_joined); runs of a line and a half, or starting inside a line, through
+    # L1. Every element size, blocks whole and cut along c, prefetching or not, 1 and 3
+    # threads, streamed and not.
+    for dtype, run_bytes, dst_offset in itertools.product(SIZES, (64, 128, 96), (0, 64, 8)):
+        h = run_bytes // dtype.itemsize
+        spec = CopySpec((301, 2, h), (2 * h, -h, 1), h, (2 * h, h, 1),
+                        dst_offset // dtype.itemsize, dtype, dtype)
+        plans = [p for p in candidate_plans(spec, CACHES, limit=16)
+                 if p.kernel == "rows" and p.a_loop >= 0 and p.c_loop >= 0]
+        assert plans, spec
+        plan = plans[0]
+        c = plan.loops[plan.c_loop]
+        for step, prefetch in itertools.product((c.step, 7), (False, True)):
+            loops = list(plan.loops)
+            loops[plan.c_loop] = dataclasses.replace(c, step=min(step, c.step))
+            _run_every([dataclasses.replace(plan, loops=tuple(loops), prefetch=prefetch)],
+                       spec)
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
 def test_short_runs_of_a_block_that_is_one_run_match_torch(stream):
     # (A, C, n).permute(1, 0, 2) with runs of n elements shorter than 32 bytes (the random
