@@ -361,6 +361,10 @@ PAGE = 4096
 # where it left off a few blocks before, with no more runs than this in between on both
 # sides, does not start over.
 STREAMS = 32
+# Runs a rows block writes through the cache at once whose reads for ownership still
+# follow on: (S, 16, 64) float32 rows from (16, S, 64), blocks of 8 runs along S, took half
+# the time of blocks of 32, 20-24 runs 1.1-1.4x as long as 8 (docs/cpu.md).
+CACHED_STORE_STREAMS = 16
 
 
 def _kept(used: float, capacity: float) -> float:
@@ -586,6 +590,10 @@ def _side_cost(side: _Side, other: _Side, plan: CopyPlan, counts: Sequence[int],
         # destination rows 160 KB apart; 256 rows of 512 bytes 1 MB apart, a Xeon's
         # transposes 1.3-3x slower than of 1 KiB rows). A rows block's runs of a line or
         # more, ever so many, do go on (halving them took 1.47x the time: docs/cpu.md).
+        continued = 1
+    if write and not streamed and plan.kernel == "rows" and _streams(side) > CACHED_STORE_STREAMS:
+        # Stores through the cache into more runs at once than that each wait on their
+        # lines' reads for ownership, though the next block goes on with them.
         continued = 1
     if side.runs == 1:  # one run: the next block may continue it along any loop
         continued = max(continued, _continued_runs(side, counts, size, line))

@@ -514,6 +514,21 @@ def test_rows_whose_destination_runs_are_shorter_than_two_lines_do_not_stream():
     _run_every(plans[:2], spec, streams=(False,))
 
 
+def test_rows_written_through_the_cache_keep_few_runs_at_once():
+    # Attention's head merge, (B, H, S, D).permute(0, 2, 1, 3) with runs of 128-256 bytes:
+    # blocks of 32 runs along S (one source run, 32 destination runs 4-8 KB apart) took
+    # twice the time of blocks of 8, or of the heads (one destination run), where the
+    # stores go through the cache (the copies here are under the streaming threshold).
+    for shape, dtype in (((1, 16, 256, 64), f32), ((4, 16, 1024, 64), f32),
+                         ((8, 16, 1024, 64), DTYPES["float16"]), ((1, 32, 512, 32), f32)):
+        spec = permute_spec(shape, (0, 2, 1, 3), dtype)
+        plan = plan_copy(spec, CACHES)
+        assert plan.kernel == "rows" and not copy_plan._stores_stream(plan, CACHES)
+        _, dst = copy_plan._sides_of(plan)
+        assert copy_plan._streams(dst) <= copy_plan.CACHED_STORE_STREAMS, plan.describe()
+        run_plan(plan, spec)
+
+
 def test_tiny_runs_pay_their_copies_and_go_on_in_their_lines():
     # Runs under TINY_RUN_BYTES: each is a copy of its own, and a later block that goes on
     # with it lands in the line it ended in. (3, 3, 489, 213, 19).permute(1, 3, 2, 0, 4)
