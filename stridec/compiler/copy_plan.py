@@ -324,10 +324,10 @@ PERMUTE_TABLE_ELEMENT_BYTES = 3.5
 # bytes, elements of 1 and 2 bytes their low bytes), set on transposes of 5 to 100 rows of
 # float32 and float64 (docs/cpu.md).
 PERMUTE_GATHER_ELEMENT_BYTES = 1.0
-# The same where its gathers are slow (`Caches.slow_gathers`): on a Cascade Lake VM, of the
-# 11 rows of the TTC suite and five random seeds 3 re-plans, nine took 0.40-0.91 of the
-# time, two 1.28 and 1.61; 4 re-plans 11 rows of the TTC suite and 30 random seeds
-# again, ten to 0.76-0.98 of their time at 3, one to 1.17 (docs/cpu.md).
+# The same where its gathers are slow (`Caches.slow_gathers`), on a Cascade Lake VM: 3
+# re-planned 11 rows of the TTC suite and five random seeds, nine to 0.40-0.91 of their
+# time, two to 1.28 and 1.61; 4 re-plans 11 more of the TTC suite and 30 seeds, ten to
+# 0.76-0.98 of their time at 3, one to 1.17 (docs/cpu.md).
 PERMUTE_SLOW_GATHER_ELEMENT_BYTES = 4.0
 VECTOR_BYTES = 4
 # A rows block's runs shorter than TINY_RUN_BYTES: each run's copy (a load, a store and
