@@ -138,6 +138,12 @@ LONG_RUN_BYTES = 2048
 # shorter (skinny matrices: 23-31 columns of float16 and int8 took 0.64-0.83x as long not
 # streamed, docs/cpu.md).
 PARTIAL_STREAM_BYTES = 128
+# A transpose block of elements of 2 bytes or more that is one run on one side (its
+# source or its destination rows follow on), one of whose sides is shorter than this many
+# bytes, writes through the cache: a streamed one went through a buffer in L1 for less
+# than that saved (TTC's (2,0,4,1,5,3) and (1,3,0,4,2) blocks of 26-74 rows: 1.05-1.56x as
+# long streamed on a Cascade Lake VM; bytes' blocks 0.62-0.76x as long, docs/cpu.md).
+THIN_JOINED_BYTES = 320
 # Blocks of a gathered matrix's outermost dim besides the most its table takes.
 GATHER_TILES = (8, 32)
 
@@ -1114,7 +1120,11 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
                                                 caches)
                     if kernel == "rows":
                         plan = _rows_streams(plan, caches)
-                    plans.append(_with(plan, cost=plan_cost(plan, caches, join)))
+                    plan = _with(plan, cost=plan_cost(plan, caches, join))
+                    if kernel == "transpose" and _thin_joined(plan, caches):
+                        # priced as before: through the cache it takes less time
+                        plan = _with(plan, stream_bytes=-1)
+                    plans.append(plan)
     return plans
 
 
@@ -1338,14 +1348,33 @@ def _streams_whole_lines(plan: CopyPlan, caches: Caches) -> bool:
     """Whether a transpose's blocks write whole lines: its rows start on a line and are
     whole lines long, or a block's rows are one run, or its rows are long runs (their edge
     lines are few)."""
-    size, line = plan.elem_bytes, caches.line
-    b_loop = plan.loops[plan.b_loop]
-    rows_whole = (all(stride * size % line == 0 for _, stride in plan.a_side)
-                  and plan.dst_offset * size % line == 0
-                  and b_loop.step * size % line == 0 and b_loop.extent * size % line == 0)
+    size, b_loop = plan.elem_bytes, plan.loops[plan.b_loop]
     joined = (b_loop.step == b_loop.extent <= STRIP_ELEMENTS
               and plan.a_side[0][1] == b_loop.extent)
-    return rows_whole or joined or b_loop.step * size >= LONG_RUN_BYTES
+    return _rows_whole(plan, caches.line) or joined or b_loop.step * size >= LONG_RUN_BYTES
+
+
+def _rows_whole(plan: CopyPlan, line: int) -> bool:
+    """Whether a transpose's destination rows in a block start on a line and are whole
+    lines long."""
+    size, b_loop = plan.elem_bytes, plan.loops[plan.b_loop]
+    return (all(stride * size % line == 0 for _, stride in plan.a_side)
+            and plan.dst_offset * size % line == 0
+            and b_loop.step * size % line == 0 and b_loop.extent * size % line == 0)
+
+
+def _thin_joined(plan: CopyPlan, caches: Caches) -> bool:
+    """Whether a transpose's block is one run on one side (the a side whole and the b
+    side's source rows that far apart, or the b side whole and the a side's destination
+    rows that far apart), one of its sides shorter than `THIN_JOINED_BYTES`, its elements
+    not bytes and its destination rows not whole lines (those stream from the registers:
+    channels-last 64 x 56 x 56 float32 0.70-0.83x as long streamed)."""
+    if min(plan.elem_bytes, plan.dst_bytes) < 2 or _rows_whole(plan, caches.line):
+        return False
+    a, b = plan.loops[plan.a_loop], plan.loops[plan.b_loop]
+    src_run = a.step == a.extent and plan.b_side[0][1] == a.extent
+    dst_run = b.step == b.extent and plan.a_side[0][1] == b.extent
+    return (src_run or dst_run) and min(a.step, b.step) * plan.elem_bytes < THIN_JOINED_BYTES
 
 
 def _transpose_memory(plan: CopyPlan, moved: int, caches: Caches) -> CopyPlan:

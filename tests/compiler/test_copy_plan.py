@@ -1002,7 +1002,7 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
     # the cache between streamed ones: slower than no streaming (docs/cpu.md). Rows of
     # whole lines, or a block's rows that make one run, stream.
     for sizes, dst_offset, streams in (((2048, 1024), 0, True), ((2048, 1024), 3, False),
-                                       ((2050, 1030), 0, False), ((40, 4000), 0, True)):
+                                       ((2050, 1030), 0, False), ((100, 4000), 0, True)):
         spec = permute_spec(sizes, (1, 0), f32, dst_offset=dst_offset)
         # the best transpose (40 rows may gather through the table as fast)
         plan = next(p for p in candidate_plans(spec, CACHES, limit=64)
@@ -1028,14 +1028,47 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
     plans = [p for p in candidate_plans(short, partial, limit=64) if p.kernel == "transpose"]
     assert plans and all(p.stream_bytes < 0 for p in plans)
     # Nor does a skinny matrix's transpose, whose blocks' source rows are a line or shorter
-    # (15 columns of float32, 31 of float16); 48 columns of float32 stream.
+    # (15 columns of float32, 31 of float16), or whose source block is one run with a side
+    # under THIN_JOINED_BYTES (48 columns of float32); 96 columns of float32 stream.
     for cols, dtype, streams in ((15, f32, False), (31, DTYPES["float16"], False),
-                                 (48, f32, True)):
+                                 (48, f32, False), (96, f32, True)):
         spec = permute_spec(((1 << 22) // cols, cols), (1, 0), dtype)
         plan = next(p for p in candidate_plans(spec, partial, limit=64)
                     if p.kernel == "transpose")
         assert (plan.stream_bytes > 0) == streams, (cols, dtype, plan.describe())
     assert not plan_copy(permute_spec((100, 30), (1, 0), f32), CACHES).prefetch
+
+
+@pytest.mark.parametrize("caches", [CACHES, dataclasses.replace(CACHES, partial_streams=True)])
+def test_thin_transpose_blocks_one_run_on_a_side_write_through_the_cache(caches, monkeypatch):
+    # A block one run on one side (the destination's rows, or the source's, follow on)
+    # with a side shorter than THIN_JOINED_BYTES: streamed, it went through a buffer in L1
+    # for less than that saved (TTC's (2,0,4,1,5,3) on 13 x 13 x 13 x 26 x 13 x 26 float32:
+    # 30.5 ms streamed, 23.1 through the cache, docs/cpu.md). Priced as before, so the same
+    # plans win; bytes, sides of THIN_JOINED_BYTES or more and destination rows of whole
+    # lines (64 channels of float32) stream as they did.
+    i8, f64 = DTYPES["int8"], DTYPES["float64"]
+    for sizes, perm, dtype, streams in (((40, 1 << 20), (1, 0), f32, False),
+                                        ((999999, 40), (1, 0), f32, False),
+                                        ((3000, 26, 338), (0, 2, 1), f32, False),
+                                        ((100, 1 << 20), (1, 0), f32, True),
+                                        ((1 << 20, 40), (1, 0), f64, True),
+                                        ((40, 1 << 20), (1, 0), i8, True),
+                                        ((64, 1 << 20), (1, 0), f32, True)):
+        spec = permute_spec(sizes, perm, dtype)
+        plan = plan_copy(spec, caches)
+        assert plan.kernel == "transpose", plan.describe()
+        assert (plan.stream_bytes > 0) == streams, (sizes, dtype, plan.describe())
+        assert copy_plan._thin_joined(plan, caches) == (not streams)
+        plans = candidate_plans(spec, caches, limit=64)
+        with monkeypatch.context() as m:
+            m.setattr(copy_plan, "_thin_joined", lambda plan, caches: False)
+            before = candidate_plans(spec, caches, limit=64)
+        # the same plans at the same prices, in the same order: only their stores differ
+        assert [dataclasses.replace(p, stream_bytes=0) for p in plans] == \
+               [dataclasses.replace(p, stream_bytes=0) for p in before]
+    spec = permute_spec((64, 26, 338), (0, 2, 1), f32)
+    run_plan(plan_copy(spec, caches), spec)
 
 
 def test_a_deinterleave_streams_only_lanes_that_start_on_a_line():
