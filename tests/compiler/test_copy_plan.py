@@ -1004,7 +1004,7 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
     for sizes, dst_offset, streams in (((2048, 1024), 0, True), ((2048, 1024), 3, False),
                                        ((2050, 1030), 0, False), ((100, 4000), 0, True)):
         spec = permute_spec(sizes, (1, 0), f32, dst_offset=dst_offset)
-        # the best transpose (40 rows may gather through the table as fast)
+        # the best transpose (a matrix of 100 rows may gather through the table as fast)
         plan = next(p for p in candidate_plans(spec, CACHES, limit=64)
                     if p.kernel == "transpose")
         assert (plan.stream_bytes > 0) == streams, (sizes, dst_offset, plan.describe())
