@@ -1481,3 +1481,28 @@ def test_rank_up_to_the_limit():
     plan = plan_copy(spec, CACHES)
     assert len(plan.loops) <= MAX_RANK
     run_plan(plan, spec)
+
+
+def test_of_plans_priced_the_same_the_one_whose_writes_go_on_wins(monkeypatch):
+    # 63 x 197 blocks of 3 x 3 runs of 100 bytes, each block 900 bytes on both sides: read
+    # in turn and written 177 KB apart, or the other way round, priced the same. Writes that
+    # start over each block took 1.3x as long (a store that misses holds the ones after
+    # it; loads run ahead: docs/cpu.md), so the tie goes to the plan whose writes go on.
+    i32 = DTYPES["int32"]
+    spec = permute_spec((197, 63, 3, 3, 25), (1, 0, 3, 2, 4), i32)
+    plans = candidate_plans(spec, CACHES, limit=2)
+    assert plans[0].cost == plans[1].cost, [p.describe() for p in plans]
+    assert [copy_plan._writes_restart(p) for p in plans] == [False, True]
+    inner = [loop for loop in plans[0].loops if loop.count > 1][-1]
+    assert inner.dst_stride == 3 * 3 * 25, plans[0].describe()
+    with monkeypatch.context() as m:  # without the tie-break the other one wins
+        m.setattr(copy_plan, "_writes_restart", lambda plan: False)
+        before = candidate_plans(spec, CACHES, limit=2)
+    assert [p.cost for p in before] == [p.cost for p in plans]
+    assert copy_plan._writes_restart(before[0])
+    # bytes keep the order the pricing gives them (measured level or slower)
+    i8 = DTYPES["int8"]
+    assert not any(copy_plan._writes_restart(p)
+                   for p in candidate_plans(permute_spec((197, 63, 3, 3, 25),
+                                                         (1, 0, 3, 2, 4), i8), CACHES))
+    run_plan(plans[0], spec)
