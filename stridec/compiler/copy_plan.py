@@ -874,11 +874,9 @@ def candidate_plans(spec: CopySpec, caches: Caches | None = None,
 def _writes_restart(plan: CopyPlan) -> bool:
     """Whether a rows or permute plan's blocks of elements of 2 bytes or more write one
     short run (under `LONG_RUN_BYTES`) that the innermost loop moving them does not go on
-    with. Of two plans priced the same, one whose reads start over each block and one
-    whose writes do, the first takes less time: a store that misses holds the stores
-    after it, while loads run ahead (63 x 197 blocks of 900 bytes, int32: 1.3x; blocks of
-    bytes, of long runs or of a lane kernel's pixels measured level or the other way:
-    docs/cpu.md)."""
+    with: of two plans priced the same it sorts last, for a store that misses holds the
+    stores after it while loads run ahead (docs/cpu.md, "Plans the model prices the
+    same")."""
     if plan.kernel not in ("rows", "permute") or plan.elem_bytes < 2:
         return False
     _, dst = _sides_of(plan)
