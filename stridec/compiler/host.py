@@ -12,13 +12,15 @@ import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["LLC_PER_CPU", "Caches", "host_caches", "read_caches", "read_gathers",
+__all__ = ["LLC_PER_CPU", "MIN_TLB_PAGES", "Caches", "host_caches", "read_caches", "read_gathers",
            "read_partial_streams", "read_slow_gathers", "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
 # for 8 cores, 12 MiB a core, 6 a hardware thread), with room to spare.
 LLC_PER_CPU = 16 << 20
+# The fewest 4 KiB pages a last-level TLB holds (every x86-64 core since 2008: 512 or more).
+MIN_TLB_PAGES = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +83,13 @@ def _cpuinfo_words(cpuinfo: str, field: str) -> list[str] | None:
 
 def read_tlb_pages(cpuinfo: str = "/proc/cpuinfo") -> int | None:
     """The 4 KiB pages the last-level TLB holds, where /proc/cpuinfo says ("TLB size:
-    3584 4K pages"), else None."""
+    3584 4K pages"), else None; None too for fewer than `MIN_TLB_PAGES`, an L1 TLB's."""
     words = _cpuinfo_words(cpuinfo, "TLB size") or []
     if len(words) >= 2 and words[0].isdigit() and words[1] == "4K":
-        return int(words[0])
+        pages = int(words[0])
+        # A hypervisor's CPUID may leave the L2 TLB out (a Zen 5 VM said 192, its pages
+        # measured to reach about 4096: docs/cpu.md); no x86-64 core has an L2 TLB that small.
+        return pages if pages >= MIN_TLB_PAGES else None
     return None
 
 

@@ -31,7 +31,7 @@ from stridec.compiler.copy_plan import (
     plan_copy,
     plan_cost,
 )
-from stridec.compiler.host import LLC_PER_CPU, Caches, read_caches
+from stridec.compiler.host import LLC_PER_CPU, MIN_TLB_PAGES, Caches, read_caches
 from stridec.ir.affine import MAX_RANK
 from stridec.ir.dtypes import DTYPES
 from stridec.runtime.backends import cpu
@@ -1247,6 +1247,11 @@ def test_caches_are_read_from_sysfs(tmp_path):
     assert read_caches(str(tmp_path), str(cpuinfo)) == Caches(48 << 10, 2 << 20, 96 << 20, 12,
                                                              16, 64, True, 3584)
     assert read_caches(str(tmp_path), str(tmp_path / "none")).tlb_pages == Caches().tlb_pages
+    # Fewer pages than any last-level TLB holds: an L1 TLB's (a VM's CPUID), not read.
+    for pages, read in ((MIN_TLB_PAGES - 1, Caches().tlb_pages), (MIN_TLB_PAGES, MIN_TLB_PAGES),
+                        (192, Caches().tlb_pages)):
+        cpuinfo.write_text(f"processor\t: 0\nTLB size\t: {pages} 4K pages\n")
+        assert read_caches(str(tmp_path), str(cpuinfo)).tlb_pages == read, pages
     assert read_caches(str(tmp_path / "none")) is None
     # AVX-512 (its vector gathers) from the first processor's flags alone.
     for flags, gathers in (("fpu sse2 avx2 avx512f avx512bw", True), ("fpu sse2 avx2", False)):
