@@ -888,10 +888,13 @@ def _writes_restart(plan: CopyPlan) -> bool:
 
 def _cached_stores(plan: CopyPlan, caches: Caches) -> CopyPlan:
     """`plan`, priced as it streams, with its stores through the cache where a streamed
-    block would go through a buffer in L1 for less than streaming saves: a thin transpose
-    block that is one run on a side (`_thin_joined`), a rows block whose destination is
-    one run of runs that are not whole lines (`_rows_buffered`). Through the cache they
-    take less time than that price, so the plans rank as before."""
+    block would go through a buffer in L1 for less than streaming saves, on a host whose
+    such streams are slow (`Caches.slow_streams`): a thin transpose block that is one run
+    on a side (`_thin_joined`), a rows block whose destination is one run of runs that are
+    not whole lines (`_rows_buffered`). Through the cache they take less time than that
+    price, so the plans rank as before."""
+    if not caches.slow_streams:
+        return plan
     if plan.stream_bytes > 0 and (plan.kernel == "transpose" and _thin_joined(plan, caches)
                                   or plan.kernel == "rows" and _rows_buffered(plan, caches)):
         return _with(plan, stream_bytes=-1)

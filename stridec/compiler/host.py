@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["LLC_PER_CPU", "MIN_TLB_PAGES", "Caches", "host_caches", "read_caches", "read_gathers",
-           "read_partial_streams", "read_slow_gathers", "read_tlb_pages"]
+           "read_partial_streams", "read_slow_gathers", "read_slow_streams",
+           "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
@@ -48,6 +49,11 @@ class Caches:
     # gather under the microcode that closes Gather Data Sampling ("Downfall"): a 16-lane
     # vpgatherdd from L1 took 19 ns on a Cascade Lake VM, 1.2 ns an element (docs/cpu.md).
     slow_gathers: bool = False
+    # Its streamed stores of lines built in a buffer in L1 (a rows block of joined runs
+    # that are not whole lines, a thin transpose block) lose to stores through the cache:
+    # the same CPUs as `slow_gathers`, where that was measured (TTC's (0,2,1) 1.14-1.28x as
+    # long streamed on a Cascade Lake VM; 0.68-0.98x on a Zen 5 VM, docs/cpu.md).
+    slow_streams: bool = False
 
     @property
     def last_level(self) -> int:
@@ -104,6 +110,12 @@ def read_slow_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
     flags = _cpuinfo_words(cpuinfo, "flags") or []
     return (read_partial_streams(cpuinfo) and "avx512f" in flags
             and "avx512_fp16" not in flags)
+
+
+def read_slow_streams(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the first processor of `cpuinfo` streams lines built in L1 slowly: the CPUs
+    of `read_slow_gathers` (measured on a Cascade Lake; not on later Intel CPUs)."""
+    return read_slow_gathers(cpuinfo)
 
 
 def read_partial_streams(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -170,7 +182,7 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     tlb = read_tlb_pages(cpuinfo) or default.tlb_pages
     return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0,
                   read_gathers(cpuinfo), read_partial_streams(cpuinfo),
-                  read_slow_gathers(cpuinfo))
+                  read_slow_gathers(cpuinfo), read_slow_streams(cpuinfo))
 
 
 @functools.cache

@@ -1028,12 +1028,16 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
     plans = [p for p in candidate_plans(short, partial, limit=64) if p.kernel == "transpose"]
     assert plans and all(p.stream_bytes < 0 for p in plans)
     # Nor does a skinny matrix's transpose, whose blocks' source rows are a line or shorter
-    # (15 columns of float32, 31 of float16), or whose source block is one run with a side
-    # under THIN_JOINED_BYTES (48 columns of float32); 96 columns of float32 stream.
-    for cols, dtype, streams in ((15, f32, False), (31, DTYPES["float16"], False),
-                                 (48, f32, False), (96, f32, True)):
+    # (15 columns of float32, 31 of float16), or, where streams built in L1 are slow, whose
+    # source block is one run with a side under THIN_JOINED_BYTES (48 columns of float32);
+    # 96 columns of float32 stream.
+    slow = dataclasses.replace(partial, slow_streams=True)
+    for cols, dtype, host, streams in ((15, f32, partial, False),
+                                       (31, DTYPES["float16"], partial, False),
+                                       (48, f32, slow, False), (48, f32, partial, True),
+                                       (96, f32, slow, True)):
         spec = permute_spec(((1 << 22) // cols, cols), (1, 0), dtype)
-        plan = next(p for p in candidate_plans(spec, partial, limit=64)
+        plan = next(p for p in candidate_plans(spec, host, limit=64)
                     if p.kernel == "transpose")
         assert (plan.stream_bytes > 0) == streams, (cols, dtype, plan.describe())
     assert not plan_copy(permute_spec((100, 30), (1, 0), f32), CACHES).prefetch
@@ -1042,25 +1046,30 @@ def test_a_transpose_streams_only_blocks_of_whole_lines():
 def test_rows_blocks_of_runs_not_whole_lines_write_through_the_cache(monkeypatch):
     # A rows block whose destination is its runs joined, runs shorter than LONG_RUN_BYTES
     # and not whole lines: streamed, the library builds it in a buffer in L1 and streams
-    # that, for less than streaming saves (TTC's (0,2,1) on 266 x 266 x 254 float32: 1.15x
-    # as long streamed, docs/cpu.md). Priced as before, so the same plans win; runs of
-    # whole lines (streamed straight from the source) and long runs stream as they did.
+    # that, for less than streaming saves where such streams are slow (TTC's (0,2,1) on
+    # 266 x 266 x 254 float32: 1.15x as long streamed on a Cascade Lake, docs/cpu.md).
+    # Priced as before, so the same plans win; runs of whole lines (streamed straight from
+    # the source) and long runs stream as they did, and every one streams elsewhere.
+    slow = dataclasses.replace(CACHES, slow_streams=True)
     for sizes, streams in (((300, 300, 254), False), ((300, 300, 256), True),
                            ((60, 300, 600), True), ((3000, 30, 254), False)):
         spec = permute_spec(sizes, (1, 0, 2), f32)
-        plan = plan_copy(spec, CACHES)
+        plan = plan_copy(spec, slow)
         assert plan.kernel == "rows", plan.describe()
         assert (plan.stream_bytes > 0) == streams, (sizes, plan.describe())
-        assert copy_plan._rows_buffered(plan, CACHES) == (not streams and plan.a_loop >= 0)
-        plans = candidate_plans(spec, CACHES, limit=64)
+        assert copy_plan._rows_buffered(plan, slow) == (not streams and plan.a_loop >= 0)
+        assert plan_copy(spec, CACHES) == dataclasses.replace(
+            plan, stream_bytes=plan_copy(spec, CACHES).stream_bytes)
+        assert plan_copy(spec, CACHES).stream_bytes > 0
+        plans = candidate_plans(spec, slow, limit=64)
         with monkeypatch.context() as m:
             m.setattr(copy_plan, "_rows_buffered", lambda plan, caches: False)
-            before = candidate_plans(spec, CACHES, limit=64)
-            assert plan_copy(spec, CACHES).stream_bytes > 0  # streamed before
+            before = candidate_plans(spec, slow, limit=64)
+            assert plan_copy(spec, slow).stream_bytes > 0  # streamed before
         assert [dataclasses.replace(p, stream_bytes=0) for p in plans] == \
                [dataclasses.replace(p, stream_bytes=0) for p in before]
     spec = permute_spec((16, 30, 254), (1, 0, 2), f32)
-    run_plan(plan_copy(spec, CACHES), spec)
+    run_plan(plan_copy(spec, slow), spec)
 
 
 @pytest.mark.parametrize("caches", [CACHES, dataclasses.replace(CACHES, partial_streams=True)])
@@ -1071,6 +1080,8 @@ def test_thin_transpose_blocks_one_run_on_a_side_write_through_the_cache(caches,
     # 30.5 ms streamed, 23.1 through the cache, docs/cpu.md). Priced as before, so the same
     # plans win; bytes, sides of THIN_JOINED_BYTES or more and destination rows of whole
     # lines (64 channels of float32) stream as they did.
+    fast, caches = caches, dataclasses.replace(caches, slow_streams=True)
+    streamed_elsewhere = 0
     i8, f64 = DTYPES["int8"], DTYPES["float64"]
     for sizes, perm, dtype, streams in (((40, 1 << 20), (1, 0), f32, False),
                                         ((999999, 40), (1, 0), f32, False),
@@ -1084,6 +1095,11 @@ def test_thin_transpose_blocks_one_run_on_a_side_write_through_the_cache(caches,
         assert plan.kernel == "transpose", plan.describe()
         assert (plan.stream_bytes > 0) == streams, (sizes, dtype, plan.describe())
         assert copy_plan._thin_joined(plan, caches) == (not streams)
+        # where such streams are not slow (`Caches.slow_streams`), the same plan, streamed
+        # unless it is a skinny matrix's (the test above)
+        elsewhere = plan_copy(spec, fast)
+        assert elsewhere == dataclasses.replace(plan, stream_bytes=elsewhere.stream_bytes)
+        streamed_elsewhere += elsewhere.stream_bytes > 0 and not streams
         plans = candidate_plans(spec, caches, limit=64)
         with monkeypatch.context() as m:
             m.setattr(copy_plan, "_thin_joined", lambda plan, caches: False)
@@ -1091,6 +1107,7 @@ def test_thin_transpose_blocks_one_run_on_a_side_write_through_the_cache(caches,
         # the same plans at the same prices, in the same order: only their stores differ
         assert [dataclasses.replace(p, stream_bytes=0) for p in plans] == \
                [dataclasses.replace(p, stream_bytes=0) for p in before]
+    assert streamed_elsewhere >= 1
     spec = permute_spec((64, 26, 338), (0, 2, 1), f32)
     run_plan(plan_copy(spec, caches), spec)
 
@@ -1258,14 +1275,15 @@ def test_caches_are_read_from_sysfs(tmp_path):
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n"
                            "processor\t: 1\nflags\t\t: avx512f\n")
         assert read_caches(str(tmp_path), str(cpuinfo)).gathers == gathers
-    # Slow gathers: Intel's AVX-512 without its FP16 (before Sapphire Rapids).
+    # Slow gathers and streams: Intel's AVX-512 without its FP16 (before Sapphire Rapids).
     for vendor, flags, slow in (("GenuineIntel", "avx2 avx512f avx512bw", True),
                                 ("GenuineIntel", "avx512f avx512_fp16 amx_tile", False),
                                 ("GenuineIntel", "avx2", False),
                                 ("AuthenticAMD", "avx2 avx512f avx512bw", False)):
         cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n\n"
                            "processor\t: 1\nvendor_id\t: GenuineIntel\nflags\t\t: avx512f\n")
-        assert read_caches(str(tmp_path), str(cpuinfo)).slow_gathers == slow, (vendor, flags)
+        caches = read_caches(str(tmp_path), str(cpuinfo))
+        assert caches.slow_gathers == caches.slow_streams == slow, (vendor, flags)
     # Streamed partial lines from the first processor's vendor (Intel's).
     for vendor, partial in (("GenuineIntel", True), ("AuthenticAMD", False)):
         cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\n\n"
