@@ -335,6 +335,11 @@ PERMUTE_GATHER_ELEMENT_BYTES = 1.0
 # time, two to 1.28 and 1.61; 4 re-plans 11 more of the TTC suite and 30 seeds, ten to
 # 0.76-0.98 of their time at 3, one to 1.17 (docs/cpu.md).
 PERMUTE_SLOW_GATHER_ELEMENT_BYTES = 4.0
+# The same where it gathers a lane a cycle (`Caches.lane_gathers`), on a Zen 5 VM: 2
+# re-planned 13 rows of the TTC, models and three random seeds to 0.68 of their time in
+# all (0.24-0.66 for six, 1.11 the worst), 1.5 to 0.87, 2.5 and 3 to 0.66 with rows of
+# bytes 1.1-1.4x as long (docs/cpu.md).
+PERMUTE_LANE_GATHER_ELEMENT_BYTES = 2.0
 VECTOR_BYTES = 4
 # A rows block's runs shorter than TINY_RUN_BYTES: each run's copy (a load, a store and
 # their branches) and each part's call along its c loop weigh more than their bytes, and
@@ -729,6 +734,8 @@ def _table_element_bytes(caches: Caches) -> float:
         return PERMUTE_TABLE_ELEMENT_BYTES
     if caches.slow_gathers:
         return PERMUTE_SLOW_GATHER_ELEMENT_BYTES
+    if caches.lane_gathers:
+        return PERMUTE_LANE_GATHER_ELEMENT_BYTES
     return PERMUTE_GATHER_ELEMENT_BYTES
 
 

@@ -1,8 +1,9 @@
 """What the copy planner knows of the machine it plans for: the data caches of CPU 0, read
 from `/sys/devices/system/cpu/cpu0/cache` (sizes, ways, line), and the pages its TLB holds
 (`/proc/cpuinfo`'s "TLB size", on AMD), whether it gathers vectors (AVX-512), and slowly
-(Intel's before Sapphire Rapids), and whether its streamed stores pay where they start or
-end inside a line (Intel), with typical values where they cannot be read.
+(Intel's before Sapphire Rapids) or a lane at a time (AMD's), and whether its streamed
+stores pay where they start or end inside a line (Intel), with typical values where they
+cannot be read.
 Plain data, no torch: the planner (`copy_plan.py`) and the C backend's
 streaming threshold (`runtime/backends/cpu.py`) read the same numbers."""
 
@@ -13,8 +14,8 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["LLC_PER_CPU", "MIN_TLB_PAGES", "Caches", "host_caches", "read_caches", "read_gathers",
-           "read_partial_streams", "read_slow_gathers", "read_slow_streams",
-           "read_tlb_pages"]
+           "read_lane_gathers", "read_partial_streams", "read_slow_gathers",
+           "read_slow_streams", "read_tlb_pages"]
 
 _ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # The most L3 a CPU has to itself on any processor made (AMD's stacked-cache parts: 96 MiB
@@ -54,6 +55,9 @@ class Caches:
     # the same CPUs as `slow_gathers`, where that was measured (TTC's (0,2,1) 1.14-1.28x as
     # long streamed on a Cascade Lake VM; 0.68-0.98x on a Zen 5 VM, docs/cpu.md).
     slow_streams: bool = False
+    # Its gathers load about a lane a cycle (AMD's): a 16-lane vpgatherdd from L1 took
+    # 6.3 ns on a Zen 5 VM, 16 scalar loads 4.4 (docs/cpu.md).
+    lane_gathers: bool = False
 
     @property
     def last_level(self) -> int:
@@ -116,6 +120,14 @@ def read_slow_streams(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether the first processor of `cpuinfo` streams lines built in L1 slowly: the CPUs
     of `read_slow_gathers` (measured on a Cascade Lake; not on later Intel CPUs)."""
     return read_slow_gathers(cpuinfo)
+
+
+def read_lane_gathers(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the first processor of `cpuinfo` gathers vectors a lane at a time: an AMD
+    one with AVX-512 (Zen 4 and 5; measured on a Zen 5)."""
+    flags = _cpuinfo_words(cpuinfo, "flags") or []
+    vendor = (_cpuinfo_words(cpuinfo, "vendor_id") or [""])[0]
+    return vendor == "AuthenticAMD" and "avx512f" in flags
 
 
 def read_partial_streams(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -182,7 +194,8 @@ def read_caches(root: str = _ROOT, cpuinfo: str = "/proc/cpuinfo") -> Caches | N
     tlb = read_tlb_pages(cpuinfo) or default.tlb_pages
     return Caches(l1[0], l2[0], l3[0], l1[1], l2[1], l1[2], True, tlb, l3_cpus if l3[0] else 0,
                   read_gathers(cpuinfo), read_partial_streams(cpuinfo),
-                  read_slow_gathers(cpuinfo), read_slow_streams(cpuinfo))
+                  read_slow_gathers(cpuinfo), read_slow_streams(cpuinfo),
+                  read_lane_gathers(cpuinfo))
 
 
 @functools.cache
