@@ -1120,6 +1120,16 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
             base = _with(base, stream_bytes=-1)
     if kernel == "interleave":
         base = _with(base, lanes=canon.sizes[b], lane_stride=canon.src_strides[b])
+        # Streamed, each block's destination run is built in L1 and streamed on its own:
+        # a run of a line to LONG_RUN_BYTES that starts or ends inside a line streams
+        # partial lines every block (7 pixels of 3 float64 lanes, 168 bytes: 1.9x as long
+        # as through the cache, docs/cpu.md). A run under a line streams all the same:
+        # through the cache each would read a line for ownership (36 bytes: 1.09x).
+        run = min(canon.sizes[a], max(1, (64 << 10) // size)) * canon.sizes[b] * out
+        starts = (canon.dst_offset * out, run, *(canon.dst_strides[k] * out
+                                           for k in range(canon.rank) if k not in (a, b)))
+        if caches.line <= run < LONG_RUN_BYTES and any(x % caches.line for x in starts):
+            base = _with(base, stream_bytes=-1)
     consumed = {"deinterleave": a, "interleave": b}.get(kernel)
     side_choices: list[tuple[list[int], list[int]] | None] = [None]
     if kernel == "transpose":

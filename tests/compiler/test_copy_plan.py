@@ -1143,6 +1143,20 @@ def test_a_deinterleave_streams_only_lanes_that_start_on_a_line():
         assert (plan.stream_bytes > 0) == streams, (n, dst_offset, plan.describe())
 
 
+def test_an_interleave_streams_only_runs_that_are_long_or_whole_lines():
+    # Each block's destination run is built in L1 and streamed: 7 pixels of 3 float64
+    # lanes (168 bytes) would stream partial lines; 8192 pixels stream, and so do runs
+    # under a line (21 bytes), which through the cache would read a line each.
+    short = (53, 15, 3, 325, 7), (1, 3, 0, 4, 2)
+    for sizes, perm, dtype, streams in ((*short, DTYPES["float64"], False),
+                                        (*short, DTYPES["uint8"], True),
+                                        ((3, 1 << 20), (1, 0), DTYPES["float64"], True)):
+        lanes = [p for p in candidate_plans(permute_spec(sizes, perm, dtype), CACHES, limit=64)
+                 if p.kernel == "interleave"]
+        assert lanes, (sizes, dtype)
+        assert all((p.stream_bytes > 0) == streams for p in lanes), (sizes, dtype)
+
+
 def test_plans_are_data_and_the_same_for_the_same_copy():
     spec = permute_spec((6, 40, 50), (2, 0, 1))
     first, again = candidate_plans(spec, CACHES), candidate_plans(spec, CACHES)
