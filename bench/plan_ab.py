@@ -42,12 +42,13 @@ import torch  # noqa: E402
 import stridec  # noqa: E402
 from bench import cases as suite_cases  # noqa: E402
 from bench.run import last_level_cache_mb  # noqa: E402
-from bench.suites import select_cases  # noqa: E402
+from bench.suites import _expected, select_cases  # noqa: E402
 from stridec.compiler import copy_plan  # noqa: E402
 from stridec.compiler.codegen.c import plan as c_plan  # noqa: E402
 from stridec.compiler.codegen.spec import CopySpec  # noqa: E402
 from stridec.compiler.host import Caches, host_caches  # noqa: E402
 from stridec.ir.affine import address_span  # noqa: E402
+from stridec.ir.dtypes import DType  # noqa: E402
 from stridec.runtime import launch  # noqa: E402
 from stridec.runtime.cache import MEMORY_CACHE  # noqa: E402
 
@@ -99,9 +100,7 @@ def _run_once(case: suite_cases.Case) -> None:
     if case.into is None:
         fn(*inputs)
         return
-    want = case.fn(*[t.clone() for t in inputs])
-    outs = tuple(torch.empty_like(t) for t in (want if isinstance(want, tuple) else (want,)))
-    fn(*inputs, out=outs)
+    fn(*inputs, out=tuple(torch.empty_like(t) for t in _expected(case, inputs)))
 
 
 def parse_changes(items: Sequence[str]) -> dict[str, object]:
@@ -121,8 +120,8 @@ def changed(changes: dict[str, object]) -> Iterator[Caches]:
     `copy_plan` meanwhile."""
     fields = {f.name for f in dataclasses.fields(Caches)}
     constants = {k: v for k, v in changes.items() if k.isupper()}
-    unknown = [k for k in changes if k not in fields and k not in constants
-               or k in constants and not hasattr(copy_plan, k)]
+    unknown = [k for k in changes
+               if (not hasattr(copy_plan, k) if k in constants else k not in fields)]
     if unknown:
         raise SystemExit(f"plan_ab: no Caches field or copy_plan constant {unknown}")
     saved = {k: getattr(copy_plan, k) for k in constants}
@@ -150,7 +149,7 @@ def plans_of(specs: Sequence[tuple[str, CopySpec]],
 
 def _storages(spec: CopySpec) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat byte storages holding every address the spec reads and writes."""
-    def nbytes(strides: tuple[int, ...], offset: int, dtype: torch.dtype) -> int:
+    def nbytes(strides: tuple[int, ...], offset: int, dtype: DType) -> int:
         _, high = address_span(spec.sizes, strides, offset)
         return (high + 1) * dtype.itemsize
     n = nbytes(spec.src_strides, spec.src_offset, spec.src_dtype)

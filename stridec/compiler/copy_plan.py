@@ -1122,10 +1122,11 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
         base = _with(base, lanes=canon.sizes[b], lane_stride=canon.src_strides[b])
         # Streamed, each block's destination run is built in L1 and streamed on its own:
         # a run of a line to LONG_RUN_BYTES that starts or ends inside a line streams
-        # partial lines every block (7 pixels of 3 float64 lanes, 168 bytes: 1.9x as long
+        # partial lines every block (7 pixels of 3 float64 lanes, 168 bytes: 1.5x as long
         # as through the cache, docs/cpu.md). A run under a line streams all the same:
         # through the cache each would read a line for ownership (36 bytes: 1.09x).
-        run = min(canon.sizes[a], max(1, (64 << 10) // size)) * canon.sizes[b] * out
+        pixels = min(canon.sizes[a], max(1, (64 << 10) // size))  # a block's, below
+        run = pixels * canon.sizes[b] * out
         starts = (canon.dst_offset * out, run, *(canon.dst_strides[k] * out
                                            for k in range(canon.rank) if k not in (a, b)))
         if caches.line <= run < LONG_RUN_BYTES and any(x % caches.line for x in starts):
@@ -1157,7 +1158,7 @@ def _plans_of(canon: CopySpec, kernel: str, a: int | None, b: int | None, size: 
         elif kernel in ("rows", "reverse", "deinterleave", "compress", "fill"):
             tilings = [{b: min(canon.sizes[b], max(1, (64 << 10) // size))}]
         elif kernel == "interleave":
-            tilings = [{a: min(canon.sizes[a], max(1, (64 << 10) // size))}]
+            tilings = [{a: pixels}]
         else:
             tilings = [{b: canon.sizes[b]}]
         # The outer loops in the source's order (the largest source stride outermost) and
